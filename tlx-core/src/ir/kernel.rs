@@ -1,0 +1,109 @@
+//! A kernel specialized for one configuration: its parameters, options,
+//! body, and the type of every value.
+
+use super::ops::{Block, ValueId};
+use super::types::{ScalarType, Type};
+
+/// A kernel parameter as the launcher passes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+    /// The value the body uses for this parameter.
+    pub value: ValueId,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// A global pointer, passed as a 64-bit address.
+    Ptr(ScalarType),
+    /// A scalar passed by value (`bool` travels as one byte, 0 or 1).
+    Scalar(ScalarType),
+}
+
+impl ParamKind {
+    /// The IR type of the parameter's value in the body.
+    pub fn value_type(self) -> Type {
+        match self {
+            ParamKind::Ptr(s) => Type::ptr(s),
+            ParamKind::Scalar(s) => Type::scalar(s),
+        }
+    }
+}
+
+/// GPU architectures code can be generated for.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Arch {
+    /// Hopper (H100/H200) with the arch-specific features (wgmma, setmaxnreg).
+    #[default]
+    Sm90a,
+    /// Blackwell datacenter (B200), compiled and checked by `ptxas` but not run here.
+    Sm100a,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 2] = [Arch::Sm90a, Arch::Sm100a];
+
+    /// The PTX `.target` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Sm90a => "sm_90a",
+            Arch::Sm100a => "sm_100a",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The compute capability (major, minor) a device must have to run this code.
+    pub fn compute_capability(self) -> (u32, u32) {
+        match self {
+            Arch::Sm90a => (9, 0),
+            Arch::Sm100a => (10, 0),
+        }
+    }
+}
+
+/// Launch-shape options from the kernel attribute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Warps per program (CTA); the block has `32 * num_warps` threads.
+    pub num_warps: u32,
+    /// Software-pipelining depth hint for loops.
+    pub num_stages: u32,
+}
+
+impl Default for KernelOptions {
+    fn default() -> Self {
+        KernelOptions {
+            num_warps: 4,
+            num_stages: 3,
+        }
+    }
+}
+
+/// A kernel in IR form, specialized for one configuration of its constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub params: Vec<Param>,
+    /// The compile-time constants this specialization was built with, in declaration order.
+    pub consts: Vec<(String, i64)>,
+    pub options: KernelOptions,
+    pub body: Block,
+    /// The type of each value, indexed by [`ValueId`].
+    pub types: Vec<Type>,
+    /// The user's source file, for messages (may be empty).
+    pub source_file: String,
+}
+
+impl Kernel {
+    pub fn type_of(&self, v: ValueId) -> &Type {
+        &self.types[v.index()]
+    }
+
+    pub fn threads_per_program(&self) -> u32 {
+        self.options.num_warps * 32
+    }
+}

@@ -1,0 +1,395 @@
+//! Operations of the IR.
+//!
+//! The IR is SSA with structured control flow (`For`, `While`, `If` own
+//! nested [`Block`]s), in the spirit of MLIR's `scf` dialect: no jumps, so
+//! the interpreter, the code generator and the protocol checker all walk the
+//! same tree. Operand types are exact: the frontend inserts every cast,
+//! splat and broadcast, so an op never converts implicitly.
+
+use super::types::ScalarType;
+
+/// An SSA value: an index into [`super::Kernel::types`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for ValueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// Where an op came from in the user's source (1-based line, 0-based column).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SrcLoc {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// A straight-line sequence of ops. Blocks nested in control flow receive
+/// `args` (the induction variable and loop-carried values) and end with a
+/// terminator (`Yield` or `Condition`). The kernel body has no args and no terminator.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Block {
+    pub args: Vec<ValueId>,
+    pub ops: Vec<Op>,
+}
+
+/// One operation: what it does, the values it defines, and where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub kind: OpKind,
+    pub results: Vec<ValueId>,
+    pub loc: SrcLoc,
+}
+
+/// A literal constant. Floats are kept as f64 and rounded to the result type.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Literal {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Floats: IEEE division. Integers: truncating toward zero (as C and Rust).
+    Div,
+    /// Remainder with the sign of the dividend (as C and Rust).
+    Rem,
+    /// `maximum`: for floats, NaN if either operand is NaN.
+    Max,
+    /// `minimum`: for floats, NaN if either operand is NaN.
+    Min,
+    /// Bitwise on integers, logical on `bool`.
+    And,
+    Or,
+    Xor,
+    Shl,
+    /// Arithmetic for signed integers, logical for unsigned.
+    Shr,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    /// Bitwise not on integers, logical not on `bool`.
+    Not,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Abs,
+    Floor,
+    Ceil,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CmpPred {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    /// Index (i32) of the first maximum along the axis.
+    Argmax,
+    /// Index (i32) of the first minimum along the axis.
+    Argmin,
+}
+
+/// Cache modifier of a global load or store (PTX `.ca`, `.cg`, `.cs`, ...).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CacheModifier {
+    #[default]
+    None,
+    /// Cache at all levels.
+    Ca,
+    /// Cache in L2 only.
+    Cg,
+    /// Streaming: likely accessed once.
+    Cs,
+    /// Write-back (stores).
+    Wb,
+    /// Write-through (stores).
+    Wt,
+}
+
+/// L2 eviction priority hint.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum EvictionPolicy {
+    #[default]
+    Normal,
+    EvictFirst,
+    EvictLast,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    Exchange,
+}
+
+/// Memory ordering of an atomic.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MemSem {
+    Relaxed,
+    Acquire,
+    Release,
+    #[default]
+    AcqRel,
+}
+
+/// Which threads an atomic is coherent with.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MemScope {
+    Cta,
+    #[default]
+    Gpu,
+    System,
+}
+
+/// How `dot` treats f32 inputs.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DotPrecision {
+    /// f32 inputs are rounded to tf32 (10-bit mantissa) on tensor cores.
+    #[default]
+    Tf32,
+    /// Full f32 products (no tensor cores for f32 inputs).
+    Ieee,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    /// A literal splatted to the result's type.
+    Constant(Literal),
+    /// `program_id(axis)`: i32 scalar.
+    ProgramId { axis: u8 },
+    /// `num_programs(axis)`: i32 scalar.
+    NumPrograms { axis: u8 },
+    /// `arange(start, end)`: i32 tensor `[end - start]` holding `start..end`.
+    Arange { start: i64, end: i64 },
+    /// A scalar repeated to the result's shape.
+    Splat(ValueId),
+    /// Size-1 dimensions repeated to the result's shape (same rank).
+    Broadcast(ValueId),
+    /// A new size-1 dimension inserted at `axis`.
+    ExpandDims { value: ValueId, axis: usize },
+    /// Same elements in row-major order, new shape.
+    Reshape(ValueId),
+    /// Dimensions permuted: result dim `i` is operand dim `perm[i]`.
+    Trans { value: ValueId, perm: Vec<usize> },
+    /// Element type conversion to the result's type; floats round to nearest even,
+    /// float-to-int truncates toward zero and saturates (NaN becomes 0).
+    Cast(ValueId),
+    /// Reinterpret the bits as the result's element type of the same size.
+    Bitcast(ValueId),
+    Binary { op: BinaryOp, lhs: ValueId, rhs: ValueId },
+    Unary { op: UnaryOp, value: ValueId },
+    /// Elementwise comparison; the result is `bool`.
+    Compare { pred: CmpPred, lhs: ValueId, rhs: ValueId },
+    /// Elementwise `cond ? on_true : on_false` (Triton's `where`).
+    Select { cond: ValueId, on_true: ValueId, on_false: ValueId },
+    /// `a * b + c` rounded once.
+    Fma { a: ValueId, b: ValueId, c: ValueId },
+    /// Pointer plus an integer offset counted in pointee elements.
+    AddPtr { ptr: ValueId, offset: ValueId },
+    /// Global load. Masked-off lanes read `other` (or an unspecified value when absent)
+    /// and touch no memory.
+    Load {
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        other: Option<ValueId>,
+        cache: CacheModifier,
+        eviction: EvictionPolicy,
+        volatile: bool,
+    },
+    /// Global store; masked-off lanes touch no memory. No results.
+    Store {
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        cache: CacheModifier,
+        eviction: EvictionPolicy,
+    },
+    /// Reduction along `axis`; the result drops that dimension. `Argmax`/`Argmin` give i32.
+    Reduce { value: ValueId, axis: usize, kind: ReduceKind },
+    /// TLE's `cumsum`: results are the exclusive prefix sum (operand's shape) and the
+    /// total (the operand's shape without `axis`). `reverse` scans from the end.
+    Cumsum { value: ValueId, axis: usize, reverse: bool },
+    /// `acc + a @ b` for rank-2 tiles `[M, K] x [K, N] -> [M, N]`, accumulated in the
+    /// accumulator's type (f32 for float inputs, i32 for i8).
+    Dot { a: ValueId, b: ValueId, acc: ValueId, precision: DotPrecision },
+    /// Atomic read-modify-write per element; the result is the old value.
+    AtomicRmw {
+        op: AtomicOp,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+        sem: MemSem,
+        scope: MemScope,
+    },
+    /// Atomic compare-and-swap per element; the result is the old value.
+    AtomicCas {
+        ptr: ValueId,
+        cmp: ValueId,
+        value: ValueId,
+        sem: MemSem,
+        scope: MemScope,
+    },
+    /// TLE's `extract_tile`: the operand split into tiles of the result's shape,
+    /// and the tile at grid coordinates `index` taken.
+    ExtractTile { value: ValueId, index: Vec<usize> },
+    /// TLE's `insert_tile`: `value` with the tile at grid coordinates `index` replaced.
+    InsertTile { value: ValueId, tile: ValueId, index: Vec<usize> },
+    /// `for iv in (lower..upper).step_by(step)` with loop-carried values. The body's
+    /// args are `[iv, carried...]` and it ends with `Yield(next carried)`; the results
+    /// are the final carried values. `step` must be positive.
+    For {
+        lower: ValueId,
+        upper: ValueId,
+        step: ValueId,
+        inits: Vec<ValueId>,
+        body: Block,
+    },
+    /// `while`: `cond` takes the carried values and ends with `Condition`; `body` takes
+    /// them too and ends with `Yield`. The results are the carried values on exit.
+    While {
+        inits: Vec<ValueId>,
+        cond: Block,
+        body: Block,
+    },
+    /// Both blocks take no args and end with `Yield` of the results.
+    If {
+        cond: ValueId,
+        then_block: Block,
+        else_block: Block,
+    },
+    /// Terminator: the values a nested block hands back.
+    Yield(Vec<ValueId>),
+    /// Terminator of a `While`'s `cond` block: continue while true.
+    Condition(ValueId),
+    /// `device_print(prefix, values...)`.
+    Print { prefix: String, values: Vec<ValueId> },
+    /// `device_assert(cond, message)`: every element of `cond` must hold.
+    Assert { cond: ValueId, message: String },
+}
+
+impl OpKind {
+    /// The SSA operands this op reads directly (not those inside nested blocks).
+    pub fn operands(&self) -> Vec<ValueId> {
+        use OpKind::*;
+        match self {
+            Constant(_) | ProgramId { .. } | NumPrograms { .. } | Arange { .. } => vec![],
+            Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
+            ExpandDims { value, .. }
+            | Trans { value, .. }
+            | Unary { value, .. }
+            | Reduce { value, .. }
+            | Cumsum { value, .. }
+            | ExtractTile { value, .. } => vec![*value],
+            Binary { lhs, rhs, .. } | Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
+            Select {
+                cond,
+                on_true,
+                on_false,
+            } => vec![*cond, *on_true, *on_false],
+            Fma { a, b, c } => vec![*a, *b, *c],
+            AddPtr { ptr, offset } => vec![*ptr, *offset],
+            Load {
+                ptr, mask, other, ..
+            } => [Some(*ptr), *mask, *other].into_iter().flatten().collect(),
+            Store {
+                ptr, value, mask, ..
+            } => [Some(*ptr), Some(*value), *mask]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Dot { a, b, acc, .. } => vec![*a, *b, *acc],
+            AtomicRmw {
+                ptr, value, mask, ..
+            } => [Some(*ptr), Some(*value), *mask]
+                .into_iter()
+                .flatten()
+                .collect(),
+            AtomicCas {
+                ptr, cmp, value, ..
+            } => vec![*ptr, *cmp, *value],
+            InsertTile { value, tile, .. } => vec![*value, *tile],
+            For {
+                lower,
+                upper,
+                step,
+                inits,
+                ..
+            } => [*lower, *upper, *step]
+                .into_iter()
+                .chain(inits.iter().copied())
+                .collect(),
+            While { inits, .. } => inits.clone(),
+            If { cond, .. } => vec![*cond],
+            Yield(vs) => vs.clone(),
+            Condition(v) => vec![*v],
+            Print { values, .. } => values.clone(),
+            Assert { cond, .. } => vec![*cond],
+        }
+    }
+
+    /// The nested blocks of a control-flow op, in execution order.
+    pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
+            OpKind::If {
+                then_block,
+                else_block,
+                ..
+            } => vec![then_block, else_block],
+            _ => vec![],
+        }
+    }
+
+    /// True for ops that end a nested block.
+    pub fn is_terminator(&self) -> bool {
+        matches!(self, OpKind::Yield(_) | OpKind::Condition(_))
+    }
+
+    /// True for ops with effects beyond their results (memory, output, failure).
+    pub fn has_side_effects(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Store { .. }
+                | OpKind::AtomicRmw { .. }
+                | OpKind::AtomicCas { .. }
+                | OpKind::Print { .. }
+                | OpKind::Assert { .. }
+        )
+    }
+}
+
+/// The element type that integer `arange`, `program_id` and loop counters use.
+pub const INDEX_TYPE: ScalarType = ScalarType::I32;

@@ -1,0 +1,228 @@
+//! Element types and value types of the IR.
+//!
+//! Every IR value is a block tensor of static shape; a scalar is a tensor of
+//! rank 0. Elements are numbers, booleans or global pointers to numbers, as in
+//! Triton, so pointer arithmetic on tensors of pointers is ordinary IR.
+
+use std::fmt;
+
+/// A numeric or boolean element type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScalarType {
+    Bool,
+    I8,
+    U8,
+    I32,
+    U32,
+    I64,
+    F16,
+    BF16,
+    F32,
+    /// fp8 with 4 exponent bits, 3 mantissa bits, no infinities (`e4m3fn`).
+    F8E4M3,
+    /// fp8 with 5 exponent bits, 2 mantissa bits (IEEE-like).
+    F8E5M2,
+}
+
+impl ScalarType {
+    /// Every scalar type, in a fixed order (for tables and tests).
+    pub const ALL: [ScalarType; 11] = [
+        ScalarType::Bool,
+        ScalarType::I8,
+        ScalarType::U8,
+        ScalarType::I32,
+        ScalarType::U32,
+        ScalarType::I64,
+        ScalarType::F16,
+        ScalarType::BF16,
+        ScalarType::F32,
+        ScalarType::F8E4M3,
+        ScalarType::F8E5M2,
+    ];
+
+    /// Size in bytes in global memory (`Bool` is stored as one byte).
+    pub fn size_bytes(self) -> usize {
+        match self {
+            ScalarType::Bool
+            | ScalarType::I8
+            | ScalarType::U8
+            | ScalarType::F8E4M3
+            | ScalarType::F8E5M2 => 1,
+            ScalarType::F16 | ScalarType::BF16 => 2,
+            ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
+            ScalarType::I64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            ScalarType::F16
+                | ScalarType::BF16
+                | ScalarType::F32
+                | ScalarType::F8E4M3
+                | ScalarType::F8E5M2
+        )
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(
+            self,
+            ScalarType::I8 | ScalarType::U8 | ScalarType::I32 | ScalarType::U32 | ScalarType::I64
+        )
+    }
+
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, ScalarType::I8 | ScalarType::I32 | ScalarType::I64)
+    }
+
+    /// The name used in kernel source and in the IR text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScalarType::Bool => "bool",
+            ScalarType::I8 => "i8",
+            ScalarType::U8 => "u8",
+            ScalarType::I32 => "i32",
+            ScalarType::U32 => "u32",
+            ScalarType::I64 => "i64",
+            ScalarType::F16 => "f16",
+            ScalarType::BF16 => "bf16",
+            ScalarType::F32 => "f32",
+            ScalarType::F8E4M3 => "f8e4m3",
+            ScalarType::F8E5M2 => "f8e5m2",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ScalarType> {
+        ScalarType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for ScalarType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The element of a block tensor: a scalar, or a global pointer to one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    Scalar(ScalarType),
+    /// A pointer into global memory; offsets added to it count elements of the pointee.
+    Ptr(ScalarType),
+}
+
+impl Elem {
+    pub fn scalar(self) -> Option<ScalarType> {
+        match self {
+            Elem::Scalar(s) => Some(s),
+            Elem::Ptr(_) => None,
+        }
+    }
+
+    pub fn pointee(self) -> Option<ScalarType> {
+        match self {
+            Elem::Ptr(s) => Some(s),
+            Elem::Scalar(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Elem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Elem::Scalar(s) => write!(f, "{s}"),
+            Elem::Ptr(s) => write!(f, "ptr<{s}>"),
+        }
+    }
+}
+
+/// The type of an IR value: an element type and a static shape (empty for a scalar).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Type {
+    pub elem: Elem,
+    pub shape: Vec<usize>,
+}
+
+impl Type {
+    pub fn scalar(s: ScalarType) -> Type {
+        Type {
+            elem: Elem::Scalar(s),
+            shape: Vec::new(),
+        }
+    }
+
+    pub fn ptr(pointee: ScalarType) -> Type {
+        Type {
+            elem: Elem::Ptr(pointee),
+            shape: Vec::new(),
+        }
+    }
+
+    pub fn tensor(elem: Elem, shape: Vec<usize>) -> Type {
+        Type { elem, shape }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn is_scalar(&self) -> bool {
+        self.shape.is_empty()
+    }
+
+    /// Number of elements (1 for a scalar).
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The same element type with another shape.
+    pub fn with_shape(&self, shape: Vec<usize>) -> Type {
+        Type {
+            elem: self.elem,
+            shape,
+        }
+    }
+
+    /// The same shape with another element type.
+    pub fn with_elem(&self, elem: Elem) -> Type {
+        Type {
+            elem,
+            shape: self.shape.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.shape.is_empty() {
+            return write!(f, "{}", self.elem);
+        }
+        write!(f, "tensor<")?;
+        for d in &self.shape {
+            write!(f, "{d}x")?;
+        }
+        write!(f, "{}>", self.elem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for t in ScalarType::ALL {
+            assert_eq!(ScalarType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(ScalarType::from_name("f64"), None);
+    }
+
+    #[test]
+    fn display_shows_shape_and_pointee() {
+        let t = Type::tensor(Elem::Ptr(ScalarType::F16), vec![64, 32]);
+        assert_eq!(t.to_string(), "tensor<64x32xptr<f16>>");
+        assert_eq!(t.numel(), 64 * 32);
+        assert_eq!(Type::scalar(ScalarType::I32).to_string(), "i32");
+    }
+}

@@ -1,0 +1,9 @@
+//! tlx-core: the tlx compiler as a library.
+//!
+//! The pipeline, one folder a stage:
+//! - [`frontend`]: Rust syntax (syn) to [`ir`], with shape and dtype inference and diagnostics;
+//! - [`ir`]: the typed block-tensor IR every later stage reads;
+//! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
+//! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
+
+pub mod ir;

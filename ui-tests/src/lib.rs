@@ -1,0 +1,1 @@
+//! trybuild UI tests for the kernel language live in `tests/`.
