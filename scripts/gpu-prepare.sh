@@ -18,6 +18,7 @@ for t in tests/*.rs; do
   name=$(basename "$t" .rs)
   cp "$(ls -t target/release/deps/"$name"-* | grep -v '\.d$' | head -n 1)" ".gpu/tests/$name"
 done
+cp ../shared/anchors.py .gpu/ 2>/dev/null || true
 du -sh .gpu
 for f in .gpu/*/*; do
   if ldd "$f" | grep -qi llvm; then echo "error: $f links libLLVM" >&2; exit 1; fi

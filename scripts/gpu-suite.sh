@@ -35,8 +35,8 @@ fi
 for b in "$bin"/benches/*; do
   [ -x "$b" ] && step "bench-$(basename "$b")" 300 "$b"
 done
-if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f shared/anchors.py ]; then
-  step anchors 200 python3 shared/anchors.py
+if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f .gpu/anchors.py ]; then
+  step anchors 200 python3 .gpu/anchors.py
 fi
 echo "device: $(cat "$out/device.txt")"
 for b in "$out"/bench-*.log; do [ -f "$b" ] && { echo "== $b"; grep '^|' "$b"; }; done
