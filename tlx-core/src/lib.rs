@@ -7,3 +7,4 @@
 //! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
 
 pub mod ir;
+pub mod numeric;
