@@ -68,11 +68,15 @@ pub(crate) fn dot(
         }
         (Data::Int(av), Data::Int(bv), Data::Int(cv)) => {
             let mut c = cv.clone();
-            matmul_accumulate(av, bv, &mut c, mkn, |x, y, s| s.wrapping_add(x.wrapping_mul(y)));
+            matmul_accumulate(av, bv, &mut c, mkn, |x, y, s| {
+                s.wrapping_add(x.wrapping_mul(y))
+            });
             c.iter_mut().for_each(|x| *x = wrap_int(acc_ty, *x));
             Ok(Data::Int(c))
         }
-        _ => Err(Fault::malformed("dot operands of mixed or non-numeric types")),
+        _ => Err(Fault::malformed(
+            "dot operands of mixed or non-numeric types",
+        )),
     }
 }
 
@@ -89,14 +93,36 @@ mod tests {
         let a = t(vec![2, 2], Data::Float(vec![1.0, 2.0, 3.0, 4.0]));
         let b = t(vec![2, 1], Data::Float(vec![5.0, 6.0]));
         let c = t(vec![2, 1], Data::Float(vec![0.5, 0.0]));
-        let r = dot(&a, &b, &c, ScalarType::F16, ScalarType::F32, DotPrecision::Tf32);
+        let r = dot(
+            &a,
+            &b,
+            &c,
+            ScalarType::F16,
+            ScalarType::F32,
+            DotPrecision::Tf32,
+        );
         assert_eq!(r, Ok(Data::Float(vec![17.5, 39.0])));
         let ai = t(vec![1, 2], Data::Int(vec![-128, 127]));
         let bi = t(vec![2, 1], Data::Int(vec![-128, 127]));
         let ci = t(vec![1, 1], Data::Int(vec![1]));
-        let r = dot(&ai, &bi, &ci, ScalarType::I8, ScalarType::I32, DotPrecision::Tf32);
+        let r = dot(
+            &ai,
+            &bi,
+            &ci,
+            ScalarType::I8,
+            ScalarType::I32,
+            DotPrecision::Tf32,
+        );
         assert_eq!(r, Ok(Data::Int(vec![16384 + 16129 + 1])));
-        assert!(dot(&a, &a, &c, ScalarType::F32, ScalarType::F32, DotPrecision::Ieee).is_err());
+        assert!(dot(
+            &a,
+            &a,
+            &c,
+            ScalarType::F32,
+            ScalarType::F32,
+            DotPrecision::Ieee
+        )
+        .is_err());
     }
 
     #[test]
@@ -105,9 +131,23 @@ mod tests {
         let a = t(vec![1, 1], Data::Float(vec![x]));
         let one = t(vec![1, 1], Data::Float(vec![1.0]));
         let zero = t(vec![1, 1], Data::Float(vec![0.0]));
-        let tf32 = dot(&a, &one, &zero, ScalarType::F32, ScalarType::F32, DotPrecision::Tf32);
+        let tf32 = dot(
+            &a,
+            &one,
+            &zero,
+            ScalarType::F32,
+            ScalarType::F32,
+            DotPrecision::Tf32,
+        );
         assert_eq!(tf32, Ok(Data::Float(vec![1.0])));
-        let ieee = dot(&a, &one, &zero, ScalarType::F32, ScalarType::F32, DotPrecision::Ieee);
+        let ieee = dot(
+            &a,
+            &one,
+            &zero,
+            ScalarType::F32,
+            ScalarType::F32,
+            DotPrecision::Ieee,
+        );
         assert_eq!(ieee, Ok(Data::Float(vec![x])));
     }
 }

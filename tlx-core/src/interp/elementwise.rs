@@ -38,7 +38,10 @@ pub(crate) fn constant(lit: Literal, elem: Elem, numel: usize) -> FaultResult<Da
         (Repr::Int, Literal::Int(i)) => Data::Int(vec![wrap_int(ty, i); numel]),
         (Repr::Int, Literal::Bool(b)) => Data::Int(vec![i64::from(b); numel]),
         (Repr::Int, Literal::Float(f)) => {
-            Data::Int(vec![float_to_int_sat(ty, round_f64(ScalarType::F32, f)); numel])
+            Data::Int(vec![
+                float_to_int_sat(ty, round_f64(ScalarType::F32, f));
+                numel
+            ])
         }
         (Repr::Float, Literal::Float(f)) => Data::Float(vec![round_f64(ty, f); numel]),
         (Repr::Float, Literal::Int(i)) => Data::Float(vec![i64_to_float(ty, i); numel]),
@@ -52,7 +55,11 @@ fn float_max(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a == b {
-        if a.is_sign_negative() { b } else { a }
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
     } else if a > b {
         a
     } else {
@@ -64,7 +71,11 @@ fn float_min(a: f32, b: f32) -> f32 {
     if a.is_nan() || b.is_nan() {
         f32::NAN
     } else if a == b {
-        if a.is_sign_negative() { a } else { b }
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
     } else if a < b {
         a
     } else {
@@ -86,7 +97,10 @@ pub(crate) fn float_combine(op: BinaryOp) -> Option<fn(f32, f32) -> f32> {
 fn float_binary(op: BinaryOp, ty: ScalarType, a: &[f32], b: &[f32]) -> FaultResult<Vec<f32>> {
     let wide = |f: fn(f64, f64) -> f64| -> Vec<f32> {
         if ty == ScalarType::F32 {
-            a.iter().zip(b).map(|(&x, &y)| f(f64::from(x), f64::from(y)) as f32).collect()
+            a.iter()
+                .zip(b)
+                .map(|(&x, &y)| f(f64::from(x), f64::from(y)) as f32)
+                .collect()
         } else {
             a.iter()
                 .zip(b)
@@ -106,7 +120,10 @@ fn float_binary(op: BinaryOp, ty: ScalarType, a: &[f32], b: &[f32]) -> FaultResu
             if ty == ScalarType::F32 {
                 a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
             } else {
-                a.iter().zip(b).map(|(&x, &y)| round_f32(ty, f(x, y))).collect()
+                a.iter()
+                    .zip(b)
+                    .map(|(&x, &y)| round_f32(ty, f(x, y)))
+                    .collect()
             }
         }
     })
@@ -140,7 +157,11 @@ pub(crate) fn int_combine(op: BinaryOp, ty: ScalarType, a: i64, b: i64) -> Optio
         // Shifts by the width or more give 0 (or the sign), as PTX's shl/shr clamp.
         BinaryOp::Shl => {
             let s = shift_amount(ty, b);
-            if s >= bits { 0 } else { a.wrapping_shl(s as u32) }
+            if s >= bits {
+                0
+            } else {
+                a.wrapping_shl(s as u32)
+            }
         }
         BinaryOp::Shr => {
             let s = shift_amount(ty, b).min(bits - 1);
@@ -227,7 +248,12 @@ pub(crate) fn unary(op: UnaryOp, ty: ScalarType, value: &Data) -> FaultResult<Da
     })
 }
 
-fn compare_with<T: Copy>(pred: CmpPred, a: &[T], b: &[T], cmp: fn(T, T) -> Option<std::cmp::Ordering>) -> Vec<bool> {
+fn compare_with<T: Copy>(
+    pred: CmpPred,
+    a: &[T],
+    b: &[T],
+    cmp: fn(T, T) -> Option<std::cmp::Ordering>,
+) -> Vec<bool> {
     use std::cmp::Ordering::*;
     a.iter()
         .zip(b)
@@ -287,7 +313,12 @@ pub(crate) fn fma(ty: ScalarType, a: &Data, b: &Data, c: &Data) -> FaultResult<D
             (0..a.len()).map(|i| a[i].mul_add(b[i], c[i])).collect()
         } else {
             (0..a.len())
-                .map(|i| round_f64(ty, f64::from(a[i]).mul_add(f64::from(b[i]), f64::from(c[i]))))
+                .map(|i| {
+                    round_f64(
+                        ty,
+                        f64::from(a[i]).mul_add(f64::from(b[i]), f64::from(c[i])),
+                    )
+                })
                 .collect()
         }),
         (Data::Int(a), Data::Int(b), Data::Int(c)) => Data::Int(
@@ -312,12 +343,18 @@ pub(crate) fn cast(from: Elem, to: Elem, value: &Data) -> FaultResult<Data> {
         } else {
             v.iter().map(|&x| round_f32(dst, x)).collect()
         }),
-        (Data::Float(v), Repr::Int) => Data::Int(v.iter().map(|&x| float_to_int_sat(dst, x)).collect()),
+        (Data::Float(v), Repr::Int) => {
+            Data::Int(v.iter().map(|&x| float_to_int_sat(dst, x)).collect())
+        }
         (Data::Float(v), Repr::Bool) => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
-        (Data::Int(v), Repr::Float) => Data::Float(v.iter().map(|&x| i64_to_float(dst, x)).collect()),
+        (Data::Int(v), Repr::Float) => {
+            Data::Float(v.iter().map(|&x| i64_to_float(dst, x)).collect())
+        }
         (Data::Int(v), Repr::Int) => Data::Int(v.iter().map(|&x| wrap_int(dst, x)).collect()),
         (Data::Int(v), Repr::Bool) => Data::Bool(v.iter().map(|&x| x != 0).collect()),
-        (Data::Bool(v), Repr::Float) => Data::Float(v.iter().map(|&x| f32::from(u8::from(x))).collect()),
+        (Data::Bool(v), Repr::Float) => {
+            Data::Float(v.iter().map(|&x| f32::from(u8::from(x))).collect())
+        }
         (Data::Bool(v), Repr::Int) => Data::Int(v.iter().map(|&x| i64::from(x)).collect()),
         (Data::Bool(v), Repr::Bool) => Data::Bool(v.clone()),
         _ => return Err(mismatch("cast")),
@@ -327,7 +364,9 @@ pub(crate) fn cast(from: Elem, to: Elem, value: &Data) -> FaultResult<Data> {
 /// The same bits read as another element type of the same size.
 pub(crate) fn bitcast(from: ScalarType, to: ScalarType, value: &Data) -> FaultResult<Data> {
     if from.size_bytes() != to.size_bytes() {
-        return Err(Fault::malformed(format!("bitcast from {from} to {to} changes the size")));
+        return Err(Fault::malformed(format!(
+            "bitcast from {from} to {to} changes the size"
+        )));
     }
     let mask = u64::MAX >> (64 - 8 * from.size_bytes());
     let bits: Vec<u64> = match value {
@@ -373,22 +412,43 @@ mod tests {
     fn integer_ops_wrap_and_follow_c() {
         let a = Data::Int(vec![i64::from(i32::MAX), -7, 7, -8]);
         let b = Data::Int(vec![1, 2, -2, 1]);
-        assert_eq!(ints(binary(BinaryOp::Add, I32, &a, &b)), vec![i64::from(i32::MIN), -5, 5, -7]);
+        assert_eq!(
+            ints(binary(BinaryOp::Add, I32, &a, &b)),
+            vec![i64::from(i32::MIN), -5, 5, -7]
+        );
         assert_eq!(ints(binary(BinaryOp::Div, I32, &a, &b))[1..], [-3, -3, -8]);
         assert_eq!(ints(binary(BinaryOp::Rem, I32, &a, &b))[1..], [-1, 1, 0]);
-        assert_eq!(ints(binary(BinaryOp::Mul, I32, &a, &b)), vec![i64::from(i32::MAX), -14, -14, -8]);
+        assert_eq!(
+            ints(binary(BinaryOp::Mul, I32, &a, &b)),
+            vec![i64::from(i32::MAX), -14, -14, -8]
+        );
         let big = Data::Int(vec![i64::from(i32::MAX)]);
         assert_eq!(ints(binary(BinaryOp::Mul, I32, &big, &big)), vec![1]);
-        assert_eq!(ints(binary(BinaryOp::Max, I32, &a, &b)), vec![i64::from(i32::MAX), 2, 7, 1]);
-        assert_eq!(ints(binary(BinaryOp::Min, I32, &a, &b)), vec![1, -7, -2, -8]);
+        assert_eq!(
+            ints(binary(BinaryOp::Max, I32, &a, &b)),
+            vec![i64::from(i32::MAX), 2, 7, 1]
+        );
+        assert_eq!(
+            ints(binary(BinaryOp::Min, I32, &a, &b)),
+            vec![1, -7, -2, -8]
+        );
         assert_eq!(ints(binary(BinaryOp::And, I32, &a, &b))[1], -7 & 2);
         assert_eq!(ints(binary(BinaryOp::Or, I32, &a, &b))[1], -7 | 2);
         assert_eq!(ints(binary(BinaryOp::Xor, I32, &a, &b))[1], -7 ^ 2);
         let zero = Data::Int(vec![1, 0, 1, 1]);
-        assert_eq!(binary(BinaryOp::Div, I32, &a, &zero), Err(Fault::DivisionByZero { element: 1 }));
-        assert_eq!(binary(BinaryOp::Rem, I32, &a, &zero), Err(Fault::DivisionByZero { element: 1 }));
+        assert_eq!(
+            binary(BinaryOp::Div, I32, &a, &zero),
+            Err(Fault::DivisionByZero { element: 1 })
+        );
+        assert_eq!(
+            binary(BinaryOp::Rem, I32, &a, &zero),
+            Err(Fault::DivisionByZero { element: 1 })
+        );
         let u = Data::Int(vec![0, 255]);
-        assert_eq!(ints(binary(BinaryOp::Sub, U8, &u, &Data::Int(vec![1, 0]))), vec![255, 255]);
+        assert_eq!(
+            ints(binary(BinaryOp::Sub, U8, &u, &Data::Int(vec![1, 0]))),
+            vec![255, 255]
+        );
     }
 
     #[test]
@@ -396,9 +456,15 @@ mod tests {
         let a = Data::Int(vec![-16, -16, 1, 1]);
         let s = Data::Int(vec![2, 40, 31, 32]);
         assert_eq!(ints(binary(BinaryOp::Shr, I32, &a, &s)), vec![-4, -1, 0, 0]);
-        assert_eq!(ints(binary(BinaryOp::Shl, I32, &a, &s)), vec![-64, 0, i64::from(i32::MIN), 0]);
+        assert_eq!(
+            ints(binary(BinaryOp::Shl, I32, &a, &s)),
+            vec![-64, 0, i64::from(i32::MIN), 0]
+        );
         let u = Data::Int(vec![0xffff_fff0, 0xffff_fff0]);
-        assert_eq!(ints(binary(BinaryOp::Shr, U32, &u, &Data::Int(vec![4, 32]))), vec![0x0fff_ffff, 0]);
+        assert_eq!(
+            ints(binary(BinaryOp::Shr, U32, &u, &Data::Int(vec![4, 32]))),
+            vec![0x0fff_ffff, 0]
+        );
     }
 
     #[test]
@@ -406,38 +472,88 @@ mod tests {
         let a = Data::Float(vec![1.0, 2048.0, f32::NAN]);
         let b = Data::Float(vec![2f32.powi(-11), 1.0, 1.0]);
         // f16: 1 + 2^-11 ties to 1; 2048 + 1 ties to 2048.
-        assert_eq!(floats(binary(BinaryOp::Add, F16, &a, &b))[..2], [1.0, 2048.0]);
-        assert_eq!(floats(binary(BinaryOp::Add, F32, &a, &b))[..2], [1.0 + 2f32.powi(-11), 2049.0]);
+        assert_eq!(
+            floats(binary(BinaryOp::Add, F16, &a, &b))[..2],
+            [1.0, 2048.0]
+        );
+        assert_eq!(
+            floats(binary(BinaryOp::Add, F32, &a, &b))[..2],
+            [1.0 + 2f32.powi(-11), 2049.0]
+        );
         assert!(floats(binary(BinaryOp::Max, F32, &a, &b))[2].is_nan());
         assert!(floats(binary(BinaryOp::Min, F32, &a, &b))[2].is_nan());
         assert_eq!(floats(binary(BinaryOp::Sub, F32, &a, &b))[1], 2047.0);
         assert_eq!(floats(binary(BinaryOp::Mul, BF16, &a, &b))[1], 2048.0);
-        let third = floats(binary(BinaryOp::Div, F16, &Data::Float(vec![1.0]), &Data::Float(vec![3.0])));
+        let third = floats(binary(
+            BinaryOp::Div,
+            F16,
+            &Data::Float(vec![1.0]),
+            &Data::Float(vec![3.0]),
+        ));
         assert_eq!(third[0], half::f16::from_f64(1.0 / 3.0).to_f32());
-        assert_eq!(floats(binary(BinaryOp::Rem, F32, &Data::Float(vec![-7.5]), &Data::Float(vec![2.0]))), vec![-1.5]);
+        assert_eq!(
+            floats(binary(
+                BinaryOp::Rem,
+                F32,
+                &Data::Float(vec![-7.5]),
+                &Data::Float(vec![2.0])
+            )),
+            vec![-1.5]
+        );
         assert!(binary(BinaryOp::Shl, F32, &a, &b).is_err());
     }
 
     #[test]
     fn unary_ops() {
         let v = Data::Float(vec![4.0, -2.5]);
-        assert_eq!(floats(unary(UnaryOp::Sqrt, F32, &Data::Float(vec![4.0]))), vec![2.0]);
-        assert_eq!(floats(unary(UnaryOp::Rsqrt, F32, &Data::Float(vec![4.0]))), vec![0.5]);
+        assert_eq!(
+            floats(unary(UnaryOp::Sqrt, F32, &Data::Float(vec![4.0]))),
+            vec![2.0]
+        );
+        assert_eq!(
+            floats(unary(UnaryOp::Rsqrt, F32, &Data::Float(vec![4.0]))),
+            vec![0.5]
+        );
         assert_eq!(floats(unary(UnaryOp::Neg, F32, &v)), vec![-4.0, 2.5]);
         assert_eq!(floats(unary(UnaryOp::Abs, F32, &v)), vec![4.0, 2.5]);
         assert_eq!(floats(unary(UnaryOp::Floor, F32, &v)), vec![4.0, -3.0]);
         assert_eq!(floats(unary(UnaryOp::Ceil, F32, &v)), vec![4.0, -2.0]);
-        assert_eq!(floats(unary(UnaryOp::Exp2, F32, &Data::Float(vec![3.0]))), vec![8.0]);
-        assert_eq!(floats(unary(UnaryOp::Log2, F32, &Data::Float(vec![8.0]))), vec![3.0]);
+        assert_eq!(
+            floats(unary(UnaryOp::Exp2, F32, &Data::Float(vec![3.0]))),
+            vec![8.0]
+        );
+        assert_eq!(
+            floats(unary(UnaryOp::Log2, F32, &Data::Float(vec![8.0]))),
+            vec![3.0]
+        );
         let e = floats(unary(UnaryOp::Exp, F16, &Data::Float(vec![1.0])))[0];
         assert_eq!(e, half::f16::from_f32(std::f32::consts::E).to_f32());
         assert!((floats(unary(UnaryOp::Log, F32, &Data::Float(vec![1.0])))[0]).abs() < 1e-7);
         assert!((floats(unary(UnaryOp::Sin, F32, &Data::Float(vec![0.0])))[0]).abs() < 1e-7);
-        assert_eq!(floats(unary(UnaryOp::Cos, F32, &Data::Float(vec![0.0]))), vec![1.0]);
-        assert_eq!(ints(unary(UnaryOp::Neg, I32, &Data::Int(vec![i64::from(i32::MIN)]))), vec![i64::from(i32::MIN)]);
-        assert_eq!(ints(unary(UnaryOp::Not, U8, &Data::Int(vec![0x0f]))), vec![0xf0]);
-        assert_eq!(ints(unary(UnaryOp::Abs, I8, &Data::Int(vec![-128, -3]))), vec![-128, 3]);
-        assert_eq!(bools(unary(UnaryOp::Not, Bool, &Data::Bool(vec![true]))), vec![false]);
+        assert_eq!(
+            floats(unary(UnaryOp::Cos, F32, &Data::Float(vec![0.0]))),
+            vec![1.0]
+        );
+        assert_eq!(
+            ints(unary(
+                UnaryOp::Neg,
+                I32,
+                &Data::Int(vec![i64::from(i32::MIN)])
+            )),
+            vec![i64::from(i32::MIN)]
+        );
+        assert_eq!(
+            ints(unary(UnaryOp::Not, U8, &Data::Int(vec![0x0f]))),
+            vec![0xf0]
+        );
+        assert_eq!(
+            ints(unary(UnaryOp::Abs, I8, &Data::Int(vec![-128, -3]))),
+            vec![-128, 3]
+        );
+        assert_eq!(
+            bools(unary(UnaryOp::Not, Bool, &Data::Bool(vec![true]))),
+            vec![false]
+        );
         assert!(unary(UnaryOp::Exp, I32, &Data::Int(vec![1])).is_err());
     }
 
@@ -445,11 +561,23 @@ mod tests {
     fn comparisons_treat_nan_as_unordered() {
         let a = Data::Float(vec![1.0, f32::NAN, 2.0]);
         let b = Data::Float(vec![1.0, f32::NAN, 1.0]);
-        assert_eq!(bools(compare(CmpPred::Eq, &a, &b)), vec![true, false, false]);
+        assert_eq!(
+            bools(compare(CmpPred::Eq, &a, &b)),
+            vec![true, false, false]
+        );
         assert_eq!(bools(compare(CmpPred::Ne, &a, &b)), vec![false, true, true]);
-        assert_eq!(bools(compare(CmpPred::Lt, &a, &b)), vec![false, false, false]);
-        assert_eq!(bools(compare(CmpPred::Le, &a, &b)), vec![true, false, false]);
-        assert_eq!(bools(compare(CmpPred::Gt, &a, &b)), vec![false, false, true]);
+        assert_eq!(
+            bools(compare(CmpPred::Lt, &a, &b)),
+            vec![false, false, false]
+        );
+        assert_eq!(
+            bools(compare(CmpPred::Le, &a, &b)),
+            vec![true, false, false]
+        );
+        assert_eq!(
+            bools(compare(CmpPred::Gt, &a, &b)),
+            vec![false, false, true]
+        );
         assert_eq!(bools(compare(CmpPred::Ge, &a, &b)), vec![true, false, true]);
         let i = Data::Int(vec![-1, 3]);
         let j = Data::Int(vec![0, 3]);
@@ -465,37 +593,103 @@ mod tests {
         assert!(select(&[true, false], &t, &f).is_err());
         // f32 fma rounds once: (1 + 2^-23)^2 - 1 keeps the 2^-46 term.
         let x = 1.0 + f32::EPSILON;
-        let r = floats(fma(F32, &Data::Float(vec![x]), &Data::Float(vec![x]), &Data::Float(vec![-1.0])));
+        let r = floats(fma(
+            F32,
+            &Data::Float(vec![x]),
+            &Data::Float(vec![x]),
+            &Data::Float(vec![-1.0]),
+        ));
         assert_eq!(r[0], 2.0 * f32::EPSILON + f32::EPSILON * f32::EPSILON);
-        assert_eq!(ints(fma(I32, &Data::Int(vec![3]), &Data::Int(vec![4]), &Data::Int(vec![5]))), vec![17]);
+        assert_eq!(
+            ints(fma(
+                I32,
+                &Data::Int(vec![3]),
+                &Data::Int(vec![4]),
+                &Data::Int(vec![5])
+            )),
+            vec![17]
+        );
     }
 
     #[test]
     fn casts_between_every_kind() {
         let f = Data::Float(vec![-2.7, 300.5, f32::NAN, 0.0]);
-        assert_eq!(ints(cast(Elem::Scalar(F32), Elem::Scalar(I32), &f)), vec![-2, 300, 0, 0]);
-        assert_eq!(ints(cast(Elem::Scalar(F32), Elem::Scalar(U8), &f)), vec![0, 255, 0, 0]);
-        assert_eq!(ints(cast(Elem::Scalar(F32), Elem::Scalar(I8), &f)), vec![-2, 127, 0, 0]);
-        assert_eq!(bools(cast(Elem::Scalar(F32), Elem::Scalar(Bool), &f)), vec![true, true, true, false]);
-        let h = floats(cast(Elem::Scalar(F32), Elem::Scalar(F16), &Data::Float(vec![0.1])));
+        assert_eq!(
+            ints(cast(Elem::Scalar(F32), Elem::Scalar(I32), &f)),
+            vec![-2, 300, 0, 0]
+        );
+        assert_eq!(
+            ints(cast(Elem::Scalar(F32), Elem::Scalar(U8), &f)),
+            vec![0, 255, 0, 0]
+        );
+        assert_eq!(
+            ints(cast(Elem::Scalar(F32), Elem::Scalar(I8), &f)),
+            vec![-2, 127, 0, 0]
+        );
+        assert_eq!(
+            bools(cast(Elem::Scalar(F32), Elem::Scalar(Bool), &f)),
+            vec![true, true, true, false]
+        );
+        let h = floats(cast(
+            Elem::Scalar(F32),
+            Elem::Scalar(F16),
+            &Data::Float(vec![0.1]),
+        ));
         assert_eq!(h[0], half::f16::from_f32(0.1).to_f32());
-        let b = floats(cast(Elem::Scalar(F32), Elem::Scalar(BF16), &Data::Float(vec![0.1])));
+        let b = floats(cast(
+            Elem::Scalar(F32),
+            Elem::Scalar(BF16),
+            &Data::Float(vec![0.1]),
+        ));
         assert_eq!(b[0], half::bf16::from_f32(0.1).to_f32());
-        let e4 = floats(cast(Elem::Scalar(F32), Elem::Scalar(F8E4M3), &Data::Float(vec![1000.0, 0.3])));
+        let e4 = floats(cast(
+            Elem::Scalar(F32),
+            Elem::Scalar(F8E4M3),
+            &Data::Float(vec![1000.0, 0.3]),
+        ));
         assert_eq!(e4, vec![448.0, 0.3125]);
-        let e5 = floats(cast(Elem::Scalar(F16), Elem::Scalar(F8E5M2), &Data::Float(vec![0.3])));
+        let e5 = floats(cast(
+            Elem::Scalar(F16),
+            Elem::Scalar(F8E5M2),
+            &Data::Float(vec![0.3]),
+        ));
         assert_eq!(e5, vec![0.3125]);
-        let up = floats(cast(Elem::Scalar(F8E4M3), Elem::Scalar(F32), &Data::Float(vec![0.3125])));
+        let up = floats(cast(
+            Elem::Scalar(F8E4M3),
+            Elem::Scalar(F32),
+            &Data::Float(vec![0.3125]),
+        ));
         assert_eq!(up, vec![0.3125]);
         let i = Data::Int(vec![-1, 300]);
-        assert_eq!(ints(cast(Elem::Scalar(I32), Elem::Scalar(U8), &i)), vec![255, 44]);
-        assert_eq!(ints(cast(Elem::Scalar(I32), Elem::Scalar(I64), &i)), vec![-1, 300]);
-        assert_eq!(ints(cast(Elem::Scalar(I32), Elem::Scalar(U32), &i)), vec![0xffff_ffff, 300]);
-        assert_eq!(floats(cast(Elem::Scalar(I32), Elem::Scalar(F16), &i)), vec![-1.0, 300.0]);
-        assert_eq!(bools(cast(Elem::Scalar(I32), Elem::Scalar(Bool), &i)), vec![true, true]);
+        assert_eq!(
+            ints(cast(Elem::Scalar(I32), Elem::Scalar(U8), &i)),
+            vec![255, 44]
+        );
+        assert_eq!(
+            ints(cast(Elem::Scalar(I32), Elem::Scalar(I64), &i)),
+            vec![-1, 300]
+        );
+        assert_eq!(
+            ints(cast(Elem::Scalar(I32), Elem::Scalar(U32), &i)),
+            vec![0xffff_ffff, 300]
+        );
+        assert_eq!(
+            floats(cast(Elem::Scalar(I32), Elem::Scalar(F16), &i)),
+            vec![-1.0, 300.0]
+        );
+        assert_eq!(
+            bools(cast(Elem::Scalar(I32), Elem::Scalar(Bool), &i)),
+            vec![true, true]
+        );
         let t = Data::Bool(vec![true, false]);
-        assert_eq!(ints(cast(Elem::Scalar(Bool), Elem::Scalar(I32), &t)), vec![1, 0]);
-        assert_eq!(floats(cast(Elem::Scalar(Bool), Elem::Scalar(F32), &t)), vec![1.0, 0.0]);
+        assert_eq!(
+            ints(cast(Elem::Scalar(Bool), Elem::Scalar(I32), &t)),
+            vec![1, 0]
+        );
+        assert_eq!(
+            floats(cast(Elem::Scalar(Bool), Elem::Scalar(F32), &t)),
+            vec![1.0, 0.0]
+        );
         assert!(cast(Elem::Ptr(F32), Elem::Scalar(I64), &f).is_err());
     }
 
@@ -504,16 +698,34 @@ mod tests {
         let f = Data::Float(vec![1.0]);
         assert_eq!(ints(bitcast(F32, I32, &f)), vec![0x3f80_0000]);
         assert!(bitcast(F16, U8, &f).is_err());
-        assert_eq!(floats(bitcast(I32, F32, &Data::Int(vec![0x3f80_0000]))), vec![1.0]);
-        assert_eq!(floats(bitcast(U8, F8E4M3, &Data::Int(vec![0x38]))), vec![1.0]);
-        assert_eq!(ints(bitcast(F32, U32, &Data::Float(vec![-0.0]))), vec![0x8000_0000]);
+        assert_eq!(
+            floats(bitcast(I32, F32, &Data::Int(vec![0x3f80_0000]))),
+            vec![1.0]
+        );
+        assert_eq!(
+            floats(bitcast(U8, F8E4M3, &Data::Int(vec![0x38]))),
+            vec![1.0]
+        );
+        assert_eq!(
+            ints(bitcast(F32, U32, &Data::Float(vec![-0.0]))),
+            vec![0x8000_0000]
+        );
     }
 
     #[test]
     fn constants_take_the_result_type() {
-        assert_eq!(floats(constant(Literal::Float(0.1), Elem::Scalar(F16), 2)), vec![half::f16::from_f64(0.1).to_f32(); 2]);
-        assert_eq!(ints(constant(Literal::Int(-1), Elem::Scalar(U8), 1)), vec![255]);
-        assert_eq!(bools(constant(Literal::Bool(true), Elem::Scalar(Bool), 1)), vec![true]);
+        assert_eq!(
+            floats(constant(Literal::Float(0.1), Elem::Scalar(F16), 2)),
+            vec![half::f16::from_f64(0.1).to_f32(); 2]
+        );
+        assert_eq!(
+            ints(constant(Literal::Int(-1), Elem::Scalar(U8), 1)),
+            vec![255]
+        );
+        assert_eq!(
+            bools(constant(Literal::Bool(true), Elem::Scalar(Bool), 1)),
+            vec![true]
+        );
         assert!(constant(Literal::Int(0), Elem::Ptr(F32), 1).is_err());
     }
 }

@@ -55,7 +55,9 @@ pub enum InterpError {
     },
     #[error("{buffer} is not a live buffer (never allocated or already freed)")]
     UnknownBuffer { buffer: BufferId },
-    #[error("host access of {len} bytes at byte {offset} is outside {buffer} of {buffer_len} bytes")]
+    #[error(
+        "host access of {len} bytes at byte {offset} is outside {buffer} of {buffer_len} bytes"
+    )]
     HostAccessOutOfBounds {
         buffer: BufferId,
         offset: usize,
@@ -203,7 +205,14 @@ mod tests {
         }
         .at(at);
         let text = err.to_string();
-        for part in ["`add`", "(3, 0, 1)", "`load`", "src/k.rs:line 12", "element 5", "4096 bytes"] {
+        for part in [
+            "`add`",
+            "(3, 0, 1)",
+            "`load`",
+            "src/k.rs:line 12",
+            "element 5",
+            "4096 bytes",
+        ] {
             assert!(text.contains(part), "{text} lacks {part}");
         }
     }

@@ -19,10 +19,26 @@ use super::{dot, elementwise as ew, global, reduce, shape};
 enum Continuation<'k> {
     /// The kernel body: finishing it finishes the program.
     Root,
-    ForBody { op: &'k Op, body: &'k Block, iv: i64, upper: i64, step: i64 },
-    WhileCond { op: &'k Op, cond: &'k Block, body: &'k Block },
-    WhileBody { op: &'k Op, cond: &'k Block, body: &'k Block },
-    IfArm { op: &'k Op },
+    ForBody {
+        op: &'k Op,
+        body: &'k Block,
+        iv: i64,
+        upper: i64,
+        step: i64,
+    },
+    WhileCond {
+        op: &'k Op,
+        cond: &'k Block,
+        body: &'k Block,
+    },
+    WhileBody {
+        op: &'k Op,
+        cond: &'k Block,
+        body: &'k Block,
+    },
+    IfArm {
+        op: &'k Op,
+    },
 }
 
 struct Frame<'k> {
@@ -134,7 +150,12 @@ fn format_elements(data: &Data) -> String {
 }
 
 impl<'k> Executor<'k> {
-    pub(crate) fn new(kernel: &'k Kernel, mem: &'k HostMemory, check_uninit: bool, grid: [u32; 3]) -> Self {
+    pub(crate) fn new(
+        kernel: &'k Kernel,
+        mem: &'k HostMemory,
+        check_uninit: bool,
+        grid: [u32; 3],
+    ) -> Self {
         Executor {
             kernel,
             mem,
@@ -157,7 +178,11 @@ impl<'k> Executor<'k> {
     }
 
     /// Runs one program to completion. `params` are the parameter values, in order.
-    pub(crate) fn run_program(&mut self, program: [u32; 3], params: &[Rc<Tensor>]) -> Result<(), InterpError> {
+    pub(crate) fn run_program(
+        &mut self,
+        program: [u32; 3],
+        params: &[Rc<Tensor>],
+    ) -> Result<(), InterpError> {
         self.start(program, params)
             .map_err(|fault| fault.at(self.site(None)))?;
         while self.step()? == Progress::Running {}
@@ -195,7 +220,8 @@ impl<'k> Executor<'k> {
             };
         };
         frame.pc += 1;
-        self.execute(op).map_err(|fault| fault.at(self.site(Some(op))))?;
+        self.execute(op)
+            .map_err(|fault| fault.at(self.site(Some(op))))?;
         Ok(if self.frames.is_empty() {
             Progress::Finished
         } else {
@@ -283,10 +309,21 @@ impl<'k> Executor<'k> {
             .first()
             .ok_or_else(|| Fault::malformed("for body without an induction variable"))?;
         let ty = self.scalar_type(*iv_arg)?;
-        Ok(Rc::new(Tensor::new(vec![], Data::Int(vec![wrap_int(ty, iv)]))?))
+        Ok(Rc::new(Tensor::new(
+            vec![],
+            Data::Int(vec![wrap_int(ty, iv)]),
+        )?))
     }
 
-    fn enter_for_body(&mut self, op: &'k Op, body: &'k Block, iv: i64, upper: i64, step: i64, carried: Vec<Rc<Tensor>>) -> FaultResult<()> {
+    fn enter_for_body(
+        &mut self,
+        op: &'k Op,
+        body: &'k Block,
+        iv: i64,
+        upper: i64,
+        step: i64,
+        carried: Vec<Rc<Tensor>>,
+    ) -> FaultResult<()> {
         let mut args = Vec::with_capacity(carried.len() + 1);
         args.push(self.counter(body, iv)?);
         args.extend(carried);
@@ -294,7 +331,13 @@ impl<'k> Executor<'k> {
         self.frames.push(Frame {
             block: body,
             pc: 0,
-            cont: Continuation::ForBody { op, body, iv, upper, step },
+            cont: Continuation::ForBody {
+                op,
+                body,
+                iv,
+                upper,
+                step,
+            },
         });
         Ok(())
     }
@@ -310,8 +353,16 @@ impl<'k> Executor<'k> {
         };
         match frame.cont {
             Continuation::Root => Err(Fault::malformed("yield in the kernel body")),
-            Continuation::ForBody { op, body, iv, upper, step } => match iv.checked_add(step) {
-                Some(next) if next < upper => self.enter_for_body(op, body, next, upper, step, yielded),
+            Continuation::ForBody {
+                op,
+                body,
+                iv,
+                upper,
+                step,
+            } => match iv.checked_add(step) {
+                Some(next) if next < upper => {
+                    self.enter_for_body(op, body, next, upper, step, yielded)
+                }
                 _ => self.bind_all(&op.results, yielded),
             },
             Continuation::WhileBody { op, cond, body } => {
@@ -326,7 +377,11 @@ impl<'k> Executor<'k> {
 
     /// The innermost frame (a while condition) ends with `Condition(go_on)`.
     fn finish_condition(&mut self, go_on: bool) -> FaultResult<()> {
-        let Some(Frame { cont: Continuation::WhileCond { op, cond, body }, .. }) = self.frames.pop() else {
+        let Some(Frame {
+            cont: Continuation::WhileCond { op, cond, body },
+            ..
+        }) = self.frames.pop()
+        else {
             return Err(Fault::malformed("condition outside a while condition"));
         };
         let carried = self.values(&cond.args)?;
@@ -341,7 +396,13 @@ impl<'k> Executor<'k> {
 
     fn execute(&mut self, op: &'k Op) -> FaultResult<()> {
         match &op.kind {
-            OpKind::For { lower, upper, step, inits, body } => {
+            OpKind::For {
+                lower,
+                upper,
+                step,
+                inits,
+                body,
+            } => {
                 let lower = self.get(*lower)?.scalar_int()?;
                 let upper = self.get(*upper)?.scalar_int()?;
                 let step = self.get(*step)?.scalar_int()?;
@@ -361,8 +422,16 @@ impl<'k> Executor<'k> {
                 self.enter(cond, Continuation::WhileCond { op, cond, body });
                 Ok(())
             }
-            OpKind::If { cond, then_block, else_block } => {
-                let arm = if self.get(*cond)?.scalar_bool()? { then_block } else { else_block };
+            OpKind::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let arm = if self.get(*cond)?.scalar_bool()? {
+                    then_block
+                } else {
+                    else_block
+                };
                 self.enter(arm, Continuation::IfArm { op });
                 Ok(())
             }
@@ -386,7 +455,11 @@ impl<'k> Executor<'k> {
                 ew::constant(*lit, ty.elem, ty.numel())?
             }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
-                let source = if matches!(op.kind, OpKind::ProgramId { .. }) { self.program } else { self.grid };
+                let source = if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    self.program
+                } else {
+                    self.grid
+                };
                 let v = source
                     .get(usize::from(*axis))
                     .ok_or_else(|| Fault::malformed(format!("axis {axis} of a 3-d grid")))?;
@@ -417,24 +490,41 @@ impl<'k> Executor<'k> {
                 let to = self.scalar_type(Self::result(op, 0)?)?;
                 ew::bitcast(self.scalar_type(*v)?, to, &self.get(*v)?.data)?
             }
-            OpKind::Binary { op: bin, lhs, rhs } => {
-                ew::binary(*bin, self.scalar_type(*lhs)?, &self.get(*lhs)?.data, &self.get(*rhs)?.data)?
+            OpKind::Binary { op: bin, lhs, rhs } => ew::binary(
+                *bin,
+                self.scalar_type(*lhs)?,
+                &self.get(*lhs)?.data,
+                &self.get(*rhs)?.data,
+            )?,
+            OpKind::Unary { op: un, value } => {
+                ew::unary(*un, self.scalar_type(*value)?, &self.get(*value)?.data)?
             }
-            OpKind::Unary { op: un, value } => ew::unary(*un, self.scalar_type(*value)?, &self.get(*value)?.data)?,
-            OpKind::Compare { pred, lhs, rhs } => ew::compare(*pred, &self.get(*lhs)?.data, &self.get(*rhs)?.data)?,
-            OpKind::Select { cond, on_true, on_false } => {
-                ew::select(self.get(*cond)?.bools()?, &self.get(*on_true)?.data, &self.get(*on_false)?.data)?
+            OpKind::Compare { pred, lhs, rhs } => {
+                ew::compare(*pred, &self.get(*lhs)?.data, &self.get(*rhs)?.data)?
             }
+            OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            } => ew::select(
+                self.get(*cond)?.bools()?,
+                &self.get(*on_true)?.data,
+                &self.get(*on_false)?.data,
+            )?,
             OpKind::Fma { a, b, c } => ew::fma(
                 self.scalar_type(*a)?,
                 &self.get(*a)?.data,
                 &self.get(*b)?.data,
                 &self.get(*c)?.data,
             )?,
-            OpKind::AddPtr { ptr, offset } => {
-                global::add_ptr(self.get(*ptr)?.ptrs()?, self.get(*offset)?.ints()?, self.pointee(*ptr)?)?
-            }
-            OpKind::Load { ptr, mask, other, .. } => {
+            OpKind::AddPtr { ptr, offset } => global::add_ptr(
+                self.get(*ptr)?.ptrs()?,
+                self.get(*offset)?.ints()?,
+                self.pointee(*ptr)?,
+            )?,
+            OpKind::Load {
+                ptr, mask, other, ..
+            } => {
                 let mask = self.mask(*mask)?;
                 let other = other.map(|o| self.get(o).cloned()).transpose()?;
                 global::load(
@@ -446,7 +536,9 @@ impl<'k> Executor<'k> {
                     other.as_deref().map(|o| &o.data),
                 )?
             }
-            OpKind::Store { ptr, value, mask, .. } => {
+            OpKind::Store {
+                ptr, value, mask, ..
+            } => {
                 let mask = self.mask(*mask)?;
                 return global::store(
                     self.mem,
@@ -459,12 +551,26 @@ impl<'k> Executor<'k> {
             OpKind::Reduce { value, axis, kind } => {
                 reduce::reduce(self.get(*value)?, self.scalar_type(*value)?, *axis, *kind)?
             }
-            OpKind::Cumsum { value, axis, reverse } => {
-                let (prefix, total) = reduce::cumsum(self.get(*value)?, self.scalar_type(*value)?, *axis, *reverse)?;
+            OpKind::Cumsum {
+                value,
+                axis,
+                reverse,
+            } => {
+                let (prefix, total) = reduce::cumsum(
+                    self.get(*value)?,
+                    self.scalar_type(*value)?,
+                    *axis,
+                    *reverse,
+                )?;
                 self.define(op, 1, total)?;
                 prefix
             }
-            OpKind::Dot { a, b, acc, precision } => dot::dot(
+            OpKind::Dot {
+                a,
+                b,
+                acc,
+                precision,
+            } => dot::dot(
                 self.get(*a)?,
                 self.get(*b)?,
                 self.get(*acc)?,
@@ -472,7 +578,13 @@ impl<'k> Executor<'k> {
                 self.scalar_type(*acc)?,
                 *precision,
             )?,
-            OpKind::AtomicRmw { op: rmw, ptr, value, mask, .. } => {
+            OpKind::AtomicRmw {
+                op: rmw,
+                ptr,
+                value,
+                mask,
+                ..
+            } => {
                 let mask = self.mask(*mask)?;
                 global::atomic_rmw(
                     self.mem,
@@ -484,7 +596,9 @@ impl<'k> Executor<'k> {
                     mask.as_deref().map(Tensor::bools).transpose()?,
                 )?
             }
-            OpKind::AtomicCas { ptr, cmp, value, .. } => global::atomic_cas(
+            OpKind::AtomicCas {
+                ptr, cmp, value, ..
+            } => global::atomic_cas(
                 self.mem,
                 self.check_uninit,
                 self.pointee(*ptr)?,
@@ -502,12 +616,21 @@ impl<'k> Executor<'k> {
             OpKind::Print { prefix, values } => return self.print(op, prefix, values),
             OpKind::Assert { cond, message } => {
                 return match self.get(*cond)?.bools()?.iter().position(|&ok| !ok) {
-                    Some(element) => Err(Fault::AssertFailed { message: message.clone(), element }),
+                    Some(element) => Err(Fault::AssertFailed {
+                        message: message.clone(),
+                        element,
+                    }),
                     None => Ok(()),
                 };
             }
-            OpKind::For { .. } | OpKind::While { .. } | OpKind::If { .. } | OpKind::Yield(_) | OpKind::Condition(_) => {
-                return Err(Fault::malformed("control flow reached the straight-line evaluator"));
+            OpKind::For { .. }
+            | OpKind::While { .. }
+            | OpKind::If { .. }
+            | OpKind::Yield(_)
+            | OpKind::Condition(_) => {
+                return Err(Fault::malformed(
+                    "control flow reached the straight-line evaluator",
+                ));
             }
         };
         self.define(op, 0, data)
@@ -535,6 +658,9 @@ mod tests {
     fn elements_print_as_scalars_or_lists() {
         assert_eq!(format_elements(&Data::Int(vec![3])), "3");
         assert_eq!(format_elements(&Data::Float(vec![1.5, -2.0])), "[1.5, -2]");
-        assert_eq!(format_elements(&Data::Bool(vec![true, false])), "[true, false]");
+        assert_eq!(
+            format_elements(&Data::Bool(vec![true, false])),
+            "[true, false]"
+        );
     }
 }

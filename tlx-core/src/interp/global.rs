@@ -31,7 +31,13 @@ impl<'m> Resolver<'m> {
     }
 
     /// The buffer and byte offset of an access of `size` bytes by lane `element`.
-    fn locate(&mut self, ptr: Ptr, size: usize, element: usize, reads: bool) -> FaultResult<(&Buffer, usize)> {
+    fn locate(
+        &mut self,
+        ptr: Ptr,
+        size: usize,
+        element: usize,
+        reads: bool,
+    ) -> FaultResult<(&Buffer, usize)> {
         let freed = Fault::FreedBuffer {
             element,
             buffer: ptr.buffer,
@@ -51,7 +57,10 @@ impl<'m> Resolver<'m> {
             buffer_len: buffer.len(),
         };
         let offset = usize::try_from(ptr.byte_offset).map_err(|_| out_of_bounds.clone())?;
-        if offset.checked_add(size).is_none_or(|end| end > buffer.len()) {
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > buffer.len())
+        {
             return Err(out_of_bounds);
         }
         if reads && self.check_uninit && !buffer.is_initialized(offset, size) {
@@ -139,9 +148,13 @@ pub(crate) fn load(
                 Some(_) => return Err(bad_other()),
             };
             Data::Float(if pointee == ScalarType::F32 {
-                load_lanes(&mut r, ptrs, pointee, mask, other, 0.0, |b| f32::from_bits(b as u32))?
+                load_lanes(&mut r, ptrs, pointee, mask, other, 0.0, |b| {
+                    f32::from_bits(b as u32)
+                })?
             } else {
-                load_lanes(&mut r, ptrs, pointee, mask, other, 0.0, |b| float_from_bits(pointee, b))?
+                load_lanes(&mut r, ptrs, pointee, mask, other, 0.0, |b| {
+                    float_from_bits(pointee, b)
+                })?
             })
         }
         Repr::Int => {
@@ -150,7 +163,9 @@ pub(crate) fn load(
                 Some(Data::Int(o)) => Some(o.as_slice()),
                 Some(_) => return Err(bad_other()),
             };
-            Data::Int(load_lanes(&mut r, ptrs, pointee, mask, other, 0, |b| int_from_bits(pointee, b))?)
+            Data::Int(load_lanes(&mut r, ptrs, pointee, mask, other, 0, |b| {
+                int_from_bits(pointee, b)
+            })?)
         }
         Repr::Bool => {
             let other = match other {
@@ -158,7 +173,15 @@ pub(crate) fn load(
                 Some(Data::Bool(o)) => Some(o.as_slice()),
                 Some(_) => return Err(bad_other()),
             };
-            Data::Bool(load_lanes(&mut r, ptrs, pointee, mask, other, false, |b| b != 0)?)
+            Data::Bool(load_lanes(
+                &mut r,
+                ptrs,
+                pointee,
+                mask,
+                other,
+                false,
+                |b| b != 0,
+            )?)
         }
     })
 }
@@ -199,14 +222,20 @@ pub(crate) fn store(
     match (values, Repr::of_scalar(pointee)) {
         (Data::Float(v), Repr::Float) => {
             if pointee == ScalarType::F32 {
-                store_lanes(&mut r, ptrs, pointee, v, mask, |x: f32| u64::from(x.to_bits()))
+                store_lanes(&mut r, ptrs, pointee, v, mask, |x: f32| {
+                    u64::from(x.to_bits())
+                })
             } else {
-                store_lanes(&mut r, ptrs, pointee, v, mask, |x| float_to_bits(pointee, x))
+                store_lanes(&mut r, ptrs, pointee, v, mask, |x| {
+                    float_to_bits(pointee, x)
+                })
             }
         }
         (Data::Int(v), Repr::Int) => store_lanes(&mut r, ptrs, pointee, v, mask, |x: i64| x as u64),
         (Data::Bool(v), Repr::Bool) => store_lanes(&mut r, ptrs, pointee, v, mask, u64::from),
-        _ => Err(Fault::malformed("stored value does not match the pointee type")),
+        _ => Err(Fault::malformed(
+            "stored value does not match the pointee type",
+        )),
     }
 }
 
@@ -303,34 +332,61 @@ pub(crate) fn atomic_rmw(
                 None => None,
                 Some(b) => Some(float_combine(b).ok_or_else(unsupported)?),
             };
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, mask, 0.0, float_codec(pointee), |old, i| {
-                let x = lane(v, i);
-                Ok(Some(combine.map_or(x, |f| round_f32(pointee, f(old, x)))))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                mask,
+                0.0,
+                float_codec(pointee),
+                |old, i| {
+                    let x = lane(v, i);
+                    Ok(Some(combine.map_or(x, |f| round_f32(pointee, f(old, x)))))
+                },
+            )?;
             Ok(Data::Float(olds))
         }
         (Data::Int(v), Repr::Int) => {
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, mask, 0, int_codec(pointee), |old, i| {
-                let x = lane(v, i);
-                let new = match binary {
-                    None => x,
-                    Some(b) => int_combine(b, pointee, old, x).ok_or_else(unsupported)?,
-                };
-                Ok(Some(wrap_int(pointee, new)))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                mask,
+                0,
+                int_codec(pointee),
+                |old, i| {
+                    let x = lane(v, i);
+                    let new = match binary {
+                        None => x,
+                        Some(b) => int_combine(b, pointee, old, x).ok_or_else(unsupported)?,
+                    };
+                    Ok(Some(wrap_int(pointee, new)))
+                },
+            )?;
             Ok(Data::Int(olds))
         }
         (Data::Bool(v), Repr::Bool) => {
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, mask, false, bool_codec(), |old, i| {
-                let x = lane(v, i);
-                Ok(Some(match op {
-                    AtomicOp::Exchange => x,
-                    AtomicOp::And | AtomicOp::Min => old && x,
-                    AtomicOp::Or | AtomicOp::Max => old || x,
-                    AtomicOp::Xor => old != x,
-                    AtomicOp::Add => return Err(unsupported()),
-                }))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                mask,
+                false,
+                bool_codec(),
+                |old, i| {
+                    let x = lane(v, i);
+                    Ok(Some(match op {
+                        AtomicOp::Exchange => x,
+                        AtomicOp::And | AtomicOp::Min => old && x,
+                        AtomicOp::Or | AtomicOp::Max => old || x,
+                        AtomicOp::Xor => old != x,
+                        AtomicOp::Add => return Err(unsupported()),
+                    }))
+                },
+            )?;
             Ok(Data::Bool(olds))
         }
         _ => Err(unsupported()),
@@ -352,24 +408,47 @@ pub(crate) fn atomic_cas(
     match (cmp, values, Repr::of_scalar(pointee)) {
         (Data::Float(c), Data::Float(v), Repr::Float) => {
             let bits = |x| float_to_bits(pointee, x);
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, None, 0.0, float_codec(pointee), |old, i| {
-                Ok((bits(old) == bits(lane(c, i))).then(|| lane(v, i)))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                None,
+                0.0,
+                float_codec(pointee),
+                |old, i| Ok((bits(old) == bits(lane(c, i))).then(|| lane(v, i))),
+            )?;
             Ok(Data::Float(olds))
         }
         (Data::Int(c), Data::Int(v), Repr::Int) => {
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, None, 0, int_codec(pointee), |old, i| {
-                Ok((old == lane(c, i)).then(|| lane(v, i)))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                None,
+                0,
+                int_codec(pointee),
+                |old, i| Ok((old == lane(c, i)).then(|| lane(v, i))),
+            )?;
             Ok(Data::Int(olds))
         }
         (Data::Bool(c), Data::Bool(v), Repr::Bool) => {
-            let olds = atomic_lanes(mem, check_uninit, pointee, ptrs, None, false, bool_codec(), |old, i| {
-                Ok((old == lane(c, i)).then(|| lane(v, i)))
-            })?;
+            let olds = atomic_lanes(
+                mem,
+                check_uninit,
+                pointee,
+                ptrs,
+                None,
+                false,
+                bool_codec(),
+                |old, i| Ok((old == lane(c, i)).then(|| lane(v, i))),
+            )?;
             Ok(Data::Bool(olds))
         }
-        _ => Err(Fault::malformed(format!("atomic_cas on {pointee} with mismatched operands"))),
+        _ => Err(Fault::malformed(format!(
+            "atomic_cas on {pointee} with mismatched operands"
+        ))),
     }
 }
 
@@ -378,7 +457,13 @@ mod tests {
     use super::*;
 
     fn ptrs(buffer: BufferId, offsets: &[i64]) -> Vec<Ptr> {
-        offsets.iter().map(|&byte_offset| Ptr { buffer, byte_offset }).collect()
+        offsets
+            .iter()
+            .map(|&byte_offset| Ptr {
+                buffer,
+                byte_offset,
+            })
+            .collect()
     }
 
     #[test]
@@ -386,13 +471,33 @@ mod tests {
         let mem = HostMemory::new();
         let id = mem.alloc(16);
         let p = ptrs(id, &[0, 4, 8, 12]);
-        store(&mem, ScalarType::F32, &p, &Data::Float(vec![1.0, 2.0, 3.0, 4.0]), Some(&[true, true, false, true]))
-            .expect("in bounds");
-        let got = load(&mem, true, ScalarType::F32, &p, Some(&[true, true, false, true]), Some(&Data::Float(vec![-1.0])));
+        store(
+            &mem,
+            ScalarType::F32,
+            &p,
+            &Data::Float(vec![1.0, 2.0, 3.0, 4.0]),
+            Some(&[true, true, false, true]),
+        )
+        .expect("in bounds");
+        let got = load(
+            &mem,
+            true,
+            ScalarType::F32,
+            &p,
+            Some(&[true, true, false, true]),
+            Some(&Data::Float(vec![-1.0])),
+        );
         assert_eq!(got, Ok(Data::Float(vec![1.0, 2.0, -1.0, 4.0])));
         // The masked-off lane was never written: reading it is an uninit read.
         let err = load(&mem, true, ScalarType::F32, &p, None, None);
-        assert!(matches!(err, Err(Fault::UninitRead { element: 2, byte_offset: 8, .. })));
+        assert!(matches!(
+            err,
+            Err(Fault::UninitRead {
+                element: 2,
+                byte_offset: 8,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -400,16 +505,43 @@ mod tests {
         let mem = HostMemory::new();
         let id = mem.alloc(8);
         let p = ptrs(id, &[0, 8]);
-        let err = store(&mem, ScalarType::F32, &p, &Data::Float(vec![0.0, 0.0]), None);
-        assert_eq!(err, Err(Fault::OutOfBounds { element: 1, byte_offset: 8, buffer: id, buffer_len: 8 }));
+        let err = store(
+            &mem,
+            ScalarType::F32,
+            &p,
+            &Data::Float(vec![0.0, 0.0]),
+            None,
+        );
+        assert_eq!(
+            err,
+            Err(Fault::OutOfBounds {
+                element: 1,
+                byte_offset: 8,
+                buffer: id,
+                buffer_len: 8
+            })
+        );
         let neg = ptrs(id, &[-4]);
-        assert!(matches!(load(&mem, false, ScalarType::F32, &neg, None, None), Err(Fault::OutOfBounds { .. })));
+        assert!(matches!(
+            load(&mem, false, ScalarType::F32, &neg, None, None),
+            Err(Fault::OutOfBounds { .. })
+        ));
         // A masked-off out-of-bounds lane is fine.
-        assert!(store(&mem, ScalarType::F32, &p, &Data::Float(vec![0.0, 0.0]), Some(&[true, false])).is_ok());
+        assert!(store(
+            &mem,
+            ScalarType::F32,
+            &p,
+            &Data::Float(vec![0.0, 0.0]),
+            Some(&[true, false])
+        )
+        .is_ok());
         mem.free(id);
         assert_eq!(
             load(&mem, false, ScalarType::F32, &p, None, None),
-            Err(Fault::FreedBuffer { element: 0, buffer: id })
+            Err(Fault::FreedBuffer {
+                element: 0,
+                buffer: id
+            })
         );
     }
 
@@ -418,14 +550,30 @@ mod tests {
         let mem = HostMemory::new();
         let id = mem.alloc(4);
         let p = ptrs(id, &[0, 2]);
-        store(&mem, ScalarType::F16, &p, &Data::Float(vec![1.5, -2.0]), None).expect("in bounds");
+        store(
+            &mem,
+            ScalarType::F16,
+            &p,
+            &Data::Float(vec![1.5, -2.0]),
+            None,
+        )
+        .expect("in bounds");
         let mut raw = [0u8; 4];
         mem.read(id, 0, &mut raw).expect("live");
-        assert_eq!(u16::from_le_bytes([raw[0], raw[1]]), half::f16::from_f32(1.5).to_bits());
+        assert_eq!(
+            u16::from_le_bytes([raw[0], raw[1]]),
+            half::f16::from_f32(1.5).to_bits()
+        );
         let bytes = ptrs(id, &[0, 1]);
         store(&mem, ScalarType::I8, &bytes, &Data::Int(vec![-1, 5]), None).expect("in bounds");
-        assert_eq!(load(&mem, true, ScalarType::I8, &bytes, None, None), Ok(Data::Int(vec![-1, 5])));
-        assert_eq!(load(&mem, true, ScalarType::U8, &bytes, None, None), Ok(Data::Int(vec![255, 5])));
+        assert_eq!(
+            load(&mem, true, ScalarType::I8, &bytes, None, None),
+            Ok(Data::Int(vec![-1, 5]))
+        );
+        assert_eq!(
+            load(&mem, true, ScalarType::U8, &bytes, None, None),
+            Ok(Data::Int(vec![255, 5]))
+        );
     }
 
     #[test]
@@ -434,20 +582,68 @@ mod tests {
         let id = mem.alloc(8);
         mem.fill(id, 0).expect("live");
         let p = ptrs(id, &[0, 0, 4]);
-        let olds = atomic_rmw(&mem, true, AtomicOp::Add, ScalarType::I32, &p, &Data::Int(vec![1, 2, 5]), None);
+        let olds = atomic_rmw(
+            &mem,
+            true,
+            AtomicOp::Add,
+            ScalarType::I32,
+            &p,
+            &Data::Int(vec![1, 2, 5]),
+            None,
+        );
         assert_eq!(olds, Ok(Data::Int(vec![0, 1, 0])));
-        let olds = atomic_rmw(&mem, true, AtomicOp::Max, ScalarType::I32, &p[..1], &Data::Int(vec![-9]), None);
+        let olds = atomic_rmw(
+            &mem,
+            true,
+            AtomicOp::Max,
+            ScalarType::I32,
+            &p[..1],
+            &Data::Int(vec![-9]),
+            None,
+        );
         assert_eq!(olds, Ok(Data::Int(vec![3])));
-        let olds = atomic_cas(&mem, true, ScalarType::I32, &p[2..], &Data::Int(vec![5]), &Data::Int(vec![7]));
+        let olds = atomic_cas(
+            &mem,
+            true,
+            ScalarType::I32,
+            &p[2..],
+            &Data::Int(vec![5]),
+            &Data::Int(vec![7]),
+        );
         assert_eq!(olds, Ok(Data::Int(vec![5])));
-        let olds = atomic_rmw(&mem, true, AtomicOp::Exchange, ScalarType::I32, &p[2..], &Data::Int(vec![0]), None);
+        let olds = atomic_rmw(
+            &mem,
+            true,
+            AtomicOp::Exchange,
+            ScalarType::I32,
+            &p[2..],
+            &Data::Int(vec![0]),
+            None,
+        );
         assert_eq!(olds, Ok(Data::Int(vec![7])));
         let f = mem.alloc(4);
         mem.fill(f, 0).expect("live");
         let fp = ptrs(f, &[0, 0]);
-        let olds = atomic_rmw(&mem, true, AtomicOp::Add, ScalarType::F32, &fp, &Data::Float(vec![0.5, 0.25]), None);
+        let olds = atomic_rmw(
+            &mem,
+            true,
+            AtomicOp::Add,
+            ScalarType::F32,
+            &fp,
+            &Data::Float(vec![0.5, 0.25]),
+            None,
+        );
         assert_eq!(olds, Ok(Data::Float(vec![0.0, 0.5])));
-        assert!(atomic_rmw(&mem, true, AtomicOp::Xor, ScalarType::F32, &fp, &Data::Float(vec![1.0, 1.0]), None).is_err());
+        assert!(atomic_rmw(
+            &mem,
+            true,
+            AtomicOp::Xor,
+            ScalarType::F32,
+            &fp,
+            &Data::Float(vec![1.0, 1.0]),
+            None
+        )
+        .is_err());
     }
 
     #[test]

@@ -153,7 +153,12 @@ impl HostMemory {
     }
 
     /// Copies `out.len()` bytes out from `offset_bytes` (uninitialized bytes read as they are).
-    pub fn read(&self, id: BufferId, offset_bytes: usize, out: &mut [u8]) -> Result<(), InterpError> {
+    pub fn read(
+        &self,
+        id: BufferId,
+        offset_bytes: usize,
+        out: &mut [u8],
+    ) -> Result<(), InterpError> {
         let buffer = self.live(id)?;
         Self::checked_range(&buffer, id, offset_bytes, out.len())?;
         for (i, byte) in out.iter_mut().enumerate() {
@@ -191,7 +196,10 @@ mod tests {
         mem.read(id, 2, &mut out).expect("in bounds");
         assert_eq!(out, [1, 2, 3]);
         let err = mem.write(id, 6, &[0; 3]);
-        assert!(matches!(err, Err(InterpError::HostAccessOutOfBounds { buffer_len: 8, .. })));
+        assert!(matches!(
+            err,
+            Err(InterpError::HostAccessOutOfBounds { buffer_len: 8, .. })
+        ));
     }
 
     #[test]
@@ -199,7 +207,10 @@ mod tests {
         let mem = HostMemory::new();
         let id = mem.alloc(4);
         mem.free(id);
-        assert!(matches!(mem.len(id), Err(InterpError::UnknownBuffer { .. })));
+        assert!(matches!(
+            mem.len(id),
+            Err(InterpError::UnknownBuffer { .. })
+        ));
         assert!(mem.fill(id, 0).is_err());
         assert!(mem.len(BufferId(99)).is_err());
     }

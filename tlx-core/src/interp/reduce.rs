@@ -48,28 +48,61 @@ fn float_reduce(kind: ReduceKind, ty: ScalarType, v: &[f32], dims: (usize, usize
             let sums = fold_lines(v, dims, |x| x, |a, x, _| a + x);
             Data::Float(sums.into_iter().map(|s| round_f32(ty, s)).collect())
         }
-        ReduceKind::Max => Data::Float(fold_lines(v, dims, |x| x, |a: f32, x: f32, _| {
-            if a.is_nan() || x.is_nan() { f32::NAN } else { a.max(x) }
-        })),
-        ReduceKind::Min => Data::Float(fold_lines(v, dims, |x| x, |a: f32, x: f32, _| {
-            if a.is_nan() || x.is_nan() { f32::NAN } else { a.min(x) }
-        })),
+        ReduceKind::Max => Data::Float(fold_lines(
+            v,
+            dims,
+            |x| x,
+            |a: f32, x: f32, _| {
+                if a.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else {
+                    a.max(x)
+                }
+            },
+        )),
+        ReduceKind::Min => Data::Float(fold_lines(
+            v,
+            dims,
+            |x| x,
+            |a: f32, x: f32, _| {
+                if a.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else {
+                    a.min(x)
+                }
+            },
+        )),
         ReduceKind::Argmax => Data::Int(
-            fold_lines(v, dims, |x| (x, 0usize), |(b, bi), x, k| if x > b { (x, k) } else { (b, bi) })
-                .into_iter()
-                .map(|(_, i)| i as i64)
-                .collect(),
+            fold_lines(
+                v,
+                dims,
+                |x| (x, 0usize),
+                |(b, bi), x, k| if x > b { (x, k) } else { (b, bi) },
+            )
+            .into_iter()
+            .map(|(_, i)| i as i64)
+            .collect(),
         ),
         ReduceKind::Argmin => Data::Int(
-            fold_lines(v, dims, |x| (x, 0usize), |(b, bi), x, k| if x < b { (x, k) } else { (b, bi) })
-                .into_iter()
-                .map(|(_, i)| i as i64)
-                .collect(),
+            fold_lines(
+                v,
+                dims,
+                |x| (x, 0usize),
+                |(b, bi), x, k| if x < b { (x, k) } else { (b, bi) },
+            )
+            .into_iter()
+            .map(|(_, i)| i as i64)
+            .collect(),
         ),
     }
 }
 
-fn int_reduce(kind: ReduceKind, ty: ScalarType, v: &[i64], dims: (usize, usize, usize)) -> Vec<i64> {
+fn int_reduce(
+    kind: ReduceKind,
+    ty: ScalarType,
+    v: &[i64],
+    dims: (usize, usize, usize),
+) -> Vec<i64> {
     let first_index = |pairs: Vec<(i64, usize)>| pairs.into_iter().map(|(_, i)| i as i64).collect();
     match kind {
         ReduceKind::Sum => fold_lines(v, dims, |x| x, |a: i64, x, _| a.wrapping_add(x))
@@ -78,17 +111,40 @@ fn int_reduce(kind: ReduceKind, ty: ScalarType, v: &[i64], dims: (usize, usize, 
             .collect(),
         ReduceKind::Max => fold_lines(v, dims, |x| x, |a: i64, x, _| a.max(x)),
         ReduceKind::Min => fold_lines(v, dims, |x| x, |a: i64, x, _| a.min(x)),
-        ReduceKind::Argmax => first_index(fold_lines(v, dims, |x| (x, 0), |(b, bi), x, k| {
-            if x > b { (x, k) } else { (b, bi) }
-        })),
-        ReduceKind::Argmin => first_index(fold_lines(v, dims, |x| (x, 0), |(b, bi), x, k| {
-            if x < b { (x, k) } else { (b, bi) }
-        })),
+        ReduceKind::Argmax => first_index(fold_lines(
+            v,
+            dims,
+            |x| (x, 0),
+            |(b, bi), x, k| {
+                if x > b {
+                    (x, k)
+                } else {
+                    (b, bi)
+                }
+            },
+        )),
+        ReduceKind::Argmin => first_index(fold_lines(
+            v,
+            dims,
+            |x| (x, 0),
+            |(b, bi), x, k| {
+                if x < b {
+                    (x, k)
+                } else {
+                    (b, bi)
+                }
+            },
+        )),
     }
 }
 
 /// Reduction of `value` (element type `ty`) along `axis`.
-pub(crate) fn reduce(value: &Tensor, ty: ScalarType, axis: usize, kind: ReduceKind) -> FaultResult<Data> {
+pub(crate) fn reduce(
+    value: &Tensor,
+    ty: ScalarType,
+    axis: usize,
+    kind: ReduceKind,
+) -> FaultResult<Data> {
     let dims = split_at_axis(&value.shape, axis)?;
     if dims.1 == 0 {
         return Err(Fault::malformed("reduction over an empty axis"));
@@ -100,9 +156,14 @@ pub(crate) fn reduce(value: &Tensor, ty: ScalarType, axis: usize, kind: ReduceKi
             let ints: Vec<i64> = v.iter().map(|&b| i64::from(b)).collect();
             match kind {
                 ReduceKind::Max | ReduceKind::Min => Data::Bool(
-                    int_reduce(kind, ty, &ints, dims).into_iter().map(|x| x != 0).collect(),
+                    int_reduce(kind, ty, &ints, dims)
+                        .into_iter()
+                        .map(|x| x != 0)
+                        .collect(),
                 ),
-                ReduceKind::Argmax | ReduceKind::Argmin => Data::Int(int_reduce(kind, ty, &ints, dims)),
+                ReduceKind::Argmax | ReduceKind::Argmin => {
+                    Data::Int(int_reduce(kind, ty, &ints, dims))
+                }
                 ReduceKind::Sum => return Err(Fault::malformed("sum of bools")),
             }
         }
@@ -137,12 +198,18 @@ fn scan<T: Copy>(
 }
 
 /// TLE's cumsum: the exclusive prefix sums (same shape) and the totals (axis dropped).
-pub(crate) fn cumsum(value: &Tensor, ty: ScalarType, axis: usize, reverse: bool) -> FaultResult<(Data, Data)> {
+pub(crate) fn cumsum(
+    value: &Tensor,
+    ty: ScalarType,
+    axis: usize,
+    reverse: bool,
+) -> FaultResult<(Data, Data)> {
     let dims = split_at_axis(&value.shape, axis)?;
     Ok(match &value.data {
         Data::Float(v) => {
             let (prefix, totals) = scan(v, dims, reverse, 0.0f32, |a, b| a + b);
-            let round = |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
+            let round =
+                |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
             (round(prefix), round(totals))
         }
         Data::Int(v) => {
@@ -160,7 +227,10 @@ mod tests {
 
     fn grid() -> Tensor {
         // [[3, 9, 9], [7, 1, 7]]
-        Tensor { shape: vec![2, 3], data: Data::Int(vec![3, 9, 9, 7, 1, 7]) }
+        Tensor {
+            shape: vec![2, 3],
+            data: Data::Int(vec![3, 9, 9, 7, 1, 7]),
+        }
     }
 
     #[test]
@@ -179,14 +249,26 @@ mod tests {
     #[test]
     fn f16_sums_round_once() {
         // 2048 + 1 + 1 in f16 step by step stays 2048; accumulated in f32 it is 2050.
-        let t = Tensor { shape: vec![3], data: Data::Float(vec![2048.0, 1.0, 1.0]) };
-        assert_eq!(reduce(&t, ScalarType::F16, 0, ReduceKind::Sum), Ok(Data::Float(vec![2050.0])));
-        let n = Tensor { shape: vec![3], data: Data::Float(vec![1.0, f32::NAN, 5.0]) };
+        let t = Tensor {
+            shape: vec![3],
+            data: Data::Float(vec![2048.0, 1.0, 1.0]),
+        };
+        assert_eq!(
+            reduce(&t, ScalarType::F16, 0, ReduceKind::Sum),
+            Ok(Data::Float(vec![2050.0]))
+        );
+        let n = Tensor {
+            shape: vec![3],
+            data: Data::Float(vec![1.0, f32::NAN, 5.0]),
+        };
         let Ok(Data::Float(m)) = reduce(&n, ScalarType::F32, 0, ReduceKind::Max) else {
             panic!("max failed")
         };
         assert!(m[0].is_nan());
-        assert_eq!(reduce(&n, ScalarType::F32, 0, ReduceKind::Argmax), Ok(Data::Int(vec![2])));
+        assert_eq!(
+            reduce(&n, ScalarType::F32, 0, ReduceKind::Argmax),
+            Ok(Data::Int(vec![2]))
+        );
     }
 
     #[test]

@@ -75,9 +75,7 @@ fn tile_indices(whole: &[usize], tile: &[usize], index: &[usize]) -> FaultResult
     let strides = strides_of(whole);
     let mut base = 0;
     for d in 0..whole.len() {
-        let fits = tile[d] > 0
-            && whole[d] % tile[d] == 0
-            && index[d] < whole[d] / tile[d];
+        let fits = tile[d] > 0 && whole[d] % tile[d] == 0 && index[d] < whole[d] / tile[d];
         if !fits {
             return Err(Fault::malformed(format!(
                 "tile {tile:?} at {index:?} does not fit in {whole:?}"
@@ -89,7 +87,11 @@ fn tile_indices(whole: &[usize], tile: &[usize], index: &[usize]) -> FaultResult
 }
 
 /// The tile of shape `tile_shape` at grid coordinates `index`.
-pub(crate) fn extract_tile(value: &Tensor, tile_shape: &[usize], index: &[usize]) -> FaultResult<Data> {
+pub(crate) fn extract_tile(
+    value: &Tensor,
+    tile_shape: &[usize],
+    index: &[usize],
+) -> FaultResult<Data> {
     let indices = tile_indices(&value.shape, tile_shape, index)?;
     Ok(value.data.gather(&indices))
 }
@@ -117,11 +119,20 @@ mod tests {
     #[test]
     fn broadcast_repeats_size_one_dims() {
         let row = tile(vec![1, 3]);
-        assert_eq!(broadcast(&row, &[2, 3]), Ok(Data::Int(vec![0, 1, 2, 0, 1, 2])));
+        assert_eq!(
+            broadcast(&row, &[2, 3]),
+            Ok(Data::Int(vec![0, 1, 2, 0, 1, 2]))
+        );
         let col = tile(vec![2, 1]);
-        assert_eq!(broadcast(&col, &[2, 3]), Ok(Data::Int(vec![0, 0, 0, 1, 1, 1])));
+        assert_eq!(
+            broadcast(&col, &[2, 3]),
+            Ok(Data::Int(vec![0, 0, 0, 1, 1, 1]))
+        );
         assert!(broadcast(&tile(vec![2, 2]), &[2, 3]).is_err());
-        let s = Tensor { shape: vec![], data: Data::Int(vec![7]) };
+        let s = Tensor {
+            shape: vec![],
+            data: Data::Int(vec![7]),
+        };
         assert_eq!(splat(&s, &[2, 2]), Ok(Data::Int(vec![7; 4])));
     }
 
@@ -142,8 +153,14 @@ mod tests {
     #[test]
     fn tiles_extract_and_insert() {
         let t = tile(vec![4, 4]);
-        assert_eq!(extract_tile(&t, &[2, 2], &[1, 0]), Ok(Data::Int(vec![8, 9, 12, 13])));
-        let patch = Tensor { shape: vec![2, 2], data: Data::Int(vec![-1; 4]) };
+        assert_eq!(
+            extract_tile(&t, &[2, 2], &[1, 0]),
+            Ok(Data::Int(vec![8, 9, 12, 13]))
+        );
+        let patch = Tensor {
+            shape: vec![2, 2],
+            data: Data::Int(vec![-1; 4]),
+        };
         let Ok(Data::Int(v)) = insert_tile(&t, &patch, &[0, 1]) else {
             panic!("insert failed")
         };

@@ -215,7 +215,8 @@ mod tests {
         let d = Data::Int(vec![10, 20, 30]);
         assert_eq!(d.gather(&[2, 0]), Data::Int(vec![30, 10]));
         let mut dst = Data::Int(vec![0; 3]);
-        dst.scatter(&[1, 2], &Data::Int(vec![5, 6])).expect("same repr");
+        dst.scatter(&[1, 2], &Data::Int(vec![5, 6]))
+            .expect("same repr");
         assert_eq!(dst, Data::Int(vec![0, 5, 6]));
         assert!(dst.scatter(&[0], &Data::Bool(vec![true])).is_err());
         assert!(Tensor::new(vec![2, 2], Data::Int(vec![1])).is_err());
