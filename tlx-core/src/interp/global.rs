@@ -247,8 +247,7 @@ struct Codec<T> {
 
 /// Per-lane atomic update: `update(old, operand)` gives the new value; returns the olds.
 fn atomic_lanes<T: Copy>(
-    mem: &HostMemory,
-    check_uninit: bool,
+    r: &mut Resolver<'_>,
     pointee: ScalarType,
     ptrs: &[Ptr],
     mask: Option<&[bool]>,
@@ -257,8 +256,7 @@ fn atomic_lanes<T: Copy>(
     update: impl Fn(T, usize) -> FaultResult<Option<T>>,
 ) -> FaultResult<Vec<T>> {
     let size = pointee.size_bytes();
-    let mut r = Resolver::new(mem, check_uninit);
-    let _exclusive = mem.lock_atomics();
+    let _exclusive = r.mem.lock_atomics();
     let mut olds = Vec::with_capacity(ptrs.len());
     for (element, &ptr) in ptrs.iter().enumerate() {
         if mask.is_some_and(|m| !lane(m, element)) {
@@ -325,6 +323,7 @@ pub(crate) fn atomic_rmw(
         check_lanes(m.len(), n, "atomic mask")?;
     }
     let binary = as_binary(op);
+    let mut r = Resolver::new(mem, check_uninit);
     let unsupported = || Fault::malformed(format!("atomic {op:?} on {pointee}"));
     match (values, Repr::of_scalar(pointee)) {
         (Data::Float(v), Repr::Float) => {
@@ -333,8 +332,7 @@ pub(crate) fn atomic_rmw(
                 Some(b) => Some(float_combine(b).ok_or_else(unsupported)?),
             };
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 mask,
@@ -349,8 +347,7 @@ pub(crate) fn atomic_rmw(
         }
         (Data::Int(v), Repr::Int) => {
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 mask,
@@ -369,8 +366,7 @@ pub(crate) fn atomic_rmw(
         }
         (Data::Bool(v), Repr::Bool) => {
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 mask,
@@ -405,12 +401,12 @@ pub(crate) fn atomic_cas(
     let n = ptrs.len();
     check_lanes(values.len(), n, "cas value")?;
     check_lanes(cmp.len(), n, "cas comparand")?;
+    let mut r = Resolver::new(mem, check_uninit);
     match (cmp, values, Repr::of_scalar(pointee)) {
         (Data::Float(c), Data::Float(v), Repr::Float) => {
             let bits = |x| float_to_bits(pointee, x);
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 None,
@@ -422,8 +418,7 @@ pub(crate) fn atomic_cas(
         }
         (Data::Int(c), Data::Int(v), Repr::Int) => {
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 None,
@@ -435,8 +430,7 @@ pub(crate) fn atomic_cas(
         }
         (Data::Bool(c), Data::Bool(v), Repr::Bool) => {
             let olds = atomic_lanes(
-                mem,
-                check_uninit,
+                &mut r,
                 pointee,
                 ptrs,
                 None,

@@ -144,8 +144,8 @@ mod tests {
         let Ok(Data::Int(v)) = trans(&c, &[2, 0, 1]) else {
             panic!("trans failed")
         };
-        // out[k][i][j] = in[i][j][k]
-        assert_eq!(v[1 * 6 + 1 * 3 + 2], 12 + 2 * 4 + 1);
+        // out[k][i][j] = in[i][j][k]; out[1][1][2] is at 6 + 3 + 2, in[1][2][1] at 12 + 8 + 1.
+        assert_eq!(v[6 + 3 + 2], 12 + 8 + 1);
         assert!(trans(&t, &[0, 0]).is_err());
         assert!(reshape(&t, &[3, 2]).is_ok() && reshape(&t, &[4]).is_err());
     }
