@@ -65,6 +65,17 @@ impl Buffer {
         }
     }
 
+    /// Copies `data` in at `offset` (checked by the caller) and marks it initialized.
+    fn write_bytes(&self, offset: usize, data: &[u8]) {
+        let end = offset + data.len();
+        for (dst, &src) in self.bytes[offset..end].iter().zip(data) {
+            dst.store(src, Ordering::Relaxed);
+        }
+        for init in &self.initialized[offset..end] {
+            init.store(1, Ordering::Relaxed);
+        }
+    }
+
     /// Whether every byte of `offset..offset + size` was written at least once.
     #[inline]
     pub(crate) fn is_initialized(&self, offset: usize, size: usize) -> bool {
@@ -146,9 +157,7 @@ impl HostMemory {
     pub fn write(&self, id: BufferId, offset_bytes: usize, data: &[u8]) -> Result<(), InterpError> {
         let buffer = self.live(id)?;
         Self::checked_range(&buffer, id, offset_bytes, data.len())?;
-        for (i, &byte) in data.iter().enumerate() {
-            buffer.write_bits(offset_bytes + i, 1, u64::from(byte));
-        }
+        buffer.write_bytes(offset_bytes, data);
         Ok(())
     }
 
@@ -161,8 +170,8 @@ impl HostMemory {
     ) -> Result<(), InterpError> {
         let buffer = self.live(id)?;
         Self::checked_range(&buffer, id, offset_bytes, out.len())?;
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = buffer.read_bits(offset_bytes + i, 1) as u8;
+        for (dst, src) in out.iter_mut().zip(&buffer.bytes[offset_bytes..]) {
+            *dst = src.load(Ordering::Relaxed);
         }
         Ok(())
     }
@@ -170,8 +179,9 @@ impl HostMemory {
     /// Sets every byte to `byte` and marks the whole buffer initialized.
     pub fn fill(&self, id: BufferId, byte: u8) -> Result<(), InterpError> {
         let buffer = self.live(id)?;
-        for offset in 0..buffer.len() {
-            buffer.write_bits(offset, 1, u64::from(byte));
+        for (b, init) in buffer.bytes.iter().zip(buffer.initialized.iter()) {
+            b.store(byte, Ordering::Relaxed);
+            init.store(1, Ordering::Relaxed);
         }
         Ok(())
     }

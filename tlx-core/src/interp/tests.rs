@@ -669,12 +669,18 @@ fn softmax(cols: usize) -> ir::Kernel {
     k.finish()
 }
 
-fn run_softmax(rows: usize, cols: usize, threads: usize) -> (Vec<f32>, Vec<f32>) {
+/// The input, the output, and how long the kernel itself took.
+fn run_softmax(
+    rows: usize,
+    cols: usize,
+    threads: usize,
+) -> (Vec<f32>, Vec<f32>, std::time::Duration) {
     let mem = HostMemory::new();
     let xs: Vec<f32> = noise(rows * cols, 3).iter().map(|x| x * 10.0).collect();
     let input = upload_f32(&mem, &xs);
     let output = mem.alloc(rows * cols * 4);
     let args = [ArgValue::ptr(input), ArgValue::ptr(output)];
+    let start = std::time::Instant::now();
     run_kernel(
         &softmax(cols),
         [rows as u32, 1, 1],
@@ -683,14 +689,15 @@ fn run_softmax(rows: usize, cols: usize, threads: usize) -> (Vec<f32>, Vec<f32>)
         &opts(threads),
     )
     .expect("runs");
-    (xs, download_f32(&mem, output))
+    let elapsed = start.elapsed();
+    (xs, download_f32(&mem, output), elapsed)
 }
 
 #[test]
 fn softmax_rows_match_reference_and_do_not_depend_on_threads() {
     let (rows, cols) = (16, 256);
-    let (xs, one) = run_softmax(rows, cols, 1);
-    let (_, four) = run_softmax(rows, cols, 4);
+    let (xs, one, _) = run_softmax(rows, cols, 1);
+    let (_, four, _) = run_softmax(rows, cols, 4);
     assert_eq!(
         one.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
         four.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
@@ -973,9 +980,8 @@ fn device_print_runs_and_results_do_not_depend_on_thread_count() {
 fn perf_matmul_512_f16_and_softmax_4096() {
     let err = matmul_error(ScalarType::F16, 512, (64, 64, 32), DotPrecision::Tf32, 2);
     assert!(err < 512.0 * 2f64.powi(-24), "relative error {err}");
-    let start = std::time::Instant::now();
-    let (_, out) = run_softmax(4096, 4096, 2);
-    println!("softmax 4096x4096 f32 on 2 threads: {:?}", start.elapsed());
+    let (_, out, elapsed) = run_softmax(4096, 4096, 2);
+    println!("softmax 4096x4096 f32 on 2 threads: {elapsed:?}");
     let row_sum: f32 = out[..4096].iter().sum();
     assert!((row_sum - 1.0).abs() < 1e-4);
 }
