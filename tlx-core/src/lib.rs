@@ -6,4 +6,6 @@
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
 //! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
 
+pub mod interp;
 pub mod ir;
+pub mod numeric;
