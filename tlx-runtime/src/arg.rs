@@ -127,7 +127,7 @@ impl<T: Element> PtrArg<T> for Buffer<T> {
 
 impl<T: Element> PtrArg<T> for BufferView<'_, T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        ptr_arg(T::SCALAR, self.target())
+        BufferView::kernel_arg(self)
     }
 }
 

@@ -1,12 +1,13 @@
 //! Typed device buffers and offset views of them: allocation, uploads and
 //! downloads on either device.
 
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 
-use crate::arg::{DeviceId, PtrTarget};
+use crate::arg::{DeviceId, KernelArg, PtrTarget, PtrValue};
 use crate::cpu::interp::BufferId;
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
@@ -263,8 +264,14 @@ impl<'a, T: Element> BufferView<'a, T> {
         })
     }
 
-    pub(crate) fn target(&self) -> PtrTarget {
-        self.buffer.target(self.offset)
+    /// The view as a kernel argument, borrowing the buffer rather than the
+    /// view, so that `buffer.slice(r)?.kernel_arg()` can be passed directly.
+    pub fn kernel_arg(&self) -> KernelArg<'a> {
+        KernelArg::Ptr(PtrValue {
+            elem: T::SCALAR,
+            target: self.buffer.target(self.offset),
+            borrow: PhantomData,
+        })
     }
 }
 
