@@ -103,10 +103,12 @@ impl HostMemory {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq)]
+pub type ScalarBits = u64;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ArgValue {
     Ptr { buffer: BufferId, offset_elems: i64 },
-    Scalar { ty: ScalarType, bits: u64 },
+    Scalar(ScalarType, ScalarBits),
 }
 
 #[derive(Clone, Debug)]

@@ -66,10 +66,7 @@ impl CpuDevice {
 
     fn arg_value(&self, spec: &'static KernelSpec, arg: &KernelArg<'_>) -> Result<ArgValue, Error> {
         match *arg {
-            KernelArg::Scalar(s) => Ok(ArgValue::Scalar {
-                ty: s.ty,
-                bits: s.bits,
-            }),
+            KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
             KernelArg::Ptr(p) => match p.target {
                 PtrTarget::Cpu {
                     buffer,
