@@ -1,1 +1,25 @@
+//! tlx-runtime: the host side of tlx. Pick a [`Device`] (a CUDA GPU through
+//! cudarc, or the CPU interpreter when there is none), move data in typed
+//! [`Buffer`]s, and [`launch`] kernels that `#[tlx::kernel]` compiled into
+//! the binary as [`KernelSpec`]s.
 
+mod arg;
+mod buffer;
+mod cpu;
+mod cuda;
+mod device;
+mod element;
+mod error;
+mod grid;
+mod launch;
+mod spec;
+pub mod testing;
+
+pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
+pub use buffer::{Buffer, BufferView};
+pub use device::Device;
+pub use element::{Element, F8E4M3, F8E5M2};
+pub use error::Error;
+pub use grid::{Grid, MAX_GRID};
+pub use launch::launch;
+pub use spec::{ConfigSpec, KernelSpec, ParamSpec};

@@ -10,9 +10,11 @@
 mod builder;
 mod kernel;
 mod ops;
+mod text;
 mod types;
 
 pub use builder::Builder;
 pub use kernel::{Arch, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
+pub use text::{parse, print, ParseError};
 pub use types::{Elem, ScalarType, Type};

@@ -1,0 +1,365 @@
+//! Typed device buffers and offset views of them: allocation, uploads and
+//! downloads on either device.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+
+use crate::arg::{DeviceId, KernelArg, PtrTarget, PtrValue};
+use crate::cpu::interp::BufferId;
+use crate::cpu::CpuDevice;
+use crate::cuda::CudaDevice;
+use crate::device::{Backend, Device};
+use crate::element::{as_bytes, as_bytes_mut};
+use crate::{Element, Error};
+
+/// `len` elements of `T` in a device's memory. Freed on drop.
+pub struct Buffer<T: Element> {
+    len: usize,
+    storage: Storage<T>,
+}
+
+enum Storage<T> {
+    Cuda {
+        device: Arc<CudaDevice>,
+        /// At least one element, so that empty buffers still have an address.
+        slice: CudaSlice<T>,
+        address: u64,
+    },
+    Cpu {
+        device: Arc<CpuDevice>,
+        id: BufferId,
+    },
+}
+
+/// Elements `offset..offset + len` of a buffer; usable as a kernel argument.
+pub struct BufferView<'a, T: Element> {
+    buffer: &'a Buffer<T>,
+    offset: usize,
+    len: usize,
+}
+
+fn byte_len<T: Element>(what: &'static str, count: usize) -> Result<usize, Error> {
+    let elem_bytes = std::mem::size_of::<T>();
+    count.checked_mul(elem_bytes).ok_or(Error::TooLarge {
+        what,
+        count,
+        elem_bytes,
+    })
+}
+
+/// `range` within `0..len`, as `(start, end)`.
+fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize), Error> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    if start > end || end > len {
+        return Err(Error::OutOfBounds { start, end, len });
+    }
+    Ok((start, end))
+}
+
+fn host_error(e: impl std::fmt::Display) -> Error {
+    Error::HostMemory(e.to_string())
+}
+
+impl Device {
+    /// `len` elements with unspecified contents (on the CPU device, reading
+    /// them before writing is reported when `TLX_CHECK_UNINIT=1`).
+    pub fn alloc<T: Element>(&self, len: usize) -> Result<Buffer<T>, Error> {
+        let bytes = byte_len::<T>("a buffer", len)?;
+        let storage = match self.backend() {
+            Backend::Cuda(device) => {
+                // SAFETY: every bit pattern is a valid `T` (`Element` is plain data).
+                let slice = unsafe { device.stream.alloc::<T>(len.max(1)) }
+                    .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+                let address = slice.device_ptr(&device.stream).0;
+                Storage::Cuda {
+                    device: device.clone(),
+                    slice,
+                    address,
+                }
+            }
+            Backend::Cpu(device) => Storage::Cpu {
+                device: device.clone(),
+                id: device.alloc(bytes),
+            },
+        };
+        Ok(Buffer { len, storage })
+    }
+
+    /// `len` elements, all zero.
+    pub fn alloc_zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>, Error> {
+        let mut buffer = self.alloc::<T>(len)?;
+        match &mut buffer.storage {
+            Storage::Cuda { device, slice, .. } => device
+                .stream
+                .memset_zeros(slice)
+                .map_err(|e| Error::cuda("cuMemsetD8Async", e))?,
+            Storage::Cpu { device, id } => device.memory.fill(*id, 0).map_err(host_error)?,
+        }
+        Ok(buffer)
+    }
+
+    /// A new buffer holding a copy of `data`.
+    pub fn upload<T: Element>(&self, data: &[T]) -> Result<Buffer<T>, Error> {
+        let mut buffer = self.alloc::<T>(data.len())?;
+        buffer.copy_from(data)?;
+        Ok(buffer)
+    }
+}
+
+impl<T: Element> Buffer<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A copy of the contents (waits for queued work that writes them).
+    pub fn download(&self) -> Result<Vec<T>, Error> {
+        self.download_range(0, self.len)
+    }
+
+    /// Overwrites the contents with `data`, which must have the same length.
+    pub fn copy_from(&mut self, data: &[T]) -> Result<(), Error> {
+        if data.len() != self.len {
+            return Err(Error::LengthMismatch {
+                buffer: self.len,
+                host: data.len(),
+            });
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        match &mut self.storage {
+            Storage::Cuda { device, slice, .. } => device
+                .stream
+                .memcpy_htod(data, slice)
+                .map_err(|e| Error::cuda("cuMemcpyHtoDAsync", e)),
+            Storage::Cpu { device, id } => device
+                .memory
+                .write(*id, 0, as_bytes(data))
+                .map_err(host_error),
+        }
+    }
+
+    /// Elements in `range`, as a view usable as a kernel argument.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<BufferView<'_, T>, Error> {
+        let (start, end) = resolve_range(range, self.len)?;
+        Ok(BufferView {
+            buffer: self,
+            offset: start,
+            len: end - start,
+        })
+    }
+
+    pub(crate) fn device_id(&self) -> DeviceId {
+        match &self.storage {
+            Storage::Cuda { device, .. } => DeviceId::Cuda(device.ordinal),
+            Storage::Cpu { device, .. } => DeviceId::Cpu(device.instance),
+        }
+    }
+
+    /// Where element `offset` lives, as a kernel argument sees it.
+    pub(crate) fn target(&self, offset: usize) -> PtrTarget {
+        match &self.storage {
+            Storage::Cuda {
+                device, address, ..
+            } => PtrTarget::Cuda {
+                ordinal: device.ordinal,
+                // In bounds of the allocation, so no overflow.
+                address: address + (offset * std::mem::size_of::<T>()) as u64,
+            },
+            Storage::Cpu { device, id } => PtrTarget::Cpu {
+                device: device.instance,
+                buffer: id.0,
+                offset_elems: offset,
+            },
+        }
+    }
+
+    fn download_range(&self, offset: usize, len: usize) -> Result<Vec<T>, Error> {
+        let mut out = vec![T::default(); len];
+        if len == 0 {
+            return Ok(out);
+        }
+        match &self.storage {
+            Storage::Cuda { device, slice, .. } => {
+                let view = slice.slice(offset..offset + len);
+                device
+                    .stream
+                    .memcpy_dtoh(&view, out.as_mut_slice())
+                    .map_err(|e| Error::cuda("cuMemcpyDtoHAsync", e))?;
+                device.synchronize()?;
+            }
+            Storage::Cpu { device, id } => {
+                let start = byte_len::<T>("an offset", offset)?;
+                device
+                    .memory
+                    .read(*id, start, as_bytes_mut(&mut out))
+                    .map_err(host_error)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<T: Element> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        if let Storage::Cpu { device, id } = &self.storage {
+            device.memory.free(*id);
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Buffer<{}>[{}] on {}",
+            T::SCALAR,
+            self.len,
+            self.device_id()
+        )
+    }
+}
+
+impl<'a, T: Element> BufferView<'a, T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Index of the view's first element in its buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    pub fn download(&self) -> Result<Vec<T>, Error> {
+        self.buffer.download_range(self.offset, self.len)
+    }
+
+    /// A narrower view; `range` counts from the start of this view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<BufferView<'a, T>, Error> {
+        let (start, end) = resolve_range(range, self.len)?;
+        Ok(BufferView {
+            buffer: self.buffer,
+            offset: self.offset + start,
+            len: end - start,
+        })
+    }
+
+    /// The view as a kernel argument, borrowing the buffer rather than the
+    /// view, so that `buffer.slice(r)?.kernel_arg()` can be passed directly.
+    pub fn kernel_arg(&self) -> KernelArg<'a> {
+        KernelArg::Ptr(PtrValue {
+            elem: T::SCALAR,
+            target: self.buffer.target(self.offset),
+            borrow: PhantomData,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    use crate::{F8E4M3, F8E5M2};
+
+    fn round_trip<T: Element + PartialEq>(device: &Device, data: &[T]) {
+        let buffer = device.upload(data).expect("upload");
+        assert_eq!(buffer.len(), data.len());
+        assert_eq!(buffer.download().expect("download"), data);
+    }
+
+    #[test]
+    fn every_element_type_round_trips_on_the_cpu() {
+        let device = Device::cpu();
+        round_trip(&device, &[1.5f32, -0.0, f32::MAX]);
+        round_trip(&device, &[f16::from_f32(0.5), f16::MIN]);
+        round_trip(&device, &[bf16::from_f32(-3.0), bf16::MAX]);
+        round_trip(&device, &[i8::MIN, 0, i8::MAX]);
+        round_trip(&device, &[0u8, 255]);
+        round_trip(&device, &[i32::MIN, 7]);
+        round_trip(&device, &[u32::MAX]);
+        round_trip(&device, &[i64::MIN, i64::MAX]);
+        round_trip(&device, &[F8E4M3::from_f32(2.0), F8E4M3(0x7f)]);
+        round_trip(&device, &[F8E5M2::from_f32(-0.25)]);
+        round_trip::<f32>(&device, &[]);
+    }
+
+    #[test]
+    fn zeros_copies_and_views() {
+        let device = Device::cpu();
+        let mut buffer = device.alloc_zeros::<i32>(6).expect("alloc");
+        assert_eq!(buffer.download().expect("download"), vec![0; 6]);
+        buffer.copy_from(&[0, 1, 2, 3, 4, 5]).expect("copy");
+        let view = buffer.slice(2..5).expect("in bounds");
+        assert_eq!((view.offset(), view.len()), (2, 3));
+        assert_eq!(view.download().expect("download"), vec![2, 3, 4]);
+        let inner = view.slice(1..=2).expect("in bounds");
+        assert_eq!(inner.offset(), 3);
+        assert_eq!(inner.download().expect("download"), vec![3, 4]);
+        assert_eq!(buffer.slice(..).map(|v| v.len()).ok(), Some(6));
+        assert!(buffer.slice(6..).is_ok_and(|v| v.is_empty()));
+    }
+
+    #[test]
+    fn out_of_bounds_views_and_mismatched_copies_are_errors() {
+        let device = Device::cpu();
+        let mut buffer = device.alloc::<f32>(4).expect("alloc");
+        let err = buffer
+            .slice(2..5)
+            .map(|v| v.len())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err("range 2..5 is out of bounds for a buffer of 4 elements".to_string())
+        );
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = buffer.slice(3..1).map(|v| v.len());
+        assert!(matches!(reversed, Err(Error::OutOfBounds { .. })));
+        let view = buffer.slice(1..3).expect("in bounds");
+        assert!(view.slice(0..3).is_err());
+        assert!(matches!(
+            buffer.copy_from(&[1.0; 3]),
+            Err(Error::LengthMismatch { buffer: 4, host: 3 })
+        ));
+        assert!(matches!(
+            device.alloc::<f32>(usize::MAX),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn dropping_a_buffer_frees_its_memory() {
+        let device = Device::cpu();
+        let Backend::Cpu(cpu) = device.backend().clone() else {
+            panic!("a CPU device has a CPU backend");
+        };
+        let buffer = device.upload(&[1u8, 2, 3]).expect("upload");
+        let Storage::Cpu { id, .. } = &buffer.storage else {
+            panic!("a CPU buffer has CPU storage");
+        };
+        let id = *id;
+        drop(buffer);
+        let mut byte = [0u8];
+        assert!(cpu.memory.read(id, 0, &mut byte).is_err());
+    }
+}

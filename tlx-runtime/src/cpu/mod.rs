@@ -1,0 +1,115 @@
+//! The CPU device: host memory for buffers and launches run synchronously
+//! by the IR interpreter, from the IR text each kernel embeds.
+
+pub(crate) mod interp_shim;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tlx_core::ir::{self, Kernel};
+
+use interp::{ArgValue, BufferId, HostMemory, InterpOptions};
+pub(crate) use interp_shim as interp;
+
+use crate::arg::{KernelArg, PtrTarget};
+use crate::spec::KernelSpec;
+use crate::{Error, Grid};
+
+/// Each CPU device has its own memory; buffers remember which one by this id.
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct CpuDevice {
+    pub(crate) instance: u64,
+    pub(crate) memory: HostMemory,
+    /// Parsed IR per (kernel spec address, configuration index).
+    kernels: Mutex<HashMap<(usize, usize), Arc<Kernel>>>,
+}
+
+impl CpuDevice {
+    pub(crate) fn new() -> CpuDevice {
+        CpuDevice {
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            memory: HostMemory::new(),
+            kernels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn alloc(&self, bytes: usize) -> BufferId {
+        self.memory.alloc(bytes)
+    }
+
+    /// Runs the kernel to completion; `args` are already checked against the spec.
+    pub(crate) fn launch(
+        &self,
+        spec: &'static KernelSpec,
+        config: usize,
+        grid: Grid,
+        args: &[KernelArg<'_>],
+    ) -> Result<(), Error> {
+        let kernel = self.kernel(spec, config)?;
+        let values: Vec<ArgValue> = args
+            .iter()
+            .map(|arg| self.arg_value(spec, arg))
+            .collect::<Result<_, _>>()?;
+        let options = InterpOptions {
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            check_uninit: crate::device::env_flag("TLX_CHECK_UNINIT"),
+        };
+        interp::run_kernel(&kernel, grid.dims(), &values, &self.memory, &options).map_err(|e| {
+            Error::Interpreter {
+                kernel: spec.name,
+                message: e.to_string(),
+            }
+        })
+    }
+
+    fn arg_value(&self, spec: &'static KernelSpec, arg: &KernelArg<'_>) -> Result<ArgValue, Error> {
+        match *arg {
+            KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
+            KernelArg::Ptr(p) => match p.target {
+                PtrTarget::Cpu {
+                    buffer,
+                    offset_elems,
+                    ..
+                } => Ok(ArgValue::Ptr {
+                    buffer: BufferId(buffer),
+                    offset_elems: offset_elems as i64,
+                }),
+                PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
+                    kernel: spec.name,
+                    param: "",
+                    buffer_device: p.target.device().to_string(),
+                    device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The configuration's IR, parsed on first use.
+    fn kernel(&self, spec: &'static KernelSpec, config: usize) -> Result<Arc<Kernel>, Error> {
+        let key = (spec as *const KernelSpec as usize, config);
+        let mut cache = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(kernel) = cache.get(&key) {
+            return Ok(kernel.clone());
+        }
+        let text = spec.configs.get(config).map_or("", |c| c.ir);
+        let kernel = ir::parse(text).map_err(|source| Error::BadIr {
+            kernel: spec.name,
+            source,
+        })?;
+        let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
+        let spec_kinds: Vec<_> = spec.params.iter().map(|p| p.kind).collect();
+        if kinds != spec_kinds {
+            return Err(Error::InvalidConfig {
+                kernel: spec.name,
+                reason: format!(
+                    "its embedded IR takes parameters {kinds:?}, its spec {spec_kinds:?}; rebuild the crate"
+                ),
+            });
+        }
+        let kernel = Arc::new(kernel);
+        cache.insert(key, kernel.clone());
+        Ok(kernel)
+    }
+}

@@ -1,0 +1,269 @@
+//! The CUDA device: a context and stream from cudarc, kernel modules loaded
+//! once per (kernel, configuration), and launches through `cuLaunchKernel`.
+
+pub(crate) mod probe;
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cudarc::driver::sys::{
+    self, CUdevice_attribute, CUevent_flags, CUfunction, CUfunction_attribute, CUmodule,
+};
+use cudarc::driver::{result, CudaContext, CudaStream};
+
+use crate::arg::{KernelArg, PtrTarget};
+use crate::spec::{ConfigSpec, KernelSpec};
+use crate::{Error, Grid};
+
+/// Dynamic shared memory a kernel may use without opting in.
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+pub(crate) struct CudaDevice {
+    pub(crate) ctx: Arc<CudaContext>,
+    /// Every launch and copy goes to this stream, so they run in program order.
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) ordinal: usize,
+    pub(crate) name: String,
+    compute_capability: (u32, u32),
+    max_shared_optin: u32,
+    /// Loaded kernels per (kernel spec address, configuration index).
+    functions: Mutex<HashMap<(usize, usize), Arc<LoadedFunction>>>,
+}
+
+impl CudaDevice {
+    pub(crate) fn open(ordinal: usize) -> Result<CudaDevice, Error> {
+        probe::driver_library().map_err(Error::NoGpu)?;
+        // The probe makes cudarc's panics unreachable; the guard keeps a
+        // driver that still surprises it from taking the program down.
+        catch_unwind(AssertUnwindSafe(|| Self::open_with_driver(ordinal))).unwrap_or_else(|_| {
+            Err(Error::NoGpu(
+                "the CUDA bindings could not use the installed driver".to_string(),
+            ))
+        })
+    }
+
+    fn open_with_driver(ordinal: usize) -> Result<CudaDevice, Error> {
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoGpu(format!("the CUDA driver did not start ({:?})", e.0)))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoGpu(format!(
+                "CUDA device {ordinal} was asked for, but the driver sees {count}"
+            )));
+        }
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
+        let stream = ctx.default_stream();
+        let name = ctx.name().map_err(|e| Error::cuda("cuDeviceGetName", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+        let max_shared_optin = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+        Ok(CudaDevice {
+            ctx,
+            stream,
+            ordinal,
+            name,
+            compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+            max_shared_optin: max_shared_optin.max(0) as u32,
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn arch_name(&self) -> String {
+        let (major, minor) = self.compute_capability;
+        format!("sm_{major}{minor}")
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<(), Error> {
+        self.stream
+            .synchronize()
+            .map_err(|e| Error::cuda("cuStreamSynchronize", e))
+    }
+
+    /// GPU time of the work `f` queues, in milliseconds, measured with events.
+    pub(crate) fn time(&self, f: impl FnOnce() -> Result<(), Error>) -> Result<f32, Error> {
+        let event = || {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| Error::cuda("cuEventCreate", e))
+        };
+        let (start, end) = (event()?, event()?);
+        start
+            .record(&self.stream)
+            .map_err(|e| Error::cuda("cuEventRecord", e))?;
+        f()?;
+        end.record(&self.stream)
+            .map_err(|e| Error::cuda("cuEventRecord", e))?;
+        end.synchronize()
+            .map_err(|e| Error::cuda("cuEventSynchronize", e))?;
+        start
+            .elapsed_ms(&end)
+            .map_err(|e| Error::cuda("cuEventElapsedTime", e))
+    }
+
+    /// Queues the kernel on the device's stream; `args` are already checked.
+    pub(crate) fn launch(
+        &self,
+        spec: &'static KernelSpec,
+        config_index: usize,
+        config: &ConfigSpec,
+        grid: Grid,
+        args: &[KernelArg<'_>],
+    ) -> Result<(), Error> {
+        let function = self.function(spec, config_index, config)?;
+        // One 8-byte slot per parameter: the driver reads the parameter's own
+        // size from the start of its slot, and the low bytes come first.
+        let mut slots: Vec<u64> = args
+            .iter()
+            .map(|arg| match *arg {
+                KernelArg::Scalar(s) => Ok(s.bits),
+                KernelArg::Ptr(p) => match p.target {
+                    PtrTarget::Cuda { address, .. } => Ok(address),
+                    PtrTarget::Cpu { .. } => Err(Error::WrongDevice {
+                        kernel: spec.name,
+                        param: "",
+                        buffer_device: p.target.device().to_string(),
+                        device: format!("CUDA device {}", self.ordinal),
+                    }),
+                },
+            })
+            .collect::<Result<_, _>>()?;
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|slot| (slot as *mut u64).cast::<c_void>())
+            .collect();
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // SAFETY: the function belongs to this context; `params` holds one
+        // pointer per kernel parameter, each to a slot at least as large as
+        // the parameter, alive until the call returns (the driver copies them).
+        let status = unsafe {
+            sys::cuLaunchKernel(
+                function.function,
+                grid.x,
+                grid.y,
+                grid.z,
+                32 * config.num_warps,
+                1,
+                1,
+                config.shared_bytes,
+                self.stream.cu_stream(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        status
+            .result()
+            .map_err(|e| Error::cuda("cuLaunchKernel", e))
+    }
+
+    /// The loaded kernel for a configuration, loading its module on first use.
+    fn function(
+        &self,
+        spec: &'static KernelSpec,
+        config_index: usize,
+        config: &ConfigSpec,
+    ) -> Result<Arc<LoadedFunction>, Error> {
+        let key = (spec as *const KernelSpec as usize, config_index);
+        let mut cache = self
+            .functions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(function) = cache.get(&key) {
+            return Ok(function.clone());
+        }
+        let function = Arc::new(self.load(spec, config)?);
+        cache.insert(key, function.clone());
+        Ok(function)
+    }
+
+    fn load(
+        &self,
+        spec: &'static KernelSpec,
+        config: &ConfigSpec,
+    ) -> Result<LoadedFunction, Error> {
+        if config.shared_bytes > self.max_shared_optin.max(DEFAULT_SHARED_LIMIT) {
+            return Err(Error::SharedMemory {
+                kernel: spec.name,
+                needed: config.shared_bytes,
+                limit: self.max_shared_optin,
+                device: format!("{} ({})", self.name, self.arch_name()),
+            });
+        }
+        let Some((_, ptx)) = config
+            .ptx
+            .iter()
+            .find(|(arch, _)| arch.compute_capability() == self.compute_capability)
+        else {
+            let available: Vec<&str> = config.ptx.iter().map(|(arch, _)| arch.name()).collect();
+            return Err(Error::NoMatchingPtx {
+                kernel: spec.name,
+                available: if available.is_empty() {
+                    "no architecture".to_string()
+                } else {
+                    available.join(", ")
+                },
+                device_arch: self.arch_name(),
+            });
+        };
+        let invalid = |reason: &str| Error::InvalidConfig {
+            kernel: spec.name,
+            reason: reason.to_string(),
+        };
+        let source = CString::new(*ptx).map_err(|_| invalid("its PTX contains a NUL byte"))?;
+        let entry = CString::new(spec.name).map_err(|_| invalid("its name contains a NUL byte"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // SAFETY: `source` is a NUL-terminated PTX text, alive for the call.
+        let module = unsafe { result::module::load_data(source.as_ptr().cast()) }
+            .map_err(|e| Error::cuda("cuModuleLoadData", e))?;
+        let mut loaded = LoadedFunction {
+            module,
+            function: std::ptr::null_mut(),
+            ctx: self.ctx.clone(),
+        };
+        // SAFETY: the module was just loaded in this context.
+        loaded.function = unsafe { result::module::get_function(module, entry) }
+            .map_err(|e| Error::cuda("cuModuleGetFunction", e))?;
+        if config.shared_bytes > DEFAULT_SHARED_LIMIT {
+            // SAFETY: a valid function of this context; the size is within the opt-in limit.
+            unsafe {
+                result::function::set_function_attribute(
+                    loaded.function,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    config.shared_bytes as i32,
+                )
+            }
+            .map_err(|e| Error::cuda("cuFuncSetAttribute", e))?;
+        }
+        Ok(loaded)
+    }
+}
+
+/// A loaded module and its kernel; unloading the module on drop.
+struct LoadedFunction {
+    module: CUmodule,
+    function: CUfunction,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: module and function handles are plain driver handles, usable from
+// any thread once the context is current there (every use binds it first).
+unsafe impl Send for LoadedFunction {}
+unsafe impl Sync for LoadedFunction {}
+
+impl Drop for LoadedFunction {
+    fn drop(&mut self) {
+        // Errors here (a context already torn down) leave nothing to clean up.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the module was loaded by this context and is unloaded once.
+            let _ = unsafe { result::module::unload(self.module) };
+        }
+    }
+}

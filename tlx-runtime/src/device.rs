@@ -1,0 +1,198 @@
+//! Devices: choosing the GPU or the CPU interpreter, and what a device does
+//! beyond buffers and launches (its name, synchronizing, timing).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use crate::arg::DeviceId;
+use crate::cpu::CpuDevice;
+use crate::cuda::CudaDevice;
+use crate::Error;
+
+/// Where kernels run: a CUDA GPU or the CPU interpreter. Cheap to clone
+/// (clones share the device, its memory and its loaded kernels).
+#[derive(Clone)]
+pub struct Device {
+    backend: Backend,
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Cuda(Arc<CudaDevice>),
+    Cpu(Arc<CpuDevice>),
+}
+
+/// True when the environment variable is set to `1`, `true` or `yes`.
+pub(crate) fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+}
+
+impl Device {
+    /// CUDA device 0 when a driver and a GPU are present, else the CPU
+    /// interpreter (saying why on stderr). `TLX_INTERPRET=1` forces the CPU.
+    pub fn new() -> Device {
+        let (device, notice) = Device::select(env_flag("TLX_INTERPRET"));
+        if let Some(notice) = notice {
+            eprintln!("{notice}");
+        }
+        device
+    }
+
+    /// The device [`Device::new`] picks, and the fallback notice if any.
+    fn select(force_cpu: bool) -> (Device, Option<String>) {
+        if force_cpu {
+            return (Device::cpu(), None);
+        }
+        match Device::cuda(0) {
+            Ok(device) => (device, None),
+            Err(Error::NoGpu(reason)) => (
+                Device::cpu(),
+                Some(format!("tlx: {reason}; running kernels on the CPU interpreter")),
+            ),
+            Err(other) => (
+                Device::cpu(),
+                Some(format!(
+                    "tlx: CUDA device 0 failed to start ({other}); running kernels on the CPU interpreter"
+                )),
+            ),
+        }
+    }
+
+    /// The CUDA device with this ordinal.
+    pub fn cuda(ordinal: usize) -> Result<Device, Error> {
+        Ok(Device {
+            backend: Backend::Cuda(Arc::new(CudaDevice::open(ordinal)?)),
+        })
+    }
+
+    /// A new CPU interpreter device with its own memory.
+    pub fn cpu() -> Device {
+        Device {
+            backend: Backend::Cpu(Arc::new(CpuDevice::new())),
+        }
+    }
+
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.backend, Backend::Cuda(_))
+    }
+
+    /// The GPU's name with its architecture, or `CPU interpreter`.
+    pub fn name(&self) -> String {
+        match &self.backend {
+            Backend::Cuda(device) => format!("{} ({})", device.name, device.arch_name()),
+            Backend::Cpu(_) => "CPU interpreter".to_string(),
+        }
+    }
+
+    /// Waits for every queued launch and copy; reports errors they met.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        match &self.backend {
+            Backend::Cuda(device) => device.synchronize(),
+            Backend::Cpu(_) => Ok(()),
+        }
+    }
+
+    /// Runs `f` and returns how long the work it queued took, in
+    /// milliseconds: GPU time between CUDA events, or wall time on the CPU.
+    pub fn time(&self, f: impl FnOnce() -> Result<(), Error>) -> Result<f32, Error> {
+        match &self.backend {
+            Backend::Cuda(device) => device.time(f),
+            Backend::Cpu(_) => {
+                let start = Instant::now();
+                f()?;
+                Ok(start.elapsed().as_secs_f32() * 1000.0)
+            }
+        }
+    }
+
+    /// The cudarc context, to mix tlx kernels with cudarc (e.g. cuBLAS).
+    pub fn cuda_context(&self) -> Result<&Arc<CudaContext>, Error> {
+        match &self.backend {
+            Backend::Cuda(device) => Ok(&device.ctx),
+            Backend::Cpu(_) => Err(Error::NeedsGpu("a CUDA context")),
+        }
+    }
+
+    /// The stream every launch and copy of this device goes to.
+    pub fn cuda_stream(&self) -> Result<&Arc<CudaStream>, Error> {
+        match &self.backend {
+            Backend::Cuda(device) => Ok(&device.stream),
+            Backend::Cpu(_) => Err(Error::NeedsGpu("a CUDA stream")),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    pub(crate) fn id(&self) -> DeviceId {
+        match &self.backend {
+            Backend::Cuda(device) => DeviceId::Cuda(device.ordinal),
+            Backend::Cpu(device) => DeviceId::Cpu(device.instance),
+        }
+    }
+}
+
+impl Default for Device {
+    fn default() -> Device {
+        Device::new()
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::probe;
+
+    #[test]
+    fn forced_interpreter_needs_no_notice() {
+        let (device, notice) = Device::select(true);
+        assert!(!device.is_gpu());
+        assert_eq!(notice, None);
+        assert_eq!(device.name(), "CPU interpreter");
+    }
+
+    #[test]
+    fn without_a_driver_the_cpu_takes_over_with_a_notice() {
+        if probe::driver_library().is_ok() {
+            eprintln!("skipping: a CUDA driver is installed here");
+            return;
+        }
+        let (device, notice) = Device::select(false);
+        assert!(!device.is_gpu());
+        assert_eq!(
+            notice.as_deref(),
+            Some(
+                "tlx: no CUDA driver found (libcuda.so.1); running kernels on the CPU interpreter"
+            )
+        );
+        match Device::cuda(0) {
+            Err(Error::NoGpu(reason)) => assert!(reason.contains("libcuda"), "{reason}"),
+            other => panic!("expected NoGpu, got {other:?}"),
+        }
+        assert!(matches!(device.cuda_stream(), Err(Error::NeedsGpu(_))));
+    }
+
+    #[test]
+    fn env_flags_accept_common_spellings() {
+        assert!(!env_flag("TLX_TEST_FLAG_THAT_IS_NEVER_SET"));
+    }
+
+    #[test]
+    fn cpu_devices_are_distinct() {
+        let (a, b) = (Device::cpu(), Device::cpu());
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.clone().id(), a.id());
+        assert!(a.synchronize().is_ok());
+        let elapsed = a.time(|| Ok(()));
+        assert!(elapsed.is_ok_and(|ms| ms >= 0.0));
+    }
+}

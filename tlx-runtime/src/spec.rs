@@ -1,0 +1,43 @@
+//! The static description of a compiled kernel that `#[tlx::kernel]` emits:
+//! its parameters and, per configuration of its constants, the PTX for each
+//! architecture and the IR text for the CPU interpreter.
+
+use tlx_core::ir::{Arch, ParamKind};
+
+/// A kernel as compiled into the binary.
+#[derive(Debug)]
+pub struct KernelSpec {
+    /// The kernel's name; also the PTX entry name.
+    pub name: &'static str,
+    pub params: &'static [ParamSpec],
+    /// One entry per specialization of the kernel's constants (autotuning candidates).
+    pub configs: &'static [ConfigSpec],
+}
+
+#[derive(Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+}
+
+/// One specialization of a kernel.
+#[derive(Debug)]
+pub struct ConfigSpec {
+    /// The constants this specialization was compiled with.
+    pub consts: &'static [(&'static str, i64)],
+    pub num_warps: u32,
+    /// Dynamic shared memory the kernel needs, in bytes.
+    pub shared_bytes: u32,
+    /// One PTX module per architecture; the entry is named [`KernelSpec::name`].
+    pub ptx: &'static [(Arch, &'static str)],
+    /// The kernel in `tlx_core::ir::text` form, for the CPU interpreter.
+    pub ir: &'static str,
+}
+
+/// How a parameter kind reads in messages: `*f32` or `i32`.
+pub(crate) fn describe_kind(kind: ParamKind) -> String {
+    match kind {
+        ParamKind::Ptr(s) => format!("a pointer to {s}"),
+        ParamKind::Scalar(s) => format!("a {s} scalar"),
+    }
+}
