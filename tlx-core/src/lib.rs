@@ -6,6 +6,9 @@
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
 //! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
 
+pub mod check;
+pub mod diag;
+pub mod frontend;
 pub mod interp;
 pub mod ir;
 pub mod numeric;
