@@ -4,6 +4,11 @@
 //! - [`frontend`]: Rust syntax (syn) to [`ir`], with shape and dtype inference and diagnostics;
 //! - [`ir`]: the typed block-tensor IR every later stage reads;
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
+//! - [`layout`]: which thread register holds which tensor element;
 //! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
 
 pub mod ir;
+pub mod layout;
+
+#[cfg(feature = "llvm")]
+pub mod codegen;
