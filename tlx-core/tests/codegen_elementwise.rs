@@ -6,7 +6,7 @@ use codegen_common::*;
 use tlx_core::ir::*;
 
 /// `out[i] = x[i] + y[i]` over blocks of `block`, masked by `n`.
-fn vector_add(s: ScalarType, block: usize) -> Kernel {
+pub fn vector_add(s: ScalarType, block: usize) -> Kernel {
     let mut k = K::new("vector_add", 4);
     let x = k.ptr("x", s);
     let y = k.ptr("y", s);

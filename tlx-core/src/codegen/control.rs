@@ -27,12 +27,37 @@ impl<'k> Lowerer<'k> {
         self.current_block = label.to_string();
     }
 
+    /// The initial carried values, in the layout the loop keeps them in: a value the
+    /// body replaces by a `Dot` result stays in the `Dot`'s layout.
+    fn carried_inits(&mut self, inits: &[ValueId], body: &'k Block) -> Result<Vec<Tensor>> {
+        let yielded = match body.ops.last().map(|op| &op.kind) {
+            Some(OpKind::Yield(values)) => values.clone(),
+            _ => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for (i, v) in inits.iter().enumerate() {
+            let producer = yielded
+                .get(i)
+                .and_then(|y| body.ops.iter().find(|op| op.results.contains(y)));
+            let hint = match producer {
+                Some(op) if matches!(op.kind, OpKind::Dot { .. }) => self.dot_result_layout(op)?,
+                _ => None,
+            };
+            let mut t = self.tensor(*v)?.clone();
+            if let Some(layout) = hint {
+                t.regs = self.get(*v, &layout)?;
+                t.layout = layout;
+            }
+            out.push(t);
+        }
+        Ok(out)
+    }
+
     /// Phis in the current (header) block for each init, entering from `pre`.
-    fn carried_phis(&mut self, inits: &[ValueId], pre: &str) -> Result<CarriedPhis> {
+    fn carried_phis(&mut self, inits: &[ValueId], init_tensors: Vec<Tensor>, pre: &str) -> Result<CarriedPhis> {
         let mut tensors = Vec::new();
         let mut placeholders = Vec::new();
-        for v in inits {
-            let init = self.tensor(*v)?.clone();
+        for (v, init) in inits.iter().zip(init_tensors) {
             let ty = llvm_type(self.ty(*v).elem);
             let mut regs = Vec::new();
             let mut holes = Vec::new();
@@ -95,6 +120,7 @@ impl<'k> Lowerer<'k> {
         let lo = self.tensor(*lower)?.regs[0].clone();
         let hi = self.tensor(*upper)?.regs[0].clone();
         let st = self.tensor(*step)?.regs[0].clone();
+        let init_tensors = self.carried_inits(inits, body)?;
         let pre = self.current_block.clone();
         let head = self.f.fresh("for_head");
         let body_label = self.f.fresh("for_body");
@@ -103,7 +129,7 @@ impl<'k> Lowerer<'k> {
         self.enter(&head);
         let iv_hole = self.placeholder();
         let iv = self.f.inst(format!("phi {ty} [ {lo}, %{pre} ], [ {iv_hole} ]"));
-        let phis = self.carried_phis(inits, &pre)?;
+        let phis = self.carried_phis(inits, init_tensors, &pre)?;
         let cmp = if signed { "slt" } else { "ult" };
         let go = self.f.inst(format!("icmp {cmp} {ty} {iv}, {hi}"));
         self.f.stmt(format!("br i1 {go}, label %{body_label}, label %{exit}"));
@@ -129,13 +155,14 @@ impl<'k> Lowerer<'k> {
         let OpKind::While { inits, cond, body } = &op.kind else {
             return Err(malformed("not a while"));
         };
+        let init_tensors = self.carried_inits(inits, body)?;
         let pre = self.current_block.clone();
         let head = self.f.fresh("while_head");
         let body_label = self.f.fresh("while_body");
         let exit = self.f.fresh("while_exit");
         self.branch_to(&head);
         self.enter(&head);
-        let phis = self.carried_phis(inits, &pre)?;
+        let phis = self.carried_phis(inits, init_tensors, &pre)?;
         self.bind_args(cond, &phis.tensors)?;
         let term = self.terminator_values(cond)?;
         let OpKind::Condition(c) = &term.kind else {

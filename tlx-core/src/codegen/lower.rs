@@ -223,7 +223,7 @@ impl<'k> Lowerer<'k> {
             OpKind::If { .. } => self.lower_if(op),
             OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
             OpKind::Cumsum { .. } => Err(CodegenError::Unsupported("cumsum".into())),
-            OpKind::Dot { .. } => Err(CodegenError::Unsupported("dot".into())),
+            OpKind::Dot { .. } => self.lower_dot(op),
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => {
                 Err(CodegenError::Unsupported("atomics".into()))
             }

@@ -15,6 +15,7 @@
 mod axis;
 mod control;
 mod convert;
+mod dot;
 mod emit;
 mod llvm;
 mod lower;

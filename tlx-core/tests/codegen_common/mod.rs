@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tlx_core::codegen::{compile, CompiledKernel};
 use tlx_core::ir::*;
 
@@ -181,7 +182,13 @@ pub fn compile_all(kernel: &Kernel) -> Vec<CompiledKernel> {
 }
 
 fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
-    let dir = std::env::temp_dir().join(format!("tlx_codegen_{}_{name}_{}", std::process::id(), arch.name()));
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "tlx_codegen_{}_{unique}_{name}_{}",
+        std::process::id(),
+        arch.name()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("k.ptx");
     std::fs::File::create(&src).unwrap().write_all(ptx.as_bytes()).unwrap();
