@@ -985,3 +985,72 @@ fn perf_matmul_512_f16_and_softmax_4096() {
     let row_sum: f32 = out[..4096].iter().sum();
     assert!((row_sum - 1.0).abs() < 1e-4);
 }
+
+#[test]
+fn cumsum_defines_prefix_and_total() {
+    for (reverse, want) in [(false, vec![0, 1, 3, 6, 10]), (true, vec![9, 7, 4, 0, 10])] {
+        let mut k = Kb::new("scan");
+        let x = k.ptr_param("x", ScalarType::I32);
+        let out = k.ptr_param("out", ScalarType::I32);
+        let lanes = k.arange(4);
+        let p = k.ptrs(x, lanes);
+        let v = k.load(p, None, None);
+        let ty = k.ty(v);
+        let results = k.b.push(
+            OpKind::Cumsum {
+                value: v,
+                axis: 0,
+                reverse,
+            },
+            vec![ty, Type::scalar(ScalarType::I32)],
+        );
+        let op = k.ptrs(out, lanes);
+        k.store(op, results[0], None);
+        let four = k.int(4);
+        let last = k.add_ptr(out, four);
+        k.store(last, results[1], None);
+        let mem = HostMemory::new();
+        let x = upload_i32(&mem, &[1, 2, 3, 4]);
+        let out = mem.alloc(5 * 4);
+        let args = [ArgValue::ptr(x), ArgValue::ptr(out)];
+        run_kernel(&k.finish(), [1, 1, 1], &args, &mem, &opts(1)).expect("runs");
+        assert_eq!(download_i32(&mem, out), want, "reverse = {reverse}");
+    }
+}
+
+#[test]
+fn casts_between_every_pair_of_types_keep_small_integers() {
+    // 1 and 0 are exact in every type; each pair goes through the executor's cast.
+    for from in ScalarType::ALL {
+        for to in ScalarType::ALL {
+            for (value, want_true) in [(1i64, true), (0, false)] {
+                let mut k = Kb::new("cast");
+                let out = k.ptr_param("out", to);
+                let v = k.constant(Literal::Int(value), Type::scalar(from));
+                let c = k.op(OpKind::Cast(v), Type::scalar(to));
+                k.store(out, c, None);
+                let mem = HostMemory::new();
+                let buf = mem.alloc(to.size_bytes());
+                run_kernel(
+                    &k.finish(),
+                    [1, 1, 1],
+                    &[ArgValue::ptr(buf)],
+                    &mem,
+                    &opts(1),
+                )
+                .expect("cast runs");
+                let bytes = download_bytes(&mem, buf);
+                let bits = bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+                let got = if to.is_float() {
+                    crate::numeric::float_from_bits(to, bits) == if want_true { 1.0 } else { 0.0 }
+                } else {
+                    bits == u64::from(want_true)
+                };
+                assert!(got, "cast {value} from {from} to {to} gave bits {bits:#x}");
+            }
+        }
+    }
+}
