@@ -41,6 +41,19 @@ enum Continuation<'k> {
     },
 }
 
+impl<'k> Continuation<'k> {
+    /// The control-flow op whose block this is (none for the kernel body).
+    fn owner(&self) -> Option<&'k Op> {
+        match *self {
+            Continuation::Root => None,
+            Continuation::ForBody { op, .. }
+            | Continuation::WhileCond { op, .. }
+            | Continuation::WhileBody { op, .. }
+            | Continuation::IfArm { op } => Some(op),
+        }
+    }
+}
+
 struct Frame<'k> {
     block: &'k Block,
     pc: usize,
@@ -214,9 +227,10 @@ impl<'k> Executor<'k> {
         let Some(op) = block.ops.get(frame.pc) else {
             let cont = frame.cont;
             self.frames.pop();
-            return match cont {
-                Continuation::Root => Ok(Progress::Finished),
-                _ => Err(Fault::malformed("nested block without a terminator").at(self.site(None))),
+            return match cont.owner() {
+                None => Ok(Progress::Finished),
+                Some(owner) => Err(Fault::malformed("nested block without a terminator")
+                    .at(self.site(Some(owner)))),
             };
         };
         frame.pc += 1;

@@ -1054,3 +1054,37 @@ fn casts_between_every_pair_of_types_keep_small_integers() {
         }
     }
 }
+
+#[test]
+fn malformed_ir_is_an_error_not_a_panic() {
+    let mut k = Kb::new("broken");
+    let t = k.constant(Literal::Bool(true), Type::scalar(ScalarType::Bool));
+    k.b.begin_block(vec![]);
+    let then_block = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.effect(OpKind::Yield(vec![]));
+    let else_block = k.b.end_block();
+    k.line(9);
+    k.b.push(
+        OpKind::If {
+            cond: t,
+            then_block,
+            else_block,
+        },
+        vec![],
+    );
+    let err = run_kernel(&k.finish(), [1, 1, 1], &[], &HostMemory::new(), &opts(1));
+    assert!(
+        matches!(&err, Err(InterpError::MalformedIr { at, .. }) if at.op == "if" && at.line == 9),
+        "{err:?}"
+    );
+
+    let mut k = Kb::new("undefined");
+    let ghost = k.b.new_value(Type::scalar(ScalarType::I32));
+    k.unary(UnaryOp::Neg, ghost);
+    let err = run_kernel(&k.finish(), [1, 1, 1], &[], &HostMemory::new(), &opts(1));
+    assert!(
+        matches!(&err, Err(InterpError::MalformedIr { detail, .. }) if detail.contains("before it is defined")),
+        "{err:?}"
+    );
+}
