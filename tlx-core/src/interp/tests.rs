@@ -1088,3 +1088,40 @@ fn malformed_ir_is_an_error_not_a_panic() {
         "{err:?}"
     );
 }
+
+#[test]
+fn scalar_arguments_reach_the_kernel_in_their_types() {
+    // out[0] = flag ? x * alpha : -1 with alpha an f16 scalar, flag a bool, x an i64.
+    let mut k = Kb::new("scalars");
+    let out = k.ptr_param("out", ScalarType::F32);
+    let alpha = k.scalar_param("alpha", ScalarType::F16);
+    let flag = k.scalar_param("flag", ScalarType::Bool);
+    let x = k.scalar_param("x", ScalarType::I64);
+    let xf = k.op(OpKind::Cast(x), Type::scalar(ScalarType::F32));
+    let af = k.op(OpKind::Cast(alpha), Type::scalar(ScalarType::F32));
+    let product = k.bin(BinaryOp::Mul, xf, af);
+    let fallback = k.constant(Literal::Float(-1.0), Type::scalar(ScalarType::F32));
+    let chosen = k.op(
+        OpKind::Select {
+            cond: flag,
+            on_true: product,
+            on_false: fallback,
+        },
+        Type::scalar(ScalarType::F32),
+    );
+    k.store(out, chosen, None);
+    let kernel = k.finish();
+    let half_bits = u64::from(half::f16::from_f32(1.5).to_bits());
+    for (flag, want) in [(true, -4.5f32), (false, -1.0)] {
+        let mem = HostMemory::new();
+        let buf = mem.alloc(4);
+        let args = [
+            ArgValue::ptr(buf),
+            ArgValue::Scalar(ScalarType::F16, half_bits),
+            ArgValue::bool(flag),
+            ArgValue::i64(-3),
+        ];
+        run_kernel(&kernel, [1, 1, 1], &args, &mem, &opts(1)).expect("runs");
+        assert_eq!(download_f32(&mem, buf), vec![want]);
+    }
+}
