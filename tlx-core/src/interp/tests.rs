@@ -1125,3 +1125,76 @@ fn scalar_arguments_reach_the_kernel_in_their_types() {
         assert_eq!(download_f32(&mem, buf), vec![want]);
     }
 }
+
+#[test]
+fn nested_loops_carry_values_through_both_levels() {
+    // out[0] = Σ_{i<3} Σ_{j<4} (i * j, or 100 when i == j == 2)
+    let i32t = Type::scalar(ScalarType::I32);
+    let mut k = Kb::new("nested");
+    let out = k.ptr_param("out", ScalarType::I32);
+    let zero = k.int(0);
+    let three = k.int(3);
+    let four = k.int(4);
+    let one = k.int(1);
+    let outer = k.b.begin_block(vec![i32t.clone(), i32t.clone()]);
+    let inner = k.b.begin_block(vec![i32t.clone(), i32t.clone()]);
+    let prod = k.bin(BinaryOp::Mul, outer[0], inner[0]);
+    let both = k.bin(BinaryOp::Add, outer[0], inner[0]);
+    let sum_four = k.int(4);
+    let is_corner = k.cmp(CmpPred::Eq, both, sum_four);
+    let diagonal = k.cmp(CmpPred::Eq, outer[0], inner[0]);
+    let pick = k.bin(BinaryOp::And, is_corner, diagonal);
+    k.b.begin_block(vec![]);
+    let hundred = k.int(100);
+    k.effect(OpKind::Yield(vec![hundred]));
+    let then_block = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.effect(OpKind::Yield(vec![prod]));
+    let else_block = k.b.end_block();
+    let term = k.op(
+        OpKind::If {
+            cond: pick,
+            then_block,
+            else_block,
+        },
+        i32t.clone(),
+    );
+    let next = k.bin(BinaryOp::Add, inner[1], term);
+    k.effect(OpKind::Yield(vec![next]));
+    let inner_body = k.b.end_block();
+    let row = k.op(
+        OpKind::For {
+            lower: zero,
+            upper: four,
+            step: one,
+            inits: vec![outer[1]],
+            body: inner_body,
+        },
+        i32t.clone(),
+    );
+    k.effect(OpKind::Yield(vec![row]));
+    let outer_body = k.b.end_block();
+    let total = k.op(
+        OpKind::For {
+            lower: zero,
+            upper: three,
+            step: one,
+            inits: vec![zero],
+            body: outer_body,
+        },
+        i32t,
+    );
+    k.store(out, total, None);
+    let mem = HostMemory::new();
+    let buf = mem.alloc(4);
+    run_kernel(
+        &k.finish(),
+        [1, 1, 1],
+        &[ArgValue::ptr(buf)],
+        &mem,
+        &opts(1),
+    )
+    .expect("runs");
+    // 18 with the (2, 2) term 4 replaced by 100.
+    assert_eq!(download_i32(&mem, buf), vec![18 - 4 + 100]);
+}
