@@ -202,6 +202,13 @@ pub(crate) fn binary(op: BinaryOp, ty: ScalarType, lhs: &Data, rhs: &Data) -> Fa
 }
 
 fn float_unary(op: UnaryOp, ty: ScalarType, v: &[f32]) -> FaultResult<Vec<f32>> {
+    if op == UnaryOp::Sqrt && ty != ScalarType::F32 {
+        // Correctly rounded in f64, then rounded once to the narrow type.
+        return Ok(v
+            .iter()
+            .map(|&x| round_f64(ty, f64::from(x).sqrt()))
+            .collect());
+    }
     let f: fn(f32) -> f32 = match op {
         UnaryOp::Neg => |x| -x,
         UnaryOp::Abs => f32::abs,
