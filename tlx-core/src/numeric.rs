@@ -242,6 +242,12 @@ pub fn int_range(ty: ScalarType) -> (i64, i64) {
 /// (PTX `cvt.rzi.sat`).
 #[inline]
 pub fn float_to_int_sat(ty: ScalarType, x: f32) -> i64 {
+    f64_to_int_sat(ty, f64::from(x))
+}
+
+/// [`float_to_int_sat`] for an f64 (integer literals written as floats).
+#[inline]
+pub fn f64_to_int_sat(ty: ScalarType, x: f64) -> i64 {
     // `as` truncates, saturates at i64's range and maps NaN to 0.
     let (lo, hi) = int_range(ty);
     (x as i64).clamp(lo, hi)

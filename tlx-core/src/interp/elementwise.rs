@@ -4,8 +4,8 @@
 
 use crate::ir::{BinaryOp, CmpPred, Elem, Literal, ScalarType, UnaryOp};
 use crate::numeric::{
-    float_from_bits, float_to_bits, float_to_int_sat, i64_to_float, int_from_bits, round_f32,
-    round_f64, wrap_int,
+    f64_to_int_sat, float_from_bits, float_to_bits, float_to_int_sat, i64_to_float, int_from_bits,
+    round_f32, round_f64, wrap_int,
 };
 
 use super::error::{Fault, FaultResult};
@@ -37,12 +37,7 @@ pub(crate) fn constant(lit: Literal, elem: Elem, numel: usize) -> FaultResult<Da
         (Repr::Bool, Literal::Int(i)) => Data::Bool(vec![i != 0; numel]),
         (Repr::Int, Literal::Int(i)) => Data::Int(vec![wrap_int(ty, i); numel]),
         (Repr::Int, Literal::Bool(b)) => Data::Int(vec![i64::from(b); numel]),
-        (Repr::Int, Literal::Float(f)) => {
-            Data::Int(vec![
-                float_to_int_sat(ty, round_f64(ScalarType::F32, f));
-                numel
-            ])
-        }
+        (Repr::Int, Literal::Float(f)) => Data::Int(vec![f64_to_int_sat(ty, f); numel]),
         (Repr::Float, Literal::Float(f)) => Data::Float(vec![round_f64(ty, f); numel]),
         (Repr::Float, Literal::Int(i)) => Data::Float(vec![i64_to_float(ty, i); numel]),
         (Repr::Float, Literal::Bool(b)) => Data::Float(vec![f32::from(u8::from(b)); numel]),
@@ -207,6 +202,13 @@ pub(crate) fn binary(op: BinaryOp, ty: ScalarType, lhs: &Data, rhs: &Data) -> Fa
 }
 
 fn float_unary(op: UnaryOp, ty: ScalarType, v: &[f32]) -> FaultResult<Vec<f32>> {
+    if op == UnaryOp::Sqrt && ty != ScalarType::F32 {
+        // Correctly rounded in f64, then rounded once to the narrow type.
+        return Ok(v
+            .iter()
+            .map(|&x| round_f64(ty, f64::from(x).sqrt()))
+            .collect());
+    }
     let f: fn(f32) -> f32 = match op {
         UnaryOp::Neg => |x| -x,
         UnaryOp::Abs => f32::abs,

@@ -72,6 +72,14 @@ pub enum InterpError {
         buffer: BufferId,
         buffer_len: usize,
     },
+    #[error("{at}: element {element} accesses byte offset {byte_offset} of {buffer}, which is not a multiple of the access size {align}")]
+    Misaligned {
+        at: Site,
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        align: usize,
+    },
     #[error("{at}: element {element} uses {buffer}, which is freed or was never allocated")]
     FreedBuffer {
         at: Site,
@@ -108,6 +116,12 @@ pub(crate) enum Fault {
         byte_offset: i64,
         buffer: BufferId,
         buffer_len: usize,
+    },
+    Misaligned {
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        align: usize,
     },
     FreedBuffer {
         element: usize,
@@ -152,6 +166,18 @@ impl Fault {
                 byte_offset,
                 buffer,
                 buffer_len,
+            },
+            Fault::Misaligned {
+                element,
+                byte_offset,
+                buffer,
+                align,
+            } => InterpError::Misaligned {
+                at,
+                element,
+                byte_offset,
+                buffer,
+                align,
             },
             Fault::FreedBuffer { element, buffer } => InterpError::FreedBuffer {
                 at,

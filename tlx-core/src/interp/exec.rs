@@ -41,6 +41,19 @@ enum Continuation<'k> {
     },
 }
 
+impl<'k> Continuation<'k> {
+    /// The control-flow op whose block this is (none for the kernel body).
+    fn owner(&self) -> Option<&'k Op> {
+        match *self {
+            Continuation::Root => None,
+            Continuation::ForBody { op, .. }
+            | Continuation::WhileCond { op, .. }
+            | Continuation::WhileBody { op, .. }
+            | Continuation::IfArm { op } => Some(op),
+        }
+    }
+}
+
 struct Frame<'k> {
     block: &'k Block,
     pc: usize,
@@ -214,9 +227,10 @@ impl<'k> Executor<'k> {
         let Some(op) = block.ops.get(frame.pc) else {
             let cont = frame.cont;
             self.frames.pop();
-            return match cont {
-                Continuation::Root => Ok(Progress::Finished),
-                _ => Err(Fault::malformed("nested block without a terminator").at(self.site(None))),
+            return match cont.owner() {
+                None => Ok(Progress::Finished),
+                Some(owner) => Err(Fault::malformed("nested block without a terminator")
+                    .at(self.site(Some(owner)))),
             };
         };
         frame.pc += 1;
@@ -637,22 +651,42 @@ impl<'k> Executor<'k> {
     }
 
     fn print(&self, op: &Op, prefix: &str, values: &[ValueId]) -> FaultResult<()> {
-        let [x, y, z] = self.program;
-        let mut line = format!("pid ({x}, {y}, {z}) line {}: {prefix}", op.loc.line);
-        for &v in values {
-            line.push(' ');
-            line.push_str(&format_elements(&self.get(v)?.data));
-        }
-        line.push('\n');
+        let data = values
+            .iter()
+            .map(|&v| Ok(&self.get(v)?.data))
+            .collect::<FaultResult<Vec<&Data>>>()?;
+        let line = print_line(self.program, op.loc.line, prefix, &data);
         // One write per line so lines of concurrent programs do not interleave.
         let _ = std::io::stdout().lock().write_all(line.as_bytes());
         Ok(())
     }
 }
 
+/// The text `device_print` writes: `pid (x, y, z) line L: <prefix> <values>...` and a newline.
+fn print_line(program: [u32; 3], line: u32, prefix: &str, values: &[&Data]) -> String {
+    let [x, y, z] = program;
+    let mut text = format!("pid ({x}, {y}, {z}) line {line}: {prefix}");
+    for data in values {
+        text.push(' ');
+        text.push_str(&format_elements(data));
+    }
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn print_lines_name_the_program_and_line() {
+        let ids = Data::Int(vec![0, 1]);
+        let flag = Data::Bool(vec![true]);
+        assert_eq!(
+            print_line([1, 2, 3], 7, "x =", &[&ids, &flag]),
+            "pid (1, 2, 3) line 7: x = [0, 1] true\n"
+        );
+    }
 
     #[test]
     fn elements_print_as_scalars_or_lists() {

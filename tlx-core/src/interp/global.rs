@@ -63,6 +63,15 @@ impl<'m> Resolver<'m> {
         {
             return Err(out_of_bounds);
         }
+        // The GPU faults on accesses not aligned to their size.
+        if offset % size != 0 {
+            return Err(Fault::Misaligned {
+                element,
+                byte_offset: ptr.byte_offset,
+                buffer: ptr.buffer,
+                align: size,
+            });
+        }
         if reads && self.check_uninit && !buffer.is_initialized(offset, size) {
             return Err(Fault::UninitRead {
                 element,
@@ -638,6 +647,23 @@ mod tests {
             None
         )
         .is_err());
+    }
+
+    #[test]
+    fn misaligned_accesses_are_reported() {
+        let mem = HostMemory::new();
+        let id = mem.alloc(8);
+        mem.fill(id, 0).expect("live");
+        let err = load(&mem, true, ScalarType::F32, &ptrs(id, &[0, 2]), None, None);
+        assert_eq!(
+            err,
+            Err(Fault::Misaligned {
+                element: 1,
+                byte_offset: 2,
+                buffer: id,
+                align: 4
+            })
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod elementwise;
 mod error;
 mod exec;
 mod global;
-mod memory;
+pub mod memory;
 mod reduce;
 mod shape;
 mod value;

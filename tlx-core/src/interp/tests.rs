@@ -985,3 +985,216 @@ fn perf_matmul_512_f16_and_softmax_4096() {
     let row_sum: f32 = out[..4096].iter().sum();
     assert!((row_sum - 1.0).abs() < 1e-4);
 }
+
+#[test]
+fn cumsum_defines_prefix_and_total() {
+    for (reverse, want) in [(false, vec![0, 1, 3, 6, 10]), (true, vec![9, 7, 4, 0, 10])] {
+        let mut k = Kb::new("scan");
+        let x = k.ptr_param("x", ScalarType::I32);
+        let out = k.ptr_param("out", ScalarType::I32);
+        let lanes = k.arange(4);
+        let p = k.ptrs(x, lanes);
+        let v = k.load(p, None, None);
+        let ty = k.ty(v);
+        let results = k.b.push(
+            OpKind::Cumsum {
+                value: v,
+                axis: 0,
+                reverse,
+            },
+            vec![ty, Type::scalar(ScalarType::I32)],
+        );
+        let op = k.ptrs(out, lanes);
+        k.store(op, results[0], None);
+        let four = k.int(4);
+        let last = k.add_ptr(out, four);
+        k.store(last, results[1], None);
+        let mem = HostMemory::new();
+        let x = upload_i32(&mem, &[1, 2, 3, 4]);
+        let out = mem.alloc(5 * 4);
+        let args = [ArgValue::ptr(x), ArgValue::ptr(out)];
+        run_kernel(&k.finish(), [1, 1, 1], &args, &mem, &opts(1)).expect("runs");
+        assert_eq!(download_i32(&mem, out), want, "reverse = {reverse}");
+    }
+}
+
+#[test]
+fn casts_between_every_pair_of_types_keep_small_integers() {
+    // 1 and 0 are exact in every type; each pair goes through the executor's cast.
+    for from in ScalarType::ALL {
+        for to in ScalarType::ALL {
+            for (value, want_true) in [(1i64, true), (0, false)] {
+                let mut k = Kb::new("cast");
+                let out = k.ptr_param("out", to);
+                let v = k.constant(Literal::Int(value), Type::scalar(from));
+                let c = k.op(OpKind::Cast(v), Type::scalar(to));
+                k.store(out, c, None);
+                let mem = HostMemory::new();
+                let buf = mem.alloc(to.size_bytes());
+                run_kernel(
+                    &k.finish(),
+                    [1, 1, 1],
+                    &[ArgValue::ptr(buf)],
+                    &mem,
+                    &opts(1),
+                )
+                .expect("cast runs");
+                let bytes = download_bytes(&mem, buf);
+                let bits = bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+                let got = if to.is_float() {
+                    crate::numeric::float_from_bits(to, bits) == if want_true { 1.0 } else { 0.0 }
+                } else {
+                    bits == u64::from(want_true)
+                };
+                assert!(got, "cast {value} from {from} to {to} gave bits {bits:#x}");
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_ir_is_an_error_not_a_panic() {
+    let mut k = Kb::new("broken");
+    let t = k.constant(Literal::Bool(true), Type::scalar(ScalarType::Bool));
+    k.b.begin_block(vec![]);
+    let then_block = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.effect(OpKind::Yield(vec![]));
+    let else_block = k.b.end_block();
+    k.line(9);
+    k.b.push(
+        OpKind::If {
+            cond: t,
+            then_block,
+            else_block,
+        },
+        vec![],
+    );
+    let err = run_kernel(&k.finish(), [1, 1, 1], &[], &HostMemory::new(), &opts(1));
+    assert!(
+        matches!(&err, Err(InterpError::MalformedIr { at, .. }) if at.op == "if" && at.line == 9),
+        "{err:?}"
+    );
+
+    let mut k = Kb::new("undefined");
+    let ghost = k.b.new_value(Type::scalar(ScalarType::I32));
+    k.unary(UnaryOp::Neg, ghost);
+    let err = run_kernel(&k.finish(), [1, 1, 1], &[], &HostMemory::new(), &opts(1));
+    assert!(
+        matches!(&err, Err(InterpError::MalformedIr { detail, .. }) if detail.contains("before it is defined")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn scalar_arguments_reach_the_kernel_in_their_types() {
+    // out[0] = flag ? x * alpha : -1 with alpha an f16 scalar, flag a bool, x an i64.
+    let mut k = Kb::new("scalars");
+    let out = k.ptr_param("out", ScalarType::F32);
+    let alpha = k.scalar_param("alpha", ScalarType::F16);
+    let flag = k.scalar_param("flag", ScalarType::Bool);
+    let x = k.scalar_param("x", ScalarType::I64);
+    let xf = k.op(OpKind::Cast(x), Type::scalar(ScalarType::F32));
+    let af = k.op(OpKind::Cast(alpha), Type::scalar(ScalarType::F32));
+    let product = k.bin(BinaryOp::Mul, xf, af);
+    let fallback = k.constant(Literal::Float(-1.0), Type::scalar(ScalarType::F32));
+    let chosen = k.op(
+        OpKind::Select {
+            cond: flag,
+            on_true: product,
+            on_false: fallback,
+        },
+        Type::scalar(ScalarType::F32),
+    );
+    k.store(out, chosen, None);
+    let kernel = k.finish();
+    let half_bits = u64::from(half::f16::from_f32(1.5).to_bits());
+    for (flag, want) in [(true, -4.5f32), (false, -1.0)] {
+        let mem = HostMemory::new();
+        let buf = mem.alloc(4);
+        let args = [
+            ArgValue::ptr(buf),
+            ArgValue::Scalar(ScalarType::F16, half_bits),
+            ArgValue::bool(flag),
+            ArgValue::i64(-3),
+        ];
+        run_kernel(&kernel, [1, 1, 1], &args, &mem, &opts(1)).expect("runs");
+        assert_eq!(download_f32(&mem, buf), vec![want]);
+    }
+}
+
+#[test]
+fn nested_loops_carry_values_through_both_levels() {
+    // out[0] = Σ_{i<3} Σ_{j<4} (i * j, or 100 when i == j == 2)
+    let i32t = Type::scalar(ScalarType::I32);
+    let mut k = Kb::new("nested");
+    let out = k.ptr_param("out", ScalarType::I32);
+    let zero = k.int(0);
+    let three = k.int(3);
+    let four = k.int(4);
+    let one = k.int(1);
+    let outer = k.b.begin_block(vec![i32t.clone(), i32t.clone()]);
+    let inner = k.b.begin_block(vec![i32t.clone(), i32t.clone()]);
+    let prod = k.bin(BinaryOp::Mul, outer[0], inner[0]);
+    let both = k.bin(BinaryOp::Add, outer[0], inner[0]);
+    let sum_four = k.int(4);
+    let is_corner = k.cmp(CmpPred::Eq, both, sum_four);
+    let diagonal = k.cmp(CmpPred::Eq, outer[0], inner[0]);
+    let pick = k.bin(BinaryOp::And, is_corner, diagonal);
+    k.b.begin_block(vec![]);
+    let hundred = k.int(100);
+    k.effect(OpKind::Yield(vec![hundred]));
+    let then_block = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.effect(OpKind::Yield(vec![prod]));
+    let else_block = k.b.end_block();
+    let term = k.op(
+        OpKind::If {
+            cond: pick,
+            then_block,
+            else_block,
+        },
+        i32t.clone(),
+    );
+    let next = k.bin(BinaryOp::Add, inner[1], term);
+    k.effect(OpKind::Yield(vec![next]));
+    let inner_body = k.b.end_block();
+    let row = k.op(
+        OpKind::For {
+            lower: zero,
+            upper: four,
+            step: one,
+            inits: vec![outer[1]],
+            body: inner_body,
+        },
+        i32t.clone(),
+    );
+    k.effect(OpKind::Yield(vec![row]));
+    let outer_body = k.b.end_block();
+    let total = k.op(
+        OpKind::For {
+            lower: zero,
+            upper: three,
+            step: one,
+            inits: vec![zero],
+            body: outer_body,
+        },
+        i32t,
+    );
+    k.store(out, total, None);
+    let mem = HostMemory::new();
+    let buf = mem.alloc(4);
+    run_kernel(
+        &k.finish(),
+        [1, 1, 1],
+        &[ArgValue::ptr(buf)],
+        &mem,
+        &opts(1),
+    )
+    .expect("runs");
+    // 18 with the (2, 2) term 4 replaced by 100.
+    assert_eq!(download_i32(&mem, buf), vec![18 - 4 + 100]);
+}
