@@ -1,16 +1,14 @@
 //! The CPU device: host memory for buffers and launches run synchronously
 //! by the IR interpreter, from the IR text each kernel embeds.
 
-pub(crate) mod interp_shim;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tlx_core::ir::{self, Kernel};
 
-use interp::{ArgValue, BufferId, HostMemory, InterpOptions};
-pub(crate) use interp_shim as interp;
+pub(crate) use tlx_core::interp;
+use tlx_core::interp::{ArgValue, BufferId, HostMemory, InterpOptions};
 
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::KernelSpec;
