@@ -31,7 +31,7 @@ fn all_ops(block: &Block) -> Vec<&Op> {
     out
 }
 
-fn find<'k>(k: &'k Kernel, pred: impl Fn(&OpKind) -> bool) -> Vec<&'k Op> {
+fn find(k: &Kernel, pred: impl Fn(&OpKind) -> bool) -> Vec<&Op> {
     all_ops(&k.body)
         .into_iter()
         .filter(|o| pred(&o.kind))
