@@ -3,8 +3,10 @@
 //! submodules.
 
 mod builtins;
+mod calls;
 mod control;
 mod expr;
+mod memory;
 mod typing;
 
 use super::scan::{self, RETURNED};
@@ -155,6 +157,7 @@ impl<'a> Lowerer<'a> {
     /// Lowers a statement list; the value of a trailing expression is returned.
     fn lower_stmts(&mut self, stmts: &'a [syn::Stmt]) -> R<Val> {
         for (i, stmt) in stmts.iter().enumerate() {
+            self.b.set_loc(loc_of(stmt.span()));
             let value = self.lower_stmt(stmt)?;
             if i + 1 == stmts.len() {
                 return Ok(value);
@@ -164,6 +167,7 @@ impl<'a> Lowerer<'a> {
                 match self.lookup(RETURNED).cloned() {
                     Some(Val::Const(ConstVal::Bool(true))) => return Ok(Val::Unit),
                     Some(Val::Ir(flag)) => {
+                        self.b.set_loc(loc_of(stmt.span()));
                         let keep_going = self.logical_not(flag);
                         self.lower_if(
                             keep_going,
