@@ -427,6 +427,57 @@ fn helper_functions_are_inlined_with_tuples() {
 }
 
 #[test]
+fn return_inside_a_while_ends_the_loop() {
+    let k = compile_one(&kernel_with(
+        "let mut i = 0; while i < n { if i > 4 { return; } i += 1; } store(q, i);",
+    ));
+    let w = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::While { .. }))
+        .expect("a while");
+    let OpKind::While { inits, cond, .. } = &w.kind else {
+        unreachable!()
+    };
+    assert_eq!(inits.len(), 2, "the flag and `i`");
+    // The condition is `i < n && !returned`.
+    assert!(cond.ops.iter().any(|o| matches!(
+        o.kind,
+        OpKind::Binary {
+            op: BinaryOp::And,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn helpers_take_constants_and_call_helpers() {
+    let k = compile_one(&kernel_with(
+        "fn rows(x: Tensor, W: usize) -> Tensor { double(x.reshape([B / W, W])) }
+         fn double(x: Tensor) -> Tensor { x * 2 }
+         let x = load(p + arange(0, B));
+         store(p + arange(0, 4), rows(x, 4).sum(axis = 1));",
+    ));
+    let reshape = find(&k, |o| matches!(o, OpKind::Reshape(_)))[0];
+    assert_eq!(
+        ty(&k, reshape.results[0]),
+        &tensor(ScalarType::F32, &[4, 4])
+    );
+    assert_eq!(
+        find(&k, |o| matches!(
+            o,
+            OpKind::Binary {
+                op: BinaryOp::Mul,
+                ..
+            }
+        ))
+        .len(),
+        1
+    );
+}
+
+#[test]
 fn dimension_insertion_forms_agree() {
     let k = compile_one(&kernel_with(
         "let a = arange(0, B); let x = a[(.., None)]; let y = a[(None, ..)]; let z = a.expand_dims(1); let w = expand_dims(a, 0); store(q + x + y + z + w, 0);",
@@ -696,6 +747,34 @@ fn broadcast_mismatch() {
         "+ arange(0, 32)",
         "shapes [16] and [32] cannot be broadcast together",
     );
+}
+
+#[test]
+fn helper_arity_and_recursion() {
+    expect_error(
+        "fn h(a: i32) -> i32 { a } let z = h(1, 2);",
+        "h(1",
+        "`h` takes 1 arguments, 2 given",
+    );
+    expect_error(
+        "fn h(a: i32) -> i32 { h(a) } let z = h(1);",
+        "h(a)",
+        "nested too deeply",
+    );
+}
+
+#[test]
+fn runtime_value_as_arange_bound() {
+    expect_error(
+        "let z = arange(0, n);",
+        "n)",
+        "`n` is a run-time value; an `arange` bound must be a compile-time constant",
+    );
+}
+
+#[test]
+fn assignment_to_const_generic() {
+    expect_error("B = 4;", "B = 4", "cannot assign to const generic `B`");
 }
 
 #[test]
