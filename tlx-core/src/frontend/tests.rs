@@ -326,6 +326,23 @@ fn if_else_merges_assigned_variables() {
 }
 
 #[test]
+fn if_expressions_give_values() {
+    let k = compile_one(&kernel_with(
+        "let v = if n > 0 { f } else if n < -4 { 2.0 } else { 0.5 }; store(p, v); let c = if B > 4 { 1 } else { 2 }; store(q, c);",
+    ));
+    let ifs: Vec<&Op> = k
+        .body
+        .ops
+        .iter()
+        .filter(|o| matches!(o.kind, OpKind::If { .. }))
+        .collect();
+    assert_eq!(ifs.len(), 1, "the constant `if` folds");
+    assert_eq!(ty(&k, ifs[0].results[0]), &Type::scalar(ScalarType::F32));
+    let consts = find(&k, |o| matches!(o, OpKind::Constant(Literal::Int(1))));
+    assert_eq!(consts.len(), 1);
+}
+
+#[test]
 fn constant_conditions_fold() {
     let k = compile_one(&kernel_with(
         "if B > 8 { store(p, 1.0); } else { store(p, 2.0); } if B == 3 { store(p, 3.0); }",
@@ -728,6 +745,15 @@ fn branches_disagree_on_type() {
         "let mut s = f; if n > 0 { s = n.to(f16); } store(p, s);",
         "if",
         "`s` is f16 after the `if` branch but f32 after the `else` branch",
+    );
+}
+
+#[test]
+fn if_value_types_disagree() {
+    expect_error(
+        "let v = if n > 0 { f } else { n.to(f16) };",
+        "if",
+        "the value of this `if` is f32 after the `if` branch but f16 after the `else` branch",
     );
 }
 

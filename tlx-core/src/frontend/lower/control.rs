@@ -45,12 +45,13 @@ enum Iteration<'a> {
 }
 
 impl<'a> Lowerer<'a> {
-    fn lower_branch(&mut self, branch: Branch<'a>) -> R<()> {
+    /// Lowers a branch in its own scope; gives its trailing value (or `Unit`).
+    fn lower_branch(&mut self, branch: Branch<'a>) -> R<Val> {
         self.push_scope();
         let result = match branch {
-            Branch::Stmts(s) => self.lower_stmts(s).map(drop),
-            Branch::Expr(e) => self.lower_expr(e).map(drop),
-            Branch::Empty => Ok(()),
+            Branch::Stmts(s) => self.lower_stmts(s),
+            Branch::Expr(e) => self.lower_expr(e),
+            Branch::Empty => Ok(Val::Unit),
         };
         self.pop_scope();
         result
@@ -104,21 +105,21 @@ impl<'a> Lowerer<'a> {
             None => Branch::Empty,
         };
         match self.condition(&i.cond)? {
-            Val::Const(ConstVal::Bool(c)) => self.lower_branch(if c { then } else { otherwise })?,
-            Val::Ir(c) => self.lower_if(c, then, otherwise, i.if_token.span)?,
-            _ => {}
+            Val::Const(ConstVal::Bool(c)) => self.lower_branch(if c { then } else { otherwise }),
+            Val::Ir(c) => self.lower_if(c, then, otherwise, i.if_token.span),
+            _ => Ok(Val::Unit),
         }
-        Ok(Val::Unit)
     }
 
     /// An `If` op; variables assigned in either branch are yielded and rebound.
+    /// When both branches end in a value, the `if` gives their merge.
     pub(super) fn lower_if(
         &mut self,
         cond: ValueId,
         then: Branch<'a>,
         otherwise: Branch<'a>,
         span: Span,
-    ) -> R<()> {
+    ) -> R<Val> {
         let mut names = then.assigned();
         names.extend(otherwise.assigned());
         let names = self.visible(names);
@@ -131,7 +132,8 @@ impl<'a> Lowerer<'a> {
         let then_done = self.lower_branch(then);
         let then_vals: R<Vec<Val>> = names.iter().map(|n| self.current(n, span)).collect();
         let mut then_block = self.b.end_block();
-        let then_vals = then_done.and(then_vals)?;
+        let then_tail = then_done?;
+        let then_vals = then_vals?;
         for (n, v) in names.iter().zip(&before) {
             self.assign(n, v.clone(), span)?;
         }
@@ -139,18 +141,34 @@ impl<'a> Lowerer<'a> {
         let else_done = self.lower_branch(otherwise);
         let else_vals: R<Vec<Val>> = names.iter().map(|n| self.current(n, span)).collect();
         let mut else_block = self.b.end_block();
-        let else_vals = else_done.and(else_vals)?;
+        let else_tail = else_done?;
+        let else_vals = else_vals?;
 
+        // Each entry: the variable (None for the `if`'s own value) and its value per branch.
+        let mut entries: Vec<(Option<&String>, Val, Val)> = names
+            .iter()
+            .zip(then_vals)
+            .zip(else_vals)
+            .map(|((n, t), e)| (Some(n), t, e))
+            .collect();
+        let has_value = |v: &Val| matches!(v, Val::Ir(_) | Val::Const(_));
+        if has_value(&then_tail) && has_value(&else_tail) {
+            entries.push((None, then_tail, else_tail));
+        }
         let mut merged = Vec::new();
         let (mut then_yield, mut else_yield, mut types) = (Vec::new(), Vec::new(), Vec::new());
-        for ((name, t), e) in names.iter().zip(then_vals).zip(else_vals) {
+        for (name, t, e) in entries {
             if let (Val::Const(a), Val::Const(b)) = (&t, &e) {
                 if a == b || (a.as_f64().is_nan() && b.as_f64().is_nan()) {
                     merged.push((name, Some(t.clone())));
                     continue;
                 }
             }
-            let ty = self.merged_type(name, &t, &e, span)?;
+            let label = match name {
+                Some(n) => format!("`{n}`"),
+                None => "the value of this `if`".to_string(),
+            };
+            let ty = self.merged_type(&label, &t, &e, span)?;
             then_yield.push(self.value_in(&mut then_block, &t, &ty));
             else_yield.push(self.value_in(&mut else_block, &e, &ty));
             types.push(ty);
@@ -167,6 +185,7 @@ impl<'a> Lowerer<'a> {
             types,
         );
         let mut results = results.into_iter();
+        let mut value = Val::Unit;
         for (name, fixed) in merged {
             let v = match fixed {
                 Some(v) => v,
@@ -176,21 +195,24 @@ impl<'a> Lowerer<'a> {
                         .ok_or_else(|| Diagnostic::new(span, "internal: missing if result"))?,
                 ),
             };
-            self.assign(name, v, span)?;
+            match name {
+                Some(n) => self.assign(n, v, span)?,
+                None => value = v,
+            }
         }
-        Ok(())
+        Ok(value)
     }
 
-    /// The type a variable has after an `if`: both branches must agree.
-    fn merged_type(&self, name: &str, t: &Val, e: &Val, span: Span) -> R<Type> {
+    /// The type a variable (or the `if`'s value) has after an `if`: both branches must agree.
+    fn merged_type(&self, label: &str, t: &Val, e: &Val, span: Span) -> R<Type> {
         match (t, e) {
             (Val::Ir(a), Val::Ir(b)) => {
                 let (ta, tb) = (self.ty(*a), self.ty(*b));
                 if ta != tb {
                     return Err(Diagnostic::new(span, format!(
-                        "`{name}` is {ta} after the `if` branch but {tb} after the `else` branch"
+                        "{label} is {ta} after the `if` branch but {tb} after the `else` branch"
                     ))
-                    .with_hint(format!("give `{name}` the same type and shape in both branches, e.g. with `.to(...)`")));
+                    .with_hint(format!("give {label} the same type and shape in both branches, e.g. with `.to(...)`")));
                 }
                 Ok(ta)
             }
@@ -201,7 +223,7 @@ impl<'a> Lowerer<'a> {
             }
             _ => Err(Diagnostic::new(
                 span,
-                format!("`{name}` cannot be changed inside control flow"),
+                format!("{label} cannot be changed inside control flow"),
             )),
         }
     }
@@ -406,6 +428,7 @@ impl<'a> Lowerer<'a> {
             Some(Val::Ir(flag)) if returns => {
                 let go = self.logical_not(flag);
                 self.lower_if(go, Branch::Stmts(stmts), Branch::Empty, span)
+                    .map(drop)
             }
             Some(Val::Const(ConstVal::Bool(true))) => Ok(()),
             _ => self.lower_stmts(stmts).map(drop),

@@ -218,15 +218,6 @@ impl<'a> Lowerer<'a> {
                 "`let ... else` is not supported",
             ));
         }
-        if let syn::Expr::If(e) = &*init.expr {
-            return Err(Diagnostic::new(
-                e.if_token.span,
-                "an `if` expression cannot give a value in a kernel",
-            )
-            .with_hint(
-                "use `select(cond, a, b)`, or assign a `let mut` variable in both branches",
-            ));
-        }
         let value = self.lower_expr(&init.expr)?;
         self.bind_pattern(&local.pat, value)
     }
