@@ -758,6 +758,15 @@ fn if_value_types_disagree() {
 }
 
 #[test]
+fn pointer_variable_given_a_number() {
+    expect_error(
+        "let mut r = p; for i in 0..n { r = 0; } store(r, 1.0);",
+        "for",
+        "`r` is a pointer on one path and a number on another",
+    );
+}
+
+#[test]
 fn dot_shape_mismatch() {
     expect_error(
         "let c = dot(zeros([16, 32], f16), zeros([16, 16], f16));",
@@ -838,4 +847,91 @@ fn kernel_level_errors() {
         (d.span.start().line, d.span.start().column),
         position(src, "Ptr")
     );
+}
+
+#[test]
+fn misuse_is_reported_not_panicked() {
+    let cases = [
+        "let x = arange(0, 0);",
+        "let x = arange(4, 2);",
+        "let x = reshape(arange(0, B), [4]);",
+        "let x = trans(arange(0, B));",
+        "let x = arange(0, B).extract_tile([5], [4]);",
+        "let x = arange(0, B).extract_tile([0], [3]);",
+        "let x = dot(zeros([16, 16], i32), zeros([16, 16], i32));",
+        "let x = dot(zeros([16, 16], f16), zeros([16, 16], f32));",
+        "let x = program_id(5);",
+        "let (a, b) = n;",
+        "let (a, b) = cumsum(arange(0, B));  let (c,) = (a,);  let (d, e, g) = (a, b);",
+        "let x = cumsum(n);",
+        "let x = sum(n);",
+        "let x = bitcast(n, f16);",
+        "let x = load(n);",
+        "store(p, p);",
+        "let x = p + p;",
+        "let x = p * 2;",
+        "let x = 1 / 0;",
+        "let x = B % 0;",
+        "for i in (0..n).step_by(0) {}",
+        "for i in static_range(0, n) {}",
+        "for i in (0..n).rev() {}",
+        "for i in 0..=n {}",
+        "for (i, j) in 0..n {}",
+        "let x = arange(0, B)[0];",
+        "let x = n.0;",
+        "let v = if n > 0 { 1 } else { p };",
+        "while n {}",
+        "let x = -true;",
+        "let x = !1.5;",
+        "let x = i32::FOO;",
+        "let x = 1u16;",
+        "let x = load(p, other = \"a\");",
+        "let x = load(p, cache_modifier = \".zz\");",
+        "let x = expand_dims(n, 5);",
+        "let x = permute(zeros([B, 4], f32), [0, 0]);",
+        "let x = full([B], arange(0, B), f32);",
+        "let x = atomic_add(q, 1, sem = \"x\");",
+        "device_print(n);",
+        "device_assert(n);",
+        "let x = maximum(true, false);",
+        "let x = select(n, 1, 2);",
+        "let x = fma(p, 1, 2);",
+        "let x = zeros([B], f64);",
+        "let x = zeros(B, f32);",
+        "let x = load(p, mask = n);",
+        "let x = f << 1;",
+        "let x = f & f;",
+        "let x = (n > 0) + 1.0 && true;",
+        "let x;",
+        "let x = async { 1 };",
+        "let x = B.to(f32) as usize;",
+        "unsafe { }",
+        "let x = n.exp::<f32>();",
+        "fn h<T>(a: T) -> T { a } let z = h(1);",
+        "fn h(a: i32) -> i32 { return a; } let z = h(1);",
+        "fn h(a: i32) {} fn h(b: i32) {}",
+        "return 5;",
+        "let x = p[(.., None)];",
+        "let x = arange(0, B)[(.., .., None)];",
+        "let x = sum(arange(0, B), axis = 3);",
+        "let x = f(1);",
+        "let t = (n, n); if n > 0 { t = (1, 1); }",
+        "let x = dot(zeros([8, 16], f16), zeros([16, 16], f16));",
+        "let x = dot(zeros([16, 16], f16), zeros([16, 16], f16), zeros([16, 16], f16));",
+        "let x = arange(0, B).insert_tile(zeros([4, 4], f32), [0, 0]);",
+        "let x = reshape(arange(0, B), [3, 5]);",
+        "let x = broadcast_to(arange(0, B), [4, 8]);",
+        "let x = broadcast_to(zeros([B, 2], f32), [B]);",
+    ];
+    let mut wrong = Vec::new();
+    for body in cases {
+        let src = kernel_with(body);
+        match std::panic::catch_unwind(|| compile_str(&src)) {
+            Ok(Err(d)) if !d.0.is_empty() && !d.0[0].message.contains("internal") => {}
+            Ok(Err(d)) => wrong.push(format!("{body}: {d}")),
+            Ok(Ok(_)) => wrong.push(format!("{body}: accepted")),
+            Err(_) => wrong.push(format!("{body}: panicked")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

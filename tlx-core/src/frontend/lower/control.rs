@@ -216,7 +216,13 @@ impl<'a> Lowerer<'a> {
                 }
                 Ok(ta)
             }
-            (Val::Ir(a), Val::Const(_)) | (Val::Const(_), Val::Ir(a)) => Ok(self.ty(*a)),
+            (Val::Ir(a), Val::Const(_)) | (Val::Const(_), Val::Ir(a)) => {
+                let ty = self.ty(*a);
+                if ty.elem.pointee().is_some() {
+                    return Err(pointer_and_constant(label, span));
+                }
+                Ok(ty)
+            }
             (Val::Const(a), Val::Const(b)) => {
                 let s = super::typing::promote(a.default_type(), b.default_type());
                 Ok(Type::scalar(s))
@@ -270,6 +276,9 @@ impl<'a> Lowerer<'a> {
         let mut out = Vec::new();
         for (n, ty) in names.iter().zip(types) {
             let id = match self.current(n, span)? {
+                Val::Const(_) if ty.elem.pointee().is_some() => {
+                    return Err(pointer_and_constant(&format!("`{n}`"), span));
+                }
                 Val::Const(c) => self.constant(c, ty.clone()),
                 v => self.materialize(&v, span)?,
             };
@@ -618,4 +627,12 @@ impl<'a> Lowerer<'a> {
         self.assign(RETURNED, Val::Const(ConstVal::Bool(true)), r.span())?;
         Ok(Val::Unit)
     }
+}
+
+fn pointer_and_constant(label: &str, span: Span) -> Diagnostic {
+    Diagnostic::new(
+        span,
+        format!("{label} is a pointer on one path and a number on another"),
+    )
+    .with_hint("a pointer variable can only be given pointers, e.g. `p = p + offs`")
 }
