@@ -30,18 +30,13 @@ impl<'a> Branch<'a> {
     }
 }
 
-/// How a `for` loop iterates.
-enum Iteration<'a> {
-    Runtime {
-        lower: &'a Expr,
-        upper: &'a Expr,
-        step: Option<&'a Expr>,
-    },
-    Unrolled {
-        lower: &'a Expr,
-        upper: &'a Expr,
-        step: Option<&'a Expr>,
-    },
+/// What a `for` loop iterates over: `lower..upper` by `step` (1 if absent).
+struct LoopRange<'a> {
+    lower: &'a Expr,
+    upper: &'a Expr,
+    step: Option<&'a Expr>,
+    /// `static_range`: unrolled at compile time.
+    unrolled: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -303,7 +298,7 @@ impl<'a> Lowerer<'a> {
         Ok(out)
     }
 
-    fn iteration(&self, f: &'a syn::ExprForLoop) -> R<Iteration<'a>> {
+    fn loop_range(&self, f: &'a syn::ExprForLoop) -> R<LoopRange<'a>> {
         let unsupported = || {
             Diagnostic::new(f.expr.span(), "unsupported loop iterator").with_hint(
                 "write `0..n`, `(a..b).step_by(s)`, `range(a, b, s)` or `static_range(a, b)`",
@@ -332,10 +327,11 @@ impl<'a> Lowerer<'a> {
         match &*f.expr {
             Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
                 let (lower, upper) = range_of(&m.receiver)?;
-                Ok(Iteration::Runtime {
+                Ok(LoopRange {
                     lower,
                     upper,
                     step: m.args.first(),
+                    unrolled: false,
                 })
             }
             Expr::Call(c) => {
@@ -354,18 +350,25 @@ impl<'a> Lowerer<'a> {
                         ))
                     }
                 };
-                match name.as_deref() {
-                    Some("range") => Ok(Iteration::Runtime { lower, upper, step }),
-                    Some("static_range") => Ok(Iteration::Unrolled { lower, upper, step }),
-                    _ => Err(unsupported()),
-                }
+                let unrolled = match name.as_deref() {
+                    Some("range") => false,
+                    Some("static_range") => true,
+                    _ => return Err(unsupported()),
+                };
+                Ok(LoopRange {
+                    lower,
+                    upper,
+                    step,
+                    unrolled,
+                })
             }
             other => {
                 let (lower, upper) = range_of(other)?;
-                Ok(Iteration::Runtime {
+                Ok(LoopRange {
                     lower,
                     upper,
                     step: None,
+                    unrolled: false,
                 })
             }
         }
@@ -388,11 +391,16 @@ impl<'a> Lowerer<'a> {
                 ))
             }
         };
-        match self.iteration(f)? {
-            Iteration::Unrolled { lower, upper, step } => self.unroll(f, var, lower, upper, step),
-            Iteration::Runtime { lower, upper, step } => {
-                self.runtime_for(f, var, lower, upper, step)
-            }
+        let LoopRange {
+            lower,
+            upper,
+            step,
+            unrolled,
+        } = self.loop_range(f)?;
+        if unrolled {
+            self.unroll(f, var, lower, upper, step)
+        } else {
+            self.runtime_for(f, var, lower, upper, step)
         }
     }
 
@@ -606,8 +614,9 @@ impl<'a> Lowerer<'a> {
             Val::Ir(id) => id,
             other => self.materialize(&other, cond.span())?,
         };
+        // Only a loop that can return carries the flag; it then stops the loop.
         match self.lookup(RETURNED).cloned() {
-            Some(Val::Ir(flag)) => {
+            Some(Val::Ir(flag)) if names.iter().any(|n| n == RETURNED) => {
                 let go = self.logical_not(flag);
                 Ok(self.binary_op(crate::ir::BinaryOp::And, c, go))
             }

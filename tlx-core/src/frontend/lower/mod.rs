@@ -39,6 +39,7 @@ pub(super) fn lower_body(
     options: &KernelOptions,
 ) -> Result<Kernel, Diagnostics> {
     let mut b = Builder::new(sig.name.to_string(), options.clone());
+    b.set_source_file(sig.name.span().file());
     let mut globals = HashMap::new();
     for c in &sig.consts {
         let name = c.name.to_string();
