@@ -818,6 +818,23 @@ fn macros_are_rejected() {
 }
 
 #[test]
+fn independent_statement_errors_are_all_reported() {
+    let src = kernel_with(
+        "store(p, frob(1));\n    println!(\"x\");\n    let y = nope;\n    store(p, y);",
+    );
+    let err = compile_str(&src).expect_err("three errors");
+    let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "unknown function `frob`",
+            "macros are not supported in kernels",
+            "unknown name `nope`"
+        ]
+    );
+}
+
+#[test]
 fn kernel_level_errors() {
     let src = "fn k<const B: usize>(p: Ptr<f32>) { }";
     let d = error(src);

@@ -30,6 +30,9 @@ pub(super) struct Lowerer<'a> {
     /// One frame for the kernel body and one per inlined helper call; each a stack of scopes.
     frames: Vec<Vec<HashMap<String, Val>>>,
     helpers: HashMap<String, &'a syn::ItemFn>,
+    /// Errors in top-level statements that bind nothing; lowering goes on after them
+    /// so one build reports several.
+    errors: Vec<Diagnostic>,
 }
 
 pub(super) fn lower_body(
@@ -82,9 +85,16 @@ pub(super) fn lower_body(
         globals,
         frames: vec![vec![top]],
         helpers,
+        errors: Vec::new(),
     };
-    lowerer.lower_stmts(&item.block.stmts)?;
-    Ok(lowerer.b.finish())
+    let result = lowerer.lower_stmts(&item.block.stmts);
+    let mut errors = std::mem::take(&mut lowerer.errors);
+    match result {
+        Err(e) => errors.push(e),
+        Ok(_) if errors.is_empty() => return Ok(lowerer.b.finish()),
+        Ok(_) => {}
+    }
+    Err(Diagnostics(errors))
 }
 
 pub(super) fn loc_of(span: Span) -> SrcLoc {
@@ -159,7 +169,13 @@ impl<'a> Lowerer<'a> {
     fn lower_stmts(&mut self, stmts: &'a [syn::Stmt]) -> R<Val> {
         for (i, stmt) in stmts.iter().enumerate() {
             self.b.set_loc(loc_of(stmt.span()));
-            let value = self.lower_stmt(stmt)?;
+            let value = match self.lower_stmt(stmt) {
+                Err(e) if self.can_continue_after(stmt) => {
+                    self.errors.push(e);
+                    continue;
+                }
+                other => other?,
+            };
             if i + 1 == stmts.len() {
                 return Ok(value);
             }
@@ -183,6 +199,15 @@ impl<'a> Lowerer<'a> {
             }
         }
         Ok(Val::Unit)
+    }
+
+    /// A failed statement can be skipped when it is at the kernel's top level,
+    /// binds no name and cannot return: nothing later depends on it.
+    fn can_continue_after(&self, stmt: &syn::Stmt) -> bool {
+        self.frames.len() == 1
+            && self.b.depth() == 0
+            && matches!(stmt, syn::Stmt::Expr(_, Some(_)) | syn::Stmt::Macro(_))
+            && !scan::stmt_returns(stmt)
     }
 
     fn lower_stmt(&mut self, stmt: &'a syn::Stmt) -> R<Val> {
