@@ -71,9 +71,14 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
 const UNSET: u32 = 0;
 
 fn arches_from_env() -> Result<Vec<Arch>, Diagnostic> {
-    let Ok(list) = std::env::var("TLX_ARCH") else {
-        return Ok(vec![Arch::Sm90a]);
-    };
+    match std::env::var("TLX_ARCH") {
+        Ok(list) => arch_list(&list),
+        Err(_) => Ok(vec![Arch::Sm90a]),
+    }
+}
+
+/// A comma-separated list of architecture names, as `TLX_ARCH` gives them.
+fn arch_list(list: &str) -> Result<Vec<Arch>, Diagnostic> {
     list.split(',')
         .map(|name| {
             Arch::from_name(name.trim()).ok_or_else(|| {
@@ -274,6 +279,16 @@ mod tests {
         let attr = parse_attr(quote!(arch = "sm_100a")).expect("valid attribute");
         assert_eq!(attr.arches, vec![Arch::Sm100a]);
         assert!(attr.configs.is_empty());
+    }
+
+    #[test]
+    fn tlx_arch_lists_parse() {
+        assert_eq!(
+            arch_list("sm_90a, sm_100a").ok(),
+            Some(vec![Arch::Sm90a, Arch::Sm100a])
+        );
+        let err = arch_list("sm_90a,sm_75").expect_err("unknown arch");
+        assert_eq!(err.message, "unknown architecture `sm_75` in TLX_ARCH");
     }
 
     #[test]
