@@ -289,6 +289,19 @@ fn literals_adopt_the_other_operands_type() {
 }
 
 #[test]
+fn adopted_constants_fit_their_type() {
+    let k = compile_one(&kernel_with(
+        "let x = bitcast(n, u32) + -1; store(q, bitcast(x, i32));",
+    ));
+    let lits: Vec<&Op> = find(&k, |o| matches!(o, OpKind::Constant(_)));
+    assert_eq!(lits.len(), 1);
+    assert_eq!(
+        lits[0].kind,
+        OpKind::Constant(Literal::Int(i64::from(u32::MAX)))
+    );
+}
+
+#[test]
 fn mixed_types_promote() {
     let k = compile_one(&kernel_with(
         "let a = n + m; let b = n.to(f16) + f; store(p, b); store(q, (a * 0).to(i32)); let c = n + 1.5; store(p, c);",

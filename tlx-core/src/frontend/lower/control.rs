@@ -237,7 +237,7 @@ impl<'a> Lowerer<'a> {
                 let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
                 let id = self.b.new_value(ty.clone());
                 block.ops.push(Op {
-                    kind: OpKind::Constant(c.literal_for(s)),
+                    kind: OpKind::Constant(c.cast(s).literal_for(s)),
                     results: vec![id],
                     loc: self.b.loc(),
                 });
