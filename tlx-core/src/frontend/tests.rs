@@ -821,6 +821,16 @@ fn runtime_value_as_arange_bound() {
 }
 
 #[test]
+fn max_of_two_tensors_points_to_maximum() {
+    let d = expect_error(
+        "let a = arange(0, B); let b = arange(0, B); let m = max(a, b);",
+        "b);",
+        "`b` is a run-time value; an axis must be a compile-time constant",
+    );
+    assert!(d.hint.is_some_and(|h| h.contains("maximum(a, b)")));
+}
+
+#[test]
 fn assignment_to_const_generic() {
     expect_error("B = 4;", "B = 4", "cannot assign to const generic `B`");
 }

@@ -382,7 +382,15 @@ impl<'a> Lowerer<'a> {
             None => false,
         };
         let (value, axis) = match a[1] {
-            Some(_) => (x, self.axis_arg(a[1], ty.rank())?),
+            Some(_) => {
+                let axis = self.axis_arg(a[1], ty.rank()).map_err(|d| match kind {
+                    ReduceKind::Max | ReduceKind::Min => d.with_hint(
+                        "`max`/`min` reduce along an axis; for two tensors use `maximum(a, b)` / `minimum(a, b)`",
+                    ),
+                    _ => d,
+                })?;
+                (x, axis)
+            }
             None if ty.rank() == 1 => (x, 0),
             None => (
                 self.b
