@@ -23,7 +23,7 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyError> {
     let mut checker = Checker {
         kernel,
         defined: HashSet::new(),
-        scopes: vec![Vec::new()],
+        scopes: vec![HashSet::new()],
     };
     for p in &kernel.params {
         if kernel.types.get(p.value.index()) != Some(&p.kind.value_type()) {
@@ -56,7 +56,7 @@ struct Checker<'k> {
     /// Every value defined so far (each may be defined once).
     defined: HashSet<ValueId>,
     /// Values visible in each open block.
-    scopes: Vec<Vec<ValueId>>,
+    scopes: Vec<HashSet<ValueId>>,
 }
 
 fn fail<T>(message: impl Into<String>) -> Result<T, String> {
@@ -83,7 +83,7 @@ impl<'k> Checker<'k> {
         self.ty(v)?;
         ensure(self.defined.insert(v), || format!("{v} is defined twice"))?;
         if let Some(scope) = self.scopes.last_mut() {
-            scope.push(v);
+            scope.insert(v);
         }
         Ok(())
     }
@@ -151,7 +151,7 @@ impl<'k> Checker<'k> {
             self.visible(v).map_err(err)?;
         }
         for (block, end) in self.nested(op).map_err(err)? {
-            self.scopes.push(Vec::new());
+            self.scopes.push(HashSet::new());
             let r = self.block(block, end);
             self.scopes.pop();
             r?;
@@ -553,4 +553,161 @@ fn op_name(kind: &OpKind) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{BinaryOp, Builder, KernelOptions, ParamKind};
+
+    fn i32t() -> Type {
+        Type::scalar(ScalarType::I32)
+    }
+
+    #[test]
+    fn accepts_a_well_formed_loop() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let out = b.add_param("out", ParamKind::Ptr(ScalarType::I32));
+        let zero = b.push1(OpKind::Constant(Literal::Int(0)), i32t());
+        let args = b.begin_block(vec![i32t(), i32t()]);
+        let next = b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: args[0],
+                rhs: args[1],
+            },
+            i32t(),
+        );
+        b.push(OpKind::Yield(vec![next]), vec![]);
+        let body = b.end_block();
+        let sum = b.push1(
+            OpKind::For {
+                lower: zero,
+                upper: zero,
+                step: zero,
+                inits: vec![zero],
+                body,
+            },
+            i32t(),
+        );
+        b.push(
+            OpKind::Store {
+                ptr: out,
+                value: sum,
+                mask: None,
+                cache: Default::default(),
+                eviction: Default::default(),
+            },
+            vec![],
+        );
+        assert_eq!(verify(&b.finish()), Ok(()));
+    }
+
+    #[test]
+    fn rejects_a_value_used_outside_its_block() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let zero = b.push1(OpKind::Constant(Literal::Int(0)), i32t());
+        let args = b.begin_block(vec![i32t()]);
+        let inner = b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: args[0],
+                rhs: args[0],
+            },
+            i32t(),
+        );
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let body = b.end_block();
+        b.push(
+            OpKind::For {
+                lower: zero,
+                upper: zero,
+                step: zero,
+                inits: vec![],
+                body,
+            },
+            vec![],
+        );
+        b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: inner,
+                rhs: zero,
+            },
+            i32t(),
+        );
+        let err = verify(&b.finish()).expect_err("inner value escapes");
+        assert!(
+            err.message.contains("used where it is not defined"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rejects_mismatched_operand_types() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let x = b.push1(OpKind::Constant(Literal::Int(0)), i32t());
+        let y = b.push1(
+            OpKind::Constant(Literal::Float(1.0)),
+            Type::scalar(ScalarType::F32),
+        );
+        b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: x,
+                rhs: y,
+            },
+            i32t(),
+        );
+        let err = verify(&b.finish()).expect_err("i32 + f32");
+        assert!(err.message.contains("operands differ"), "{err}");
+    }
+
+    #[test]
+    fn rejects_a_block_without_yield_and_a_stray_terminator() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let c = b.push1(
+            OpKind::Constant(Literal::Bool(true)),
+            Type::scalar(ScalarType::Bool),
+        );
+        b.begin_block(vec![]);
+        let then_block = b.end_block();
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let else_block = b.end_block();
+        b.push(
+            OpKind::If {
+                cond: c,
+                then_block,
+                else_block,
+            },
+            vec![],
+        );
+        let err = verify(&b.finish()).expect_err("missing yield");
+        assert!(err.message.contains("does not end with `Yield`"), "{err}");
+
+        let mut b = Builder::new("k", KernelOptions::default());
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let err = verify(&b.finish()).expect_err("yield in the kernel body");
+        assert!(err.message.contains("terminator"), "{err}");
+    }
+
+    #[test]
+    fn rejects_a_wrong_load_result() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let p = b.add_param("p", ParamKind::Ptr(ScalarType::F16));
+        b.push1(
+            OpKind::Load {
+                ptr: p,
+                mask: None,
+                other: None,
+                cache: Default::default(),
+                eviction: Default::default(),
+                volatile: false,
+            },
+            Type::scalar(ScalarType::F32),
+        );
+        let err = verify(&b.finish()).expect_err("f16 pointer loads f16");
+        assert!(err.message.contains("expected f16"), "{err}");
+    }
 }

@@ -71,9 +71,14 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
 const UNSET: u32 = 0;
 
 fn arches_from_env() -> Result<Vec<Arch>, Diagnostic> {
-    let Ok(list) = std::env::var("TLX_ARCH") else {
-        return Ok(vec![Arch::Sm90a]);
-    };
+    match std::env::var("TLX_ARCH") {
+        Ok(list) => arch_list(&list),
+        Err(_) => Ok(vec![Arch::Sm90a]),
+    }
+}
+
+/// A comma-separated list of architecture names, as `TLX_ARCH` gives them.
+fn arch_list(list: &str) -> Result<Vec<Arch>, Diagnostic> {
     list.split(',')
         .map(|name| {
             Arch::from_name(name.trim()).ok_or_else(|| {
@@ -227,4 +232,79 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
             num_stages: partial.num_stages.unwrap_or(UNSET),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn configs_inherit_and_override_options() {
+        let attr = parse_attr(quote!(
+            num_stages = 2,
+            arch = ["sm_90a", "sm_100a"],
+            configs = [(BLOCK = 64), (BLOCK = 128, num_warps = 8)],
+            num_warps = 2
+        ))
+        .expect("valid attribute");
+        assert_eq!(attr.arches, vec![Arch::Sm90a, Arch::Sm100a]);
+        assert_eq!(
+            attr.options,
+            KernelOptions {
+                num_warps: 2,
+                num_stages: 2
+            }
+        );
+        assert_eq!(attr.configs.len(), 2);
+        assert_eq!(attr.configs[0].consts, vec![("BLOCK".to_string(), 64)]);
+        assert_eq!(
+            attr.configs[0].options,
+            KernelOptions {
+                num_warps: 2,
+                num_stages: 2
+            }
+        );
+        assert_eq!(
+            attr.configs[1].options,
+            KernelOptions {
+                num_warps: 8,
+                num_stages: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_single_arch_string_is_accepted() {
+        let attr = parse_attr(quote!(arch = "sm_100a")).expect("valid attribute");
+        assert_eq!(attr.arches, vec![Arch::Sm100a]);
+        assert!(attr.configs.is_empty());
+    }
+
+    #[test]
+    fn tlx_arch_lists_parse() {
+        assert_eq!(
+            arch_list("sm_90a, sm_100a").ok(),
+            Some(vec![Arch::Sm90a, Arch::Sm100a])
+        );
+        let err = arch_list("sm_90a,sm_75").expect_err("unknown arch");
+        assert_eq!(err.message, "unknown architecture `sm_75` in TLX_ARCH");
+    }
+
+    #[test]
+    fn errors_are_collected() {
+        let err =
+            parse_attr(quote!(num_warps = 5, speed = 3, arch = "sm_80")).expect_err("three errors");
+        let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "num_warps = 5 is not supported",
+                "unknown kernel attribute key `speed`",
+                "unknown architecture `sm_80`"
+            ]
+        );
+        let err = parse_attr(quote!(configs = [(B = 1, B = 2)])).expect_err("duplicate");
+        assert_eq!(err.0[0].message, "`B` is given twice in this config");
+    }
 }

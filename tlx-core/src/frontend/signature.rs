@@ -128,3 +128,55 @@ fn param_kind(ty: &syn::Type) -> Option<ParamKind> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_consts_and_params() {
+        let item: syn::ItemFn = syn::parse_quote!(
+            fn k<const B: usize, const FLAG: bool>(x: Ptr<bf16>, n: i64, on: bool) {}
+        );
+        let sig = parse_signature(&item).expect("valid signature");
+        assert_eq!(sig.name, "k");
+        let consts: Vec<(String, ScalarType)> = sig
+            .consts
+            .iter()
+            .map(|c| (c.name.to_string(), c.ty))
+            .collect();
+        assert_eq!(
+            consts,
+            [
+                ("B".to_string(), ScalarType::I32),
+                ("FLAG".to_string(), ScalarType::Bool)
+            ]
+        );
+        let params: Vec<ParamKind> = sig.params.iter().map(|p| p.1).collect();
+        assert_eq!(
+            params,
+            [
+                ParamKind::Ptr(ScalarType::BF16),
+                ParamKind::Scalar(ScalarType::I64),
+                ParamKind::Scalar(ScalarType::Bool)
+            ]
+        );
+    }
+
+    #[test]
+    fn rejects_type_generics_and_return_types() {
+        let item: syn::ItemFn = syn::parse_quote!(
+            fn k<T>(x: Ptr<bool>) -> i32 {}
+        );
+        let err = parse_signature(&item).expect_err("three errors");
+        let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "a kernel returns nothing",
+                "a kernel takes only const generics",
+                "unsupported kernel parameter type"
+            ]
+        );
+    }
+}

@@ -31,7 +31,7 @@ fn all_ops(block: &Block) -> Vec<&Op> {
     out
 }
 
-fn find<'k>(k: &'k Kernel, pred: impl Fn(&OpKind) -> bool) -> Vec<&'k Op> {
+fn find(k: &Kernel, pred: impl Fn(&OpKind) -> bool) -> Vec<&Op> {
     all_ops(&k.body)
         .into_iter()
         .filter(|o| pred(&o.kind))
@@ -289,6 +289,19 @@ fn literals_adopt_the_other_operands_type() {
 }
 
 #[test]
+fn adopted_constants_fit_their_type() {
+    let k = compile_one(&kernel_with(
+        "let x = bitcast(n, u32) + -1; store(q, bitcast(x, i32));",
+    ));
+    let lits: Vec<&Op> = find(&k, |o| matches!(o, OpKind::Constant(_)));
+    assert_eq!(lits.len(), 1);
+    assert_eq!(
+        lits[0].kind,
+        OpKind::Constant(Literal::Int(i64::from(u32::MAX)))
+    );
+}
+
+#[test]
 fn mixed_types_promote() {
     let k = compile_one(&kernel_with(
         "let a = n + m; let b = n.to(f16) + f; store(p, b); store(q, (a * 0).to(i32)); let c = n + 1.5; store(p, c);",
@@ -323,6 +336,23 @@ fn if_else_merges_assigned_variables() {
     assert_eq!(iff.results.len(), 2);
     assert_eq!(ty(&k, iff.results[0]), &Type::scalar(ScalarType::F32));
     assert_eq!(ty(&k, iff.results[1]), &Type::scalar(ScalarType::I32));
+}
+
+#[test]
+fn if_expressions_give_values() {
+    let k = compile_one(&kernel_with(
+        "let v = if n > 0 { f } else if n < -4 { 2.0 } else { 0.5 }; store(p, v); let c = if B > 4 { 1 } else { 2 }; store(q, c);",
+    ));
+    let ifs: Vec<&Op> = k
+        .body
+        .ops
+        .iter()
+        .filter(|o| matches!(o.kind, OpKind::If { .. }))
+        .collect();
+    assert_eq!(ifs.len(), 1, "the constant `if` folds");
+    assert_eq!(ty(&k, ifs[0].results[0]), &Type::scalar(ScalarType::F32));
+    let consts = find(&k, |o| matches!(o, OpKind::Constant(Literal::Int(1))));
+    assert_eq!(consts.len(), 1);
 }
 
 #[test]
@@ -424,6 +454,57 @@ fn helper_functions_are_inlined_with_tuples() {
         "fn stats(x: Tensor, scale: f32) -> (Tensor, Tensor) { (sum(x) * scale, max(x)) }\n let x = load(p + arange(0, B)); let (s, mx) = stats(x, 2.0); store(p, s + mx);",
     ));
     assert_eq!(find(&k, |o| matches!(o, OpKind::Reduce { .. })).len(), 2);
+}
+
+#[test]
+fn return_inside_a_while_ends_the_loop() {
+    let k = compile_one(&kernel_with(
+        "let mut i = 0; while i < n { if i > 4 { return; } i += 1; } store(q, i);",
+    ));
+    let w = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::While { .. }))
+        .expect("a while");
+    let OpKind::While { inits, cond, .. } = &w.kind else {
+        unreachable!()
+    };
+    assert_eq!(inits.len(), 2, "the flag and `i`");
+    // The condition is `i < n && !returned`.
+    assert!(cond.ops.iter().any(|o| matches!(
+        o.kind,
+        OpKind::Binary {
+            op: BinaryOp::And,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn helpers_take_constants_and_call_helpers() {
+    let k = compile_one(&kernel_with(
+        "fn rows(x: Tensor, W: usize) -> Tensor { double(x.reshape([B / W, W])) }
+         fn double(x: Tensor) -> Tensor { x * 2 }
+         let x = load(p + arange(0, B));
+         store(p + arange(0, 4), rows(x, 4).sum(axis = 1));",
+    ));
+    let reshape = find(&k, |o| matches!(o, OpKind::Reshape(_)))[0];
+    assert_eq!(
+        ty(&k, reshape.results[0]),
+        &tensor(ScalarType::F32, &[4, 4])
+    );
+    assert_eq!(
+        find(&k, |o| matches!(
+            o,
+            OpKind::Binary {
+                op: BinaryOp::Mul,
+                ..
+            }
+        ))
+        .len(),
+        1
+    );
 }
 
 #[test]
@@ -681,6 +762,24 @@ fn branches_disagree_on_type() {
 }
 
 #[test]
+fn if_value_types_disagree() {
+    expect_error(
+        "let v = if n > 0 { f } else { n.to(f16) };",
+        "if",
+        "the value of this `if` is f32 after the `if` branch but f16 after the `else` branch",
+    );
+}
+
+#[test]
+fn pointer_variable_given_a_number() {
+    expect_error(
+        "let mut r = p; for i in 0..n { r = 0; } store(r, 1.0);",
+        "for",
+        "`r` is a pointer on one path and a number on another",
+    );
+}
+
+#[test]
 fn dot_shape_mismatch() {
     expect_error(
         "let c = dot(zeros([16, 32], f16), zeros([16, 16], f16));",
@@ -699,8 +798,63 @@ fn broadcast_mismatch() {
 }
 
 #[test]
+fn helper_arity_and_recursion() {
+    expect_error(
+        "fn h(a: i32) -> i32 { a } let z = h(1, 2);",
+        "h(1",
+        "`h` takes 1 arguments, 2 given",
+    );
+    expect_error(
+        "fn h(a: i32) -> i32 { h(a) } let z = h(1);",
+        "h(a)",
+        "nested too deeply",
+    );
+}
+
+#[test]
+fn runtime_value_as_arange_bound() {
+    expect_error(
+        "let z = arange(0, n);",
+        "n)",
+        "`n` is a run-time value; an `arange` bound must be a compile-time constant",
+    );
+}
+
+#[test]
+fn max_of_two_tensors_points_to_maximum() {
+    let d = expect_error(
+        "let a = arange(0, B); let b = arange(0, B); let m = max(a, b);",
+        "b);",
+        "`b` is a run-time value; an axis must be a compile-time constant",
+    );
+    assert!(d.hint.is_some_and(|h| h.contains("maximum(a, b)")));
+}
+
+#[test]
+fn assignment_to_const_generic() {
+    expect_error("B = 4;", "B = 4", "cannot assign to const generic `B`");
+}
+
+#[test]
 fn macros_are_rejected() {
     expect_error("println!(\"x\");", "println", "macros are not supported");
+}
+
+#[test]
+fn independent_statement_errors_are_all_reported() {
+    let src = kernel_with(
+        "store(p, frob(1));\n    println!(\"x\");\n    let y = nope;\n    store(p, y);",
+    );
+    let err = compile_str(&src).expect_err("three errors");
+    let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "unknown function `frob`",
+            "macros are not supported in kernels",
+            "unknown name `nope`"
+        ]
+    );
 }
 
 #[test]
@@ -733,4 +887,91 @@ fn kernel_level_errors() {
         (d.span.start().line, d.span.start().column),
         position(src, "Ptr")
     );
+}
+
+#[test]
+fn misuse_is_reported_not_panicked() {
+    let cases = [
+        "let x = arange(0, 0);",
+        "let x = arange(4, 2);",
+        "let x = reshape(arange(0, B), [4]);",
+        "let x = trans(arange(0, B));",
+        "let x = arange(0, B).extract_tile([5], [4]);",
+        "let x = arange(0, B).extract_tile([0], [3]);",
+        "let x = dot(zeros([16, 16], i32), zeros([16, 16], i32));",
+        "let x = dot(zeros([16, 16], f16), zeros([16, 16], f32));",
+        "let x = program_id(5);",
+        "let (a, b) = n;",
+        "let (a, b) = cumsum(arange(0, B));  let (c,) = (a,);  let (d, e, g) = (a, b);",
+        "let x = cumsum(n);",
+        "let x = sum(n);",
+        "let x = bitcast(n, f16);",
+        "let x = load(n);",
+        "store(p, p);",
+        "let x = p + p;",
+        "let x = p * 2;",
+        "let x = 1 / 0;",
+        "let x = B % 0;",
+        "for i in (0..n).step_by(0) {}",
+        "for i in static_range(0, n) {}",
+        "for i in (0..n).rev() {}",
+        "for i in 0..=n {}",
+        "for (i, j) in 0..n {}",
+        "let x = arange(0, B)[0];",
+        "let x = n.0;",
+        "let v = if n > 0 { 1 } else { p };",
+        "while n {}",
+        "let x = -true;",
+        "let x = !1.5;",
+        "let x = i32::FOO;",
+        "let x = 1u16;",
+        "let x = load(p, other = \"a\");",
+        "let x = load(p, cache_modifier = \".zz\");",
+        "let x = expand_dims(n, 5);",
+        "let x = permute(zeros([B, 4], f32), [0, 0]);",
+        "let x = full([B], arange(0, B), f32);",
+        "let x = atomic_add(q, 1, sem = \"x\");",
+        "device_print(n);",
+        "device_assert(n);",
+        "let x = maximum(true, false);",
+        "let x = select(n, 1, 2);",
+        "let x = fma(p, 1, 2);",
+        "let x = zeros([B], f64);",
+        "let x = zeros(B, f32);",
+        "let x = load(p, mask = n);",
+        "let x = f << 1;",
+        "let x = f & f;",
+        "let x = (n > 0) + 1.0 && true;",
+        "let x;",
+        "let x = async { 1 };",
+        "let x = B.to(f32) as usize;",
+        "unsafe { }",
+        "let x = n.exp::<f32>();",
+        "fn h<T>(a: T) -> T { a } let z = h(1);",
+        "fn h(a: i32) -> i32 { return a; } let z = h(1);",
+        "fn h(a: i32) {} fn h(b: i32) {}",
+        "return 5;",
+        "let x = p[(.., None)];",
+        "let x = arange(0, B)[(.., .., None)];",
+        "let x = sum(arange(0, B), axis = 3);",
+        "let x = f(1);",
+        "let t = (n, n); if n > 0 { t = (1, 1); }",
+        "let x = dot(zeros([8, 16], f16), zeros([16, 16], f16));",
+        "let x = dot(zeros([16, 16], f16), zeros([16, 16], f16), zeros([16, 16], f16));",
+        "let x = arange(0, B).insert_tile(zeros([4, 4], f32), [0, 0]);",
+        "let x = reshape(arange(0, B), [3, 5]);",
+        "let x = broadcast_to(arange(0, B), [4, 8]);",
+        "let x = broadcast_to(zeros([B, 2], f32), [B]);",
+    ];
+    let mut wrong = Vec::new();
+    for body in cases {
+        let src = kernel_with(body);
+        match std::panic::catch_unwind(|| compile_str(&src)) {
+            Ok(Err(d)) if !d.0.is_empty() && !d.0[0].message.contains("internal") => {}
+            Ok(Err(d)) => wrong.push(format!("{body}: {d}")),
+            Ok(Ok(_)) => wrong.push(format!("{body}: accepted")),
+            Err(_) => wrong.push(format!("{body}: panicked")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

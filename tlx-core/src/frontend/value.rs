@@ -13,9 +13,10 @@ pub enum ConstVal {
 }
 
 impl ConstVal {
-    /// The type a constant gets on its own: i32, f32 or bool.
+    /// The type a constant gets on its own: i32 (i64 when it does not fit), f32 or bool.
     pub fn default_type(self) -> ScalarType {
         match self {
+            ConstVal::Int(i) if i32::try_from(i).is_err() => ScalarType::I64,
             ConstVal::Int(_) => ScalarType::I32,
             ConstVal::Float(_) => ScalarType::F32,
             ConstVal::Bool(_) => ScalarType::Bool,
@@ -156,5 +157,7 @@ mod tests {
         assert_eq!(fold_compare(CmpPred::Lt, Int(1), Float(1.5)), Some(true));
         assert_eq!(Int(300).cast(ScalarType::U8), Int(44));
         assert_eq!(Float(2.7).cast(ScalarType::I32), Int(2));
+        assert_eq!(Int(1 << 40).default_type(), ScalarType::I64);
+        assert_eq!(Int(-5).default_type(), ScalarType::I32);
     }
 }

@@ -1,149 +1,22 @@
-//! Calls: the builtin functions and methods of the language, and inlining
-//! of helper `fn`s declared in the kernel body.
+//! The builtin functions of the language (see docs/language.md), except the
+//! memory ones: indices, constants, casts, math, shape ops, reductions,
+//! scans, tiles and `dot`.
 
+use super::calls::{choice, str_arg, CallArgs};
 use super::expr::is_power_of_two;
 use super::typing::broadcast_shapes;
-use super::{Lowerer, MAX_INLINE_DEPTH, R};
+use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::scan;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
-    AtomicOp, CacheModifier, DotPrecision, Elem, EvictionPolicy, MemScope, MemSem, OpKind,
-    ReduceKind, ScalarType, Type, UnaryOp, ValueId,
+    AtomicOp, DotPrecision, Elem, OpKind, ReduceKind, ScalarType, Type, UnaryOp, ValueId,
 };
 use proc_macro2::Span;
-use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::Expr;
 
-/// Builtins that may also be called as methods (`x.exp()`), receiver first.
-const METHODS: &[&str] = &[
-    "to",
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "rsqrt",
-    "sin",
-    "cos",
-    "abs",
-    "floor",
-    "ceil",
-    "sum",
-    "max",
-    "min",
-    "argmax",
-    "argmin",
-    "cumsum",
-    "expand_dims",
-    "broadcast_to",
-    "reshape",
-    "trans",
-    "permute",
-    "extract_tile",
-    "insert_tile",
-];
-
-/// A call's arguments, split into positional and `name = value` ones.
-struct CallArgs<'e> {
-    name: String,
-    span: Span,
-    positional: Vec<&'e Expr>,
-    keywords: Vec<(String, &'e Expr, Span)>,
-}
-
-impl<'e> CallArgs<'e> {
-    fn new(
-        name: String,
-        span: Span,
-        receiver: Option<&'e Expr>,
-        args: impl Iterator<Item = &'e Expr>,
-    ) -> R<CallArgs<'e>> {
-        let mut out = CallArgs {
-            name,
-            span,
-            positional: receiver.into_iter().collect(),
-            keywords: Vec::new(),
-        };
-        for arg in args {
-            match arg {
-                Expr::Assign(kw) => {
-                    let Expr::Path(p) = &*kw.left else {
-                        return Err(Diagnostic::new(
-                            kw.left.span(),
-                            "expected a keyword argument name",
-                        ));
-                    };
-                    let Some(ident) = p.path.get_ident() else {
-                        return Err(Diagnostic::new(
-                            kw.left.span(),
-                            "expected a keyword argument name",
-                        ));
-                    };
-                    out.keywords
-                        .push((ident.to_string(), &kw.right, ident.span()));
-                }
-                other if !out.keywords.is_empty() => {
-                    return Err(Diagnostic::new(
-                        other.span(),
-                        "a positional argument cannot follow a keyword argument",
-                    ));
-                }
-                other => out.positional.push(other),
-            }
-        }
-        Ok(out)
-    }
-
-    /// Matches arguments to `params` (in Triton's order); the first `required` must be given.
-    fn bind(&self, params: &[&str], required: usize) -> R<Vec<Option<&'e Expr>>> {
-        let signature = format!("`{}({})`", self.name, params.join(", "));
-        if self.positional.len() > params.len() {
-            return Err(Diagnostic::new(
-                self.positional[params.len()].span(),
-                format!(
-                    "`{}` takes at most {} arguments, {} given",
-                    self.name,
-                    params.len(),
-                    self.positional.len()
-                ),
-            )
-            .with_hint(format!("its signature is {signature}")));
-        }
-        let mut bound: Vec<Option<&'e Expr>> = vec![None; params.len()];
-        for (slot, e) in bound.iter_mut().zip(&self.positional) {
-            *slot = Some(*e);
-        }
-        for (name, e, span) in &self.keywords {
-            let Some(i) = params.iter().position(|p| p == name) else {
-                return Err(Diagnostic::new(
-                    *span,
-                    format!("`{}` has no argument named `{name}`", self.name),
-                )
-                .with_hint(format!("its signature is {signature}")));
-            };
-            if bound[i].is_some() {
-                return Err(Diagnostic::new(
-                    *span,
-                    format!("argument `{name}` is given twice"),
-                ));
-            }
-            bound[i] = Some(*e);
-        }
-        if let Some(missing) = (0..required).find(|&i| bound[i].is_none()) {
-            return Err(Diagnostic::new(
-                self.span,
-                format!(
-                    "`{}` is missing its argument `{}`",
-                    self.name, params[missing]
-                ),
-            )
-            .with_hint(format!("its signature is {signature}")));
-        }
-        Ok(bound)
-    }
-}
+const PRECISION: &[(&str, DotPrecision)] =
+    &[("tf32", DotPrecision::Tf32), ("ieee", DotPrecision::Ieee)];
 
 fn unary_math(name: &str) -> Option<UnaryOp> {
     Some(match name {
@@ -186,170 +59,8 @@ fn atomic_op(name: &str) -> Option<AtomicOp> {
     })
 }
 
-fn str_arg(e: &Expr) -> R<String> {
-    match e {
-        Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Ok(s.value()),
-        other => Err(Diagnostic::new(other.span(), "expected a string literal")),
-    }
-}
-
-/// Parses a string option against its table of accepted values.
-fn choice<T: Copy>(e: Option<&Expr>, table: &[(&str, T)], default: T) -> R<T> {
-    let Some(e) = e else { return Ok(default) };
-    let s = str_arg(e)?;
-    table
-        .iter()
-        .find(|(k, _)| *k == s)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            let names: Vec<String> = table.iter().map(|(k, _)| format!("\"{k}\"")).collect();
-            Diagnostic::new(e.span(), format!("unknown option \"{s}\""))
-                .with_hint(format!("use one of {}", names.join(", ")))
-        })
-}
-
-const CACHE: &[(&str, CacheModifier)] = &[
-    ("", CacheModifier::None),
-    (".ca", CacheModifier::Ca),
-    (".cg", CacheModifier::Cg),
-    (".cs", CacheModifier::Cs),
-    (".wb", CacheModifier::Wb),
-    (".wt", CacheModifier::Wt),
-];
-const EVICTION: &[(&str, EvictionPolicy)] = &[
-    ("", EvictionPolicy::Normal),
-    ("evict_normal", EvictionPolicy::Normal),
-    ("evict_first", EvictionPolicy::EvictFirst),
-    ("evict_last", EvictionPolicy::EvictLast),
-];
-const SEM: &[(&str, MemSem)] = &[
-    ("relaxed", MemSem::Relaxed),
-    ("acquire", MemSem::Acquire),
-    ("release", MemSem::Release),
-    ("acq_rel", MemSem::AcqRel),
-];
-const SCOPE: &[(&str, MemScope)] = &[
-    ("cta", MemScope::Cta),
-    ("gpu", MemScope::Gpu),
-    ("sys", MemScope::System),
-];
-const PRECISION: &[(&str, DotPrecision)] =
-    &[("tf32", DotPrecision::Tf32), ("ieee", DotPrecision::Ieee)];
-
 impl<'a> Lowerer<'a> {
-    pub(super) fn lower_call(&mut self, call: &'a syn::ExprCall) -> R<Val> {
-        let name = match &*call.func {
-            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-            _ => None,
-        };
-        let Some(name) = name else {
-            return Err(
-                Diagnostic::new(call.func.span(), "only named functions can be called").with_hint(
-                    "call a builtin such as `load(...)` or a helper `fn` declared in the kernel",
-                ),
-            );
-        };
-        let name = name.strip_prefix("r#").map(str::to_string).unwrap_or(name);
-        if let Some(helper) = self.helpers.get(&name).copied() {
-            return self.inline_helper(helper, call);
-        }
-        let args = CallArgs::new(name, call.func.span(), None, call.args.iter())?;
-        self.builtin(&args)
-    }
-
-    pub(super) fn lower_method_call(&mut self, m: &'a syn::ExprMethodCall) -> R<Val> {
-        let name = m.method.to_string();
-        if let Some(t) = &m.turbofish {
-            return Err(
-                Diagnostic::new(t.span(), "type arguments are not supported")
-                    .with_hint("pass the dtype as an argument, e.g. `x.to(f16)`"),
-            );
-        }
-        if !METHODS.contains(&name.as_str()) {
-            return Err(
-                Diagnostic::new(m.method.span(), format!("unknown method `{name}`"))
-                    .with_hint(format!("the methods are: {}", METHODS.join(", "))),
-            );
-        }
-        let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;
-        self.builtin(&args)
-    }
-
-    fn inline_helper(&mut self, helper: &'a syn::ItemFn, call: &'a syn::ExprCall) -> R<Val> {
-        let span = call.func.span();
-        if self.frames.len() > MAX_INLINE_DEPTH {
-            return Err(Diagnostic::new(
-                span,
-                "helper functions are nested too deeply (recursion?)",
-            )
-            .with_hint("helpers are inlined, so they cannot be recursive"));
-        }
-        let params = &helper.sig.inputs;
-        if params.len() != call.args.len() {
-            return Err(Diagnostic::new(
-                span,
-                format!(
-                    "`{}` takes {} arguments, {} given",
-                    helper.sig.ident,
-                    params.len(),
-                    call.args.len()
-                ),
-            ));
-        }
-        let mut bindings = HashMap::new();
-        if let Some(g) = helper.sig.generics.params.first() {
-            return Err(Diagnostic::new(
-                g.span(),
-                "helper functions cannot have generic parameters",
-            )
-            .with_hint("pass constants as ordinary arguments"));
-        }
-        for (param, arg) in params.iter().zip(&call.args) {
-            if let Expr::Assign(kw) = arg {
-                return Err(Diagnostic::new(
-                    kw.left.span(),
-                    "helper functions take positional arguments only",
-                ));
-            }
-            let syn::FnArg::Typed(pt) = param else {
-                return Err(Diagnostic::new(
-                    param.span(),
-                    "helper functions cannot take `self`",
-                ));
-            };
-            let syn::Pat::Ident(id) = &*pt.pat else {
-                return Err(Diagnostic::new(
-                    pt.pat.span(),
-                    "a helper parameter must be a plain name",
-                ));
-            };
-            let value = self.lower_expr(arg)?;
-            if matches!(value, Val::Unit) {
-                return Err(Diagnostic::new(arg.span(), "this argument has no value"));
-            }
-            bindings.insert(id.ident.to_string(), value);
-        }
-        self.frames.push(vec![bindings]);
-        let result = self.lower_helper_body(helper);
-        self.frames.pop();
-        result
-    }
-
-    fn lower_helper_body(&mut self, helper: &'a syn::ItemFn) -> R<Val> {
-        if scan::assigned_in_stmts(&helper.block.stmts).contains(scan::RETURNED) {
-            return Err(Diagnostic::new(
-                helper.sig.ident.span(),
-                "`return` is not supported in helper functions",
-            )
-            .with_hint("give the result as the body's last expression"));
-        }
-        self.lower_stmts(&helper.block.stmts)
-    }
-
-    fn builtin(&mut self, args: &CallArgs<'a>) -> R<Val> {
+    pub(super) fn builtin(&mut self, args: &CallArgs<'a>) -> R<Val> {
         let name = args.name.as_str();
         if let Some(op) = unary_math(name) {
             let a = args.bind(&["x"], 1)?;
@@ -565,14 +276,7 @@ impl<'a> Lowerer<'a> {
             "dot" => self.dot(args),
             "atomic_cas" => {
                 let a = args.bind(&["ptr", "cmp", "val", "sem", "scope"], 3)?;
-                let ptr = self.ir_arg(a[0])?;
-                let pointee = self.pointee(ptr, args.span)?;
-                let (cmp, val) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
-                let ids = self.unify_ptr_operands(ptr, &[cmp, val], pointee, args.span)?;
-                let sem = choice(a[3], SEM, MemSem::default())?;
-                let scope = choice(a[4], SCOPE, MemScope::default())?;
-                let ty = self.ty(ids[1]);
-                Ok(Val::Ir(self.b.push1(OpKind::AtomicCas { ptr: ids[0], cmp: ids[1], value: ids[2], sem, scope }, ty)))
+                self.atomic_cas(&a, args.span)
             }
             "device_print" => {
                 let Some(first) = args.positional.first() else {
@@ -606,72 +310,6 @@ impl<'a> Lowerer<'a> {
             _ => Err(Diagnostic::new(args.span, format!("unknown function `{name}`"))
                 .with_hint("see docs/language.md for the builtins, or declare a helper `fn` in the kernel body")),
         }
-    }
-
-    fn expr_arg<'e>(&self, e: Option<&'e Expr>) -> R<&'e Expr> {
-        e.ok_or_else(|| {
-            Diagnostic::new(
-                Span::call_site(),
-                "internal: a required argument is missing",
-            )
-        })
-    }
-
-    fn val_arg(&mut self, e: Option<&'a Expr>) -> R<Val> {
-        let e = self.expr_arg(e)?;
-        let v = self.lower_expr(e)?;
-        if matches!(v, Val::Unit | Val::Tuple(_)) {
-            return Err(Diagnostic::new(
-                e.span(),
-                "expected a tensor or scalar value here",
-            ));
-        }
-        Ok(v)
-    }
-
-    fn ir_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
-        let e = self.expr_arg(e)?;
-        let v = self.lower_expr(e)?;
-        self.materialize(&v, e.span())
-    }
-
-    fn const_bool(&self, e: &Expr) -> R<bool> {
-        match self.eval_const(e, "this flag")? {
-            ConstVal::Bool(b) => Ok(b),
-            _ => Err(Diagnostic::new(e.span(), "expected `true` or `false`")),
-        }
-    }
-
-    /// An axis in `0..rank` (negative counts from the end).
-    fn axis_arg(&self, e: Option<&Expr>, rank: usize) -> R<usize> {
-        let e = self.expr_arg(e)?;
-        let axis = self.const_int(e, "an axis")?;
-        let resolved = if axis < 0 { axis + rank as i64 } else { axis };
-        if !(0..rank as i64).contains(&resolved) {
-            return Err(Diagnostic::new(
-                e.span(),
-                format!("axis {axis} is out of range for rank {rank}"),
-            ));
-        }
-        Ok(resolved as usize)
-    }
-
-    /// A list of non-negative compile-time integers `[a, b, ...]`.
-    fn index_list(&self, e: &Expr, what: &str) -> R<Vec<usize>> {
-        let Expr::Array(a) = e else {
-            return Err(Diagnostic::new(
-                e.span(),
-                format!("expected {what} as a list, e.g. `[0, 1]`"),
-            ));
-        };
-        a.elems
-            .iter()
-            .map(|d| {
-                let n = self.const_int(d, what)?;
-                usize::try_from(n)
-                    .map_err(|_| Diagnostic::new(d.span(), format!("{what} cannot be negative")))
-            })
-            .collect()
     }
 
     fn check_tile(&self, shape: &[usize], tile: &[usize], index: &[usize], span: Span) -> R<()> {
@@ -744,7 +382,15 @@ impl<'a> Lowerer<'a> {
             None => false,
         };
         let (value, axis) = match a[1] {
-            Some(_) => (x, self.axis_arg(a[1], ty.rank())?),
+            Some(_) => {
+                let axis = self.axis_arg(a[1], ty.rank()).map_err(|d| match kind {
+                    ReduceKind::Max | ReduceKind::Min => d.with_hint(
+                        "`max`/`min` reduce along an axis; for two tensors use `maximum(a, b)` / `minimum(a, b)`",
+                    ),
+                    _ => d,
+                })?;
+                (x, axis)
+            }
             None if ty.rank() == 1 => (x, 0),
             None => (
                 self.b
@@ -779,188 +425,6 @@ impl<'a> Lowerer<'a> {
             }
         }
         Ok(Val::Ir(out))
-    }
-
-    fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
-        self.ty(ptr).elem.pointee().ok_or_else(|| {
-            Diagnostic::new(
-                span,
-                format!("expected a pointer, found `{}`", self.ty(ptr)),
-            )
-            .with_hint("pass a `Ptr<T>` parameter plus offsets, e.g. `x + offs`")
-        })
-    }
-
-    /// Broadcasts a pointer and its operands to one shape; operands are converted to the pointee type.
-    fn unify_ptr_operands(
-        &mut self,
-        ptr: ValueId,
-        operands: &[Val],
-        pointee: ScalarType,
-        span: Span,
-    ) -> R<Vec<ValueId>> {
-        let mut shape = self.ty(ptr).shape;
-        let mut ids = Vec::new();
-        for v in operands {
-            let id = match v {
-                Val::Const(c) => self.constant(*c, Type::scalar(pointee)),
-                other => {
-                    let id = self.materialize(other, span)?;
-                    self.cast(id, pointee, span)?
-                }
-            };
-            shape = broadcast_shapes(&shape, &self.ty(id).shape, span)?;
-            ids.push(id);
-        }
-        let mut out = vec![self.broadcast_to(ptr, &shape, span)?];
-        for id in ids {
-            out.push(self.broadcast_to(id, &shape, span)?);
-        }
-        Ok(out)
-    }
-
-    /// A mask broadcast to `shape`, checked to be bool.
-    fn mask_arg(&mut self, e: Option<&'a Expr>) -> R<Option<ValueId>> {
-        let Some(e) = e else { return Ok(None) };
-        let v = self.lower_expr(e)?;
-        let id = self.materialize(&v, e.span())?;
-        if self.scalar_elem(id, e.span(), "a mask")? != ScalarType::Bool {
-            return Err(Diagnostic::new(
-                e.span(),
-                format!("a mask must be `bool`, found `{}`", self.ty(id)),
-            )
-            .with_hint("build masks with comparisons, e.g. `offs < n`"));
-        }
-        Ok(Some(id))
-    }
-
-    fn load(&mut self, args: &CallArgs<'a>) -> R<Val> {
-        let a = args.bind(
-            &[
-                "ptr",
-                "mask",
-                "other",
-                "cache_modifier",
-                "eviction_policy",
-                "volatile",
-            ],
-            1,
-        )?;
-        let span = args.span;
-        let ptr = self.ir_arg(a[0])?;
-        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
-        let mask = self.mask_arg(a[1])?;
-        let other = match a[2] {
-            Some(e) => Some(self.lower_expr(e)?),
-            None => None,
-        };
-        let cache = choice(a[3], CACHE, CacheModifier::None)?;
-        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
-        let volatile = match a[5] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
-        let mut shape = self.ty(ptr).shape;
-        if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
-        }
-        let other = match other {
-            Some(v) => {
-                let ids = self.unify_ptr_operands(ptr, &[v], pointee, span)?;
-                shape = broadcast_shapes(&shape, &self.ty(ids[1]).shape, span)?;
-                Some(ids[1])
-            }
-            None => None,
-        };
-        let ptr = self.broadcast_to(ptr, &shape, span)?;
-        let mask = match mask {
-            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
-            None => None,
-        };
-        let other = match other {
-            Some(o) => Some(self.broadcast_to(o, &shape, span)?),
-            None => None,
-        };
-        let ty = Type::tensor(Elem::Scalar(pointee), shape);
-        Ok(Val::Ir(self.b.push1(
-            OpKind::Load {
-                ptr,
-                mask,
-                other,
-                cache,
-                eviction,
-                volatile,
-            },
-            ty,
-        )))
-    }
-
-    fn store(&mut self, args: &CallArgs<'a>) -> R<Val> {
-        let a = args.bind(
-            &["ptr", "value", "mask", "cache_modifier", "eviction_policy"],
-            2,
-        )?;
-        let span = args.span;
-        let ptr = self.ir_arg(a[0])?;
-        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
-        let value = self.val_arg(a[1])?;
-        let mask = self.mask_arg(a[2])?;
-        let cache = choice(a[3], CACHE, CacheModifier::None)?;
-        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
-        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
-        let mut shape = self.ty(ids[0]).shape;
-        if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
-        }
-        let ptr = self.broadcast_to(ids[0], &shape, span)?;
-        let value = self.broadcast_to(ids[1], &shape, span)?;
-        let mask = match mask {
-            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
-            None => None,
-        };
-        self.b.push(
-            OpKind::Store {
-                ptr,
-                value,
-                mask,
-                cache,
-                eviction,
-            },
-            vec![],
-        );
-        Ok(Val::Unit)
-    }
-
-    fn atomic_rmw(&mut self, op: AtomicOp, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
-        let ptr = self.ir_arg(a[0])?;
-        let pointee = self.pointee(ptr, span)?;
-        let value = self.val_arg(a[1])?;
-        let mask = self.mask_arg(a[2])?;
-        let sem = choice(a[3], SEM, MemSem::default())?;
-        let scope = choice(a[4], SCOPE, MemScope::default())?;
-        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
-        let mut shape = self.ty(ids[0]).shape;
-        if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
-        }
-        let ptr = self.broadcast_to(ids[0], &shape, span)?;
-        let value = self.broadcast_to(ids[1], &shape, span)?;
-        let mask = match mask {
-            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
-            None => None,
-        };
-        let ty = self.ty(value);
-        Ok(Val::Ir(self.b.push1(
-            OpKind::AtomicRmw {
-                op,
-                ptr,
-                value,
-                mask,
-                sem,
-                scope,
-            },
-            ty,
-        )))
     }
 
     fn dot(&mut self, args: &CallArgs<'a>) -> R<Val> {

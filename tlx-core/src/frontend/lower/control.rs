@@ -30,27 +30,23 @@ impl<'a> Branch<'a> {
     }
 }
 
-/// How a `for` loop iterates.
-enum Iteration<'a> {
-    Runtime {
-        lower: &'a Expr,
-        upper: &'a Expr,
-        step: Option<&'a Expr>,
-    },
-    Unrolled {
-        lower: &'a Expr,
-        upper: &'a Expr,
-        step: Option<&'a Expr>,
-    },
+/// What a `for` loop iterates over: `lower..upper` by `step` (1 if absent).
+struct LoopRange<'a> {
+    lower: &'a Expr,
+    upper: &'a Expr,
+    step: Option<&'a Expr>,
+    /// `static_range`: unrolled at compile time.
+    unrolled: bool,
 }
 
 impl<'a> Lowerer<'a> {
-    fn lower_branch(&mut self, branch: Branch<'a>) -> R<()> {
+    /// Lowers a branch in its own scope; gives its trailing value (or `Unit`).
+    fn lower_branch(&mut self, branch: Branch<'a>) -> R<Val> {
         self.push_scope();
         let result = match branch {
-            Branch::Stmts(s) => self.lower_stmts(s).map(drop),
-            Branch::Expr(e) => self.lower_expr(e).map(drop),
-            Branch::Empty => Ok(()),
+            Branch::Stmts(s) => self.lower_stmts(s),
+            Branch::Expr(e) => self.lower_expr(e),
+            Branch::Empty => Ok(Val::Unit),
         };
         self.pop_scope();
         result
@@ -104,21 +100,21 @@ impl<'a> Lowerer<'a> {
             None => Branch::Empty,
         };
         match self.condition(&i.cond)? {
-            Val::Const(ConstVal::Bool(c)) => self.lower_branch(if c { then } else { otherwise })?,
-            Val::Ir(c) => self.lower_if(c, then, otherwise, i.if_token.span)?,
-            _ => {}
+            Val::Const(ConstVal::Bool(c)) => self.lower_branch(if c { then } else { otherwise }),
+            Val::Ir(c) => self.lower_if(c, then, otherwise, i.if_token.span),
+            _ => Ok(Val::Unit),
         }
-        Ok(Val::Unit)
     }
 
     /// An `If` op; variables assigned in either branch are yielded and rebound.
+    /// When both branches end in a value, the `if` gives their merge.
     pub(super) fn lower_if(
         &mut self,
         cond: ValueId,
         then: Branch<'a>,
         otherwise: Branch<'a>,
         span: Span,
-    ) -> R<()> {
+    ) -> R<Val> {
         let mut names = then.assigned();
         names.extend(otherwise.assigned());
         let names = self.visible(names);
@@ -131,7 +127,8 @@ impl<'a> Lowerer<'a> {
         let then_done = self.lower_branch(then);
         let then_vals: R<Vec<Val>> = names.iter().map(|n| self.current(n, span)).collect();
         let mut then_block = self.b.end_block();
-        let then_vals = then_done.and(then_vals)?;
+        let then_tail = then_done?;
+        let then_vals = then_vals?;
         for (n, v) in names.iter().zip(&before) {
             self.assign(n, v.clone(), span)?;
         }
@@ -139,18 +136,34 @@ impl<'a> Lowerer<'a> {
         let else_done = self.lower_branch(otherwise);
         let else_vals: R<Vec<Val>> = names.iter().map(|n| self.current(n, span)).collect();
         let mut else_block = self.b.end_block();
-        let else_vals = else_done.and(else_vals)?;
+        let else_tail = else_done?;
+        let else_vals = else_vals?;
 
+        // Each entry: the variable (None for the `if`'s own value) and its value per branch.
+        let mut entries: Vec<(Option<&String>, Val, Val)> = names
+            .iter()
+            .zip(then_vals)
+            .zip(else_vals)
+            .map(|((n, t), e)| (Some(n), t, e))
+            .collect();
+        let has_value = |v: &Val| matches!(v, Val::Ir(_) | Val::Const(_));
+        if has_value(&then_tail) && has_value(&else_tail) {
+            entries.push((None, then_tail, else_tail));
+        }
         let mut merged = Vec::new();
         let (mut then_yield, mut else_yield, mut types) = (Vec::new(), Vec::new(), Vec::new());
-        for ((name, t), e) in names.iter().zip(then_vals).zip(else_vals) {
+        for (name, t, e) in entries {
             if let (Val::Const(a), Val::Const(b)) = (&t, &e) {
                 if a == b || (a.as_f64().is_nan() && b.as_f64().is_nan()) {
                     merged.push((name, Some(t.clone())));
                     continue;
                 }
             }
-            let ty = self.merged_type(name, &t, &e, span)?;
+            let label = match name {
+                Some(n) => format!("`{n}`"),
+                None => "the value of this `if`".to_string(),
+            };
+            let ty = self.merged_type(&label, &t, &e, span)?;
             then_yield.push(self.value_in(&mut then_block, &t, &ty));
             else_yield.push(self.value_in(&mut else_block, &e, &ty));
             types.push(ty);
@@ -167,6 +180,7 @@ impl<'a> Lowerer<'a> {
             types,
         );
         let mut results = results.into_iter();
+        let mut value = Val::Unit;
         for (name, fixed) in merged {
             let v = match fixed {
                 Some(v) => v,
@@ -176,32 +190,41 @@ impl<'a> Lowerer<'a> {
                         .ok_or_else(|| Diagnostic::new(span, "internal: missing if result"))?,
                 ),
             };
-            self.assign(name, v, span)?;
+            match name {
+                Some(n) => self.assign(n, v, span)?,
+                None => value = v,
+            }
         }
-        Ok(())
+        Ok(value)
     }
 
-    /// The type a variable has after an `if`: both branches must agree.
-    fn merged_type(&self, name: &str, t: &Val, e: &Val, span: Span) -> R<Type> {
+    /// The type a variable (or the `if`'s value) has after an `if`: both branches must agree.
+    fn merged_type(&self, label: &str, t: &Val, e: &Val, span: Span) -> R<Type> {
         match (t, e) {
             (Val::Ir(a), Val::Ir(b)) => {
                 let (ta, tb) = (self.ty(*a), self.ty(*b));
                 if ta != tb {
                     return Err(Diagnostic::new(span, format!(
-                        "`{name}` is {ta} after the `if` branch but {tb} after the `else` branch"
+                        "{label} is {ta} after the `if` branch but {tb} after the `else` branch"
                     ))
-                    .with_hint(format!("give `{name}` the same type and shape in both branches, e.g. with `.to(...)`")));
+                    .with_hint(format!("give {label} the same type and shape in both branches, e.g. with `.to(...)`")));
                 }
                 Ok(ta)
             }
-            (Val::Ir(a), Val::Const(_)) | (Val::Const(_), Val::Ir(a)) => Ok(self.ty(*a)),
+            (Val::Ir(a), Val::Const(_)) | (Val::Const(_), Val::Ir(a)) => {
+                let ty = self.ty(*a);
+                if ty.elem.pointee().is_some() {
+                    return Err(pointer_and_constant(label, span));
+                }
+                Ok(ty)
+            }
             (Val::Const(a), Val::Const(b)) => {
                 let s = super::typing::promote(a.default_type(), b.default_type());
                 Ok(Type::scalar(s))
             }
             _ => Err(Diagnostic::new(
                 span,
-                format!("`{name}` cannot be changed inside control flow"),
+                format!("{label} cannot be changed inside control flow"),
             )),
         }
     }
@@ -214,7 +237,7 @@ impl<'a> Lowerer<'a> {
                 let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
                 let id = self.b.new_value(ty.clone());
                 block.ops.push(Op {
-                    kind: OpKind::Constant(c.literal_for(s)),
+                    kind: OpKind::Constant(c.cast(s).literal_for(s)),
                     results: vec![id],
                     loc: self.b.loc(),
                 });
@@ -248,6 +271,9 @@ impl<'a> Lowerer<'a> {
         let mut out = Vec::new();
         for (n, ty) in names.iter().zip(types) {
             let id = match self.current(n, span)? {
+                Val::Const(_) if ty.elem.pointee().is_some() => {
+                    return Err(pointer_and_constant(&format!("`{n}`"), span));
+                }
                 Val::Const(c) => self.constant(c, ty.clone()),
                 v => self.materialize(&v, span)?,
             };
@@ -272,7 +298,7 @@ impl<'a> Lowerer<'a> {
         Ok(out)
     }
 
-    fn iteration(&self, f: &'a syn::ExprForLoop) -> R<Iteration<'a>> {
+    fn loop_range(&self, f: &'a syn::ExprForLoop) -> R<LoopRange<'a>> {
         let unsupported = || {
             Diagnostic::new(f.expr.span(), "unsupported loop iterator").with_hint(
                 "write `0..n`, `(a..b).step_by(s)`, `range(a, b, s)` or `static_range(a, b)`",
@@ -301,10 +327,11 @@ impl<'a> Lowerer<'a> {
         match &*f.expr {
             Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
                 let (lower, upper) = range_of(&m.receiver)?;
-                Ok(Iteration::Runtime {
+                Ok(LoopRange {
                     lower,
                     upper,
                     step: m.args.first(),
+                    unrolled: false,
                 })
             }
             Expr::Call(c) => {
@@ -323,18 +350,25 @@ impl<'a> Lowerer<'a> {
                         ))
                     }
                 };
-                match name.as_deref() {
-                    Some("range") => Ok(Iteration::Runtime { lower, upper, step }),
-                    Some("static_range") => Ok(Iteration::Unrolled { lower, upper, step }),
-                    _ => Err(unsupported()),
-                }
+                let unrolled = match name.as_deref() {
+                    Some("range") => false,
+                    Some("static_range") => true,
+                    _ => return Err(unsupported()),
+                };
+                Ok(LoopRange {
+                    lower,
+                    upper,
+                    step,
+                    unrolled,
+                })
             }
             other => {
                 let (lower, upper) = range_of(other)?;
-                Ok(Iteration::Runtime {
+                Ok(LoopRange {
                     lower,
                     upper,
                     step: None,
+                    unrolled: false,
                 })
             }
         }
@@ -357,11 +391,16 @@ impl<'a> Lowerer<'a> {
                 ))
             }
         };
-        match self.iteration(f)? {
-            Iteration::Unrolled { lower, upper, step } => self.unroll(f, var, lower, upper, step),
-            Iteration::Runtime { lower, upper, step } => {
-                self.runtime_for(f, var, lower, upper, step)
-            }
+        let LoopRange {
+            lower,
+            upper,
+            step,
+            unrolled,
+        } = self.loop_range(f)?;
+        if unrolled {
+            self.unroll(f, var, lower, upper, step)
+        } else {
+            self.runtime_for(f, var, lower, upper, step)
         }
     }
 
@@ -406,6 +445,7 @@ impl<'a> Lowerer<'a> {
             Some(Val::Ir(flag)) if returns => {
                 let go = self.logical_not(flag);
                 self.lower_if(go, Branch::Stmts(stmts), Branch::Empty, span)
+                    .map(drop)
             }
             Some(Val::Const(ConstVal::Bool(true))) => Ok(()),
             _ => self.lower_stmts(stmts).map(drop),
@@ -574,8 +614,9 @@ impl<'a> Lowerer<'a> {
             Val::Ir(id) => id,
             other => self.materialize(&other, cond.span())?,
         };
+        // Only a loop that can return carries the flag; it then stops the loop.
         match self.lookup(RETURNED).cloned() {
-            Some(Val::Ir(flag)) => {
+            Some(Val::Ir(flag)) if names.iter().any(|n| n == RETURNED) => {
                 let go = self.logical_not(flag);
                 Ok(self.binary_op(crate::ir::BinaryOp::And, c, go))
             }
@@ -595,4 +636,12 @@ impl<'a> Lowerer<'a> {
         self.assign(RETURNED, Val::Const(ConstVal::Bool(true)), r.span())?;
         Ok(Val::Unit)
     }
+}
+
+fn pointer_and_constant(label: &str, span: Span) -> Diagnostic {
+    Diagnostic::new(
+        span,
+        format!("{label} is a pointer on one path and a number on another"),
+    )
+    .with_hint("a pointer variable can only be given pointers, e.g. `p = p + offs`")
 }

@@ -3,8 +3,10 @@
 //! submodules.
 
 mod builtins;
+mod calls;
 mod control;
 mod expr;
+mod memory;
 mod typing;
 
 use super::scan::{self, RETURNED};
@@ -28,6 +30,9 @@ pub(super) struct Lowerer<'a> {
     /// One frame for the kernel body and one per inlined helper call; each a stack of scopes.
     frames: Vec<Vec<HashMap<String, Val>>>,
     helpers: HashMap<String, &'a syn::ItemFn>,
+    /// Errors in top-level statements that bind nothing; lowering goes on after them
+    /// so one build reports several.
+    errors: Vec<Diagnostic>,
 }
 
 pub(super) fn lower_body(
@@ -37,6 +42,7 @@ pub(super) fn lower_body(
     options: &KernelOptions,
 ) -> Result<Kernel, Diagnostics> {
     let mut b = Builder::new(sig.name.to_string(), options.clone());
+    b.set_source_file(sig.name.span().file());
     let mut globals = HashMap::new();
     for c in &sig.consts {
         let name = c.name.to_string();
@@ -79,9 +85,16 @@ pub(super) fn lower_body(
         globals,
         frames: vec![vec![top]],
         helpers,
+        errors: Vec::new(),
     };
-    lowerer.lower_stmts(&item.block.stmts)?;
-    Ok(lowerer.b.finish())
+    let result = lowerer.lower_stmts(&item.block.stmts);
+    let mut errors = std::mem::take(&mut lowerer.errors);
+    match result {
+        Err(e) => errors.push(e),
+        Ok(_) if errors.is_empty() => return Ok(lowerer.b.finish()),
+        Ok(_) => {}
+    }
+    Err(Diagnostics(errors))
 }
 
 pub(super) fn loc_of(span: Span) -> SrcLoc {
@@ -155,7 +168,14 @@ impl<'a> Lowerer<'a> {
     /// Lowers a statement list; the value of a trailing expression is returned.
     fn lower_stmts(&mut self, stmts: &'a [syn::Stmt]) -> R<Val> {
         for (i, stmt) in stmts.iter().enumerate() {
-            let value = self.lower_stmt(stmt)?;
+            self.b.set_loc(loc_of(stmt.span()));
+            let value = match self.lower_stmt(stmt) {
+                Err(e) if self.can_continue_after(stmt) => {
+                    self.errors.push(e);
+                    continue;
+                }
+                other => other?,
+            };
             if i + 1 == stmts.len() {
                 return Ok(value);
             }
@@ -164,6 +184,7 @@ impl<'a> Lowerer<'a> {
                 match self.lookup(RETURNED).cloned() {
                     Some(Val::Const(ConstVal::Bool(true))) => return Ok(Val::Unit),
                     Some(Val::Ir(flag)) => {
+                        self.b.set_loc(loc_of(stmt.span()));
                         let keep_going = self.logical_not(flag);
                         self.lower_if(
                             keep_going,
@@ -178,6 +199,15 @@ impl<'a> Lowerer<'a> {
             }
         }
         Ok(Val::Unit)
+    }
+
+    /// A failed statement can be skipped when it is at the kernel's top level,
+    /// binds no name and cannot return: nothing later depends on it.
+    fn can_continue_after(&self, stmt: &syn::Stmt) -> bool {
+        self.frames.len() == 1
+            && self.b.depth() == 0
+            && matches!(stmt, syn::Stmt::Expr(_, Some(_)) | syn::Stmt::Macro(_))
+            && !scan::stmt_returns(stmt)
     }
 
     fn lower_stmt(&mut self, stmt: &'a syn::Stmt) -> R<Val> {
@@ -212,15 +242,6 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(
                 diverge.span(),
                 "`let ... else` is not supported",
-            ));
-        }
-        if let syn::Expr::If(e) = &*init.expr {
-            return Err(Diagnostic::new(
-                e.if_token.span,
-                "an `if` expression cannot give a value in a kernel",
-            )
-            .with_hint(
-                "use `select(cond, a, b)`, or assign a `let mut` variable in both branches",
             ));
         }
         let value = self.lower_expr(&init.expr)?;

@@ -87,9 +87,10 @@ impl Lowerer<'_> {
         }
     }
 
+    /// A `Constant` of type `ty`; the value is converted into the type's range (as `as` would).
     pub(super) fn constant(&mut self, c: ConstVal, ty: Type) -> ValueId {
         let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
-        self.b.push1(OpKind::Constant(c.literal_for(s)), ty)
+        self.b.push1(OpKind::Constant(c.cast(s).literal_for(s)), ty)
     }
 
     /// An IR value for `v`: constants get their default type.

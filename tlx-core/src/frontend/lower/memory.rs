@@ -1,0 +1,250 @@
+//! Memory builtins: `load`, `store` and the atomics, with their masks,
+//! `other` values and cache/eviction/ordering options.
+
+use super::calls::{choice, CallArgs};
+use super::typing::broadcast_shapes;
+use super::{Lowerer, R};
+use crate::diag::Diagnostic;
+use crate::frontend::value::Val;
+use crate::ir::{
+    AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType, Type,
+    ValueId,
+};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::Expr;
+
+const CACHE: &[(&str, CacheModifier)] = &[
+    ("", CacheModifier::None),
+    (".ca", CacheModifier::Ca),
+    (".cg", CacheModifier::Cg),
+    (".cs", CacheModifier::Cs),
+    (".wb", CacheModifier::Wb),
+    (".wt", CacheModifier::Wt),
+];
+const EVICTION: &[(&str, EvictionPolicy)] = &[
+    ("", EvictionPolicy::Normal),
+    ("evict_normal", EvictionPolicy::Normal),
+    ("evict_first", EvictionPolicy::EvictFirst),
+    ("evict_last", EvictionPolicy::EvictLast),
+];
+const SEM: &[(&str, MemSem)] = &[
+    ("relaxed", MemSem::Relaxed),
+    ("acquire", MemSem::Acquire),
+    ("release", MemSem::Release),
+    ("acq_rel", MemSem::AcqRel),
+];
+const SCOPE: &[(&str, MemScope)] = &[
+    ("cta", MemScope::Cta),
+    ("gpu", MemScope::Gpu),
+    ("sys", MemScope::System),
+];
+
+impl<'a> Lowerer<'a> {
+    fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
+        self.ty(ptr).elem.pointee().ok_or_else(|| {
+            Diagnostic::new(
+                span,
+                format!("expected a pointer, found `{}`", self.ty(ptr)),
+            )
+            .with_hint("pass a `Ptr<T>` parameter plus offsets, e.g. `x + offs`")
+        })
+    }
+
+    /// Broadcasts a pointer and its operands to one shape; operands are converted to the pointee type.
+    fn unify_ptr_operands(
+        &mut self,
+        ptr: ValueId,
+        operands: &[Val],
+        pointee: ScalarType,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
+        let mut shape = self.ty(ptr).shape;
+        let mut ids = Vec::new();
+        for v in operands {
+            let id = match v {
+                Val::Const(c) => self.constant(*c, Type::scalar(pointee)),
+                other => {
+                    let id = self.materialize(other, span)?;
+                    self.cast(id, pointee, span)?
+                }
+            };
+            shape = broadcast_shapes(&shape, &self.ty(id).shape, span)?;
+            ids.push(id);
+        }
+        let mut out = vec![self.broadcast_to(ptr, &shape, span)?];
+        for id in ids {
+            out.push(self.broadcast_to(id, &shape, span)?);
+        }
+        Ok(out)
+    }
+
+    /// A mask broadcast to `shape`, checked to be bool.
+    fn mask_arg(&mut self, e: Option<&'a Expr>) -> R<Option<ValueId>> {
+        let Some(e) = e else { return Ok(None) };
+        let v = self.lower_expr(e)?;
+        let id = self.materialize(&v, e.span())?;
+        if self.scalar_elem(id, e.span(), "a mask")? != ScalarType::Bool {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("a mask must be `bool`, found `{}`", self.ty(id)),
+            )
+            .with_hint("build masks with comparisons, e.g. `offs < n`"));
+        }
+        Ok(Some(id))
+    }
+
+    pub(super) fn load(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let a = args.bind(
+            &[
+                "ptr",
+                "mask",
+                "other",
+                "cache_modifier",
+                "eviction_policy",
+                "volatile",
+            ],
+            1,
+        )?;
+        let span = args.span;
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
+        let mask = self.mask_arg(a[1])?;
+        let other = match a[2] {
+            Some(e) => Some(self.lower_expr(e)?),
+            None => None,
+        };
+        let cache = choice(a[3], CACHE, CacheModifier::None)?;
+        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
+        let volatile = match a[5] {
+            Some(e) => self.const_bool(e)?,
+            None => false,
+        };
+        let mut shape = self.ty(ptr).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let other = match other {
+            Some(v) => {
+                let ids = self.unify_ptr_operands(ptr, &[v], pointee, span)?;
+                shape = broadcast_shapes(&shape, &self.ty(ids[1]).shape, span)?;
+                Some(ids[1])
+            }
+            None => None,
+        };
+        let ptr = self.broadcast_to(ptr, &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        let other = match other {
+            Some(o) => Some(self.broadcast_to(o, &shape, span)?),
+            None => None,
+        };
+        let ty = Type::tensor(Elem::Scalar(pointee), shape);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Load {
+                ptr,
+                mask,
+                other,
+                cache,
+                eviction,
+                volatile,
+            },
+            ty,
+        )))
+    }
+
+    pub(super) fn store(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let a = args.bind(
+            &["ptr", "value", "mask", "cache_modifier", "eviction_policy"],
+            2,
+        )?;
+        let span = args.span;
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
+        let value = self.val_arg(a[1])?;
+        let mask = self.mask_arg(a[2])?;
+        let cache = choice(a[3], CACHE, CacheModifier::None)?;
+        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
+        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
+        let mut shape = self.ty(ids[0]).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let ptr = self.broadcast_to(ids[0], &shape, span)?;
+        let value = self.broadcast_to(ids[1], &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        self.b.push(
+            OpKind::Store {
+                ptr,
+                value,
+                mask,
+                cache,
+                eviction,
+            },
+            vec![],
+        );
+        Ok(Val::Unit)
+    }
+
+    pub(super) fn atomic_rmw(
+        &mut self,
+        op: AtomicOp,
+        a: &[Option<&'a Expr>],
+        span: Span,
+    ) -> R<Val> {
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, span)?;
+        let value = self.val_arg(a[1])?;
+        let mask = self.mask_arg(a[2])?;
+        let sem = choice(a[3], SEM, MemSem::default())?;
+        let scope = choice(a[4], SCOPE, MemScope::default())?;
+        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
+        let mut shape = self.ty(ids[0]).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let ptr = self.broadcast_to(ids[0], &shape, span)?;
+        let value = self.broadcast_to(ids[1], &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        let ty = self.ty(value);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::AtomicRmw {
+                op,
+                ptr,
+                value,
+                mask,
+                sem,
+                scope,
+            },
+            ty,
+        )))
+    }
+
+    pub(super) fn atomic_cas(&mut self, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, span)?;
+        let (cmp, val) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
+        let ids = self.unify_ptr_operands(ptr, &[cmp, val], pointee, span)?;
+        let sem = choice(a[3], SEM, MemSem::default())?;
+        let scope = choice(a[4], SCOPE, MemScope::default())?;
+        let ty = self.ty(ids[1]);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::AtomicCas {
+                ptr: ids[0],
+                cmp: ids[1],
+                value: ids[2],
+                sem,
+                scope,
+            },
+            ty,
+        )))
+    }
+}
