@@ -95,7 +95,7 @@ const E5M2: Fp8Format = Fp8Format {
     mantissa_bits: 2,
     bias: 15,
     max_finite: 0x7b,
-    nan: 0x7e,
+    nan: 0x7f,
     has_infinity: true,
 };
 
