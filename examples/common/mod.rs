@@ -1,0 +1,117 @@
+//! What every example shares: fresh random inputs (seeded, reproducible with
+//! `TLX_SEED`), poisoned outputs, relative-error checks against a CPU
+//! reference, and the PASS/FAIL line.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// How big an example's problem is: full size for a GPU, smaller for the
+/// CPU interpreter (CI runs every example there).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Size {
+    Gpu,
+    Interpreter,
+}
+
+impl Size {
+    pub fn for_device(device: &tlx::Device) -> Size {
+        if device.is_gpu() {
+            Size::Gpu
+        } else {
+            Size::Interpreter
+        }
+    }
+}
+
+/// SplitMix64: small, fast and good enough for test inputs.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from `TLX_SEED` when set, else from the clock; prints the seed.
+    pub fn fresh(example: &str) -> Rng {
+        let seed = std::env::var("TLX_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(0x5eed)
+            });
+        println!("{example}: seed {seed} (set TLX_SEED={seed} to reproduce)");
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [lo, hi).
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * unit
+    }
+
+    pub fn uniform_vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+
+    /// Approximately standard normal (sum of uniforms), never exactly zero-filled.
+    pub fn normal_vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (0..4).map(|_| self.uniform(-1.0, 1.0)).sum::<f32>() * 0.866)
+            .collect()
+    }
+}
+
+/// The largest relative error of `got` against `want` (f64 reference), with
+/// `floor` keeping near-zero references from dominating. NaN anywhere is infinite error.
+pub fn max_rel_error(got: &[f32], want: &[f64], floor: f64) -> f64 {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| {
+            let g = g as f64;
+            if g.is_nan() || w.is_nan() {
+                return f64::INFINITY;
+            }
+            (g - w).abs() / w.abs().max(floor)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// What an example's `run` returns: `Err` on a failed check or a device error.
+pub type Outcome = Result<(), Box<dyn std::error::Error>>;
+
+/// Prints the verdict line and turns it into a result.
+pub fn verdict(example: &str, what: &str, error: f64, tolerance: f64) -> Outcome {
+    if error <= tolerance {
+        println!("PASS {example}: {what} max relative error {error:.2e} (tolerance {tolerance:.0e})");
+        Ok(())
+    } else {
+        println!("FAIL {example}: {what} max relative error {error:.2e} exceeds {tolerance:.0e}");
+        Err(format!("{example}: {what} max relative error {error:.2e} exceeds {tolerance:.0e}").into())
+    }
+}
+
+/// The usual `main`: a device (GPU or interpreter), the example, an exit code.
+pub fn main_with(example: &str, run: fn(&tlx::Device) -> Outcome) -> std::process::ExitCode {
+    let device = match tlx::Device::new() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{example}: no device: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    println!("{example}: running on {}", device.name());
+    match run(&device) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("FAIL {example}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no cargo there): every prebuilt example and test
+# binary in .gpu/, the benchmarks, and compute-sanitizer over the examples.
+# Each step has a timeout so one hang cannot eat the sitting. Logs go to
+# $OUT (or ./gpu-out); a summary table is printed last.
+#
+# Prepare here with: bash scripts/gpu-prepare.sh
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+bin=.gpu
+summary=()
+step() { # name timeout command...
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  local verdict=ok
+  [ $rc -eq 124 ] && verdict=TIMEOUT
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && verdict="FAIL($rc)"
+  summary+=("| $name | $verdict | $((SECONDS - start)) s | $(grep -E '^(PASS|FAIL)' "$out/$name.log" | head -3 | tr '\n' ' ') |")
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt" 2>&1
+for ex in "$bin"/examples/*; do
+  [ -x "$ex" ] && step "example-$(basename "$ex")" 120 "$ex"
+done
+for t in "$bin"/tests/*; do
+  [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1
+done
+if [ "${TLX_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for ex in "$bin"/examples/*; do
+    [ -x "$ex" ] && step "memcheck-$(basename "$ex")" 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$ex"
+  done
+fi
+for b in "$bin"/benches/*; do
+  [ -x "$b" ] && step "bench-$(basename "$b")" 300 "$b"
+done
+if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f .gpu/anchors.py ]; then
+  step anchors 200 python3 .gpu/anchors.py
+fi
+echo "device: $(cat "$out/device.txt")"
+for b in "$out"/bench-*.log; do [ -f "$b" ] && { echo "== $b"; grep '^|' "$b"; }; done
+echo "| step | result | time | verdict lines |"
+echo "| --- | --- | --- | --- |"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what is missing (LLVM 22,
+# ptxas), then runs every test. GPU tests skip with a message when there is
+# no GPU; the examples run on the CPU interpreter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh --ptxas
+TLX_PTXAS=$(bash scripts/find-ptxas.sh)
+export TLX_PTXAS
+echo "tlx: ptxas is $TLX_PTXAS ($("$TLX_PTXAS" --version | tail -n 1))"
+cargo test --workspace

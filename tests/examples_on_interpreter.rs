@@ -1,0 +1,49 @@
+//! Every example, run on the CPU interpreter against its CPU reference: how
+//! CI (which has no GPU) checks kernel semantics end to end.
+
+#[path = "../examples/layernorm.rs"]
+#[allow(dead_code)]
+mod layernorm;
+#[path = "../examples/matmul.rs"]
+#[allow(dead_code)]
+mod matmul;
+#[path = "../examples/softmax.rs"]
+#[allow(dead_code)]
+mod softmax;
+#[path = "../examples/stream_compaction.rs"]
+#[allow(dead_code)]
+mod stream_compaction;
+#[path = "../examples/vector_add.rs"]
+#[allow(dead_code)]
+mod vector_add;
+
+fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>>) {
+    if let Err(e) = run(&tlx::Device::cpu()) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn vector_add_matches_reference() {
+    on_interpreter(vector_add::run);
+}
+
+#[test]
+fn softmax_matches_reference() {
+    on_interpreter(softmax::run);
+}
+
+#[test]
+fn layernorm_matches_reference() {
+    on_interpreter(layernorm::run);
+}
+
+#[test]
+fn matmul_matches_reference() {
+    on_interpreter(matmul::run);
+}
+
+#[test]
+fn stream_compaction_matches_reference() {
+    on_interpreter(stream_compaction::run);
+}

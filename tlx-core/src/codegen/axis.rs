@@ -1,0 +1,118 @@
+//! Axis analysis along the last dimension of integer and pointer tensors:
+//! how many consecutive elements form an arithmetic run of step 1
+//! (contiguity) or are equal (constancy), in aligned groups. Loads and stores
+//! use contiguity to decide which register groups may be one vector access.
+
+use crate::ir::{BinaryOp, Block, Kernel, OpKind, ValueId};
+use std::collections::HashMap;
+
+/// Facts about a value along its last dimension; both are powers of two and hold
+/// for every aligned group of that many elements.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AxisInfo {
+    pub contiguity: usize,
+    pub constancy: usize,
+}
+
+const UNKNOWN: AxisInfo = AxisInfo {
+    contiguity: 1,
+    constancy: 1,
+};
+
+pub fn analyze(kernel: &Kernel) -> HashMap<ValueId, AxisInfo> {
+    let mut facts = HashMap::new();
+    walk(kernel, &kernel.body, &mut facts);
+    facts
+}
+
+fn last_dim(kernel: &Kernel, v: ValueId) -> usize {
+    kernel.type_of(v).shape.last().copied().unwrap_or(1)
+}
+
+fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) {
+    for op in &block.ops {
+        for nested in op.kind.blocks() {
+            walk(kernel, nested, facts);
+        }
+        let Some(&result) = op.results.first() else {
+            continue;
+        };
+        let get = |v: &ValueId| facts.get(v).copied().unwrap_or(UNKNOWN);
+        let last = last_dim(kernel, result);
+        let info = match &op.kind {
+            OpKind::Constant(_) | OpKind::Splat(_) => AxisInfo {
+                contiguity: 1,
+                constancy: last,
+            },
+            OpKind::Arange { .. } => AxisInfo {
+                contiguity: last,
+                constancy: 1,
+            },
+            OpKind::Broadcast(v) if last_dim(kernel, *v) != last => AxisInfo {
+                contiguity: 1,
+                constancy: last,
+            },
+            OpKind::Broadcast(v) | OpKind::Cast(v) => get(v),
+            OpKind::ExpandDims { value, axis } if *axis < kernel.type_of(*value).rank() => {
+                get(value)
+            }
+            OpKind::AddPtr { ptr, offset } => add_info(get(ptr), get(offset)),
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs,
+                rhs,
+            } => add_info(get(lhs), get(rhs)),
+            OpKind::Binary {
+                op: BinaryOp::Sub,
+                lhs,
+                rhs,
+            } => {
+                let (a, b) = (get(lhs), get(rhs));
+                AxisInfo {
+                    contiguity: a.contiguity.min(b.constancy),
+                    constancy: a.constancy.min(b.constancy),
+                }
+            }
+            OpKind::Binary { lhs, rhs, .. } => AxisInfo {
+                contiguity: 1,
+                constancy: get(lhs).constancy.min(get(rhs).constancy),
+            },
+            _ => UNKNOWN,
+        };
+        facts.insert(result, info);
+    }
+}
+
+/// A run plus a constant stays a run; two runs add to steps of 2 (not contiguous).
+fn add_info(a: AxisInfo, b: AxisInfo) -> AxisInfo {
+    AxisInfo {
+        contiguity: a.contiguity.min(b.constancy).max(b.contiguity.min(a.constancy)),
+        constancy: a.constancy.min(b.constancy),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Builder, Elem, KernelOptions, Literal, ParamKind, ScalarType, Type};
+
+    #[test]
+    fn pointer_plus_arange_is_contiguous_but_pointer_plus_twice_arange_is_not() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let p = b.add_param("p", ParamKind::Ptr(ScalarType::F32));
+        let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![128]);
+        let ar = b.push1(OpKind::Arange { start: 0, end: 128 }, idx.clone());
+        let c = b.push1(OpKind::Constant(Literal::Int(64)), idx.clone());
+        let off = b.push1(OpKind::Binary { op: BinaryOp::Add, lhs: c, rhs: ar }, idx.clone());
+        let twice = b.push1(OpKind::Binary { op: BinaryOp::Add, lhs: ar, rhs: ar }, idx.clone());
+        let ptrs_ty = Type::tensor(Elem::Ptr(ScalarType::F32), vec![128]);
+        let ps = b.push1(OpKind::Splat(p), ptrs_ty.clone());
+        let good = b.push1(OpKind::AddPtr { ptr: ps, offset: off }, ptrs_ty.clone());
+        let bad = b.push1(OpKind::AddPtr { ptr: ps, offset: twice }, ptrs_ty);
+        let k = b.finish();
+        let facts = analyze(&k);
+        assert_eq!(facts[&good].contiguity, 128);
+        assert_eq!(facts[&bad].contiguity, 1);
+        assert_eq!(facts[&c].constancy, 128);
+    }
+}

@@ -1,0 +1,382 @@
+//! `Dot` (`acc + a @ b`). Operands are staged through shared memory (A
+//! row-major, B transposed, so each fragment register is one 32-bit shared
+//! load). f16/bf16, tf32 (f32 inputs) and i8/u8 tiles run on tensor cores with
+//! `mma.sync` (m16n8k16 / m16n8k8 / m16n8k32), the accumulator living in the
+//! MMA fragment layout; other types and shapes use per-element FMAs.
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::scalar;
+use super::CodegenError;
+use crate::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
+use crate::layout::LinearLayout;
+
+/// One `mma.sync` shape and type combination.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MmaKind {
+    /// Operand elements per 32-bit fragment register.
+    per_reg: usize,
+    instr: &'static str,
+    /// Accumulator asm constraint (`f` for f32, `r` for s32).
+    acc_constraint: &'static str,
+    /// Round f32 operands to tf32 first.
+    round_tf32: bool,
+}
+
+impl MmaKind {
+    fn k_tile(self) -> usize {
+        8 * self.per_reg
+    }
+}
+
+/// The MMA kind for `a @ b` accumulated in `acc`, if tensor cores apply.
+pub fn mma_kind(a: ScalarType, b: ScalarType, acc: ScalarType, precision: DotPrecision) -> Option<MmaKind> {
+    let kind = |per_reg, instr, acc_constraint, round_tf32| MmaKind {
+        per_reg,
+        instr,
+        acc_constraint,
+        round_tf32,
+    };
+    match (a, b, acc) {
+        (ScalarType::F16, ScalarType::F16, ScalarType::F32) => {
+            Some(kind(2, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "f", false))
+        }
+        (ScalarType::BF16, ScalarType::BF16, ScalarType::F32) => {
+            Some(kind(2, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "f", false))
+        }
+        (ScalarType::F32, ScalarType::F32, ScalarType::F32) if precision == DotPrecision::Tf32 => {
+            Some(kind(1, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "f", true))
+        }
+        (ScalarType::I8, ScalarType::I8, ScalarType::I32) => {
+            Some(kind(4, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "r", false))
+        }
+        (ScalarType::U8, ScalarType::U8, ScalarType::I32) => {
+            Some(kind(4, "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32", "r", false))
+        }
+        _ => None,
+    }
+}
+
+/// Warps along M and N for an `[m, n]` accumulator.
+fn warp_grid(m: usize, n: usize, num_warps: u32) -> (usize, usize) {
+    let nw = num_warps as usize;
+    let warps_m = nw.min((m / 16).max(1));
+    let warps_n = (nw / warps_m).min((n / 8).max(1));
+    (warps_m, warps_n)
+}
+
+/// The accumulator layout of `mma.sync` m16n8 tiles over `[m, n]`: per 16x8 tile,
+/// register bits own (col 1, row 8) and lane bits (col 2, col 4, rows 1, 2, 4);
+/// warps tile M then N; further register bits repeat tiles along N, then M.
+pub fn mma_layout(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout> {
+    if m % 16 != 0 || n % 8 != 0 || !m.is_power_of_two() || !n.is_power_of_two() {
+        return Err(malformed(format!("mma layout of [{m}, {n}]")));
+    }
+    let (warps_m, warps_n) = warp_grid(m, n, num_warps);
+    let at = |row: usize, col: usize| (row * n + col) as u32;
+    let mut regs = vec![at(0, 1), at(8, 0)];
+    let mut col = 8 * warps_n;
+    while col < n {
+        regs.push(at(0, col));
+        col *= 2;
+    }
+    let mut row = 16 * warps_m;
+    while row < m {
+        regs.push(at(row, 0));
+        row *= 2;
+    }
+    let lanes = vec![at(0, 2), at(0, 4), at(1, 0), at(2, 0), at(4, 0)];
+    let mut warps = Vec::new();
+    let mut w = 1;
+    while w < warps_m {
+        warps.push(at(16 * w, 0));
+        w *= 2;
+    }
+    let mut w = 1;
+    while w < warps_n {
+        warps.push(at(0, 8 * w));
+        w *= 2;
+    }
+    while (1usize << warps.len()) < num_warps as usize {
+        warps.push(0);
+    }
+    Ok(LinearLayout {
+        shape: vec![m, n],
+        regs,
+        lanes,
+        warps,
+    })
+}
+
+struct DotOperands {
+    a: ValueIdTy,
+    b: ValueIdTy,
+    m: usize,
+    n: usize,
+    k: usize,
+}
+
+struct ValueIdTy {
+    id: crate::ir::ValueId,
+    s: ScalarType,
+}
+
+impl<'k> Lowerer<'k> {
+    fn dot_operands(&self, op: &Op) -> Result<(DotOperands, ScalarType, DotPrecision)> {
+        let OpKind::Dot { a, b, acc, precision } = &op.kind else {
+            return Err(malformed("not a dot"));
+        };
+        let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
+        let scalar = |t: &crate::ir::Type| {
+            t.elem.scalar().ok_or_else(|| malformed("dot of pointers"))
+        };
+        if ta.rank() != 2 || tb.rank() != 2 || tc.rank() != 2 {
+            return Err(malformed("dot operands must be rank 2"));
+        }
+        let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
+        if tb.shape[0] != k || tc.shape != [m, n] {
+            return Err(malformed("dot shapes do not agree"));
+        }
+        Ok((
+            DotOperands {
+                a: ValueIdTy { id: *a, s: scalar(ta)? },
+                b: ValueIdTy { id: *b, s: scalar(tb)? },
+                m,
+                n,
+                k,
+            },
+            scalar(tc)?,
+            *precision,
+        ))
+    }
+
+    /// The layout a `Dot` produces its result in (loops carry their accumulator in it).
+    pub fn dot_result_layout(&self, op: &Op) -> Result<Option<LinearLayout>> {
+        let (d, acc_s, precision) = self.dot_operands(op)?;
+        Ok(self.mma_plan(&d, acc_s, precision).map(|_| mma_layout(d.m, d.n, self.num_warps)).transpose()?)
+    }
+
+    fn mma_plan(&self, d: &DotOperands, acc_s: ScalarType, precision: DotPrecision) -> Option<MmaKind> {
+        let kind = mma_kind(d.a.s, d.b.s, acc_s, precision)?;
+        (d.m % 16 == 0 && d.n % 8 == 0 && d.k % kind.k_tile() == 0).then_some(kind)
+    }
+
+    /// Write `value` (a `[rows, cols]` tile) to shared memory at byte `base`, row-major,
+    /// or transposed (`[cols, rows]`) when `transpose`.
+    fn stage(&mut self, value: crate::ir::ValueId, base: usize, transpose: bool) -> Result<()> {
+        let t: Tensor = self.tensor(value)?.clone();
+        let ty = self.ty(value);
+        let (rows, cols) = (ty.shape[0], ty.shape[1]);
+        for (r, v) in t.regs.iter().enumerate() {
+            if t.layout.is_replica(r, 0, 0) {
+                continue;
+            }
+            let flat = self.flat_index(&t.layout, r);
+            let slot = if transpose {
+                let row = self.f.inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
+                let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
+                let col_major = self.f.inst(format!("mul i32 {col}, {rows}"));
+                self.f.inst(format!("add i32 {col_major}, {row}"))
+            } else {
+                flat
+            };
+            self.smem_store(ty.elem, base, &slot, v);
+        }
+        Ok(())
+    }
+
+    /// One 32-bit shared load at element index `index` of the region at `base`.
+    fn fragment_word(&mut self, base: usize, index: &str, bytes: usize) -> String {
+        let off = self.f.inst(format!("mul i32 {index}, {bytes}"));
+        let off = self.f.inst(format!("add i32 {off}, {base}"));
+        let p = self.smem_ptr(&off);
+        self.f.inst(format!("load i32, ptr addrspace(3) {p}, align 4"))
+    }
+
+    pub fn lower_dot(&mut self, op: &'k Op) -> Result<()> {
+        let (d, acc_s, precision) = self.dot_operands(op)?;
+        let OpKind::Dot { acc, .. } = &op.kind else {
+            return Err(malformed("not a dot"));
+        };
+        let result = *op.results.first().ok_or_else(|| malformed("dot without result"))?;
+        let a_bytes = d.a.s.size_bytes();
+        let b_base = (d.m * d.k * a_bytes).div_ceil(16) * 16;
+        self.use_shared(b_base + d.k * d.n * d.b.s.size_bytes());
+        self.barrier();
+        self.stage(d.a.id, 0, false)?;
+        self.stage(d.b.id, b_base, true)?;
+        self.barrier();
+        let tensor = match self.mma_plan(&d, acc_s, precision) {
+            Some(kind) => self.mma_tiles(&d, *acc, kind, b_base)?,
+            None => self.fma_dot(&d, *acc, acc_s, b_base)?,
+        };
+        self.values.insert(result, tensor);
+        Ok(())
+    }
+
+    fn mma_tiles(&mut self, d: &DotOperands, acc: crate::ir::ValueId, kind: MmaKind, b_base: usize) -> Result<Tensor> {
+        let layout = mma_layout(d.m, d.n, self.num_warps)?;
+        let mut regs = self.get(acc, &layout)?;
+        let (warps_m, warps_n) = warp_grid(d.m, d.n, self.num_warps);
+        let reps_n = d.n / (8 * warps_n);
+        let reps_m = d.m / (16 * warps_m);
+        let e = kind.per_reg;
+        let bytes = 4 / e;
+        let (lane, warp) = (self.lane.clone(), self.warp.clone());
+        let gid = self.f.inst(format!("lshr i32 {lane}, 2"));
+        let tig = self.f.inst(format!("and i32 {lane}, 3"));
+        let wm = self.f.inst(format!("and i32 {warp}, {}", warps_m - 1));
+        let wn_shift = self.f.inst(format!("lshr i32 {warp}, {}", warps_m.trailing_zeros()));
+        let wn = self.f.inst(format!("and i32 {wn_shift}, {}", warps_n - 1));
+        let tig_e = self.f.inst(format!("mul i32 {tig}, {e}"));
+        let acc_ty = if kind.acc_constraint == "f" { "float" } else { "i32" };
+        for ks in 0..d.k / kind.k_tile() {
+            let k0 = ks * kind.k_tile();
+            let mut a_frags = Vec::new();
+            for tm in 0..reps_m {
+                let tile_row = self.f.inst(format!("add i32 {wm}, {}", tm * warps_m));
+                let row0 = self.f.inst(format!("mul i32 {tile_row}, 16"));
+                let row0 = self.f.inst(format!("add i32 {row0}, {gid}"));
+                let mut frag = Vec::new();
+                for i in 0..4usize {
+                    let row = self.f.inst(format!("add i32 {row0}, {}", 8 * (i & 1)));
+                    let col = self.f.inst(format!("add i32 {tig_e}, {}", k0 + (i >> 1) * 4 * e));
+                    let idx = self.f.inst(format!("mul i32 {row}, {}", d.k));
+                    let idx = self.f.inst(format!("add i32 {idx}, {col}"));
+                    let w = self.fragment_word(0, &idx, bytes);
+                    frag.push(self.round_operand(kind, w));
+                }
+                a_frags.push(frag);
+            }
+            let mut b_frags = Vec::new();
+            for tn in 0..reps_n {
+                let tile_col = self.f.inst(format!("add i32 {wn}, {}", tn * warps_n));
+                let col0 = self.f.inst(format!("mul i32 {tile_col}, 8"));
+                let ncol = self.f.inst(format!("add i32 {col0}, {gid}"));
+                let mut frag = Vec::new();
+                for i in 0..2usize {
+                    let krow = self.f.inst(format!("add i32 {tig_e}, {}", k0 + i * 4 * e));
+                    let idx = self.f.inst(format!("mul i32 {ncol}, {}", d.k));
+                    let idx = self.f.inst(format!("add i32 {idx}, {krow}"));
+                    let w = self.fragment_word(b_base, &idx, bytes);
+                    frag.push(self.round_operand(kind, w));
+                }
+                b_frags.push(frag);
+            }
+            for tm in 0..reps_m {
+                for tn in 0..reps_n {
+                    let first = 4 * (tn + reps_n * tm);
+                    let c: Vec<String> = regs[first..first + 4].to_vec();
+                    let out = self.mma(kind, acc_ty, &a_frags[tm], &b_frags[tn], &c);
+                    regs.splice(first..first + 4, out);
+                }
+            }
+        }
+        Ok(Tensor { layout, regs })
+    }
+
+    fn round_operand(&mut self, kind: MmaKind, word: String) -> String {
+        if !kind.round_tf32 {
+            return word;
+        }
+        let f = self.f.inst(format!("bitcast i32 {word} to float"));
+        self.f.pure_asm("i32", "cvt.rna.tf32.f32 $0, $1;", "=r,f", &[("float", &f)])
+    }
+
+    fn mma(&mut self, kind: MmaKind, acc_ty: &str, a: &[String], b: &[String], c: &[String]) -> Vec<String> {
+        let ac = kind.acc_constraint;
+        let asm = format!(
+            "{} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};",
+            kind.instr
+        );
+        let constraints = [
+            vec![format!("={ac}"); 4],
+            vec!["r".to_string(); 6],
+            vec![ac.to_string(); 4],
+        ]
+        .concat()
+        .join(",");
+        let mut args: Vec<(&str, &str)> = a.iter().chain(b).map(|v| ("i32", v.as_str())).collect();
+        args.extend(c.iter().map(|v| (acc_ty, v.as_str())));
+        let ret = format!("{{ {acc_ty}, {acc_ty}, {acc_ty}, {acc_ty} }}");
+        let r = self.f.pure_asm(&ret, &asm, &constraints, &args);
+        (0..4)
+            .map(|i| self.f.inst(format!("extractvalue {ret} {r}, {i}")))
+            .collect()
+    }
+
+    /// `acc + a @ b` one output element per register, reading operands from shared memory.
+    fn fma_dot(&mut self, d: &DotOperands, acc: crate::ir::ValueId, acc_s: ScalarType, b_base: usize) -> Result<Tensor> {
+        let acc_t: Tensor = self.tensor(acc)?.clone();
+        let layout = acc_t.layout.clone();
+        let (a_elem, b_elem) = (Elem::Scalar(d.a.s), Elem::Scalar(d.b.s));
+        let mut regs = Vec::with_capacity(acc_t.regs.len());
+        if matches!(acc_s, ScalarType::Bool | ScalarType::F8E4M3 | ScalarType::F8E5M2) {
+            return Err(CodegenError::Unsupported(format!("dot accumulating in {acc_s}")));
+        }
+        for (r, c) in acc_t.regs.iter().enumerate() {
+            let flat = self.flat_index(&layout, r);
+            let row = self.f.inst(format!("lshr i32 {flat}, {}", d.n.trailing_zeros()));
+            let col = self.f.inst(format!("and i32 {flat}, {}", d.n - 1));
+            let a_row = self.f.inst(format!("mul i32 {row}, {}", d.k));
+            let b_row = self.f.inst(format!("mul i32 {col}, {}", d.k));
+            let mut sum = c.clone();
+            for kk in 0..d.k {
+                let ai = self.f.inst(format!("add i32 {a_row}, {kk}"));
+                let bi = self.f.inst(format!("add i32 {b_row}, {kk}"));
+                let av = self.smem_load(a_elem, 0, &ai);
+                let bv = self.smem_load(b_elem, b_base, &bi);
+                let av = scalar::cast(&mut self.f, d.a.s, acc_s, &av)?;
+                let bv = scalar::cast(&mut self.f, d.b.s, acc_s, &bv)?;
+                sum = scalar::fma(&mut self.f, acc_s, &av, &bv, &sum)?;
+            }
+            regs.push(sum);
+        }
+        Ok(Tensor { layout, regs })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn mma_layout_matches_the_ptx_fragment_of_c() {
+        let l = mma_layout(64, 32, 4).unwrap();
+        // 4 warps: 4 along M (64 / 16), 1 along N; each warp repeats 4 tiles along N.
+        assert_eq!(l.num_regs(), 4 * 4);
+        for lane in 0..32u32 {
+            let (gid, tig) = ((lane / 4) as usize, (lane % 4) as usize);
+            for i in 0..4 {
+                let want = vec![gid + 8 * (i >> 1), tig * 2 + (i & 1)];
+                assert_eq!(l.coords(i, lane, 0), want);
+            }
+            // Register 4 is the next tile along N; warp 1 the next tile along M.
+            assert_eq!(l.coords(4, lane, 0), vec![gid, tig * 2 + 8]);
+            assert_eq!(l.coords(0, lane, 1), vec![gid + 16, tig * 2]);
+        }
+        let mut seen = HashSet::new();
+        for w in 0..4 {
+            for lane in 0..32 {
+                for r in 0..l.num_regs() {
+                    assert!(seen.insert(l.flat_index(r, lane, w)));
+                }
+            }
+        }
+        assert_eq!(seen.len(), 64 * 32);
+    }
+
+    #[test]
+    fn small_tiles_leave_warps_replicated() {
+        let l = mma_layout(16, 8, 4).unwrap();
+        assert_eq!(l.warps, vec![0, 0]);
+        assert_eq!(l.num_regs(), 4);
+    }
+
+    #[test]
+    fn tensor_cores_only_for_supported_types() {
+        assert!(mma_kind(ScalarType::F16, ScalarType::F16, ScalarType::F32, DotPrecision::Tf32).is_some());
+        assert!(mma_kind(ScalarType::F32, ScalarType::F32, ScalarType::F32, DotPrecision::Ieee).is_none());
+        assert_eq!(mma_kind(ScalarType::I8, ScalarType::I8, ScalarType::I32, DotPrecision::Tf32).map(|k| k.k_tile()), Some(32));
+    }
+}

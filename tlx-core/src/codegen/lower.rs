@@ -1,0 +1,409 @@
+//! The IR walker: lowers every op of a kernel to LLVM IR text, one LLVM
+//! scalar per register of the value's layout. Pure ops take the layout of
+//! their first tensor operand; an operand held in another layout is
+//! recomputed in the wanted one when it derives only from constants, `arange`
+//! and scalars, and otherwise moved through shared memory.
+
+use super::axis::{self, AxisInfo};
+use super::emit::{llvm_type, FuncText};
+use super::scalar;
+use super::CodegenError;
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
+use crate::layout::LinearLayout;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+pub type Result<T> = std::result::Result<T, CodegenError>;
+
+/// The lowered module and what the launch needs to know about it.
+pub struct Lowered {
+    pub module_text: String,
+    pub shared_bytes: u32,
+}
+
+/// A value as held by the threads: its layout and one LLVM operand per register.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    pub layout: LinearLayout,
+    pub regs: Vec<String>,
+}
+
+pub struct Lowerer<'k> {
+    pub kernel: &'k Kernel,
+    pub f: FuncText,
+    pub num_warps: u32,
+    pub values: HashMap<ValueId, Tensor>,
+    /// Defining op of each op result, for recomputation in another layout.
+    defs: HashMap<ValueId, &'k Op>,
+    /// Values that derive only from constants, `arange` and scalars.
+    recomputable: HashSet<ValueId>,
+    pub axis: HashMap<ValueId, AxisInfo>,
+    /// Elements per thread vector along the last dim, per shape (from the widest access).
+    vector_of_shape: HashMap<Vec<usize>, usize>,
+    pub shared_bytes: u32,
+    /// `(lane, warp)` values in the entry block.
+    pub lane: String,
+    pub warp: String,
+    thread_offsets: HashMap<(Vec<u32>, Vec<u32>), String>,
+    /// Label of the basic block being filled (phis name their predecessors).
+    pub current_block: String,
+}
+
+pub fn malformed(what: impl Into<String>) -> CodegenError {
+    CodegenError::MalformedIr(what.into())
+}
+
+pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
+    let mut l = Lowerer::new(kernel);
+    let mut params = Vec::new();
+    for (i, p) in kernel.params.iter().enumerate() {
+        let arg = format!("%arg{i}");
+        let (ty, reg) = match p.kind {
+            ParamKind::Ptr(_) => ("ptr addrspace(1) align 16".to_string(), arg.clone()),
+            ParamKind::Scalar(ScalarType::Bool) => {
+                let b = l.f.prologue_inst(format!("trunc i8 {arg} to i1"));
+                ("i8".to_string(), b)
+            }
+            ParamKind::Scalar(s) => (super::emit::scalar_type(s).to_string(), arg.clone()),
+        };
+        params.push(format!("{ty} {arg}"));
+        let layout = l.scalar_layout()?;
+        l.values.insert(p.value, Tensor { layout, regs: vec![reg] });
+    }
+    l.current_block = "body".into();
+    l.lower_block(&kernel.body)?;
+    l.f.stmt("ret void");
+
+    let mut text = String::new();
+    let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
+    let _ = writeln!(text, "@global_smem = external addrspace(3) global [0 x i8], align 16\n");
+    for d in &l.f.decls {
+        let _ = writeln!(text, "{d}");
+    }
+    let _ = writeln!(
+        text,
+        "\ndefine ptx_kernel void @{}({}) #0 {{\nentry:\n{}  br label %body\nbody:\n{}}}\n",
+        kernel.name,
+        params.join(", "),
+        l.f.prologue,
+        l.f.body
+    );
+    let _ = writeln!(
+        text,
+        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\" }}",
+        kernel.threads_per_program()
+    );
+    Ok(Lowered {
+        module_text: text,
+        shared_bytes: l.shared_bytes,
+    })
+}
+
+impl<'k> Lowerer<'k> {
+    fn new(kernel: &'k Kernel) -> Self {
+        let mut f = FuncText::default();
+        let tid = f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+        // The call above went to the body; thread ids belong in the prologue.
+        let moved = std::mem::take(&mut f.body);
+        f.prologue.push_str(&moved);
+        let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
+        let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));
+        let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
+        collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
+        Lowerer {
+            kernel,
+            f,
+            num_warps: kernel.options.num_warps,
+            values: HashMap::new(),
+            defs: HashMap::new(),
+            recomputable: HashSet::new(),
+            axis: axis::analyze(kernel),
+            vector_of_shape,
+            shared_bytes: 0,
+            lane,
+            warp,
+            thread_offsets: HashMap::new(),
+            current_block: String::new(),
+        }
+    }
+
+    pub fn ty(&self, v: ValueId) -> &'k Type {
+        self.kernel.type_of(v)
+    }
+
+    pub fn scalar_layout(&self) -> Result<LinearLayout> {
+        Ok(LinearLayout::scalar(self.num_warps)?)
+    }
+
+    /// The default layout of a shape: 16-byte vectors of the widest element accessed at it.
+    pub fn default_layout(&self, shape: &[usize]) -> Result<LinearLayout> {
+        let vector = self.vector_of_shape.get(shape).copied().unwrap_or(4);
+        Ok(LinearLayout::blocked(shape, vector, self.num_warps)?)
+    }
+
+    pub fn tensor(&self, v: ValueId) -> Result<&Tensor> {
+        self.values
+            .get(&v)
+            .ok_or_else(|| malformed(format!("{v} used before its definition")))
+    }
+
+    /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
+    pub fn thread_offset(&mut self, layout: &LinearLayout) -> String {
+        let key = (layout.lanes.clone(), layout.warps.clone());
+        if let Some(v) = self.thread_offsets.get(&key) {
+            return v.clone();
+        }
+        let mut acc = "0".to_string();
+        for (id, bases) in [(self.lane.clone(), &layout.lanes), (self.warp.clone(), &layout.warps)] {
+            for (bit, &basis) in bases.iter().enumerate() {
+                if basis == 0 {
+                    continue;
+                }
+                let set = self.f.prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
+                let on = self.f.prologue_inst(format!("icmp ne i32 {set}, 0"));
+                let part = self.f.prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
+                acc = self.f.prologue_inst(format!("xor i32 {acc}, {part}"));
+            }
+        }
+        self.thread_offsets.insert(key, acc.clone());
+        acc
+    }
+
+    /// Flat index of register `reg` of this thread in `layout`.
+    pub fn flat_index(&mut self, layout: &LinearLayout, reg: usize) -> String {
+        let thread = self.thread_offset(layout);
+        let own = layout.reg_offset(reg);
+        if own == 0 {
+            thread
+        } else {
+            self.f.inst(format!("xor i32 {thread}, {own}"))
+        }
+    }
+
+    /// `v`'s registers in `layout`: as held, recomputed, or moved through shared memory.
+    pub fn get(&mut self, v: ValueId, layout: &LinearLayout) -> Result<Vec<String>> {
+        let t = self.tensor(v)?;
+        if t.layout == *layout {
+            return Ok(t.regs.clone());
+        }
+        if self.ty(v).is_scalar() {
+            return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
+        }
+        if self.recomputable.contains(&v) {
+            if let Some(op) = self.defs.get(&v).copied() {
+                return Ok(self.lower_pure(op, Some(layout))?.regs);
+            }
+        }
+        let t = t.clone();
+        let elem = self.ty(v).elem;
+        self.convert(&t, elem, layout)
+    }
+
+    pub fn lower_block(&mut self, block: &'k Block) -> Result<Option<&'k Op>> {
+        for op in &block.ops {
+            if op.kind.is_terminator() {
+                return Ok(Some(op));
+            }
+            self.lower_op(op)?;
+        }
+        Ok(None)
+    }
+
+    fn define(&mut self, v: ValueId, t: Tensor) {
+        self.values.insert(v, t);
+    }
+
+    fn lower_op(&mut self, op: &'k Op) -> Result<()> {
+        match &op.kind {
+            OpKind::Load { .. } => self.lower_load(op),
+            OpKind::Store { .. } => self.lower_store(op),
+            OpKind::Reduce { .. } => self.lower_reduce(op),
+            OpKind::For { .. } => self.lower_for(op),
+            OpKind::While { .. } => self.lower_while(op),
+            OpKind::If { .. } => self.lower_if(op),
+            OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
+            OpKind::Cumsum { .. } => Err(CodegenError::Unsupported("cumsum".into())),
+            OpKind::Dot { .. } => self.lower_dot(op),
+            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => {
+                Err(CodegenError::Unsupported("atomics".into()))
+            }
+            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => {
+                Err(CodegenError::Unsupported("extract_tile / insert_tile".into()))
+            }
+            OpKind::Print { .. } | OpKind::Assert { .. } => {
+                Err(CodegenError::Unsupported("device_print / device_assert".into()))
+            }
+            _ => {
+                let t = self.lower_pure(op, None)?;
+                let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+                let operands = op.kind.operands();
+                let leaf = matches!(
+                    op.kind,
+                    OpKind::Constant(_) | OpKind::Arange { .. } | OpKind::Splat(_)
+                );
+                let derived = operands
+                    .iter()
+                    .all(|o| self.recomputable.contains(o) || self.ty(*o).is_scalar());
+                if leaf || derived {
+                    self.recomputable.insert(result);
+                }
+                self.defs.insert(result, op);
+                self.define(result, t);
+                Ok(())
+            }
+        }
+    }
+
+    /// Lower a side-effect-free op, in `forced` layout if given.
+    fn lower_pure(&mut self, op: &'k Op, forced: Option<&LinearLayout>) -> Result<Tensor> {
+        let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+        let rty = self.ty(result);
+        let layout = match forced {
+            Some(l) => l.clone(),
+            None if rty.is_scalar() => self.scalar_layout()?,
+            None => self.natural_layout(op, rty)?,
+        };
+        let n = layout.num_regs();
+        let elem = rty.elem;
+        let regs = match &op.kind {
+            OpKind::Constant(lit) => {
+                let c = scalar::literal(&mut self.f, elem, *lit)?;
+                vec![c; n]
+            }
+            OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
+                let dim = ["x", "y", "z"]
+                    .get(*axis as usize)
+                    .ok_or_else(|| malformed(format!("grid axis {axis}")))?;
+                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) { "ctaid" } else { "nctaid" };
+                let r = self.f.call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
+                vec![r; n]
+            }
+            OpKind::Arange { start, .. } => (0..n)
+                .map(|r| {
+                    let flat = self.flat_index(&layout, r);
+                    self.f.inst(format!("add i32 {flat}, {}", *start as i32))
+                })
+                .collect(),
+            OpKind::Splat(v) => {
+                let s = self.tensor(*v)?.regs[0].clone();
+                vec![s; n]
+            }
+            OpKind::Broadcast(v) => {
+                let src = layout.broadcast_source(&self.ty(*v).shape)?;
+                self.get(*v, &src)?
+            }
+            OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
+                let src = layout.reshaped(&self.ty(*v).shape);
+                self.get(*v, &src)?
+            }
+            OpKind::Trans { value, perm } => {
+                let mut inverse = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    *inverse.get_mut(p).ok_or_else(|| malformed("bad permutation"))? = i;
+                }
+                let src = layout.transposed(&inverse)?;
+                self.get(*value, &src)?
+            }
+            kind => {
+                let operands = kind.operands();
+                let regs: Vec<Vec<String>> = operands
+                    .iter()
+                    .map(|o| self.get(*o, &layout))
+                    .collect::<Result<_>>()?;
+                let types: Vec<Elem> = operands.iter().map(|o| self.ty(*o).elem).collect();
+                (0..n)
+                    .map(|r| {
+                        let args: Vec<&str> = regs.iter().map(|v| v[r].as_str()).collect();
+                        self.elementwise(kind, &types, elem, &args)
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        Ok(Tensor { layout, regs })
+    }
+
+    /// The layout a pure op's result takes when nobody asks for one.
+    fn natural_layout(&self, op: &Op, rty: &Type) -> Result<LinearLayout> {
+        let first_tensor = op
+            .kind
+            .operands()
+            .into_iter()
+            .find(|o| !self.ty(*o).is_scalar());
+        match (&op.kind, first_tensor) {
+            (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(&rty.shape),
+            (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
+                Ok(self.tensor(v)?.layout.reshaped(&rty.shape))
+            }
+            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.tensor(v)?.layout.transposed(perm)?),
+            (_, Some(v)) => Ok(self.tensor(v)?.layout.clone()),
+        }
+    }
+
+    fn elementwise(&mut self, kind: &OpKind, types: &[Elem], out: Elem, args: &[&str]) -> Result<String> {
+        let scalar_of = |e: Elem| {
+            e.scalar()
+                .ok_or_else(|| CodegenError::Unsupported(format!("{kind:?} on pointers")))
+        };
+        let f = &mut self.f;
+        match kind {
+            OpKind::Binary { op, .. } => scalar::binary(f, *op, scalar_of(out)?, args[0], args[1]),
+            OpKind::Unary { op, .. } => scalar::unary(f, *op, scalar_of(out)?, args[0]),
+            OpKind::Compare { pred, .. } => scalar::compare(f, *pred, types[0], args[0], args[1]),
+            OpKind::Select { .. } => {
+                let ty = llvm_type(out);
+                Ok(f.inst(format!("select i1 {}, {ty} {}, {ty} {}", args[0], args[1], args[2])))
+            }
+            OpKind::Fma { .. } => scalar::fma(f, scalar_of(out)?, args[0], args[1], args[2]),
+            OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
+            OpKind::Bitcast(_) => scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
+            OpKind::AddPtr { .. } => {
+                let pointee = out.pointee().ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
+                let off_ty = types[1].scalar().ok_or_else(|| malformed("pointer offset"))?;
+                let wide = match off_ty {
+                    ScalarType::I64 => args[1].to_string(),
+                    s if s.is_signed_int() => f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1])),
+                    _ => f.inst(format!("zext {} {} to i64", llvm_type(types[1]), args[1])),
+                };
+                let elem_ty = match pointee {
+                    ScalarType::Bool => "i8",
+                    s => super::emit::scalar_type(s),
+                };
+                Ok(f.inst(format!("getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}", args[0])))
+            }
+            other => Err(CodegenError::Unsupported(format!("{other:?}"))),
+        }
+    }
+
+    /// Emit a CTA-wide barrier (also a compiler memory fence).
+    pub fn barrier(&mut self) {
+        self.f.asm("void", "bar.sync 0;", "~{memory}", &[]);
+    }
+
+    /// Pointer to byte `offset` (an i32 operand) of the dynamic shared array.
+    pub fn smem_ptr(&mut self, offset: &str) -> String {
+        self.f
+            .inst(format!("getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"))
+    }
+
+    pub fn use_shared(&mut self, bytes: usize) {
+        self.shared_bytes = self.shared_bytes.max(bytes as u32);
+    }
+}
+
+/// Widest element accessed by a load or store of each shape -> elements per 16 bytes.
+fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<usize>, usize>) {
+    for op in &block.ops {
+        for b in op.kind.blocks() {
+            collect_access_widths(kernel, b, out);
+        }
+        let ptr = match &op.kind {
+            OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } => *ptr,
+            _ => continue,
+        };
+        let ty = kernel.type_of(ptr);
+        let bytes = ty.elem.pointee().map_or(4, |s| s.size_bytes()).max(1);
+        let vector = 16 / bytes;
+        let entry = out.entry(ty.shape.clone()).or_insert(vector);
+        *entry = (*entry).min(vector);
+    }
+}

@@ -1,0 +1,315 @@
+//! Global loads and stores. Registers whose pointers the axis analysis
+//! proves contiguous form vectors of up to 16 bytes; whether the first address
+//! is aligned (a `row * stride` offset is unknown until run time) and the
+//! chunk's mask uniform is checked per thread at run time, and the predicated
+//! vector access runs when it holds, per-element predicated accesses
+//! otherwise. Masked-off lanes keep `other` and touch no memory.
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::scalar::{from_bits, mem_bytes, to_bits};
+use crate::ir::{CacheModifier, EvictionPolicy, Op, OpKind};
+use crate::layout::LinearLayout;
+
+/// How one memory word travels: PTX type, asm constraint, LLVM type.
+fn word_kind(bytes: usize) -> (&'static str, &'static str, &'static str) {
+    match bytes {
+        1 => ("u8", "h", "i16"),
+        2 => ("b16", "h", "i16"),
+        8 => ("b64", "l", "i64"),
+        _ => ("b32", "r", "i32"),
+    }
+}
+
+/// Registers per vector access: leading register bases that walk the last dim
+/// element by element, capped by the pointer contiguity and 16 bytes.
+fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> usize {
+    let mut n = 1usize;
+    for (i, &b) in layout.regs.iter().enumerate() {
+        if b != 1 << i {
+            break;
+        }
+        n *= 2;
+    }
+    n.min(contiguity).min((16 / elem_bytes).max(1)).max(1)
+}
+
+fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> String {
+    if volatile {
+        return "ld.volatile.global".into();
+    }
+    let cop = match cache {
+        CacheModifier::Ca => ".ca",
+        CacheModifier::Cg => ".cg",
+        CacheModifier::Cs => ".cs",
+        _ => "",
+    };
+    format!("ld.global{cop}{}", eviction_qualifier(cop.is_empty(), eviction))
+}
+
+fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> String {
+    let cop = match cache {
+        CacheModifier::Cg => ".cg",
+        CacheModifier::Cs => ".cs",
+        CacheModifier::Wb => ".wb",
+        CacheModifier::Wt => ".wt",
+        _ => "",
+    };
+    format!("st.global{cop}{}", eviction_qualifier(cop.is_empty(), eviction))
+}
+
+/// PTX takes a cache operator or an L1 eviction priority, so the hint yields to `.cop`.
+fn eviction_qualifier(allowed: bool, eviction: EvictionPolicy) -> &'static str {
+    match (allowed, eviction) {
+        (true, EvictionPolicy::EvictFirst) => ".L1::evict_first",
+        (true, EvictionPolicy::EvictLast) => ".L1::evict_last",
+        _ => "",
+    }
+}
+
+/// Splits `n` elements of `elem_bytes` into memory words: (word bytes, words).
+fn words_of(n: usize, elem_bytes: usize) -> (usize, usize) {
+    let total = n * elem_bytes;
+    let word = if elem_bytes >= 8 { 8 } else { total.min(4) };
+    (word, total / word)
+}
+
+impl<'k> Lowerer<'k> {
+    /// Pack element bit patterns (ints of `elem_bytes`) into words.
+    fn pack(&mut self, bits: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
+        let (_, _, wty) = word_kind(word);
+        let ety = word_kind(elem_bytes).2;
+        let ety = if elem_bytes == 1 { "i8" } else { ety };
+        let per_word = word / elem_bytes;
+        bits.chunks(per_word)
+            .map(|chunk| {
+                if per_word == 1 {
+                    return if elem_bytes == 1 {
+                        self.f.inst(format!("zext i8 {} to i16", chunk[0]))
+                    } else {
+                        chunk[0].clone()
+                    };
+                }
+                let mut acc = "0".to_string();
+                for (i, b) in chunk.iter().enumerate() {
+                    let wide = self.f.inst(format!("zext {ety} {b} to {wty}"));
+                    let shifted = self.f.inst(format!("shl {wty} {wide}, {}", i * elem_bytes * 8));
+                    acc = self.f.inst(format!("or {wty} {acc}, {shifted}"));
+                }
+                acc
+            })
+            .collect()
+    }
+
+    /// Inverse of [`Lowerer::pack`].
+    fn unpack(&mut self, words: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
+        let (_, _, wty) = word_kind(word);
+        let ety = if elem_bytes == 1 { "i8" } else { word_kind(elem_bytes).2 };
+        let per_word = word / elem_bytes;
+        let mut out = Vec::new();
+        for w in words {
+            for i in 0..per_word {
+                let shifted = if i == 0 {
+                    w.clone()
+                } else {
+                    self.f.inst(format!("lshr {wty} {w}, {}", i * elem_bytes * 8))
+                };
+                out.push(if ety == wty {
+                    shifted
+                } else {
+                    self.f.inst(format!("trunc {wty} {shifted} to {ety}"))
+                });
+            }
+        }
+        out
+    }
+
+    /// Predicated load of `words` words at `addr`; inactive words keep `init`.
+    fn load_words(&mut self, instr: &str, addr: &str, pred: &str, init: &[String], word: usize) -> Vec<String> {
+        let (ptx, con, lty) = word_kind(word);
+        let n = init.len();
+        let outs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
+        let mut asm = String::new();
+        let mov = if word == 1 { "b16" } else { ptx };
+        for i in 0..n {
+            asm.push_str(&format!("mov.{mov} ${i}, ${};\\0A\\09", n + i));
+        }
+        let vec = if n == 1 { String::new() } else { format!(".v{n}") };
+        let dst = if n == 1 { outs[0].clone() } else { format!("{{{}}}", outs.join(", ")) };
+        asm.push_str(&format!("@${} {instr}{vec}.{ptx} {dst}, [${}];", 2 * n + 1, 2 * n));
+        let constraints: Vec<String> = (0..n)
+            .map(|_| format!("={con}"))
+            .chain((0..n).map(|_| con.to_string()))
+            .chain(["l".to_string(), "b".to_string()])
+            .collect();
+        let mut args: Vec<(&str, &str)> = init.iter().map(|v| (lty, v.as_str())).collect();
+        args.push(("ptr addrspace(1)", addr));
+        args.push(("i1", pred));
+        let ret = if n == 1 {
+            lty.to_string()
+        } else {
+            format!("{{ {} }}", vec![lty; n].join(", "))
+        };
+        let r = self.f.asm(&ret, &asm, &constraints.join(","), &args);
+        if n == 1 {
+            return vec![r];
+        }
+        (0..n)
+            .map(|i| self.f.inst(format!("extractvalue {ret} {r}, {i}")))
+            .collect()
+    }
+
+    fn store_words(&mut self, instr: &str, addr: &str, pred: &str, words: &[String], word: usize) {
+        let (ptx, con, lty) = word_kind(word);
+        let n = words.len();
+        let srcs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+        let vec = if n == 1 { String::new() } else { format!(".v{n}") };
+        let src = if n == 1 { srcs[0].clone() } else { format!("{{{}}}", srcs.join(", ")) };
+        let ptx = if word == 1 { "u8" } else { ptx };
+        let asm = format!("@${} {instr}{vec}.{ptx} [$0], {src};", n + 1);
+        let constraints: Vec<String> = ["l".to_string()]
+            .into_iter()
+            .chain((0..n).map(|_| con.to_string()))
+            .chain(["b".to_string()])
+            .collect();
+        let mut args: Vec<(&str, &str)> = vec![("ptr addrspace(1)", addr)];
+        args.extend(words.iter().map(|w| (lty, w.as_str())));
+        args.push(("i1", pred));
+        self.f.asm("void", &asm, &constraints.join(","), &args);
+    }
+
+    /// (vector path taken, vector predicate, scalar predicates) for one chunk.
+    fn chunk_predicates(&mut self, addr: &str, masks: Option<&[String]>, bytes: usize, n: usize) -> (String, String, Vec<String>) {
+        let int = self.f.inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
+        let low = self.f.inst(format!("and i64 {int}, {}", bytes - 1));
+        let mut ok = self.f.inst(format!("icmp eq i64 {low}, 0"));
+        if let Some(m) = masks {
+            for mi in &m[1..] {
+                let same = self.f.inst(format!("icmp eq i1 {mi}, {}", m[0]));
+                ok = self.f.inst(format!("and i1 {ok}, {same}"));
+            }
+        }
+        let vector_pred = match masks {
+            Some(m) => self.f.inst(format!("and i1 {ok}, {}", m[0])),
+            None => ok.clone(),
+        };
+        let not_ok = self.f.inst(format!("xor i1 {ok}, true"));
+        let scalar_preds = (0..n)
+            .map(|i| match masks {
+                Some(m) => self.f.inst(format!("and i1 {not_ok}, {}", m[i])),
+                None => not_ok.clone(),
+            })
+            .collect();
+        (ok, vector_pred, scalar_preds)
+    }
+
+    pub fn lower_load(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Load { ptr, mask, other, cache, eviction, volatile } = &op.kind else {
+            return Err(malformed("not a load"));
+        };
+        let result = *op.results.first().ok_or_else(|| malformed("load without result"))?;
+        let elem = self.ty(result).elem;
+        let ptrs = self.tensor(*ptr)?.clone();
+        let layout = ptrs.layout.clone();
+        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
+        let others = other.map(|o| self.get(o, &layout)).transpose()?;
+        let bytes = mem_bytes(elem);
+        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let n = vector_len(&layout, contiguity, bytes);
+        let instr = load_qualifiers(*cache, *eviction, *volatile);
+        let mut out = Vec::with_capacity(layout.num_regs());
+        for start in (0..layout.num_regs()).step_by(n) {
+            let range = start..start + n;
+            let init_bits: Vec<String> = match &others {
+                Some(o) => o[range.clone()].iter().map(|v| to_bits(&mut self.f, elem, v)).collect(),
+                None => vec![if bytes == 1 { "0".into() } else { "0".into() }; n],
+            };
+            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
+            let addr = ptrs.regs[start].clone();
+            let (word, _) = words_of(1, bytes);
+            let scalar_inits = self.pack(&init_bits, bytes, word);
+            if n == 1 {
+                let pred = chunk_masks.as_ref().map_or("true".to_string(), |m| m[0].clone());
+                let w = self.load_words(&instr, &addr, &pred, &scalar_inits, word);
+                let b = self.unpack(&w, bytes, word);
+                out.push(from_bits(&mut self.f, elem, &b[0]));
+                continue;
+            }
+            let (vword, _) = words_of(n, bytes);
+            let vec_inits = self.pack(&init_bits, bytes, vword);
+            let (ok, vpred, spreds) = self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
+            let vw = self.load_words(&instr, &addr, &vpred, &vec_inits, vword);
+            let vbits = self.unpack(&vw, bytes, vword);
+            for (i, reg) in range.enumerate() {
+                let sw = self.load_words(&instr, &ptrs.regs[reg], &spreds[i], &scalar_inits[i..i + 1], word);
+                let sbits = self.unpack(&sw, bytes, word);
+                let ety = vbits[i].clone();
+                let bty = if bytes == 1 { "i8" } else { word_kind(bytes).2 };
+                let chosen = self.f.inst(format!("select i1 {ok}, {bty} {ety}, {bty} {}", sbits[0]));
+                out.push(from_bits(&mut self.f, elem, &chosen));
+            }
+        }
+        self.values.insert(result, Tensor { layout, regs: out });
+        Ok(())
+    }
+
+    pub fn lower_store(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Store { ptr, value, mask, cache, eviction } = &op.kind else {
+            return Err(malformed("not a store"));
+        };
+        let elem = self.ty(*value).elem;
+        let ptrs = self.tensor(*ptr)?.clone();
+        let layout = ptrs.layout.clone();
+        let values = self.get(*value, &layout)?;
+        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
+        let bytes = mem_bytes(elem);
+        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let n = vector_len(&layout, contiguity, bytes);
+        let instr = store_qualifiers(*cache, *eviction);
+        let (word, _) = words_of(1, bytes);
+        for start in (0..layout.num_regs()).step_by(n) {
+            let range = start..start + n;
+            let bits: Vec<String> = values[range.clone()].iter().map(|v| to_bits(&mut self.f, elem, v)).collect();
+            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
+            let addr = ptrs.regs[start].clone();
+            if n == 1 {
+                let pred = chunk_masks.as_ref().map_or("true".to_string(), |m| m[0].clone());
+                let w = self.pack(&bits, bytes, word);
+                self.store_words(&instr, &addr, &pred, &w, word);
+                continue;
+            }
+            let (vword, _) = words_of(n, bytes);
+            let vwords = self.pack(&bits, bytes, vword);
+            let (_, vpred, spreds) = self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
+            self.store_words(&instr, &addr, &vpred, &vwords, vword);
+            for (i, reg) in range.enumerate() {
+                let w = self.pack(&bits[i..i + 1], bytes, word);
+                self.store_words(&instr, &ptrs.regs[reg], &spreds[i], &w, word);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vector_length_follows_layout_contiguity_and_16_bytes() {
+        let l = LinearLayout::blocked(&[1024], 4, 4).unwrap();
+        assert_eq!(vector_len(&l, 1024, 4), 4);
+        assert_eq!(vector_len(&l, 2, 4), 2);
+        assert_eq!(vector_len(&l, 1024, 8), 2);
+        let l8 = LinearLayout::blocked(&[1024], 8, 4).unwrap();
+        assert_eq!(vector_len(&l8, 1024, 2), 8);
+        assert_eq!(vector_len(&l8, 1024, 4), 4);
+    }
+
+    #[test]
+    fn words_split_chunks() {
+        assert_eq!(words_of(8, 2), (4, 4));
+        assert_eq!(words_of(2, 8), (8, 2));
+        assert_eq!(words_of(2, 1), (2, 1));
+        assert_eq!(words_of(1, 1), (1, 1));
+    }
+}

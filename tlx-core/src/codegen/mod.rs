@@ -1,0 +1,66 @@
+//! Code generation: a verified [`ir::Kernel`] to LLVM IR to PTX.
+//!
+//! The kernel is lowered to LLVM IR text (one function, every tensor spread
+//! over the threads by a [`crate::layout::LinearLayout`], one LLVM scalar per
+//! register), which LLVM's NVPTX back end then verifies, optimizes (O3) and
+//! turns into PTX.
+//!
+//! Math accuracy: `exp`/`exp2`/`log`/`log2` use `ex2.approx`/`lg2.approx`
+//! (about 2 ulp, relative error near 2^-22; `exp` and `log` add the rounding of
+//! the scaling by log2(e) or ln 2), `sin`/`cos` use `sin.approx`/`cos.approx`
+//! (absolute error about 2^-20 on [-pi, pi], worse far from it), `rsqrt` uses
+//! `rsqrt.approx` and `sqrt` is correctly rounded. Half and bfloat16 math is
+//! done in f32 and rounded once.
+
+mod axis;
+mod control;
+mod convert;
+mod dot;
+mod emit;
+mod llvm;
+mod lower;
+mod memory;
+mod reduce;
+mod scalar;
+
+use crate::ir;
+use crate::layout::LayoutError;
+use thiserror::Error;
+
+/// A kernel compiled for one architecture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledKernel {
+    /// The PTX entry name (the kernel's name).
+    pub entry: String,
+    pub ptx: String,
+    /// The optimized LLVM IR the PTX was generated from.
+    pub llvm_ir: String,
+    /// Dynamic shared memory the launch must provide, in bytes.
+    pub shared_bytes: u32,
+    pub num_warps: u32,
+}
+
+#[derive(Debug, Error)]
+pub enum CodegenError {
+    #[error("code generation does not support {0} yet")]
+    Unsupported(String),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("malformed IR: {0}")]
+    MalformedIr(String),
+    #[error("internal LLVM error: {0}")]
+    Llvm(String),
+}
+
+/// Compile `kernel` to PTX for `arch`.
+pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
+    let lowered = lower::lower_kernel(kernel)?;
+    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch)?;
+    Ok(CompiledKernel {
+        entry: kernel.name.clone(),
+        ptx,
+        llvm_ir,
+        shared_bytes: lowered.shared_bytes,
+        num_warps: kernel.options.num_warps,
+    })
+}

@@ -1,0 +1,272 @@
+//! `Reduce` along one axis: first the registers of each thread, then across
+//! lanes with butterfly shuffles, then across warps through shared memory.
+//! The result is in the operand layout's slice (replicated along the reduced
+//! axis). f16/bf16 sums accumulate in f32 and round once at the end.
+
+use super::emit::scalar_type;
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::scalar;
+use super::CodegenError;
+use crate::ir::{BinaryOp, Elem, Op, OpKind, ReduceKind, ScalarType};
+use crate::layout::dim_bits;
+
+/// A partial result: the value and, for argmax/argmin, its index along the axis.
+#[derive(Clone)]
+struct Partial {
+    value: String,
+    index: Option<String>,
+}
+
+fn accumulator_type(kind: ReduceKind, s: ScalarType) -> ScalarType {
+    match (kind, s) {
+        (ReduceKind::Sum, ScalarType::F16 | ScalarType::BF16) => ScalarType::F32,
+        _ => s,
+    }
+}
+
+impl<'k> Lowerer<'k> {
+    fn combine(&mut self, kind: ReduceKind, s: ScalarType, a: &Partial, b: &Partial) -> Result<Partial> {
+        let binary = |op| -> Option<BinaryOp> { Some(op) };
+        let op = match kind {
+            ReduceKind::Sum => binary(BinaryOp::Add),
+            ReduceKind::Max => binary(BinaryOp::Max),
+            ReduceKind::Min => binary(BinaryOp::Min),
+            ReduceKind::Argmax | ReduceKind::Argmin => None,
+        };
+        if let Some(op) = op {
+            let value = scalar::binary(&mut self.f, op, s, &a.value, &b.value)?;
+            return Ok(Partial { value, index: None });
+        }
+        let (ai, bi) = match (&a.index, &b.index) {
+            (Some(ai), Some(bi)) => (ai.clone(), bi.clone()),
+            _ => return Err(malformed("arg reduction without indices")),
+        };
+        let ty = scalar_type(s);
+        let float = super::emit::is_llvm_float(s);
+        let better_pred = match (kind == ReduceKind::Argmax, float, s.is_signed_int()) {
+            (true, true, _) => "fcmp ogt",
+            (false, true, _) => "fcmp olt",
+            (true, false, true) => "icmp sgt",
+            (true, false, false) => "icmp ugt",
+            (false, false, true) => "icmp slt",
+            (false, false, false) => "icmp ult",
+        };
+        let f = &mut self.f;
+        let better = f.inst(format!("{better_pred} {ty} {}, {}", a.value, b.value));
+        let first = f.inst(format!("icmp slt i32 {ai}, {bi}"));
+        let a_wins = if float {
+            // NaN beats every number (as `maximum`/`minimum` propagate it); ties go to the first index.
+            let eq = f.inst(format!("fcmp oeq {ty} {}, {}", a.value, b.value));
+            let a_nan = f.inst(format!("fcmp uno {ty} {}, 0.0", a.value));
+            let b_nan = f.inst(format!("fcmp uno {ty} {}, 0.0", b.value));
+            let both_nan = f.inst(format!("and i1 {a_nan}, {b_nan}"));
+            let tie = f.inst(format!("or i1 {eq}, {both_nan}"));
+            let tie_first = f.inst(format!("and i1 {tie}, {first}"));
+            let b_num = f.inst(format!("xor i1 {b_nan}, true"));
+            let nan_wins = f.inst(format!("and i1 {a_nan}, {b_num}"));
+            let w = f.inst(format!("or i1 {better}, {tie_first}"));
+            f.inst(format!("or i1 {w}, {nan_wins}"))
+        } else {
+            let eq = f.inst(format!("icmp eq {ty} {}, {}", a.value, b.value));
+            let tie_first = f.inst(format!("and i1 {eq}, {first}"));
+            f.inst(format!("or i1 {better}, {tie_first}"))
+        };
+        let value = f.inst(format!("select i1 {a_wins}, {ty} {}, {ty} {}", a.value, b.value));
+        let index = f.inst(format!("select i1 {a_wins}, i32 {ai}, i32 {bi}"));
+        Ok(Partial { value, index: Some(index) })
+    }
+
+    /// `value` from the lane `lane ^ mask` of this warp.
+    fn shuffle_xor(&mut self, s: ScalarType, value: &str, mask: u32) -> String {
+        let ty = scalar_type(s);
+        let shfl = |f: &mut super::emit::FuncText, v: &str| {
+            f.call(
+                "i32",
+                "llvm.nvvm.shfl.sync.bfly.i32",
+                &[("i32", "-1"), ("i32", v), ("i32", &mask.to_string()), ("i32", "31")],
+            )
+        };
+        let f = &mut self.f;
+        match ty {
+            "i32" => shfl(f, value),
+            "float" => {
+                let b = f.inst(format!("bitcast float {value} to i32"));
+                let r = shfl(f, &b);
+                f.inst(format!("bitcast i32 {r} to float"))
+            }
+            "i64" => {
+                let lo = f.inst(format!("trunc i64 {value} to i32"));
+                let hi64 = f.inst(format!("lshr i64 {value}, 32"));
+                let hi = f.inst(format!("trunc i64 {hi64} to i32"));
+                let (lo, hi) = (shfl(f, &lo), shfl(f, &hi));
+                let lo = f.inst(format!("zext i32 {lo} to i64"));
+                let hi = f.inst(format!("zext i32 {hi} to i64"));
+                let hi = f.inst(format!("shl i64 {hi}, 32"));
+                f.inst(format!("or i64 {hi}, {lo}"))
+            }
+            narrow => {
+                let int = match narrow {
+                    "half" | "bfloat" => f.inst(format!("bitcast {narrow} {value} to i16")),
+                    _ => value.to_string(),
+                };
+                let int_ty = if narrow == "half" || narrow == "bfloat" { "i16" } else { narrow };
+                let wide = f.inst(format!("zext {int_ty} {int} to i32"));
+                let r = shfl(f, &wide);
+                let back = f.inst(format!("trunc i32 {r} to {int_ty}"));
+                if int_ty == narrow {
+                    back
+                } else {
+                    f.inst(format!("bitcast i16 {back} to {narrow}"))
+                }
+            }
+        }
+    }
+
+    pub fn lower_reduce(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Reduce { value, axis, kind } = &op.kind else {
+            return Err(malformed("not a reduce"));
+        };
+        let (kind, axis) = (*kind, *axis);
+        let result = *op.results.first().ok_or_else(|| malformed("reduce without result"))?;
+        let src: Tensor = self.tensor(*value)?.clone();
+        let s = self
+            .ty(*value)
+            .elem
+            .scalar()
+            .ok_or_else(|| CodegenError::Unsupported("reducing pointers".into()))?;
+        if matches!(s, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
+            return Err(CodegenError::Unsupported(format!("reducing {s} (cast it first)")));
+        }
+        let layout = src.layout.clone();
+        let shape = layout.shape.clone();
+        if axis >= shape.len() {
+            return Err(malformed(format!("reduce axis {axis} of rank {}", shape.len())));
+        }
+        let bits = dim_bits(&shape)?;
+        let low: usize = bits[axis + 1..].iter().sum();
+        let field = ((1u32 << bits[axis]) - 1) << low;
+        let mixed = |bases: &[u32]| bases.iter().any(|&b| b & field != 0 && b & !field != 0);
+        if mixed(&layout.regs) || mixed(&layout.lanes) || mixed(&layout.warps) {
+            return Err(CodegenError::Unsupported("reducing a layout that mixes dimensions".into()));
+        }
+        let (reg_mask, lane_mask, warp_mask) = layout.axis_bits(axis)?;
+        let acc_s = accumulator_type(kind, s);
+        let with_index = matches!(kind, ReduceKind::Argmax | ReduceKind::Argmin);
+
+        // Registers of this thread.
+        let n = layout.num_regs();
+        let mut partials: Vec<Option<Partial>> = vec![None; n];
+        for r in 0..n {
+            let base = r & !(reg_mask as usize);
+            let value = scalar::cast(&mut self.f, s, acc_s, &src.regs[r])?;
+            let index = if with_index {
+                let flat = self.flat_index(&layout, r);
+                let shifted = self.f.inst(format!("lshr i32 {flat}, {low}"));
+                Some(self.f.inst(format!("and i32 {shifted}, {}", (1u32 << bits[axis]) - 1)))
+            } else {
+                None
+            };
+            let p = Partial { value, index };
+            partials[base] = Some(match partials[base].take() {
+                None => p,
+                Some(acc) => self.combine(kind, acc_s, &acc, &p)?,
+            });
+        }
+        let bases: Vec<usize> = (0..n).filter(|r| r & reg_mask as usize == 0).collect();
+        let mut reduced: Vec<Partial> = bases
+            .iter()
+            .map(|&b| partials[b].clone().ok_or_else(|| malformed("empty register group")))
+            .collect::<Result<_>>()?;
+
+        // Lanes of the warp.
+        for bit in 0..crate::layout::LANE_BITS {
+            if lane_mask >> bit & 1 == 0 {
+                continue;
+            }
+            for p in reduced.iter_mut() {
+                let value = self.shuffle_xor(acc_s, &p.value, 1 << bit);
+                let index = p.index.as_ref().map(|i| self.shuffle_xor(ScalarType::I32, i, 1 << bit));
+                *p = self.combine(kind, acc_s, p, &Partial { value, index })?;
+            }
+        }
+
+        // Warps of the CTA.
+        let result_layout = layout.sliced(axis)?;
+        if warp_mask != 0 {
+            reduced = self.reduce_across_warps(kind, acc_s, &result_layout, &bases, reduced, warp_mask)?;
+        }
+
+        let mut regs = Vec::with_capacity(n);
+        let position: std::collections::HashMap<usize, usize> =
+            bases.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+        let out_s = self.ty(result).elem.scalar().unwrap_or(ScalarType::I32);
+        let mut finals = Vec::with_capacity(reduced.len());
+        for p in &reduced {
+            finals.push(match &p.index {
+                Some(i) => i.clone(),
+                None => scalar::cast(&mut self.f, acc_s, out_s, &p.value)?,
+            });
+        }
+        for r in 0..n {
+            let i = position[&(r & !(reg_mask as usize))];
+            regs.push(finals[i].clone());
+        }
+        self.values.insert(result, Tensor { layout: result_layout, regs });
+        Ok(())
+    }
+
+    fn reduce_across_warps(
+        &mut self,
+        kind: ReduceKind,
+        s: ScalarType,
+        result_layout: &crate::layout::LinearLayout,
+        bases: &[usize],
+        reduced: Vec<Partial>,
+        warp_mask: u32,
+    ) -> Result<Vec<Partial>> {
+        let groups = 1usize << warp_mask.count_ones();
+        let numel = result_layout.numel();
+        let elem = Elem::Scalar(s);
+        let value_bytes = groups * numel * s.size_bytes();
+        let index_base = value_bytes.div_ceil(4) * 4;
+        let with_index = reduced.first().is_some_and(|p| p.index.is_some());
+        self.use_shared(if with_index { index_base + groups * numel * 4 } else { value_bytes });
+        // This warp's position among the warps that split the axis.
+        let mut group = "0".to_string();
+        for (j, bit) in (0..32).filter(|b| warp_mask >> b & 1 == 1).enumerate() {
+            let shifted = self.f.inst(format!("lshr i32 {}, {bit}", self.warp));
+            let one = self.f.inst(format!("and i32 {shifted}, 1"));
+            let placed = self.f.inst(format!("shl i32 {one}, {j}"));
+            group = self.f.inst(format!("or i32 {group}, {placed}"));
+        }
+        let group_base = self.f.inst(format!("mul i32 {group}, {numel}"));
+        self.barrier();
+        let mut flats = Vec::new();
+        for (p, &b) in reduced.iter().zip(bases) {
+            let flat = self.flat_index(result_layout, b);
+            let slot = self.f.inst(format!("add i32 {group_base}, {flat}"));
+            self.smem_store(elem, 0, &slot, &p.value);
+            if let Some(i) = &p.index {
+                self.smem_store(Elem::Scalar(ScalarType::I32), index_base, &slot, i);
+            }
+            flats.push(flat);
+        }
+        self.barrier();
+        let mut out = Vec::with_capacity(reduced.len());
+        for flat in flats {
+            let mut acc: Option<Partial> = None;
+            for g in 0..groups {
+                let slot = self.f.inst(format!("add i32 {flat}, {}", g * numel));
+                let value = self.smem_load(elem, 0, &slot);
+                let index = with_index.then(|| self.smem_load(Elem::Scalar(ScalarType::I32), index_base, &slot));
+                let p = Partial { value, index };
+                acc = Some(match acc {
+                    None => p,
+                    Some(a) => self.combine(kind, s, &a, &p)?,
+                });
+            }
+            out.push(acc.ok_or_else(|| malformed("no warp groups"))?);
+        }
+        Ok(out)
+    }
+}

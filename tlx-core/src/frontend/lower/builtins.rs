@@ -1,0 +1,1043 @@
+//! Calls: the builtin functions and methods of the language, and inlining
+//! of helper `fn`s declared in the kernel body.
+
+use super::expr::is_power_of_two;
+use super::typing::broadcast_shapes;
+use super::{Lowerer, MAX_INLINE_DEPTH, R};
+use crate::diag::Diagnostic;
+use crate::frontend::scan;
+use crate::frontend::value::{ConstVal, Val};
+use crate::ir::{
+    AtomicOp, CacheModifier, DotPrecision, Elem, EvictionPolicy, MemScope, MemSem, OpKind,
+    ReduceKind, ScalarType, Type, UnaryOp, ValueId,
+};
+use proc_macro2::Span;
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+use syn::Expr;
+
+/// Builtins that may also be called as methods (`x.exp()`), receiver first.
+const METHODS: &[&str] = &[
+    "to",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "abs",
+    "floor",
+    "ceil",
+    "sum",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "expand_dims",
+    "broadcast_to",
+    "reshape",
+    "trans",
+    "permute",
+    "extract_tile",
+    "insert_tile",
+];
+
+/// A call's arguments, split into positional and `name = value` ones.
+struct CallArgs<'e> {
+    name: String,
+    span: Span,
+    positional: Vec<&'e Expr>,
+    keywords: Vec<(String, &'e Expr, Span)>,
+}
+
+impl<'e> CallArgs<'e> {
+    fn new(
+        name: String,
+        span: Span,
+        receiver: Option<&'e Expr>,
+        args: impl Iterator<Item = &'e Expr>,
+    ) -> R<CallArgs<'e>> {
+        let mut out = CallArgs {
+            name,
+            span,
+            positional: receiver.into_iter().collect(),
+            keywords: Vec::new(),
+        };
+        for arg in args {
+            match arg {
+                Expr::Assign(kw) => {
+                    let Expr::Path(p) = &*kw.left else {
+                        return Err(Diagnostic::new(
+                            kw.left.span(),
+                            "expected a keyword argument name",
+                        ));
+                    };
+                    let Some(ident) = p.path.get_ident() else {
+                        return Err(Diagnostic::new(
+                            kw.left.span(),
+                            "expected a keyword argument name",
+                        ));
+                    };
+                    out.keywords
+                        .push((ident.to_string(), &kw.right, ident.span()));
+                }
+                other if !out.keywords.is_empty() => {
+                    return Err(Diagnostic::new(
+                        other.span(),
+                        "a positional argument cannot follow a keyword argument",
+                    ));
+                }
+                other => out.positional.push(other),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Matches arguments to `params` (in Triton's order); the first `required` must be given.
+    fn bind(&self, params: &[&str], required: usize) -> R<Vec<Option<&'e Expr>>> {
+        let signature = format!("`{}({})`", self.name, params.join(", "));
+        if self.positional.len() > params.len() {
+            return Err(Diagnostic::new(
+                self.positional[params.len()].span(),
+                format!(
+                    "`{}` takes at most {} arguments, {} given",
+                    self.name,
+                    params.len(),
+                    self.positional.len()
+                ),
+            )
+            .with_hint(format!("its signature is {signature}")));
+        }
+        let mut bound: Vec<Option<&'e Expr>> = vec![None; params.len()];
+        for (slot, e) in bound.iter_mut().zip(&self.positional) {
+            *slot = Some(*e);
+        }
+        for (name, e, span) in &self.keywords {
+            let Some(i) = params.iter().position(|p| p == name) else {
+                return Err(Diagnostic::new(
+                    *span,
+                    format!("`{}` has no argument named `{name}`", self.name),
+                )
+                .with_hint(format!("its signature is {signature}")));
+            };
+            if bound[i].is_some() {
+                return Err(Diagnostic::new(
+                    *span,
+                    format!("argument `{name}` is given twice"),
+                ));
+            }
+            bound[i] = Some(*e);
+        }
+        if let Some(missing) = (0..required).find(|&i| bound[i].is_none()) {
+            return Err(Diagnostic::new(
+                self.span,
+                format!(
+                    "`{}` is missing its argument `{}`",
+                    self.name, params[missing]
+                ),
+            )
+            .with_hint(format!("its signature is {signature}")));
+        }
+        Ok(bound)
+    }
+}
+
+fn unary_math(name: &str) -> Option<UnaryOp> {
+    Some(match name {
+        "exp" => UnaryOp::Exp,
+        "exp2" => UnaryOp::Exp2,
+        "log" => UnaryOp::Log,
+        "log2" => UnaryOp::Log2,
+        "sqrt" => UnaryOp::Sqrt,
+        "rsqrt" => UnaryOp::Rsqrt,
+        "sin" => UnaryOp::Sin,
+        "cos" => UnaryOp::Cos,
+        "abs" => UnaryOp::Abs,
+        "floor" => UnaryOp::Floor,
+        "ceil" => UnaryOp::Ceil,
+        _ => return None,
+    })
+}
+
+fn reduce_kind(name: &str) -> Option<ReduceKind> {
+    Some(match name {
+        "sum" => ReduceKind::Sum,
+        "max" => ReduceKind::Max,
+        "min" => ReduceKind::Min,
+        "argmax" => ReduceKind::Argmax,
+        "argmin" => ReduceKind::Argmin,
+        _ => return None,
+    })
+}
+
+fn atomic_op(name: &str) -> Option<AtomicOp> {
+    Some(match name {
+        "atomic_add" => AtomicOp::Add,
+        "atomic_max" => AtomicOp::Max,
+        "atomic_min" => AtomicOp::Min,
+        "atomic_and" => AtomicOp::And,
+        "atomic_or" => AtomicOp::Or,
+        "atomic_xor" => AtomicOp::Xor,
+        "atomic_xchg" => AtomicOp::Exchange,
+        _ => return None,
+    })
+}
+
+fn str_arg(e: &Expr) -> R<String> {
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Ok(s.value()),
+        other => Err(Diagnostic::new(other.span(), "expected a string literal")),
+    }
+}
+
+/// Parses a string option against its table of accepted values.
+fn choice<T: Copy>(e: Option<&Expr>, table: &[(&str, T)], default: T) -> R<T> {
+    let Some(e) = e else { return Ok(default) };
+    let s = str_arg(e)?;
+    table
+        .iter()
+        .find(|(k, _)| *k == s)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<String> = table.iter().map(|(k, _)| format!("\"{k}\"")).collect();
+            Diagnostic::new(e.span(), format!("unknown option \"{s}\""))
+                .with_hint(format!("use one of {}", names.join(", ")))
+        })
+}
+
+const CACHE: &[(&str, CacheModifier)] = &[
+    ("", CacheModifier::None),
+    (".ca", CacheModifier::Ca),
+    (".cg", CacheModifier::Cg),
+    (".cs", CacheModifier::Cs),
+    (".wb", CacheModifier::Wb),
+    (".wt", CacheModifier::Wt),
+];
+const EVICTION: &[(&str, EvictionPolicy)] = &[
+    ("", EvictionPolicy::Normal),
+    ("evict_normal", EvictionPolicy::Normal),
+    ("evict_first", EvictionPolicy::EvictFirst),
+    ("evict_last", EvictionPolicy::EvictLast),
+];
+const SEM: &[(&str, MemSem)] = &[
+    ("relaxed", MemSem::Relaxed),
+    ("acquire", MemSem::Acquire),
+    ("release", MemSem::Release),
+    ("acq_rel", MemSem::AcqRel),
+];
+const SCOPE: &[(&str, MemScope)] = &[
+    ("cta", MemScope::Cta),
+    ("gpu", MemScope::Gpu),
+    ("sys", MemScope::System),
+];
+const PRECISION: &[(&str, DotPrecision)] =
+    &[("tf32", DotPrecision::Tf32), ("ieee", DotPrecision::Ieee)];
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn lower_call(&mut self, call: &'a syn::ExprCall) -> R<Val> {
+        let name = match &*call.func {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        };
+        let Some(name) = name else {
+            return Err(
+                Diagnostic::new(call.func.span(), "only named functions can be called").with_hint(
+                    "call a builtin such as `load(...)` or a helper `fn` declared in the kernel",
+                ),
+            );
+        };
+        let name = name.strip_prefix("r#").map(str::to_string).unwrap_or(name);
+        if let Some(helper) = self.helpers.get(&name).copied() {
+            return self.inline_helper(helper, call);
+        }
+        let args = CallArgs::new(name, call.func.span(), None, call.args.iter())?;
+        self.builtin(&args)
+    }
+
+    pub(super) fn lower_method_call(&mut self, m: &'a syn::ExprMethodCall) -> R<Val> {
+        let name = m.method.to_string();
+        if let Some(t) = &m.turbofish {
+            return Err(
+                Diagnostic::new(t.span(), "type arguments are not supported")
+                    .with_hint("pass the dtype as an argument, e.g. `x.to(f16)`"),
+            );
+        }
+        if !METHODS.contains(&name.as_str()) {
+            return Err(
+                Diagnostic::new(m.method.span(), format!("unknown method `{name}`"))
+                    .with_hint(format!("the methods are: {}", METHODS.join(", "))),
+            );
+        }
+        let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;
+        self.builtin(&args)
+    }
+
+    fn inline_helper(&mut self, helper: &'a syn::ItemFn, call: &'a syn::ExprCall) -> R<Val> {
+        let span = call.func.span();
+        if self.frames.len() > MAX_INLINE_DEPTH {
+            return Err(Diagnostic::new(
+                span,
+                "helper functions are nested too deeply (recursion?)",
+            )
+            .with_hint("helpers are inlined, so they cannot be recursive"));
+        }
+        let params = &helper.sig.inputs;
+        if params.len() != call.args.len() {
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "`{}` takes {} arguments, {} given",
+                    helper.sig.ident,
+                    params.len(),
+                    call.args.len()
+                ),
+            ));
+        }
+        let mut bindings = HashMap::new();
+        if let Some(g) = helper.sig.generics.params.first() {
+            return Err(Diagnostic::new(
+                g.span(),
+                "helper functions cannot have generic parameters",
+            )
+            .with_hint("pass constants as ordinary arguments"));
+        }
+        for (param, arg) in params.iter().zip(&call.args) {
+            if let Expr::Assign(kw) = arg {
+                return Err(Diagnostic::new(
+                    kw.left.span(),
+                    "helper functions take positional arguments only",
+                ));
+            }
+            let syn::FnArg::Typed(pt) = param else {
+                return Err(Diagnostic::new(
+                    param.span(),
+                    "helper functions cannot take `self`",
+                ));
+            };
+            let syn::Pat::Ident(id) = &*pt.pat else {
+                return Err(Diagnostic::new(
+                    pt.pat.span(),
+                    "a helper parameter must be a plain name",
+                ));
+            };
+            let value = self.lower_expr(arg)?;
+            if matches!(value, Val::Unit) {
+                return Err(Diagnostic::new(arg.span(), "this argument has no value"));
+            }
+            bindings.insert(id.ident.to_string(), value);
+        }
+        self.frames.push(vec![bindings]);
+        let result = self.lower_helper_body(helper);
+        self.frames.pop();
+        result
+    }
+
+    fn lower_helper_body(&mut self, helper: &'a syn::ItemFn) -> R<Val> {
+        if scan::assigned_in_stmts(&helper.block.stmts).contains(scan::RETURNED) {
+            return Err(Diagnostic::new(
+                helper.sig.ident.span(),
+                "`return` is not supported in helper functions",
+            )
+            .with_hint("give the result as the body's last expression"));
+        }
+        self.lower_stmts(&helper.block.stmts)
+    }
+
+    fn builtin(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let name = args.name.as_str();
+        if let Some(op) = unary_math(name) {
+            let a = args.bind(&["x"], 1)?;
+            return self.math(op, a[0], args.span);
+        }
+        if let Some(kind) = reduce_kind(name) {
+            let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
+            return self.reduce(kind, &a, args.span);
+        }
+        if let Some(op) = atomic_op(name) {
+            let a = args.bind(&["ptr", "val", "mask", "sem", "scope"], 2)?;
+            return self.atomic_rmw(op, &a, args.span);
+        }
+        match name {
+            "program_id" | "num_programs" => {
+                let a = args.bind(&["axis"], 1)?;
+                let axis = self.expr_arg(a[0])?;
+                let axis_value = self.const_int(axis, "an axis")?;
+                if !(0..3).contains(&axis_value) {
+                    return Err(Diagnostic::new(axis.span(), format!("grid axis {axis_value} is out of range"))
+                        .with_hint("the grid has axes 0, 1 and 2"));
+                }
+                let axis = axis_value as u8;
+                let kind = if name == "program_id" { OpKind::ProgramId { axis } } else { OpKind::NumPrograms { axis } };
+                Ok(Val::Ir(self.b.push1(kind, Type::scalar(ScalarType::I32))))
+            }
+            "arange" => {
+                let a = args.bind(&["start", "end"], 2)?;
+                let (s, e) = (self.expr_arg(a[0])?, self.expr_arg(a[1])?);
+                let start = self.const_int(s, "an `arange` bound")?;
+                let end = self.const_int(e, "an `arange` bound")?;
+                if !is_power_of_two(end - start) {
+                    return Err(Diagnostic::new(args.span, format!("`arange({start}, {end})` has {} elements, not a power of two", end - start))
+                        .with_hint("block shapes must be powers of two; mask the extra lanes instead"));
+                }
+                let ty = Type::tensor(Elem::Scalar(ScalarType::I32), vec![(end - start) as usize]);
+                Ok(Val::Ir(self.b.push1(OpKind::Arange { start, end }, ty)))
+            }
+            "zeros" => {
+                let a = args.bind(&["shape", "dtype"], 2)?;
+                let shape = self.shape_arg(self.expr_arg(a[0])?)?;
+                let dtype = self.dtype_of_expr(self.expr_arg(a[1])?)?;
+                let ty = Type::tensor(Elem::Scalar(dtype), shape);
+                Ok(Val::Ir(self.constant(ConstVal::Int(0), ty)))
+            }
+            "full" => {
+                let a = args.bind(&["shape", "value", "dtype"], 3)?;
+                let shape = self.shape_arg(self.expr_arg(a[0])?)?;
+                let dtype = self.dtype_of_expr(self.expr_arg(a[2])?)?;
+                let value_expr = self.expr_arg(a[1])?;
+                match self.lower_expr(value_expr)? {
+                    Val::Const(c) => Ok(Val::Ir(self.constant(c, Type::tensor(Elem::Scalar(dtype), shape)))),
+                    other => {
+                        let id = self.materialize(&other, value_expr.span())?;
+                        if !self.ty(id).is_scalar() {
+                            return Err(Diagnostic::new(value_expr.span(), "the value of `full` must be a scalar"));
+                        }
+                        let id = self.cast(id, dtype, value_expr.span())?;
+                        Ok(Val::Ir(self.broadcast_to(id, &shape, value_expr.span())?))
+                    }
+                }
+            }
+            "to" | "bitcast" => {
+                let a = args.bind(&["x", "dtype"], 2)?;
+                let dtype = self.dtype_of_expr(self.expr_arg(a[1])?)?;
+                let x_expr = self.expr_arg(a[0])?;
+                let x = self.lower_expr(x_expr)?;
+                if name == "to" {
+                    return self.cast_val(x, dtype, args.span);
+                }
+                let id = self.materialize(&x, x_expr.span())?;
+                let from = self.scalar_elem(id, x_expr.span(), "a bitcast operand")?;
+                if from.size_bytes() != dtype.size_bytes() {
+                    return Err(Diagnostic::new(args.span, format!("cannot bitcast `{from}` to `{dtype}`: sizes differ"))
+                        .with_hint("bitcast needs types of the same size; use `.to(...)` to convert values"));
+                }
+                let ty = self.ty(id).with_elem(Elem::Scalar(dtype));
+                Ok(Val::Ir(self.b.push1(OpKind::Bitcast(id), ty)))
+            }
+            "load" => self.load(args),
+            "store" => self.store(args),
+            "expand_dims" => {
+                let a = args.bind(&["x", "axis"], 2)?;
+                let x = self.ir_arg(a[0])?;
+                let rank = self.ty(x).rank();
+                let axis = self.axis_arg(a[1], rank + 1)?;
+                let ty = self.ty(x);
+                let mut shape = ty.shape.clone();
+                shape.insert(axis, 1);
+                Ok(Val::Ir(self.b.push1(OpKind::ExpandDims { value: x, axis }, ty.with_shape(shape))))
+            }
+            "broadcast_to" => {
+                let a = args.bind(&["x", "shape"], 2)?;
+                let x = self.ir_arg(a[0])?;
+                let shape = self.shape_arg(self.expr_arg(a[1])?)?;
+                Ok(Val::Ir(self.broadcast_to(x, &shape, args.span)?))
+            }
+            "reshape" => {
+                let a = args.bind(&["x", "shape"], 2)?;
+                let x = self.ir_arg(a[0])?;
+                let shape = self.shape_arg(self.expr_arg(a[1])?)?;
+                let ty = self.ty(x);
+                if shape.iter().product::<usize>() != ty.numel() {
+                    return Err(Diagnostic::new(args.span, format!("cannot reshape {:?} to {:?}: element counts differ", ty.shape, shape)));
+                }
+                Ok(Val::Ir(self.b.push1(OpKind::Reshape(x), ty.with_shape(shape))))
+            }
+            "trans" | "permute" => {
+                let a = args.bind(&["x", "dims"], if name == "permute" { 2 } else { 1 })?;
+                let x = self.ir_arg(a[0])?;
+                let ty = self.ty(x);
+                let perm = match a[1] {
+                    None if ty.rank() == 2 => vec![1, 0],
+                    None => return Err(Diagnostic::new(args.span, "`trans(x)` without a permutation needs a 2-D tensor")
+                        .with_hint("give the permutation: `trans(x, [2, 0, 1])`")),
+                    Some(e) => self.index_list(e, "a permutation")?,
+                };
+                let mut sorted = perm.clone();
+                sorted.sort_unstable();
+                if sorted != (0..ty.rank()).collect::<Vec<_>>() {
+                    return Err(Diagnostic::new(args.span, format!("{perm:?} is not a permutation of the {} dimensions", ty.rank())));
+                }
+                let shape = perm.iter().map(|&p| ty.shape[p]).collect();
+                Ok(Val::Ir(self.b.push1(OpKind::Trans { value: x, perm }, ty.with_shape(shape))))
+            }
+            "maximum" | "minimum" => {
+                let a = args.bind(&["x", "y"], 2)?;
+                let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
+                let op = if name == "maximum" { crate::ir::BinaryOp::Max } else { crate::ir::BinaryOp::Min };
+                if let (Val::Const(p), Val::Const(q)) = (&x, &y) {
+                    return crate::frontend::value::fold_binary(op, *p, *q).map(Val::Const)
+                        .ok_or_else(|| Diagnostic::new(args.span, "invalid constant operands"));
+                }
+                let ids = self.unify(&[&x, &y], args.span)?;
+                if self.scalar_elem(ids[0], args.span, "an operand")? == ScalarType::Bool {
+                    return Err(Diagnostic::new(args.span, format!("`{name}` needs numbers, not bools")));
+                }
+                Ok(Val::Ir(self.binary_op(op, ids[0], ids[1])))
+            }
+            "fma" => {
+                let a = args.bind(&["a", "b", "c"], 3)?;
+                let vals = [self.val_arg(a[0])?, self.val_arg(a[1])?, self.val_arg(a[2])?];
+                let elem = self.common_elem(&[&vals[0], &vals[1], &vals[2]], args.span)?;
+                let elem = if elem.is_float() { elem } else { ScalarType::F32 };
+                let ids = self.unify_as(&[&vals[0], &vals[1], &vals[2]], elem, args.span)?;
+                let ty = self.ty(ids[0]);
+                Ok(Val::Ir(self.b.push1(OpKind::Fma { a: ids[0], b: ids[1], c: ids[2] }, ty)))
+            }
+            "select" | "where" => {
+                let a = args.bind(&["cond", "x", "y"], 3)?;
+                let cond = self.val_arg(a[0])?;
+                let (x, y) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
+                let cond_id = self.materialize(&cond, args.span)?;
+                if self.scalar_elem(cond_id, args.span, "a condition")? != ScalarType::Bool {
+                    return Err(Diagnostic::new(self.expr_arg(a[0])?.span(), "the condition of `select` must be `bool`")
+                        .with_hint("compare to get a bool, e.g. `x > 0`"));
+                }
+                let ids = self.unify(&[&x, &y], args.span)?;
+                let shape = broadcast_shapes(&self.ty(cond_id).shape, &self.ty(ids[0]).shape, args.span)?;
+                let cond_id = self.broadcast_to(cond_id, &shape, args.span)?;
+                let on_true = self.broadcast_to(ids[0], &shape, args.span)?;
+                let on_false = self.broadcast_to(ids[1], &shape, args.span)?;
+                let ty = self.ty(on_true);
+                Ok(Val::Ir(self.b.push1(OpKind::Select { cond: cond_id, on_true, on_false }, ty)))
+            }
+            "cdiv" => {
+                let a = args.bind(&["x", "div"], 2)?;
+                let (x, d) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
+                let add = syn::BinOp::Add(Default::default());
+                let sub = syn::BinOp::Sub(Default::default());
+                let div = syn::BinOp::Div(Default::default());
+                let sum = self.binary(&add, x, d.clone(), args.span)?;
+                let sum = self.binary(&sub, sum, Val::Const(ConstVal::Int(1)), args.span)?;
+                self.binary(&div, sum, d, args.span)
+            }
+            "cumsum" => {
+                let a = args.bind(&["x", "axis", "reverse"], 1)?;
+                let x = self.ir_arg(a[0])?;
+                let x = self.widen_for_sum(x, args.span)?;
+                let ty = self.ty(x);
+                if ty.is_scalar() {
+                    return Err(Diagnostic::new(args.span, "`cumsum` needs a tensor, not a scalar"));
+                }
+                let axis = match a[1] { Some(_) => self.axis_arg(a[1], ty.rank())?, None => 0 };
+                let reverse = match a[2] { Some(e) => self.const_bool(e)?, None => false };
+                let mut total_shape = ty.shape.clone();
+                total_shape.remove(axis);
+                let results = self.b.push(OpKind::Cumsum { value: x, axis, reverse }, vec![ty.clone(), ty.with_shape(total_shape)]);
+                Ok(Val::Tuple(results.into_iter().map(Val::Ir).collect()))
+            }
+            "extract_tile" => {
+                let a = args.bind(&["x", "index", "tile_shape"], 3)?;
+                let x = self.ir_arg(a[0])?;
+                let index = self.index_list(self.expr_arg(a[1])?, "a tile index")?;
+                let tile = self.shape_arg(self.expr_arg(a[2])?)?;
+                let ty = self.ty(x);
+                self.check_tile(&ty.shape, &tile, &index, args.span)?;
+                Ok(Val::Ir(self.b.push1(OpKind::ExtractTile { value: x, index }, ty.with_shape(tile))))
+            }
+            "insert_tile" => {
+                let a = args.bind(&["x", "tile", "index"], 3)?;
+                let x = self.ir_arg(a[0])?;
+                let ty = self.ty(x);
+                let tile_val = self.val_arg(a[1])?;
+                let elem = self.scalar_elem(x, args.span, "the tensor")?;
+                let tile = self.materialize(&tile_val, args.span)?;
+                let tile = self.cast(tile, elem, args.span)?;
+                let index = self.index_list(self.expr_arg(a[2])?, "a tile index")?;
+                let tile_shape = self.ty(tile).shape;
+                self.check_tile(&ty.shape, &tile_shape, &index, args.span)?;
+                Ok(Val::Ir(self.b.push1(OpKind::InsertTile { value: x, tile, index }, ty)))
+            }
+            "dot" => self.dot(args),
+            "atomic_cas" => {
+                let a = args.bind(&["ptr", "cmp", "val", "sem", "scope"], 3)?;
+                let ptr = self.ir_arg(a[0])?;
+                let pointee = self.pointee(ptr, args.span)?;
+                let (cmp, val) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
+                let ids = self.unify_ptr_operands(ptr, &[cmp, val], pointee, args.span)?;
+                let sem = choice(a[3], SEM, MemSem::default())?;
+                let scope = choice(a[4], SCOPE, MemScope::default())?;
+                let ty = self.ty(ids[1]);
+                Ok(Val::Ir(self.b.push1(OpKind::AtomicCas { ptr: ids[0], cmp: ids[1], value: ids[2], sem, scope }, ty)))
+            }
+            "device_print" => {
+                let Some(first) = args.positional.first() else {
+                    return Err(Diagnostic::new(args.span, "`device_print` needs a prefix string")
+                        .with_hint("write `device_print(\"x =\", x)`"));
+                };
+                if let Some((_, _, span)) = args.keywords.first() {
+                    return Err(Diagnostic::new(*span, "`device_print` takes no keyword arguments"));
+                }
+                let prefix = str_arg(first)?;
+                let mut values = Vec::new();
+                for e in &args.positional[1..] {
+                    let v = self.lower_expr(e)?;
+                    values.push(self.materialize(&v, e.span())?);
+                }
+                self.b.push(OpKind::Print { prefix, values }, vec![]);
+                Ok(Val::Unit)
+            }
+            "device_assert" => {
+                let a = args.bind(&["cond", "msg"], 1)?;
+                let cond = self.ir_arg(a[0])?;
+                if self.scalar_elem(cond, args.span, "a condition")? != ScalarType::Bool {
+                    return Err(Diagnostic::new(args.span, "the condition of `device_assert` must be `bool`"));
+                }
+                let message = match a[1] { Some(e) => str_arg(e)?, None => String::new() };
+                self.b.push(OpKind::Assert { cond, message }, vec![]);
+                Ok(Val::Unit)
+            }
+            "range" | "static_range" => Err(Diagnostic::new(args.span, format!("`{name}` is only valid as a `for` loop's iterator"))
+                .with_hint(format!("write `for i in {name}(a, b) {{ ... }}`"))),
+            _ => Err(Diagnostic::new(args.span, format!("unknown function `{name}`"))
+                .with_hint("see docs/language.md for the builtins, or declare a helper `fn` in the kernel body")),
+        }
+    }
+
+    fn expr_arg<'e>(&self, e: Option<&'e Expr>) -> R<&'e Expr> {
+        e.ok_or_else(|| {
+            Diagnostic::new(
+                Span::call_site(),
+                "internal: a required argument is missing",
+            )
+        })
+    }
+
+    fn val_arg(&mut self, e: Option<&'a Expr>) -> R<Val> {
+        let e = self.expr_arg(e)?;
+        let v = self.lower_expr(e)?;
+        if matches!(v, Val::Unit | Val::Tuple(_)) {
+            return Err(Diagnostic::new(
+                e.span(),
+                "expected a tensor or scalar value here",
+            ));
+        }
+        Ok(v)
+    }
+
+    fn ir_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
+        let e = self.expr_arg(e)?;
+        let v = self.lower_expr(e)?;
+        self.materialize(&v, e.span())
+    }
+
+    fn const_bool(&self, e: &Expr) -> R<bool> {
+        match self.eval_const(e, "this flag")? {
+            ConstVal::Bool(b) => Ok(b),
+            _ => Err(Diagnostic::new(e.span(), "expected `true` or `false`")),
+        }
+    }
+
+    /// An axis in `0..rank` (negative counts from the end).
+    fn axis_arg(&self, e: Option<&Expr>, rank: usize) -> R<usize> {
+        let e = self.expr_arg(e)?;
+        let axis = self.const_int(e, "an axis")?;
+        let resolved = if axis < 0 { axis + rank as i64 } else { axis };
+        if !(0..rank as i64).contains(&resolved) {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("axis {axis} is out of range for rank {rank}"),
+            ));
+        }
+        Ok(resolved as usize)
+    }
+
+    /// A list of non-negative compile-time integers `[a, b, ...]`.
+    fn index_list(&self, e: &Expr, what: &str) -> R<Vec<usize>> {
+        let Expr::Array(a) = e else {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("expected {what} as a list, e.g. `[0, 1]`"),
+            ));
+        };
+        a.elems
+            .iter()
+            .map(|d| {
+                let n = self.const_int(d, what)?;
+                usize::try_from(n)
+                    .map_err(|_| Diagnostic::new(d.span(), format!("{what} cannot be negative")))
+            })
+            .collect()
+    }
+
+    fn check_tile(&self, shape: &[usize], tile: &[usize], index: &[usize], span: Span) -> R<()> {
+        if tile.len() != shape.len() || index.len() != shape.len() {
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "a tile of a rank-{} tensor needs {} indices and {} tile dimensions",
+                    shape.len(),
+                    shape.len(),
+                    shape.len()
+                ),
+            ));
+        }
+        for ((&d, &t), &i) in shape.iter().zip(tile).zip(index) {
+            if t == 0 || d % t != 0 {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("tile shape {tile:?} does not divide shape {shape:?}"),
+                ));
+            }
+            if i >= d / t {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("tile index {index:?} is out of range for tiles {tile:?} of {shape:?}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn math(&mut self, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
+        let x = self.ir_arg(x)?;
+        let s = self.scalar_elem(x, span, "a math operand")?;
+        let x = if s.is_float() || (op == UnaryOp::Abs && s.is_int()) {
+            x
+        } else if s.is_int() {
+            self.cast(x, ScalarType::F32, span)?
+        } else {
+            return Err(Diagnostic::new(
+                span,
+                "math functions need numbers, not bools",
+            ));
+        };
+        Ok(Val::Ir(self.unary(op, x)))
+    }
+
+    /// Sums of bools and 8-bit ints accumulate in i32, as in Triton.
+    fn widen_for_sum(&mut self, x: ValueId, span: Span) -> R<ValueId> {
+        match self.scalar_elem(x, span, "a reduction operand")? {
+            ScalarType::Bool | ScalarType::I8 | ScalarType::U8 => {
+                self.cast(x, ScalarType::I32, span)
+            }
+            _ => Ok(x),
+        }
+    }
+
+    fn reduce(&mut self, kind: ReduceKind, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
+        let mut x = self.ir_arg(a[0])?;
+        if kind == ReduceKind::Sum {
+            x = self.widen_for_sum(x, span)?;
+        }
+        let ty = self.ty(x);
+        if ty.is_scalar() {
+            return Err(Diagnostic::new(span, "cannot reduce a scalar")
+                .with_hint("reductions need a tensor"));
+        }
+        let keep_dims = match a[2] {
+            Some(e) => self.const_bool(e)?,
+            None => false,
+        };
+        let (value, axis) = match a[1] {
+            Some(_) => (x, self.axis_arg(a[1], ty.rank())?),
+            None if ty.rank() == 1 => (x, 0),
+            None => (
+                self.b
+                    .push1(OpKind::Reshape(x), ty.with_shape(vec![ty.numel()])),
+                0,
+            ),
+        };
+        let vty = self.ty(value);
+        let mut shape = vty.shape.clone();
+        shape.remove(axis);
+        let elem = match kind {
+            ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(ScalarType::I32),
+            _ => vty.elem,
+        };
+        let mut out = self.b.push1(
+            OpKind::Reduce { value, axis, kind },
+            Type::tensor(elem, shape),
+        );
+        if keep_dims {
+            if a[1].is_none() {
+                let ones = vec![1; ty.rank()];
+                let oty = self.ty(out).with_shape(ones);
+                out = self.b.push1(OpKind::Reshape(out), oty);
+            } else {
+                let oty = self.ty(out);
+                let mut kept = oty.shape.clone();
+                kept.insert(axis, 1);
+                out = self.b.push1(
+                    OpKind::ExpandDims { value: out, axis },
+                    oty.with_shape(kept),
+                );
+            }
+        }
+        Ok(Val::Ir(out))
+    }
+
+    fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
+        self.ty(ptr).elem.pointee().ok_or_else(|| {
+            Diagnostic::new(
+                span,
+                format!("expected a pointer, found `{}`", self.ty(ptr)),
+            )
+            .with_hint("pass a `Ptr<T>` parameter plus offsets, e.g. `x + offs`")
+        })
+    }
+
+    /// Broadcasts a pointer and its operands to one shape; operands are converted to the pointee type.
+    fn unify_ptr_operands(
+        &mut self,
+        ptr: ValueId,
+        operands: &[Val],
+        pointee: ScalarType,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
+        let mut shape = self.ty(ptr).shape;
+        let mut ids = Vec::new();
+        for v in operands {
+            let id = match v {
+                Val::Const(c) => self.constant(*c, Type::scalar(pointee)),
+                other => {
+                    let id = self.materialize(other, span)?;
+                    self.cast(id, pointee, span)?
+                }
+            };
+            shape = broadcast_shapes(&shape, &self.ty(id).shape, span)?;
+            ids.push(id);
+        }
+        let mut out = vec![self.broadcast_to(ptr, &shape, span)?];
+        for id in ids {
+            out.push(self.broadcast_to(id, &shape, span)?);
+        }
+        Ok(out)
+    }
+
+    /// A mask broadcast to `shape`, checked to be bool.
+    fn mask_arg(&mut self, e: Option<&'a Expr>) -> R<Option<ValueId>> {
+        let Some(e) = e else { return Ok(None) };
+        let v = self.lower_expr(e)?;
+        let id = self.materialize(&v, e.span())?;
+        if self.scalar_elem(id, e.span(), "a mask")? != ScalarType::Bool {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("a mask must be `bool`, found `{}`", self.ty(id)),
+            )
+            .with_hint("build masks with comparisons, e.g. `offs < n`"));
+        }
+        Ok(Some(id))
+    }
+
+    fn load(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let a = args.bind(
+            &[
+                "ptr",
+                "mask",
+                "other",
+                "cache_modifier",
+                "eviction_policy",
+                "volatile",
+            ],
+            1,
+        )?;
+        let span = args.span;
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
+        let mask = self.mask_arg(a[1])?;
+        let other = match a[2] {
+            Some(e) => Some(self.lower_expr(e)?),
+            None => None,
+        };
+        let cache = choice(a[3], CACHE, CacheModifier::None)?;
+        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
+        let volatile = match a[5] {
+            Some(e) => self.const_bool(e)?,
+            None => false,
+        };
+        let mut shape = self.ty(ptr).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let other = match other {
+            Some(v) => {
+                let ids = self.unify_ptr_operands(ptr, &[v], pointee, span)?;
+                shape = broadcast_shapes(&shape, &self.ty(ids[1]).shape, span)?;
+                Some(ids[1])
+            }
+            None => None,
+        };
+        let ptr = self.broadcast_to(ptr, &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        let other = match other {
+            Some(o) => Some(self.broadcast_to(o, &shape, span)?),
+            None => None,
+        };
+        let ty = Type::tensor(Elem::Scalar(pointee), shape);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Load {
+                ptr,
+                mask,
+                other,
+                cache,
+                eviction,
+                volatile,
+            },
+            ty,
+        )))
+    }
+
+    fn store(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let a = args.bind(
+            &["ptr", "value", "mask", "cache_modifier", "eviction_policy"],
+            2,
+        )?;
+        let span = args.span;
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
+        let value = self.val_arg(a[1])?;
+        let mask = self.mask_arg(a[2])?;
+        let cache = choice(a[3], CACHE, CacheModifier::None)?;
+        let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
+        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
+        let mut shape = self.ty(ids[0]).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let ptr = self.broadcast_to(ids[0], &shape, span)?;
+        let value = self.broadcast_to(ids[1], &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        self.b.push(
+            OpKind::Store {
+                ptr,
+                value,
+                mask,
+                cache,
+                eviction,
+            },
+            vec![],
+        );
+        Ok(Val::Unit)
+    }
+
+    fn atomic_rmw(&mut self, op: AtomicOp, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
+        let ptr = self.ir_arg(a[0])?;
+        let pointee = self.pointee(ptr, span)?;
+        let value = self.val_arg(a[1])?;
+        let mask = self.mask_arg(a[2])?;
+        let sem = choice(a[3], SEM, MemSem::default())?;
+        let scope = choice(a[4], SCOPE, MemScope::default())?;
+        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
+        let mut shape = self.ty(ids[0]).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let ptr = self.broadcast_to(ids[0], &shape, span)?;
+        let value = self.broadcast_to(ids[1], &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        let ty = self.ty(value);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::AtomicRmw {
+                op,
+                ptr,
+                value,
+                mask,
+                sem,
+                scope,
+            },
+            ty,
+        )))
+    }
+
+    fn dot(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        let a = args.bind(&["a", "b", "acc", "input_precision"], 2)?;
+        let span = args.span;
+        let x = self.ir_arg(a[0])?;
+        let y = self.ir_arg(a[1])?;
+        let (xt, yt) = (self.ty(x), self.ty(y));
+        if xt.rank() != 2 || yt.rank() != 2 {
+            return Err(Diagnostic::new(
+                span,
+                format!("`dot` needs 2-D operands, found {} and {}", xt, yt),
+            ));
+        }
+        let (m, k, k2, n) = (xt.shape[0], xt.shape[1], yt.shape[0], yt.shape[1]);
+        if k != k2 {
+            return Err(Diagnostic::new(
+                span,
+                format!("`dot` inner dimensions differ: [{m}, {k}] x [{k2}, {n}]"),
+            )
+            .with_hint("the first operand's columns must equal the second's rows"));
+        }
+        if m < 16 || n < 16 || k < 16 {
+            return Err(Diagnostic::new(
+                span,
+                format!("`dot` needs M, N and K of at least 16, found M={m}, N={n}, K={k}"),
+            ));
+        }
+        let (xe, ye) = (
+            self.scalar_elem(x, span, "a dot operand")?,
+            self.scalar_elem(y, span, "a dot operand")?,
+        );
+        if xe != ye {
+            return Err(Diagnostic::new(
+                span,
+                format!("`dot` operands have different types `{xe}` and `{ye}`"),
+            )
+            .with_hint("convert one with `.to(...)`"));
+        }
+        let acc_elem = match xe {
+            ScalarType::I8 => ScalarType::I32,
+            s if s.is_float() => ScalarType::F32,
+            s => {
+                return Err(
+                    Diagnostic::new(span, format!("`dot` does not support `{s}` operands"))
+                        .with_hint("use f16, bf16, f32, fp8 or i8"),
+                )
+            }
+        };
+        let acc_ty = Type::tensor(Elem::Scalar(acc_elem), vec![m, n]);
+        let acc = match a[2] {
+            None => self.constant(ConstVal::Int(0), acc_ty.clone()),
+            Some(e) => {
+                let acc = self.lower_expr(e)?;
+                let id = self.materialize(&acc, e.span())?;
+                if self.ty(id) != acc_ty {
+                    return Err(Diagnostic::new(
+                        e.span(),
+                        format!(
+                            "the `dot` accumulator must be {acc_ty}, found {}",
+                            self.ty(id)
+                        ),
+                    )
+                    .with_hint(format!("create it with `zeros([{m}, {n}], {acc_elem})`")));
+                }
+                id
+            }
+        };
+        let precision = choice(a[3], PRECISION, DotPrecision::Tf32)?;
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Dot {
+                a: x,
+                b: y,
+                acc,
+                precision,
+            },
+            acc_ty,
+        )))
+    }
+}

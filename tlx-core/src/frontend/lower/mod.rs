@@ -1,0 +1,289 @@
+//! Lowering of a kernel body to IR: the variable environment and
+//! statements here; expressions, typing, builtins and control flow in the
+//! submodules.
+
+mod builtins;
+mod control;
+mod expr;
+mod typing;
+
+use super::scan::{self, RETURNED};
+use super::value::{ConstVal, Val};
+use super::Signature;
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir::{Builder, Kernel, KernelOptions, ScalarType, SrcLoc};
+use proc_macro2::Span;
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+
+type R<T> = Result<T, Diagnostic>;
+
+/// Helper functions may call helpers; this bounds runaway recursion.
+const MAX_INLINE_DEPTH: usize = 32;
+
+pub(super) struct Lowerer<'a> {
+    b: Builder,
+    /// Const generics, visible everywhere (helpers included).
+    globals: HashMap<String, Val>,
+    /// One frame for the kernel body and one per inlined helper call; each a stack of scopes.
+    frames: Vec<Vec<HashMap<String, Val>>>,
+    helpers: HashMap<String, &'a syn::ItemFn>,
+}
+
+pub(super) fn lower_body(
+    item: &syn::ItemFn,
+    sig: &Signature,
+    consts: &[(String, i64)],
+    options: &KernelOptions,
+) -> Result<Kernel, Diagnostics> {
+    let mut b = Builder::new(sig.name.to_string(), options.clone());
+    let mut globals = HashMap::new();
+    for c in &sig.consts {
+        let name = c.name.to_string();
+        let value = consts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                Diagnostic::new(c.name.span(), format!("no value given for `{name}`"))
+            })?;
+        b.add_const(name.clone(), value);
+        let val = if c.ty == ScalarType::Bool {
+            ConstVal::Bool(value != 0)
+        } else {
+            ConstVal::Int(value)
+        };
+        globals.insert(name, Val::Const(val));
+    }
+    let mut top = HashMap::new();
+    for (ident, kind) in &sig.params {
+        let v = b.add_param(ident.to_string(), *kind);
+        top.insert(ident.to_string(), Val::Ir(v));
+    }
+    if scan::assigned_in_stmts(&item.block.stmts).contains(RETURNED) {
+        top.insert(RETURNED.to_string(), Val::Const(ConstVal::Bool(false)));
+    }
+    let mut helpers = HashMap::new();
+    for f in scan::helper_fns(&item.block) {
+        if helpers.insert(f.sig.ident.to_string(), f).is_some() {
+            return Err(Diagnostic::new(
+                f.sig.ident.span(),
+                format!("helper function `{}` is defined twice", f.sig.ident),
+            )
+            .with_hint("give each helper function its own name")
+            .into());
+        }
+    }
+    let mut lowerer = Lowerer {
+        b,
+        globals,
+        frames: vec![vec![top]],
+        helpers,
+    };
+    lowerer.lower_stmts(&item.block.stmts)?;
+    Ok(lowerer.b.finish())
+}
+
+pub(super) fn loc_of(span: Span) -> SrcLoc {
+    let start = span.start();
+    SrcLoc {
+        line: start.line as u32,
+        col: start.column as u32,
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    fn scopes(&self) -> &Vec<HashMap<String, Val>> {
+        self.frames
+            .last()
+            .expect("the kernel frame is never popped")
+    }
+
+    fn scopes_mut(&mut self) -> &mut Vec<HashMap<String, Val>> {
+        self.frames
+            .last_mut()
+            .expect("the kernel frame is never popped")
+    }
+
+    fn push_scope(&mut self) {
+        self.scopes_mut().push(HashMap::new());
+    }
+
+    fn pop_scope(&mut self) {
+        self.scopes_mut().pop();
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Val> {
+        self.scopes()
+            .iter()
+            .rev()
+            .find_map(|s| s.get(name))
+            .or_else(|| self.globals.get(name))
+    }
+
+    /// A variable of the current frame (not a const generic), assignable.
+    fn is_local(&self, name: &str) -> bool {
+        self.scopes().iter().any(|s| s.contains_key(name))
+    }
+
+    fn define(&mut self, name: String, val: Val) {
+        if let Some(scope) = self.scopes_mut().last_mut() {
+            scope.insert(name, val);
+        }
+    }
+
+    /// Rebinds an existing variable in the scope that declared it.
+    fn assign(&mut self, name: &str, val: Val, span: Span) -> R<()> {
+        for scope in self.scopes_mut().iter_mut().rev() {
+            if let Some(slot) = scope.get_mut(name) {
+                *slot = val;
+                return Ok(());
+            }
+        }
+        if self.globals.contains_key(name) {
+            return Err(
+                Diagnostic::new(span, format!("cannot assign to const generic `{name}`"))
+                    .with_hint("declare a variable: `let mut x = NAME;`"),
+            );
+        }
+        Err(
+            Diagnostic::new(span, format!("cannot assign to unknown variable `{name}`"))
+                .with_hint(format!("declare it first: `let mut {name} = ...;`")),
+        )
+    }
+
+    /// Lowers a statement list; the value of a trailing expression is returned.
+    fn lower_stmts(&mut self, stmts: &'a [syn::Stmt]) -> R<Val> {
+        for (i, stmt) in stmts.iter().enumerate() {
+            let value = self.lower_stmt(stmt)?;
+            if i + 1 == stmts.len() {
+                return Ok(value);
+            }
+            if scan::stmt_returns(stmt) {
+                // The rest of this block runs only if the kernel has not returned.
+                match self.lookup(RETURNED).cloned() {
+                    Some(Val::Const(ConstVal::Bool(true))) => return Ok(Val::Unit),
+                    Some(Val::Ir(flag)) => {
+                        let keep_going = self.logical_not(flag);
+                        self.lower_if(
+                            keep_going,
+                            control::Branch::Stmts(&stmts[i + 1..]),
+                            control::Branch::Empty,
+                            stmt.span(),
+                        )?;
+                        return Ok(Val::Unit);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(Val::Unit)
+    }
+
+    fn lower_stmt(&mut self, stmt: &'a syn::Stmt) -> R<Val> {
+        match stmt {
+            syn::Stmt::Local(local) => {
+                self.lower_local(local)?;
+                Ok(Val::Unit)
+            }
+            syn::Stmt::Item(syn::Item::Fn(_)) => Ok(Val::Unit),
+            syn::Stmt::Item(other) => Err(Diagnostic::new(
+                other.span(),
+                "only helper `fn`s may be declared inside a kernel",
+            )
+            .with_hint("use a `let` binding or a const generic instead")),
+            syn::Stmt::Expr(e, semi) => {
+                let v = self.lower_expr(e)?;
+                Ok(if semi.is_some() { Val::Unit } else { v })
+            }
+            syn::Stmt::Macro(m) => Err(macro_error(&m.mac)),
+        }
+    }
+
+    fn lower_local(&mut self, local: &'a syn::Local) -> R<()> {
+        let Some(init) = &local.init else {
+            return Err(Diagnostic::new(
+                local.pat.span(),
+                "a `let` must give the variable a value",
+            )
+            .with_hint("write `let x = ...;`"));
+        };
+        if let Some((_, diverge)) = &init.diverge {
+            return Err(Diagnostic::new(
+                diverge.span(),
+                "`let ... else` is not supported",
+            ));
+        }
+        if let syn::Expr::If(e) = &*init.expr {
+            return Err(Diagnostic::new(
+                e.if_token.span,
+                "an `if` expression cannot give a value in a kernel",
+            )
+            .with_hint(
+                "use `select(cond, a, b)`, or assign a `let mut` variable in both branches",
+            ));
+        }
+        let value = self.lower_expr(&init.expr)?;
+        self.bind_pattern(&local.pat, value)
+    }
+
+    fn bind_pattern(&mut self, pat: &syn::Pat, value: Val) -> R<()> {
+        match pat {
+            syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                if matches!(value, Val::Unit) {
+                    return Err(
+                        Diagnostic::new(p.ident.span(), "this expression has no value")
+                            .with_hint("only bind values: tensors, scalars, constants or tuples"),
+                    );
+                }
+                self.define(p.ident.to_string(), value);
+                Ok(())
+            }
+            syn::Pat::Wild(_) => Ok(()),
+            syn::Pat::Tuple(t) => {
+                let Val::Tuple(items) = value else {
+                    return Err(Diagnostic::new(t.span(), "this value is not a tuple"));
+                };
+                if items.len() != t.elems.len() {
+                    return Err(Diagnostic::new(
+                        t.span(),
+                        format!(
+                            "the pattern has {} elements but the tuple has {}",
+                            t.elems.len(),
+                            items.len()
+                        ),
+                    ));
+                }
+                for (p, v) in t.elems.iter().zip(items) {
+                    self.bind_pattern(p, v)?;
+                }
+                Ok(())
+            }
+            syn::Pat::Type(t) => {
+                let ty = self.dtype_of_type(&t.ty)?;
+                let span = t.ty.span();
+                let v = self.cast_val(value, ty, span)?;
+                self.bind_pattern(&t.pat, v)
+            }
+            other => Err(Diagnostic::new(other.span(), "unsupported pattern")
+                .with_hint("bind a name (`let x = ...`) or a tuple of names (`let (a, b) = ...`)")),
+        }
+    }
+
+    /// `!flag` for a scalar bool value.
+    fn logical_not(&mut self, flag: crate::ir::ValueId) -> crate::ir::ValueId {
+        let ty = self.b.type_of(flag).clone();
+        self.b.push1(
+            crate::ir::OpKind::Unary {
+                op: crate::ir::UnaryOp::Not,
+                value: flag,
+            },
+            ty,
+        )
+    }
+}
+
+fn macro_error(mac: &syn::Macro) -> Diagnostic {
+    Diagnostic::new(mac.span(), "macros are not supported in kernels")
+        .with_hint("use `device_print(\"x =\", x)` or `device_assert(cond, \"message\")`")
+}

@@ -1,0 +1,257 @@
+//! Implicit typing made explicit: constants materialized, Triton's type
+//! promotion, casts, and NumPy-style broadcasting, each inserted as IR ops.
+
+use super::{Lowerer, R};
+use crate::diag::Diagnostic;
+use crate::frontend::value::{ConstVal, Val};
+use crate::ir::{Elem, OpKind, ScalarType, Type, ValueId};
+use proc_macro2::Span;
+
+/// The common type of two element types, as Triton promotes them.
+pub(super) fn promote(a: ScalarType, b: ScalarType) -> ScalarType {
+    use ScalarType::*;
+    if a == b {
+        return a;
+    }
+    match (a, b) {
+        (Bool, x) | (x, Bool) => x,
+        (x, y) if x.is_float() && !y.is_float() => x,
+        (x, y) if y.is_float() && !x.is_float() => y,
+        (x, y) if x.is_float() => {
+            let (small, large) = if x.size_bytes() <= y.size_bytes() {
+                (x, y)
+            } else {
+                (y, x)
+            };
+            if small.size_bytes() == large.size_bytes() {
+                // f16 with bf16, or the two fp8 formats: neither holds the other.
+                if large.size_bytes() == 1 {
+                    F16
+                } else {
+                    F32
+                }
+            } else {
+                large
+            }
+        }
+        (x, y) => {
+            if x.size_bytes() != y.size_bytes() {
+                if x.size_bytes() > y.size_bytes() {
+                    x
+                } else {
+                    y
+                }
+            } else if x.is_signed_int() {
+                y
+            } else {
+                x
+            }
+        }
+    }
+}
+
+pub(super) fn broadcast_shapes(a: &[usize], b: &[usize], span: Span) -> R<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        let offset = rank - s.len();
+        if i < offset {
+            1
+        } else {
+            s[i - offset]
+        }
+    };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            _ => Err(Diagnostic::new(
+                span,
+                format!("shapes {a:?} and {b:?} cannot be broadcast together"),
+            )
+            .with_hint("dimensions must match or be 1; insert dimensions with `x[(.., None)]`")),
+        })
+        .collect()
+}
+
+impl Lowerer<'_> {
+    pub(super) fn ty(&self, v: ValueId) -> Type {
+        self.b.type_of(v).clone()
+    }
+
+    pub(super) fn scalar_elem(&self, v: ValueId, span: Span, what: &str) -> R<ScalarType> {
+        match self.b.type_of(v).elem {
+            Elem::Scalar(s) => Ok(s),
+            Elem::Ptr(_) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
+                .with_hint("load the value first with `load(ptr)`")),
+        }
+    }
+
+    pub(super) fn constant(&mut self, c: ConstVal, ty: Type) -> ValueId {
+        let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
+        self.b.push1(OpKind::Constant(c.literal_for(s)), ty)
+    }
+
+    /// An IR value for `v`: constants get their default type.
+    pub(super) fn materialize(&mut self, v: &Val, span: Span) -> R<ValueId> {
+        match v {
+            Val::Ir(id) => Ok(*id),
+            Val::Const(c) => Ok(self.constant(*c, Type::scalar(c.default_type()))),
+            Val::Tuple(_) => Err(
+                Diagnostic::new(span, "a tuple cannot be used as a value here")
+                    .with_hint("destructure it first: `let (a, b) = ...;`"),
+            ),
+            Val::Unit => Err(Diagnostic::new(span, "this expression has no value")),
+        }
+    }
+
+    /// `v` converted to element type `s` (a constant folds, an IR value gets a `Cast`).
+    pub(super) fn cast_val(&mut self, v: Val, s: ScalarType, span: Span) -> R<Val> {
+        match v {
+            Val::Const(c) => Ok(Val::Ir(self.constant(c.cast(s), Type::scalar(s)))),
+            other => {
+                let id = self.materialize(&other, span)?;
+                Ok(Val::Ir(self.cast(id, s, span)?))
+            }
+        }
+    }
+
+    pub(super) fn cast(&mut self, v: ValueId, s: ScalarType, span: Span) -> R<ValueId> {
+        let ty = self.ty(v);
+        match ty.elem {
+            Elem::Scalar(from) if from == s => Ok(v),
+            Elem::Scalar(_) => Ok(self.b.push1(OpKind::Cast(v), ty.with_elem(Elem::Scalar(s)))),
+            Elem::Ptr(_) => Err(Diagnostic::new(span, "a pointer cannot be cast")
+                .with_hint("offset pointers with `+`; load values with `load`")),
+        }
+    }
+
+    /// `v` broadcast to `shape`: scalars splat, missing leading dims are
+    /// inserted with `ExpandDims`, size-1 dims stretch with `Broadcast`.
+    pub(super) fn broadcast_to(&mut self, v: ValueId, shape: &[usize], span: Span) -> R<ValueId> {
+        let ty = self.ty(v);
+        if ty.shape == shape {
+            return Ok(v);
+        }
+        if ty.is_scalar() {
+            return Ok(self
+                .b
+                .push1(OpKind::Splat(v), ty.with_shape(shape.to_vec())));
+        }
+        if ty.rank() > shape.len() {
+            return Err(Diagnostic::new(
+                span,
+                format!("cannot broadcast shape {:?} to {:?}", ty.shape, shape),
+            ));
+        }
+        let mut cur = v;
+        let mut cur_shape = ty.shape.clone();
+        while cur_shape.len() < shape.len() {
+            cur_shape.insert(0, 1);
+            cur = self.b.push1(
+                OpKind::ExpandDims {
+                    value: cur,
+                    axis: 0,
+                },
+                ty.with_shape(cur_shape.clone()),
+            );
+        }
+        for (have, want) in cur_shape.iter().zip(shape) {
+            if have != want && *have != 1 {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("cannot broadcast shape {:?} to {:?}", ty.shape, shape),
+                )
+                .with_hint("only dimensions of size 1 can stretch"));
+            }
+        }
+        if cur_shape == shape {
+            return Ok(cur);
+        }
+        Ok(self
+            .b
+            .push1(OpKind::Broadcast(cur), ty.with_shape(shape.to_vec())))
+    }
+
+    /// The element type values combine at: typed values promote; constants
+    /// adopt it (an int constant with a bool gives i32, a float constant with
+    /// an int gives f32).
+    pub(super) fn common_elem(&self, vals: &[&Val], span: Span) -> R<ScalarType> {
+        let mut elem: Option<ScalarType> = None;
+        for v in vals {
+            if let Val::Ir(id) = v {
+                let s = self.scalar_elem(*id, span, "an operand")?;
+                elem = Some(elem.map_or(s, |e| promote(e, s)));
+            }
+        }
+        for v in vals {
+            if let Val::Const(c) = v {
+                elem = Some(match (elem, c) {
+                    (None, c) => c.default_type(),
+                    (Some(ScalarType::Bool), ConstVal::Int(_)) => ScalarType::I32,
+                    (Some(e), ConstVal::Float(_)) if !e.is_float() => ScalarType::F32,
+                    (Some(e), _) => e,
+                });
+            }
+        }
+        elem.ok_or_else(|| Diagnostic::new(span, "expected a value"))
+    }
+
+    /// Converts values to one element type and one shape, ready for an elementwise op.
+    pub(super) fn unify(&mut self, vals: &[&Val], span: Span) -> R<Vec<ValueId>> {
+        let elem = self.common_elem(vals, span)?;
+        self.unify_as(vals, elem, span)
+    }
+
+    /// Converts values to element type `elem` and their common shape.
+    pub(super) fn unify_as(
+        &mut self,
+        vals: &[&Val],
+        elem: ScalarType,
+        span: Span,
+    ) -> R<Vec<ValueId>> {
+        let mut shape = Vec::new();
+        for v in vals {
+            if let Val::Ir(id) = v {
+                shape = broadcast_shapes(&shape, &self.ty(*id).shape, span)?;
+            }
+        }
+        let mut out = Vec::with_capacity(vals.len());
+        for v in vals {
+            let id = match v {
+                Val::Const(c) => self.constant(*c, Type::scalar(elem)),
+                other => {
+                    let id = self.materialize(other, span)?;
+                    self.cast(id, elem, span)?
+                }
+            };
+            out.push(self.broadcast_to(id, &shape, span)?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ScalarType::*;
+
+    #[test]
+    fn promotion_follows_triton() {
+        assert_eq!(promote(I32, F16), F16);
+        assert_eq!(promote(F16, BF16), F32);
+        assert_eq!(promote(I32, I64), I64);
+        assert_eq!(promote(I32, U32), U32);
+        assert_eq!(promote(Bool, I8), I8);
+        assert_eq!(promote(F8E4M3, F16), F16);
+        assert_eq!(promote(F8E4M3, F8E5M2), F16);
+    }
+
+    #[test]
+    fn shapes_broadcast_numpy_style() {
+        let s = Span::call_site();
+        assert_eq!(broadcast_shapes(&[4, 1], &[8], s).ok(), Some(vec![4, 8]));
+        assert_eq!(broadcast_shapes(&[], &[8], s).ok(), Some(vec![8]));
+        assert!(broadcast_shapes(&[4], &[8], s).is_err());
+    }
+}

@@ -1,0 +1,173 @@
+//! The frontend: a `#[tlx::kernel]` Rust function (syn) lowered to the IR,
+//! one kernel per configuration of its const generics.
+//!
+//! - [`attr`](parse_attr): the attribute; [`signature`](parse_signature): the fn signature;
+//! - `lower`: the body, with shape and dtype inference, SSA for mutable
+//!   variables and structured control flow;
+//! - `value`, `scan`: compile-time values and syntactic pre-scans the lowering uses.
+
+mod attr;
+mod lower;
+mod scan;
+mod signature;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+pub use attr::parse_attr;
+pub use signature::parse_signature;
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::ir;
+use syn::spanned::Spanned;
+
+/// The parsed `#[tlx::kernel(...)]` attribute.
+#[derive(Clone, Debug)]
+pub struct KernelAttr {
+    pub options: ir::KernelOptions,
+    pub arches: Vec<ir::Arch>,
+    pub configs: Vec<ConfigAttr>,
+}
+
+/// One entry of `configs = [...]`: a value per const generic and the options
+/// (kernel-level ones unless this config overrides them).
+#[derive(Clone, Debug)]
+pub struct ConfigAttr {
+    pub consts: Vec<(String, i64)>,
+    pub options: ir::KernelOptions,
+}
+
+/// The kernel's name, const generics and parameters.
+#[derive(Clone, Debug)]
+pub struct Signature {
+    pub name: syn::Ident,
+    pub consts: Vec<ConstParam>,
+    pub params: Vec<(syn::Ident, ir::ParamKind)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ConstParam {
+    pub name: syn::Ident,
+    pub ty: ir::ScalarType,
+}
+
+/// Checks that the configs fit the signature: present when there are const
+/// generics, and each giving every const generic exactly once.
+pub fn check_configs(attr: &KernelAttr, item: &syn::ItemFn) -> Result<(), Diagnostics> {
+    let sig = parse_signature(item)?;
+    if sig.consts.is_empty() {
+        return Ok(());
+    }
+    if attr.configs.is_empty() {
+        let names: Vec<String> = sig
+            .consts
+            .iter()
+            .map(|c| format!("{} = ...", c.name))
+            .collect();
+        return Err(Diagnostic::new(
+            item.sig.generics.span(),
+            "a kernel with const generics needs `configs` in its attribute",
+        )
+        .with_hint(format!(
+            "list the values to compile, e.g. `#[tlx::kernel(configs = [({})])]`",
+            names.join(", ")
+        ))
+        .into());
+    }
+    for config in &attr.configs {
+        check_consts(item, &sig, &config.consts)?;
+    }
+    Ok(())
+}
+
+/// Each const generic given exactly once and nothing else.
+fn check_consts(
+    item: &syn::ItemFn,
+    sig: &Signature,
+    consts: &[(String, i64)],
+) -> Result<(), Diagnostics> {
+    let mut errors = Vec::new();
+    for c in &sig.consts {
+        let count = consts.iter().filter(|(n, _)| c.name == n).count();
+        if count != 1 {
+            let what = if count == 0 {
+                "no value"
+            } else {
+                "more than one value"
+            };
+            errors.push(
+                Diagnostic::new(
+                    c.name.span(),
+                    format!("a config gives {what} for `{}`", c.name),
+                )
+                .with_hint("give every const generic exactly once in each config"),
+            );
+        }
+    }
+    for (name, _) in consts {
+        if !sig.consts.iter().any(|c| c.name == name) {
+            errors.push(
+                Diagnostic::new(
+                    item.sig.ident.span(),
+                    format!("a config sets `{name}`, which is not a const generic of this kernel"),
+                )
+                .with_hint("declare it as `const NAME: usize` or remove it from the configs"),
+            );
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Diagnostics(errors))
+    }
+}
+
+/// Lowers one configuration. `consts` gives a value for every const generic.
+pub fn lower_kernel(
+    item: &syn::ItemFn,
+    consts: &[(String, i64)],
+    options: &ir::KernelOptions,
+) -> Result<ir::Kernel, Diagnostics> {
+    let sig = parse_signature(item)?;
+    check_consts(item, &sig, consts)?;
+    let kernel = lower::lower_body(item, &sig, consts, options)?;
+    crate::check::verify(&kernel).map_err(|e| {
+        Diagnostic::new(
+            item.sig.ident.span(),
+            format!("internal compiler error: the IR of this kernel is malformed: {e}"),
+        )
+        .with_hint("this is a bug in tlx; please report it with the kernel's source")
+    })?;
+    Ok(kernel)
+}
+
+/// Convenience for tests and tools: parse `src` (one `fn` item, attribute
+/// optional) and lower every config.
+pub fn compile_str(src: &str) -> Result<Vec<ir::Kernel>, Diagnostics> {
+    let item: syn::ItemFn = syn::parse_str(src)
+        .map_err(|e| Diagnostic::new(e.span(), format!("cannot parse the kernel: {e}")))?;
+    let attr_tokens = item
+        .attrs
+        .iter()
+        .find(|a| {
+            a.path()
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "kernel")
+        })
+        .map(|a| match &a.meta {
+            syn::Meta::List(list) => list.tokens.clone(),
+            _ => proc_macro2::TokenStream::new(),
+        })
+        .unwrap_or_default();
+    let attr = parse_attr(attr_tokens)?;
+    check_configs(&attr, &item)?;
+    if attr.configs.is_empty() {
+        return Ok(vec![lower_kernel(&item, &[], &attr.options)?]);
+    }
+    attr.configs
+        .iter()
+        .map(|c| lower_kernel(&item, &c.consts, &c.options))
+        .collect()
+}

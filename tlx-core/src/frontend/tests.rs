@@ -1,0 +1,736 @@
+//! Frontend tests: the five example kernels, each construct of the
+//! language, and diagnostics for misuse (message and position).
+
+use super::compile_str;
+use crate::diag::Diagnostic;
+use crate::ir::{
+    BinaryOp, Block, Elem, Kernel, Literal, Op, OpKind, ReduceKind, ScalarType, Type, ValueId,
+};
+
+fn compile(src: &str) -> Vec<Kernel> {
+    match compile_str(src) {
+        Ok(k) => k,
+        Err(e) => panic!("compile failed:\n{e}"),
+    }
+}
+
+fn compile_one(src: &str) -> Kernel {
+    let mut ks = compile(src);
+    assert_eq!(ks.len(), 1);
+    ks.remove(0)
+}
+
+fn all_ops(block: &Block) -> Vec<&Op> {
+    let mut out = Vec::new();
+    for op in &block.ops {
+        out.push(op);
+        for b in op.kind.blocks() {
+            out.extend(all_ops(b));
+        }
+    }
+    out
+}
+
+fn find<'k>(k: &'k Kernel, pred: impl Fn(&OpKind) -> bool) -> Vec<&'k Op> {
+    all_ops(&k.body)
+        .into_iter()
+        .filter(|o| pred(&o.kind))
+        .collect()
+}
+
+fn ty(k: &Kernel, v: ValueId) -> &Type {
+    k.type_of(v)
+}
+
+fn tensor(s: ScalarType, shape: &[usize]) -> Type {
+    Type::tensor(Elem::Scalar(s), shape.to_vec())
+}
+
+const VECTOR_ADD: &str = r#"
+#[tlx::kernel(num_warps = 4, configs = [(BLOCK = 1024), (BLOCK = 4096, num_warps = 8)])]
+fn vector_add<const BLOCK: usize>(x: Ptr<f32>, y: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = offs < n;
+    let a = load(x + offs, mask = mask, other = 0.0);
+    let b = load(y + offs, mask = mask, other = 0.0);
+    store(out + offs, a + b, mask = mask);
+}
+"#;
+
+#[test]
+fn vector_add_compiles_every_config() {
+    let ks = compile(VECTOR_ADD);
+    assert_eq!(ks.len(), 2);
+    assert_eq!(ks[0].consts, vec![("BLOCK".to_string(), 1024)]);
+    assert_eq!(ks[1].options.num_warps, 8);
+    assert_eq!(ks[0].options.num_warps, 4);
+    let k = &ks[1];
+    let loads = find(k, |o| matches!(o, OpKind::Load { .. }));
+    assert_eq!(loads.len(), 2);
+    assert_eq!(
+        ty(k, loads[0].results[0]),
+        &tensor(ScalarType::F32, &[4096])
+    );
+    let stores = find(k, |o| matches!(o, OpKind::Store { .. }));
+    assert_eq!(stores.len(), 1);
+    // Scalars splat to [BLOCK]: the program offset, `n`, three pointers, two `other`s.
+    assert_eq!(find(k, |o| matches!(o, OpKind::Splat(_))).len(), 7);
+    assert_eq!(stores[0].loc.line, 8);
+    let params: Vec<&str> = k.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(params, ["x", "y", "out", "n"]);
+}
+
+#[test]
+fn softmax_reduces_rows() {
+    let k = compile_one(
+        r#"
+#[kernel(configs = [(BLOCK = 1024)])]
+fn softmax<const BLOCK: usize>(out: Ptr<f32>, inp: Ptr<f32>, stride: i32, n: i32) {
+    let row = program_id(0);
+    let cols = arange(0, BLOCK);
+    let mask = cols < n;
+    let x = load(inp + row * stride + cols, mask = mask, other = f32::NEG_INFINITY);
+    let x = x - max(x, axis = 0);
+    let num = exp(x);
+    let den = sum(num, axis = 0);
+    store(out + row * stride + cols, num / den, mask = mask);
+}
+"#,
+    );
+    let reduces = find(&k, |o| matches!(o, OpKind::Reduce { .. }));
+    assert_eq!(reduces.len(), 2);
+    assert_eq!(
+        ty(&k, reduces[0].results[0]),
+        &Type::scalar(ScalarType::F32)
+    );
+    let load = find(&k, |o| matches!(o, OpKind::Load { .. }))[0];
+    let OpKind::Load {
+        other: Some(other), ..
+    } = &load.kind
+    else {
+        panic!("load without other")
+    };
+    assert_eq!(ty(&k, *other), &tensor(ScalarType::F32, &[1024]));
+    let neg_inf = find(
+        &k,
+        |o| matches!(o, OpKind::Constant(Literal::Float(f)) if *f == f64::NEG_INFINITY),
+    );
+    assert_eq!(neg_inf.len(), 1);
+}
+
+const LAYERNORM: &str = r#"
+#[kernel(num_warps = 8, configs = [(BLOCK = 512)])]
+fn layernorm<const BLOCK: usize>(x: Ptr<bf16>, y: Ptr<bf16>, w: Ptr<f32>, b: Ptr<f32>, stride: i32, n: i32, eps: f32) {
+    let row = program_id(0);
+    let x = x + row * stride;
+    let y = y + row * stride;
+    let mut acc = zeros([BLOCK], f32);
+    for off in (0..n).step_by(BLOCK) {
+        let cols = off + arange(0, BLOCK);
+        let v = load(x + cols, mask = cols < n, other = 0.0).to(f32);
+        acc += v;
+    }
+    let mean = sum(acc, axis = 0) / (n as f32);
+    let mut var_acc = zeros([BLOCK], f32);
+    for off in (0..n).step_by(BLOCK) {
+        let cols = off + arange(0, BLOCK);
+        let v = load(x + cols, mask = cols < n, other = 0.0).to(f32);
+        let d = select(cols < n, v - mean, 0.0);
+        var_acc += d * d;
+    }
+    let rstd = rsqrt(sum(var_acc, axis = 0) / (n as f32) + eps);
+    for off in (0..n).step_by(BLOCK) {
+        let cols = off + arange(0, BLOCK);
+        let mask = cols < n;
+        let v = load(x + cols, mask = mask, other = 0.0).to(f32);
+        let out = (v - mean) * rstd * load(w + cols, mask = mask) + load(b + cols, mask = mask);
+        store(y + cols, out.to(bf16), mask = mask);
+    }
+}
+"#;
+
+#[test]
+fn layernorm_carries_accumulators_through_loops() {
+    let k = compile_one(LAYERNORM);
+    let fors: Vec<&Op> = k
+        .body
+        .ops
+        .iter()
+        .filter(|o| matches!(o.kind, OpKind::For { .. }))
+        .collect();
+    assert_eq!(fors.len(), 3);
+    for (f, carried) in fors.iter().zip([1, 1, 0]) {
+        let OpKind::For { inits, body, .. } = &f.kind else {
+            unreachable!()
+        };
+        assert_eq!(inits.len(), carried);
+        assert_eq!(body.args.len(), carried + 1);
+    }
+    assert_eq!(ty(&k, fors[0].results[0]), &tensor(ScalarType::F32, &[512]));
+    assert_eq!(
+        find(&k, |o| matches!(
+            o,
+            OpKind::Unary {
+                op: crate::ir::UnaryOp::Rsqrt,
+                ..
+            }
+        ))
+        .len(),
+        1
+    );
+    let store = find(&k, |o| matches!(o, OpKind::Store { .. }))[0];
+    let OpKind::Store { value, .. } = &store.kind else {
+        unreachable!()
+    };
+    assert_eq!(ty(&k, *value), &tensor(ScalarType::BF16, &[512]));
+}
+
+const MATMUL: &str = r#"
+#[kernel(num_warps = 4, configs = [(BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32)])]
+fn matmul<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
+    a: Ptr<f16>, b: Ptr<f16>, c: Ptr<f32>, M: i32, N: i32, K: i32,
+    stride_am: i32, stride_ak: i32, stride_bk: i32, stride_bn: i32, stride_cm: i32, stride_cn: i32,
+) {
+    let pid_m = program_id(0);
+    let pid_n = program_id(1);
+    let offs_m = pid_m * BLOCK_M + arange(0, BLOCK_M);
+    let offs_n = pid_n * BLOCK_N + arange(0, BLOCK_N);
+    let offs_k = arange(0, BLOCK_K);
+    let mut a_ptrs = a + offs_m[(.., None)] * stride_am + offs_k[(None, ..)] * stride_ak;
+    let mut b_ptrs = b + offs_k[(.., None)] * stride_bk + offs_n[(None, ..)] * stride_bn;
+    let mut acc = zeros([BLOCK_M, BLOCK_N], f32);
+    for k in (0..K).step_by(BLOCK_K) {
+        let a_mask = (offs_m[(.., None)] < M) & (offs_k[(None, ..)] + k < K);
+        let b_mask = (offs_k[(.., None)] + k < K) & (offs_n[(None, ..)] < N);
+        let x = load(a_ptrs, mask = a_mask, other = 0.0);
+        let y = load(b_ptrs, mask = b_mask, other = 0.0);
+        acc = dot(x, y, acc);
+        a_ptrs += BLOCK_K * stride_ak;
+        b_ptrs += BLOCK_K * stride_bk;
+    }
+    let c_ptrs = c + offs_m[(.., None)] * stride_cm + offs_n[(None, ..)] * stride_cn;
+    store(c_ptrs, acc, mask = (offs_m[(.., None)] < M) & (offs_n[(None, ..)] < N));
+}
+"#;
+
+#[test]
+fn matmul_builds_2d_tiles_and_carries_pointers() {
+    let k = compile_one(MATMUL);
+    let f = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::For { .. }))
+        .expect("a loop");
+    let OpKind::For { inits, .. } = &f.kind else {
+        unreachable!()
+    };
+    let carried: Vec<String> = inits.iter().map(|v| ty(&k, *v).to_string()).collect();
+    // Sorted by name: a_ptrs, acc, b_ptrs.
+    assert_eq!(
+        carried,
+        [
+            "tensor<64x32xptr<f16>>",
+            "tensor<64x64xf32>",
+            "tensor<32x64xptr<f16>>"
+        ]
+    );
+    let dot = find(&k, |o| matches!(o, OpKind::Dot { .. }))[0];
+    assert_eq!(ty(&k, dot.results[0]), &tensor(ScalarType::F32, &[64, 64]));
+    assert!(!find(&k, |o| matches!(o, OpKind::ExpandDims { .. })).is_empty());
+    assert!(!find(&k, |o| matches!(o, OpKind::Broadcast(_))).is_empty());
+}
+
+const COMPACT: &str = r#"
+#[kernel(configs = [(BLOCK = 256)])]
+fn compact<const BLOCK: usize>(inp: Ptr<f32>, out: Ptr<f32>, count: Ptr<i32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let x = load(inp + offs, mask = offs < n, other = 0.0);
+    let keep = (x > 0.0) & (offs < n);
+    let (pos, total) = cumsum(keep.to(i32), 0);
+    let base = atomic_add(count, total);
+    store(out + base + pos, x, mask = keep);
+}
+"#;
+
+#[test]
+fn stream_compaction_uses_cumsum_pair() {
+    let k = compile_one(COMPACT);
+    let scan = find(&k, |o| matches!(o, OpKind::Cumsum { .. }))[0];
+    assert_eq!(scan.results.len(), 2);
+    assert_eq!(ty(&k, scan.results[0]), &tensor(ScalarType::I32, &[256]));
+    assert_eq!(ty(&k, scan.results[1]), &Type::scalar(ScalarType::I32));
+    let atomic = find(&k, |o| matches!(o, OpKind::AtomicRmw { .. }))[0];
+    assert_eq!(ty(&k, atomic.results[0]), &Type::scalar(ScalarType::I32));
+}
+
+fn kernel_with(body: &str) -> String {
+    format!(
+        "#[kernel(configs = [(B = 16)])]\nfn k<const B: usize>(p: Ptr<f32>, h: Ptr<f16>, q: Ptr<i32>, n: i32, m: i64, f: f32) {{\n{body}\n}}"
+    )
+}
+
+#[test]
+fn literals_adopt_the_other_operands_type() {
+    let k = compile_one(&kernel_with(
+        "let x = load(h + arange(0, B)); store(h + arange(0, B), x * 2.0);",
+    ));
+    let mul = find(&k, |o| {
+        matches!(
+            o,
+            OpKind::Binary {
+                op: BinaryOp::Mul,
+                ..
+            }
+        )
+    })[0];
+    assert_eq!(ty(&k, mul.results[0]), &tensor(ScalarType::F16, &[16]));
+    assert!(find(&k, |o| matches!(o, OpKind::Cast(_))).is_empty());
+}
+
+#[test]
+fn mixed_types_promote() {
+    let k = compile_one(&kernel_with(
+        "let a = n + m; let b = n.to(f16) + f; store(p, b); store(q, (a * 0).to(i32)); let c = n + 1.5; store(p, c);",
+    ));
+    let adds = find(&k, |o| {
+        matches!(
+            o,
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                ..
+            }
+        )
+    });
+    let types: Vec<String> = adds
+        .iter()
+        .map(|o| ty(&k, o.results[0]).to_string())
+        .collect();
+    assert_eq!(types, ["i64", "f32", "f32"]);
+}
+
+#[test]
+fn if_else_merges_assigned_variables() {
+    let k = compile_one(&kernel_with(
+        "let mut s = 0.0; let mut t = 1; if n > 0 { s = f; } else { t = 2; } store(p, s); store(q, t);",
+    ));
+    let iff = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::If { .. }))
+        .expect("an if");
+    assert_eq!(iff.results.len(), 2);
+    assert_eq!(ty(&k, iff.results[0]), &Type::scalar(ScalarType::F32));
+    assert_eq!(ty(&k, iff.results[1]), &Type::scalar(ScalarType::I32));
+}
+
+#[test]
+fn constant_conditions_fold() {
+    let k = compile_one(&kernel_with(
+        "if B > 8 { store(p, 1.0); } else { store(p, 2.0); } if B == 3 { store(p, 3.0); }",
+    ));
+    assert!(find(&k, |o| matches!(o, OpKind::If { .. })).is_empty());
+    let stores = find(&k, |o| matches!(o, OpKind::Store { .. }));
+    assert_eq!(stores.len(), 1);
+}
+
+#[test]
+fn return_guards_the_rest_of_the_kernel() {
+    let k = compile_one(&kernel_with(
+        "let pid = program_id(0); if pid >= n { return; } store(p + pid, 1.0);",
+    ));
+    let ifs: Vec<&Op> = k
+        .body
+        .ops
+        .iter()
+        .filter(|o| matches!(o.kind, OpKind::If { .. }))
+        .collect();
+    assert_eq!(ifs.len(), 2, "the early exit and the guard around the rest");
+    let OpKind::If { then_block, .. } = &ifs[1].kind else {
+        unreachable!()
+    };
+    assert!(then_block
+        .ops
+        .iter()
+        .any(|o| matches!(o.kind, OpKind::Store { .. })));
+    // A top-level return ends the kernel at compile time.
+    let k = compile_one(&kernel_with("store(p, 1.0); return; store(p, 2.0);"));
+    assert_eq!(find(&k, |o| matches!(o, OpKind::Store { .. })).len(), 1);
+}
+
+#[test]
+fn return_inside_a_loop_stops_later_iterations() {
+    let k = compile_one(&kernel_with(
+        "for i in 0..n { if i == 3 { return; } store(p + i, 1.0); } store(p, 0.0);",
+    ));
+    let f = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::For { .. }))
+        .expect("a loop");
+    let OpKind::For { inits, .. } = &f.kind else {
+        unreachable!()
+    };
+    assert_eq!(inits.len(), 1);
+    assert_eq!(ty(&k, inits[0]), &Type::scalar(ScalarType::Bool));
+    // The final store runs under the guard.
+    let last = k.body.ops.last().expect("ops");
+    assert!(matches!(last.kind, OpKind::If { .. }));
+}
+
+#[test]
+fn while_loops_carry_values() {
+    let k = compile_one(&kernel_with(
+        "let mut i = 0; let mut s = 0.0; while i < n { s += 1.5; i += 1; } store(p, s);",
+    ));
+    let w = k
+        .body
+        .ops
+        .iter()
+        .find(|o| matches!(o.kind, OpKind::While { .. }))
+        .expect("a while");
+    let OpKind::While { inits, cond, .. } = &w.kind else {
+        unreachable!()
+    };
+    assert_eq!(inits.len(), 2);
+    assert!(matches!(
+        cond.ops.last().map(|o| &o.kind),
+        Some(OpKind::Condition(_))
+    ));
+}
+
+#[test]
+fn static_range_unrolls_with_constant_index() {
+    let k = compile_one(&kernel_with(
+        "let x = load(p + arange(0, B)); for i in static_range(0, 4) { store(p + i * B + arange(0, B), x.extract_tile([i / 2], [8]).reshape([8]).broadcast_to([8]).sum(0)); }",
+    ));
+    assert!(find(&k, |o| matches!(o, OpKind::For { .. })).is_empty());
+    let tiles = find(&k, |o| matches!(o, OpKind::ExtractTile { .. }));
+    let idx: Vec<Vec<usize>> = tiles
+        .iter()
+        .map(|o| match &o.kind {
+            OpKind::ExtractTile { index, .. } => index.clone(),
+            _ => vec![],
+        })
+        .collect();
+    assert_eq!(idx, vec![vec![0], vec![0], vec![1], vec![1]]);
+}
+
+#[test]
+fn helper_functions_are_inlined_with_tuples() {
+    let k = compile_one(&kernel_with(
+        "fn stats(x: Tensor, scale: f32) -> (Tensor, Tensor) { (sum(x) * scale, max(x)) }\n let x = load(p + arange(0, B)); let (s, mx) = stats(x, 2.0); store(p, s + mx);",
+    ));
+    assert_eq!(find(&k, |o| matches!(o, OpKind::Reduce { .. })).len(), 2);
+}
+
+#[test]
+fn dimension_insertion_forms_agree() {
+    let k = compile_one(&kernel_with(
+        "let a = arange(0, B); let x = a[(.., None)]; let y = a[(None, ..)]; let z = a.expand_dims(1); let w = expand_dims(a, 0); store(q + x + y + z + w, 0);",
+    ));
+    let dims: Vec<String> = find(&k, |o| matches!(o, OpKind::ExpandDims { .. }))
+        .iter()
+        .take(4)
+        .map(|o| ty(&k, o.results[0]).to_string())
+        .collect();
+    assert_eq!(
+        dims,
+        [
+            "tensor<16x1xi32>",
+            "tensor<1x16xi32>",
+            "tensor<16x1xi32>",
+            "tensor<1x16xi32>"
+        ]
+    );
+}
+
+#[test]
+fn reductions_without_axis_reduce_everything() {
+    let k = compile_one(&kernel_with(
+        "let t = zeros([B, 4], f32); store(p, sum(t)); store(q, argmax(t, axis = 1, keep_dims = true).sum());",
+    ));
+    let reshape = find(&k, |o| matches!(o, OpKind::Reshape(_)))[0];
+    assert_eq!(ty(&k, reshape.results[0]), &tensor(ScalarType::F32, &[64]));
+    let arg = find(&k, |o| {
+        matches!(
+            o,
+            OpKind::Reduce {
+                kind: ReduceKind::Argmax,
+                ..
+            }
+        )
+    })[0];
+    assert_eq!(ty(&k, arg.results[0]), &tensor(ScalarType::I32, &[16]));
+}
+
+#[test]
+fn dot_without_acc_creates_f32_zeros() {
+    let k = compile_one(&kernel_with(
+        "let a = zeros([B, 32], f16); let b = zeros([32, B], f16); let c = dot(a, b, input_precision = \"ieee\"); store(p + arange(0, B)[(.., None)] * B + arange(0, B)[(None, ..)], c);",
+    ));
+    let dot = find(&k, |o| matches!(o, OpKind::Dot { .. }))[0];
+    let OpKind::Dot { acc, precision, .. } = &dot.kind else {
+        unreachable!()
+    };
+    assert_eq!(ty(&k, *acc), &tensor(ScalarType::F32, &[16, 16]));
+    assert_eq!(*precision, crate::ir::DotPrecision::Ieee);
+}
+
+#[test]
+fn misc_builtins_lower() {
+    let k = compile_one(&kernel_with(
+        "let x = load(p + arange(0, B));
+         let u = bitcast(x, u32);
+         let t = trans(zeros([B, 32], f32));
+         let s = full([B], f, f32) + fma(x, x, 1.0) + maximum(x, 0.0) + minimum(x, 1.0) + r#where(x > 0.0, x, -x);
+         device_print(\"s =\", s);
+         device_assert(u >= 0, \"non-negative\");
+         store(q, cdiv(n, B) + num_programs(1));
+         store(p + arange(0, B), s + t.sum(axis = 0) + x.abs().sqrt().exp2().log());
+         let _old = atomic_cas(q, 0, 1, sem = \"relaxed\", scope = \"gpu\");",
+    ));
+    for pred in [
+        |o: &OpKind| matches!(o, OpKind::Bitcast(_)),
+        |o: &OpKind| matches!(o, OpKind::Trans { .. }),
+        |o: &OpKind| matches!(o, OpKind::Fma { .. }),
+        |o: &OpKind| matches!(o, OpKind::Select { .. }),
+        |o: &OpKind| matches!(o, OpKind::Print { .. }),
+        |o: &OpKind| matches!(o, OpKind::Assert { .. }),
+        |o: &OpKind| matches!(o, OpKind::AtomicCas { .. }),
+        |o: &OpKind| matches!(o, OpKind::NumPrograms { axis: 1 }),
+    ] {
+        assert_eq!(find(&k, pred).len(), 1);
+    }
+}
+
+#[test]
+fn ops_carry_source_locations() {
+    let k = compile_one(&kernel_with("let x = arange(0, B);\n    let y = x * 3;"));
+    let mul = find(&k, |o| {
+        matches!(
+            o,
+            OpKind::Binary {
+                op: BinaryOp::Mul,
+                ..
+            }
+        )
+    })[0];
+    assert_eq!((mul.loc.line, mul.loc.col), (4, 12));
+}
+
+// ---- diagnostics ----
+
+fn error(src: &str) -> Diagnostic {
+    match compile_str(src) {
+        Ok(_) => panic!("expected an error for:\n{src}"),
+        Err(e) => e.0.into_iter().next().expect("at least one diagnostic"),
+    }
+}
+
+/// Line (1-based) and column (0-based) of the first occurrence of `needle` in `src`.
+fn position(src: &str, needle: &str) -> (usize, usize) {
+    let at = src
+        .find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` not in source"));
+    let line = src[..at].matches('\n').count() + 1;
+    let col = at - src[..at].rfind('\n').map_or(0, |i| i + 1);
+    (line, col)
+}
+
+/// Asserts the first diagnostic for `body` contains `message` and points at `token`.
+fn expect_error(body: &str, token: &str, message: &str) -> Diagnostic {
+    let src = kernel_with(body);
+    let d = error(&src);
+    assert!(
+        d.message.contains(message),
+        "message `{}` lacks `{message}`",
+        d.message
+    );
+    let start = d.span.start();
+    assert_eq!(
+        (start.line, start.column),
+        position(&src, token),
+        "span of `{}`",
+        d.message
+    );
+    d
+}
+
+#[test]
+fn runtime_value_as_shape() {
+    let d = expect_error(
+        "let z = zeros([n, 4], f32);",
+        "n, 4",
+        "`n` is a run-time value; a shape must be a compile-time constant",
+    );
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("use a const generic, e.g. `const BLOCK: usize`")
+    );
+}
+
+#[test]
+fn non_power_of_two_shape() {
+    expect_error(
+        "let z = zeros([B, 12], f32);",
+        "12",
+        "block dimension 12 is not a power of two",
+    );
+}
+
+#[test]
+fn unknown_function() {
+    expect_error(
+        "let z = frobnicate(n);",
+        "frobnicate",
+        "unknown function `frobnicate`",
+    );
+}
+
+#[test]
+fn unknown_method() {
+    expect_error("let z = n.frob();", "frob", "unknown method `frob`");
+}
+
+#[test]
+fn unknown_keyword_argument() {
+    expect_error(
+        "let z = load(p, maks = n > 0);",
+        "maks",
+        "`load` has no argument named `maks`",
+    );
+}
+
+#[test]
+fn too_many_arguments() {
+    expect_error(
+        "let z = program_id(0, 1);",
+        "1)",
+        "`program_id` takes at most 1 arguments",
+    );
+}
+
+#[test]
+fn closures_are_rejected() {
+    let d = expect_error("let c = |x| x + 1;", "|x|", "closures are not supported");
+    assert!(d.hint.is_some());
+}
+
+#[test]
+fn match_is_rejected() {
+    expect_error("match n { _ => {} }", "match", "`match` is not supported");
+}
+
+#[test]
+fn loop_and_break_are_rejected() {
+    expect_error("loop { }", "loop", "`loop` is not supported");
+    expect_error(
+        "for i in 0..n { break; }",
+        "break",
+        "`break` is not supported",
+    );
+}
+
+#[test]
+fn references_are_rejected() {
+    expect_error("let r = &n;", "&n", "references are not supported");
+}
+
+#[test]
+fn strings_outside_print() {
+    expect_error(
+        "let s = \"hello\";",
+        "\"hello\"",
+        "a string is only allowed in",
+    );
+}
+
+#[test]
+fn unknown_variable() {
+    expect_error("let z = nope + 1;", "nope", "unknown name `nope`");
+}
+
+#[test]
+fn non_bool_condition() {
+    expect_error(
+        "if n { store(p, 1.0); }",
+        "n {",
+        "a condition must be a scalar `bool`, found `i32`",
+    );
+}
+
+#[test]
+fn carried_variable_changes_shape() {
+    expect_error(
+        "let mut acc = 0.0; for i in 0..n { acc += load(p + arange(0, B)); } store(p, acc);",
+        "for",
+        "loop-carried variable `acc` changes from f32 to tensor<16xf32>",
+    );
+}
+
+#[test]
+fn branches_disagree_on_type() {
+    expect_error(
+        "let mut s = f; if n > 0 { s = n.to(f16); } store(p, s);",
+        "if",
+        "`s` is f16 after the `if` branch but f32 after the `else` branch",
+    );
+}
+
+#[test]
+fn dot_shape_mismatch() {
+    expect_error(
+        "let c = dot(zeros([16, 32], f16), zeros([16, 16], f16));",
+        "dot",
+        "`dot` inner dimensions differ: [16, 32] x [16, 16]",
+    );
+}
+
+#[test]
+fn broadcast_mismatch() {
+    expect_error(
+        "let z = arange(0, B) + arange(0, 32);",
+        "+ arange(0, 32)",
+        "shapes [16] and [32] cannot be broadcast together",
+    );
+}
+
+#[test]
+fn macros_are_rejected() {
+    expect_error("println!(\"x\");", "println", "macros are not supported");
+}
+
+#[test]
+fn kernel_level_errors() {
+    let src = "fn k<const B: usize>(p: Ptr<f32>) { }";
+    let d = error(src);
+    assert!(d.message.contains("needs `configs`"));
+    assert!(d
+        .hint
+        .as_deref()
+        .is_some_and(|h| h.contains("configs = [(B = ...)]")));
+    let src = "#[kernel(configs = [(C = 1)])]\nfn k<const B: usize>(p: Ptr<f32>) { }";
+    let d = error(src);
+    assert_eq!(d.message, "a config gives no value for `B`");
+    assert_eq!(
+        (d.span.start().line, d.span.start().column),
+        position(src, "B:")
+    );
+    let src = "#[kernel(num_warps = 3)]\nfn k(p: Ptr<f32>) { }";
+    let d = error(src);
+    assert_eq!(d.message, "num_warps = 3 is not supported");
+    assert_eq!(
+        (d.span.start().line, d.span.start().column),
+        position(src, "3)")
+    );
+    let src = "fn k(p: Ptr<f64>) { }";
+    let d = error(src);
+    assert_eq!(d.message, "unsupported kernel parameter type");
+    assert_eq!(
+        (d.span.start().line, d.span.start().column),
+        position(src, "Ptr")
+    );
+}

@@ -1,0 +1,245 @@
+//! The interpreter's errors: where a failure happened ([`Site`]) and what it
+//! was ([`InterpError`]). Op evaluation reports a [`Fault`] without a site;
+//! the executor, which knows the program and the op, attaches it.
+
+use std::fmt;
+
+use super::memory::BufferId;
+
+/// The kernel, program and op a failure happened in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub kernel: String,
+    /// The user's source file, when the kernel records it.
+    pub file: String,
+    /// Program id (x, y, z).
+    pub program: [u32; 3],
+    /// The op's name as in the IR text ("load", "store", "div", ...).
+    pub op: &'static str,
+    /// 1-based source line (0 when unknown).
+    pub line: u32,
+}
+
+impl fmt::Display for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [x, y, z] = self.program;
+        write!(
+            f,
+            "kernel `{}`, program ({x}, {y}, {z}), op `{}` at ",
+            self.kernel, self.op
+        )?;
+        if !self.file.is_empty() {
+            write!(f, "{}:", self.file)?;
+        }
+        write!(f, "line {}", self.line)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InterpError {
+    #[error("kernel `{kernel}`: grid {grid:?} has a zero dimension")]
+    EmptyGrid { kernel: String, grid: [u32; 3] },
+    #[error("kernel `{kernel}` takes {expected} arguments, got {got}")]
+    ArgCount {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("kernel `{kernel}`: argument {index} (`{param}`) must be {expected}, got {got}")]
+    ArgMismatch {
+        kernel: String,
+        index: usize,
+        param: String,
+        expected: String,
+        got: String,
+    },
+    #[error("{buffer} is not a live buffer (never allocated or already freed)")]
+    UnknownBuffer { buffer: BufferId },
+    #[error(
+        "host access of {len} bytes at byte {offset} is outside {buffer} of {buffer_len} bytes"
+    )]
+    HostAccessOutOfBounds {
+        buffer: BufferId,
+        offset: usize,
+        len: usize,
+        buffer_len: usize,
+    },
+    #[error("{at}: element {element} accesses byte offset {byte_offset} outside {buffer} of {buffer_len} bytes")]
+    OutOfBounds {
+        at: Site,
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        buffer_len: usize,
+    },
+    #[error("{at}: element {element} accesses byte offset {byte_offset} of {buffer}, which is not a multiple of the access size {align}")]
+    Misaligned {
+        at: Site,
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        align: usize,
+    },
+    #[error("{at}: element {element} uses {buffer}, which is freed or was never allocated")]
+    FreedBuffer {
+        at: Site,
+        element: usize,
+        buffer: BufferId,
+    },
+    #[error("{at}: element {element} reads never-written bytes at byte offset {byte_offset} of {buffer} ({buffer_len} bytes)")]
+    UninitRead {
+        at: Site,
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        buffer_len: usize,
+    },
+    #[error("{at}: device_assert failed at element {element}: {message}")]
+    AssertFailed {
+        at: Site,
+        message: String,
+        element: usize,
+    },
+    #[error("{at}: integer division by zero at element {element}")]
+    DivisionByZero { at: Site, element: usize },
+    #[error("{at}: loop step {step} is not positive")]
+    NonPositiveStep { at: Site, step: i64 },
+    #[error("{at}: malformed IR: {detail}")]
+    MalformedIr { at: Site, detail: String },
+}
+
+/// A failure inside one op, before the executor adds where it happened.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Fault {
+    OutOfBounds {
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        buffer_len: usize,
+    },
+    Misaligned {
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        align: usize,
+    },
+    FreedBuffer {
+        element: usize,
+        buffer: BufferId,
+    },
+    UninitRead {
+        element: usize,
+        byte_offset: i64,
+        buffer: BufferId,
+        buffer_len: usize,
+    },
+    AssertFailed {
+        message: String,
+        element: usize,
+    },
+    DivisionByZero {
+        element: usize,
+    },
+    NonPositiveStep {
+        step: i64,
+    },
+    /// IR the frontend should never produce (wrong operand kinds or shapes,
+    /// undefined values); reported, never panicked on.
+    Malformed(String),
+}
+
+impl Fault {
+    pub(crate) fn malformed(detail: impl Into<String>) -> Fault {
+        Fault::Malformed(detail.into())
+    }
+
+    pub(crate) fn at(self, at: Site) -> InterpError {
+        match self {
+            Fault::OutOfBounds {
+                element,
+                byte_offset,
+                buffer,
+                buffer_len,
+            } => InterpError::OutOfBounds {
+                at,
+                element,
+                byte_offset,
+                buffer,
+                buffer_len,
+            },
+            Fault::Misaligned {
+                element,
+                byte_offset,
+                buffer,
+                align,
+            } => InterpError::Misaligned {
+                at,
+                element,
+                byte_offset,
+                buffer,
+                align,
+            },
+            Fault::FreedBuffer { element, buffer } => InterpError::FreedBuffer {
+                at,
+                element,
+                buffer,
+            },
+            Fault::UninitRead {
+                element,
+                byte_offset,
+                buffer,
+                buffer_len,
+            } => InterpError::UninitRead {
+                at,
+                element,
+                byte_offset,
+                buffer,
+                buffer_len,
+            },
+            Fault::AssertFailed { message, element } => InterpError::AssertFailed {
+                at,
+                message,
+                element,
+            },
+            Fault::DivisionByZero { element } => InterpError::DivisionByZero { at, element },
+            Fault::NonPositiveStep { step } => InterpError::NonPositiveStep { at, step },
+            Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
+        }
+    }
+}
+
+pub(crate) type FaultResult<T> = Result<T, Fault>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_kernel_program_op_and_line() {
+        let at = Site {
+            kernel: "add".into(),
+            file: "src/k.rs".into(),
+            program: [3, 0, 1],
+            op: "load",
+            line: 12,
+        };
+        let err = Fault::OutOfBounds {
+            element: 5,
+            byte_offset: 4096,
+            buffer: BufferId(2),
+            buffer_len: 4096,
+        }
+        .at(at);
+        let text = err.to_string();
+        for part in [
+            "`add`",
+            "(3, 0, 1)",
+            "`load`",
+            "src/k.rs:line 12",
+            "element 5",
+            "4096 bytes",
+        ] {
+            assert!(text.contains(part), "{text} lacks {part}");
+        }
+    }
+}

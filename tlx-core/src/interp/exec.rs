@@ -1,0 +1,700 @@
+//! The per-program executor: an explicit environment of values (indexed by
+//! `ValueId`) and an explicit stack of frames (block + program counter +
+//! what to do when the block yields), so a program is a state machine that
+//! [`Executor::step`] advances one op at a time rather than a Rust call tree.
+
+use std::io::Write;
+use std::rc::Rc;
+
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, Type, ValueId};
+use crate::numeric::wrap_int;
+
+use super::error::{Fault, FaultResult, InterpError, Site};
+use super::memory::HostMemory;
+use super::value::{Data, Tensor};
+use super::{dot, elementwise as ew, global, reduce, shape};
+
+/// What happens when a frame's block reaches its terminator.
+#[derive(Clone, Copy)]
+enum Continuation<'k> {
+    /// The kernel body: finishing it finishes the program.
+    Root,
+    ForBody {
+        op: &'k Op,
+        body: &'k Block,
+        iv: i64,
+        upper: i64,
+        step: i64,
+    },
+    WhileCond {
+        op: &'k Op,
+        cond: &'k Block,
+        body: &'k Block,
+    },
+    WhileBody {
+        op: &'k Op,
+        cond: &'k Block,
+        body: &'k Block,
+    },
+    IfArm {
+        op: &'k Op,
+    },
+}
+
+impl<'k> Continuation<'k> {
+    /// The control-flow op whose block this is (none for the kernel body).
+    fn owner(&self) -> Option<&'k Op> {
+        match *self {
+            Continuation::Root => None,
+            Continuation::ForBody { op, .. }
+            | Continuation::WhileCond { op, .. }
+            | Continuation::WhileBody { op, .. }
+            | Continuation::IfArm { op } => Some(op),
+        }
+    }
+}
+
+struct Frame<'k> {
+    block: &'k Block,
+    pc: usize,
+    cont: Continuation<'k>,
+}
+
+/// Whether a program has more to do after a step.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    Running,
+    Finished,
+}
+
+/// Runs programs of one kernel; reused across the programs one OS thread runs.
+pub(crate) struct Executor<'k> {
+    kernel: &'k Kernel,
+    mem: &'k HostMemory,
+    check_uninit: bool,
+    grid: [u32; 3],
+    program: [u32; 3],
+    env: Vec<Option<Rc<Tensor>>>,
+    frames: Vec<Frame<'k>>,
+}
+
+/// The op's name in messages.
+pub(crate) fn op_name(kind: &OpKind) -> &'static str {
+    use crate::ir::{BinaryOp as B, UnaryOp as U};
+    match kind {
+        OpKind::Constant(_) => "constant",
+        OpKind::ProgramId { .. } => "program_id",
+        OpKind::NumPrograms { .. } => "num_programs",
+        OpKind::Arange { .. } => "arange",
+        OpKind::Splat(_) => "splat",
+        OpKind::Broadcast(_) => "broadcast",
+        OpKind::ExpandDims { .. } => "expand_dims",
+        OpKind::Reshape(_) => "reshape",
+        OpKind::Trans { .. } => "trans",
+        OpKind::Cast(_) => "cast",
+        OpKind::Bitcast(_) => "bitcast",
+        OpKind::Binary { op, .. } => match op {
+            B::Add => "add",
+            B::Sub => "sub",
+            B::Mul => "mul",
+            B::Div => "div",
+            B::Rem => "rem",
+            B::Max => "max",
+            B::Min => "min",
+            B::And => "and",
+            B::Or => "or",
+            B::Xor => "xor",
+            B::Shl => "shl",
+            B::Shr => "shr",
+        },
+        OpKind::Unary { op, .. } => match op {
+            U::Neg => "neg",
+            U::Not => "not",
+            U::Exp => "exp",
+            U::Exp2 => "exp2",
+            U::Log => "log",
+            U::Log2 => "log2",
+            U::Sqrt => "sqrt",
+            U::Rsqrt => "rsqrt",
+            U::Sin => "sin",
+            U::Cos => "cos",
+            U::Abs => "abs",
+            U::Floor => "floor",
+            U::Ceil => "ceil",
+        },
+        OpKind::Compare { .. } => "cmp",
+        OpKind::Select { .. } => "where",
+        OpKind::Fma { .. } => "fma",
+        OpKind::AddPtr { .. } => "addptr",
+        OpKind::Load { .. } => "load",
+        OpKind::Store { .. } => "store",
+        OpKind::Reduce { .. } => "reduce",
+        OpKind::Cumsum { .. } => "cumsum",
+        OpKind::Dot { .. } => "dot",
+        OpKind::AtomicRmw { .. } => "atomic_rmw",
+        OpKind::AtomicCas { .. } => "atomic_cas",
+        OpKind::ExtractTile { .. } => "extract_tile",
+        OpKind::InsertTile { .. } => "insert_tile",
+        OpKind::For { .. } => "for",
+        OpKind::While { .. } => "while",
+        OpKind::If { .. } => "if",
+        OpKind::Yield(_) => "yield",
+        OpKind::Condition(_) => "condition",
+        OpKind::Print { .. } => "device_print",
+        OpKind::Assert { .. } => "device_assert",
+    }
+}
+
+fn format_elements(data: &Data) -> String {
+    fn join<T>(v: &[T], f: impl Fn(&T) -> String) -> String {
+        v.iter().map(f).collect::<Vec<_>>().join(", ")
+    }
+    let inner = match data {
+        Data::Bool(v) => join(v, |x| x.to_string()),
+        Data::Int(v) => join(v, |x| x.to_string()),
+        Data::Float(v) => join(v, |x| x.to_string()),
+        Data::Ptr(v) => join(v, |p| format!("{}+{}", p.buffer, p.byte_offset)),
+    };
+    if data.len() == 1 {
+        inner
+    } else {
+        format!("[{inner}]")
+    }
+}
+
+impl<'k> Executor<'k> {
+    pub(crate) fn new(
+        kernel: &'k Kernel,
+        mem: &'k HostMemory,
+        check_uninit: bool,
+        grid: [u32; 3],
+    ) -> Self {
+        Executor {
+            kernel,
+            mem,
+            check_uninit,
+            grid,
+            program: [0; 3],
+            env: vec![None; kernel.types.len()],
+            frames: Vec::new(),
+        }
+    }
+
+    fn site(&self, op: Option<&Op>) -> Site {
+        Site {
+            kernel: self.kernel.name.clone(),
+            file: self.kernel.source_file.clone(),
+            program: self.program,
+            op: op.map_or("kernel", |o| op_name(&o.kind)),
+            line: op.map_or(0, |o| o.loc.line),
+        }
+    }
+
+    /// Runs one program to completion. `params` are the parameter values, in order.
+    pub(crate) fn run_program(
+        &mut self,
+        program: [u32; 3],
+        params: &[Rc<Tensor>],
+    ) -> Result<(), InterpError> {
+        self.start(program, params)
+            .map_err(|fault| fault.at(self.site(None)))?;
+        while self.step()? == Progress::Running {}
+        Ok(())
+    }
+
+    /// Resets the state for `program` and binds the parameters.
+    fn start(&mut self, program: [u32; 3], params: &[Rc<Tensor>]) -> FaultResult<()> {
+        self.program = program;
+        self.env.iter_mut().for_each(|slot| *slot = None);
+        self.frames.clear();
+        for (param, value) in self.kernel.params.iter().zip(params) {
+            self.set(param.value, Rc::clone(value))?;
+        }
+        self.frames.push(Frame {
+            block: &self.kernel.body,
+            pc: 0,
+            cont: Continuation::Root,
+        });
+        Ok(())
+    }
+
+    /// Executes the next op of the innermost frame.
+    pub(crate) fn step(&mut self) -> Result<Progress, InterpError> {
+        let Some(frame) = self.frames.last_mut() else {
+            return Ok(Progress::Finished);
+        };
+        let block = frame.block;
+        let Some(op) = block.ops.get(frame.pc) else {
+            let cont = frame.cont;
+            self.frames.pop();
+            return match cont.owner() {
+                None => Ok(Progress::Finished),
+                Some(owner) => Err(Fault::malformed("nested block without a terminator")
+                    .at(self.site(Some(owner)))),
+            };
+        };
+        frame.pc += 1;
+        self.execute(op)
+            .map_err(|fault| fault.at(self.site(Some(op))))?;
+        Ok(if self.frames.is_empty() {
+            Progress::Finished
+        } else {
+            Progress::Running
+        })
+    }
+
+    fn get(&self, v: ValueId) -> FaultResult<&Rc<Tensor>> {
+        self.env
+            .get(v.index())
+            .and_then(Option::as_ref)
+            .ok_or_else(|| Fault::malformed(format!("{v} used before it is defined")))
+    }
+
+    fn set(&mut self, v: ValueId, value: Rc<Tensor>) -> FaultResult<()> {
+        let slot = self
+            .env
+            .get_mut(v.index())
+            .ok_or_else(|| Fault::malformed(format!("{v} has no type")))?;
+        *slot = Some(value);
+        Ok(())
+    }
+
+    fn type_of(&self, v: ValueId) -> FaultResult<&'k Type> {
+        self.kernel
+            .types
+            .get(v.index())
+            .ok_or_else(|| Fault::malformed(format!("{v} has no type")))
+    }
+
+    fn scalar_type(&self, v: ValueId) -> FaultResult<ScalarType> {
+        self.type_of(v)?
+            .elem
+            .scalar()
+            .ok_or_else(|| Fault::malformed(format!("{v} is a pointer where a number is expected")))
+    }
+
+    fn pointee(&self, v: ValueId) -> FaultResult<ScalarType> {
+        self.type_of(v)?
+            .elem
+            .pointee()
+            .ok_or_else(|| Fault::malformed(format!("{v} is not a pointer")))
+    }
+
+    fn result(op: &Op, i: usize) -> FaultResult<ValueId> {
+        op.results
+            .get(i)
+            .copied()
+            .ok_or_else(|| Fault::malformed("op lacks a result"))
+    }
+
+    /// Defines result `i` of `op` from `data`, shaped by the result's type.
+    fn define(&mut self, op: &Op, i: usize, data: Data) -> FaultResult<()> {
+        let id = Self::result(op, i)?;
+        let shape = self.type_of(id)?.shape.clone();
+        self.set(id, Rc::new(Tensor::new(shape, data)?))
+    }
+
+    fn values(&self, ids: &[ValueId]) -> FaultResult<Vec<Rc<Tensor>>> {
+        ids.iter().map(|&v| self.get(v).cloned()).collect()
+    }
+
+    fn bind_all(&mut self, ids: &[ValueId], values: Vec<Rc<Tensor>>) -> FaultResult<()> {
+        if ids.len() != values.len() {
+            return Err(Fault::malformed(format!(
+                "{} values for {} slots",
+                values.len(),
+                ids.len()
+            )));
+        }
+        for (&id, value) in ids.iter().zip(values) {
+            self.set(id, value)?;
+        }
+        Ok(())
+    }
+
+    fn mask(&self, mask: Option<ValueId>) -> FaultResult<Option<Rc<Tensor>>> {
+        mask.map(|m| self.get(m).cloned()).transpose()
+    }
+
+    /// A loop counter of the induction variable's type.
+    fn counter(&self, body: &Block, iv: i64) -> FaultResult<Rc<Tensor>> {
+        let iv_arg = body
+            .args
+            .first()
+            .ok_or_else(|| Fault::malformed("for body without an induction variable"))?;
+        let ty = self.scalar_type(*iv_arg)?;
+        Ok(Rc::new(Tensor::new(
+            vec![],
+            Data::Int(vec![wrap_int(ty, iv)]),
+        )?))
+    }
+
+    fn enter_for_body(
+        &mut self,
+        op: &'k Op,
+        body: &'k Block,
+        iv: i64,
+        upper: i64,
+        step: i64,
+        carried: Vec<Rc<Tensor>>,
+    ) -> FaultResult<()> {
+        let mut args = Vec::with_capacity(carried.len() + 1);
+        args.push(self.counter(body, iv)?);
+        args.extend(carried);
+        self.bind_all(&body.args, args)?;
+        self.frames.push(Frame {
+            block: body,
+            pc: 0,
+            cont: Continuation::ForBody {
+                op,
+                body,
+                iv,
+                upper,
+                step,
+            },
+        });
+        Ok(())
+    }
+
+    fn enter(&mut self, block: &'k Block, cont: Continuation<'k>) {
+        self.frames.push(Frame { block, pc: 0, cont });
+    }
+
+    /// The innermost frame ends with `Yield(values)`.
+    fn finish_block(&mut self, yielded: Vec<Rc<Tensor>>) -> FaultResult<()> {
+        let Some(frame) = self.frames.pop() else {
+            return Err(Fault::malformed("yield outside a block"));
+        };
+        match frame.cont {
+            Continuation::Root => Err(Fault::malformed("yield in the kernel body")),
+            Continuation::ForBody {
+                op,
+                body,
+                iv,
+                upper,
+                step,
+            } => match iv.checked_add(step) {
+                Some(next) if next < upper => {
+                    self.enter_for_body(op, body, next, upper, step, yielded)
+                }
+                _ => self.bind_all(&op.results, yielded),
+            },
+            Continuation::WhileBody { op, cond, body } => {
+                self.bind_all(&cond.args, yielded)?;
+                self.enter(cond, Continuation::WhileCond { op, cond, body });
+                Ok(())
+            }
+            Continuation::IfArm { op } => self.bind_all(&op.results, yielded),
+            Continuation::WhileCond { .. } => Err(Fault::malformed("yield ends a while condition")),
+        }
+    }
+
+    /// The innermost frame (a while condition) ends with `Condition(go_on)`.
+    fn finish_condition(&mut self, go_on: bool) -> FaultResult<()> {
+        let Some(Frame {
+            cont: Continuation::WhileCond { op, cond, body },
+            ..
+        }) = self.frames.pop()
+        else {
+            return Err(Fault::malformed("condition outside a while condition"));
+        };
+        let carried = self.values(&cond.args)?;
+        if go_on {
+            self.bind_all(&body.args, carried)?;
+            self.enter(body, Continuation::WhileBody { op, cond, body });
+            Ok(())
+        } else {
+            self.bind_all(&op.results, carried)
+        }
+    }
+
+    fn execute(&mut self, op: &'k Op) -> FaultResult<()> {
+        match &op.kind {
+            OpKind::For {
+                lower,
+                upper,
+                step,
+                inits,
+                body,
+            } => {
+                let lower = self.get(*lower)?.scalar_int()?;
+                let upper = self.get(*upper)?.scalar_int()?;
+                let step = self.get(*step)?.scalar_int()?;
+                if step <= 0 {
+                    return Err(Fault::NonPositiveStep { step });
+                }
+                let carried = self.values(inits)?;
+                if lower < upper {
+                    self.enter_for_body(op, body, lower, upper, step, carried)
+                } else {
+                    self.bind_all(&op.results, carried)
+                }
+            }
+            OpKind::While { inits, cond, body } => {
+                let carried = self.values(inits)?;
+                self.bind_all(&cond.args, carried)?;
+                self.enter(cond, Continuation::WhileCond { op, cond, body });
+                Ok(())
+            }
+            OpKind::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let arm = if self.get(*cond)?.scalar_bool()? {
+                    then_block
+                } else {
+                    else_block
+                };
+                self.enter(arm, Continuation::IfArm { op });
+                Ok(())
+            }
+            OpKind::Yield(values) => {
+                let yielded = self.values(values)?;
+                self.finish_block(yielded)
+            }
+            OpKind::Condition(v) => {
+                let go_on = self.get(*v)?.scalar_bool()?;
+                self.finish_condition(go_on)
+            }
+            _ => self.execute_straight(op),
+        }
+    }
+
+    /// Ops without nested blocks.
+    fn execute_straight(&mut self, op: &Op) -> FaultResult<()> {
+        let data = match &op.kind {
+            OpKind::Constant(lit) => {
+                let ty = self.type_of(Self::result(op, 0)?)?;
+                ew::constant(*lit, ty.elem, ty.numel())?
+            }
+            OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
+                let source = if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    self.program
+                } else {
+                    self.grid
+                };
+                let v = source
+                    .get(usize::from(*axis))
+                    .ok_or_else(|| Fault::malformed(format!("axis {axis} of a 3-d grid")))?;
+                Data::Int(vec![i64::from(*v)])
+            }
+            OpKind::Arange { start, end } => {
+                let ty = self.scalar_type(Self::result(op, 0)?)?;
+                Data::Int((*start..*end).map(|i| wrap_int(ty, i)).collect())
+            }
+            OpKind::Splat(v) => {
+                let ty = self.type_of(Self::result(op, 0)?)?;
+                shape::splat(self.get(*v)?, &ty.shape)?
+            }
+            OpKind::Broadcast(v) => {
+                let ty = self.type_of(Self::result(op, 0)?)?;
+                shape::broadcast(self.get(*v)?, &ty.shape)?
+            }
+            OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
+                let ty = self.type_of(Self::result(op, 0)?)?;
+                shape::reshape(self.get(*v)?, &ty.shape)?
+            }
+            OpKind::Trans { value, perm } => shape::trans(self.get(*value)?, perm)?,
+            OpKind::Cast(v) => {
+                let to: Elem = self.type_of(Self::result(op, 0)?)?.elem;
+                ew::cast(self.type_of(*v)?.elem, to, &self.get(*v)?.data)?
+            }
+            OpKind::Bitcast(v) => {
+                let to = self.scalar_type(Self::result(op, 0)?)?;
+                ew::bitcast(self.scalar_type(*v)?, to, &self.get(*v)?.data)?
+            }
+            OpKind::Binary { op: bin, lhs, rhs } => ew::binary(
+                *bin,
+                self.scalar_type(*lhs)?,
+                &self.get(*lhs)?.data,
+                &self.get(*rhs)?.data,
+            )?,
+            OpKind::Unary { op: un, value } => {
+                ew::unary(*un, self.scalar_type(*value)?, &self.get(*value)?.data)?
+            }
+            OpKind::Compare { pred, lhs, rhs } => {
+                ew::compare(*pred, &self.get(*lhs)?.data, &self.get(*rhs)?.data)?
+            }
+            OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            } => ew::select(
+                self.get(*cond)?.bools()?,
+                &self.get(*on_true)?.data,
+                &self.get(*on_false)?.data,
+            )?,
+            OpKind::Fma { a, b, c } => ew::fma(
+                self.scalar_type(*a)?,
+                &self.get(*a)?.data,
+                &self.get(*b)?.data,
+                &self.get(*c)?.data,
+            )?,
+            OpKind::AddPtr { ptr, offset } => global::add_ptr(
+                self.get(*ptr)?.ptrs()?,
+                self.get(*offset)?.ints()?,
+                self.pointee(*ptr)?,
+            )?,
+            OpKind::Load {
+                ptr, mask, other, ..
+            } => {
+                let mask = self.mask(*mask)?;
+                let other = other.map(|o| self.get(o).cloned()).transpose()?;
+                global::load(
+                    self.mem,
+                    self.check_uninit,
+                    self.pointee(*ptr)?,
+                    self.get(*ptr)?.ptrs()?,
+                    mask.as_deref().map(Tensor::bools).transpose()?,
+                    other.as_deref().map(|o| &o.data),
+                )?
+            }
+            OpKind::Store {
+                ptr, value, mask, ..
+            } => {
+                let mask = self.mask(*mask)?;
+                return global::store(
+                    self.mem,
+                    self.pointee(*ptr)?,
+                    self.get(*ptr)?.ptrs()?,
+                    &self.get(*value)?.data,
+                    mask.as_deref().map(Tensor::bools).transpose()?,
+                );
+            }
+            OpKind::Reduce { value, axis, kind } => {
+                reduce::reduce(self.get(*value)?, self.scalar_type(*value)?, *axis, *kind)?
+            }
+            OpKind::Cumsum {
+                value,
+                axis,
+                reverse,
+            } => {
+                let (prefix, total) = reduce::cumsum(
+                    self.get(*value)?,
+                    self.scalar_type(*value)?,
+                    *axis,
+                    *reverse,
+                )?;
+                self.define(op, 1, total)?;
+                prefix
+            }
+            OpKind::Dot {
+                a,
+                b,
+                acc,
+                precision,
+            } => dot::dot(
+                self.get(*a)?,
+                self.get(*b)?,
+                self.get(*acc)?,
+                self.scalar_type(*a)?,
+                self.scalar_type(*acc)?,
+                *precision,
+            )?,
+            OpKind::AtomicRmw {
+                op: rmw,
+                ptr,
+                value,
+                mask,
+                ..
+            } => {
+                let mask = self.mask(*mask)?;
+                global::atomic_rmw(
+                    self.mem,
+                    self.check_uninit,
+                    *rmw,
+                    self.pointee(*ptr)?,
+                    self.get(*ptr)?.ptrs()?,
+                    &self.get(*value)?.data,
+                    mask.as_deref().map(Tensor::bools).transpose()?,
+                )?
+            }
+            OpKind::AtomicCas {
+                ptr, cmp, value, ..
+            } => global::atomic_cas(
+                self.mem,
+                self.check_uninit,
+                self.pointee(*ptr)?,
+                self.get(*ptr)?.ptrs()?,
+                &self.get(*cmp)?.data,
+                &self.get(*value)?.data,
+            )?,
+            OpKind::ExtractTile { value, index } => {
+                let ty = self.type_of(Self::result(op, 0)?)?;
+                shape::extract_tile(self.get(*value)?, &ty.shape, index)?
+            }
+            OpKind::InsertTile { value, tile, index } => {
+                shape::insert_tile(self.get(*value)?, self.get(*tile)?, index)?
+            }
+            OpKind::Print { prefix, values } => return self.print(op, prefix, values),
+            OpKind::Assert { cond, message } => {
+                return match self.get(*cond)?.bools()?.iter().position(|&ok| !ok) {
+                    Some(element) => Err(Fault::AssertFailed {
+                        message: message.clone(),
+                        element,
+                    }),
+                    None => Ok(()),
+                };
+            }
+            OpKind::For { .. }
+            | OpKind::While { .. }
+            | OpKind::If { .. }
+            | OpKind::Yield(_)
+            | OpKind::Condition(_) => {
+                return Err(Fault::malformed(
+                    "control flow reached the straight-line evaluator",
+                ));
+            }
+        };
+        self.define(op, 0, data)
+    }
+
+    fn print(&self, op: &Op, prefix: &str, values: &[ValueId]) -> FaultResult<()> {
+        let data = values
+            .iter()
+            .map(|&v| Ok(&self.get(v)?.data))
+            .collect::<FaultResult<Vec<&Data>>>()?;
+        let line = print_line(self.program, op.loc.line, prefix, &data);
+        // One write per line so lines of concurrent programs do not interleave.
+        let _ = std::io::stdout().lock().write_all(line.as_bytes());
+        Ok(())
+    }
+}
+
+/// The text `device_print` writes: `pid (x, y, z) line L: <prefix> <values>...` and a newline.
+fn print_line(program: [u32; 3], line: u32, prefix: &str, values: &[&Data]) -> String {
+    let [x, y, z] = program;
+    let mut text = format!("pid ({x}, {y}, {z}) line {line}: {prefix}");
+    for data in values {
+        text.push(' ');
+        text.push_str(&format_elements(data));
+    }
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn print_lines_name_the_program_and_line() {
+        let ids = Data::Int(vec![0, 1]);
+        let flag = Data::Bool(vec![true]);
+        assert_eq!(
+            print_line([1, 2, 3], 7, "x =", &[&ids, &flag]),
+            "pid (1, 2, 3) line 7: x = [0, 1] true\n"
+        );
+    }
+
+    #[test]
+    fn elements_print_as_scalars_or_lists() {
+        assert_eq!(format_elements(&Data::Int(vec![3])), "3");
+        assert_eq!(format_elements(&Data::Float(vec![1.5, -2.0])), "[1.5, -2]");
+        assert_eq!(
+            format_elements(&Data::Bool(vec![true, false])),
+            "[true, false]"
+        );
+    }
+}

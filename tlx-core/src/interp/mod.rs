@@ -1,0 +1,238 @@
+//! The CPU interpreter: runs an [`ir::Kernel`] over a grid of programs on
+//! host memory, one tile op at a time (block level, like Triton's
+//! interpreter), with bounds, initialization and assertion checks that name
+//! the kernel, the program, the op and the source line.
+//!
+//! Structure: [`run_kernel`] validates the launch and hands programs to OS
+//! threads (work stealing on an atomic counter); each thread owns an
+//! `exec::Executor`, a resumable state machine over an explicit value
+//! environment and frame stack. The op modules (`elementwise`, `shape`,
+//! `reduce`, `dot`, `global`) compute on whole tiles.
+//!
+//! How TLX async tasks will slot in: a program becomes several executors
+//! (one per task, each with its own frame stack) sharing the program's
+//! shared-memory buffers and mbarriers. Because `Executor::step` advances a
+//! task by one op and returns, a per-program scheduler can interleave tasks
+//! deterministically (round robin) or from a seeded random choice, block a
+//! task on an mbarrier wait by not stepping it, and report a deadlock when
+//! every live task is blocked.
+
+mod dot;
+mod elementwise;
+mod error;
+mod exec;
+mod global;
+pub mod memory;
+mod reduce;
+mod shape;
+mod value;
+
+#[cfg(test)]
+mod tests;
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::ir::{self, ParamKind, ScalarType};
+use crate::numeric::{float_from_bits, int_from_bits};
+
+pub use error::{InterpError, Site};
+pub use memory::{BufferId, HostMemory};
+
+use exec::Executor;
+use value::{Data, Ptr, Repr, Tensor};
+
+/// The raw bits of a scalar argument in its type's memory encoding,
+/// zero-extended to 64 bits (an f32 is `x.to_bits()`, an f16 its 16 bits, an
+/// i32 `x as u32`, a bool 0 or 1). See the `ArgValue` constructors.
+pub type ScalarBits = u64;
+
+/// A kernel argument.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArgValue {
+    /// A global pointer: `offset_elems` pointee elements into `buffer`.
+    Ptr { buffer: BufferId, offset_elems: i64 },
+    /// A scalar of the given type with its bits.
+    Scalar(ScalarType, ScalarBits),
+}
+
+impl ArgValue {
+    /// A pointer to the start of `buffer`.
+    pub fn ptr(buffer: BufferId) -> ArgValue {
+        ArgValue::Ptr {
+            buffer,
+            offset_elems: 0,
+        }
+    }
+
+    pub fn i32(x: i32) -> ArgValue {
+        ArgValue::Scalar(ScalarType::I32, u64::from(x as u32))
+    }
+
+    pub fn i64(x: i64) -> ArgValue {
+        ArgValue::Scalar(ScalarType::I64, x as u64)
+    }
+
+    pub fn u32(x: u32) -> ArgValue {
+        ArgValue::Scalar(ScalarType::U32, u64::from(x))
+    }
+
+    pub fn f32(x: f32) -> ArgValue {
+        ArgValue::Scalar(ScalarType::F32, u64::from(x.to_bits()))
+    }
+
+    pub fn bool(x: bool) -> ArgValue {
+        ArgValue::Scalar(ScalarType::Bool, u64::from(x))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ArgValue::Ptr { .. } => "a pointer".into(),
+            ArgValue::Scalar(ty, _) => format!("a {ty} scalar"),
+        }
+    }
+}
+
+/// How to run a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterpOptions {
+    /// OS threads running programs; 0 means `std::thread::available_parallelism`.
+    pub threads: usize,
+    /// Report loads (and atomics) of bytes that were never written.
+    pub check_uninit: bool,
+}
+
+impl Default for InterpOptions {
+    fn default() -> Self {
+        InterpOptions {
+            threads: 0,
+            check_uninit: true,
+        }
+    }
+}
+
+/// Checks `args` against the kernel's parameters and turns them into values.
+fn bind_args(kernel: &ir::Kernel, args: &[ArgValue]) -> Result<Vec<Tensor>, InterpError> {
+    if args.len() != kernel.params.len() {
+        return Err(InterpError::ArgCount {
+            kernel: kernel.name.clone(),
+            expected: kernel.params.len(),
+            got: args.len(),
+        });
+    }
+    let mut values = Vec::with_capacity(args.len());
+    for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
+        let data = match (param.kind, *arg) {
+            (
+                ParamKind::Ptr(pointee),
+                ArgValue::Ptr {
+                    buffer,
+                    offset_elems,
+                },
+            ) => Data::Ptr(vec![Ptr {
+                buffer,
+                byte_offset: offset_elems.wrapping_mul(pointee.size_bytes() as i64),
+            }]),
+            (ParamKind::Scalar(expected), ArgValue::Scalar(ty, bits)) if expected == ty => {
+                match Repr::of_scalar(ty) {
+                    Repr::Float => Data::Float(vec![float_from_bits(ty, bits)]),
+                    Repr::Bool => Data::Bool(vec![bits & 1 != 0]),
+                    Repr::Int => Data::Int(vec![int_from_bits(ty, bits)]),
+                }
+            }
+            _ => {
+                let expected = match param.kind {
+                    ParamKind::Ptr(p) => format!("a pointer to {p}"),
+                    ParamKind::Scalar(s) => format!("a {s} scalar"),
+                };
+                return Err(InterpError::ArgMismatch {
+                    kernel: kernel.name.clone(),
+                    index,
+                    param: param.name.clone(),
+                    expected,
+                    got: arg.describe(),
+                });
+            }
+        };
+        values.push(Tensor {
+            shape: Vec::new(),
+            data,
+        });
+    }
+    Ok(values)
+}
+
+/// The program id of the `index`-th program, x fastest.
+fn program_at(grid: [u32; 3], index: usize) -> [u32; 3] {
+    let [gx, gy, _] = grid.map(|d| d as usize);
+    [
+        (index % gx) as u32,
+        ((index / gx) % gy) as u32,
+        (index / (gx * gy)) as u32,
+    ]
+}
+
+/// Runs `kernel` over `grid` with `args` on `mem`.
+///
+/// Programs run in parallel on `opts.threads` threads. After the first
+/// failure no new program starts; the error returned is the one of the
+/// lowest-numbered failing program (x fastest), which does not depend on the
+/// thread count because programs start in index order and every started
+/// program runs to its end or its error.
+pub fn run_kernel(
+    kernel: &ir::Kernel,
+    grid: [u32; 3],
+    args: &[ArgValue],
+    mem: &HostMemory,
+    opts: &InterpOptions,
+) -> Result<(), InterpError> {
+    if grid.contains(&0) {
+        return Err(InterpError::EmptyGrid {
+            kernel: kernel.name.clone(),
+            grid,
+        });
+    }
+    let params = bind_args(kernel, args)?;
+    let programs = grid.iter().map(|&d| d as usize).product::<usize>();
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(programs);
+
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let failures: Mutex<Vec<(usize, InterpError)>> = Mutex::new(Vec::new());
+    let worker = || {
+        let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
+        let mut executor = Executor::new(kernel, mem, opts.check_uninit, grid);
+        while !stop.load(Ordering::Relaxed) {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            if index >= programs {
+                break;
+            }
+            if let Err(e) = executor.run_program(program_at(grid, index), &params) {
+                stop.store(true, Ordering::Relaxed);
+                failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((index, e));
+            }
+        }
+    };
+    if threads <= 1 {
+        worker();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(worker);
+            }
+        });
+    }
+    let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
+    match failures.into_iter().min_by_key(|(index, _)| *index) {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
+    }
+}

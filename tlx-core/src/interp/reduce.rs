@@ -1,0 +1,287 @@
+//! Reductions along one axis (sum, max, min, argmax, argmin) and TLE's
+//! cumsum. Float sums accumulate in f32 and round to the element type once
+//! (f16/bf16/fp8); integer sums wrap; max/min propagate NaN.
+
+use crate::ir::{ReduceKind, ScalarType};
+use crate::numeric::{round_f32, wrap_int};
+
+use super::error::{Fault, FaultResult};
+use super::value::{Data, Tensor};
+
+/// The tile seen as `[outer, axis, inner]` around `axis`.
+fn split_at_axis(shape: &[usize], axis: usize) -> FaultResult<(usize, usize, usize)> {
+    if axis >= shape.len() {
+        return Err(Fault::malformed(format!(
+            "axis {axis} of a rank-{} tile",
+            shape.len()
+        )));
+    }
+    let outer = shape[..axis].iter().product();
+    let inner = shape[axis + 1..].iter().product();
+    Ok((outer, shape[axis], inner))
+}
+
+/// Folds each line along the axis with `step(acc, x, position)`, starting at the first element.
+fn fold_lines<T: Copy, A: Copy>(
+    v: &[T],
+    (outer, len, inner): (usize, usize, usize),
+    init: impl Fn(T) -> A,
+    step: impl Fn(A, T, usize) -> A,
+) -> Vec<A> {
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        let base = o * len * inner;
+        for i in 0..inner {
+            let mut acc = init(v[base + i]);
+            for k in 1..len {
+                acc = step(acc, v[base + k * inner + i], k);
+            }
+            out.push(acc);
+        }
+    }
+    out
+}
+
+fn float_reduce(kind: ReduceKind, ty: ScalarType, v: &[f32], dims: (usize, usize, usize)) -> Data {
+    match kind {
+        ReduceKind::Sum => {
+            let sums = fold_lines(v, dims, |x| x, |a, x, _| a + x);
+            Data::Float(sums.into_iter().map(|s| round_f32(ty, s)).collect())
+        }
+        ReduceKind::Max => Data::Float(fold_lines(
+            v,
+            dims,
+            |x| x,
+            |a: f32, x: f32, _| {
+                if a.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else {
+                    a.max(x)
+                }
+            },
+        )),
+        ReduceKind::Min => Data::Float(fold_lines(
+            v,
+            dims,
+            |x| x,
+            |a: f32, x: f32, _| {
+                if a.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else {
+                    a.min(x)
+                }
+            },
+        )),
+        ReduceKind::Argmax => Data::Int(
+            fold_lines(
+                v,
+                dims,
+                |x| (x, 0usize),
+                |(b, bi), x, k| if x > b { (x, k) } else { (b, bi) },
+            )
+            .into_iter()
+            .map(|(_, i)| i as i64)
+            .collect(),
+        ),
+        ReduceKind::Argmin => Data::Int(
+            fold_lines(
+                v,
+                dims,
+                |x| (x, 0usize),
+                |(b, bi), x, k| if x < b { (x, k) } else { (b, bi) },
+            )
+            .into_iter()
+            .map(|(_, i)| i as i64)
+            .collect(),
+        ),
+    }
+}
+
+fn int_reduce(
+    kind: ReduceKind,
+    ty: ScalarType,
+    v: &[i64],
+    dims: (usize, usize, usize),
+) -> Vec<i64> {
+    let first_index = |pairs: Vec<(i64, usize)>| pairs.into_iter().map(|(_, i)| i as i64).collect();
+    match kind {
+        ReduceKind::Sum => fold_lines(v, dims, |x| x, |a: i64, x, _| a.wrapping_add(x))
+            .into_iter()
+            .map(|s| wrap_int(ty, s))
+            .collect(),
+        ReduceKind::Max => fold_lines(v, dims, |x| x, |a: i64, x, _| a.max(x)),
+        ReduceKind::Min => fold_lines(v, dims, |x| x, |a: i64, x, _| a.min(x)),
+        ReduceKind::Argmax => first_index(fold_lines(
+            v,
+            dims,
+            |x| (x, 0),
+            |(b, bi), x, k| {
+                if x > b {
+                    (x, k)
+                } else {
+                    (b, bi)
+                }
+            },
+        )),
+        ReduceKind::Argmin => first_index(fold_lines(
+            v,
+            dims,
+            |x| (x, 0),
+            |(b, bi), x, k| {
+                if x < b {
+                    (x, k)
+                } else {
+                    (b, bi)
+                }
+            },
+        )),
+    }
+}
+
+/// Reduction of `value` (element type `ty`) along `axis`.
+pub(crate) fn reduce(
+    value: &Tensor,
+    ty: ScalarType,
+    axis: usize,
+    kind: ReduceKind,
+) -> FaultResult<Data> {
+    let dims = split_at_axis(&value.shape, axis)?;
+    if dims.1 == 0 {
+        return Err(Fault::malformed("reduction over an empty axis"));
+    }
+    Ok(match &value.data {
+        Data::Float(v) => float_reduce(kind, ty, v, dims),
+        Data::Int(v) => Data::Int(int_reduce(kind, ty, v, dims)),
+        Data::Bool(v) => {
+            let ints: Vec<i64> = v.iter().map(|&b| i64::from(b)).collect();
+            match kind {
+                ReduceKind::Max | ReduceKind::Min => Data::Bool(
+                    int_reduce(kind, ty, &ints, dims)
+                        .into_iter()
+                        .map(|x| x != 0)
+                        .collect(),
+                ),
+                ReduceKind::Argmax | ReduceKind::Argmin => {
+                    Data::Int(int_reduce(kind, ty, &ints, dims))
+                }
+                ReduceKind::Sum => return Err(Fault::malformed("sum of bools")),
+            }
+        }
+        Data::Ptr(_) => return Err(Fault::malformed("reduction of pointers")),
+    })
+}
+
+/// Exclusive prefix sums along `axis` (from the end when `reverse`) and the totals.
+fn scan<T: Copy>(
+    v: &[T],
+    (outer, len, inner): (usize, usize, usize),
+    reverse: bool,
+    zero: T,
+    add: impl Fn(T, T) -> T,
+) -> (Vec<T>, Vec<T>) {
+    let mut prefix = vec![zero; v.len()];
+    let mut totals = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        let base = o * len * inner;
+        for i in 0..inner {
+            let mut acc = zero;
+            for step in 0..len {
+                let k = if reverse { len - 1 - step } else { step };
+                let at = base + k * inner + i;
+                prefix[at] = acc;
+                acc = add(acc, v[at]);
+            }
+            totals.push(acc);
+        }
+    }
+    (prefix, totals)
+}
+
+/// TLE's cumsum: the exclusive prefix sums (same shape) and the totals (axis dropped).
+pub(crate) fn cumsum(
+    value: &Tensor,
+    ty: ScalarType,
+    axis: usize,
+    reverse: bool,
+) -> FaultResult<(Data, Data)> {
+    let dims = split_at_axis(&value.shape, axis)?;
+    Ok(match &value.data {
+        Data::Float(v) => {
+            let (prefix, totals) = scan(v, dims, reverse, 0.0f32, |a, b| a + b);
+            let round =
+                |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
+            (round(prefix), round(totals))
+        }
+        Data::Int(v) => {
+            let (prefix, totals) = scan(v, dims, reverse, 0i64, i64::wrapping_add);
+            let wrap = |xs: Vec<i64>| Data::Int(xs.into_iter().map(|x| wrap_int(ty, x)).collect());
+            (wrap(prefix), wrap(totals))
+        }
+        _ => return Err(Fault::malformed("cumsum of a non-numeric tile")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Tensor {
+        // [[3, 9, 9], [7, 1, 7]]
+        Tensor {
+            shape: vec![2, 3],
+            data: Data::Int(vec![3, 9, 9, 7, 1, 7]),
+        }
+    }
+
+    #[test]
+    fn int_reductions_along_both_axes() {
+        let t = grid();
+        let r = |axis, kind| reduce(&t, ScalarType::I32, axis, kind);
+        assert_eq!(r(1, ReduceKind::Sum), Ok(Data::Int(vec![21, 15])));
+        assert_eq!(r(0, ReduceKind::Sum), Ok(Data::Int(vec![10, 10, 16])));
+        assert_eq!(r(1, ReduceKind::Argmax), Ok(Data::Int(vec![1, 0])));
+        assert_eq!(r(0, ReduceKind::Argmin), Ok(Data::Int(vec![0, 1, 1])));
+        assert_eq!(r(0, ReduceKind::Max), Ok(Data::Int(vec![7, 9, 9])));
+        assert_eq!(r(1, ReduceKind::Min), Ok(Data::Int(vec![3, 1])));
+        assert!(r(2, ReduceKind::Sum).is_err());
+    }
+
+    #[test]
+    fn f16_sums_round_once() {
+        // 2048 + 1 + 1 in f16 step by step stays 2048; accumulated in f32 it is 2050.
+        let t = Tensor {
+            shape: vec![3],
+            data: Data::Float(vec![2048.0, 1.0, 1.0]),
+        };
+        assert_eq!(
+            reduce(&t, ScalarType::F16, 0, ReduceKind::Sum),
+            Ok(Data::Float(vec![2050.0]))
+        );
+        let n = Tensor {
+            shape: vec![3],
+            data: Data::Float(vec![1.0, f32::NAN, 5.0]),
+        };
+        let Ok(Data::Float(m)) = reduce(&n, ScalarType::F32, 0, ReduceKind::Max) else {
+            panic!("max failed")
+        };
+        assert!(m[0].is_nan());
+        assert_eq!(
+            reduce(&n, ScalarType::F32, 0, ReduceKind::Argmax),
+            Ok(Data::Int(vec![2]))
+        );
+    }
+
+    #[test]
+    fn cumsum_is_exclusive_in_both_directions() {
+        let t = grid();
+        let (p, tot) = cumsum(&t, ScalarType::I32, 1, false).expect("ints");
+        assert_eq!(p, Data::Int(vec![0, 3, 12, 0, 7, 8]));
+        assert_eq!(tot, Data::Int(vec![21, 15]));
+        let (p, tot) = cumsum(&t, ScalarType::I32, 1, true).expect("ints");
+        assert_eq!(p, Data::Int(vec![18, 9, 0, 8, 7, 0]));
+        assert_eq!(tot, Data::Int(vec![21, 15]));
+        let (p, tot) = cumsum(&t, ScalarType::I32, 0, false).expect("ints");
+        assert_eq!(p, Data::Int(vec![0, 0, 0, 3, 9, 9]));
+        assert_eq!(tot, Data::Int(vec![10, 10, 16]));
+    }
+}

@@ -1,0 +1,413 @@
+//! Distributed layouts: which thread register holds which tensor element.
+//!
+//! Block shapes are powers of two, so the row-major flat index of an element
+//! is the concatenation of its coordinates' bits. A layout is *linear* over
+//! GF(2): every register bit, lane bit and warp bit owns one basis vector (a
+//! flat index), and the element held by `(register, lane, warp)` is the XOR of
+//! the bases of their set bits. A zero basis means that bit only replicates
+//! data. This model (Triton's "linear layouts") covers blocked layouts, their
+//! slices (the results of reductions) and the tensor-core fragment layouts with
+//! one representation, and makes `Reshape` and `ExpandDims` free: they do not
+//! change the flat index, so they do not change the layout.
+
+use thiserror::Error;
+
+/// Lanes in a warp.
+pub const WARP_SIZE: u32 = 32;
+/// Bits of a lane index.
+pub const LANE_BITS: usize = 5;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("dimension {dim} of shape {shape:?} is not a power of two")]
+    NotPowerOfTwo { shape: Vec<usize>, dim: usize },
+    #[error("num_warps = {0} is not a power of two")]
+    WarpsNotPowerOfTwo(u32),
+}
+
+/// A linear layout of a tensor of `shape` over the registers, lanes and warps of one CTA.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LinearLayout {
+    pub shape: Vec<usize>,
+    /// Basis (a flat index) of each register-index bit; `2^regs.len()` registers.
+    pub regs: Vec<u32>,
+    /// Basis of each lane-index bit (always [`LANE_BITS`] of them).
+    pub lanes: Vec<u32>,
+    /// Basis of each warp-index bit.
+    pub warps: Vec<u32>,
+}
+
+/// log2 of a power of two, or `None`.
+fn exact_log2(n: usize) -> Option<usize> {
+    (n.is_power_of_two()).then(|| n.trailing_zeros() as usize)
+}
+
+/// Bits of each dimension of a power-of-two shape.
+pub fn dim_bits(shape: &[usize]) -> Result<Vec<usize>, LayoutError> {
+    shape
+        .iter()
+        .enumerate()
+        .map(|(dim, &n)| {
+            exact_log2(n).ok_or(LayoutError::NotPowerOfTwo {
+                shape: shape.to_vec(),
+                dim,
+            })
+        })
+        .collect()
+}
+
+/// The lowest flat-index bit of each dimension (row-major: the last dim is lowest).
+fn dim_offsets(bits: &[usize]) -> Vec<usize> {
+    let mut offsets = vec![0; bits.len()];
+    let mut acc = 0;
+    for d in (0..bits.len()).rev() {
+        offsets[d] = acc;
+        acc += bits[d];
+    }
+    offsets
+}
+
+/// XOR of the bases selected by the set bits of `index`.
+fn combine(bases: &[u32], index: u32) -> u32 {
+    bases
+        .iter()
+        .enumerate()
+        .filter(|(bit, _)| index >> bit & 1 == 1)
+        .fold(0, |acc, (_, b)| acc ^ b)
+}
+
+impl LinearLayout {
+    /// The default blocked layout: `vector` contiguous elements of the last dim per
+    /// register group, then lanes, then warps along the flat index (so a warp reads
+    /// consecutive addresses), then the remaining bits wrap into registers. Bits the
+    /// shape lacks become zero bases (replication).
+    pub fn blocked(shape: &[usize], vector: usize, num_warps: u32) -> Result<Self, LayoutError> {
+        let bits = dim_bits(shape)?;
+        let warp_bits = exact_log2(num_warps as usize)
+            .ok_or(LayoutError::WarpsNotPowerOfTwo(num_warps))?;
+        let total: usize = bits.iter().sum();
+        let last = bits.last().copied().unwrap_or(0);
+        let vector_bits = exact_log2(vector.max(1)).unwrap_or(0).min(last);
+        let mut next = 0usize;
+        let mut take = |n: usize| -> Vec<u32> {
+            (0..n)
+                .map(|_| {
+                    let basis = if next < total { 1u32 << next } else { 0 };
+                    next += 1;
+                    basis
+                })
+                .collect()
+        };
+        let mut regs = take(vector_bits);
+        let lanes = take(LANE_BITS);
+        let warps = take(warp_bits);
+        let rest = total.saturating_sub(vector_bits + LANE_BITS + warp_bits);
+        regs.extend(take(rest));
+        Ok(LinearLayout {
+            shape: shape.to_vec(),
+            regs,
+            lanes,
+            warps,
+        })
+    }
+
+    /// A fully replicated layout of a scalar (one register, every thread).
+    pub fn scalar(num_warps: u32) -> Result<Self, LayoutError> {
+        LinearLayout::blocked(&[], 1, num_warps)
+    }
+
+    pub fn num_regs(&self) -> usize {
+        1 << self.regs.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Flat index held by register `reg` alone (lane 0, warp 0).
+    pub fn reg_offset(&self, reg: usize) -> u32 {
+        combine(&self.regs, reg as u32)
+    }
+
+    /// Flat (row-major) index of the element held by `(reg, lane, warp)`.
+    pub fn flat_index(&self, reg: usize, lane: u32, warp: u32) -> u32 {
+        combine(&self.regs, reg as u32) ^ combine(&self.lanes, lane) ^ combine(&self.warps, warp)
+    }
+
+    /// Coordinates of the element held by `(reg, lane, warp)`.
+    pub fn coords(&self, reg: usize, lane: u32, warp: u32) -> Vec<usize> {
+        unflatten(&self.shape, self.flat_index(reg, lane, warp) as usize)
+    }
+
+    /// True if `(reg, lane, warp)` holds a copy of an element that a lower register,
+    /// lane or warp of the same CTA also holds (the copy that should not write).
+    pub fn is_replica(&self, reg: usize, lane: u32, warp: u32) -> bool {
+        let replica_bit = |bases: &[u32], index: u32| {
+            bases
+                .iter()
+                .enumerate()
+                .any(|(bit, &b)| b == 0 && index >> bit & 1 == 1)
+        };
+        replica_bit(&self.regs, reg as u32)
+            || replica_bit(&self.lanes, lane)
+            || replica_bit(&self.warps, warp)
+    }
+
+    /// The layout of the result of reducing `axis`: bases lose that dimension's bits
+    /// (Triton's slice layout). Bases lying wholly in `axis` become replicas.
+    pub fn sliced(&self, axis: usize) -> Result<LinearLayout, LayoutError> {
+        let mut shape = self.shape.clone();
+        shape.remove(axis);
+        let map = drop_dim_bits(&self.shape, axis)?;
+        Ok(self.map_bases(shape, &map))
+    }
+
+    /// Which bases carry `axis` bits, as masks of register, lane and warp bits.
+    pub fn axis_bits(&self, axis: usize) -> Result<(u32, u32, u32), LayoutError> {
+        let bits = dim_bits(&self.shape)?;
+        let offsets = dim_offsets(&bits);
+        let field = ((1u32 << bits[axis]) - 1) << offsets[axis];
+        let mask = |bases: &[u32]| {
+            bases
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| b & field != 0)
+                .fold(0u32, |m, (i, _)| m | 1 << i)
+        };
+        Ok((mask(&self.regs), mask(&self.lanes), mask(&self.warps)))
+    }
+
+    /// The same distribution for a shape of the same size whose flat indices are the
+    /// same elements (`Reshape`, `ExpandDims`).
+    pub fn reshaped(&self, shape: &[usize]) -> LinearLayout {
+        LinearLayout {
+            shape: shape.to_vec(),
+            ..self.clone()
+        }
+    }
+
+    /// This layout as seen by an operand of `Broadcast` whose size-1 dims are
+    /// repeated: the repeated dims' bits dropped (the operand keeps the same
+    /// registers, each holding the element its broadcast copy comes from).
+    pub fn broadcast_source(&self, source_shape: &[usize]) -> Result<LinearLayout, LayoutError> {
+        let bits = dim_bits(&self.shape)?;
+        let offsets = dim_offsets(&bits);
+        let keep: Vec<(u32, u32)> = (0..self.shape.len())
+            .filter(|&d| source_shape.get(d).copied() == Some(self.shape[d]))
+            .map(|d| (((1u32 << bits[d]) - 1) << offsets[d], offsets[d] as u32))
+            .collect();
+        let source_bits = dim_bits(source_shape)?;
+        let source_offsets = dim_offsets(&source_bits);
+        let kept_dims: Vec<usize> = (0..self.shape.len())
+            .filter(|&d| source_shape.get(d).copied() == Some(self.shape[d]))
+            .collect();
+        let map = move |basis: u32| -> u32 {
+            keep.iter()
+                .zip(&kept_dims)
+                .fold(0, |acc, ((field, off), &d)| {
+                    acc | ((basis & field) >> off) << source_offsets[d]
+                })
+        };
+        Ok(self.map_bases(source_shape.to_vec(), &map))
+    }
+
+    /// Dimensions permuted (`Trans`): result dim `i` is this layout's dim `perm[i]`.
+    pub fn transposed(&self, perm: &[usize]) -> Result<LinearLayout, LayoutError> {
+        let bits = dim_bits(&self.shape)?;
+        let offsets = dim_offsets(&bits);
+        let shape: Vec<usize> = perm.iter().map(|&p| self.shape[p]).collect();
+        let new_offsets = dim_offsets(&dim_bits(&shape)?);
+        let map = |basis: u32| -> u32 {
+            perm.iter().enumerate().fold(0, |acc, (i, &p)| {
+                let field = (basis >> offsets[p]) & ((1u32 << bits[p]) - 1);
+                acc | field << new_offsets[i]
+            })
+        };
+        Ok(self.map_bases(shape, &map))
+    }
+
+    fn map_bases(&self, shape: Vec<usize>, map: &dyn Fn(u32) -> u32) -> LinearLayout {
+        let apply = |bases: &[u32]| bases.iter().map(|&b| map(b)).collect();
+        LinearLayout {
+            shape,
+            regs: apply(&self.regs),
+            lanes: apply(&self.lanes),
+            warps: apply(&self.warps),
+        }
+    }
+}
+
+/// A function removing the bit field of `axis` from flat indices of `shape`.
+fn drop_dim_bits(shape: &[usize], axis: usize) -> Result<impl Fn(u32) -> u32, LayoutError> {
+    let bits = dim_bits(shape)?;
+    let offsets = dim_offsets(&bits);
+    let low = offsets[axis];
+    let width = bits[axis];
+    Ok(move |basis: u32| {
+        let below = basis & ((1u32 << low) - 1);
+        let above = basis >> (low + width);
+        below | above << low
+    })
+}
+
+/// Row-major coordinates of flat index `flat` in `shape`.
+pub fn unflatten(shape: &[usize], mut flat: usize) -> Vec<usize> {
+    let mut coords = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        coords[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    coords
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Every element's owners, as `(reg, lane, warp)` triples.
+    fn owners(l: &LinearLayout, num_warps: u32) -> HashMap<u32, Vec<(usize, u32, u32)>> {
+        let mut map: HashMap<u32, Vec<(usize, u32, u32)>> = HashMap::new();
+        for w in 0..num_warps {
+            for lane in 0..WARP_SIZE {
+                for r in 0..l.num_regs() {
+                    map.entry(l.flat_index(r, lane, w))
+                        .or_default()
+                        .push((r, lane, w));
+                }
+            }
+        }
+        map
+    }
+
+    #[test]
+    fn blocked_covers_every_element_once_when_big_enough() {
+        let l = LinearLayout::blocked(&[64, 128], 4, 4).unwrap();
+        assert_eq!(l.num_regs(), 64 * 128 / 128);
+        let map = owners(&l, 4);
+        assert_eq!(map.len(), 64 * 128);
+        assert!(map.values().all(|o| o.len() == 1));
+        assert!(map.keys().all(|&f| (f as usize) < 64 * 128));
+    }
+
+    #[test]
+    fn blocked_vectors_and_coalescing() {
+        let l = LinearLayout::blocked(&[16, 64], 4, 4).unwrap();
+        // Registers 0..4 of lane 0 hold row 0, columns 0..4.
+        for r in 0..4 {
+            assert_eq!(l.coords(r, 0, 0), vec![0, r]);
+        }
+        // Lane 1 continues at column 4; lane 16 starts row 1.
+        assert_eq!(l.coords(0, 1, 0), vec![0, 4]);
+        assert_eq!(l.coords(0, 16, 0), vec![1, 0]);
+        // Warp 1 starts two rows down; register 4 wraps to row 8.
+        assert_eq!(l.coords(0, 0, 1), vec![2, 0]);
+        assert_eq!(l.coords(4, 0, 0), vec![8, 0]);
+        assert!(!l.is_replica(4, 31, 3));
+    }
+
+    #[test]
+    fn small_shapes_replicate() {
+        let l = LinearLayout::blocked(&[8], 4, 4).unwrap();
+        let map = owners(&l, 4);
+        assert_eq!(map.len(), 8);
+        // 128 threads x 4 registers over 8 elements: 64 copies each, one of them primary.
+        for o in map.values() {
+            assert_eq!(o.len(), 64);
+            assert_eq!(o.iter().filter(|(r, l2, w)| !l.is_replica(*r, *l2, *w)).count(), 1);
+        }
+        assert_eq!(l.coords(1, 0, 0), vec![1]);
+        assert_eq!(l.coords(0, 1, 0), vec![4]);
+        assert_eq!(l.coords(0, 2, 0), vec![0]);
+    }
+
+    #[test]
+    fn scalar_is_one_replicated_register() {
+        let l = LinearLayout::scalar(8).unwrap();
+        assert_eq!(l.num_regs(), 1);
+        assert_eq!(l.flat_index(0, 17, 5), 0);
+        assert!(l.is_replica(0, 1, 0));
+        assert!(!l.is_replica(0, 0, 0));
+    }
+
+    #[test]
+    fn slice_agrees_with_parent_coordinates() {
+        let parent = LinearLayout::blocked(&[32, 64], 4, 4).unwrap();
+        for axis in 0..2 {
+            let slice = parent.sliced(axis).unwrap();
+            for w in 0..4 {
+                for lane in 0..32 {
+                    for r in 0..parent.num_regs() {
+                        let mut c = parent.coords(r, lane, w);
+                        c.remove(axis);
+                        assert_eq!(slice.coords(r, lane, w), c);
+                    }
+                }
+            }
+            // The slice still covers the whole result.
+            assert_eq!(owners(&slice, 4).len(), slice.numel());
+        }
+    }
+
+    #[test]
+    fn axis_bits_split_reduction_levels() {
+        let l = LinearLayout::blocked(&[16, 64], 4, 4).unwrap();
+        // Along dim 1: registers 0,1 (the vector), lanes 0..4; rows everywhere else.
+        assert_eq!(l.axis_bits(1).unwrap(), (0b11, 0b01111, 0b00));
+        assert_eq!(l.axis_bits(0).unwrap(), (0b100, 0b10000, 0b11));
+    }
+
+    #[test]
+    fn broadcast_source_holds_the_repeated_element() {
+        let result = LinearLayout::blocked(&[16, 64], 4, 4).unwrap();
+        for (src_shape, dim) in [(vec![16, 1], 1), (vec![1, 64], 0)] {
+            let src = result.broadcast_source(&src_shape).unwrap();
+            for w in 0..4 {
+                for lane in 0..32 {
+                    for r in 0..result.num_regs() {
+                        let mut c = result.coords(r, lane, w);
+                        c[dim] = 0;
+                        assert_eq!(src.coords(r, lane, w), c);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_permutes_coordinates() {
+        let l = LinearLayout::blocked(&[8, 32], 2, 2).unwrap();
+        let t = l.transposed(&[1, 0]).unwrap();
+        assert_eq!(t.shape, vec![32, 8]);
+        for w in 0..2 {
+            for lane in 0..32 {
+                for r in 0..l.num_regs() {
+                    let c = l.coords(r, lane, w);
+                    assert_eq!(t.coords(r, lane, w), vec![c[1], c[0]]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn expand_dims_keeps_flat_indices() {
+        let l = LinearLayout::blocked(&[64], 1, 4).unwrap();
+        let e = l.reshaped(&[64, 1]);
+        assert_eq!(e.coords(0, 3, 1), vec![l.coords(0, 3, 1)[0], 0]);
+    }
+
+    #[test]
+    fn rejects_non_powers_of_two() {
+        assert_eq!(
+            LinearLayout::blocked(&[3, 4], 1, 4),
+            Err(LayoutError::NotPowerOfTwo {
+                shape: vec![3, 4],
+                dim: 0
+            })
+        );
+        assert_eq!(
+            LinearLayout::blocked(&[4], 1, 3),
+            Err(LayoutError::WarpsNotPowerOfTwo(3))
+        );
+    }
+}

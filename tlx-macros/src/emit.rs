@@ -1,0 +1,382 @@
+//! Expansion of `#[tlx::kernel]`: compile every configuration, then emit the
+//! launcher type with its embedded artifacts.
+//!
+//! The launcher for `fn add<const BLOCK: usize>(x: Ptr<f32>, n: i32)` is
+//! `struct add<const BLOCK: usize>;` with
+//! `add::<1024>::launch(&device, grid, &x, n)`: the const arguments pick the
+//! configuration at compile time, and a value that was not compiled is a
+//! compile error where `launch` is called.
+
+use std::time::Instant;
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use tlx_core::codegen;
+use tlx_core::diag::{Diagnostic, Diagnostics};
+use tlx_core::frontend::{self, ConfigAttr, KernelAttr, Signature};
+use tlx_core::ir::{Arch, ParamKind, ScalarType};
+
+use crate::dump::DumpRequest;
+
+/// Everything the macro produced for one configuration.
+struct CompiledConfig {
+    consts: Vec<(String, i64)>,
+    num_warps: u32,
+    shared_bytes: u32,
+    ptx: Vec<(Arch, String)>,
+    ir_text: String,
+}
+
+pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
+    let signature = match frontend::parse_signature(function) {
+        Ok(s) => s,
+        Err(diags) => {
+            // Without a signature no typed launcher can be emitted; a unit
+            // struct still keeps later uses of the name from cascading.
+            let name = &function.sig.ident;
+            let vis = &function.vis;
+            let errors = diags.to_compile_errors();
+            return quote! {
+                #errors
+                #[allow(non_camel_case_types)]
+                #vis struct #name;
+            };
+        }
+    };
+    let compiled = frontend::parse_attr(attr).and_then(|attr| compile_all(&attr, function, &signature));
+    match compiled {
+        Ok(configs) => launcher(function, &signature, Some(&configs), TokenStream::new()),
+        // The launcher is still emitted (with no artifacts) so IDEs and the
+        // rest of the crate see the kernel's type and signature.
+        Err(diags) => launcher(function, &signature, None, diags.to_compile_errors()),
+    }
+}
+
+/// The configurations to build: those listed, or one from the attribute's options.
+fn configurations(attr: &KernelAttr) -> Vec<ConfigAttr> {
+    if attr.configs.is_empty() {
+        vec![ConfigAttr {
+            consts: Vec::new(),
+            options: attr.options.clone(),
+        }]
+    } else {
+        attr.configs.clone()
+    }
+}
+
+fn compile_all(
+    attr: &KernelAttr,
+    function: &syn::ItemFn,
+    signature: &Signature,
+) -> Result<Vec<CompiledConfig>, Diagnostics> {
+    let dump = DumpRequest::from_env();
+    let mut out = Vec::new();
+    for config in configurations(attr) {
+        out.push(compile_one(attr, function, signature, &config, dump.as_ref())?);
+    }
+    Ok(out)
+}
+
+fn compile_one(
+    attr: &KernelAttr,
+    function: &syn::ItemFn,
+    signature: &Signature,
+    config: &ConfigAttr,
+    dump: Option<&DumpRequest>,
+) -> Result<CompiledConfig, Diagnostics> {
+    let started = Instant::now();
+    let kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
+    let stem = config_stem(&signature.name.to_string(), &config.consts);
+    let ir_text = kernel.to_string();
+    let mut ptx = Vec::new();
+    let mut shared_bytes = 0;
+    for &arch in &attr.arches {
+        let compiled = codegen::compile(&kernel, arch).map_err(|e| {
+            Diagnostics(vec![Diagnostic {
+                message: format!(
+                    "internal compiler error while generating {} code for `{}`: {e}",
+                    arch.name(),
+                    signature.name
+                ),
+                span: signature.name.span(),
+                hint: Some("please report this kernel; `TLX_DUMP=ir` writes its IR".to_string()),
+            }])
+        })?;
+        if let Some(dump) = dump {
+            let arch_stem = format!("{stem}.{}", arch.name());
+            dump.write("llvm", &arch_stem, "ll", &compiled.llvm_ir);
+            dump.write("ptx", &arch_stem, "ptx", &compiled.ptx);
+        }
+        shared_bytes = shared_bytes.max(compiled.shared_bytes);
+        ptx.push((arch, compiled.ptx));
+    }
+    if let Some(dump) = dump {
+        dump.write("ir", &stem, "tlxir", &ir_text);
+        dump.record_timing(&format!(
+            "{stem}: {:.1} ms for {} arch(es)",
+            started.elapsed().as_secs_f64() * 1e3,
+            attr.arches.len()
+        ));
+    }
+    Ok(CompiledConfig {
+        consts: config.consts.clone(),
+        num_warps: kernel.options.num_warps,
+        shared_bytes,
+        ptx,
+        ir_text,
+    })
+}
+
+/// A file-name stem naming the kernel and its constants, e.g. `add.BLOCK=1024`.
+fn config_stem(name: &str, consts: &[(String, i64)]) -> String {
+    let mut stem = name.to_string();
+    for (k, v) in consts {
+        stem.push_str(&format!(".{k}={v}"));
+    }
+    stem
+}
+
+/// The launcher type. `configs` is `None` when compilation failed: the type
+/// and its `launch` signature are still emitted, with `errors` beside them.
+fn launcher(
+    function: &syn::ItemFn,
+    signature: &Signature,
+    configs: Option<&[CompiledConfig]>,
+    errors: TokenStream,
+) -> TokenStream {
+    let name = &signature.name;
+    let vis = &function.vis;
+    let spec_name = format_ident!("__TLX_SPEC_{}", name);
+    let const_names: Vec<&syn::Ident> = signature.consts.iter().map(|c| &c.name).collect();
+    let const_types: Vec<TokenStream> = signature.consts.iter().map(|c| rust_type(c.ty)).collect();
+    let generics = if const_names.is_empty() {
+        quote! {}
+    } else {
+        quote! { <#(const #const_names: #const_types),*> }
+    };
+    let generic_args = if const_names.is_empty() {
+        quote! {}
+    } else {
+        quote! { <#(#const_names),*> }
+    };
+
+    let mut launch_params = Vec::new();
+    let mut launch_args = Vec::new();
+    let mut param_specs = Vec::new();
+    for (ident, kind) in &signature.params {
+        let name_str = ident.to_string();
+        let kind_tokens = param_kind_tokens(*kind);
+        param_specs.push(quote! {
+            ::tlx::__private::ParamSpec { name: #name_str, kind: #kind_tokens }
+        });
+        match kind {
+            ParamKind::Ptr(t) => {
+                let ty = rust_type(*t);
+                launch_params.push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
+                launch_args.push(quote! { ::tlx::PtrArg::kernel_arg(#ident) });
+            }
+            ParamKind::Scalar(t) => {
+                let ty = rust_type(*t);
+                launch_params.push(quote_spanned! {ident.span()=> #ident: #ty });
+                launch_args.push(quote! { ::tlx::ScalarArg::kernel_arg(#ident) });
+            }
+        }
+    }
+
+    let kernel_name = name.to_string();
+    let doc = format!(
+        "Launcher for the tlx kernel `{kernel_name}`: `{kernel_name}{}::launch(&device, grid, args...)`.",
+        if const_names.is_empty() { "" } else { "::<...>" }
+    );
+    let (spec_item, config_index, launch_body) = match configs {
+        Some(configs) => {
+            let config_specs = configs.iter().map(config_spec_tokens);
+            let index = config_index_tokens(name, &signature.consts, configs);
+            (
+                quote! {
+                    #[doc(hidden)]
+                    #[allow(non_upper_case_globals)]
+                    static #spec_name: ::tlx::__private::KernelSpec = ::tlx::__private::KernelSpec {
+                        name: #kernel_name,
+                        params: &[#(#param_specs),*],
+                        configs: &[#(#config_specs),*],
+                    };
+                },
+                quote! {
+                    #[doc(hidden)]
+                    const __TLX_CONFIG: usize = #index;
+                },
+                quote! {
+                    ::tlx::__private::launch(
+                        device,
+                        &#spec_name,
+                        Self::__TLX_CONFIG,
+                        grid.into(),
+                        &[#(#launch_args),*],
+                    )
+                },
+            )
+        }
+        None => (
+            quote! {},
+            quote! {},
+            quote! {
+                let _ = (device, grid.into(), #(#launch_args),*);
+                ::core::result::Result::Err(::tlx::Error::NotCompiled { kernel: #kernel_name })
+            },
+        ),
+    };
+
+    quote! {
+        #errors
+        #spec_item
+        #[doc = #doc]
+        #[allow(non_camel_case_types)]
+        #vis struct #name #generics;
+
+        impl #generics #name #generic_args {
+            #config_index
+
+            /// Launches the kernel on `grid` programs (asynchronous on a GPU).
+            #[allow(clippy::too_many_arguments)]
+            pub fn launch(
+                device: &::tlx::Device,
+                grid: impl ::core::convert::Into<::tlx::Grid>,
+                #(#launch_params),*
+            ) -> ::core::result::Result<(), ::tlx::Error> {
+                #launch_body
+            }
+        }
+    }
+}
+
+/// A constant expression giving the index of the configuration matching the
+/// const generics; a combination that was not compiled fails compilation.
+fn config_index_tokens(
+    name: &syn::Ident,
+    consts: &[frontend::ConstParam],
+    configs: &[CompiledConfig],
+) -> TokenStream {
+    if consts.is_empty() {
+        return quote! { 0 };
+    }
+    let compiled: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            c.consts
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .map(|s| format!("({s})"))
+        .collect();
+    let message = format!(
+        "tlx: this combination of const arguments was not compiled for kernel `{name}`; compiled: {}. Add it to `configs` in its #[tlx::kernel] attribute.",
+        compiled.join(", ")
+    );
+    let arms = configs.iter().enumerate().map(|(i, c)| {
+        let conds = consts.iter().map(|cp| {
+            let value = c
+                .consts
+                .iter()
+                .find(|(k, _)| *k == cp.name.to_string())
+                .map(|(_, v)| *v)
+                .unwrap_or_default();
+            let ident = &cp.name;
+            let lit = const_literal(cp.ty, value);
+            quote! { #ident == #lit }
+        });
+        quote! { if #(#conds)&&* { #i } else }
+    });
+    quote! { #(#arms)* { ::core::panic!(#message) } }
+}
+
+fn const_literal(ty: ScalarType, value: i64) -> TokenStream {
+    match ty {
+        ScalarType::Bool => {
+            if value != 0 {
+                quote! { true }
+            } else {
+                quote! { false }
+            }
+        }
+        _ => {
+            let lit = proc_macro2::Literal::i64_unsuffixed(value);
+            quote! { #lit }
+        }
+    }
+}
+
+fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
+    let keys = config.consts.iter().map(|(k, _)| k.as_str());
+    let values = config.consts.iter().map(|(_, v)| *v);
+    let num_warps = config.num_warps;
+    let shared_bytes = config.shared_bytes;
+    let arches = config.ptx.iter().map(|(a, _)| arch_tokens(*a));
+    let texts = config.ptx.iter().map(|(_, p)| p.as_str());
+    let ir = config.ir_text.as_str();
+    quote! {
+        ::tlx::__private::ConfigSpec {
+            consts: &[#((#keys, #values)),*],
+            num_warps: #num_warps,
+            shared_bytes: #shared_bytes,
+            ptx: &[#((#arches, #texts)),*],
+            ir: #ir,
+        }
+    }
+}
+
+fn arch_tokens(arch: Arch) -> TokenStream {
+    match arch {
+        Arch::Sm90a => quote! { ::tlx::__private::ir::Arch::Sm90a },
+        Arch::Sm100a => quote! { ::tlx::__private::ir::Arch::Sm100a },
+    }
+}
+
+fn scalar_tokens(t: ScalarType) -> TokenStream {
+    let variant = match t {
+        ScalarType::Bool => quote! { Bool },
+        ScalarType::I8 => quote! { I8 },
+        ScalarType::U8 => quote! { U8 },
+        ScalarType::I32 => quote! { I32 },
+        ScalarType::U32 => quote! { U32 },
+        ScalarType::I64 => quote! { I64 },
+        ScalarType::F16 => quote! { F16 },
+        ScalarType::BF16 => quote! { BF16 },
+        ScalarType::F32 => quote! { F32 },
+        ScalarType::F8E4M3 => quote! { F8E4M3 },
+        ScalarType::F8E5M2 => quote! { F8E5M2 },
+    };
+    quote! { ::tlx::__private::ir::ScalarType::#variant }
+}
+
+fn param_kind_tokens(kind: ParamKind) -> TokenStream {
+    match kind {
+        ParamKind::Ptr(t) => {
+            let t = scalar_tokens(t);
+            quote! { ::tlx::__private::ir::ParamKind::Ptr(#t) }
+        }
+        ParamKind::Scalar(t) => {
+            let t = scalar_tokens(t);
+            quote! { ::tlx::__private::ir::ParamKind::Scalar(#t) }
+        }
+    }
+}
+
+/// The host-side Rust type of an element or scalar parameter.
+fn rust_type(t: ScalarType) -> TokenStream {
+    match t {
+        ScalarType::Bool => quote! { bool },
+        ScalarType::I8 => quote! { i8 },
+        ScalarType::U8 => quote! { u8 },
+        ScalarType::I32 => quote! { i32 },
+        ScalarType::U32 => quote! { u32 },
+        ScalarType::I64 => quote! { i64 },
+        ScalarType::F16 => quote! { ::tlx::half::f16 },
+        ScalarType::BF16 => quote! { ::tlx::half::bf16 },
+        ScalarType::F32 => quote! { f32 },
+        ScalarType::F8E4M3 => quote! { ::tlx::F8E4M3 },
+        ScalarType::F8E5M2 => quote! { ::tlx::F8E5M2 },
+    }
+}
