@@ -1,16 +1,12 @@
 //! The CPU device: host memory for buffers and launches run synchronously
 //! by the IR interpreter, from the IR text each kernel embeds.
 
-pub(crate) mod interp_shim;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions};
 use tlx_core::ir::{self, Kernel};
-
-use interp::{ArgValue, BufferId, HostMemory, InterpOptions};
-pub(crate) use interp_shim as interp;
 
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::KernelSpec;
@@ -53,7 +49,8 @@ impl CpuDevice {
             .map(|arg| self.arg_value(spec, arg))
             .collect::<Result<_, _>>()?;
         let options = InterpOptions {
-            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            // 0: one thread per available core.
+            threads: 0,
             check_uninit: crate::device::env_flag("TLX_CHECK_UNINIT"),
         };
         interp::run_kernel(&kernel, grid.dims(), &values, &self.memory, &options).map_err(|e| {
