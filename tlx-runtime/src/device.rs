@@ -32,31 +32,33 @@ pub(crate) fn env_flag(name: &str) -> bool {
 impl Device {
     /// CUDA device 0 when a driver and a GPU are present, else the CPU
     /// interpreter (saying why on stderr). `TLX_INTERPRET=1` forces the CPU.
-    pub fn new() -> Device {
-        let (device, notice) = Device::select(env_flag("TLX_INTERPRET"));
+    /// Fails only when a GPU is there but will not start (a CUDA error).
+    pub fn new() -> Result<Device, Error> {
+        let (device, notice) = Device::select(env_flag("TLX_INTERPRET"), Device::cuda(0))?;
         if let Some(notice) = notice {
             eprintln!("{notice}");
         }
-        device
+        Ok(device)
     }
 
-    /// The device [`Device::new`] picks, and the fallback notice if any.
-    fn select(force_cpu: bool) -> (Device, Option<String>) {
+    /// The device [`Device::new`] picks given how opening the GPU went, and
+    /// the fallback notice if any.
+    fn select(
+        force_cpu: bool,
+        gpu: Result<Device, Error>,
+    ) -> Result<(Device, Option<String>), Error> {
         if force_cpu {
-            return (Device::cpu(), None);
+            return Ok((Device::cpu(), None));
         }
-        match Device::cuda(0) {
-            Ok(device) => (device, None),
-            Err(Error::NoGpu(reason)) => (
-                Device::cpu(),
-                Some(format!("tlx: {reason}; running kernels on the CPU interpreter")),
-            ),
-            Err(other) => (
+        match gpu {
+            Ok(device) => Ok((device, None)),
+            Err(Error::NoGpu(reason)) => Ok((
                 Device::cpu(),
                 Some(format!(
-                    "tlx: CUDA device 0 failed to start ({other}); running kernels on the CPU interpreter"
+                    "tlx: {reason}; running kernels on the CPU interpreter"
                 )),
-            ),
+            )),
+            Err(other) => Err(other),
         }
     }
 
@@ -135,12 +137,6 @@ impl Device {
     }
 }
 
-impl Default for Device {
-    fn default() -> Device {
-        Device::new()
-    }
-}
-
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Device({})", self.id())
@@ -152,12 +148,37 @@ mod tests {
     use super::*;
     use crate::cuda::probe;
 
+    fn no_gpu() -> Result<Device, Error> {
+        Err(Error::NoGpu("the driver sees 0".to_string()))
+    }
+
     #[test]
-    fn forced_interpreter_needs_no_notice() {
-        let (device, notice) = Device::select(true);
+    fn forced_interpreter_needs_no_notice() -> Result<(), Error> {
+        let (device, notice) = Device::select(true, no_gpu())?;
         assert!(!device.is_gpu());
         assert_eq!(notice, None);
         assert_eq!(device.name(), "CPU interpreter");
+        Ok(())
+    }
+
+    #[test]
+    fn a_gpu_that_fails_to_start_is_an_error_not_a_fallback() -> Result<(), Error> {
+        let (_, notice) = Device::select(false, no_gpu())?;
+        assert_eq!(
+            notice.as_deref(),
+            Some("tlx: the driver sees 0; running kernels on the CPU interpreter")
+        );
+        let broken = Err(Error::cuda(
+            "cuDevicePrimaryCtxRetain",
+            cudarc::driver::DriverError(
+                cudarc::driver::sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY,
+            ),
+        ));
+        assert!(matches!(
+            Device::select(false, broken),
+            Err(Error::Cuda { .. })
+        ));
+        Ok(())
     }
 
     #[test]
@@ -166,7 +187,7 @@ mod tests {
             eprintln!("skipping: a CUDA driver is installed here");
             return;
         }
-        let (device, notice) = Device::select(false);
+        let (device, notice) = Device::select(false, Device::cuda(0)).expect("falls back");
         assert!(!device.is_gpu());
         assert_eq!(
             notice.as_deref(),
@@ -179,6 +200,14 @@ mod tests {
             other => panic!("expected NoGpu, got {other:?}"),
         }
         assert!(matches!(device.cuda_stream(), Err(Error::NeedsGpu(_))));
+    }
+
+    #[test]
+    fn devices_and_buffers_can_cross_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Device>();
+        shareable::<crate::Buffer<f32>>();
+        shareable::<crate::BufferView<'static, crate::F8E4M3>>();
     }
 
     #[test]

@@ -10,6 +10,11 @@ pub enum Error {
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
 
+    /// The kernel's launcher was generated although the kernel did not
+    /// compile (so that the rest of the crate type-checks).
+    #[error("kernel `{kernel}` did not compile; see the compiler's errors for it")]
+    NotCompiled { kernel: &'static str },
+
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
     Cuda {
