@@ -44,9 +44,11 @@ impl CpuDevice {
         args: &[KernelArg<'_>],
     ) -> Result<(), Error> {
         let kernel = self.kernel(spec, config)?;
-        let values: Vec<ArgValue> = args
+        let values: Vec<ArgValue> = spec
+            .params
             .iter()
-            .map(|arg| self.arg_value(spec, arg))
+            .zip(args)
+            .map(|(param, arg)| self.arg_value(spec, param.name, arg))
             .collect::<Result<_, _>>()?;
         let options = InterpOptions {
             // 0: one thread per available core.
@@ -61,7 +63,12 @@ impl CpuDevice {
         })
     }
 
-    fn arg_value(&self, spec: &'static KernelSpec, arg: &KernelArg<'_>) -> Result<ArgValue, Error> {
+    fn arg_value(
+        &self,
+        spec: &'static KernelSpec,
+        param: &'static str,
+        arg: &KernelArg<'_>,
+    ) -> Result<ArgValue, Error> {
         match *arg {
             KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
             KernelArg::Ptr(p) => match p.target {
@@ -75,7 +82,7 @@ impl CpuDevice {
                 }),
                 PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
                     kernel: spec.name,
-                    param: "",
+                    param,
                     buffer_device: p.target.device().to_string(),
                     device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
                 }),
