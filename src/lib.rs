@@ -14,7 +14,7 @@
 //!     store(out + offs, load(x + offs, mask = mask) + load(y + offs, mask = mask), mask = mask);
 //! }
 //!
-//! let dev = Device::new()?;
+//! let dev = Device::new();
 //! vector_add::<1024>::launch(&dev, n.div_ceil(1024), &x, &y, &out, n as i32)?;
 //! ```
 //!

@@ -6,14 +6,14 @@ use tlx_core::ir::ParseError;
 /// Everything that can go wrong in the runtime. Nothing here panics instead.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The kernel failed to compile (its `compile_error!`s stop the build, so
+    /// this is only reachable from code that ignored them, e.g. in an IDE).
+    #[error("kernel `{kernel}` did not compile; see the errors at its definition")]
+    NotCompiled { kernel: &'static str },
+
     /// No usable CUDA driver or GPU (the reason says which).
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
-
-    /// The kernel's launcher was generated although the kernel did not
-    /// compile (so that the rest of the crate type-checks).
-    #[error("kernel `{kernel}` did not compile; see the compiler's errors for it")]
-    NotCompiled { kernel: &'static str },
 
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
