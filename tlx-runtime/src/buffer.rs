@@ -6,9 +6,9 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
+use tlx_core::interp::BufferId;
 
 use crate::arg::{DeviceId, KernelArg, PtrTarget, PtrValue};
-use crate::cpu::interp::BufferId;
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
 use crate::device::{Backend, Device};

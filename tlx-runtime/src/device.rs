@@ -26,38 +26,37 @@ pub(crate) enum Backend {
 
 /// True when the environment variable is set to `1`, `true` or `yes`.
 pub(crate) fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+    std::env::var(name).is_ok_and(|v| is_truthy(&v))
+}
+
+fn is_truthy(value: &str) -> bool {
+    matches!(value.trim(), "1" | "true" | "yes")
 }
 
 impl Device {
     /// CUDA device 0 when a driver and a GPU are present, else the CPU
-    /// interpreter (saying why on stderr). `TLX_INTERPRET=1` forces the CPU.
+    /// interpreter, saying why on stderr. `TLX_INTERPRET=1` forces the CPU.
     pub fn new() -> Device {
-        let (device, notice) = Device::select(env_flag("TLX_INTERPRET"));
+        let (device, notice) = Device::select(env_flag("TLX_INTERPRET"), Device::cuda(0));
         if let Some(notice) = notice {
             eprintln!("{notice}");
         }
         device
     }
 
-    /// The device [`Device::new`] picks, and the fallback notice if any.
-    fn select(force_cpu: bool) -> (Device, Option<String>) {
+    /// The device [`Device::new`] picks given how opening the GPU went, and
+    /// the fallback notice if any.
+    fn select(force_cpu: bool, gpu: Result<Device, Error>) -> (Device, Option<String>) {
         if force_cpu {
             return (Device::cpu(), None);
         }
-        match Device::cuda(0) {
-            Ok(device) => (device, None),
-            Err(Error::NoGpu(reason)) => (
-                Device::cpu(),
-                Some(format!("tlx: {reason}; running kernels on the CPU interpreter")),
-            ),
-            Err(other) => (
-                Device::cpu(),
-                Some(format!(
-                    "tlx: CUDA device 0 failed to start ({other}); running kernels on the CPU interpreter"
-                )),
-            ),
-        }
+        let reason = match gpu {
+            Ok(device) => return (device, None),
+            Err(Error::NoGpu(reason)) => reason,
+            Err(other) => format!("CUDA device 0 did not start ({other})"),
+        };
+        let notice = format!("tlx: {reason}; running kernels on the CPU interpreter");
+        (Device::cpu(), Some(notice))
     }
 
     /// The CUDA device with this ordinal.
@@ -152,12 +151,39 @@ mod tests {
     use super::*;
     use crate::cuda::probe;
 
+    fn no_gpu() -> Result<Device, Error> {
+        Err(Error::NoGpu("the driver sees 0".to_string()))
+    }
+
     #[test]
     fn forced_interpreter_needs_no_notice() {
-        let (device, notice) = Device::select(true);
+        let (device, notice) = Device::select(true, no_gpu());
         assert!(!device.is_gpu());
         assert_eq!(notice, None);
         assert_eq!(device.name(), "CPU interpreter");
+    }
+
+    #[test]
+    fn any_gpu_failure_falls_back_with_its_reason() {
+        let (device, notice) = Device::select(false, no_gpu());
+        assert!(!device.is_gpu());
+        assert_eq!(
+            notice.as_deref(),
+            Some("tlx: the driver sees 0; running kernels on the CPU interpreter")
+        );
+        let broken = Err(Error::cuda(
+            "cuDevicePrimaryCtxRetain",
+            cudarc::driver::DriverError(
+                cudarc::driver::sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY,
+            ),
+        ));
+        let (device, notice) = Device::select(false, broken);
+        assert!(!device.is_gpu());
+        let notice = notice.unwrap_or_default();
+        assert!(
+            notice.starts_with("tlx: CUDA device 0 did not start (CUDA error in cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY"),
+            "{notice}"
+        );
     }
 
     #[test]
@@ -166,7 +192,7 @@ mod tests {
             eprintln!("skipping: a CUDA driver is installed here");
             return;
         }
-        let (device, notice) = Device::select(false);
+        let (device, notice) = Device::select(false, Device::cuda(0));
         assert!(!device.is_gpu());
         assert_eq!(
             notice.as_deref(),
@@ -182,7 +208,21 @@ mod tests {
     }
 
     #[test]
+    fn devices_and_buffers_can_cross_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Device>();
+        shareable::<crate::Buffer<f32>>();
+        shareable::<crate::BufferView<'static, crate::F8E4M3>>();
+    }
+
+    #[test]
     fn env_flags_accept_common_spellings() {
+        for on in ["1", "true", "yes", " 1\n"] {
+            assert!(is_truthy(on), "{on:?}");
+        }
+        for off in ["", "0", "false", "no", "2"] {
+            assert!(!is_truthy(off), "{off:?}");
+        }
         assert!(!env_flag("TLX_TEST_FLAG_THAT_IS_NEVER_SET"));
     }
 

@@ -5,6 +5,8 @@ use std::fmt::Debug;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 use tlx_core::ir::ScalarType;
+// The interpreter's conversions, so host and kernel round fp8 identically.
+use tlx_core::numeric;
 
 mod sealed {
     pub trait Sealed {}
@@ -72,116 +74,25 @@ unsafe impl ValidAsZeroBits for F8E4M3 {}
 unsafe impl DeviceRepr for F8E5M2 {}
 unsafe impl ValidAsZeroBits for F8E5M2 {}
 
-/// The shape of an fp8 format, for the shared conversion code.
-struct Fp8Format {
-    mantissa_bits: u32,
-    bias: i32,
-    /// Bit pattern of the largest finite value (sign clear).
-    max_finite: u8,
-    /// Bit pattern of the canonical NaN (sign clear).
-    nan: u8,
-    has_infinity: bool,
-}
-
-const E4M3: Fp8Format = Fp8Format {
-    mantissa_bits: 3,
-    bias: 7,
-    max_finite: 0x7e,
-    nan: 0x7f,
-    has_infinity: false,
-};
-
-const E5M2: Fp8Format = Fp8Format {
-    mantissa_bits: 2,
-    bias: 15,
-    max_finite: 0x7b,
-    nan: 0x7e,
-    has_infinity: true,
-};
-
-impl Fp8Format {
-    fn decode(&self, bits: u8) -> f32 {
-        let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
-        let magnitude = bits & 0x7f;
-        let exponent_field = i32::from(magnitude >> self.mantissa_bits);
-        let mantissa = f64::from(magnitude & ((1 << self.mantissa_bits) - 1));
-        let exponent_all_ones = exponent_field == (0x7f >> self.mantissa_bits);
-        if self.has_infinity && exponent_all_ones {
-            return if mantissa == 0.0 {
-                sign * f32::INFINITY
-            } else {
-                f32::NAN
-            };
-        }
-        if !self.has_infinity && magnitude == 0x7f {
-            return f32::NAN;
-        }
-        let scale = f64::from(1u32 << self.mantissa_bits);
-        let value = if exponent_field == 0 {
-            mantissa / scale * 2f64.powi(1 - self.bias)
-        } else {
-            (1.0 + mantissa / scale) * 2f64.powi(exponent_field - self.bias)
-        };
-        (f64::from(sign) * value) as f32
-    }
-
-    /// Round to nearest even; values beyond the largest finite one (and
-    /// infinities) saturate to it, as PTX's `cvt.rn.satfinite` does.
-    fn encode(&self, value: f32) -> u8 {
-        let sign = if value.is_sign_negative() { 0x80 } else { 0 };
-        if value.is_nan() {
-            return sign | self.nan;
-        }
-        let magnitude = f64::from(value).abs();
-        let max = f64::from(self.decode(self.max_finite));
-        if magnitude >= max {
-            return sign | self.max_finite;
-        }
-        if magnitude == 0.0 {
-            return sign;
-        }
-        let min_normal_exponent = 1 - self.bias;
-        // f64 exponent of a nonzero f32 value, exact (it is normal in f64).
-        let exponent = ((magnitude.to_bits() >> 52) & 0x7ff) as i32 - 1023;
-        let exponent = exponent.max(min_normal_exponent);
-        let quantum = 2f64.powi(exponent - self.mantissa_bits as i32);
-        let rounded = (magnitude / quantum).round_ties_even() * quantum;
-        if rounded == 0.0 {
-            return sign;
-        }
-        let rounded_exponent = ((rounded.to_bits() >> 52) & 0x7ff) as i32 - 1023;
-        let encoded = if rounded_exponent < min_normal_exponent {
-            let subnormal_quantum = 2f64.powi(min_normal_exponent - self.mantissa_bits as i32);
-            (rounded / subnormal_quantum) as u8
-        } else {
-            let significand = rounded / 2f64.powi(rounded_exponent - self.mantissa_bits as i32);
-            let mantissa = significand as u8 - (1u8 << self.mantissa_bits);
-            let exponent_field = (rounded_exponent + self.bias) as u8;
-            (exponent_field << self.mantissa_bits) | mantissa
-        };
-        sign | encoded
-    }
-}
-
 impl F8E4M3 {
     /// The nearest value (ties to even), saturating to ±448; NaN stays NaN.
     pub fn from_f32(value: f32) -> F8E4M3 {
-        F8E4M3(E4M3.encode(value))
+        F8E4M3(numeric::f64_to_e4m3(f64::from(value)))
     }
 
     pub fn to_f32(self) -> f32 {
-        E4M3.decode(self.0)
+        numeric::e4m3_to_f32(self.0)
     }
 }
 
 impl F8E5M2 {
     /// The nearest value (ties to even), saturating to ±57344; NaN stays NaN.
     pub fn from_f32(value: f32) -> F8E5M2 {
-        F8E5M2(E5M2.encode(value))
+        F8E5M2(numeric::f64_to_e5m2(f64::from(value)))
     }
 
     pub fn to_f32(self) -> f32 {
-        E5M2.decode(self.0)
+        numeric::e5m2_to_f32(self.0)
     }
 }
 

@@ -2,6 +2,9 @@
 //! cudarc, or the CPU interpreter when there is none), move data in typed
 //! [`Buffer`]s, and [`launch`] kernels that `#[tlx::kernel]` compiled into
 //! the binary as [`KernelSpec`]s.
+//!
+//! Environment: `TLX_INTERPRET=1` forces the CPU interpreter;
+//! `TLX_CHECK_UNINIT=1` makes it report reads of never-written memory.
 
 mod arg;
 mod buffer;

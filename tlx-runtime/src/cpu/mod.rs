@@ -5,10 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions};
 use tlx_core::ir::{self, Kernel};
-
-pub(crate) use tlx_core::interp;
-use tlx_core::interp::{ArgValue, BufferId, HostMemory, InterpOptions};
 
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::KernelSpec;
@@ -46,12 +44,15 @@ impl CpuDevice {
         args: &[KernelArg<'_>],
     ) -> Result<(), Error> {
         let kernel = self.kernel(spec, config)?;
-        let values: Vec<ArgValue> = args
+        let values: Vec<ArgValue> = spec
+            .params
             .iter()
-            .map(|arg| self.arg_value(spec, arg))
+            .zip(args)
+            .map(|(param, arg)| self.arg_value(spec, param.name, arg))
             .collect::<Result<_, _>>()?;
         let options = InterpOptions {
-            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            // 0: one thread per available core.
+            threads: 0,
             check_uninit: crate::device::env_flag("TLX_CHECK_UNINIT"),
         };
         interp::run_kernel(&kernel, grid.dims(), &values, &self.memory, &options).map_err(|e| {
@@ -62,7 +63,12 @@ impl CpuDevice {
         })
     }
 
-    fn arg_value(&self, spec: &'static KernelSpec, arg: &KernelArg<'_>) -> Result<ArgValue, Error> {
+    fn arg_value(
+        &self,
+        spec: &'static KernelSpec,
+        param: &'static str,
+        arg: &KernelArg<'_>,
+    ) -> Result<ArgValue, Error> {
         match *arg {
             KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
             KernelArg::Ptr(p) => match p.target {
@@ -76,7 +82,7 @@ impl CpuDevice {
                 }),
                 PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
                     kernel: spec.name,
-                    param: "",
+                    param,
                     buffer_device: p.target.device().to_string(),
                     device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
                 }),

@@ -117,15 +117,17 @@ impl CudaDevice {
         let function = self.function(spec, config_index, config)?;
         // One 8-byte slot per parameter: the driver reads the parameter's own
         // size from the start of its slot, and the low bytes come first.
-        let mut slots: Vec<u64> = args
+        let mut slots: Vec<u64> = spec
+            .params
             .iter()
-            .map(|arg| match *arg {
+            .zip(args)
+            .map(|(param, arg)| match *arg {
                 KernelArg::Scalar(s) => Ok(s.bits),
                 KernelArg::Ptr(p) => match p.target {
                     PtrTarget::Cuda { address, .. } => Ok(address),
                     PtrTarget::Cpu { .. } => Err(Error::WrongDevice {
                         kernel: spec.name,
-                        param: "",
+                        param: param.name,
                         buffer_device: p.target.device().to_string(),
                         device: format!("CUDA device {}", self.ordinal),
                     }),
