@@ -101,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The reference: a device-to-device copy of 1 GiB.
     let n_copy = 1usize << 28;
     let src = dev.upload(&vec![1.0f32; n_copy])?;
-    let dst = dev.alloc::<f32>(n_copy)?;
+    let mut dst = dev.alloc::<f32>(n_copy)?;
     let copy_ms = median_ms(&dev, 20, || dst.copy_from_device(&src))?;
     let copy = tb(2.0 * 4.0 * n_copy as f64, copy_ms);
     let mut rows = vec![Row { name: "copy 1 GiB (reference)".into(), ms: copy_ms, tbps: copy, ratio: 1.0 }];

@@ -43,7 +43,10 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
             };
         }
     };
-    let compiled = frontend::parse_attr(attr).and_then(|attr| compile_all(&attr, function, &signature));
+    let compiled = frontend::parse_attr(attr).and_then(|attr| {
+        frontend::check_configs(&attr, function)?;
+        compile_all(&attr, function, &signature)
+    });
     match compiled {
         Ok(configs) => launcher(function, &signature, Some(&configs), TokenStream::new()),
         // The launcher is still emitted (with no artifacts) so IDEs and the
@@ -72,7 +75,13 @@ fn compile_all(
     let dump = DumpRequest::from_env();
     let mut out = Vec::new();
     for config in configurations(attr) {
-        out.push(compile_one(attr, function, signature, &config, dump.as_ref())?);
+        out.push(compile_one(
+            attr,
+            function,
+            signature,
+            &config,
+            dump.as_ref(),
+        )?);
     }
     Ok(out)
 }
@@ -172,7 +181,8 @@ fn launcher(
         match kind {
             ParamKind::Ptr(t) => {
                 let ty = rust_type(*t);
-                launch_params.push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
+                launch_params
+                    .push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
                 launch_args.push(quote! { ::tlx::PtrArg::kernel_arg(#ident) });
             }
             ParamKind::Scalar(t) => {

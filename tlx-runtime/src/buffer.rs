@@ -155,6 +155,47 @@ impl<T: Element> Buffer<T> {
         }
     }
 
+    /// Overwrites the contents with another buffer's on the same device,
+    /// without a trip through the host (asynchronous on a GPU).
+    pub fn copy_from_device(&mut self, src: &Buffer<T>) -> Result<(), Error> {
+        if src.len != self.len {
+            return Err(Error::DeviceCopy(format!(
+                "the source has {} elements, the destination {}",
+                src.len, self.len
+            )));
+        }
+        match (&mut self.storage, &src.storage) {
+            (
+                Storage::Cuda { device, slice, .. },
+                Storage::Cuda {
+                    device: src_device,
+                    slice: src_slice,
+                    ..
+                },
+            ) if Arc::ptr_eq(device, src_device) => device
+                .stream
+                .memcpy_dtod(src_slice, slice)
+                .map_err(|e| Error::cuda("cuMemcpyDtoDAsync", e)),
+            (
+                Storage::Cpu { device, id },
+                Storage::Cpu {
+                    device: src_device,
+                    id: src_id,
+                },
+            ) if Arc::ptr_eq(device, src_device) => {
+                let mut bytes = vec![0u8; byte_len::<T>("copy", self.len)?];
+                device
+                    .memory
+                    .read(*src_id, 0, &mut bytes)
+                    .map_err(host_error)?;
+                device.memory.write(*id, 0, &bytes).map_err(host_error)
+            }
+            _ => Err(Error::DeviceCopy(
+                "the buffers belong to different devices".to_string(),
+            )),
+        }
+    }
+
     /// Elements in `range`, as a view usable as a kernel argument.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<BufferView<'_, T>, Error> {
         let (start, end) = resolve_range(range, self.len)?;
@@ -345,6 +386,23 @@ mod tests {
             device.alloc::<f32>(usize::MAX),
             Err(Error::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn device_to_device_copies_check_length_and_device() {
+        let device = Device::cpu();
+        let src = device.upload(&[1.5f32, -2.0, 3.25]).unwrap();
+        let mut dst = device.upload(&[f32::NAN; 3]).unwrap();
+        dst.copy_from_device(&src).unwrap();
+        assert_eq!(dst.download().unwrap(), vec![1.5, -2.0, 3.25]);
+        let mut short = device.alloc::<f32>(2).unwrap();
+        assert!(matches!(
+            short.copy_from_device(&src),
+            Err(Error::DeviceCopy(_))
+        ));
+        let mut elsewhere = Device::cpu().alloc::<f32>(3).unwrap();
+        let err = elsewhere.copy_from_device(&src).unwrap_err();
+        assert!(err.to_string().contains("different devices"), "{err}");
     }
 
     #[test]

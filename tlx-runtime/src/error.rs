@@ -51,6 +51,9 @@ pub enum Error {
         device: String,
     },
 
+    #[error("cannot copy between buffers: {0}")]
+    DeviceCopy(String),
+
     #[error("invalid grid {grid:?}: {reason}")]
     InvalidGrid { grid: [u64; 3], reason: String },
 

@@ -188,36 +188,71 @@ pub enum OpKind {
     /// A literal splatted to the result's type.
     Constant(Literal),
     /// `program_id(axis)`: i32 scalar.
-    ProgramId { axis: u8 },
+    ProgramId {
+        axis: u8,
+    },
     /// `num_programs(axis)`: i32 scalar.
-    NumPrograms { axis: u8 },
+    NumPrograms {
+        axis: u8,
+    },
     /// `arange(start, end)`: i32 tensor `[end - start]` holding `start..end`.
-    Arange { start: i64, end: i64 },
+    Arange {
+        start: i64,
+        end: i64,
+    },
     /// A scalar repeated to the result's shape.
     Splat(ValueId),
     /// Size-1 dimensions repeated to the result's shape (same rank).
     Broadcast(ValueId),
     /// A new size-1 dimension inserted at `axis`.
-    ExpandDims { value: ValueId, axis: usize },
+    ExpandDims {
+        value: ValueId,
+        axis: usize,
+    },
     /// Same elements in row-major order, new shape.
     Reshape(ValueId),
     /// Dimensions permuted: result dim `i` is operand dim `perm[i]`.
-    Trans { value: ValueId, perm: Vec<usize> },
+    Trans {
+        value: ValueId,
+        perm: Vec<usize>,
+    },
     /// Element type conversion to the result's type; floats round to nearest even,
     /// float-to-int truncates toward zero and saturates (NaN becomes 0).
     Cast(ValueId),
     /// Reinterpret the bits as the result's element type of the same size.
     Bitcast(ValueId),
-    Binary { op: BinaryOp, lhs: ValueId, rhs: ValueId },
-    Unary { op: UnaryOp, value: ValueId },
+    Binary {
+        op: BinaryOp,
+        lhs: ValueId,
+        rhs: ValueId,
+    },
+    Unary {
+        op: UnaryOp,
+        value: ValueId,
+    },
     /// Elementwise comparison; the result is `bool`.
-    Compare { pred: CmpPred, lhs: ValueId, rhs: ValueId },
+    Compare {
+        pred: CmpPred,
+        lhs: ValueId,
+        rhs: ValueId,
+    },
     /// Elementwise `cond ? on_true : on_false` (Triton's `where`).
-    Select { cond: ValueId, on_true: ValueId, on_false: ValueId },
+    Select {
+        cond: ValueId,
+        on_true: ValueId,
+        on_false: ValueId,
+    },
     /// `a * b + c` rounded once.
-    Fma { a: ValueId, b: ValueId, c: ValueId },
+    Fma {
+        a: ValueId,
+        b: ValueId,
+        c: ValueId,
+    },
     /// Pointer plus an integer offset counted in pointee elements.
-    AddPtr { ptr: ValueId, offset: ValueId },
+    AddPtr {
+        ptr: ValueId,
+        offset: ValueId,
+    },
     /// Global load. Masked-off lanes read `other` (or an unspecified value when absent)
     /// and touch no memory.
     Load {
@@ -237,13 +272,26 @@ pub enum OpKind {
         eviction: EvictionPolicy,
     },
     /// Reduction along `axis`; the result drops that dimension. `Argmax`/`Argmin` give i32.
-    Reduce { value: ValueId, axis: usize, kind: ReduceKind },
+    Reduce {
+        value: ValueId,
+        axis: usize,
+        kind: ReduceKind,
+    },
     /// TLE's `cumsum`: results are the exclusive prefix sum (operand's shape) and the
     /// total (the operand's shape without `axis`). `reverse` scans from the end.
-    Cumsum { value: ValueId, axis: usize, reverse: bool },
+    Cumsum {
+        value: ValueId,
+        axis: usize,
+        reverse: bool,
+    },
     /// `acc + a @ b` for rank-2 tiles `[M, K] x [K, N] -> [M, N]`, accumulated in the
     /// accumulator's type (f32 for float inputs, i32 for i8).
-    Dot { a: ValueId, b: ValueId, acc: ValueId, precision: DotPrecision },
+    Dot {
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        precision: DotPrecision,
+    },
     /// Atomic read-modify-write per element; the result is the old value.
     AtomicRmw {
         op: AtomicOp,
@@ -263,9 +311,16 @@ pub enum OpKind {
     },
     /// TLE's `extract_tile`: the operand split into tiles of the result's shape,
     /// and the tile at grid coordinates `index` taken.
-    ExtractTile { value: ValueId, index: Vec<usize> },
+    ExtractTile {
+        value: ValueId,
+        index: Vec<usize>,
+    },
     /// TLE's `insert_tile`: `value` with the tile at grid coordinates `index` replaced.
-    InsertTile { value: ValueId, tile: ValueId, index: Vec<usize> },
+    InsertTile {
+        value: ValueId,
+        tile: ValueId,
+        index: Vec<usize>,
+    },
     /// `for iv in (lower..upper).step_by(step)` with loop-carried values. The body's
     /// args are `[iv, carried...]` and it ends with `Yield(next carried)`; the results
     /// are the final carried values. `step` must be positive.
@@ -294,9 +349,15 @@ pub enum OpKind {
     /// Terminator of a `While`'s `cond` block: continue while true.
     Condition(ValueId),
     /// `device_print(prefix, values...)`.
-    Print { prefix: String, values: Vec<ValueId> },
+    Print {
+        prefix: String,
+        values: Vec<ValueId>,
+    },
     /// `device_assert(cond, message)`: every element of `cond` must hold.
-    Assert { cond: ValueId, message: String },
+    Assert {
+        cond: ValueId,
+        message: String,
+    },
 }
 
 impl OpKind {
