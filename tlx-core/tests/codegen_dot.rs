@@ -81,3 +81,10 @@ fn other_dots_fall_back_to_fma() {
         }
     }
 }
+
+#[test]
+fn accumulator_stays_in_registers_across_iterations() {
+    let c = compile_all(&matmul(ScalarType::F16, ScalarType::F32, 64, 64, 32, DotPrecision::Tf32));
+    // Per iteration: one barrier before staging, one after; the final store converts once (two more).
+    assert_eq!(c[0].ptx.matches("bar.sync").count(), 4, "{}", c[0].ptx);
+}

@@ -222,17 +222,11 @@ impl<'k> Lowerer<'k> {
             OpKind::While { .. } => self.lower_while(op),
             OpKind::If { .. } => self.lower_if(op),
             OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
-            OpKind::Cumsum { .. } => Err(CodegenError::Unsupported("cumsum".into())),
+            OpKind::Cumsum { .. } => self.lower_cumsum(op),
             OpKind::Dot { .. } => self.lower_dot(op),
-            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => {
-                Err(CodegenError::Unsupported("atomics".into()))
-            }
-            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => {
-                Err(CodegenError::Unsupported("extract_tile / insert_tile".into()))
-            }
-            OpKind::Print { .. } | OpKind::Assert { .. } => {
-                Err(CodegenError::Unsupported("device_print / device_assert".into()))
-            }
+            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
+            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
+            OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             _ => {
                 let t = self.lower_pure(op, None)?;
                 let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;

@@ -12,16 +12,20 @@
 //! `rsqrt.approx` and `sqrt` is correctly rounded. Half and bfloat16 math is
 //! done in f32 and rounded once.
 
+mod atomics;
 mod axis;
 mod control;
 mod convert;
+mod debug;
 mod dot;
 mod emit;
 mod llvm;
 mod lower;
 mod memory;
 mod reduce;
+mod scan;
 mod scalar;
+mod tiles;
 
 use crate::ir;
 use crate::layout::LayoutError;
