@@ -1,6 +1,8 @@
 //! Atomics, cumsum, extract/insert tile, device_print and device_assert:
 //! compiled for every architecture and checked by `ptxas`.
 
+#![cfg(feature = "llvm")]
+
 mod codegen_common;
 use codegen_common::*;
 use tlx_core::ir::*;
@@ -20,30 +22,65 @@ fn atomics_assemble_with_semantics_and_scope() {
     let pf = k.add_ptr(xf, offs);
     let one = k.float(1.0, ScalarType::F32, &[256]);
     let old_f = k.b.push1(
-        OpKind::AtomicRmw { op: AtomicOp::Add, ptr: pf, value: one, mask: Some(mask), sem: MemSem::Relaxed, scope: MemScope::Gpu },
+        OpKind::AtomicRmw {
+            op: AtomicOp::Add,
+            ptr: pf,
+            value: one,
+            mask: Some(mask),
+            sem: MemSem::Relaxed,
+            scope: MemScope::Gpu,
+        },
         ty(ScalarType::F32, &[256]),
     );
     let pi = k.add_ptr(xi, offs);
     let old_i = k.b.push1(
-        OpKind::AtomicRmw { op: AtomicOp::Max, ptr: pi, value: offs, mask: None, sem: MemSem::AcqRel, scope: MemScope::Cta },
+        OpKind::AtomicRmw {
+            op: AtomicOp::Max,
+            ptr: pi,
+            value: offs,
+            mask: None,
+            sem: MemSem::AcqRel,
+            scope: MemScope::Cta,
+        },
         i32t(&[256]),
     );
     let cas = k.b.push1(
-        OpKind::AtomicCas { ptr: pi, cmp: old_i, value: offs, sem: MemSem::Acquire, scope: MemScope::System },
+        OpKind::AtomicCas {
+            ptr: pi,
+            cmp: old_i,
+            value: offs,
+            sem: MemSem::Acquire,
+            scope: MemScope::System,
+        },
         i32t(&[256]),
     );
     // A scalar atomic: one thread performs it, every thread sees the old value.
     let zero = k.b.push1(OpKind::Constant(Literal::Int(0)), i32t(&[]));
-    let one_l = k.b.push1(OpKind::Constant(Literal::Int(1)), ty(ScalarType::I64, &[]));
+    let one_l =
+        k.b.push1(OpKind::Constant(Literal::Int(1)), ty(ScalarType::I64, &[]));
     let pl = k.add_ptr(xl, zero);
     let old_l = k.b.push1(
-        OpKind::AtomicRmw { op: AtomicOp::Add, ptr: pl, value: one_l, mask: None, sem: MemSem::AcqRel, scope: MemScope::Gpu },
+        OpKind::AtomicRmw {
+            op: AtomicOp::Add,
+            ptr: pl,
+            value: one_l,
+            mask: None,
+            sem: MemSem::AcqRel,
+            scope: MemScope::Gpu,
+        },
         ty(ScalarType::I64, &[]),
     );
     let ph = k.add_ptr(xh, offs);
     let oh = k.float(0.5, ScalarType::F16, &[256]);
     k.b.push1(
-        OpKind::AtomicRmw { op: AtomicOp::Add, ptr: ph, value: oh, mask: None, sem: MemSem::Relaxed, scope: MemScope::Gpu },
+        OpKind::AtomicRmw {
+            op: AtomicOp::Add,
+            ptr: ph,
+            value: oh,
+            mask: None,
+            sem: MemSem::Relaxed,
+            scope: MemScope::Gpu,
+        },
         ty(ScalarType::F16, &[256]),
     );
     let po = k.add_ptr(out, offs);
@@ -79,7 +116,11 @@ fn cumsum_forward_and_reverse_assemble() {
                 let px = k.add_ptr(x, offs);
                 let v = k.load(px, None, None);
                 let r = k.b.push(
-                    OpKind::Cumsum { value: v, axis: 0, reverse },
+                    OpKind::Cumsum {
+                        value: v,
+                        axis: 0,
+                        reverse,
+                    },
                     vec![ty(s, &[n]), ty(s, &[])],
                 );
                 let po = k.add_ptr(out, offs);
@@ -109,10 +150,23 @@ fn extract_and_insert_tiles_assemble() {
     let offs = k.bin(BinaryOp::Add, r, c);
     let p = k.add_ptr(x, offs);
     let v = k.load(p, None, None);
-    let tile = k.b.push1(OpKind::ExtractTile { value: v, index: vec![1, 2] }, ty(ScalarType::F32, &[16, 16]));
+    let tile = k.b.push1(
+        OpKind::ExtractTile {
+            value: v,
+            index: vec![1, 2],
+        },
+        ty(ScalarType::F32, &[16, 16]),
+    );
     let two = k.float(2.0, ScalarType::F32, &[16, 16]);
     let tile = k.bin(BinaryOp::Mul, tile, two);
-    let back = k.b.push1(OpKind::InsertTile { value: v, tile, index: vec![0, 3] }, ty(ScalarType::F32, &[32, 64]));
+    let back = k.b.push1(
+        OpKind::InsertTile {
+            value: v,
+            tile,
+            index: vec![0, 3],
+        },
+        ty(ScalarType::F32, &[32, 64]),
+    );
     let po = k.add_ptr(out, offs);
     k.store(po, back, None);
     for c in compile_all(&k.finish()) {
@@ -129,16 +183,44 @@ fn print_and_assert_call_vprintf_and_trap() {
     let p = k.add_ptr(x, offs);
     let v = k.load(p, None, None);
     let pid = k.pid(0);
-    k.b.push(OpKind::Print { prefix: "x = ".into(), values: vec![v] }, vec![]);
-    k.b.push(OpKind::Print { prefix: "pid 100% ".into(), values: vec![pid] }, vec![]);
-    k.b.push(OpKind::Print { prefix: "hello".into(), values: vec![] }, vec![]);
+    k.b.push(
+        OpKind::Print {
+            prefix: "x = ".into(),
+            values: vec![v],
+        },
+        vec![],
+    );
+    k.b.push(
+        OpKind::Print {
+            prefix: "pid 100% ".into(),
+            values: vec![pid],
+        },
+        vec![],
+    );
+    k.b.push(
+        OpKind::Print {
+            prefix: "hello".into(),
+            values: vec![],
+        },
+        vec![],
+    );
     let zero = k.float(0.0, ScalarType::F16, &[64]);
     let ok = k.cmp(CmpPred::Ge, v, zero);
     k.b.set_loc(SrcLoc { line: 12, col: 4 });
-    k.b.push(OpKind::Assert { cond: ok, message: "x must be \"non-negative\"".into() }, vec![]);
+    k.b.push(
+        OpKind::Assert {
+            cond: ok,
+            message: "x must be \"non-negative\"".into(),
+        },
+        vec![],
+    );
     for c in compile_all(&k.finish()) {
         assert!(c.ptx.contains("vprintf"));
         assert!(c.ptx.contains("trap;"));
-        assert!(c.llvm_ir.contains("kernels.rs:12: device_assert failed"), "{}", c.llvm_ir);
+        assert!(
+            c.llvm_ir.contains("kernels.rs:12: device_assert failed"),
+            "{}",
+            c.llvm_ir
+        );
     }
 }

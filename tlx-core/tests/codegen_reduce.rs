@@ -1,6 +1,8 @@
 //! Reductions, softmax and loops: compiled for every architecture and checked
 //! by `ptxas`; reductions must use butterfly shuffles.
 
+#![cfg(feature = "llvm")]
+
 mod codegen_common;
 use codegen_common::*;
 use tlx_core::ir::*;
@@ -49,19 +51,42 @@ fn softmax_reduces_with_shuffles_and_needs_no_conversion() {
             assert!(c.ptx.contains("ex2.approx.f32"));
             // Reductions across warps use shared memory; the broadcasts back do not.
             let per_row = c.shared_bytes as usize;
-            assert!(per_row <= rows * 4 * warps as usize, "{rows}x{cols}: {per_row}");
+            assert!(
+                per_row <= rows * 4 * warps as usize,
+                "{rows}x{cols}: {per_row}"
+            );
         }
     }
 }
 
 #[test]
 fn every_reduction_along_each_axis_assembles() {
-    for s in [ScalarType::F32, ScalarType::F16, ScalarType::BF16, ScalarType::I32, ScalarType::U8, ScalarType::I64] {
-        for kind in [ReduceKind::Sum, ReduceKind::Max, ReduceKind::Min, ReduceKind::Argmax, ReduceKind::Argmin] {
+    for s in [
+        ScalarType::F32,
+        ScalarType::F16,
+        ScalarType::BF16,
+        ScalarType::I32,
+        ScalarType::U8,
+        ScalarType::I64,
+    ] {
+        for kind in [
+            ReduceKind::Sum,
+            ReduceKind::Max,
+            ReduceKind::Min,
+            ReduceKind::Argmax,
+            ReduceKind::Argmin,
+        ] {
             for axis in 0..2 {
                 let mut k = K::new("reduce", 4);
                 let x = k.ptr("x", s);
-                let out = k.ptr("out", if kind == ReduceKind::Argmax || kind == ReduceKind::Argmin { ScalarType::I32 } else { s });
+                let out = k.ptr(
+                    "out",
+                    if kind == ReduceKind::Argmax || kind == ReduceKind::Argmin {
+                        ScalarType::I32
+                    } else {
+                        s
+                    },
+                );
                 let shape = [64, 32];
                 let r = k.arange(64);
                 let r = k.expand(r, 1);
@@ -80,7 +105,10 @@ fn every_reduction_along_each_axis_assembles() {
                 k.store(po, red, None);
                 let kernel = k.finish();
                 for c in compile_all(&kernel) {
-                    assert!(c.ptx.contains("shfl.sync.bfly") || c.shared_bytes > 0, "{s} {kind:?} {axis}");
+                    assert!(
+                        c.ptx.contains("shfl.sync.bfly") || c.shared_bytes > 0,
+                        "{s} {kind:?} {axis}"
+                    );
                 }
             }
         }
@@ -110,7 +138,16 @@ fn loops_and_branches_carry_tensors() {
     let next = k.bin(BinaryOp::Add, args[1], v);
     k.b.push(OpKind::Yield(vec![next]), vec![]);
     let body = k.b.end_block();
-    let acc = k.b.push1(OpKind::For { lower: zero, upper: n, step: one, inits: vec![acc0], body }, ft.clone());
+    let acc = k.b.push1(
+        OpKind::For {
+            lower: zero,
+            upper: n,
+            step: one,
+            inits: vec![acc0],
+            body,
+        },
+        ft.clone(),
+    );
     // while (count > 1) { count >>= 1; acc = acc * 0.5 }
     let cond_args = k.b.begin_block(vec![i32t(&[]), ft.clone()]);
     let go = k.cmp(CmpPred::Gt, cond_args[0], one);
@@ -122,7 +159,14 @@ fn loops_and_branches_carry_tensors() {
     let scaled = k.bin(BinaryOp::Mul, body_args[1], half);
     k.b.push(OpKind::Yield(vec![half_count, scaled]), vec![]);
     let body = k.b.end_block();
-    let res = k.b.push(OpKind::While { inits: vec![n, acc], cond, body }, vec![i32t(&[]), ft.clone()]);
+    let res = k.b.push(
+        OpKind::While {
+            inits: vec![n, acc],
+            cond,
+            body,
+        },
+        vec![i32t(&[]), ft.clone()],
+    );
     k.b.begin_block(vec![]);
     let neg = k.un(UnaryOp::Neg, res[1]);
     k.b.push(OpKind::Yield(vec![neg]), vec![]);
@@ -130,7 +174,14 @@ fn loops_and_branches_carry_tensors() {
     k.b.begin_block(vec![]);
     k.b.push(OpKind::Yield(vec![res[1]]), vec![]);
     let else_block = k.b.end_block();
-    let fin = k.b.push1(OpKind::If { cond: flag, then_block, else_block }, ft);
+    let fin = k.b.push1(
+        OpKind::If {
+            cond: flag,
+            then_block,
+            else_block,
+        },
+        ft,
+    );
     let ar = k.arange(256);
     let po = k.add_ptr(out, ar);
     k.store(po, fin, None);

@@ -64,46 +64,44 @@ fn register(bytes: usize) -> (&'static str, &'static str) {
 }
 
 impl<'k> Lowerer<'k> {
-    /// True (an i1) when this thread holds the primary copy of register `reg`'s element.
-    fn is_primary(&mut self, layout: &LinearLayout) -> String {
-        let mut acc = "true".to_string();
-        for (id, bases) in [(self.lane.clone(), layout.lanes.clone()), (self.warp.clone(), layout.warps.clone())] {
-            for (bit, &b) in bases.iter().enumerate() {
-                if b != 0 {
-                    continue;
-                }
-                let set = self.f.inst(format!("and i32 {id}, {}", 1u32 << bit));
-                let clear = self.f.inst(format!("icmp eq i32 {set}, 0"));
-                acc = self.f.inst(format!("and i1 {acc}, {clear}"));
-            }
-        }
-        acc
-    }
-
     fn replicated_across_threads(layout: &LinearLayout) -> bool {
         layout.lanes.iter().chain(&layout.warps).any(|&b| b == 0)
     }
 
     pub fn lower_atomic(&mut self, op: &'k Op) -> Result<()> {
-        let result = *op.results.first().ok_or_else(|| malformed("atomic without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("atomic without result"))?;
         let elem = self.ty(result).elem;
-        let s = elem.scalar().ok_or_else(|| CodegenError::Unsupported("atomics on pointers".into()))?;
+        let s = elem
+            .scalar()
+            .ok_or_else(|| CodegenError::Unsupported("atomics on pointers".into()))?;
         let (ptr, mask, sem, scope) = match &op.kind {
-            OpKind::AtomicRmw { ptr, mask, sem, scope, .. } => (*ptr, *mask, *sem, *scope),
-            OpKind::AtomicCas { ptr, sem, scope, .. } => (*ptr, None, *sem, *scope),
+            OpKind::AtomicRmw {
+                ptr,
+                mask,
+                sem,
+                scope,
+                ..
+            } => (*ptr, *mask, *sem, *scope),
+            OpKind::AtomicCas {
+                ptr, sem, scope, ..
+            } => (*ptr, None, *sem, *scope),
             _ => return Err(malformed("not an atomic")),
         };
         let ptrs: Tensor = self.tensor(ptr)?.clone();
         let layout = ptrs.layout.clone();
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
-        let primary = self.is_primary(&layout);
+        let primary = self.thread_is_primary(&layout);
         let bytes = mem_bytes(elem);
         let (con, lty) = register(bytes);
         let head = qualifiers(sem, scope);
         let (instr, operands) = match &op.kind {
-            OpKind::AtomicRmw { op: aop, value, .. } => {
-                (format!("{head}.{}", op_suffix(*aop, s)?), vec![self.get(*value, &layout)?])
-            }
+            OpKind::AtomicRmw { op: aop, value, .. } => (
+                format!("{head}.{}", op_suffix(*aop, s)?),
+                vec![self.get(*value, &layout)?],
+            ),
             OpKind::AtomicCas { cmp, value, .. } => {
                 if bytes < 4 {
                     return Err(CodegenError::Unsupported(format!("atomic_cas on {s}")));
@@ -129,9 +127,16 @@ impl<'k> Lowerer<'k> {
             .join(",");
         let mut regs = Vec::with_capacity(layout.num_regs());
         for r in 0..layout.num_regs() {
-            let bits: Vec<String> = operands.iter().map(|o| to_bits(&mut self.f, elem, &o[r])).collect();
+            let bits: Vec<String> = operands
+                .iter()
+                .map(|o| to_bits(&mut self.f, elem, &o[r]))
+                .collect();
             // A register replica repeats an element this thread already updated.
-            let mut pred = if layout.is_replica(r, 0, 0) { "false".to_string() } else { primary.clone() };
+            let mut pred = if layout.is_replica(r, 0, 0) {
+                "false".to_string()
+            } else {
+                primary.clone()
+            };
             if let Some(m) = &masks {
                 pred = self.f.inst(format!("and i1 {pred}, {}", m[r]));
             }
@@ -141,7 +146,10 @@ impl<'k> Lowerer<'k> {
             let old = self.f.asm(lty, &asm, &constraints, &args);
             regs.push(from_bits(&mut self.f, elem, &old));
         }
-        let primary_regs = Tensor { layout: layout.clone(), regs };
+        let primary_regs = Tensor {
+            layout: layout.clone(),
+            regs,
+        };
         let regs = if Self::replicated_across_threads(&layout) || layout.regs.contains(&0) {
             self.share_primaries(&primary_regs, elem)?
         } else {
@@ -154,12 +162,13 @@ impl<'k> Lowerer<'k> {
     /// Every copy of each element takes the primary copy's value (through shared memory).
     fn share_primaries(&mut self, t: &Tensor, elem: Elem) -> Result<Vec<String>> {
         let layout = t.layout.clone();
-        let primary = self.is_primary(&layout);
+        let primary = self.thread_is_primary(&layout);
         let skip = self.f.fresh("share_skip");
         let write = self.f.fresh("share_write");
         self.use_shared(layout.numel() * mem_bytes(elem));
         self.barrier();
-        self.f.stmt(format!("br i1 {primary}, label %{write}, label %{skip}"));
+        self.f
+            .stmt(format!("br i1 {primary}, label %{write}, label %{skip}"));
         self.f.start_block(&write);
         for (r, v) in t.regs.iter().enumerate() {
             if layout.is_replica(r, 0, 0) {
@@ -187,11 +196,26 @@ mod tests {
 
     #[test]
     fn atom_suffixes() {
-        assert_eq!(op_suffix(AtomicOp::Add, ScalarType::F32).unwrap(), "add.f32");
-        assert_eq!(op_suffix(AtomicOp::Add, ScalarType::F16).unwrap(), "add.noftz.f16");
-        assert_eq!(op_suffix(AtomicOp::Max, ScalarType::I32).unwrap(), "max.s32");
-        assert_eq!(op_suffix(AtomicOp::Exchange, ScalarType::F32).unwrap(), "exch.b32");
+        assert_eq!(
+            op_suffix(AtomicOp::Add, ScalarType::F32).unwrap(),
+            "add.f32"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Add, ScalarType::F16).unwrap(),
+            "add.noftz.f16"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Max, ScalarType::I32).unwrap(),
+            "max.s32"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Exchange, ScalarType::F32).unwrap(),
+            "exch.b32"
+        );
         assert!(op_suffix(AtomicOp::Max, ScalarType::F32).is_err());
-        assert_eq!(qualifiers(MemSem::AcqRel, MemScope::Gpu), "atom.acq_rel.gpu.global");
+        assert_eq!(
+            qualifiers(MemSem::AcqRel, MemScope::Gpu),
+            "atom.acq_rel.gpu.global"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! (its primary copy only) prints with its program id and index; a failed
 //! assertion prints the message and traps.
 
-use super::emit::{is_llvm_float, scalar_type};
+use super::emit::scalar_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar;
 use crate::ir::{Elem, Op, OpKind, ScalarType};
@@ -35,7 +35,8 @@ impl<'k> Lowerer<'k> {
         self.f.declare(format!(
             "{name} = private unnamed_addr addrspace(1) constant [{len} x i8] c\"{body}\", align 1"
         ));
-        self.f.inst(format!("addrspacecast ptr addrspace(1) {name} to ptr"))
+        self.f
+            .inst(format!("addrspacecast ptr addrspace(1) {name} to ptr"))
     }
 
     /// `vprintf(format, args)` with the args packed as C varargs would be.
@@ -43,43 +44,66 @@ impl<'k> Lowerer<'k> {
         let fmt = self.global_string(format);
         self.f.declare("declare i32 @vprintf(ptr, ptr)");
         if args.is_empty() {
-            self.f.inst(format!("call i32 @vprintf(ptr {fmt}, ptr null)"));
+            self.f
+                .inst(format!("call i32 @vprintf(ptr {fmt}, ptr null)"));
             return;
         }
         let types: Vec<&str> = args.iter().map(|(t, _)| *t).collect();
         let st = format!("{{ {} }}", types.join(", "));
         let buf = self.f.inst(format!("alloca {st}, align 8"));
         for (i, (t, v)) in args.iter().enumerate() {
-            let slot = self.f.inst(format!("getelementptr inbounds {st}, ptr {buf}, i32 0, i32 {i}"));
+            let slot = self.f.inst(format!(
+                "getelementptr inbounds {st}, ptr {buf}, i32 0, i32 {i}"
+            ));
             self.f.stmt(format!("store {t} {v}, ptr {slot}"));
         }
-        self.f.inst(format!("call i32 @vprintf(ptr {fmt}, ptr {buf})"));
+        self.f
+            .inst(format!("call i32 @vprintf(ptr {fmt}, ptr {buf})"));
     }
 
     /// The printf conversion and promoted argument of one element.
     fn printf_arg(&mut self, elem: Elem, v: &str) -> Result<(&'static str, &'static str, String)> {
         Ok(match elem {
-            Elem::Ptr(_) => ("%p", "i64", self.f.inst(format!("ptrtoint ptr addrspace(1) {v} to i64"))),
+            Elem::Ptr(_) => (
+                "%p",
+                "i64",
+                self.f.inst(format!("ptrtoint ptr addrspace(1) {v} to i64")),
+            ),
             Elem::Scalar(ScalarType::I64) => ("%lld", "i64", v.to_string()),
             Elem::Scalar(ScalarType::U32) => ("%u", "i32", v.to_string()),
             Elem::Scalar(ScalarType::I32) => ("%d", "i32", v.to_string()),
-            Elem::Scalar(s @ (ScalarType::Bool | ScalarType::U8)) => {
-                ("%u", "i32", self.f.inst(format!("zext {} {v} to i32", scalar_type(s))))
+            Elem::Scalar(s @ (ScalarType::Bool | ScalarType::U8)) => (
+                "%u",
+                "i32",
+                self.f.inst(format!("zext {} {v} to i32", scalar_type(s))),
+            ),
+            Elem::Scalar(ScalarType::I8) => {
+                ("%d", "i32", self.f.inst(format!("sext i8 {v} to i32")))
             }
-            Elem::Scalar(ScalarType::I8) => ("%d", "i32", self.f.inst(format!("sext i8 {v} to i32"))),
             Elem::Scalar(s) => {
                 let wide = scalar::cast(&mut self.f, s, ScalarType::F32, v)?;
-                debug_assert!(is_llvm_float(ScalarType::F32));
-                ("%f", "double", self.f.inst(format!("fpext float {wide} to double")))
+                (
+                    "%f",
+                    "double",
+                    self.f.inst(format!("fpext float {wide} to double")),
+                )
             }
         })
     }
 
     /// Program id (x, y, z) and this register's coordinates, as printf args.
-    fn position_args(&mut self, layout: &LinearLayout, reg: usize) -> (String, Vec<(&'static str, String)>) {
+    fn position_args(
+        &mut self,
+        layout: &LinearLayout,
+        reg: usize,
+    ) -> (String, Vec<(&'static str, String)>) {
         let mut args = Vec::new();
         for d in ["x", "y", "z"] {
-            args.push(("i32", self.f.call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{d}"), &[])));
+            args.push((
+                "i32",
+                self.f
+                    .call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{d}"), &[]),
+            ));
         }
         let flat = self.flat_index(layout, reg);
         let mut low = 0;
@@ -99,7 +123,8 @@ impl<'k> Lowerer<'k> {
     fn guarded(&mut self, pred: &str, body: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         let then = self.f.fresh("guard");
         let cont = self.f.fresh("guard_end");
-        self.f.stmt(format!("br i1 {pred}, label %{then}, label %{cont}"));
+        self.f
+            .stmt(format!("br i1 {pred}, label %{then}, label %{cont}"));
         self.f.start_block(&then);
         self.current_block = then;
         body(self)?;
@@ -114,17 +139,7 @@ impl<'k> Lowerer<'k> {
         if layout.is_replica(reg, 0, 0) {
             return "false".into();
         }
-        let mut acc = "true".to_string();
-        for (id, bases) in [(self.lane.clone(), layout.lanes.clone()), (self.warp.clone(), layout.warps.clone())] {
-            for (bit, &b) in bases.iter().enumerate() {
-                if b == 0 {
-                    let set = self.f.inst(format!("and i32 {id}, {}", 1u32 << bit));
-                    let clear = self.f.inst(format!("icmp eq i32 {set}, 0"));
-                    acc = self.f.inst(format!("and i1 {acc}, {clear}"));
-                }
-            }
-        }
-        acc
+        self.thread_is_primary(layout)
     }
 
     pub fn lower_debug(&mut self, op: &'k Op) -> Result<()> {

@@ -68,7 +68,13 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
         };
         params.push(format!("{ty} {arg}"));
         let layout = l.scalar_layout()?;
-        l.values.insert(p.value, Tensor { layout, regs: vec![reg] });
+        l.values.insert(
+            p.value,
+            Tensor {
+                layout,
+                regs: vec![reg],
+            },
+        );
     }
     l.current_block = "body".into();
     l.lower_block(&kernel.body)?;
@@ -76,7 +82,10 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
 
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
-    let _ = writeln!(text, "@global_smem = external addrspace(3) global [0 x i8], align 16\n");
+    let _ = writeln!(
+        text,
+        "@global_smem = external addrspace(3) global [0 x i8], align 16\n"
+    );
     for d in &l.f.decls {
         let _ = writeln!(text, "{d}");
     }
@@ -154,14 +163,21 @@ impl<'k> Lowerer<'k> {
             return v.clone();
         }
         let mut acc = "0".to_string();
-        for (id, bases) in [(self.lane.clone(), &layout.lanes), (self.warp.clone(), &layout.warps)] {
+        for (id, bases) in [
+            (self.lane.clone(), &layout.lanes),
+            (self.warp.clone(), &layout.warps),
+        ] {
             for (bit, &basis) in bases.iter().enumerate() {
                 if basis == 0 {
                     continue;
                 }
-                let set = self.f.prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
+                let set = self
+                    .f
+                    .prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
                 let on = self.f.prologue_inst(format!("icmp ne i32 {set}, 0"));
-                let part = self.f.prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
+                let part = self
+                    .f
+                    .prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
                 acc = self.f.prologue_inst(format!("xor i32 {acc}, {part}"));
             }
         }
@@ -229,7 +245,10 @@ impl<'k> Lowerer<'k> {
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             _ => {
                 let t = self.lower_pure(op, None)?;
-                let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+                let result = *op
+                    .results
+                    .first()
+                    .ok_or_else(|| malformed("op without result"))?;
                 let operands = op.kind.operands();
                 let leaf = matches!(
                     op.kind,
@@ -250,7 +269,10 @@ impl<'k> Lowerer<'k> {
 
     /// Lower a side-effect-free op, in `forced` layout if given.
     fn lower_pure(&mut self, op: &'k Op, forced: Option<&LinearLayout>) -> Result<Tensor> {
-        let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("op without result"))?;
         let rty = self.ty(result);
         let layout = match forced {
             Some(l) => l.clone(),
@@ -268,8 +290,14 @@ impl<'k> Lowerer<'k> {
                 let dim = ["x", "y", "z"]
                     .get(*axis as usize)
                     .ok_or_else(|| malformed(format!("grid axis {axis}")))?;
-                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) { "ctaid" } else { "nctaid" };
-                let r = self.f.call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
+                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    "ctaid"
+                } else {
+                    "nctaid"
+                };
+                let r = self
+                    .f
+                    .call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
                 vec![r; n]
             }
             OpKind::Arange { start, .. } => (0..n)
@@ -293,7 +321,9 @@ impl<'k> Lowerer<'k> {
             OpKind::Trans { value, perm } => {
                 let mut inverse = vec![0; perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
-                    *inverse.get_mut(p).ok_or_else(|| malformed("bad permutation"))? = i;
+                    *inverse
+                        .get_mut(p)
+                        .ok_or_else(|| malformed("bad permutation"))? = i;
                 }
                 let src = layout.transposed(&inverse)?;
                 self.get(*value, &src)?
@@ -333,7 +363,13 @@ impl<'k> Lowerer<'k> {
         }
     }
 
-    fn elementwise(&mut self, kind: &OpKind, types: &[Elem], out: Elem, args: &[&str]) -> Result<String> {
+    fn elementwise(
+        &mut self,
+        kind: &OpKind,
+        types: &[Elem],
+        out: Elem,
+        args: &[&str],
+    ) -> Result<String> {
         let scalar_of = |e: Elem| {
             e.scalar()
                 .ok_or_else(|| CodegenError::Unsupported(format!("{kind:?} on pointers")))
@@ -345,27 +381,60 @@ impl<'k> Lowerer<'k> {
             OpKind::Compare { pred, .. } => scalar::compare(f, *pred, types[0], args[0], args[1]),
             OpKind::Select { .. } => {
                 let ty = llvm_type(out);
-                Ok(f.inst(format!("select i1 {}, {ty} {}, {ty} {}", args[0], args[1], args[2])))
+                Ok(f.inst(format!(
+                    "select i1 {}, {ty} {}, {ty} {}",
+                    args[0], args[1], args[2]
+                )))
             }
             OpKind::Fma { .. } => scalar::fma(f, scalar_of(out)?, args[0], args[1], args[2]),
             OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
-            OpKind::Bitcast(_) => scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
+            OpKind::Bitcast(_) => {
+                scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0])
+            }
             OpKind::AddPtr { .. } => {
-                let pointee = out.pointee().ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
-                let off_ty = types[1].scalar().ok_or_else(|| malformed("pointer offset"))?;
+                let pointee = out
+                    .pointee()
+                    .ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
+                let off_ty = types[1]
+                    .scalar()
+                    .ok_or_else(|| malformed("pointer offset"))?;
                 let wide = match off_ty {
                     ScalarType::I64 => args[1].to_string(),
-                    s if s.is_signed_int() => f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1])),
+                    s if s.is_signed_int() => {
+                        f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1]))
+                    }
                     _ => f.inst(format!("zext {} {} to i64", llvm_type(types[1]), args[1])),
                 };
                 let elem_ty = match pointee {
                     ScalarType::Bool => "i8",
                     s => super::emit::scalar_type(s),
                 };
-                Ok(f.inst(format!("getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}", args[0])))
+                Ok(f.inst(format!(
+                    "getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}",
+                    args[0]
+                )))
             }
             other => Err(CodegenError::Unsupported(format!("{other:?}"))),
         }
+    }
+
+    /// i1: this thread holds the primary copies of its elements in `layout` (it is the
+    /// lowest of the lanes and warps that replicate them).
+    pub fn thread_is_primary(&mut self, layout: &LinearLayout) -> String {
+        let mut acc = "true".to_string();
+        for (id, bases) in [
+            (self.lane.clone(), layout.lanes.clone()),
+            (self.warp.clone(), layout.warps.clone()),
+        ] {
+            for (bit, &b) in bases.iter().enumerate() {
+                if b == 0 {
+                    let set = self.f.inst(format!("and i32 {id}, {}", 1u32 << bit));
+                    let clear = self.f.inst(format!("icmp eq i32 {set}, 0"));
+                    acc = self.f.inst(format!("and i1 {acc}, {clear}"));
+                }
+            }
+        }
+        acc
     }
 
     /// Emit a CTA-wide barrier (also a compiler memory fence).
@@ -375,8 +444,9 @@ impl<'k> Lowerer<'k> {
 
     /// Pointer to byte `offset` (an i32 operand) of the dynamic shared array.
     pub fn smem_ptr(&mut self, offset: &str) -> String {
-        self.f
-            .inst(format!("getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"))
+        self.f.inst(format!(
+            "getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"
+        ))
     }
 
     pub fn use_shared(&mut self, bytes: usize) {

@@ -23,8 +23,8 @@ mod llvm;
 mod lower;
 mod memory;
 mod reduce;
-mod scan;
 mod scalar;
+mod scan;
 mod tiles;
 
 use crate::ir;

@@ -10,7 +10,12 @@ use crate::ir::{BinaryOp, Elem, Literal, Op, OpKind, ScalarType};
 
 impl<'k> Lowerer<'k> {
     pub fn lower_cumsum(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::Cumsum { value, axis, reverse } = &op.kind else {
+        let OpKind::Cumsum {
+            value,
+            axis,
+            reverse,
+        } = &op.kind
+        else {
             return Err(malformed("not a cumsum"));
         };
         let (Some(&prefix_id), Some(&total_id)) = (op.results.first(), op.results.get(1)) else {
@@ -18,9 +23,14 @@ impl<'k> Lowerer<'k> {
         };
         let ty = self.ty(*value);
         if ty.rank() != 1 || *axis != 0 {
-            return Err(CodegenError::Unsupported("cumsum of a tensor of rank above 1".into()));
+            return Err(CodegenError::Unsupported(
+                "cumsum of a tensor of rank above 1".into(),
+            ));
         }
-        let s = ty.elem.scalar().ok_or_else(|| malformed("cumsum of pointers"))?;
+        let s = ty
+            .elem
+            .scalar()
+            .ok_or_else(|| malformed("cumsum of pointers"))?;
         if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
             return Err(CodegenError::Unsupported(format!("cumsum of {s}")));
         }
@@ -59,8 +69,18 @@ impl<'k> Lowerer<'k> {
                 let back = self.f.inst(format!("sub i32 {pos}, {step}"));
                 let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
                 let earlier = self.smem_load(acc, 0, &at);
-                let earlier = self.f.inst(format!("select i1 {has}, {} {earlier}, {} {zero}", super::emit::scalar_type(acc_s), super::emit::scalar_type(acc_s)));
-                next.push(scalar::binary(&mut self.f, BinaryOp::Add, acc_s, v, &earlier)?);
+                let earlier = self.f.inst(format!(
+                    "select i1 {has}, {} {earlier}, {} {zero}",
+                    super::emit::scalar_type(acc_s),
+                    super::emit::scalar_type(acc_s)
+                ));
+                next.push(scalar::binary(
+                    &mut self.f,
+                    BinaryOp::Add,
+                    acc_s,
+                    v,
+                    &earlier,
+                )?);
             }
             self.barrier();
             for (r, v) in next.iter().enumerate() {
@@ -77,15 +97,29 @@ impl<'k> Lowerer<'k> {
             let back = self.f.inst(format!("sub i32 {pos}, 1"));
             let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
             let earlier = self.smem_load(acc, 0, &at);
-            let exclusive = self.f.inst(format!("select i1 {has}, {acc_ty} {earlier}, {acc_ty} {zero}"));
+            let exclusive = self.f.inst(format!(
+                "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {zero}"
+            ));
             prefix.push(scalar::cast(&mut self.f, acc_s, s, &exclusive)?);
         }
         let last = (n - 1).to_string();
         let total = self.smem_load(acc, 0, &last);
         let total = scalar::cast(&mut self.f, acc_s, s, &total)?;
-        self.values.insert(prefix_id, Tensor { layout, regs: prefix });
+        self.values.insert(
+            prefix_id,
+            Tensor {
+                layout,
+                regs: prefix,
+            },
+        );
         let scalar_layout = self.scalar_layout()?;
-        self.values.insert(total_id, Tensor { layout: scalar_layout, regs: vec![total] });
+        self.values.insert(
+            total_id,
+            Tensor {
+                layout: scalar_layout,
+                regs: vec![total],
+            },
+        );
         Ok(())
     }
 }

@@ -21,7 +21,13 @@ impl<'k> Lowerer<'k> {
 
     /// Flat index in `outer` of the element at flat index `flat` of a tile of
     /// `tile` shape placed at grid position `index`.
-    fn tile_to_outer(&mut self, flat: &str, tile: &[usize], outer: &[usize], index: &[usize]) -> Result<String> {
+    fn tile_to_outer(
+        &mut self,
+        flat: &str,
+        tile: &[usize],
+        outer: &[usize],
+        index: &[usize],
+    ) -> Result<String> {
         let tile_bits = dim_bits(tile)?;
         let outer_bits = dim_bits(outer)?;
         let mut low_tile = 0;
@@ -30,7 +36,9 @@ impl<'k> Lowerer<'k> {
         for d in (0..tile.len()).rev() {
             let shifted = self.f.inst(format!("lshr i32 {flat}, {low_tile}"));
             let coord = self.f.inst(format!("and i32 {shifted}, {}", tile[d] - 1));
-            let placed = self.f.inst(format!("add i32 {coord}, {}", index[d] * tile[d]));
+            let placed = self
+                .f
+                .inst(format!("add i32 {coord}, {}", index[d] * tile[d]));
             let moved = self.f.inst(format!("shl i32 {placed}, {low_outer}"));
             acc = self.f.inst(format!("or i32 {acc}, {moved}"));
             low_tile += tile_bits[d];
@@ -42,16 +50,23 @@ impl<'k> Lowerer<'k> {
     fn check_tile(&self, tile: &[usize], outer: &[usize], index: &[usize]) -> Result<()> {
         let fits = tile.len() == outer.len()
             && index.len() == outer.len()
-            && (0..outer.len()).all(|d| tile[d] > 0 && outer[d] % tile[d] == 0 && (index[d] + 1) * tile[d] <= outer[d]);
+            && (0..outer.len()).all(|d| {
+                tile[d] > 0 && outer[d] % tile[d] == 0 && (index[d] + 1) * tile[d] <= outer[d]
+            });
         if fits {
             Ok(())
         } else {
-            Err(malformed(format!("tile {tile:?} at {index:?} of {outer:?}")))
+            Err(malformed(format!(
+                "tile {tile:?} at {index:?} of {outer:?}"
+            )))
         }
     }
 
     pub fn lower_tile(&mut self, op: &'k Op) -> Result<()> {
-        let result = *op.results.first().ok_or_else(|| malformed("tile op without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("tile op without result"))?;
         let rty = self.ty(result);
         let elem = rty.elem;
         match &op.kind {

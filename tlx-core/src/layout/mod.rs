@@ -83,8 +83,8 @@ impl LinearLayout {
     /// shape lacks become zero bases (replication).
     pub fn blocked(shape: &[usize], vector: usize, num_warps: u32) -> Result<Self, LayoutError> {
         let bits = dim_bits(shape)?;
-        let warp_bits = exact_log2(num_warps as usize)
-            .ok_or(LayoutError::WarpsNotPowerOfTwo(num_warps))?;
+        let warp_bits =
+            exact_log2(num_warps as usize).ok_or(LayoutError::WarpsNotPowerOfTwo(num_warps))?;
         let total: usize = bits.iter().sum();
         let last = bits.last().copied().unwrap_or(0);
         let vector_bits = exact_log2(vector.max(1)).unwrap_or(0).min(last);
@@ -314,7 +314,12 @@ mod tests {
         // 128 threads x 4 registers over 8 elements: 64 copies each, one of them primary.
         for o in map.values() {
             assert_eq!(o.len(), 64);
-            assert_eq!(o.iter().filter(|(r, l2, w)| !l.is_replica(*r, *l2, *w)).count(), 1);
+            assert_eq!(
+                o.iter()
+                    .filter(|(r, l2, w)| !l.is_replica(*r, *l2, *w))
+                    .count(),
+                1
+            );
         }
         assert_eq!(l.coords(1, 0, 0), vec![1]);
         assert_eq!(l.coords(0, 1, 0), vec![4]);
