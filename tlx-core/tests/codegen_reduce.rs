@@ -189,3 +189,41 @@ fn loops_and_branches_carry_tensors() {
         assert!(c.ptx.contains("bra"), "{}", c.ptx);
     }
 }
+
+/// Compile time of a softmax-sized kernel to PTX (the budget is 100 ms in release;
+/// printed, not asserted, since test machines vary).
+#[test]
+fn softmax_compile_time() {
+    let kernel = softmax(1, 1024, 4);
+    // The first compile also initializes LLVM's target registry.
+    tlx_core::codegen::compile(&kernel, Arch::Sm90a).expect("softmax compiles");
+    let start = std::time::Instant::now();
+    let c = tlx_core::codegen::compile(&kernel, Arch::Sm90a).expect("softmax compiles");
+    let elapsed = start.elapsed();
+    println!(
+        "softmax 1x1024 to PTX: {:.1} ms",
+        elapsed.as_secs_f64() * 1e3
+    );
+    assert!(c.ptx.contains(".entry softmax"));
+}
+
+/// A full reduction to a scalar feeds a splat and a loop bound.
+#[test]
+fn reduction_to_a_scalar_is_a_scalar() {
+    let mut k = K::new("total", 4);
+    let x = k.ptr("x", ScalarType::I32);
+    let out = k.ptr("out", ScalarType::I32);
+    let offs = k.arange(512);
+    let p = k.add_ptr(x, offs);
+    let v = k.load(p, None, None);
+    let total = k.reduce(v, 0, ReduceKind::Sum);
+    let t = k.splat(total, &[512]);
+    let y = k.bin(BinaryOp::Sub, v, t);
+    let po = k.add_ptr(out, offs);
+    k.store(po, y, None);
+    k.store(out, total, None);
+    for c in compile_all(&k.finish()) {
+        assert!(c.ptx.contains("shfl.sync.bfly.b32"));
+        assert_eq!(c.shared_bytes, 4 * 4);
+    }
+}

@@ -249,6 +249,19 @@ impl<'k> Lowerer<'k> {
                 None => scalar::cast(&mut self.f, acc_s, out_s, &p.value)?,
             });
         }
+        if result_layout.shape.is_empty() {
+            // Every register holds the total: keep the one register a scalar has.
+            let layout = self.scalar_layout()?;
+            let total = finals.swap_remove(0);
+            self.values.insert(
+                result,
+                Tensor {
+                    layout,
+                    regs: vec![total],
+                },
+            );
+            return Ok(());
+        }
         for r in 0..n {
             let i = position[&(r & !(reg_mask as usize))];
             regs.push(finals[i].clone());
