@@ -224,3 +224,39 @@ fn print_and_assert_call_vprintf_and_trap() {
         );
     }
 }
+
+#[test]
+fn unsupported_and_malformed_kernels_are_errors_not_panics() {
+    use tlx_core::codegen::{compile, CodegenError};
+    let mut k = K::new("bad", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let t = ty(ScalarType::F32, &[4, 4]);
+    let zero = k.b.push1(OpKind::Constant(Literal::Float(0.0)), t.clone());
+    k.b.push(
+        OpKind::Cumsum {
+            value: zero,
+            axis: 1,
+            reverse: false,
+        },
+        vec![t, ty(ScalarType::F32, &[4])],
+    );
+    k.store(x, zero, None);
+    assert!(matches!(
+        compile(&k.finish(), Arch::Sm90a),
+        Err(CodegenError::Unsupported(_))
+    ));
+
+    let mut k = K::new("odd", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let three = k.b.push1(
+        OpKind::Constant(Literal::Float(1.0)),
+        ty(ScalarType::F32, &[3]),
+    );
+    let offs = k.b.push1(OpKind::Arange { start: 0, end: 3 }, i32t(&[3]));
+    let p = k.add_ptr(x, offs);
+    k.store(p, three, None);
+    assert!(matches!(
+        compile(&k.finish(), Arch::Sm90a),
+        Err(CodegenError::Layout(_))
+    ));
+}

@@ -227,3 +227,34 @@ fn reduction_to_a_scalar_is_a_scalar() {
         assert_eq!(c.shared_bytes, 4 * 4);
     }
 }
+
+/// A loaded row vector broadcast over the rows of a tile (a bias) reaches the
+/// tile's layout by regrouping registers, not through shared memory.
+#[test]
+fn loaded_row_vector_broadcasts_without_shared_memory() {
+    let mut k = K::new("bias", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let bias = k.ptr("bias", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    let cols = k.arange(128);
+    let pb = k.add_ptr(bias, cols);
+    let b = k.load(pb, None, None);
+    let b = k.expand(b, 0);
+    let b = k.broadcast(b, &[64, 128]);
+    let r = k.arange(64);
+    let r = k.expand(r, 1);
+    let w = k.int(128, &[64, 1]);
+    let r = k.bin(BinaryOp::Mul, r, w);
+    let r = k.broadcast(r, &[64, 128]);
+    let c = k.expand(cols, 0);
+    let c = k.broadcast(c, &[64, 128]);
+    let offs = k.bin(BinaryOp::Add, r, c);
+    let px = k.add_ptr(x, offs);
+    let v = k.load(px, None, None);
+    let y = k.bin(BinaryOp::Add, v, b);
+    let po = k.add_ptr(out, offs);
+    k.store(po, y, None);
+    for c in compile_all(&k.finish()) {
+        assert_eq!(c.shared_bytes, 0);
+    }
+}

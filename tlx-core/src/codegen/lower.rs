@@ -205,6 +205,9 @@ impl<'k> Lowerer<'k> {
         if self.ty(v).is_scalar() {
             return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
         }
+        if let Some(regs) = in_thread_regroup(t, layout) {
+            return Ok(regs);
+        }
         if self.recomputable.contains(&v) {
             if let Some(op) = self.defs.get(&v).copied() {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
@@ -452,6 +455,26 @@ impl<'k> Lowerer<'k> {
     pub fn use_shared(&mut self, bytes: usize) {
         self.shared_bytes = self.shared_bytes.max(bytes as u32);
     }
+}
+
+/// `t`'s registers rearranged into `dst` without leaving the thread: possible when
+/// lanes and warps own the same elements in both layouts and every register
+/// `dst` needs is one this thread holds.
+fn in_thread_regroup(t: &Tensor, dst: &LinearLayout) -> Option<Vec<String>> {
+    if t.layout.lanes != dst.lanes || t.layout.warps != dst.warps || t.layout.shape != dst.shape {
+        return None;
+    }
+    let mut by_offset = HashMap::new();
+    for r in (0..t.layout.num_regs()).rev() {
+        by_offset.insert(t.layout.reg_offset(r), r);
+    }
+    (0..dst.num_regs())
+        .map(|r| {
+            by_offset
+                .get(&dst.reg_offset(r))
+                .map(|&i| t.regs[i].clone())
+        })
+        .collect()
 }
 
 /// Widest element accessed by a load or store of each shape -> elements per 16 bytes.
