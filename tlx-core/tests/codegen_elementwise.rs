@@ -253,3 +253,39 @@ fn two_d_tile_with_runtime_stride() {
         assert!(c.ptx.contains("ld.global.v4.b32"), "{}", c.ptx);
     }
 }
+
+#[test]
+fn cache_and_eviction_hints_become_ptx_qualifiers() {
+    let mut k = K::new("hints", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    let offs = k.arange(512);
+    let p = k.add_ptr(x, offs);
+    let t = k.ty(p).with_elem(Elem::Scalar(ScalarType::F32));
+    let mut loads = Vec::new();
+    for (cache, eviction, volatile) in [
+        (CacheModifier::Cg, EvictionPolicy::Normal, false),
+        (CacheModifier::None, EvictionPolicy::EvictLast, false),
+        (CacheModifier::None, EvictionPolicy::Normal, true),
+    ] {
+        let kind = OpKind::Load { ptr: p, mask: None, other: None, cache, eviction, volatile };
+        loads.push(k.b.push1(kind, t.clone()));
+    }
+    let s = k.bin(BinaryOp::Add, loads[0], loads[1]);
+    let s = k.bin(BinaryOp::Add, s, loads[2]);
+    let po = k.add_ptr(out, offs);
+    for (cache, eviction) in [(CacheModifier::Cs, EvictionPolicy::Normal), (CacheModifier::None, EvictionPolicy::EvictFirst)] {
+        k.b.push(OpKind::Store { ptr: po, value: s, mask: None, cache, eviction }, vec![]);
+    }
+    for c in compile_all(&k.finish()) {
+        for needle in [
+            "ld.global.cg.v4.b32",
+            "ld.global.L1::evict_last.v4.b32",
+            "ld.volatile.global.v4.b32",
+            "st.global.cs.v4.b32",
+            "st.global.L1::evict_first.v4.b32",
+        ] {
+            assert!(c.ptx.contains(needle), "{needle} missing");
+        }
+    }
+}
