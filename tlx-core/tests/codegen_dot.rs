@@ -143,3 +143,39 @@ fn accumulator_stays_in_registers_across_iterations() {
     // Per iteration: one barrier before staging, one after; the final store converts once (two more).
     assert_eq!(c[0].ptx.matches("bar.sync").count(), 4, "{}", c[0].ptx);
 }
+
+/// Attention-style: row max of a `dot` result subtracted from it. The
+/// max stays in the MMA layout's slice, so only the final store converts.
+#[test]
+fn row_max_of_a_dot_result_needs_no_extra_conversion() {
+    let mut k = K::new("rowmax", 4);
+    let a = k.ptr("a", ScalarType::F16);
+    let b = k.ptr("b", ScalarType::F16);
+    let c = k.ptr("c", ScalarType::F32);
+    let ld = k.b.push1(OpKind::Constant(Literal::Int(64)), i32t(&[]));
+    let offs = tile_offsets(&mut k, 64, 64, ld);
+    let pa = k.add_ptr(a, offs);
+    let pb = k.add_ptr(b, offs);
+    let ta = k.load(pa, None, None);
+    let tb = k.load(pb, None, None);
+    let zero = k.float(0.0, ScalarType::F32, &[64, 64]);
+    let s = k.b.push1(
+        OpKind::Dot {
+            a: ta,
+            b: tb,
+            acc: zero,
+            precision: DotPrecision::Tf32,
+        },
+        ty(ScalarType::F32, &[64, 64]),
+    );
+    let m = k.reduce(s, 1, ReduceKind::Max);
+    let m = k.expand(m, 1);
+    let m = k.broadcast(m, &[64, 64]);
+    let d = k.bin(BinaryOp::Sub, s, m);
+    let pc = k.add_ptr(c, offs);
+    k.store(pc, d, None);
+    for c in compile_all(&k.finish()) {
+        // Two barriers staging the operands, two for the store's conversion.
+        assert_eq!(c.ptx.matches("bar.sync").count(), 4, "{}", c.ptx);
+    }
+}

@@ -268,14 +268,33 @@ fn cache_and_eviction_hints_become_ptx_qualifiers() {
         (CacheModifier::None, EvictionPolicy::EvictLast, false),
         (CacheModifier::None, EvictionPolicy::Normal, true),
     ] {
-        let kind = OpKind::Load { ptr: p, mask: None, other: None, cache, eviction, volatile };
+        let kind = OpKind::Load {
+            ptr: p,
+            mask: None,
+            other: None,
+            cache,
+            eviction,
+            volatile,
+        };
         loads.push(k.b.push1(kind, t.clone()));
     }
     let s = k.bin(BinaryOp::Add, loads[0], loads[1]);
     let s = k.bin(BinaryOp::Add, s, loads[2]);
     let po = k.add_ptr(out, offs);
-    for (cache, eviction) in [(CacheModifier::Cs, EvictionPolicy::Normal), (CacheModifier::None, EvictionPolicy::EvictFirst)] {
-        k.b.push(OpKind::Store { ptr: po, value: s, mask: None, cache, eviction }, vec![]);
+    for (cache, eviction) in [
+        (CacheModifier::Cs, EvictionPolicy::Normal),
+        (CacheModifier::None, EvictionPolicy::EvictFirst),
+    ] {
+        k.b.push(
+            OpKind::Store {
+                ptr: po,
+                value: s,
+                mask: None,
+                cache,
+                eviction,
+            },
+            vec![],
+        );
     }
     for c in compile_all(&k.finish()) {
         for needle in [

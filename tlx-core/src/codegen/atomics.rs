@@ -90,7 +90,7 @@ impl<'k> Lowerer<'k> {
             } => (*ptr, None, *sem, *scope),
             _ => return Err(malformed("not an atomic")),
         };
-        let ptrs: Tensor = self.tensor(ptr)?.clone();
+        let ptrs: Tensor = self.tensor(ptr)?;
         let layout = ptrs.layout.clone();
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let primary = self.thread_is_primary(&layout);

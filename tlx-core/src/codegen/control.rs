@@ -43,7 +43,7 @@ impl<'k> Lowerer<'k> {
                 Some(op) if matches!(op.kind, OpKind::Dot { .. }) => self.dot_result_layout(op)?,
                 _ => None,
             };
-            let mut t = self.tensor(*v)?.clone();
+            let mut t = self.tensor(*v)?;
             if let Some(layout) = hint {
                 t.regs = self.get(*v, &layout)?;
                 t.layout = layout;
@@ -224,7 +224,7 @@ impl<'k> Lowerer<'k> {
         };
         let then_tensors: Vec<Tensor> = then_values
             .iter()
-            .map(|v| self.tensor(*v).cloned())
+            .map(|v| self.tensor(*v))
             .collect::<Result<_>>()?;
         let then_end = self.current_block.clone();
         self.branch_to(&merge);

@@ -155,7 +155,7 @@ impl<'k> Lowerer<'k> {
                     });
                 }
                 for v in values {
-                    let t: Tensor = self.tensor(*v)?.clone();
+                    let t: Tensor = self.tensor(*v)?;
                     let elem = self.ty(*v).elem;
                     for (r, reg) in t.regs.iter().enumerate() {
                         let primary = self.primary_copy(&t.layout, r);
@@ -173,7 +173,7 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             OpKind::Assert { cond, message } => {
-                let t: Tensor = self.tensor(*cond)?.clone();
+                let t: Tensor = self.tensor(*cond)?;
                 let site = format!(
                     "{}:{}: device_assert failed: {}",
                     self.kernel.source_file,

@@ -203,7 +203,7 @@ impl<'k> Lowerer<'k> {
     /// Write `value` (a `[rows, cols]` tile) to shared memory at byte `base`, row-major,
     /// or transposed (`[cols, rows]`) when `transpose`.
     fn stage(&mut self, value: crate::ir::ValueId, base: usize, transpose: bool) -> Result<()> {
-        let t: Tensor = self.tensor(value)?.clone();
+        let t: Tensor = self.tensor(value)?;
         let ty = self.ty(value);
         let (rows, cols) = (ty.shape[0], ty.shape[1]);
         for (r, v) in t.regs.iter().enumerate() {
@@ -380,7 +380,7 @@ impl<'k> Lowerer<'k> {
         acc_s: ScalarType,
         b_base: usize,
     ) -> Result<Tensor> {
-        let acc_t: Tensor = self.tensor(acc)?.clone();
+        let acc_t: Tensor = self.tensor(acc)?;
         let layout = acc_t.layout.clone();
         let (a_elem, b_elem) = (Elem::Scalar(d.a.s), Elem::Scalar(d.b.s));
         let mut regs = Vec::with_capacity(acc_t.regs.len());

@@ -150,10 +150,29 @@ impl<'k> Lowerer<'k> {
         Ok(LinearLayout::blocked(shape, vector, self.num_warps)?)
     }
 
-    pub fn tensor(&self, v: ValueId) -> Result<&Tensor> {
-        self.values
+    /// `v` as held by the threads. A deferred layout-only op is lowered here, at the
+    /// use, in its natural layout (not cached: the use may sit in a nested block).
+    pub fn tensor(&mut self, v: ValueId) -> Result<Tensor> {
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.clone());
+        }
+        match self.defs.get(&v).copied() {
+            Some(op) => self.lower_pure(op, None),
+            None => Err(malformed(format!("{v} used before its definition"))),
+        }
+    }
+
+    /// The layout `v` is held in (or, if deferred, would be), without emitting code.
+    pub fn layout_of(&self, v: ValueId) -> Result<LinearLayout> {
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.layout.clone());
+        }
+        let op = self
+            .defs
             .get(&v)
-            .ok_or_else(|| malformed(format!("{v} used before its definition")))
+            .copied()
+            .ok_or_else(|| malformed(format!("{v} used before its definition")))?;
+        self.natural_layout(op, self.ty(v))
     }
 
     /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
@@ -198,22 +217,26 @@ impl<'k> Lowerer<'k> {
 
     /// `v`'s registers in `layout`: as held, recomputed, or moved through shared memory.
     pub fn get(&mut self, v: ValueId, layout: &LinearLayout) -> Result<Vec<String>> {
-        let t = self.tensor(v)?;
-        if t.layout == *layout {
-            return Ok(t.regs.clone());
-        }
         if self.ty(v).is_scalar() {
+            let t = self.tensor(v)?;
             return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
         }
-        if let Some(regs) = in_thread_regroup(t, layout) {
-            return Ok(regs);
+        if let Some(t) = self.values.get(&v) {
+            if t.layout == *layout {
+                return Ok(t.regs.clone());
+            }
+            if let Some(regs) = in_thread_regroup(t, layout) {
+                return Ok(regs);
+            }
         }
-        if self.recomputable.contains(&v) {
-            if let Some(op) = self.defs.get(&v).copied() {
+        if let Some(op) = self.defs.get(&v).copied() {
+            // Deferred layout-only ops and values derived from constants are redone in
+            // the wanted layout: moving a (smaller or equal) operand is never dearer.
+            if !self.values.contains_key(&v) || self.recomputable.contains(&v) {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
             }
         }
-        let t = t.clone();
+        let t = self.tensor(v)?;
         let elem = self.ty(v).elem;
         self.convert(&t, elem, layout)
     }
@@ -247,7 +270,18 @@ impl<'k> Lowerer<'k> {
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             _ => {
-                let t = self.lower_pure(op, None)?;
+                let layout_only = matches!(
+                    op.kind,
+                    OpKind::Broadcast(_)
+                        | OpKind::ExpandDims { .. }
+                        | OpKind::Reshape(_)
+                        | OpKind::Trans { .. }
+                );
+                let t = if layout_only {
+                    None
+                } else {
+                    Some(self.lower_pure(op, None)?)
+                };
                 let result = *op
                     .results
                     .first()
@@ -264,7 +298,9 @@ impl<'k> Lowerer<'k> {
                     self.recomputable.insert(result);
                 }
                 self.defs.insert(result, op);
-                self.define(result, t);
+                if let Some(t) = t {
+                    self.define(result, t);
+                }
                 Ok(())
             }
         }
@@ -349,20 +385,27 @@ impl<'k> Lowerer<'k> {
         Ok(Tensor { layout, regs })
     }
 
-    /// The layout a pure op's result takes when nobody asks for one.
+    /// The layout a pure op's result takes when nobody asks for one: that of its
+    /// first tensor operand held in registers for real (loaded, reduced, a dot
+    /// result...), so values that are cheap to redo adapt to it, not the reverse.
     fn natural_layout(&self, op: &Op, rty: &Type) -> Result<LinearLayout> {
-        let first_tensor = op
+        let tensors: Vec<ValueId> = op
             .kind
             .operands()
             .into_iter()
-            .find(|o| !self.ty(*o).is_scalar());
-        match (&op.kind, first_tensor) {
+            .filter(|o| !self.ty(*o).is_scalar())
+            .collect();
+        let anchored = tensors
+            .iter()
+            .copied()
+            .find(|o| self.values.contains_key(o) && !self.recomputable.contains(o));
+        match (&op.kind, anchored.or(tensors.first().copied())) {
             (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(&rty.shape),
             (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
-                Ok(self.tensor(v)?.layout.reshaped(&rty.shape))
+                Ok(self.layout_of(v)?.reshaped(&rty.shape))
             }
-            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.tensor(v)?.layout.transposed(perm)?),
-            (_, Some(v)) => Ok(self.tensor(v)?.layout.clone()),
+            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.layout_of(v)?.transposed(perm)?),
+            (_, Some(v)) => self.layout_of(v),
         }
     }
 

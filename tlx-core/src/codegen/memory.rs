@@ -267,7 +267,7 @@ impl<'k> Lowerer<'k> {
             .first()
             .ok_or_else(|| malformed("load without result"))?;
         let elem = self.ty(result).elem;
-        let ptrs = self.tensor(*ptr)?.clone();
+        let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let others = other.map(|o| self.get(o, &layout)).transpose()?;
@@ -337,7 +337,7 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("not a store"));
         };
         let elem = self.ty(*value).elem;
-        let ptrs = self.tensor(*ptr)?.clone();
+        let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
         let values = self.get(*value, &layout)?;
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;

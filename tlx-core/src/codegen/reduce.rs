@@ -152,7 +152,7 @@ impl<'k> Lowerer<'k> {
             .results
             .first()
             .ok_or_else(|| malformed("reduce without result"))?;
-        let src: Tensor = self.tensor(*value)?.clone();
+        let src: Tensor = self.tensor(*value)?;
         let s = self
             .ty(*value)
             .elem

@@ -37,7 +37,7 @@ impl<'k> Lowerer<'k> {
         let acc_s = if s.is_float() { ScalarType::F32 } else { s };
         let acc = Elem::Scalar(acc_s);
         let n = ty.shape[0];
-        let src: Tensor = self.tensor(*value)?.clone();
+        let src: Tensor = self.tensor(*value)?;
         let layout = src.layout.clone();
         self.use_shared(n * acc_s.size_bytes());
         // Scan position of each register: its index, or n-1-index when reversed.

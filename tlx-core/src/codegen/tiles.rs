@@ -71,7 +71,7 @@ impl<'k> Lowerer<'k> {
         let elem = rty.elem;
         match &op.kind {
             OpKind::ExtractTile { value, index } => {
-                let src: Tensor = self.tensor(*value)?.clone();
+                let src: Tensor = self.tensor(*value)?;
                 let outer = self.ty(*value).shape.clone();
                 self.check_tile(&rty.shape, &outer, index)?;
                 let layout: LinearLayout = self.default_layout(&rty.shape)?;
@@ -88,8 +88,8 @@ impl<'k> Lowerer<'k> {
                 self.values.insert(result, Tensor { layout, regs });
             }
             OpKind::InsertTile { value, tile, index } => {
-                let src: Tensor = self.tensor(*value)?.clone();
-                let piece: Tensor = self.tensor(*tile)?.clone();
+                let src: Tensor = self.tensor(*value)?;
+                let piece: Tensor = self.tensor(*tile)?;
                 let tile_shape = self.ty(*tile).shape.clone();
                 self.check_tile(&tile_shape, &rty.shape, index)?;
                 self.use_shared(src.layout.numel() * mem_bytes(elem));
