@@ -162,6 +162,11 @@ impl<'k> Lowerer<'k> {
         }
     }
 
+    /// True if `v` can be produced in any layout without moving data between threads.
+    pub fn is_recomputable(&self, v: ValueId) -> bool {
+        self.ty(v).is_scalar() || self.recomputable.contains(&v)
+    }
+
     /// The layout `v` is held in (or, if deferred, would be), without emitting code.
     pub fn layout_of(&self, v: ValueId) -> Result<LinearLayout> {
         if let Some(t) = self.values.get(&v) {

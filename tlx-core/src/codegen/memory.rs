@@ -337,8 +337,18 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("not a store"));
         };
         let elem = self.ty(*value).elem;
-        let ptrs = self.tensor(*ptr)?;
-        let layout = ptrs.layout.clone();
+        // Addresses that are cheap to redo follow the value's layout rather than
+        // moving the value through shared memory (a dot accumulator, say).
+        let cheap = |v: &crate::ir::ValueId| self.is_recomputable(*v);
+        let layout = if cheap(ptr) && mask.as_ref().is_none_or(cheap) && !cheap(value) {
+            self.layout_of(*value)?
+        } else {
+            self.layout_of(*ptr)?
+        };
+        let ptrs = Tensor {
+            regs: self.get(*ptr, &layout)?,
+            layout: layout.clone(),
+        };
         let values = self.get(*value, &layout)?;
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
