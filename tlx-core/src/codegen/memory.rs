@@ -30,7 +30,24 @@ fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> us
         }
         n *= 2;
     }
-    n.min(contiguity).min((16 / elem_bytes).max(1)).max(1)
+    let mut n = n.min(contiguity).min((16 / elem_bytes).max(1)).max(1);
+    // Every group must start at a multiple of its length: no other basis may touch
+    // the bits that index inside a group.
+    let lead = n.trailing_zeros() as usize;
+    let others = layout
+        .regs
+        .iter()
+        .skip(lead)
+        .chain(&layout.lanes)
+        .chain(&layout.warps);
+    let min_other = others
+        .filter(|&&b| b != 0)
+        .map(|&b| 1usize << b.trailing_zeros())
+        .min();
+    if let Some(step) = min_other {
+        n = n.min(step);
+    }
+    n
 }
 
 fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> String {
@@ -399,6 +416,20 @@ mod tests {
         let l8 = LinearLayout::blocked(&[1024], 8, 4).unwrap();
         assert_eq!(vector_len(&l8, 1024, 2), 8);
         assert_eq!(vector_len(&l8, 1024, 4), 4);
+    }
+
+    #[test]
+    fn vectors_never_straddle_other_owners() {
+        // A lane owning element 1 would split a pair: no vector.
+        let odd = LinearLayout {
+            shape: vec![64],
+            regs: vec![1, 2],
+            lanes: vec![1, 4, 8, 16, 32],
+            warps: vec![],
+        };
+        assert_eq!(vector_len(&odd, 64, 4), 1);
+        let mma = crate::codegen::dot::mma_layout(16, 8, 1).unwrap();
+        assert_eq!(vector_len(&mma, 8, 4), 2);
     }
 
     #[test]
