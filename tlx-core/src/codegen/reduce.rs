@@ -336,3 +336,93 @@ impl<'k> Lowerer<'k> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::layout::{unflatten, LinearLayout, WARP_SIZE};
+
+    /// Runs the reduction plan of `lower_reduce` (registers of a thread, then lane
+    /// butterflies, then one slot per warp group) on the layout alone, summing the
+    /// flat indices, and checks every thread ends with the true sum of its slice.
+    fn check_sum_plan(shape: &[usize], vector: usize, num_warps: u32, axis: usize) {
+        let layout = LinearLayout::blocked(shape, vector, num_warps).unwrap();
+        let (reg_mask, lane_mask, warp_mask) = layout.axis_bits(axis).unwrap();
+        let result = layout.sliced(axis).unwrap();
+        let n = layout.num_regs();
+        // Per thread: register partials after the in-thread step.
+        let threads = (num_warps * WARP_SIZE) as usize;
+        let mut partial = vec![vec![0u64; n]; threads];
+        for (t, regs) in partial.iter_mut().enumerate() {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in 0..n {
+                regs[r & !(reg_mask as usize)] += u64::from(layout.flat_index(r, lane, warp));
+            }
+        }
+        // Lane butterflies.
+        for bit in 0..5 {
+            if lane_mask >> bit & 1 == 0 {
+                continue;
+            }
+            let before = partial.clone();
+            for (t, regs) in partial.iter_mut().enumerate() {
+                let other = t ^ (1 << bit);
+                for r in 0..n {
+                    regs[r] = before[t][r] + before[other][r];
+                }
+            }
+        }
+        // Warp groups through shared memory: slot[group][result flat index].
+        let groups = 1usize << warp_mask.count_ones();
+        let mut slots = vec![vec![None; result.numel()]; groups];
+        let group_of = |warp: u32| {
+            (0..32)
+                .filter(|b| warp_mask >> b & 1 == 1)
+                .enumerate()
+                .fold(0usize, |g, (j, b)| g | ((warp as usize >> b) & 1) << j)
+        };
+        for (t, regs) in partial.iter().enumerate() {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in (0..n).filter(|r| r & reg_mask as usize == 0) {
+                let slot = &mut slots[group_of(warp)][result.flat_index(r, lane, warp) as usize];
+                assert!(slot.is_none_or(|v| v == regs[r]), "replicas disagree");
+                *slot = Some(regs[r]);
+            }
+        }
+        let mut want = vec![0u64; result.numel()];
+        for flat in 0..layout.numel() {
+            let mut c = unflatten(shape, flat);
+            c.remove(axis);
+            let out: usize = c
+                .iter()
+                .zip(&result.shape)
+                .fold(0, |acc, (x, s)| acc * s + x);
+            want[out] += flat as u64;
+        }
+        for t in 0..threads {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in 0..n {
+                let at = result.flat_index(r & !(reg_mask as usize), lane, warp) as usize;
+                let total: u64 = (0..groups)
+                    .map(|g| slots[g][at].expect("slot written"))
+                    .sum();
+                assert_eq!(total, want[at], "{shape:?} axis {axis} thread {t} reg {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn reduction_plan_sums_each_slice_exactly_once() {
+        for (shape, vector, warps) in [
+            (vec![4, 1024], 4, 4),
+            (vec![64, 32], 4, 4),
+            (vec![2, 8], 4, 8),
+            (vec![128], 4, 2),
+            (vec![8], 4, 4),
+            (vec![16, 4, 8], 2, 4),
+        ] {
+            for axis in 0..shape.len() {
+                check_sum_plan(&shape, vector, warps, axis);
+            }
+        }
+    }
+}
