@@ -93,6 +93,7 @@ pub fn mma_layout(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout> {
     if m % 16 != 0 || n % 8 != 0 || !m.is_power_of_two() || !n.is_power_of_two() {
         return Err(malformed(format!("mma layout of [{m}, {n}]")));
     }
+    crate::layout::dim_bits(&[m, n])?;
     let (warps_m, warps_n) = warp_grid(m, n, num_warps);
     let at = |row: usize, col: usize| (row * n + col) as u32;
     let mut regs = vec![at(0, 1), at(8, 0)];
