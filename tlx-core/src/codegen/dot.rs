@@ -78,6 +78,12 @@ pub fn mma_kind(
     }
 }
 
+/// Elements between staged operand rows: `k` plus 16 bytes, so the eight rows a
+/// fragment load touches fall in different shared memory banks.
+fn padded_row(k: usize, elem_bytes: usize) -> usize {
+    k + 16 / elem_bytes.max(1)
+}
+
 /// Warps along M and N for an `[m, n]` accumulator.
 fn warp_grid(m: usize, n: usize, num_warps: u32) -> (usize, usize) {
     let nw = num_warps as usize;
@@ -202,26 +208,30 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Write `value` (a `[rows, cols]` tile) to shared memory at byte `base`, row-major,
-    /// or transposed (`[cols, rows]`) when `transpose`.
-    fn stage(&mut self, value: crate::ir::ValueId, base: usize, transpose: bool) -> Result<()> {
+    /// or transposed (`[cols, rows]`) when `transpose`, each stored row `stride`
+    /// elements apart.
+    fn stage(
+        &mut self,
+        value: crate::ir::ValueId,
+        base: usize,
+        transpose: bool,
+        stride: usize,
+    ) -> Result<()> {
         let t: Tensor = self.tensor(value)?;
         let ty = self.ty(value);
-        let (rows, cols) = (ty.shape[0], ty.shape[1]);
+        let cols = ty.shape[1];
         for (r, v) in t.regs.iter().enumerate() {
             if t.layout.is_replica(r, 0, 0) {
                 continue;
             }
             let flat = self.flat_index(&t.layout, r);
-            let slot = if transpose {
-                let row = self
-                    .f
-                    .inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
-                let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
-                let col_major = self.f.inst(format!("mul i32 {col}, {rows}"));
-                self.f.inst(format!("add i32 {col_major}, {row}"))
-            } else {
-                flat
-            };
+            let row = self
+                .f
+                .inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
+            let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
+            let (outer, inner) = if transpose { (col, row) } else { (row, col) };
+            let start = self.f.inst(format!("mul i32 {outer}, {stride}"));
+            let slot = self.f.inst(format!("add i32 {start}, {inner}"));
             self.smem_store(ty.elem, base, &slot, v);
         }
         Ok(())
@@ -246,11 +256,15 @@ impl<'k> Lowerer<'k> {
             .first()
             .ok_or_else(|| malformed("dot without result"))?;
         let a_bytes = d.a.s.size_bytes();
-        let b_base = (d.m * d.k * a_bytes).div_ceil(16) * 16;
-        self.use_shared(b_base + d.k * d.n * d.b.s.size_bytes());
+        let (stride_a, stride_b) = (
+            padded_row(d.k, a_bytes),
+            padded_row(d.k, d.b.s.size_bytes()),
+        );
+        let b_base = (d.m * stride_a * a_bytes).div_ceil(16) * 16;
+        self.use_shared(b_base + d.n * stride_b * d.b.s.size_bytes());
         self.barrier();
-        self.stage(d.a.id, 0, false)?;
-        self.stage(d.b.id, b_base, true)?;
+        self.stage(d.a.id, 0, false, stride_a)?;
+        self.stage(d.b.id, b_base, true, stride_b)?;
         self.barrier();
         let tensor = match self.mma_plan(&d, acc_s, precision) {
             Some(kind) => self.mma_tiles(&d, *acc, kind, b_base)?,
@@ -301,7 +315,9 @@ impl<'k> Lowerer<'k> {
                     let col = self
                         .f
                         .inst(format!("add i32 {tig_e}, {}", k0 + (i >> 1) * 4 * e));
-                    let idx = self.f.inst(format!("mul i32 {row}, {}", d.k));
+                    let idx = self
+                        .f
+                        .inst(format!("mul i32 {row}, {}", padded_row(d.k, bytes)));
                     let idx = self.f.inst(format!("add i32 {idx}, {col}"));
                     let w = self.fragment_word(0, &idx, bytes);
                     frag.push(self.round_operand(kind, w));
@@ -316,7 +332,9 @@ impl<'k> Lowerer<'k> {
                 let mut frag = Vec::new();
                 for i in 0..2usize {
                     let krow = self.f.inst(format!("add i32 {tig_e}, {}", k0 + i * 4 * e));
-                    let idx = self.f.inst(format!("mul i32 {ncol}, {}", d.k));
+                    let idx = self
+                        .f
+                        .inst(format!("mul i32 {ncol}, {}", padded_row(d.k, bytes)));
                     let idx = self.f.inst(format!("add i32 {idx}, {krow}"));
                     let w = self.fragment_word(b_base, &idx, bytes);
                     frag.push(self.round_operand(kind, w));
@@ -399,8 +417,14 @@ impl<'k> Lowerer<'k> {
                 .f
                 .inst(format!("lshr i32 {flat}, {}", d.n.trailing_zeros()));
             let col = self.f.inst(format!("and i32 {flat}, {}", d.n - 1));
-            let a_row = self.f.inst(format!("mul i32 {row}, {}", d.k));
-            let b_row = self.f.inst(format!("mul i32 {col}, {}", d.k));
+            let a_row = self.f.inst(format!(
+                "mul i32 {row}, {}",
+                padded_row(d.k, d.a.s.size_bytes())
+            ));
+            let b_row = self.f.inst(format!(
+                "mul i32 {col}, {}",
+                padded_row(d.k, d.b.s.size_bytes())
+            ));
             let mut sum = c.clone();
             for kk in 0..d.k {
                 let ai = self.f.inst(format!("add i32 {a_row}, {kk}"));
