@@ -1,6 +1,8 @@
 //! Elementwise kernels, loads and stores: compiled for every architecture and
 //! checked by `ptxas`; vector add must use 16-byte vector accesses.
 
+#![cfg(feature = "llvm")]
+
 mod codegen_common;
 use codegen_common::*;
 use tlx_core::ir::*;
@@ -13,7 +15,8 @@ pub fn vector_add(s: ScalarType, block: usize) -> Kernel {
     let out = k.ptr("out", s);
     let n = k.scalar_param("n", ScalarType::I32);
     let pid = k.pid(0);
-    let bs = k.b.push1(OpKind::Constant(Literal::Int(block as i64)), i32t(&[]));
+    let bs =
+        k.b.push1(OpKind::Constant(Literal::Int(block as i64)), i32t(&[]));
     let start = k.bin(BinaryOp::Mul, pid, bs);
     let start = k.splat(start, &[block]);
     let ar = k.arange(block);
@@ -44,7 +47,14 @@ fn vector_add_f32_uses_v4_accesses() {
 
 #[test]
 fn vector_add_narrow_and_wide_types_assemble() {
-    for s in [ScalarType::F16, ScalarType::BF16, ScalarType::I8, ScalarType::U8, ScalarType::I64, ScalarType::U32] {
+    for s in [
+        ScalarType::F16,
+        ScalarType::BF16,
+        ScalarType::I8,
+        ScalarType::U8,
+        ScalarType::I64,
+        ScalarType::U32,
+    ] {
         for c in compile_all(&vector_add(s, 512)) {
             assert!(c.ptx.contains("ld.global.v"), "{s}: {}", c.ptx);
         }
@@ -69,11 +79,29 @@ fn all_ops(s: ScalarType) -> Kernel {
     let pf = k.add_ptr(flags, offs);
     let float = s.is_float();
     let binaries: &[BinaryOp] = if float {
-        &[BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem, BinaryOp::Max, BinaryOp::Min]
+        &[
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Rem,
+            BinaryOp::Max,
+            BinaryOp::Min,
+        ]
     } else {
         &[
-            BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Rem, BinaryOp::Max,
-            BinaryOp::Min, BinaryOp::And, BinaryOp::Or, BinaryOp::Xor, BinaryOp::Shl, BinaryOp::Shr,
+            BinaryOp::Add,
+            BinaryOp::Sub,
+            BinaryOp::Mul,
+            BinaryOp::Div,
+            BinaryOp::Rem,
+            BinaryOp::Max,
+            BinaryOp::Min,
+            BinaryOp::And,
+            BinaryOp::Or,
+            BinaryOp::Xor,
+            BinaryOp::Shl,
+            BinaryOp::Shr,
         ]
     };
     for op in binaries {
@@ -82,8 +110,18 @@ fn all_ops(s: ScalarType) -> Kernel {
     }
     let unaries: &[UnaryOp] = if float {
         &[
-            UnaryOp::Neg, UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Log, UnaryOp::Log2, UnaryOp::Sqrt,
-            UnaryOp::Rsqrt, UnaryOp::Sin, UnaryOp::Cos, UnaryOp::Abs, UnaryOp::Floor, UnaryOp::Ceil,
+            UnaryOp::Neg,
+            UnaryOp::Exp,
+            UnaryOp::Exp2,
+            UnaryOp::Log,
+            UnaryOp::Log2,
+            UnaryOp::Sqrt,
+            UnaryOp::Rsqrt,
+            UnaryOp::Sin,
+            UnaryOp::Cos,
+            UnaryOp::Abs,
+            UnaryOp::Floor,
+            UnaryOp::Ceil,
         ]
     } else {
         &[UnaryOp::Neg, UnaryOp::Not, UnaryOp::Abs]
@@ -92,12 +130,26 @@ fn all_ops(s: ScalarType) -> Kernel {
         let r = k.un(*op, a);
         k.store(po, r, None);
     }
-    for pred in [CmpPred::Eq, CmpPred::Ne, CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge] {
+    for pred in [
+        CmpPred::Eq,
+        CmpPred::Ne,
+        CmpPred::Lt,
+        CmpPred::Le,
+        CmpPred::Gt,
+        CmpPred::Ge,
+    ] {
         let r = k.cmp(pred, a, b);
         k.store(pf, r, None);
     }
     let c = k.cmp(CmpPred::Lt, a, b);
-    let sel = k.b.push1(OpKind::Select { cond: c, on_true: a, on_false: b }, k.ty(a));
+    let sel = k.b.push1(
+        OpKind::Select {
+            cond: c,
+            on_true: a,
+            on_false: b,
+        },
+        k.ty(a),
+    );
     let fma = k.b.push1(OpKind::Fma { a: sel, b, c: a }, k.ty(a));
     k.store(po, fma, Some(c));
     k.finish()
@@ -106,12 +158,26 @@ fn all_ops(s: ScalarType) -> Kernel {
 #[test]
 fn every_op_on_every_arithmetic_type_assembles() {
     for s in [
-        ScalarType::I8, ScalarType::U8, ScalarType::I32, ScalarType::U32, ScalarType::I64,
-        ScalarType::F16, ScalarType::BF16, ScalarType::F32,
+        ScalarType::I8,
+        ScalarType::U8,
+        ScalarType::I32,
+        ScalarType::U32,
+        ScalarType::I64,
+        ScalarType::F16,
+        ScalarType::BF16,
+        ScalarType::F32,
     ] {
         let c = compile_all(&all_ops(s));
         if s == ScalarType::F32 {
-            for needle in ["ex2.approx.f32", "lg2.approx.f32", "sqrt.rn.f32", "rsqrt.approx.f32", "sin.approx.f32", "cos.approx.f32", "div.rn.f32"] {
+            for needle in [
+                "ex2.approx.f32",
+                "lg2.approx.f32",
+                "sqrt.rn.f32",
+                "rsqrt.approx.f32",
+                "sin.approx.f32",
+                "cos.approx.f32",
+                "div.rn.f32",
+            ] {
                 assert!(c[0].ptx.contains(needle), "{needle} missing:\n{}", c[0].ptx);
             }
         }
@@ -138,7 +204,10 @@ fn every_cast_assembles() {
         for &(to, dst, _) in &loaded {
             let c = k.cast(v, to);
             k.store(dst, c, None);
-            if from.size_bytes() == to.size_bytes() && from != ScalarType::Bool && to != ScalarType::Bool {
+            if from.size_bytes() == to.size_bytes()
+                && from != ScalarType::Bool
+                && to != ScalarType::Bool
+            {
                 let t = k.ty(v).with_elem(Elem::Scalar(to));
                 let bc = k.b.push1(OpKind::Bitcast(v), t);
                 k.store(dst, bc, None);
@@ -148,7 +217,11 @@ fn every_cast_assembles() {
     let c = compile_all(&k.finish());
     assert!(c[0].ptx.contains("cvt.rn.satfinite.e4m3x2.f32"));
     assert!(c[0].ptx.contains("cvt.rn.f16x2.e5m2x2"));
-    assert!(c[0].ptx.contains("cvt.rzi.s32.f32") || c[0].ptx.contains("cvt.rzi.sat.s32.f32") || c[0].ptx.contains("cvt.rzi"));
+    assert!(
+        c[0].ptx.contains("cvt.rzi.s32.f32")
+            || c[0].ptx.contains("cvt.rzi.sat.s32.f32")
+            || c[0].ptx.contains("cvt.rzi")
+    );
 }
 
 /// A 2-D tile `out[r, c] = x[r * stride + c] * 2` with a run-time stride: the
@@ -178,5 +251,60 @@ fn two_d_tile_with_runtime_stride() {
         // Offsets are recomputed in the store layout, never moved through shared memory.
         assert_eq!(c.shared_bytes, 0);
         assert!(c.ptx.contains("ld.global.v4.b32"), "{}", c.ptx);
+    }
+}
+
+#[test]
+fn cache_and_eviction_hints_become_ptx_qualifiers() {
+    let mut k = K::new("hints", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    let offs = k.arange(512);
+    let p = k.add_ptr(x, offs);
+    let t = k.ty(p).with_elem(Elem::Scalar(ScalarType::F32));
+    let mut loads = Vec::new();
+    for (cache, eviction, volatile) in [
+        (CacheModifier::Cg, EvictionPolicy::Normal, false),
+        (CacheModifier::None, EvictionPolicy::EvictLast, false),
+        (CacheModifier::None, EvictionPolicy::Normal, true),
+    ] {
+        let kind = OpKind::Load {
+            ptr: p,
+            mask: None,
+            other: None,
+            cache,
+            eviction,
+            volatile,
+        };
+        loads.push(k.b.push1(kind, t.clone()));
+    }
+    let s = k.bin(BinaryOp::Add, loads[0], loads[1]);
+    let s = k.bin(BinaryOp::Add, s, loads[2]);
+    let po = k.add_ptr(out, offs);
+    for (cache, eviction) in [
+        (CacheModifier::Cs, EvictionPolicy::Normal),
+        (CacheModifier::None, EvictionPolicy::EvictFirst),
+    ] {
+        k.b.push(
+            OpKind::Store {
+                ptr: po,
+                value: s,
+                mask: None,
+                cache,
+                eviction,
+            },
+            vec![],
+        );
+    }
+    for c in compile_all(&k.finish()) {
+        for needle in [
+            "ld.global.cg.v4.b32",
+            "ld.global.L1::evict_last.v4.b32",
+            "ld.volatile.global.v4.b32",
+            "st.global.cs.v4.b32",
+            "st.global.L1::evict_first.v4.b32",
+        ] {
+            assert!(c.ptx.contains(needle), "{needle} missing");
+        }
     }
 }

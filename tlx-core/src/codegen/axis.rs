@@ -86,7 +86,10 @@ fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) 
 /// A run plus a constant stays a run; two runs add to steps of 2 (not contiguous).
 fn add_info(a: AxisInfo, b: AxisInfo) -> AxisInfo {
     AxisInfo {
-        contiguity: a.contiguity.min(b.constancy).max(b.contiguity.min(a.constancy)),
+        contiguity: a
+            .contiguity
+            .min(b.constancy)
+            .max(b.contiguity.min(a.constancy)),
         constancy: a.constancy.min(b.constancy),
     }
 }
@@ -103,12 +106,38 @@ mod tests {
         let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![128]);
         let ar = b.push1(OpKind::Arange { start: 0, end: 128 }, idx.clone());
         let c = b.push1(OpKind::Constant(Literal::Int(64)), idx.clone());
-        let off = b.push1(OpKind::Binary { op: BinaryOp::Add, lhs: c, rhs: ar }, idx.clone());
-        let twice = b.push1(OpKind::Binary { op: BinaryOp::Add, lhs: ar, rhs: ar }, idx.clone());
+        let off = b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: c,
+                rhs: ar,
+            },
+            idx.clone(),
+        );
+        let twice = b.push1(
+            OpKind::Binary {
+                op: BinaryOp::Add,
+                lhs: ar,
+                rhs: ar,
+            },
+            idx.clone(),
+        );
         let ptrs_ty = Type::tensor(Elem::Ptr(ScalarType::F32), vec![128]);
         let ps = b.push1(OpKind::Splat(p), ptrs_ty.clone());
-        let good = b.push1(OpKind::AddPtr { ptr: ps, offset: off }, ptrs_ty.clone());
-        let bad = b.push1(OpKind::AddPtr { ptr: ps, offset: twice }, ptrs_ty);
+        let good = b.push1(
+            OpKind::AddPtr {
+                ptr: ps,
+                offset: off,
+            },
+            ptrs_ty.clone(),
+        );
+        let bad = b.push1(
+            OpKind::AddPtr {
+                ptr: ps,
+                offset: twice,
+            },
+            ptrs_ty,
+        );
         let k = b.finish();
         let facts = analyze(&k);
         assert_eq!(facts[&good].contiguity, 128);

@@ -43,7 +43,7 @@ impl<'k> Lowerer<'k> {
                 Some(op) if matches!(op.kind, OpKind::Dot { .. }) => self.dot_result_layout(op)?,
                 _ => None,
             };
-            let mut t = self.tensor(*v)?.clone();
+            let mut t = self.tensor(*v)?;
             if let Some(layout) = hint {
                 t.regs = self.get(*v, &layout)?;
                 t.layout = layout;
@@ -54,7 +54,12 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Phis in the current (header) block for each init, entering from `pre`.
-    fn carried_phis(&mut self, inits: &[ValueId], init_tensors: Vec<Tensor>, pre: &str) -> Result<CarriedPhis> {
+    fn carried_phis(
+        &mut self,
+        inits: &[ValueId],
+        init_tensors: Vec<Tensor>,
+        pre: &str,
+    ) -> Result<CarriedPhis> {
         let mut tensors = Vec::new();
         let mut placeholders = Vec::new();
         for (v, init) in inits.iter().zip(init_tensors) {
@@ -111,7 +116,14 @@ impl<'k> Lowerer<'k> {
     }
 
     pub fn lower_for(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::For { lower, upper, step, inits, body } = &op.kind else {
+        let OpKind::For {
+            lower,
+            upper,
+            step,
+            inits,
+            body,
+        } = &op.kind
+        else {
             return Err(malformed("not a for"));
         };
         let iv_ty = self.ty(*lower).elem;
@@ -128,14 +140,20 @@ impl<'k> Lowerer<'k> {
         self.branch_to(&head);
         self.enter(&head);
         let iv_hole = self.placeholder();
-        let iv = self.f.inst(format!("phi {ty} [ {lo}, %{pre} ], [ {iv_hole} ]"));
+        let iv = self
+            .f
+            .inst(format!("phi {ty} [ {lo}, %{pre} ], [ {iv_hole} ]"));
         let phis = self.carried_phis(inits, init_tensors, &pre)?;
         let cmp = if signed { "slt" } else { "ult" };
         let go = self.f.inst(format!("icmp {cmp} {ty} {iv}, {hi}"));
-        self.f.stmt(format!("br i1 {go}, label %{body_label}, label %{exit}"));
+        self.f
+            .stmt(format!("br i1 {go}, label %{body_label}, label %{exit}"));
         self.enter(&body_label);
         let layout = self.scalar_layout()?;
-        let mut args = vec![Tensor { layout, regs: vec![iv.clone()] }];
+        let mut args = vec![Tensor {
+            layout,
+            regs: vec![iv.clone()],
+        }];
         args.extend(phis.tensors.iter().cloned());
         self.bind_args(body, &args)?;
         let term = self.terminator_values(body)?;
@@ -169,7 +187,8 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("while condition must end with condition"));
         };
         let go = self.tensor(*c)?.regs[0].clone();
-        self.f.stmt(format!("br i1 {go}, label %{body_label}, label %{exit}"));
+        self.f
+            .stmt(format!("br i1 {go}, label %{body_label}, label %{exit}"));
         self.enter(&body_label);
         self.bind_args(body, &phis.tensors)?;
         let term = self.terminator_values(body)?;
@@ -183,14 +202,21 @@ impl<'k> Lowerer<'k> {
     }
 
     pub fn lower_if(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::If { cond, then_block, else_block } = &op.kind else {
+        let OpKind::If {
+            cond,
+            then_block,
+            else_block,
+        } = &op.kind
+        else {
             return Err(malformed("not an if"));
         };
         let c = self.tensor(*cond)?.regs[0].clone();
         let then_label = self.f.fresh("then");
         let else_label = self.f.fresh("else");
         let merge = self.f.fresh("endif");
-        self.f.stmt(format!("br i1 {c}, label %{then_label}, label %{else_label}"));
+        self.f.stmt(format!(
+            "br i1 {c}, label %{then_label}, label %{else_label}"
+        ));
         self.enter(&then_label);
         let term = self.terminator_values(then_block)?;
         let OpKind::Yield(then_values) = &term.kind else {
@@ -198,7 +224,7 @@ impl<'k> Lowerer<'k> {
         };
         let then_tensors: Vec<Tensor> = then_values
             .iter()
-            .map(|v| self.tensor(*v).cloned())
+            .map(|v| self.tensor(*v))
             .collect::<Result<_>>()?;
         let then_end = self.current_block.clone();
         self.branch_to(&merge);
@@ -224,9 +250,16 @@ impl<'k> Lowerer<'k> {
                 .regs
                 .iter()
                 .zip(e)
-                .map(|(a, b)| self.f.inst(format!("phi {ty} [ {a}, %{then_end} ], [ {b}, %{else_end} ]")))
+                .map(|(a, b)| {
+                    self.f.inst(format!(
+                        "phi {ty} [ {a}, %{then_end} ], [ {b}, %{else_end} ]"
+                    ))
+                })
                 .collect();
-            results.push(Tensor { layout: t.layout.clone(), regs });
+            results.push(Tensor {
+                layout: t.layout.clone(),
+                regs,
+            });
         }
         self.bind_results(op, results)
     }

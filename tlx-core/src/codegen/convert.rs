@@ -28,7 +28,9 @@ impl<'k> Lowerer<'k> {
         let p = self.smem_ptr(&off);
         let bits = to_bits(&mut self.f, elem, value);
         let ty = bits_llvm_type(bytes);
-        self.f.stmt(format!("store {ty} {bits}, ptr addrspace(3) {p}, align {bytes}"));
+        self.f.stmt(format!(
+            "store {ty} {bits}, ptr addrspace(3) {p}, align {bytes}"
+        ));
     }
 
     pub fn smem_load(&mut self, elem: Elem, base: usize, flat: &str) -> String {
@@ -37,7 +39,9 @@ impl<'k> Lowerer<'k> {
         let off = self.f.inst(format!("add i32 {off}, {base}"));
         let p = self.smem_ptr(&off);
         let ty = bits_llvm_type(bytes);
-        let bits = self.f.inst(format!("load {ty}, ptr addrspace(3) {p}, align {bytes}"));
+        let bits = self
+            .f
+            .inst(format!("load {ty}, ptr addrspace(3) {p}, align {bytes}"));
         from_bits(&mut self.f, elem, &bits)
     }
 

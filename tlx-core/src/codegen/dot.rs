@@ -29,7 +29,12 @@ impl MmaKind {
 }
 
 /// The MMA kind for `a @ b` accumulated in `acc`, if tensor cores apply.
-pub fn mma_kind(a: ScalarType, b: ScalarType, acc: ScalarType, precision: DotPrecision) -> Option<MmaKind> {
+pub fn mma_kind(
+    a: ScalarType,
+    b: ScalarType,
+    acc: ScalarType,
+    precision: DotPrecision,
+) -> Option<MmaKind> {
     let kind = |per_reg, instr, acc_constraint, round_tf32| MmaKind {
         per_reg,
         instr,
@@ -37,23 +42,46 @@ pub fn mma_kind(a: ScalarType, b: ScalarType, acc: ScalarType, precision: DotPre
         round_tf32,
     };
     match (a, b, acc) {
-        (ScalarType::F16, ScalarType::F16, ScalarType::F32) => {
-            Some(kind(2, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "f", false))
-        }
-        (ScalarType::BF16, ScalarType::BF16, ScalarType::F32) => {
-            Some(kind(2, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "f", false))
-        }
+        (ScalarType::F16, ScalarType::F16, ScalarType::F32) => Some(kind(
+            2,
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+            "f",
+            false,
+        )),
+        (ScalarType::BF16, ScalarType::BF16, ScalarType::F32) => Some(kind(
+            2,
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+            "f",
+            false,
+        )),
         (ScalarType::F32, ScalarType::F32, ScalarType::F32) if precision == DotPrecision::Tf32 => {
-            Some(kind(1, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "f", true))
+            Some(kind(
+                1,
+                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+                "f",
+                true,
+            ))
         }
-        (ScalarType::I8, ScalarType::I8, ScalarType::I32) => {
-            Some(kind(4, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "r", false))
-        }
-        (ScalarType::U8, ScalarType::U8, ScalarType::I32) => {
-            Some(kind(4, "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32", "r", false))
-        }
+        (ScalarType::I8, ScalarType::I8, ScalarType::I32) => Some(kind(
+            4,
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+            "r",
+            false,
+        )),
+        (ScalarType::U8, ScalarType::U8, ScalarType::I32) => Some(kind(
+            4,
+            "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32",
+            "r",
+            false,
+        )),
         _ => None,
     }
+}
+
+/// Elements between staged operand rows: `k` plus 16 bytes, so the eight rows a
+/// fragment load touches fall in different shared memory banks.
+fn padded_row(k: usize, elem_bytes: usize) -> usize {
+    k + 16 / elem_bytes.max(1)
 }
 
 /// Warps along M and N for an `[m, n]` accumulator.
@@ -71,6 +99,7 @@ pub fn mma_layout(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout> {
     if m % 16 != 0 || n % 8 != 0 || !m.is_power_of_two() || !n.is_power_of_two() {
         return Err(malformed(format!("mma layout of [{m}, {n}]")));
     }
+    crate::layout::dim_bits(&[m, n])?;
     let (warps_m, warps_n) = warp_grid(m, n, num_warps);
     let at = |row: usize, col: usize| (row * n + col) as u32;
     let mut regs = vec![at(0, 1), at(8, 0)];
@@ -122,13 +151,18 @@ struct ValueIdTy {
 
 impl<'k> Lowerer<'k> {
     fn dot_operands(&self, op: &Op) -> Result<(DotOperands, ScalarType, DotPrecision)> {
-        let OpKind::Dot { a, b, acc, precision } = &op.kind else {
+        let OpKind::Dot {
+            a,
+            b,
+            acc,
+            precision,
+        } = &op.kind
+        else {
             return Err(malformed("not a dot"));
         };
         let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
-        let scalar = |t: &crate::ir::Type| {
-            t.elem.scalar().ok_or_else(|| malformed("dot of pointers"))
-        };
+        let scalar =
+            |t: &crate::ir::Type| t.elem.scalar().ok_or_else(|| malformed("dot of pointers"));
         if ta.rank() != 2 || tb.rank() != 2 || tc.rank() != 2 {
             return Err(malformed("dot operands must be rank 2"));
         }
@@ -138,8 +172,14 @@ impl<'k> Lowerer<'k> {
         }
         Ok((
             DotOperands {
-                a: ValueIdTy { id: *a, s: scalar(ta)? },
-                b: ValueIdTy { id: *b, s: scalar(tb)? },
+                a: ValueIdTy {
+                    id: *a,
+                    s: scalar(ta)?,
+                },
+                b: ValueIdTy {
+                    id: *b,
+                    s: scalar(tb)?,
+                },
                 m,
                 n,
                 k,
@@ -152,33 +192,46 @@ impl<'k> Lowerer<'k> {
     /// The layout a `Dot` produces its result in (loops carry their accumulator in it).
     pub fn dot_result_layout(&self, op: &Op) -> Result<Option<LinearLayout>> {
         let (d, acc_s, precision) = self.dot_operands(op)?;
-        Ok(self.mma_plan(&d, acc_s, precision).map(|_| mma_layout(d.m, d.n, self.num_warps)).transpose()?)
+        self.mma_plan(&d, acc_s, precision)
+            .map(|_| mma_layout(d.m, d.n, self.num_warps))
+            .transpose()
     }
 
-    fn mma_plan(&self, d: &DotOperands, acc_s: ScalarType, precision: DotPrecision) -> Option<MmaKind> {
+    fn mma_plan(
+        &self,
+        d: &DotOperands,
+        acc_s: ScalarType,
+        precision: DotPrecision,
+    ) -> Option<MmaKind> {
         let kind = mma_kind(d.a.s, d.b.s, acc_s, precision)?;
         (d.m % 16 == 0 && d.n % 8 == 0 && d.k % kind.k_tile() == 0).then_some(kind)
     }
 
     /// Write `value` (a `[rows, cols]` tile) to shared memory at byte `base`, row-major,
-    /// or transposed (`[cols, rows]`) when `transpose`.
-    fn stage(&mut self, value: crate::ir::ValueId, base: usize, transpose: bool) -> Result<()> {
-        let t: Tensor = self.tensor(value)?.clone();
+    /// or transposed (`[cols, rows]`) when `transpose`, each stored row `stride`
+    /// elements apart.
+    fn stage(
+        &mut self,
+        value: crate::ir::ValueId,
+        base: usize,
+        transpose: bool,
+        stride: usize,
+    ) -> Result<()> {
+        let t: Tensor = self.tensor(value)?;
         let ty = self.ty(value);
-        let (rows, cols) = (ty.shape[0], ty.shape[1]);
+        let cols = ty.shape[1];
         for (r, v) in t.regs.iter().enumerate() {
             if t.layout.is_replica(r, 0, 0) {
                 continue;
             }
             let flat = self.flat_index(&t.layout, r);
-            let slot = if transpose {
-                let row = self.f.inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
-                let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
-                let col_major = self.f.inst(format!("mul i32 {col}, {rows}"));
-                self.f.inst(format!("add i32 {col_major}, {row}"))
-            } else {
-                flat
-            };
+            let row = self
+                .f
+                .inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
+            let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
+            let (outer, inner) = if transpose { (col, row) } else { (row, col) };
+            let start = self.f.inst(format!("mul i32 {outer}, {stride}"));
+            let slot = self.f.inst(format!("add i32 {start}, {inner}"));
             self.smem_store(ty.elem, base, &slot, v);
         }
         Ok(())
@@ -189,7 +242,8 @@ impl<'k> Lowerer<'k> {
         let off = self.f.inst(format!("mul i32 {index}, {bytes}"));
         let off = self.f.inst(format!("add i32 {off}, {base}"));
         let p = self.smem_ptr(&off);
-        self.f.inst(format!("load i32, ptr addrspace(3) {p}, align 4"))
+        self.f
+            .inst(format!("load i32, ptr addrspace(3) {p}, align 4"))
     }
 
     pub fn lower_dot(&mut self, op: &'k Op) -> Result<()> {
@@ -197,13 +251,20 @@ impl<'k> Lowerer<'k> {
         let OpKind::Dot { acc, .. } = &op.kind else {
             return Err(malformed("not a dot"));
         };
-        let result = *op.results.first().ok_or_else(|| malformed("dot without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("dot without result"))?;
         let a_bytes = d.a.s.size_bytes();
-        let b_base = (d.m * d.k * a_bytes).div_ceil(16) * 16;
-        self.use_shared(b_base + d.k * d.n * d.b.s.size_bytes());
+        let (stride_a, stride_b) = (
+            padded_row(d.k, a_bytes),
+            padded_row(d.k, d.b.s.size_bytes()),
+        );
+        let b_base = (d.m * stride_a * a_bytes).div_ceil(16) * 16;
+        self.use_shared(b_base + d.n * stride_b * d.b.s.size_bytes());
         self.barrier();
-        self.stage(d.a.id, 0, false)?;
-        self.stage(d.b.id, b_base, true)?;
+        self.stage(d.a.id, 0, false, stride_a)?;
+        self.stage(d.b.id, b_base, true, stride_b)?;
         self.barrier();
         let tensor = match self.mma_plan(&d, acc_s, precision) {
             Some(kind) => self.mma_tiles(&d, *acc, kind, b_base)?,
@@ -213,7 +274,13 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    fn mma_tiles(&mut self, d: &DotOperands, acc: crate::ir::ValueId, kind: MmaKind, b_base: usize) -> Result<Tensor> {
+    fn mma_tiles(
+        &mut self,
+        d: &DotOperands,
+        acc: crate::ir::ValueId,
+        kind: MmaKind,
+        b_base: usize,
+    ) -> Result<Tensor> {
         let layout = mma_layout(d.m, d.n, self.num_warps)?;
         let mut regs = self.get(acc, &layout)?;
         let (warps_m, warps_n) = warp_grid(d.m, d.n, self.num_warps);
@@ -225,10 +292,16 @@ impl<'k> Lowerer<'k> {
         let gid = self.f.inst(format!("lshr i32 {lane}, 2"));
         let tig = self.f.inst(format!("and i32 {lane}, 3"));
         let wm = self.f.inst(format!("and i32 {warp}, {}", warps_m - 1));
-        let wn_shift = self.f.inst(format!("lshr i32 {warp}, {}", warps_m.trailing_zeros()));
+        let wn_shift = self
+            .f
+            .inst(format!("lshr i32 {warp}, {}", warps_m.trailing_zeros()));
         let wn = self.f.inst(format!("and i32 {wn_shift}, {}", warps_n - 1));
         let tig_e = self.f.inst(format!("mul i32 {tig}, {e}"));
-        let acc_ty = if kind.acc_constraint == "f" { "float" } else { "i32" };
+        let acc_ty = if kind.acc_constraint == "f" {
+            "float"
+        } else {
+            "i32"
+        };
         for ks in 0..d.k / kind.k_tile() {
             let k0 = ks * kind.k_tile();
             let mut a_frags = Vec::new();
@@ -239,8 +312,12 @@ impl<'k> Lowerer<'k> {
                 let mut frag = Vec::new();
                 for i in 0..4usize {
                     let row = self.f.inst(format!("add i32 {row0}, {}", 8 * (i & 1)));
-                    let col = self.f.inst(format!("add i32 {tig_e}, {}", k0 + (i >> 1) * 4 * e));
-                    let idx = self.f.inst(format!("mul i32 {row}, {}", d.k));
+                    let col = self
+                        .f
+                        .inst(format!("add i32 {tig_e}, {}", k0 + (i >> 1) * 4 * e));
+                    let idx = self
+                        .f
+                        .inst(format!("mul i32 {row}, {}", padded_row(d.k, bytes)));
                     let idx = self.f.inst(format!("add i32 {idx}, {col}"));
                     let w = self.fragment_word(0, &idx, bytes);
                     frag.push(self.round_operand(kind, w));
@@ -255,18 +332,20 @@ impl<'k> Lowerer<'k> {
                 let mut frag = Vec::new();
                 for i in 0..2usize {
                     let krow = self.f.inst(format!("add i32 {tig_e}, {}", k0 + i * 4 * e));
-                    let idx = self.f.inst(format!("mul i32 {ncol}, {}", d.k));
+                    let idx = self
+                        .f
+                        .inst(format!("mul i32 {ncol}, {}", padded_row(d.k, bytes)));
                     let idx = self.f.inst(format!("add i32 {idx}, {krow}"));
                     let w = self.fragment_word(b_base, &idx, bytes);
                     frag.push(self.round_operand(kind, w));
                 }
                 b_frags.push(frag);
             }
-            for tm in 0..reps_m {
-                for tn in 0..reps_n {
+            for (tm, a_frag) in a_frags.iter().enumerate() {
+                for (tn, b_frag) in b_frags.iter().enumerate() {
                     let first = 4 * (tn + reps_n * tm);
                     let c: Vec<String> = regs[first..first + 4].to_vec();
-                    let out = self.mma(kind, acc_ty, &a_frags[tm], &b_frags[tn], &c);
+                    let out = self.mma(kind, acc_ty, a_frag, b_frag, &c);
                     regs.splice(first..first + 4, out);
                 }
             }
@@ -279,10 +358,18 @@ impl<'k> Lowerer<'k> {
             return word;
         }
         let f = self.f.inst(format!("bitcast i32 {word} to float"));
-        self.f.pure_asm("i32", "cvt.rna.tf32.f32 $0, $1;", "=r,f", &[("float", &f)])
+        self.f
+            .pure_asm("i32", "cvt.rna.tf32.f32 $0, $1;", "=r,f", &[("float", &f)])
     }
 
-    fn mma(&mut self, kind: MmaKind, acc_ty: &str, a: &[String], b: &[String], c: &[String]) -> Vec<String> {
+    fn mma(
+        &mut self,
+        kind: MmaKind,
+        acc_ty: &str,
+        a: &[String],
+        b: &[String],
+        c: &[String],
+    ) -> Vec<String> {
         let ac = kind.acc_constraint;
         let asm = format!(
             "{} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};",
@@ -305,20 +392,39 @@ impl<'k> Lowerer<'k> {
     }
 
     /// `acc + a @ b` one output element per register, reading operands from shared memory.
-    fn fma_dot(&mut self, d: &DotOperands, acc: crate::ir::ValueId, acc_s: ScalarType, b_base: usize) -> Result<Tensor> {
-        let acc_t: Tensor = self.tensor(acc)?.clone();
+    fn fma_dot(
+        &mut self,
+        d: &DotOperands,
+        acc: crate::ir::ValueId,
+        acc_s: ScalarType,
+        b_base: usize,
+    ) -> Result<Tensor> {
+        let acc_t: Tensor = self.tensor(acc)?;
         let layout = acc_t.layout.clone();
         let (a_elem, b_elem) = (Elem::Scalar(d.a.s), Elem::Scalar(d.b.s));
         let mut regs = Vec::with_capacity(acc_t.regs.len());
-        if matches!(acc_s, ScalarType::Bool | ScalarType::F8E4M3 | ScalarType::F8E5M2) {
-            return Err(CodegenError::Unsupported(format!("dot accumulating in {acc_s}")));
+        if matches!(
+            acc_s,
+            ScalarType::Bool | ScalarType::F8E4M3 | ScalarType::F8E5M2
+        ) {
+            return Err(CodegenError::Unsupported(format!(
+                "dot accumulating in {acc_s}"
+            )));
         }
         for (r, c) in acc_t.regs.iter().enumerate() {
             let flat = self.flat_index(&layout, r);
-            let row = self.f.inst(format!("lshr i32 {flat}, {}", d.n.trailing_zeros()));
+            let row = self
+                .f
+                .inst(format!("lshr i32 {flat}, {}", d.n.trailing_zeros()));
             let col = self.f.inst(format!("and i32 {flat}, {}", d.n - 1));
-            let a_row = self.f.inst(format!("mul i32 {row}, {}", d.k));
-            let b_row = self.f.inst(format!("mul i32 {col}, {}", d.k));
+            let a_row = self.f.inst(format!(
+                "mul i32 {row}, {}",
+                padded_row(d.k, d.a.s.size_bytes())
+            ));
+            let b_row = self.f.inst(format!(
+                "mul i32 {col}, {}",
+                padded_row(d.k, d.b.s.size_bytes())
+            ));
             let mut sum = c.clone();
             for kk in 0..d.k {
                 let ai = self.f.inst(format!("add i32 {a_row}, {kk}"));
@@ -375,8 +481,29 @@ mod tests {
 
     #[test]
     fn tensor_cores_only_for_supported_types() {
-        assert!(mma_kind(ScalarType::F16, ScalarType::F16, ScalarType::F32, DotPrecision::Tf32).is_some());
-        assert!(mma_kind(ScalarType::F32, ScalarType::F32, ScalarType::F32, DotPrecision::Ieee).is_none());
-        assert_eq!(mma_kind(ScalarType::I8, ScalarType::I8, ScalarType::I32, DotPrecision::Tf32).map(|k| k.k_tile()), Some(32));
+        assert!(mma_kind(
+            ScalarType::F16,
+            ScalarType::F16,
+            ScalarType::F32,
+            DotPrecision::Tf32
+        )
+        .is_some());
+        assert!(mma_kind(
+            ScalarType::F32,
+            ScalarType::F32,
+            ScalarType::F32,
+            DotPrecision::Ieee
+        )
+        .is_none());
+        assert_eq!(
+            mma_kind(
+                ScalarType::I8,
+                ScalarType::I8,
+                ScalarType::I32,
+                DotPrecision::Tf32
+            )
+            .map(|k| k.k_tile()),
+            Some(32)
+        );
     }
 }

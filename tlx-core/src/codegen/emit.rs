@@ -59,7 +59,13 @@ impl FuncText {
     }
 
     /// Call inline PTX asm with one result of type `ret` (or `void`).
-    pub fn asm(&mut self, ret: &str, asm: &str, constraints: &str, args: &[(&str, &str)]) -> String {
+    pub fn asm(
+        &mut self,
+        ret: &str,
+        asm: &str,
+        constraints: &str,
+        args: &[(&str, &str)],
+    ) -> String {
         let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
         let call = format!(
             "call {ret} asm sideeffect \"{asm}\", \"{constraints}\"({})",
@@ -74,7 +80,13 @@ impl FuncText {
     }
 
     /// `asm` without `sideeffect`: a pure computation LLVM may move or delete.
-    pub fn pure_asm(&mut self, ret: &str, asm: &str, constraints: &str, args: &[(&str, &str)]) -> String {
+    pub fn pure_asm(
+        &mut self,
+        ret: &str,
+        asm: &str,
+        constraints: &str,
+        args: &[(&str, &str)],
+    ) -> String {
         let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
         self.inst(format!(
             "call {ret} asm \"{asm}\", \"{constraints}\"({})",

@@ -59,7 +59,9 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
     for (i, p) in kernel.params.iter().enumerate() {
         let arg = format!("%arg{i}");
         let (ty, reg) = match p.kind {
-            ParamKind::Ptr(_) => ("ptr addrspace(1) align 16".to_string(), arg.clone()),
+            // No `align` attribute: a caller may pass an offset view, and vector
+            // accesses check their alignment at run time instead.
+            ParamKind::Ptr(_) => ("ptr addrspace(1)".to_string(), arg.clone()),
             ParamKind::Scalar(ScalarType::Bool) => {
                 let b = l.f.prologue_inst(format!("trunc i8 {arg} to i1"));
                 ("i8".to_string(), b)
@@ -68,7 +70,13 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
         };
         params.push(format!("{ty} {arg}"));
         let layout = l.scalar_layout()?;
-        l.values.insert(p.value, Tensor { layout, regs: vec![reg] });
+        l.values.insert(
+            p.value,
+            Tensor {
+                layout,
+                regs: vec![reg],
+            },
+        );
     }
     l.current_block = "body".into();
     l.lower_block(&kernel.body)?;
@@ -76,7 +84,10 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
 
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
-    let _ = writeln!(text, "@global_smem = external addrspace(3) global [0 x i8], align 16\n");
+    let _ = writeln!(
+        text,
+        "@global_smem = external addrspace(3) global [0 x i8], align 16\n"
+    );
     for d in &l.f.decls {
         let _ = writeln!(text, "{d}");
     }
@@ -141,10 +152,34 @@ impl<'k> Lowerer<'k> {
         Ok(LinearLayout::blocked(shape, vector, self.num_warps)?)
     }
 
-    pub fn tensor(&self, v: ValueId) -> Result<&Tensor> {
-        self.values
+    /// `v` as held by the threads. A deferred layout-only op is lowered here, at the
+    /// use, in its natural layout (not cached: the use may sit in a nested block).
+    pub fn tensor(&mut self, v: ValueId) -> Result<Tensor> {
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.clone());
+        }
+        match self.defs.get(&v).copied() {
+            Some(op) => self.lower_pure(op, None),
+            None => Err(malformed(format!("{v} used before its definition"))),
+        }
+    }
+
+    /// True if `v` can be produced in any layout without moving data between threads.
+    pub fn is_recomputable(&self, v: ValueId) -> bool {
+        self.ty(v).is_scalar() || self.recomputable.contains(&v)
+    }
+
+    /// The layout `v` is held in (or, if deferred, would be), without emitting code.
+    pub fn layout_of(&self, v: ValueId) -> Result<LinearLayout> {
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.layout.clone());
+        }
+        let op = self
+            .defs
             .get(&v)
-            .ok_or_else(|| malformed(format!("{v} used before its definition")))
+            .copied()
+            .ok_or_else(|| malformed(format!("{v} used before its definition")))?;
+        self.natural_layout(op, self.ty(v))
     }
 
     /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
@@ -154,14 +189,21 @@ impl<'k> Lowerer<'k> {
             return v.clone();
         }
         let mut acc = "0".to_string();
-        for (id, bases) in [(self.lane.clone(), &layout.lanes), (self.warp.clone(), &layout.warps)] {
+        for (id, bases) in [
+            (self.lane.clone(), &layout.lanes),
+            (self.warp.clone(), &layout.warps),
+        ] {
             for (bit, &basis) in bases.iter().enumerate() {
                 if basis == 0 {
                     continue;
                 }
-                let set = self.f.prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
+                let set = self
+                    .f
+                    .prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
                 let on = self.f.prologue_inst(format!("icmp ne i32 {set}, 0"));
-                let part = self.f.prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
+                let part = self
+                    .f
+                    .prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
                 acc = self.f.prologue_inst(format!("xor i32 {acc}, {part}"));
             }
         }
@@ -182,19 +224,26 @@ impl<'k> Lowerer<'k> {
 
     /// `v`'s registers in `layout`: as held, recomputed, or moved through shared memory.
     pub fn get(&mut self, v: ValueId, layout: &LinearLayout) -> Result<Vec<String>> {
-        let t = self.tensor(v)?;
-        if t.layout == *layout {
-            return Ok(t.regs.clone());
-        }
         if self.ty(v).is_scalar() {
+            let t = self.tensor(v)?;
             return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
         }
-        if self.recomputable.contains(&v) {
-            if let Some(op) = self.defs.get(&v).copied() {
+        if let Some(t) = self.values.get(&v) {
+            if t.layout == *layout {
+                return Ok(t.regs.clone());
+            }
+            if let Some(regs) = in_thread_regroup(t, layout) {
+                return Ok(regs);
+            }
+        }
+        if let Some(op) = self.defs.get(&v).copied() {
+            // Deferred layout-only ops and values derived from constants are redone in
+            // the wanted layout: moving a (smaller or equal) operand is never dearer.
+            if !self.values.contains_key(&v) || self.recomputable.contains(&v) {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
             }
         }
-        let t = t.clone();
+        let t = self.tensor(v)?;
         let elem = self.ty(v).elem;
         self.convert(&t, elem, layout)
     }
@@ -222,20 +271,28 @@ impl<'k> Lowerer<'k> {
             OpKind::While { .. } => self.lower_while(op),
             OpKind::If { .. } => self.lower_if(op),
             OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
-            OpKind::Cumsum { .. } => Err(CodegenError::Unsupported("cumsum".into())),
+            OpKind::Cumsum { .. } => self.lower_cumsum(op),
             OpKind::Dot { .. } => self.lower_dot(op),
-            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => {
-                Err(CodegenError::Unsupported("atomics".into()))
-            }
-            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => {
-                Err(CodegenError::Unsupported("extract_tile / insert_tile".into()))
-            }
-            OpKind::Print { .. } | OpKind::Assert { .. } => {
-                Err(CodegenError::Unsupported("device_print / device_assert".into()))
-            }
+            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
+            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
+            OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             _ => {
-                let t = self.lower_pure(op, None)?;
-                let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+                let layout_only = matches!(
+                    op.kind,
+                    OpKind::Broadcast(_)
+                        | OpKind::ExpandDims { .. }
+                        | OpKind::Reshape(_)
+                        | OpKind::Trans { .. }
+                );
+                let t = if layout_only {
+                    None
+                } else {
+                    Some(self.lower_pure(op, None)?)
+                };
+                let result = *op
+                    .results
+                    .first()
+                    .ok_or_else(|| malformed("op without result"))?;
                 let operands = op.kind.operands();
                 let leaf = matches!(
                     op.kind,
@@ -248,7 +305,9 @@ impl<'k> Lowerer<'k> {
                     self.recomputable.insert(result);
                 }
                 self.defs.insert(result, op);
-                self.define(result, t);
+                if let Some(t) = t {
+                    self.define(result, t);
+                }
                 Ok(())
             }
         }
@@ -256,7 +315,10 @@ impl<'k> Lowerer<'k> {
 
     /// Lower a side-effect-free op, in `forced` layout if given.
     fn lower_pure(&mut self, op: &'k Op, forced: Option<&LinearLayout>) -> Result<Tensor> {
-        let result = *op.results.first().ok_or_else(|| malformed("op without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("op without result"))?;
         let rty = self.ty(result);
         let layout = match forced {
             Some(l) => l.clone(),
@@ -274,8 +336,14 @@ impl<'k> Lowerer<'k> {
                 let dim = ["x", "y", "z"]
                     .get(*axis as usize)
                     .ok_or_else(|| malformed(format!("grid axis {axis}")))?;
-                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) { "ctaid" } else { "nctaid" };
-                let r = self.f.call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
+                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    "ctaid"
+                } else {
+                    "nctaid"
+                };
+                let r = self
+                    .f
+                    .call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
                 vec![r; n]
             }
             OpKind::Arange { start, .. } => (0..n)
@@ -299,7 +367,9 @@ impl<'k> Lowerer<'k> {
             OpKind::Trans { value, perm } => {
                 let mut inverse = vec![0; perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
-                    *inverse.get_mut(p).ok_or_else(|| malformed("bad permutation"))? = i;
+                    *inverse
+                        .get_mut(p)
+                        .ok_or_else(|| malformed("bad permutation"))? = i;
                 }
                 let src = layout.transposed(&inverse)?;
                 self.get(*value, &src)?
@@ -322,24 +392,37 @@ impl<'k> Lowerer<'k> {
         Ok(Tensor { layout, regs })
     }
 
-    /// The layout a pure op's result takes when nobody asks for one.
+    /// The layout a pure op's result takes when nobody asks for one: that of its
+    /// first tensor operand held in registers for real (loaded, reduced, a dot
+    /// result...), so values that are cheap to redo adapt to it, not the reverse.
     fn natural_layout(&self, op: &Op, rty: &Type) -> Result<LinearLayout> {
-        let first_tensor = op
+        let tensors: Vec<ValueId> = op
             .kind
             .operands()
             .into_iter()
-            .find(|o| !self.ty(*o).is_scalar());
-        match (&op.kind, first_tensor) {
+            .filter(|o| !self.ty(*o).is_scalar())
+            .collect();
+        let anchored = tensors
+            .iter()
+            .copied()
+            .find(|o| self.values.contains_key(o) && !self.recomputable.contains(o));
+        match (&op.kind, anchored.or(tensors.first().copied())) {
             (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(&rty.shape),
             (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
-                Ok(self.tensor(v)?.layout.reshaped(&rty.shape))
+                Ok(self.layout_of(v)?.reshaped(&rty.shape))
             }
-            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.tensor(v)?.layout.transposed(perm)?),
-            (_, Some(v)) => Ok(self.tensor(v)?.layout.clone()),
+            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.layout_of(v)?.transposed(perm)?),
+            (_, Some(v)) => self.layout_of(v),
         }
     }
 
-    fn elementwise(&mut self, kind: &OpKind, types: &[Elem], out: Elem, args: &[&str]) -> Result<String> {
+    fn elementwise(
+        &mut self,
+        kind: &OpKind,
+        types: &[Elem],
+        out: Elem,
+        args: &[&str],
+    ) -> Result<String> {
         let scalar_of = |e: Elem| {
             e.scalar()
                 .ok_or_else(|| CodegenError::Unsupported(format!("{kind:?} on pointers")))
@@ -351,27 +434,60 @@ impl<'k> Lowerer<'k> {
             OpKind::Compare { pred, .. } => scalar::compare(f, *pred, types[0], args[0], args[1]),
             OpKind::Select { .. } => {
                 let ty = llvm_type(out);
-                Ok(f.inst(format!("select i1 {}, {ty} {}, {ty} {}", args[0], args[1], args[2])))
+                Ok(f.inst(format!(
+                    "select i1 {}, {ty} {}, {ty} {}",
+                    args[0], args[1], args[2]
+                )))
             }
             OpKind::Fma { .. } => scalar::fma(f, scalar_of(out)?, args[0], args[1], args[2]),
             OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
-            OpKind::Bitcast(_) => scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
+            OpKind::Bitcast(_) => {
+                scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0])
+            }
             OpKind::AddPtr { .. } => {
-                let pointee = out.pointee().ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
-                let off_ty = types[1].scalar().ok_or_else(|| malformed("pointer offset"))?;
+                let pointee = out
+                    .pointee()
+                    .ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
+                let off_ty = types[1]
+                    .scalar()
+                    .ok_or_else(|| malformed("pointer offset"))?;
                 let wide = match off_ty {
                     ScalarType::I64 => args[1].to_string(),
-                    s if s.is_signed_int() => f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1])),
+                    s if s.is_signed_int() => {
+                        f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1]))
+                    }
                     _ => f.inst(format!("zext {} {} to i64", llvm_type(types[1]), args[1])),
                 };
                 let elem_ty = match pointee {
                     ScalarType::Bool => "i8",
                     s => super::emit::scalar_type(s),
                 };
-                Ok(f.inst(format!("getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}", args[0])))
+                Ok(f.inst(format!(
+                    "getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}",
+                    args[0]
+                )))
             }
             other => Err(CodegenError::Unsupported(format!("{other:?}"))),
         }
+    }
+
+    /// i1: this thread holds the primary copies of its elements in `layout` (it is the
+    /// lowest of the lanes and warps that replicate them).
+    pub fn thread_is_primary(&mut self, layout: &LinearLayout) -> String {
+        let mut acc = "true".to_string();
+        for (id, bases) in [
+            (self.lane.clone(), layout.lanes.clone()),
+            (self.warp.clone(), layout.warps.clone()),
+        ] {
+            for (bit, &b) in bases.iter().enumerate() {
+                if b == 0 {
+                    let set = self.f.inst(format!("and i32 {id}, {}", 1u32 << bit));
+                    let clear = self.f.inst(format!("icmp eq i32 {set}, 0"));
+                    acc = self.f.inst(format!("and i1 {acc}, {clear}"));
+                }
+            }
+        }
+        acc
     }
 
     /// Emit a CTA-wide barrier (also a compiler memory fence).
@@ -381,13 +497,34 @@ impl<'k> Lowerer<'k> {
 
     /// Pointer to byte `offset` (an i32 operand) of the dynamic shared array.
     pub fn smem_ptr(&mut self, offset: &str) -> String {
-        self.f
-            .inst(format!("getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"))
+        self.f.inst(format!(
+            "getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"
+        ))
     }
 
     pub fn use_shared(&mut self, bytes: usize) {
         self.shared_bytes = self.shared_bytes.max(bytes as u32);
     }
+}
+
+/// `t`'s registers rearranged into `dst` without leaving the thread: possible when
+/// lanes and warps own the same elements in both layouts and every register
+/// `dst` needs is one this thread holds.
+fn in_thread_regroup(t: &Tensor, dst: &LinearLayout) -> Option<Vec<String>> {
+    if t.layout.lanes != dst.lanes || t.layout.warps != dst.warps || t.layout.shape != dst.shape {
+        return None;
+    }
+    let mut by_offset = HashMap::new();
+    for r in (0..t.layout.num_regs()).rev() {
+        by_offset.insert(t.layout.reg_offset(r), r);
+    }
+    (0..dst.num_regs())
+        .map(|r| {
+            by_offset
+                .get(&dst.reg_offset(r))
+                .map(|&i| t.regs[i].clone())
+        })
+        .collect()
 }
 
 /// Widest element accessed by a load or store of each shape -> elements per 16 bytes.

@@ -30,7 +30,24 @@ fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> us
         }
         n *= 2;
     }
-    n.min(contiguity).min((16 / elem_bytes).max(1)).max(1)
+    let mut n = n.min(contiguity).min((16 / elem_bytes).max(1)).max(1);
+    // Every group must start at a multiple of its length: no other basis may touch
+    // the bits that index inside a group.
+    let lead = n.trailing_zeros() as usize;
+    let others = layout
+        .regs
+        .iter()
+        .skip(lead)
+        .chain(&layout.lanes)
+        .chain(&layout.warps);
+    let min_other = others
+        .filter(|&&b| b != 0)
+        .map(|&b| 1usize << b.trailing_zeros())
+        .min();
+    if let Some(step) = min_other {
+        n = n.min(step);
+    }
+    n
 }
 
 fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> String {
@@ -43,7 +60,10 @@ fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: boo
         CacheModifier::Cs => ".cs",
         _ => "",
     };
-    format!("ld.global{cop}{}", eviction_qualifier(cop.is_empty(), eviction))
+    format!(
+        "ld.global{cop}{}",
+        eviction_qualifier(cop.is_empty(), eviction)
+    )
 }
 
 fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> String {
@@ -54,7 +74,10 @@ fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> String {
         CacheModifier::Wt => ".wt",
         _ => "",
     };
-    format!("st.global{cop}{}", eviction_qualifier(cop.is_empty(), eviction))
+    format!(
+        "st.global{cop}{}",
+        eviction_qualifier(cop.is_empty(), eviction)
+    )
 }
 
 /// PTX takes a cache operator or an L1 eviction priority, so the hint yields to `.cop`.
@@ -92,7 +115,9 @@ impl<'k> Lowerer<'k> {
                 let mut acc = "0".to_string();
                 for (i, b) in chunk.iter().enumerate() {
                     let wide = self.f.inst(format!("zext {ety} {b} to {wty}"));
-                    let shifted = self.f.inst(format!("shl {wty} {wide}, {}", i * elem_bytes * 8));
+                    let shifted = self
+                        .f
+                        .inst(format!("shl {wty} {wide}, {}", i * elem_bytes * 8));
                     acc = self.f.inst(format!("or {wty} {acc}, {shifted}"));
                 }
                 acc
@@ -103,7 +128,11 @@ impl<'k> Lowerer<'k> {
     /// Inverse of [`Lowerer::pack`].
     fn unpack(&mut self, words: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
         let (_, _, wty) = word_kind(word);
-        let ety = if elem_bytes == 1 { "i8" } else { word_kind(elem_bytes).2 };
+        let ety = if elem_bytes == 1 {
+            "i8"
+        } else {
+            word_kind(elem_bytes).2
+        };
         let per_word = word / elem_bytes;
         let mut out = Vec::new();
         for w in words {
@@ -111,7 +140,8 @@ impl<'k> Lowerer<'k> {
                 let shifted = if i == 0 {
                     w.clone()
                 } else {
-                    self.f.inst(format!("lshr {wty} {w}, {}", i * elem_bytes * 8))
+                    self.f
+                        .inst(format!("lshr {wty} {w}, {}", i * elem_bytes * 8))
                 };
                 out.push(if ety == wty {
                     shifted
@@ -124,7 +154,14 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Predicated load of `words` words at `addr`; inactive words keep `init`.
-    fn load_words(&mut self, instr: &str, addr: &str, pred: &str, init: &[String], word: usize) -> Vec<String> {
+    fn load_words(
+        &mut self,
+        instr: &str,
+        addr: &str,
+        pred: &str,
+        init: &[String],
+        word: usize,
+    ) -> Vec<String> {
         let (ptx, con, lty) = word_kind(word);
         let n = init.len();
         let outs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
@@ -133,9 +170,21 @@ impl<'k> Lowerer<'k> {
         for i in 0..n {
             asm.push_str(&format!("mov.{mov} ${i}, ${};\\0A\\09", n + i));
         }
-        let vec = if n == 1 { String::new() } else { format!(".v{n}") };
-        let dst = if n == 1 { outs[0].clone() } else { format!("{{{}}}", outs.join(", ")) };
-        asm.push_str(&format!("@${} {instr}{vec}.{ptx} {dst}, [${}];", 2 * n + 1, 2 * n));
+        let vec = if n == 1 {
+            String::new()
+        } else {
+            format!(".v{n}")
+        };
+        let dst = if n == 1 {
+            outs[0].clone()
+        } else {
+            format!("{{{}}}", outs.join(", "))
+        };
+        asm.push_str(&format!(
+            "@${} {instr}{vec}.{ptx} {dst}, [${}];",
+            2 * n + 1,
+            2 * n
+        ));
         let constraints: Vec<String> = (0..n)
             .map(|_| format!("={con}"))
             .chain((0..n).map(|_| con.to_string()))
@@ -162,8 +211,16 @@ impl<'k> Lowerer<'k> {
         let (ptx, con, lty) = word_kind(word);
         let n = words.len();
         let srcs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
-        let vec = if n == 1 { String::new() } else { format!(".v{n}") };
-        let src = if n == 1 { srcs[0].clone() } else { format!("{{{}}}", srcs.join(", ")) };
+        let vec = if n == 1 {
+            String::new()
+        } else {
+            format!(".v{n}")
+        };
+        let src = if n == 1 {
+            srcs[0].clone()
+        } else {
+            format!("{{{}}}", srcs.join(", "))
+        };
         let ptx = if word == 1 { "u8" } else { ptx };
         let asm = format!("@${} {instr}{vec}.{ptx} [$0], {src};", n + 1);
         let constraints: Vec<String> = ["l".to_string()]
@@ -178,8 +235,16 @@ impl<'k> Lowerer<'k> {
     }
 
     /// (vector path taken, vector predicate, scalar predicates) for one chunk.
-    fn chunk_predicates(&mut self, addr: &str, masks: Option<&[String]>, bytes: usize, n: usize) -> (String, String, Vec<String>) {
-        let int = self.f.inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
+    fn chunk_predicates(
+        &mut self,
+        addr: &str,
+        masks: Option<&[String]>,
+        bytes: usize,
+        n: usize,
+    ) -> (String, String, Vec<String>) {
+        let int = self
+            .f
+            .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
         let low = self.f.inst(format!("and i64 {int}, {}", bytes - 1));
         let mut ok = self.f.inst(format!("icmp eq i64 {low}, 0"));
         if let Some(m) = masks {
@@ -203,12 +268,23 @@ impl<'k> Lowerer<'k> {
     }
 
     pub fn lower_load(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::Load { ptr, mask, other, cache, eviction, volatile } = &op.kind else {
+        let OpKind::Load {
+            ptr,
+            mask,
+            other,
+            cache,
+            eviction,
+            volatile,
+        } = &op.kind
+        else {
             return Err(malformed("not a load"));
         };
-        let result = *op.results.first().ok_or_else(|| malformed("load without result"))?;
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("load without result"))?;
         let elem = self.ty(result).elem;
-        let ptrs = self.tensor(*ptr)?.clone();
+        let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let others = other.map(|o| self.get(o, &layout)).transpose()?;
@@ -220,15 +296,20 @@ impl<'k> Lowerer<'k> {
         for start in (0..layout.num_regs()).step_by(n) {
             let range = start..start + n;
             let init_bits: Vec<String> = match &others {
-                Some(o) => o[range.clone()].iter().map(|v| to_bits(&mut self.f, elem, v)).collect(),
-                None => vec![if bytes == 1 { "0".into() } else { "0".into() }; n],
+                Some(o) => o[range.clone()]
+                    .iter()
+                    .map(|v| to_bits(&mut self.f, elem, v))
+                    .collect(),
+                None => vec!["0".into(); n],
             };
             let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
             let addr = ptrs.regs[start].clone();
             let (word, _) = words_of(1, bytes);
             let scalar_inits = self.pack(&init_bits, bytes, word);
             if n == 1 {
-                let pred = chunk_masks.as_ref().map_or("true".to_string(), |m| m[0].clone());
+                let pred = chunk_masks
+                    .as_ref()
+                    .map_or("true".to_string(), |m| m[0].clone());
                 let w = self.load_words(&instr, &addr, &pred, &scalar_inits, word);
                 let b = self.unpack(&w, bytes, word);
                 out.push(from_bits(&mut self.f, elem, &b[0]));
@@ -236,15 +317,24 @@ impl<'k> Lowerer<'k> {
             }
             let (vword, _) = words_of(n, bytes);
             let vec_inits = self.pack(&init_bits, bytes, vword);
-            let (ok, vpred, spreds) = self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
+            let (ok, vpred, spreds) =
+                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
             let vw = self.load_words(&instr, &addr, &vpred, &vec_inits, vword);
             let vbits = self.unpack(&vw, bytes, vword);
             for (i, reg) in range.enumerate() {
-                let sw = self.load_words(&instr, &ptrs.regs[reg], &spreds[i], &scalar_inits[i..i + 1], word);
+                let sw = self.load_words(
+                    &instr,
+                    &ptrs.regs[reg],
+                    &spreds[i],
+                    &scalar_inits[i..i + 1],
+                    word,
+                );
                 let sbits = self.unpack(&sw, bytes, word);
                 let ety = vbits[i].clone();
                 let bty = if bytes == 1 { "i8" } else { word_kind(bytes).2 };
-                let chosen = self.f.inst(format!("select i1 {ok}, {bty} {ety}, {bty} {}", sbits[0]));
+                let chosen = self
+                    .f
+                    .inst(format!("select i1 {ok}, {bty} {ety}, {bty} {}", sbits[0]));
                 out.push(from_bits(&mut self.f, elem, &chosen));
             }
         }
@@ -253,12 +343,29 @@ impl<'k> Lowerer<'k> {
     }
 
     pub fn lower_store(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::Store { ptr, value, mask, cache, eviction } = &op.kind else {
+        let OpKind::Store {
+            ptr,
+            value,
+            mask,
+            cache,
+            eviction,
+        } = &op.kind
+        else {
             return Err(malformed("not a store"));
         };
         let elem = self.ty(*value).elem;
-        let ptrs = self.tensor(*ptr)?.clone();
-        let layout = ptrs.layout.clone();
+        // Addresses that are cheap to redo follow the value's layout rather than
+        // moving the value through shared memory (a dot accumulator, say).
+        let cheap = |v: &crate::ir::ValueId| self.is_recomputable(*v);
+        let layout = if cheap(ptr) && mask.as_ref().is_none_or(cheap) && !cheap(value) {
+            self.layout_of(*value)?
+        } else {
+            self.layout_of(*ptr)?
+        };
+        let ptrs = Tensor {
+            regs: self.get(*ptr, &layout)?,
+            layout: layout.clone(),
+        };
         let values = self.get(*value, &layout)?;
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
@@ -268,18 +375,24 @@ impl<'k> Lowerer<'k> {
         let (word, _) = words_of(1, bytes);
         for start in (0..layout.num_regs()).step_by(n) {
             let range = start..start + n;
-            let bits: Vec<String> = values[range.clone()].iter().map(|v| to_bits(&mut self.f, elem, v)).collect();
+            let bits: Vec<String> = values[range.clone()]
+                .iter()
+                .map(|v| to_bits(&mut self.f, elem, v))
+                .collect();
             let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
             let addr = ptrs.regs[start].clone();
             if n == 1 {
-                let pred = chunk_masks.as_ref().map_or("true".to_string(), |m| m[0].clone());
+                let pred = chunk_masks
+                    .as_ref()
+                    .map_or("true".to_string(), |m| m[0].clone());
                 let w = self.pack(&bits, bytes, word);
                 self.store_words(&instr, &addr, &pred, &w, word);
                 continue;
             }
             let (vword, _) = words_of(n, bytes);
             let vwords = self.pack(&bits, bytes, vword);
-            let (_, vpred, spreds) = self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
+            let (_, vpred, spreds) =
+                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
             self.store_words(&instr, &addr, &vpred, &vwords, vword);
             for (i, reg) in range.enumerate() {
                 let w = self.pack(&bits[i..i + 1], bytes, word);
@@ -303,6 +416,20 @@ mod tests {
         let l8 = LinearLayout::blocked(&[1024], 8, 4).unwrap();
         assert_eq!(vector_len(&l8, 1024, 2), 8);
         assert_eq!(vector_len(&l8, 1024, 4), 4);
+    }
+
+    #[test]
+    fn vectors_never_straddle_other_owners() {
+        // A lane owning element 1 would split a pair: no vector.
+        let odd = LinearLayout {
+            shape: vec![64],
+            regs: vec![1, 2],
+            lanes: vec![1, 4, 8, 16, 32],
+            warps: vec![],
+        };
+        assert_eq!(vector_len(&odd, 64, 4), 1);
+        let mma = crate::codegen::dot::mma_layout(16, 8, 1).unwrap();
+        assert_eq!(vector_len(&mma, 8, 4), 2);
     }
 
     #[test]

@@ -5,6 +5,15 @@
 //! register), which LLVM's NVPTX back end then verifies, optimizes (O3) and
 //! turns into PTX.
 //!
+//! Layouts: values derived only from constants, `arange` and scalars, and
+//! layout-only ops (broadcast, expand_dims, reshape, trans), are produced in
+//! whatever layout their user wants; other values keep the layout they were
+//! made in (blocked for loads, sliced for reductions, MMA fragments for `dot`,
+//! which loops carry unchanged) and elementwise ops follow their first such
+//! operand. Anything else that must change layout goes through shared memory
+//! (`convert`). Shared scratch is reused between ops; each use starts with a
+//! barrier, so `If` conditions around ops that use it must be uniform in a CTA.
+//!
 //! Math accuracy: `exp`/`exp2`/`log`/`log2` use `ex2.approx`/`lg2.approx`
 //! (about 2 ulp, relative error near 2^-22; `exp` and `log` add the rounding of
 //! the scaling by log2(e) or ln 2), `sin`/`cos` use `sin.approx`/`cos.approx`
@@ -12,9 +21,11 @@
 //! `rsqrt.approx` and `sqrt` is correctly rounded. Half and bfloat16 math is
 //! done in f32 and rounded once.
 
+mod atomics;
 mod axis;
 mod control;
 mod convert;
+mod debug;
 mod dot;
 mod emit;
 mod llvm;
@@ -22,6 +33,8 @@ mod lower;
 mod memory;
 mod reduce;
 mod scalar;
+mod scan;
+mod tiles;
 
 use crate::ir;
 use crate::layout::LayoutError;

@@ -25,7 +25,13 @@ fn accumulator_type(kind: ReduceKind, s: ScalarType) -> ScalarType {
 }
 
 impl<'k> Lowerer<'k> {
-    fn combine(&mut self, kind: ReduceKind, s: ScalarType, a: &Partial, b: &Partial) -> Result<Partial> {
+    fn combine(
+        &mut self,
+        kind: ReduceKind,
+        s: ScalarType,
+        a: &Partial,
+        b: &Partial,
+    ) -> Result<Partial> {
         let binary = |op| -> Option<BinaryOp> { Some(op) };
         let op = match kind {
             ReduceKind::Sum => binary(BinaryOp::Add),
@@ -71,9 +77,15 @@ impl<'k> Lowerer<'k> {
             let tie_first = f.inst(format!("and i1 {eq}, {first}"));
             f.inst(format!("or i1 {better}, {tie_first}"))
         };
-        let value = f.inst(format!("select i1 {a_wins}, {ty} {}, {ty} {}", a.value, b.value));
+        let value = f.inst(format!(
+            "select i1 {a_wins}, {ty} {}, {ty} {}",
+            a.value, b.value
+        ));
         let index = f.inst(format!("select i1 {a_wins}, i32 {ai}, i32 {bi}"));
-        Ok(Partial { value, index: Some(index) })
+        Ok(Partial {
+            value,
+            index: Some(index),
+        })
     }
 
     /// `value` from the lane `lane ^ mask` of this warp.
@@ -83,7 +95,12 @@ impl<'k> Lowerer<'k> {
             f.call(
                 "i32",
                 "llvm.nvvm.shfl.sync.bfly.i32",
-                &[("i32", "-1"), ("i32", v), ("i32", &mask.to_string()), ("i32", "31")],
+                &[
+                    ("i32", "-1"),
+                    ("i32", v),
+                    ("i32", &mask.to_string()),
+                    ("i32", "31"),
+                ],
             )
         };
         let f = &mut self.f;
@@ -109,7 +126,11 @@ impl<'k> Lowerer<'k> {
                     "half" | "bfloat" => f.inst(format!("bitcast {narrow} {value} to i16")),
                     _ => value.to_string(),
                 };
-                let int_ty = if narrow == "half" || narrow == "bfloat" { "i16" } else { narrow };
+                let int_ty = if narrow == "half" || narrow == "bfloat" {
+                    "i16"
+                } else {
+                    narrow
+                };
                 let wide = f.inst(format!("zext {int_ty} {int} to i32"));
                 let r = shfl(f, &wide);
                 let back = f.inst(format!("trunc i32 {r} to {int_ty}"));
@@ -127,27 +148,37 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("not a reduce"));
         };
         let (kind, axis) = (*kind, *axis);
-        let result = *op.results.first().ok_or_else(|| malformed("reduce without result"))?;
-        let src: Tensor = self.tensor(*value)?.clone();
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("reduce without result"))?;
+        let src: Tensor = self.tensor(*value)?;
         let s = self
             .ty(*value)
             .elem
             .scalar()
             .ok_or_else(|| CodegenError::Unsupported("reducing pointers".into()))?;
         if matches!(s, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
-            return Err(CodegenError::Unsupported(format!("reducing {s} (cast it first)")));
+            return Err(CodegenError::Unsupported(format!(
+                "reducing {s} (cast it first)"
+            )));
         }
         let layout = src.layout.clone();
         let shape = layout.shape.clone();
         if axis >= shape.len() {
-            return Err(malformed(format!("reduce axis {axis} of rank {}", shape.len())));
+            return Err(malformed(format!(
+                "reduce axis {axis} of rank {}",
+                shape.len()
+            )));
         }
         let bits = dim_bits(&shape)?;
         let low: usize = bits[axis + 1..].iter().sum();
         let field = ((1u32 << bits[axis]) - 1) << low;
         let mixed = |bases: &[u32]| bases.iter().any(|&b| b & field != 0 && b & !field != 0);
         if mixed(&layout.regs) || mixed(&layout.lanes) || mixed(&layout.warps) {
-            return Err(CodegenError::Unsupported("reducing a layout that mixes dimensions".into()));
+            return Err(CodegenError::Unsupported(
+                "reducing a layout that mixes dimensions".into(),
+            ));
         }
         let (reg_mask, lane_mask, warp_mask) = layout.axis_bits(axis)?;
         let acc_s = accumulator_type(kind, s);
@@ -162,7 +193,10 @@ impl<'k> Lowerer<'k> {
             let index = if with_index {
                 let flat = self.flat_index(&layout, r);
                 let shifted = self.f.inst(format!("lshr i32 {flat}, {low}"));
-                Some(self.f.inst(format!("and i32 {shifted}, {}", (1u32 << bits[axis]) - 1)))
+                Some(
+                    self.f
+                        .inst(format!("and i32 {shifted}, {}", (1u32 << bits[axis]) - 1)),
+                )
             } else {
                 None
             };
@@ -175,7 +209,11 @@ impl<'k> Lowerer<'k> {
         let bases: Vec<usize> = (0..n).filter(|r| r & reg_mask as usize == 0).collect();
         let mut reduced: Vec<Partial> = bases
             .iter()
-            .map(|&b| partials[b].clone().ok_or_else(|| malformed("empty register group")))
+            .map(|&b| {
+                partials[b]
+                    .clone()
+                    .ok_or_else(|| malformed("empty register group"))
+            })
             .collect::<Result<_>>()?;
 
         // Lanes of the warp.
@@ -185,7 +223,10 @@ impl<'k> Lowerer<'k> {
             }
             for p in reduced.iter_mut() {
                 let value = self.shuffle_xor(acc_s, &p.value, 1 << bit);
-                let index = p.index.as_ref().map(|i| self.shuffle_xor(ScalarType::I32, i, 1 << bit));
+                let index = p
+                    .index
+                    .as_ref()
+                    .map(|i| self.shuffle_xor(ScalarType::I32, i, 1 << bit));
                 *p = self.combine(kind, acc_s, p, &Partial { value, index })?;
             }
         }
@@ -193,7 +234,8 @@ impl<'k> Lowerer<'k> {
         // Warps of the CTA.
         let result_layout = layout.sliced(axis)?;
         if warp_mask != 0 {
-            reduced = self.reduce_across_warps(kind, acc_s, &result_layout, &bases, reduced, warp_mask)?;
+            reduced =
+                self.reduce_across_warps(kind, acc_s, &result_layout, &bases, reduced, warp_mask)?;
         }
 
         let mut regs = Vec::with_capacity(n);
@@ -207,11 +249,30 @@ impl<'k> Lowerer<'k> {
                 None => scalar::cast(&mut self.f, acc_s, out_s, &p.value)?,
             });
         }
+        if result_layout.shape.is_empty() {
+            // Every register holds the total: keep the one register a scalar has.
+            let layout = self.scalar_layout()?;
+            let total = finals.swap_remove(0);
+            self.values.insert(
+                result,
+                Tensor {
+                    layout,
+                    regs: vec![total],
+                },
+            );
+            return Ok(());
+        }
         for r in 0..n {
             let i = position[&(r & !(reg_mask as usize))];
             regs.push(finals[i].clone());
         }
-        self.values.insert(result, Tensor { layout: result_layout, regs });
+        self.values.insert(
+            result,
+            Tensor {
+                layout: result_layout,
+                regs,
+            },
+        );
         Ok(())
     }
 
@@ -230,7 +291,11 @@ impl<'k> Lowerer<'k> {
         let value_bytes = groups * numel * s.size_bytes();
         let index_base = value_bytes.div_ceil(4) * 4;
         let with_index = reduced.first().is_some_and(|p| p.index.is_some());
-        self.use_shared(if with_index { index_base + groups * numel * 4 } else { value_bytes });
+        self.use_shared(if with_index {
+            index_base + groups * numel * 4
+        } else {
+            value_bytes
+        });
         // This warp's position among the warps that split the axis.
         let mut group = "0".to_string();
         for (j, bit) in (0..32).filter(|b| warp_mask >> b & 1 == 1).enumerate() {
@@ -258,7 +323,8 @@ impl<'k> Lowerer<'k> {
             for g in 0..groups {
                 let slot = self.f.inst(format!("add i32 {flat}, {}", g * numel));
                 let value = self.smem_load(elem, 0, &slot);
-                let index = with_index.then(|| self.smem_load(Elem::Scalar(ScalarType::I32), index_base, &slot));
+                let index = with_index
+                    .then(|| self.smem_load(Elem::Scalar(ScalarType::I32), index_base, &slot));
                 let p = Partial { value, index };
                 acc = Some(match acc {
                     None => p,
@@ -268,5 +334,95 @@ impl<'k> Lowerer<'k> {
             out.push(acc.ok_or_else(|| malformed("no warp groups"))?);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::layout::{unflatten, LinearLayout, WARP_SIZE};
+
+    /// Runs the reduction plan of `lower_reduce` (registers of a thread, then lane
+    /// butterflies, then one slot per warp group) on the layout alone, summing the
+    /// flat indices, and checks every thread ends with the true sum of its slice.
+    fn check_sum_plan(shape: &[usize], vector: usize, num_warps: u32, axis: usize) {
+        let layout = LinearLayout::blocked(shape, vector, num_warps).unwrap();
+        let (reg_mask, lane_mask, warp_mask) = layout.axis_bits(axis).unwrap();
+        let result = layout.sliced(axis).unwrap();
+        let n = layout.num_regs();
+        // Per thread: register partials after the in-thread step.
+        let threads = (num_warps * WARP_SIZE) as usize;
+        let mut partial = vec![vec![0u64; n]; threads];
+        for (t, regs) in partial.iter_mut().enumerate() {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in 0..n {
+                regs[r & !(reg_mask as usize)] += u64::from(layout.flat_index(r, lane, warp));
+            }
+        }
+        // Lane butterflies.
+        for bit in 0..5 {
+            if lane_mask >> bit & 1 == 0 {
+                continue;
+            }
+            let before = partial.clone();
+            for (t, regs) in partial.iter_mut().enumerate() {
+                let other = t ^ (1 << bit);
+                for r in 0..n {
+                    regs[r] = before[t][r] + before[other][r];
+                }
+            }
+        }
+        // Warp groups through shared memory: slot[group][result flat index].
+        let groups = 1usize << warp_mask.count_ones();
+        let mut slots = vec![vec![None; result.numel()]; groups];
+        let group_of = |warp: u32| {
+            (0..32)
+                .filter(|b| warp_mask >> b & 1 == 1)
+                .enumerate()
+                .fold(0usize, |g, (j, b)| g | ((warp as usize >> b) & 1) << j)
+        };
+        for (t, regs) in partial.iter().enumerate() {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in (0..n).filter(|r| r & reg_mask as usize == 0) {
+                let slot = &mut slots[group_of(warp)][result.flat_index(r, lane, warp) as usize];
+                assert!(slot.is_none_or(|v| v == regs[r]), "replicas disagree");
+                *slot = Some(regs[r]);
+            }
+        }
+        let mut want = vec![0u64; result.numel()];
+        for flat in 0..layout.numel() {
+            let mut c = unflatten(shape, flat);
+            c.remove(axis);
+            let out: usize = c
+                .iter()
+                .zip(&result.shape)
+                .fold(0, |acc, (x, s)| acc * s + x);
+            want[out] += flat as u64;
+        }
+        for t in 0..threads {
+            let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
+            for r in 0..n {
+                let at = result.flat_index(r & !(reg_mask as usize), lane, warp) as usize;
+                let total: u64 = (0..groups)
+                    .map(|g| slots[g][at].expect("slot written"))
+                    .sum();
+                assert_eq!(total, want[at], "{shape:?} axis {axis} thread {t} reg {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn reduction_plan_sums_each_slice_exactly_once() {
+        for (shape, vector, warps) in [
+            (vec![4, 1024], 4, 4),
+            (vec![64, 32], 4, 4),
+            (vec![2, 8], 4, 8),
+            (vec![128], 4, 2),
+            (vec![8], 4, 4),
+            (vec![16, 4, 8], 2, 4),
+        ] {
+            for axis in 0..shape.len() {
+                check_sum_plan(&shape, vector, warps, axis);
+            }
+        }
     }
 }

@@ -86,7 +86,12 @@ fn in_f32(
 }
 
 fn approx(f: &mut FuncText, instr: &str, x: &str) -> String {
-    f.pure_asm("float", &format!("{instr}.f32 $0, $1;"), "=f,f", &[("float", x)])
+    f.pure_asm(
+        "float",
+        &format!("{instr}.f32 $0, $1;"),
+        "=f,f",
+        &[("float", x)],
+    )
 }
 
 pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -> Result<String> {
@@ -99,14 +104,22 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
             BinaryOp::Div => "fdiv",
             BinaryOp::Rem => "frem",
             BinaryOp::Max | BinaryOp::Min => {
-                let name = if op == BinaryOp::Max { "maximum" } else { "minimum" };
+                let name = if op == BinaryOp::Max {
+                    "maximum"
+                } else {
+                    "minimum"
+                };
                 return Ok(in_f32(f, s, a, |f, wa| {
                     let wb = if s == ScalarType::F32 {
                         b.to_string()
                     } else {
                         f.inst(format!("fpext {ty} {b} to float"))
                     };
-                    f.call("float", &format!("llvm.{name}.f32"), &[("float", wa), ("float", &wb)])
+                    f.call(
+                        "float",
+                        &format!("llvm.{name}.f32"),
+                        &[("float", wa), ("float", &wb)],
+                    )
                 }));
             }
             _ => return Err(unsupported(format!("{op:?} on {s}"))),
@@ -118,7 +131,10 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
     }
     let signed = s.is_signed_int();
     if s == ScalarType::Bool
-        && !matches!(op, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Max | BinaryOp::Min)
+        && !matches!(
+            op,
+            BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Max | BinaryOp::Min
+        )
     {
         return Err(unsupported(format!("{op:?} on bool")));
     }
@@ -157,30 +173,40 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
         UnaryOp::Neg if float => f.inst(format!("fneg {ty} {x}")),
         UnaryOp::Neg if s.is_int() => f.inst(format!("sub {ty} 0, {x}")),
         UnaryOp::Not if int => f.inst(format!("xor {ty} {x}, -1")),
-        UnaryOp::Abs if float => {
-            f.call(ty, &format!("llvm.fabs.{}", float_suffix(s)), &[(ty, x)])
-        }
+        UnaryOp::Abs if float => f.call(ty, &format!("llvm.fabs.{}", float_suffix(s)), &[(ty, x)]),
         UnaryOp::Abs if s.is_signed_int() => {
             f.call(ty, &format!("llvm.abs.{ty}"), &[(ty, x), ("i1", "false")])
         }
         UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil if s.is_int() => x.to_string(),
         UnaryOp::Floor | UnaryOp::Ceil if float => {
-            let name = if op == UnaryOp::Floor { "floor" } else { "ceil" };
-            in_f32(f, s, x, |f, w| f.call("float", &format!("llvm.{name}.f32"), &[("float", w)]))
+            let name = if op == UnaryOp::Floor {
+                "floor"
+            } else {
+                "ceil"
+            };
+            in_f32(f, s, x, |f, w| {
+                f.call("float", &format!("llvm.{name}.f32"), &[("float", w)])
+            })
         }
         UnaryOp::Exp if float => in_f32(f, s, x, |f, w| {
-            let scaled = f.inst(format!("fmul float {w}, {}", f32_literal(std::f32::consts::LOG2_E)));
+            let scaled = f.inst(format!(
+                "fmul float {w}, {}",
+                f32_literal(std::f32::consts::LOG2_E)
+            ));
             approx(f, "ex2.approx", &scaled)
         }),
         UnaryOp::Exp2 if float => in_f32(f, s, x, |f, w| approx(f, "ex2.approx", w)),
         UnaryOp::Log if float => in_f32(f, s, x, |f, w| {
             let l2 = approx(f, "lg2.approx", w);
-            f.inst(format!("fmul float {l2}, {}", f32_literal(std::f32::consts::LN_2)))
+            f.inst(format!(
+                "fmul float {l2}, {}",
+                f32_literal(std::f32::consts::LN_2)
+            ))
         }),
         UnaryOp::Log2 if float => in_f32(f, s, x, |f, w| approx(f, "lg2.approx", w)),
-        UnaryOp::Sqrt if float => {
-            in_f32(f, s, x, |f, w| f.call("float", "llvm.sqrt.f32", &[("float", w)]))
-        }
+        UnaryOp::Sqrt if float => in_f32(f, s, x, |f, w| {
+            f.call("float", "llvm.sqrt.f32", &[("float", w)])
+        }),
         UnaryOp::Rsqrt if float => in_f32(f, s, x, |f, w| approx(f, "rsqrt.approx", w)),
         UnaryOp::Sin if float => in_f32(f, s, x, |f, w| approx(f, "sin.approx", w)),
         UnaryOp::Cos if float => in_f32(f, s, x, |f, w| approx(f, "cos.approx", w)),
@@ -224,7 +250,11 @@ pub fn compare(f: &mut FuncText, pred: CmpPred, elem: Elem, a: &str, b: &str) ->
 pub fn fma(f: &mut FuncText, s: ScalarType, a: &str, b: &str, c: &str) -> Result<String> {
     if is_llvm_float(s) {
         let ty = scalar_type(s);
-        return Ok(f.call(ty, &format!("llvm.fma.{}", float_suffix(s)), &[(ty, a), (ty, b), (ty, c)]));
+        return Ok(f.call(
+            ty,
+            &format!("llvm.fma.{}", float_suffix(s)),
+            &[(ty, a), (ty, b), (ty, c)],
+        ));
     }
     let p = binary(f, BinaryOp::Mul, s, a, b)?;
     binary(f, BinaryOp::Add, s, &p, c)
@@ -283,10 +313,16 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
     }
     let from_int = from.is_int() || from == ScalarType::Bool;
     Ok(match (from_int, to) {
-        (_, ScalarType::Bool) if is_llvm_float(from) => f.inst(format!("fcmp une {ft} {x}, {}", float_literal(from, 0.0))),
+        (_, ScalarType::Bool) if is_llvm_float(from) => {
+            f.inst(format!("fcmp une {ft} {x}, {}", float_literal(from, 0.0)))
+        }
         (true, ScalarType::Bool) => f.inst(format!("icmp ne {ft} {x}, 0")),
         (true, _) if is_llvm_float(to) => {
-            let op = if from.is_signed_int() { "sitofp" } else { "uitofp" };
+            let op = if from.is_signed_int() {
+                "sitofp"
+            } else {
+                "uitofp"
+            };
             f.inst(format!("{op} {ft} {x} to {tt}"))
         }
         (true, _) => {
@@ -303,7 +339,11 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
         }
         (false, _) if to.is_int() => {
             let wide = cast(f, from, ScalarType::F32, x)?;
-            let op = if to.is_signed_int() { "fptosi" } else { "fptoui" };
+            let op = if to.is_signed_int() {
+                "fptosi"
+            } else {
+                "fptoui"
+            };
             f.call(tt, &format!("llvm.{op}.sat.{tt}.f32"), &[("float", &wide)])
         }
         (false, _) => {
@@ -344,7 +384,11 @@ pub fn to_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
     match elem {
         Elem::Ptr(_) => f.inst(format!("ptrtoint ptr addrspace(1) {x} to i64")),
         Elem::Scalar(ScalarType::Bool) => f.inst(format!("zext i1 {x} to i8")),
-        Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!("bitcast {} {x} to {}", scalar_type(s), bits_type(s))),
+        Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!(
+            "bitcast {} {x} to {}",
+            scalar_type(s),
+            bits_type(s)
+        )),
         Elem::Scalar(_) => x.to_string(),
     }
 }
@@ -354,7 +398,11 @@ pub fn from_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
     match elem {
         Elem::Ptr(_) => f.inst(format!("inttoptr i64 {x} to ptr addrspace(1)")),
         Elem::Scalar(ScalarType::Bool) => f.inst(format!("icmp ne i8 {x}, 0")),
-        Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!("bitcast {} {x} to {}", bits_type(s), scalar_type(s))),
+        Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!(
+            "bitcast {} {x} to {}",
+            bits_type(s),
+            scalar_type(s)
+        )),
         Elem::Scalar(_) => x.to_string(),
     }
 }
@@ -376,7 +424,9 @@ mod tests {
         let mut f = FuncText::default();
         let r = cast(&mut f, ScalarType::F16, ScalarType::I8, "%x").unwrap();
         assert!(f.body.contains("fpext half %x to float"));
-        assert!(f.body.contains(&format!("{r} = call i8 @llvm.fptosi.sat.i8.f32")));
+        assert!(f
+            .body
+            .contains(&format!("{r} = call i8 @llvm.fptosi.sat.i8.f32")));
         let mut f = FuncText::default();
         cast(&mut f, ScalarType::F32, ScalarType::F8E4M3, "%x").unwrap();
         assert!(f.body.contains("cvt.rn.satfinite.e4m3x2.f32"));
@@ -387,15 +437,31 @@ mod tests {
         let mut f = FuncText::default();
         binary(&mut f, BinaryOp::Div, ScalarType::U32, "%a", "%b").unwrap();
         binary(&mut f, BinaryOp::Shr, ScalarType::U32, "%a", "%b").unwrap();
-        compare(&mut f, CmpPred::Lt, Elem::Scalar(ScalarType::U32), "%a", "%b").unwrap();
-        assert!(f.body.contains("udiv i32") && f.body.contains("lshr i32") && f.body.contains("icmp ult"));
+        compare(
+            &mut f,
+            CmpPred::Lt,
+            Elem::Scalar(ScalarType::U32),
+            "%a",
+            "%b",
+        )
+        .unwrap();
+        assert!(
+            f.body.contains("udiv i32")
+                && f.body.contains("lshr i32")
+                && f.body.contains("icmp ult")
+        );
         assert!(binary(&mut f, BinaryOp::Add, ScalarType::F8E5M2, "%a", "%b").is_err());
     }
 
     #[test]
     fn literals_wrap_to_the_signed_range() {
         let mut f = FuncText::default();
-        let u = literal(&mut f, Elem::Scalar(ScalarType::U32), Literal::Int(u32::MAX as i64)).unwrap();
+        let u = literal(
+            &mut f,
+            Elem::Scalar(ScalarType::U32),
+            Literal::Int(u32::MAX as i64),
+        )
+        .unwrap();
         assert_eq!(u, "-1");
         let b = literal(&mut f, Elem::Scalar(ScalarType::Bool), Literal::Int(2)).unwrap();
         assert_eq!(b, "true");

@@ -23,6 +23,10 @@ pub enum LayoutError {
     NotPowerOfTwo { shape: Vec<usize>, dim: usize },
     #[error("num_warps = {0} is not a power of two")]
     WarpsNotPowerOfTwo(u32),
+    #[error("shape {0:?} has more than 2^31 elements")]
+    TooLarge(Vec<usize>),
+    #[error("{perm:?} is not a permutation of the {rank} dimensions")]
+    BadPermutation { perm: Vec<usize>, rank: usize },
 }
 
 /// A linear layout of a tensor of `shape` over the registers, lanes and warps of one CTA.
@@ -42,9 +46,9 @@ fn exact_log2(n: usize) -> Option<usize> {
     (n.is_power_of_two()).then(|| n.trailing_zeros() as usize)
 }
 
-/// Bits of each dimension of a power-of-two shape.
+/// Bits of each dimension of a power-of-two shape (flat indices fit in 31 bits).
 pub fn dim_bits(shape: &[usize]) -> Result<Vec<usize>, LayoutError> {
-    shape
+    let bits = shape
         .iter()
         .enumerate()
         .map(|(dim, &n)| {
@@ -53,7 +57,11 @@ pub fn dim_bits(shape: &[usize]) -> Result<Vec<usize>, LayoutError> {
                 dim,
             })
         })
-        .collect()
+        .collect::<Result<Vec<usize>, LayoutError>>()?;
+    if bits.iter().sum::<usize>() > 31 {
+        return Err(LayoutError::TooLarge(shape.to_vec()));
+    }
+    Ok(bits)
 }
 
 /// The lowest flat-index bit of each dimension (row-major: the last dim is lowest).
@@ -83,8 +91,8 @@ impl LinearLayout {
     /// shape lacks become zero bases (replication).
     pub fn blocked(shape: &[usize], vector: usize, num_warps: u32) -> Result<Self, LayoutError> {
         let bits = dim_bits(shape)?;
-        let warp_bits = exact_log2(num_warps as usize)
-            .ok_or(LayoutError::WarpsNotPowerOfTwo(num_warps))?;
+        let warp_bits =
+            exact_log2(num_warps as usize).ok_or(LayoutError::WarpsNotPowerOfTwo(num_warps))?;
         let total: usize = bits.iter().sum();
         let last = bits.last().copied().unwrap_or(0);
         let vector_bits = exact_log2(vector.max(1)).unwrap_or(0).min(last);
@@ -213,6 +221,22 @@ impl LinearLayout {
 
     /// Dimensions permuted (`Trans`): result dim `i` is this layout's dim `perm[i]`.
     pub fn transposed(&self, perm: &[usize]) -> Result<LinearLayout, LayoutError> {
+        let rank = self.shape.len();
+        let mut seen = vec![false; rank];
+        for &p in perm {
+            if p >= rank || std::mem::replace(&mut seen[p], true) {
+                return Err(LayoutError::BadPermutation {
+                    perm: perm.to_vec(),
+                    rank,
+                });
+            }
+        }
+        if perm.len() != rank {
+            return Err(LayoutError::BadPermutation {
+                perm: perm.to_vec(),
+                rank,
+            });
+        }
         let bits = dim_bits(&self.shape)?;
         let offsets = dim_offsets(&bits);
         let shape: Vec<usize> = perm.iter().map(|&p| self.shape[p]).collect();
@@ -314,7 +338,12 @@ mod tests {
         // 128 threads x 4 registers over 8 elements: 64 copies each, one of them primary.
         for o in map.values() {
             assert_eq!(o.len(), 64);
-            assert_eq!(o.iter().filter(|(r, l2, w)| !l.is_replica(*r, *l2, *w)).count(), 1);
+            assert_eq!(
+                o.iter()
+                    .filter(|(r, l2, w)| !l.is_replica(*r, *l2, *w))
+                    .count(),
+                1
+            );
         }
         assert_eq!(l.coords(1, 0, 0), vec![1]);
         assert_eq!(l.coords(0, 1, 0), vec![4]);
@@ -409,5 +438,18 @@ mod tests {
             LinearLayout::blocked(&[4], 1, 3),
             Err(LayoutError::WarpsNotPowerOfTwo(3))
         );
+        assert!(matches!(
+            LinearLayout::blocked(&[1 << 16, 1 << 16], 1, 4),
+            Err(LayoutError::TooLarge(_))
+        ));
+        let l = LinearLayout::blocked(&[4, 8], 1, 1).unwrap();
+        assert!(matches!(
+            l.transposed(&[0, 0]),
+            Err(LayoutError::BadPermutation { .. })
+        ));
+        assert!(matches!(
+            l.transposed(&[1]),
+            Err(LayoutError::BadPermutation { .. })
+        ));
     }
 }

@@ -50,7 +50,8 @@ impl K {
         self.b.push1(OpKind::Constant(Literal::Int(v)), i32t(shape))
     }
     pub fn float(&mut self, v: f64, s: ScalarType, shape: &[usize]) -> ValueId {
-        self.b.push1(OpKind::Constant(Literal::Float(v)), ty(s, shape))
+        self.b
+            .push1(OpKind::Constant(Literal::Float(v)), ty(s, shape))
     }
     pub fn pid(&mut self, axis: u8) -> ValueId {
         self.b.push1(OpKind::ProgramId { axis }, i32t(&[]))
@@ -140,7 +141,10 @@ impl K {
             ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(ScalarType::I32),
             _ => t.elem,
         };
-        self.b.push1(OpKind::Reduce { value, axis, kind }, Type::tensor(elem, shape))
+        self.b.push1(
+            OpKind::Reduce { value, axis, kind },
+            Type::tensor(elem, shape),
+        )
     }
     pub fn finish(self) -> Kernel {
         self.b.finish()
@@ -191,7 +195,10 @@ fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("k.ptx");
-    std::fs::File::create(&src).unwrap().write_all(ptx.as_bytes()).unwrap();
+    std::fs::File::create(&src)
+        .unwrap()
+        .write_all(ptx.as_bytes())
+        .unwrap();
     let out = Command::new(ptxas)
         .arg(format!("-arch={}", arch.name()))
         .arg(&src)

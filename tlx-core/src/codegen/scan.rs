@@ -1,0 +1,125 @@
+//! TLE's `cumsum` of a rank-1 tensor: a Hillis-Steele inclusive scan in
+//! shared memory (log2(n) steps, each a read, a barrier and a write), from
+//! which each element takes its exclusive prefix and every thread the total.
+//! f16/bf16 accumulate in f32; `reverse` scans from the end.
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::scalar;
+use super::CodegenError;
+use crate::ir::{BinaryOp, Elem, Literal, Op, OpKind, ScalarType};
+
+impl<'k> Lowerer<'k> {
+    pub fn lower_cumsum(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Cumsum {
+            value,
+            axis,
+            reverse,
+        } = &op.kind
+        else {
+            return Err(malformed("not a cumsum"));
+        };
+        let (Some(&prefix_id), Some(&total_id)) = (op.results.first(), op.results.get(1)) else {
+            return Err(malformed("cumsum needs two results"));
+        };
+        let ty = self.ty(*value);
+        if ty.rank() != 1 || *axis != 0 {
+            return Err(CodegenError::Unsupported(
+                "cumsum of a tensor of rank above 1".into(),
+            ));
+        }
+        let s = ty
+            .elem
+            .scalar()
+            .ok_or_else(|| malformed("cumsum of pointers"))?;
+        if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
+            return Err(CodegenError::Unsupported(format!("cumsum of {s}")));
+        }
+        let acc_s = if s.is_float() { ScalarType::F32 } else { s };
+        let acc = Elem::Scalar(acc_s);
+        let n = ty.shape[0];
+        let src: Tensor = self.tensor(*value)?;
+        let layout = src.layout.clone();
+        self.use_shared(n * acc_s.size_bytes());
+        // Scan position of each register: its index, or n-1-index when reversed.
+        let mut positions = Vec::new();
+        for r in 0..layout.num_regs() {
+            let flat = self.flat_index(&layout, r);
+            positions.push(if *reverse {
+                self.f.inst(format!("sub i32 {}, {flat}", n - 1))
+            } else {
+                flat
+            });
+        }
+        let mut running = Vec::new();
+        for v in &src.regs {
+            running.push(scalar::cast(&mut self.f, s, acc_s, v)?);
+        }
+        self.barrier();
+        for (r, v) in running.iter().enumerate() {
+            self.smem_store(acc, 0, &positions[r], v);
+        }
+        let zero = scalar::literal(&mut self.f, acc, Literal::Int(0))?;
+        let mut step = 1;
+        while step < n {
+            self.barrier();
+            let mut next = Vec::new();
+            for (r, v) in running.iter().enumerate() {
+                let pos = &positions[r];
+                let has = self.f.inst(format!("icmp uge i32 {pos}, {step}"));
+                let back = self.f.inst(format!("sub i32 {pos}, {step}"));
+                let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
+                let earlier = self.smem_load(acc, 0, &at);
+                let earlier = self.f.inst(format!(
+                    "select i1 {has}, {} {earlier}, {} {zero}",
+                    super::emit::scalar_type(acc_s),
+                    super::emit::scalar_type(acc_s)
+                ));
+                next.push(scalar::binary(
+                    &mut self.f,
+                    BinaryOp::Add,
+                    acc_s,
+                    v,
+                    &earlier,
+                )?);
+            }
+            self.barrier();
+            for (r, v) in next.iter().enumerate() {
+                self.smem_store(acc, 0, &positions[r], v);
+            }
+            running = next;
+            step *= 2;
+        }
+        self.barrier();
+        let acc_ty = super::emit::scalar_type(acc_s);
+        let mut prefix = Vec::new();
+        for pos in &positions {
+            let has = self.f.inst(format!("icmp ugt i32 {pos}, 0"));
+            let back = self.f.inst(format!("sub i32 {pos}, 1"));
+            let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
+            let earlier = self.smem_load(acc, 0, &at);
+            let exclusive = self.f.inst(format!(
+                "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {zero}"
+            ));
+            prefix.push(scalar::cast(&mut self.f, acc_s, s, &exclusive)?);
+        }
+        let last = (n - 1).to_string();
+        let total = self.smem_load(acc, 0, &last);
+        let total = scalar::cast(&mut self.f, acc_s, s, &total)?;
+        self.values.insert(
+            prefix_id,
+            Tensor {
+                layout,
+                regs: prefix,
+            },
+        );
+        let scalar_layout = self.scalar_layout()?;
+        self.values.insert(
+            total_id,
+            Tensor {
+                layout: scalar_layout,
+                regs: vec![total],
+            },
+        );
+        Ok(())
+    }
+}
