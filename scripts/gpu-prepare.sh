@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Builds release binaries here and copies them into .gpu/ (listed in
-# .git/info/exclude) for the GPU machine, which has no cargo.
+# .git/info/exclude) for the GPU machine, which has no cargo: every example,
+# benchmark and test binary of the workspace. Extra cargo target flags may be
+# passed (e.g. `--example softmax`); the default is all examples and benches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/examples .gpu/tests .gpu/benches
-cargo build --release --examples --benches 2>&1 | tail -n 2
-cargo test --release --workspace --no-run 2>&1 | tail -n 2
-for ex in examples/*.rs; do
-  name=$(basename "$ex" .rs)
-  cp "target/release/examples/$name" .gpu/examples/
-done
-for b in benches/*.rs; do
-  name=$(basename "$b" .rs)
-  cp "$(ls -t target/release/deps/"$name"-* | grep -v '\.d$' | head -n 1)" ".gpu/benches/$name"
-done
-for t in tests/*.rs; do
-  name=$(basename "$t" .rs)
-  cp "$(ls -t target/release/deps/"$name"-* | grep -v '\.d$' | head -n 1)" ".gpu/tests/$name"
-done
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(--examples --benches)
+collect() { # folder, then cargo args
+  local folder=$1; shift
+  cargo "$@" --release --message-format=json 2>/dev/null | python3 -c '
+import json, shutil, sys, os
+folder = sys.argv[1]
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+        kinds = msg["target"]["kind"]
+        dest = {"example": "examples", "bench": "benches"}.get(kinds[0], folder)
+        shutil.copy(msg["executable"], os.path.join(".gpu", dest, msg["target"]["name"]))
+' "$folder"
+}
+collect examples build "${targets[@]}"
+collect tests test --workspace --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
-du -sh .gpu
 for f in .gpu/*/*; do
   if ldd "$f" | grep -qi llvm; then echo "error: $f links libLLVM" >&2; exit 1; fi
 done
+ls .gpu/*; du -sh .gpu
