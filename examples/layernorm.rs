@@ -48,7 +48,11 @@ fn layernorm<const BLOCK: usize>(
         let w = load(weight + cols, mask = mask).to(f32);
         let b = load(bias + cols, mask = mask).to(f32);
         let v = load(x_row + cols, mask = mask).to(f32);
-        store(y_row + cols, ((v - mean) * rstd * w + b).to(bf16), mask = mask);
+        store(
+            y_row + cols,
+            ((v - mean) * rstd * w + b).to(bf16),
+            mask = mask,
+        );
     }
 }
 
@@ -76,7 +80,19 @@ pub fn run(device: &Device) -> Outcome {
     let dy = device.upload(&vec![bf16::NAN; rows * cols])?;
     let dmean = device.upload(&vec![f32::NAN; rows])?;
     let drstd = device.upload(&vec![f32::NAN; rows])?;
-    layernorm::<4096>::launch(device, rows as u32, &dx, &dy, &dw, &db, &dmean, &drstd, cols as i32, cols as i32, eps)?;
+    layernorm::<4096>::launch(
+        device,
+        rows as u32,
+        &dx,
+        &dy,
+        &dw,
+        &db,
+        &dmean,
+        &drstd,
+        cols as i32,
+        cols as i32,
+        eps,
+    )?;
 
     let mut want_y = Vec::with_capacity(rows * cols);
     let mut want_mean = Vec::with_capacity(rows);
@@ -88,13 +104,32 @@ pub fn run(device: &Device) -> Outcome {
         let rstd = 1.0 / (var + eps as f64).sqrt();
         want_mean.push(mean);
         want_rstd.push(rstd);
-        want_y.extend(v.iter().enumerate().map(|(j, e)| (e - mean) * rstd * w[j].to_f64() + b[j].to_f64()));
+        want_y.extend(
+            v.iter()
+                .enumerate()
+                .map(|(j, e)| (e - mean) * rstd * w[j].to_f64() + b[j].to_f64()),
+        );
     }
     let got_y: Vec<f32> = dy.download()?.iter().map(|e| e.to_f32()).collect();
-    common::verdict("layernorm", "mean:", common::max_rel_error(&dmean.download()?, &want_mean, 1.0), 1e-4)?;
-    common::verdict("layernorm", "rstd:", common::max_rel_error(&drstd.download()?, &want_rstd, 1e-6), 1e-4)?;
+    common::verdict(
+        "layernorm",
+        "mean:",
+        common::max_rel_error(&dmean.download()?, &want_mean, 1.0),
+        1e-4,
+    )?;
+    common::verdict(
+        "layernorm",
+        "rstd:",
+        common::max_rel_error(&drstd.download()?, &want_rstd, 1e-6),
+        1e-4,
+    )?;
     // bf16 output: 8 significant bits, so half an ulp is 2^-8 relative; floor 1.0 for values near zero.
-    common::verdict("layernorm", &format!("{rows}x{cols} y:"), common::max_rel_error(&got_y, &want_y, 1.0), 1.0 / 128.0)
+    common::verdict(
+        "layernorm",
+        &format!("{rows}x{cols} y:"),
+        common::max_rel_error(&got_y, &want_y, 1.0),
+        1.0 / 128.0,
+    )
 }
 
 #[allow(dead_code)]

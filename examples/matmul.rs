@@ -43,7 +43,11 @@ fn matmul<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
         );
         acc = dot(a_tile, b_tile, acc);
     }
-    store(c + offs_m[(.., None)] * stride_cm + offs_n[(None, ..)], acc.to(f16), mask = rows_ok & cols_ok);
+    store(
+        c + offs_m[(.., None)] * stride_cm + offs_n[(None, ..)],
+        acc.to(f16),
+        mask = rows_ok & cols_ok,
+    );
 }
 
 /// Checks the kernel against a CPU reference on fresh random inputs.
@@ -55,12 +59,22 @@ pub fn run(device: &Device) -> Outcome {
         Size::Interpreter => (130, 100, 72),
     };
     let mut rng = Rng::fresh("matmul");
-    let a: Vec<f16> = rng.uniform_vec(m * k, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
-    let b: Vec<f16> = rng.uniform_vec(k * n, -1.0, 1.0).into_iter().map(f16::from_f32).collect();
+    let a: Vec<f16> = rng
+        .uniform_vec(m * k, -1.0, 1.0)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let b: Vec<f16> = rng
+        .uniform_vec(k * n, -1.0, 1.0)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
     let (da, db) = (device.upload(&a)?, device.upload(&b)?);
     let dc = device.upload(&vec![f16::NAN; m * n])?;
     let grid = ((m as u32).div_ceil(64), (n as u32).div_ceil(64), 1);
-    matmul::<64, 64, 32>::launch(device, grid, &da, &db, &dc, m as i32, n as i32, k as i32, k as i32, n as i32, n as i32)?;
+    matmul::<64, 64, 32>::launch(
+        device, grid, &da, &db, &dc, m as i32, n as i32, k as i32, k as i32, n as i32, n as i32,
+    )?;
     let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
     let mut want = vec![0.0f64; m * n];
     for i in 0..m {
@@ -72,7 +86,12 @@ pub fn run(device: &Device) -> Outcome {
         }
     }
     // f16 output: half an ulp is 2^-11 relative; floor 1.0 for sums near zero.
-    common::verdict("matmul", &format!("{m}x{n}x{k}:"), common::max_rel_error(&got, &want, 1.0), 2e-3)
+    common::verdict(
+        "matmul",
+        &format!("{m}x{n}x{k}:"),
+        common::max_rel_error(&got, &want, 1.0),
+        2e-3,
+    )
 }
 
 #[allow(dead_code)]

@@ -13,7 +13,11 @@ fn softmax<const BLOCK: usize>(out: Ptr<f32>, inp: Ptr<f32>, stride: i32, n_cols
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n_cols;
-    let x = load(inp + row * stride + cols, mask = mask, other = f32::NEG_INFINITY);
+    let x = load(
+        inp + row * stride + cols,
+        mask = mask,
+        other = f32::NEG_INFINITY,
+    );
     let shifted = x - max(x, axis = 0);
     let num = exp(shifted);
     let den = sum(num, axis = 0);
@@ -39,14 +43,23 @@ pub fn run(device: &Device) -> Outcome {
         Size::Interpreter => (64, 3000),
     };
     let mut rng = Rng::fresh("softmax");
-    let x = rng.normal_vec(rows * cols).iter().map(|v| v * 4.0).collect::<Vec<_>>();
+    let x = rng
+        .normal_vec(rows * cols)
+        .iter()
+        .map(|v| v * 4.0)
+        .collect::<Vec<_>>();
     let dx = device.upload(&x)?;
     let out = device.upload(&vec![f32::NAN; rows * cols])?;
     softmax::<4096>::launch(device, rows as u32, &out, &dx, cols as i32, cols as i32)?;
     let got = out.download()?;
     let want = reference(&x, rows, cols);
     // The GPU's exp is ex2.approx: a few ulp.
-    common::verdict("softmax", &format!("{rows}x{cols}:"), common::max_rel_error(&got, &want, 1e-30), 2e-5)
+    common::verdict(
+        "softmax",
+        &format!("{rows}x{cols}:"),
+        common::max_rel_error(&got, &want, 1e-30),
+        2e-5,
+    )
 }
 
 #[allow(dead_code)]

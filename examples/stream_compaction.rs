@@ -19,7 +19,13 @@ fn count_kept<const BLOCK: usize>(x: Ptr<f32>, counts: Ptr<i32>, n: i32, thresho
 }
 
 #[tlx::kernel(configs = [(BLOCK = 1024)])]
-fn compact<const BLOCK: usize>(x: Ptr<f32>, block_base: Ptr<i32>, out: Ptr<f32>, n: i32, threshold: f32) {
+fn compact<const BLOCK: usize>(
+    x: Ptr<f32>,
+    block_base: Ptr<i32>,
+    out: Ptr<f32>,
+    n: i32,
+    threshold: f32,
+) {
     let pid = program_id(0);
     let offs = pid * BLOCK + arange(0, BLOCK);
     let mask = offs < n;
@@ -27,7 +33,10 @@ fn compact<const BLOCK: usize>(x: Ptr<f32>, block_base: Ptr<i32>, out: Ptr<f32>,
     let keep = (v > threshold) & mask;
     let (rank, total) = cumsum(keep.to(i32), axis = 0);
     let base = load(block_base + pid);
-    device_assert(total == load(block_base + pid + 1) - base, "block count changed between kernels");
+    device_assert(
+        total == load(block_base + pid + 1) - base,
+        "block count changed between kernels",
+    );
     store(out + base + rank, v, mask = keep);
 }
 
@@ -56,14 +65,31 @@ pub fn run(device: &Device) -> Outcome {
     base.push(running);
     let want: Vec<f32> = x.iter().copied().filter(|&v| v > threshold).collect();
     if running as usize != want.len() {
-        return Err(format!("stream_compaction: kernel counted {running} kept elements, the reference {}", want.len()).into());
+        return Err(format!(
+            "stream_compaction: kernel counted {running} kept elements, the reference {}",
+            want.len()
+        )
+        .into());
     }
     let dbase = device.upload(&base)?;
     let out = device.upload(&vec![f32::NAN; want.len()])?;
-    compact::<1024>::launch(device, blocks as u32, &dx, &dbase, &out, n as i32, threshold)?;
+    compact::<1024>::launch(
+        device,
+        blocks as u32,
+        &dx,
+        &dbase,
+        &out,
+        n as i32,
+        threshold,
+    )?;
     let got = out.download()?;
     let want64: Vec<f64> = want.iter().map(|&v| v as f64).collect();
-    common::verdict("stream_compaction", &format!("{n} elements, {} kept:", want.len()), common::max_rel_error(&got, &want64, 1e-6), 0.0)
+    common::verdict(
+        "stream_compaction",
+        &format!("{n} elements, {} kept:", want.len()),
+        common::max_rel_error(&got, &want64, 1e-6),
+        0.0,
+    )
 }
 
 #[allow(dead_code)]

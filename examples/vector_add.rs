@@ -33,7 +33,12 @@ pub fn run(device: &Device) -> Outcome {
     vector_add::<1024>::launch(device, n.div_ceil(1024) as u32, &dx, &dy, &out, n as i32)?;
     let got = out.download()?;
     let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| (a + b) as f64).collect();
-    common::verdict("vector_add", &format!("{n} elements:"), common::max_rel_error(&got, &want, 1e-6), 0.0)
+    common::verdict(
+        "vector_add",
+        &format!("{n} elements:"),
+        common::max_rel_error(&got, &want, 1e-6),
+        0.0,
+    )
 }
 
 #[allow(dead_code)]

@@ -28,6 +28,13 @@ pub use tlx_runtime::*;
 pub mod prelude {
     pub use crate::{Buffer, Device, Error, Grid, Ptr, F8E4M3, F8E5M2};
     pub use half::{bf16, f16};
+
+    /// The kernel-language name of [`F8E4M3`], as in `Ptr<f8e4m3>`.
+    #[allow(non_camel_case_types)]
+    pub type f8e4m3 = crate::F8E4M3;
+    /// The kernel-language name of [`F8E5M2`], as in `Ptr<f8e5m2>`.
+    #[allow(non_camel_case_types)]
+    pub type f8e5m2 = crate::F8E5M2;
 }
 
 /// The type of a global-pointer kernel parameter, `Ptr<f32>`.

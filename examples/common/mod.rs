@@ -89,11 +89,16 @@ pub type Outcome = Result<(), Box<dyn std::error::Error>>;
 /// Prints the verdict line and turns it into a result.
 pub fn verdict(example: &str, what: &str, error: f64, tolerance: f64) -> Outcome {
     if error <= tolerance {
-        println!("PASS {example}: {what} max relative error {error:.2e} (tolerance {tolerance:.0e})");
+        println!(
+            "PASS {example}: {what} max relative error {error:.2e} (tolerance {tolerance:.0e})"
+        );
         Ok(())
     } else {
         println!("FAIL {example}: {what} max relative error {error:.2e} exceeds {tolerance:.0e}");
-        Err(format!("{example}: {what} max relative error {error:.2e} exceeds {tolerance:.0e}").into())
+        Err(
+            format!("{example}: {what} max relative error {error:.2e} exceeds {tolerance:.0e}")
+                .into(),
+        )
     }
 }
 

@@ -36,8 +36,10 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
             let name = &function.sig.ident;
             let vis = &function.vis;
             let errors = diags.to_compile_errors();
+            let types_alias = written_types_alias(function);
             return quote! {
                 #errors
+                #types_alias
                 #[allow(non_camel_case_types)]
                 #vis struct #name;
             };
@@ -52,6 +54,22 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         // The launcher is still emitted (with no artifacts) so IDEs and the
         // rest of the crate see the kernel's type and signature.
         Err(diags) => launcher(function, &signature, None, diags.to_compile_errors()),
+    }
+}
+
+/// A hidden alias of the parameter types as the user wrote them (`Ptr<f32>`,
+/// ...): naming them makes rustc resolve them, so the user's imports count
+/// as used and a type that does not exist is reported at its own tokens.
+fn written_types_alias(function: &syn::ItemFn) -> TokenStream {
+    let types = function.sig.inputs.iter().filter_map(|arg| match arg {
+        syn::FnArg::Typed(t) => Some(&*t.ty),
+        syn::FnArg::Receiver(_) => None,
+    });
+    let alias = format_ident!("__tlx_param_types_{}", function.sig.ident);
+    quote! {
+        #[doc(hidden)]
+        #[allow(dead_code, non_camel_case_types)]
+        type #alias = (#(#types,)*);
     }
 }
 
@@ -237,9 +255,11 @@ fn launcher(
         ),
     };
 
+    let types_alias = written_types_alias(function);
     quote! {
         #errors
         #spec_item
+        #types_alias
         #[doc = #doc]
         #[allow(non_camel_case_types)]
         #vis struct #name #generics;

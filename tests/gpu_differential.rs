@@ -1,0 +1,237 @@
+//! The interpreter against the GPU: the same kernels on the same random
+//! inputs, results compared elementwise. Exact where the GPU is exact
+//! (integer ops, casts, loads and stores, f32 add/mul, cumsum); a few ulp
+//! where it uses approximate instructions (exp) or reorders sums.
+//! Skips with a message when no GPU is present.
+
+use tlx::prelude::*;
+
+#[tlx::kernel(configs = [(BLOCK = 1024)])]
+fn casts<const BLOCK: usize>(
+    x: Ptr<f32>,
+    h: Ptr<f16>,
+    b: Ptr<bf16>,
+    q: Ptr<f8e4m3>,
+    r: Ptr<f8e5m2>,
+    i: Ptr<i32>,
+    n: i32,
+) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = offs < n;
+    let v = load(x + offs, mask = mask);
+    store(h + offs, v.to(f16), mask = mask);
+    store(b + offs, v.to(bf16), mask = mask);
+    store(q + offs, v.to(f8e4m3), mask = mask);
+    store(r + offs, v.to(f8e5m2), mask = mask);
+    store(i + offs, (v * 1000.0).to(i32), mask = mask);
+}
+
+#[tlx::kernel(configs = [(BLOCK = 1024)], num_warps = 8)]
+fn row_stats<const BLOCK: usize>(
+    x: Ptr<f32>,
+    softmax_out: Ptr<f32>,
+    argmax_out: Ptr<i32>,
+    scan_out: Ptr<i32>,
+    n: i32,
+) {
+    let row = program_id(0);
+    let cols = arange(0, BLOCK);
+    let mask = cols < n;
+    let v = load(x + row * n + cols, mask = mask, other = f32::NEG_INFINITY);
+    let e = exp(v - max(v, axis = 0));
+    store(
+        softmax_out + row * n + cols,
+        e / sum(e, axis = 0),
+        mask = mask,
+    );
+    store(argmax_out + row, argmax(v, axis = 0));
+    let (excl, total) = cumsum((v > 0.0).to(i32), axis = 0);
+    store(scan_out + row * (n + 1) + cols, excl, mask = mask);
+    store(scan_out + row * (n + 1) + n, total);
+}
+
+#[tlx::kernel(configs = [(BM = 64, BN = 64, BK = 32)])]
+fn tile_matmul<const BM: usize, const BN: usize, const BK: usize>(
+    a: Ptr<bf16>,
+    b: Ptr<bf16>,
+    c: Ptr<f32>,
+    k: i32,
+) {
+    let rm = arange(0, BM);
+    let rn = arange(0, BN);
+    let rk = arange(0, BK);
+    let mut acc = zeros([BM, BN], f32);
+    for k0 in (0..k).step_by(BK) {
+        let at = load(a + rm[(.., None)] * k + (k0 + rk)[(None, ..)]);
+        let bt = load(b + (k0 + rk)[(.., None)] * BN + rn[(None, ..)]);
+        acc = dot(at, bt, acc);
+    }
+    store(c + rm[(.., None)] * BN + rn[(None, ..)], acc);
+}
+
+#[tlx::kernel(configs = [(BLOCK = 256)])]
+fn histogram<const BLOCK: usize>(x: Ptr<i32>, bins: Ptr<i32>, n: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let mask = offs < n;
+    let v = load(x + offs, mask = mask, other = 0);
+    atomic_add(bins + (v % 16), 1, mask = mask);
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.next() * scale).collect()
+    }
+}
+
+fn fresh_rng() -> Rng {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        | 1;
+    println!("seed {seed}");
+    Rng(seed)
+}
+
+fn gpu() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            println!("skipped: the differential test needs a GPU ({e})");
+            None
+        }
+    }
+}
+
+/// Runs `f` on the GPU and on the interpreter.
+fn on_both<R>(gpu: &Device, f: impl Fn(&Device) -> Result<R, tlx::Error>) -> (R, R) {
+    let on_gpu = f(gpu).expect("GPU run failed");
+    let on_cpu = f(&Device::cpu()).expect("interpreter run failed");
+    (on_gpu, on_cpu)
+}
+
+fn max_ulp_diff(a: &[f32], b: &[f32]) -> u32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x.to_bits() as i64 - y.to_bits() as i64).unsigned_abs() as u32)
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn casts_are_bit_identical() {
+    let Some(dev) = gpu() else { return };
+    let n = 5000;
+    let mut x = fresh_rng().vec(n, 600.0);
+    x[0] = 1e9; // saturation
+    x[1] = -1e9;
+    x[2] = 0.0;
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let h = d.alloc::<f16>(n)?;
+        let b = d.alloc::<bf16>(n)?;
+        let q = d.alloc::<F8E4M3>(n)?;
+        let r = d.alloc::<F8E5M2>(n)?;
+        let i = d.alloc::<i32>(n)?;
+        casts::<1024>::launch(
+            d,
+            n.div_ceil(1024) as u32,
+            &dx,
+            &h,
+            &b,
+            &q,
+            &r,
+            &i,
+            n as i32,
+        )?;
+        Ok((
+            h.download()?,
+            b.download()?,
+            q.download()?,
+            r.download()?,
+            i.download()?,
+        ))
+    });
+    assert_eq!(g.0, c.0, "f16");
+    assert_eq!(g.1, c.1, "bf16");
+    assert_eq!(g.2, c.2, "fp8 e4m3");
+    assert_eq!(g.3, c.3, "fp8 e5m2");
+    assert_eq!(g.4, c.4, "f32 to i32");
+}
+
+#[test]
+fn reductions_scan_and_softmax_agree() {
+    let Some(dev) = gpu() else { return };
+    let (rows, n) = (37, 1000);
+    let x = fresh_rng().vec(rows * n, 8.0);
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let sm = d.upload(&vec![f32::NAN; rows * n])?;
+        let am = d.upload(&vec![-1i32; rows])?;
+        let sc = d.upload(&vec![-1i32; rows * (n + 1)])?;
+        row_stats::<1024>::launch(d, rows as u32, &dx, &sm, &am, &sc, n as i32)?;
+        Ok((sm.download()?, am.download()?, sc.download()?))
+    });
+    assert_eq!(g.1, c.1, "argmax");
+    assert_eq!(g.2, c.2, "cumsum");
+    let ulps = max_ulp_diff(&g.0, &c.0);
+    println!("softmax: max {ulps} ulp apart");
+    assert!(ulps <= 64, "softmax differs by {ulps} ulp");
+}
+
+#[test]
+fn tensor_core_dot_agrees() {
+    let Some(dev) = gpu() else { return };
+    let k = 256;
+    let mut rng = fresh_rng();
+    let a: Vec<bf16> = rng
+        .vec(64 * k, 1.0)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let b: Vec<bf16> = rng
+        .vec(k * 64, 1.0)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let (g, c) = on_both(&dev, |d| {
+        let (da, db) = (d.upload(&a)?, d.upload(&b)?);
+        let dc = d.upload(&vec![f32::NAN; 64 * 64])?;
+        tile_matmul::<64, 64, 32>::launch(d, 1u32, &da, &db, &dc, k as i32)?;
+        dc.download()
+    });
+    // Products of bf16 are exact in f32; only the summation order differs.
+    let worst = g
+        .iter()
+        .zip(&c)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f32::max);
+    println!("dot: max relative difference {worst:e}");
+    assert!(worst < 1e-5, "dot differs by {worst}");
+}
+
+#[test]
+fn atomics_agree() {
+    let Some(dev) = gpu() else { return };
+    let n = 100_000;
+    let x: Vec<i32> = fresh_rng()
+        .vec(n, 1000.0)
+        .into_iter()
+        .map(|v| v.abs() as i32)
+        .collect();
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let bins = d.upload(&[0i32; 16])?;
+        histogram::<256>::launch(d, n.div_ceil(256) as u32, &dx, &bins, n as i32)?;
+        bins.download()
+    });
+    assert_eq!(g, c);
+    assert_eq!(g.iter().sum::<i32>(), n as i32);
+}
