@@ -25,7 +25,7 @@ for ex in "$bin"/examples/*; do
   [ -x "$ex" ] && step "example-$(basename "$ex")" 120 "$ex"
 done
 for t in "$bin"/tests/*; do
-  [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1
+  [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1 --nocapture
 done
 if [ "${TLX_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for ex in "$bin"/examples/*; do
