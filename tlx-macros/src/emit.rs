@@ -310,7 +310,7 @@ fn config_index_tokens(
             let value = c
                 .consts
                 .iter()
-                .find(|(k, _)| *k == cp.name.to_string())
+                .find(|(k, _)| cp.name == k.as_str())
                 .map(|(_, v)| *v)
                 .unwrap_or_default();
             let ident = &cp.name;
