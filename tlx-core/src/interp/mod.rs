@@ -22,11 +22,17 @@ mod elementwise;
 mod error;
 mod exec;
 mod global;
+pub mod mbarrier;
 pub mod memory;
+pub mod race;
 mod reduce;
+mod schedule;
 mod shape;
 mod value;
+mod wait;
 
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,8 +45,11 @@ use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use error::{InterpError, Site};
 pub use memory::{BufferId, HostMemory};
+pub use schedule::{Schedule, ScheduleParseError};
+pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;
+use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};
 use value::{Data, Ptr, Repr, Tensor};
 
 /// The raw bits of a scalar argument in its type's memory encoding,
@@ -101,14 +110,28 @@ pub struct InterpOptions {
     pub threads: usize,
     /// Report loads (and atomics) of bytes that were never written.
     pub check_uninit: bool,
+    /// How the tasks inside each program are interleaved.
+    pub schedule: Schedule,
+}
+
+impl InterpOptions {
+    /// Options with the default (round-robin) schedule.
+    pub fn new(threads: usize, check_uninit: bool) -> Self {
+        InterpOptions {
+            threads,
+            check_uninit,
+            schedule: Schedule::default(),
+        }
+    }
+
+    pub fn with_schedule(self, schedule: Schedule) -> Self {
+        InterpOptions { schedule, ..self }
+    }
 }
 
 impl Default for InterpOptions {
     fn default() -> Self {
-        InterpOptions {
-            threads: 0,
-            check_uninit: true,
-        }
+        InterpOptions::new(0, true)
     }
 }
 
@@ -207,12 +230,27 @@ pub fn run_kernel(
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
         let mut executor = Executor::new(kernel, mem, opts.check_uninit, grid);
+        let mut shared = ProgramShared::default();
         while !stop.load(Ordering::Relaxed) {
             let index = next.fetch_add(1, Ordering::Relaxed);
             if index >= programs {
                 break;
             }
-            if let Err(e) = executor.run_program(program_at(grid, index), &params) {
+            let label = ProgramLabel {
+                kernel: &kernel.name,
+                file: &kernel.source_file,
+                program: program_at(grid, index),
+                index,
+            };
+            let run = executor
+                .start_program(label.program, &params)
+                .and_then(|()| {
+                    shared.reset();
+                    // Today the kernel body is the program's only task.
+                    let mut tasks: [&mut dyn Task; 1] = [&mut executor];
+                    run_tasks(&mut tasks, &mut shared, opts.schedule, &label)
+                });
+            if let Err(e) = run {
                 stop.store(true, Ordering::Relaxed);
                 failures
                     .lock()

@@ -227,10 +227,7 @@ fn noise(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn opts(threads: usize) -> InterpOptions {
-    InterpOptions {
-        threads,
-        check_uninit: true,
-    }
+    InterpOptions::new(threads, true)
 }
 
 const ADD_BLOCK: usize = 128;
@@ -295,6 +292,36 @@ fn vector_add_with_mask_matches_reference_and_leaves_the_tail() {
         assert_eq!(got[i], xs[i] + ys[i], "element {i}");
     }
     assert_eq!(got[n].to_bits(), 0xcdcd_cdcd);
+}
+
+#[test]
+fn the_schedule_option_leaves_single_task_kernels_unchanged() {
+    let n = 700;
+    let mem = HostMemory::new();
+    let x = upload_f32(&mem, &noise(n, 3));
+    let y = upload_f32(&mem, &noise(n, 4));
+    let run = |schedule: Schedule, threads| {
+        let out = mem.alloc(n * 4);
+        let opts = InterpOptions::new(threads, true).with_schedule(schedule);
+        run_kernel(
+            &vector_add(),
+            grid_for(n, ADD_BLOCK),
+            &add_args(x, y, out, n),
+            &mem,
+            &opts,
+        )
+        .expect("kernel runs");
+        download_bytes(&mem, out)
+    };
+    let reference = run(Schedule::RoundRobin, 1);
+    for (seed, threads) in [(0, 1), (7, 3), (u64::MAX, 2)] {
+        assert_eq!(
+            run(Schedule::Random { seed }, threads),
+            reference,
+            "seed {seed}"
+        );
+    }
+    assert_eq!(InterpOptions::default().schedule, Schedule::RoundRobin);
 }
 
 #[test]
@@ -377,10 +404,7 @@ fn uninitialized_reads_are_reported_when_asked() {
         }
         other => panic!("expected an uninit read, got {other:?}"),
     }
-    let unchecked = InterpOptions {
-        threads: 2,
-        check_uninit: false,
-    };
+    let unchecked = InterpOptions::new(2, false);
     assert!(run_kernel(&kernel, grid_for(n, ADD_BLOCK), &args, &mem, &unchecked).is_ok());
 }
 
