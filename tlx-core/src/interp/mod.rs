@@ -4,18 +4,16 @@
 //! the kernel, the program, the op and the source line.
 //!
 //! Structure: [`run_kernel`] validates the launch and hands programs to OS
-//! threads (work stealing on an atomic counter); each thread owns an
-//! `exec::Executor`, a resumable state machine over an explicit value
-//! environment and frame stack. The op modules (`elementwise`, `shape`,
-//! `reduce`, `dot`, `global`) compute on whole tiles.
-//!
-//! How TLX async tasks will slot in: a program becomes several executors
-//! (one per task, each with its own frame stack) sharing the program's
-//! shared-memory buffers and mbarriers. Because `Executor::step` advances a
-//! task by one op and returns, a per-program scheduler can interleave tasks
-//! deterministically (round robin) or from a seeded random choice, block a
-//! task on an mbarrier wait by not stepping it, and report a deadlock when
-//! every live task is blocked.
+//! threads (work stealing on an atomic counter). A program is a set of tasks
+//! (logical threads, TLX's async tasks) over the program's shared state
+//! (mbarriers, asynchronous-write records of shared buffers); the
+//! `schedule` module interleaves them one op at a time, round robin or from
+//! a seeded PRNG ([`Schedule`]), and reports a deadlock when every live task
+//! is blocked ([`InterpError::Deadlock`]). Today the kernel body is the only
+//! task: an `exec::Executor`, a resumable state machine over an explicit
+//! value environment and frame stack. The op modules (`elementwise`,
+//! `shape`, `reduce`, `dot`, `global`) compute on whole tiles; `mbarrier`
+//! and `race` hold the state machines barrier and shared-memory ops will use.
 
 mod dot;
 mod elementwise;
