@@ -6,9 +6,13 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::bind_args;
 use super::error::{InterpError, Site};
+use super::exec::Executor;
 use super::mbarrier::MBarrier;
+use super::memory::HostMemory;
 use super::schedule::{run_tasks, ProgramLabel, ProgramShared, Schedule, StepOutcome, Task};
+use super::tests::{add_args, download_f32, noise, upload_f32, vector_add};
 use super::wait::Wait;
 
 /// One step of a scripted task; barrier and buffer numbers index the program's tables.
@@ -460,4 +464,47 @@ fn barrier_misuse_fails_the_program_with_its_task_and_line() {
         text.contains("line 13, task `producer`: 1 arrivals"),
         "{text}"
     );
+}
+
+#[test]
+fn the_kernel_body_runs_as_one_task_among_others() -> Result<(), InterpError> {
+    let n = 100;
+    let kernel = vector_add();
+    let mem = HostMemory::new();
+    let (xs, ys) = (noise(n, 5), noise(n, 6));
+    let (x, y) = (upload_f32(&mem, &xs), upload_f32(&mem, &ys));
+    let sums: Vec<f32> = xs.iter().zip(&ys).map(|(a, b)| a + b).collect();
+    for (schedule, bug) in [
+        (Schedule::RoundRobin, Bug::None),
+        (Schedule::Random { seed: 1 }, Bug::None),
+        (Schedule::Random { seed: 2 }, Bug::None),
+        (Schedule::RoundRobin, Bug::ProducerStartsAtPhaseZero),
+    ] {
+        let out = mem.alloc(n * 4);
+        let params: Vec<Rc<_>> = bind_args(&kernel, &add_args(x, y, out, n))?
+            .into_iter()
+            .map(Rc::new)
+            .collect();
+        let mut executor = Executor::new(&kernel, &mem, true, [1, 1, 1]);
+        executor.start_program([0, 0, 0], &params)?;
+        let mut pipe = pipeline(2, 6, bug)?;
+        let mut tasks: Vec<&mut dyn Task> = vec![&mut executor];
+        tasks.extend(pipe.tasks.iter_mut().map(|t| t as &mut dyn Task));
+        let result = run_tasks(&mut tasks, &mut pipe.shared, schedule, &LABEL);
+        // Blocked tasks never hold up the others: the kernel body completes either way.
+        assert_eq!(download_f32(&mem, out), sums, "{schedule}");
+        match (bug, result) {
+            (Bug::None, Ok(())) => {
+                let consumed = pipe.world.borrow().consumed.clone();
+                assert_eq!(consumed, (0..6).map(item).collect::<Vec<_>>());
+            }
+            (Bug::None, Err(e)) => return Err(e),
+            (_, Err(InterpError::Deadlock { tasks, .. })) => {
+                let names: Vec<_> = tasks.iter().map(|t| (t.task, t.name.as_str())).collect();
+                assert_eq!(names, [(1, "producer"), (2, "consumer")]);
+            }
+            (_, other) => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
+    Ok(())
 }

@@ -167,7 +167,7 @@ impl Kb {
     }
 }
 
-fn upload_f32(mem: &HostMemory, data: &[f32]) -> BufferId {
+pub(super) fn upload_f32(mem: &HostMemory, data: &[f32]) -> BufferId {
     let id = mem.alloc(data.len() * 4);
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     mem.write(id, 0, &bytes).expect("fresh buffer");
@@ -197,7 +197,7 @@ fn download_bytes(mem: &HostMemory, id: BufferId) -> Vec<u8> {
     out
 }
 
-fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
+pub(super) fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
     download_bytes(mem, id)
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -212,7 +212,7 @@ fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
 }
 
 /// Deterministic pseudo-random values in [-1, 1).
-fn noise(n: usize, seed: u64) -> Vec<f32> {
+pub(super) fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -233,7 +233,7 @@ fn opts(threads: usize) -> InterpOptions {
 const ADD_BLOCK: usize = 128;
 
 /// `out[i] = x[i] + y[i]` for `i < n`, BLOCK elements a program; the load of x is on line 5.
-fn vector_add() -> ir::Kernel {
+pub(super) fn vector_add() -> ir::Kernel {
     let mut k = Kb::new("vector_add");
     let x = k.ptr_param("x", ScalarType::F32);
     let y = k.ptr_param("y", ScalarType::F32);
@@ -255,7 +255,7 @@ fn vector_add() -> ir::Kernel {
     k.finish()
 }
 
-fn add_args(x: BufferId, y: BufferId, out: BufferId, n: usize) -> [ArgValue; 4] {
+pub(super) fn add_args(x: BufferId, y: BufferId, out: BufferId, n: usize) -> [ArgValue; 4] {
     [
         ArgValue::ptr(x),
         ArgValue::ptr(y),
