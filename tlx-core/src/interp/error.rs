@@ -4,7 +4,10 @@
 
 use std::fmt;
 
+use super::mbarrier::MBarrierError;
 use super::memory::BufferId;
+use super::race::SharedRace;
+use super::wait::{list_blocked, BlockedTask};
 
 /// The kernel, program and op a failure happened in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +109,43 @@ pub enum InterpError {
     NonPositiveStep { at: Site, step: i64 },
     #[error("{at}: malformed IR: {detail}")]
     MalformedIr { at: Site, detail: String },
+    #[error(
+        "kernel `{kernel}`{}, program {}: deadlock, every live task is blocked:{}",
+        in_file(file),
+        program_text(*program),
+        list_blocked(tasks)
+    )]
+    Deadlock {
+        kernel: String,
+        file: String,
+        program: [u32; 3],
+        tasks: Vec<BlockedTask>,
+    },
+    #[error("{at}, task `{task}`: {error}")]
+    MBarrier {
+        at: Site,
+        task: String,
+        error: MBarrierError,
+    },
+    #[error("{at}, task `{task}`: {race}")]
+    SharedMemoryRace {
+        at: Site,
+        task: String,
+        // Boxed: the record's strings would otherwise make every InterpError larger.
+        race: Box<SharedRace>,
+    },
+}
+
+fn in_file(file: &str) -> String {
+    if file.is_empty() {
+        String::new()
+    } else {
+        format!(" ({file})")
+    }
+}
+
+fn program_text([x, y, z]: [u32; 3]) -> String {
+    format!("({x}, {y}, {z})")
 }
 
 /// A failure inside one op, before the executor adds where it happened.

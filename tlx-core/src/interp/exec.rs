@@ -1,7 +1,8 @@
 //! The per-program executor: an explicit environment of values (indexed by
 //! `ValueId`) and an explicit stack of frames (block + program counter +
 //! what to do when the block yields), so a program is a state machine that
-//! [`Executor::step`] advances one op at a time rather than a Rust call tree.
+//! the scheduler advances one op at a time (it is a [`Task`]) rather than a
+//! Rust call tree.
 
 use std::io::Write;
 use std::rc::Rc;
@@ -11,6 +12,7 @@ use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site};
 use super::memory::HostMemory;
+use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::value::{Data, Tensor};
 use super::{dot, elementwise as ew, global, reduce, shape};
 
@@ -58,13 +60,6 @@ struct Frame<'k> {
     block: &'k Block,
     pc: usize,
     cont: Continuation<'k>,
-}
-
-/// Whether a program has more to do after a step.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Progress {
-    Running,
-    Finished,
 }
 
 /// Runs programs of one kernel; reused across the programs one OS thread runs.
@@ -190,16 +185,15 @@ impl<'k> Executor<'k> {
         }
     }
 
-    /// Runs one program to completion. `params` are the parameter values, in order.
-    pub(crate) fn run_program(
+    /// Resets the executor to the start of `program`; `params` are the
+    /// parameter values, in order. The scheduler then steps it.
+    pub(crate) fn start_program(
         &mut self,
         program: [u32; 3],
         params: &[Rc<Tensor>],
     ) -> Result<(), InterpError> {
         self.start(program, params)
-            .map_err(|fault| fault.at(self.site(None)))?;
-        while self.step()? == Progress::Running {}
-        Ok(())
+            .map_err(|fault| fault.at(self.site(None)))
     }
 
     /// Resets the state for `program` and binds the parameters.
@@ -219,16 +213,16 @@ impl<'k> Executor<'k> {
     }
 
     /// Executes the next op of the innermost frame.
-    pub(crate) fn step(&mut self) -> Result<Progress, InterpError> {
+    fn step_op(&mut self) -> Result<StepOutcome, InterpError> {
         let Some(frame) = self.frames.last_mut() else {
-            return Ok(Progress::Finished);
+            return Ok(StepOutcome::Finished);
         };
         let block = frame.block;
         let Some(op) = block.ops.get(frame.pc) else {
             let cont = frame.cont;
             self.frames.pop();
             return match cont.owner() {
-                None => Ok(Progress::Finished),
+                None => Ok(StepOutcome::Finished),
                 Some(owner) => Err(Fault::malformed("nested block without a terminator")
                     .at(self.site(Some(owner)))),
             };
@@ -237,9 +231,9 @@ impl<'k> Executor<'k> {
         self.execute(op)
             .map_err(|fault| fault.at(self.site(Some(op))))?;
         Ok(if self.frames.is_empty() {
-            Progress::Finished
+            StepOutcome::Finished
         } else {
-            Progress::Running
+            StepOutcome::Ran
         })
     }
 
@@ -659,6 +653,22 @@ impl<'k> Executor<'k> {
         // One write per line so lines of concurrent programs do not interleave.
         let _ = std::io::stdout().lock().write_all(line.as_bytes());
         Ok(())
+    }
+}
+
+/// The kernel body as a task. It never blocks yet: the IR has no barrier
+/// ops, so the program's shared state is not consulted.
+impl Task for Executor<'_> {
+    fn name(&self) -> &str {
+        "default"
+    }
+
+    fn step(
+        &mut self,
+        _index: usize,
+        _shared: &mut ProgramShared,
+    ) -> Result<StepOutcome, InterpError> {
+        self.step_op()
     }
 }
 

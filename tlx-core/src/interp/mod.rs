@@ -4,29 +4,33 @@
 //! the kernel, the program, the op and the source line.
 //!
 //! Structure: [`run_kernel`] validates the launch and hands programs to OS
-//! threads (work stealing on an atomic counter); each thread owns an
-//! `exec::Executor`, a resumable state machine over an explicit value
-//! environment and frame stack. The op modules (`elementwise`, `shape`,
-//! `reduce`, `dot`, `global`) compute on whole tiles.
-//!
-//! How TLX async tasks will slot in: a program becomes several executors
-//! (one per task, each with its own frame stack) sharing the program's
-//! shared-memory buffers and mbarriers. Because `Executor::step` advances a
-//! task by one op and returns, a per-program scheduler can interleave tasks
-//! deterministically (round robin) or from a seeded random choice, block a
-//! task on an mbarrier wait by not stepping it, and report a deadlock when
-//! every live task is blocked.
+//! threads (work stealing on an atomic counter). A program is a set of tasks
+//! (logical threads, TLX's async tasks) over the program's shared state
+//! (mbarriers, asynchronous-write records of shared buffers); the
+//! `schedule` module interleaves them one op at a time, round robin or from
+//! a seeded PRNG ([`Schedule`]), and reports a deadlock when every live task
+//! is blocked ([`InterpError::Deadlock`]). Today the kernel body is the only
+//! task: an `exec::Executor`, a resumable state machine over an explicit
+//! value environment and frame stack. The op modules (`elementwise`,
+//! `shape`, `reduce`, `dot`, `global`) compute on whole tiles; `mbarrier`
+//! and `race` hold the state machines barrier and shared-memory ops will use.
 
 mod dot;
 mod elementwise;
 mod error;
 mod exec;
 mod global;
+pub mod mbarrier;
 pub mod memory;
+pub mod race;
 mod reduce;
+mod schedule;
 mod shape;
 mod value;
+mod wait;
 
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,8 +43,11 @@ use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use error::{InterpError, Site};
 pub use memory::{BufferId, HostMemory};
+pub use schedule::{Schedule, ScheduleParseError};
+pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;
+use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};
 use value::{Data, Ptr, Repr, Tensor};
 
 /// The raw bits of a scalar argument in its type's memory encoding,
@@ -101,14 +108,28 @@ pub struct InterpOptions {
     pub threads: usize,
     /// Report loads (and atomics) of bytes that were never written.
     pub check_uninit: bool,
+    /// How the tasks inside each program are interleaved.
+    pub schedule: Schedule,
+}
+
+impl InterpOptions {
+    /// Options with the default (round-robin) schedule.
+    pub fn new(threads: usize, check_uninit: bool) -> Self {
+        InterpOptions {
+            threads,
+            check_uninit,
+            schedule: Schedule::default(),
+        }
+    }
+
+    pub fn with_schedule(self, schedule: Schedule) -> Self {
+        InterpOptions { schedule, ..self }
+    }
 }
 
 impl Default for InterpOptions {
     fn default() -> Self {
-        InterpOptions {
-            threads: 0,
-            check_uninit: true,
-        }
+        InterpOptions::new(0, true)
     }
 }
 
@@ -207,12 +228,27 @@ pub fn run_kernel(
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
         let mut executor = Executor::new(kernel, mem, opts.check_uninit, grid);
+        let mut shared = ProgramShared::default();
         while !stop.load(Ordering::Relaxed) {
             let index = next.fetch_add(1, Ordering::Relaxed);
             if index >= programs {
                 break;
             }
-            if let Err(e) = executor.run_program(program_at(grid, index), &params) {
+            let label = ProgramLabel {
+                kernel: &kernel.name,
+                file: &kernel.source_file,
+                program: program_at(grid, index),
+                index,
+            };
+            let run = executor
+                .start_program(label.program, &params)
+                .and_then(|()| {
+                    shared.reset();
+                    // Today the kernel body is the program's only task.
+                    let mut tasks: [&mut dyn Task; 1] = [&mut executor];
+                    run_tasks(&mut tasks, &mut shared, opts.schedule, &label)
+                });
+            if let Err(e) = run {
                 stop.store(true, Ordering::Relaxed);
                 failures
                     .lock()

@@ -167,7 +167,7 @@ impl Kb {
     }
 }
 
-fn upload_f32(mem: &HostMemory, data: &[f32]) -> BufferId {
+pub(super) fn upload_f32(mem: &HostMemory, data: &[f32]) -> BufferId {
     let id = mem.alloc(data.len() * 4);
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     mem.write(id, 0, &bytes).expect("fresh buffer");
@@ -197,7 +197,7 @@ fn download_bytes(mem: &HostMemory, id: BufferId) -> Vec<u8> {
     out
 }
 
-fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
+pub(super) fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
     download_bytes(mem, id)
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -212,7 +212,7 @@ fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
 }
 
 /// Deterministic pseudo-random values in [-1, 1).
-fn noise(n: usize, seed: u64) -> Vec<f32> {
+pub(super) fn noise(n: usize, seed: u64) -> Vec<f32> {
     let mut state = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -227,16 +227,13 @@ fn noise(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn opts(threads: usize) -> InterpOptions {
-    InterpOptions {
-        threads,
-        check_uninit: true,
-    }
+    InterpOptions::new(threads, true)
 }
 
 const ADD_BLOCK: usize = 128;
 
 /// `out[i] = x[i] + y[i]` for `i < n`, BLOCK elements a program; the load of x is on line 5.
-fn vector_add() -> ir::Kernel {
+pub(super) fn vector_add() -> ir::Kernel {
     let mut k = Kb::new("vector_add");
     let x = k.ptr_param("x", ScalarType::F32);
     let y = k.ptr_param("y", ScalarType::F32);
@@ -258,7 +255,7 @@ fn vector_add() -> ir::Kernel {
     k.finish()
 }
 
-fn add_args(x: BufferId, y: BufferId, out: BufferId, n: usize) -> [ArgValue; 4] {
+pub(super) fn add_args(x: BufferId, y: BufferId, out: BufferId, n: usize) -> [ArgValue; 4] {
     [
         ArgValue::ptr(x),
         ArgValue::ptr(y),
@@ -295,6 +292,36 @@ fn vector_add_with_mask_matches_reference_and_leaves_the_tail() {
         assert_eq!(got[i], xs[i] + ys[i], "element {i}");
     }
     assert_eq!(got[n].to_bits(), 0xcdcd_cdcd);
+}
+
+#[test]
+fn the_schedule_option_leaves_single_task_kernels_unchanged() {
+    let n = 700;
+    let mem = HostMemory::new();
+    let x = upload_f32(&mem, &noise(n, 3));
+    let y = upload_f32(&mem, &noise(n, 4));
+    let run = |schedule: Schedule, threads| {
+        let out = mem.alloc(n * 4);
+        let opts = InterpOptions::new(threads, true).with_schedule(schedule);
+        run_kernel(
+            &vector_add(),
+            grid_for(n, ADD_BLOCK),
+            &add_args(x, y, out, n),
+            &mem,
+            &opts,
+        )
+        .expect("kernel runs");
+        download_bytes(&mem, out)
+    };
+    let reference = run(Schedule::RoundRobin, 1);
+    for (seed, threads) in [(0, 1), (7, 3), (u64::MAX, 2)] {
+        assert_eq!(
+            run(Schedule::Random { seed }, threads),
+            reference,
+            "seed {seed}"
+        );
+    }
+    assert_eq!(InterpOptions::default().schedule, Schedule::RoundRobin);
 }
 
 #[test]
@@ -377,10 +404,7 @@ fn uninitialized_reads_are_reported_when_asked() {
         }
         other => panic!("expected an uninit read, got {other:?}"),
     }
-    let unchecked = InterpOptions {
-        threads: 2,
-        check_uninit: false,
-    };
+    let unchecked = InterpOptions::new(2, false);
     assert!(run_kernel(&kernel, grid_for(n, ADD_BLOCK), &args, &mem, &unchecked).is_ok());
 }
 

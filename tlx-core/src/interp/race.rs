@@ -1,0 +1,148 @@
+//! Shared-memory race detection for asynchronous writes (TMA-style copies
+//! into shared buffers that complete on an mbarrier): per buffer, the last
+//! asynchronous writer and which tasks have since waited for its completion.
+//! A read by a task that has not waited is a race.
+
+use std::collections::HashMap;
+
+/// A shared-memory buffer of a program, by number.
+pub type SharedBufferId = usize;
+
+/// The last asynchronous write into a shared buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AsyncWrite {
+    writer: String,
+    line: u32,
+    barrier: usize,
+    /// The barrier phase whose completion signals the write landed.
+    phase: u32,
+    /// Tasks that waited for that phase after the write was issued.
+    observed_by: Vec<usize>,
+}
+
+/// A read of a shared buffer that raced with an asynchronous write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "read of shared buffer #{buffer} (written asynchronously by task `{writer}` at line {line}) \
+     before waiting on its barrier (mbarrier #{barrier} phase {phase})"
+)]
+pub struct SharedRace {
+    pub buffer: SharedBufferId,
+    pub writer: String,
+    pub line: u32,
+    pub barrier: usize,
+    pub phase: u32,
+}
+
+/// The asynchronous-write records of one program's shared buffers.
+#[derive(Clone, Debug, Default)]
+pub struct AsyncWrites {
+    last: HashMap<SharedBufferId, AsyncWrite>,
+}
+
+impl AsyncWrites {
+    /// Forgets every record (a new program starts).
+    pub fn clear(&mut self) {
+        self.last.clear();
+    }
+
+    /// Task `writer` (at source `line`) started an asynchronous write into
+    /// `buffer` whose completion `phase` of mbarrier `barrier` will signal.
+    pub fn record_write(
+        &mut self,
+        buffer: SharedBufferId,
+        writer: &str,
+        line: u32,
+        barrier: usize,
+        phase: u32,
+    ) {
+        self.last.insert(
+            buffer,
+            AsyncWrite {
+                writer: writer.to_owned(),
+                line,
+                barrier,
+                phase,
+                observed_by: Vec::new(),
+            },
+        );
+    }
+
+    /// Task `task` saw `completed_phase` of `barrier` complete (a successful
+    /// wait): writes signalled by that phase or earlier are visible to it.
+    pub fn record_wait(&mut self, task: usize, barrier: usize, completed_phase: u32) {
+        for write in self.last.values_mut() {
+            if write.barrier == barrier
+                && write.phase <= completed_phase
+                && !write.observed_by.contains(&task)
+            {
+                write.observed_by.push(task);
+            }
+        }
+    }
+
+    /// Checks a read of `buffer` by `task`.
+    pub fn check_read(&self, buffer: SharedBufferId, task: usize) -> Result<(), SharedRace> {
+        match self.last.get(&buffer) {
+            Some(write) if !write.observed_by.contains(&task) => Err(SharedRace {
+                buffer,
+                writer: write.writer.clone(),
+                line: write.line,
+                barrier: write.barrier,
+                phase: write.phase,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_before_the_wait_is_a_race_and_after_it_is_not() {
+        let mut writes = AsyncWrites::default();
+        assert_eq!(
+            writes.check_read(4, 1),
+            Ok(()),
+            "never written asynchronously"
+        );
+        writes.record_write(4, "producer", 17, 2, 0);
+        let race = writes.check_read(4, 1).unwrap_err();
+        assert_eq!(
+            race.to_string(),
+            "read of shared buffer #4 (written asynchronously by task `producer` at line 17) \
+             before waiting on its barrier (mbarrier #2 phase 0)"
+        );
+        writes.record_wait(1, 2, 0);
+        assert_eq!(writes.check_read(4, 1), Ok(()));
+        assert!(
+            writes.check_read(4, 0).is_err(),
+            "the writer itself has not waited"
+        );
+    }
+
+    #[test]
+    fn only_the_signalling_barrier_and_phase_count() {
+        let mut writes = AsyncWrites::default();
+        writes.record_write(0, "producer", 5, 1, 3);
+        writes.record_wait(1, 0, 3);
+        assert!(writes.check_read(0, 1).is_err(), "another barrier");
+        writes.record_wait(1, 1, 2);
+        assert!(writes.check_read(0, 1).is_err(), "an earlier phase");
+        writes.record_wait(1, 1, 4);
+        assert_eq!(writes.check_read(0, 1), Ok(()), "a later phase implies it");
+    }
+
+    #[test]
+    fn a_new_write_needs_a_new_wait() {
+        let mut writes = AsyncWrites::default();
+        writes.record_write(0, "producer", 5, 1, 0);
+        writes.record_wait(1, 1, 0);
+        writes.record_write(0, "producer", 5, 1, 1);
+        assert!(writes.check_read(0, 1).is_err());
+        writes.clear();
+        assert_eq!(writes.check_read(0, 1), Ok(()));
+    }
+}

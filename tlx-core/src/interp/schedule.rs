@@ -1,0 +1,317 @@
+//! The per-program task scheduler. A program is a set of tasks (logical
+//! threads: TLX async tasks) over the program's shared state; each step the
+//! scheduler picks one runnable task, round robin or from a seeded PRNG, and
+//! advances it by one op. A blocked task is polled again once another task
+//! makes progress; when every live task is blocked, the program deadlocked.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::error::InterpError;
+use super::mbarrier::MBarrier;
+use super::race::AsyncWrites;
+use super::wait::{BlockedTask, Wait};
+
+/// How the tasks of one program are interleaved.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// Tasks take turns, one op each, in task order (deterministic).
+    #[default]
+    RoundRobin,
+    /// Each step runs a runnable task chosen by a PRNG seeded from `seed` and
+    /// the program's index, so a run is reproducible for any thread count.
+    Random { seed: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("schedule `{0}` is neither `round-robin` nor `random:<seed>` (seed a u64)")]
+pub struct ScheduleParseError(String);
+
+/// Parses `round-robin` or `random:<seed>` (the `TLX_SCHEDULE` syntax).
+impl FromStr for Schedule {
+    type Err = ScheduleParseError;
+
+    fn from_str(text: &str) -> Result<Schedule, ScheduleParseError> {
+        let text = text.trim();
+        if text == "round-robin" {
+            return Ok(Schedule::RoundRobin);
+        }
+        text.strip_prefix("random:")
+            .and_then(|seed| seed.trim().parse().ok())
+            .map(|seed| Schedule::Random { seed })
+            .ok_or_else(|| ScheduleParseError(text.to_owned()))
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Schedule::RoundRobin => f.write_str("round-robin"),
+            Schedule::Random { seed } => write!(f, "random:{seed}"),
+        }
+    }
+}
+
+/// State shared by the tasks of one program: its mbarriers and the
+/// asynchronous-write records of its shared buffers.
+#[derive(Debug, Default)]
+pub(crate) struct ProgramShared {
+    pub(crate) barriers: Vec<MBarrier>,
+    pub(crate) async_writes: AsyncWrites,
+}
+
+impl ProgramShared {
+    /// Empties the state for the next program.
+    pub(crate) fn reset(&mut self) {
+        self.barriers.clear();
+        self.async_writes.clear();
+    }
+}
+
+/// What one step of a task did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StepOutcome {
+    /// Executed an op; more remain.
+    Ran,
+    /// Could not proceed; the task stays at the same op and is polled again later.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the IR has no blocking ops yet; the scheduler tests' tasks block"
+        )
+    )]
+    Blocked(Wait),
+    /// Executed its last op (or had none left).
+    Finished,
+}
+
+/// A logical thread of a program.
+pub(crate) trait Task {
+    fn name(&self) -> &str;
+
+    /// Advances the task by one op. `index` is the task's number in its program.
+    fn step(
+        &mut self,
+        index: usize,
+        shared: &mut ProgramShared,
+    ) -> Result<StepOutcome, InterpError>;
+}
+
+/// Which program the scheduler runs, for deadlock reports and seeding.
+pub(crate) struct ProgramLabel<'a> {
+    pub(crate) kernel: &'a str,
+    pub(crate) file: &'a str,
+    pub(crate) program: [u32; 3],
+    /// The program's linear index in the grid (x fastest).
+    pub(crate) index: usize,
+}
+
+impl ProgramLabel<'_> {
+    fn deadlock(&self, tasks: Vec<BlockedTask>) -> InterpError {
+        InterpError::Deadlock {
+            kernel: self.kernel.to_owned(),
+            file: self.file.to_owned(),
+            program: self.program,
+            tasks,
+        }
+    }
+}
+
+/// SplitMix64: tiny, fast and good enough to pick among a few tasks.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`bound` > 0); the modulo bias is irrelevant here.
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound as u64) as usize
+    }
+}
+
+#[derive(Clone, Debug)]
+enum TaskState {
+    Runnable,
+    Blocked(Wait),
+    Finished,
+}
+
+enum Picker {
+    RoundRobin { next: usize },
+    Random(SplitMix64),
+}
+
+impl Picker {
+    fn new(schedule: Schedule, program_index: usize) -> Picker {
+        match schedule {
+            Schedule::RoundRobin => Picker::RoundRobin { next: 0 },
+            Schedule::Random { seed } => {
+                // One independent stream per program, so the schedule inside a
+                // program does not depend on which OS thread runs it.
+                let mut mixer = SplitMix64(seed ^ (program_index as u64).rotate_left(32));
+                Picker::Random(SplitMix64(mixer.next()))
+            }
+        }
+    }
+
+    /// A runnable task, or `None` when there is none.
+    fn pick(&mut self, states: &[TaskState], runnable: usize) -> Option<usize> {
+        if runnable == 0 {
+            return None;
+        }
+        let is_runnable = |s: &TaskState| matches!(s, TaskState::Runnable);
+        match self {
+            Picker::RoundRobin { next } => {
+                let n = states.len();
+                let chosen = (0..n)
+                    .map(|offset| (*next + offset) % n)
+                    .find(|&i| is_runnable(&states[i]))?;
+                *next = (chosen + 1) % n;
+                Some(chosen)
+            }
+            Picker::Random(rng) => {
+                let nth = rng.below(runnable);
+                states
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| is_runnable(s))
+                    .nth(nth)
+                    .map(|(i, _)| i)
+            }
+        }
+    }
+}
+
+/// Runs the tasks of one program until all finish, one fails, or all live
+/// ones are blocked (a deadlock).
+pub(crate) fn run_tasks(
+    tasks: &mut [&mut dyn Task],
+    shared: &mut ProgramShared,
+    schedule: Schedule,
+    label: &ProgramLabel<'_>,
+) -> Result<(), InterpError> {
+    if let [task] = tasks {
+        // One task (every kernel without async tasks): nothing to interleave.
+        loop {
+            match task.step(0, shared)? {
+                StepOutcome::Ran => {}
+                StepOutcome::Finished => return Ok(()),
+                StepOutcome::Blocked(wait) => {
+                    return Err(label.deadlock(vec![BlockedTask {
+                        task: 0,
+                        name: task.name().to_owned(),
+                        wait,
+                    }]));
+                }
+            }
+        }
+    }
+    let mut states = vec![TaskState::Runnable; tasks.len()];
+    let mut runnable = tasks.len();
+    let mut blocked = 0;
+    let mut picker = Picker::new(schedule, label.index);
+    while runnable + blocked > 0 {
+        let Some(chosen) = picker.pick(&states, runnable) else {
+            let stuck = states
+                .iter()
+                .zip(tasks.iter())
+                .enumerate()
+                .filter_map(|(task, (state, t))| match state {
+                    TaskState::Blocked(wait) => Some(BlockedTask {
+                        task,
+                        name: t.name().to_owned(),
+                        wait: wait.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect();
+            return Err(label.deadlock(stuck));
+        };
+        let outcome = tasks[chosen].step(chosen, shared)?;
+        let made_progress = !matches!(outcome, StepOutcome::Blocked(_));
+        match outcome {
+            StepOutcome::Ran => {}
+            StepOutcome::Blocked(wait) => {
+                states[chosen] = TaskState::Blocked(wait);
+                runnable -= 1;
+                blocked += 1;
+            }
+            StepOutcome::Finished => {
+                states[chosen] = TaskState::Finished;
+                runnable -= 1;
+            }
+        }
+        if made_progress && blocked > 0 {
+            // The step may have released what blocked tasks wait for.
+            for state in &mut states {
+                if matches!(state, TaskState::Blocked(_)) {
+                    *state = TaskState::Runnable;
+                }
+            }
+            runnable += blocked;
+            blocked = 0;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_parse_and_print() {
+        for text in ["round-robin", "random:0", "random:18446744073709551615"] {
+            let schedule: Schedule = text.parse().unwrap();
+            assert_eq!(schedule.to_string(), text);
+        }
+        assert_eq!(
+            " random: 7 ".parse::<Schedule>(),
+            Ok(Schedule::Random { seed: 7 })
+        );
+        for bad in ["", "random", "random:-1", "random:x", "fifo"] {
+            assert!(bad.parse::<Schedule>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn round_robin_cycles_over_runnable_tasks() {
+        let mut picker = Picker::new(Schedule::RoundRobin, 0);
+        let blocked = TaskState::Blocked(Wait {
+            op: "wait",
+            line: 1,
+            reason: crate::interp::wait::WaitReason::NamedBarrier {
+                barrier: 0,
+                arrived_threads: 0,
+                expected_threads: 1,
+            },
+        });
+        let states = [TaskState::Runnable, blocked, TaskState::Runnable];
+        let picks: Vec<_> = (0..4).filter_map(|_| picker.pick(&states, 2)).collect();
+        assert_eq!(picks, [0, 2, 0, 2]);
+        assert_eq!(picker.pick(&states, 0), None);
+    }
+
+    #[test]
+    fn random_picks_depend_only_on_seed_and_program() {
+        let states = vec![TaskState::Runnable; 5];
+        let picks = |seed, program| {
+            let mut picker = Picker::new(Schedule::Random { seed }, program);
+            (0..64)
+                .map(|_| picker.pick(&states, 5).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(3, 1), picks(3, 1));
+        assert_ne!(picks(3, 1), picks(4, 1));
+        assert_ne!(picks(3, 1), picks(3, 2));
+        let seen = picks(3, 1);
+        assert!((0..5).all(|t| seen.contains(&t)), "{seen:?} misses a task");
+    }
+}
