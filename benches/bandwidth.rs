@@ -329,6 +329,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ),
             ]
         );
+        check_layernorm_row0(&host_x[..cols], &y.download()?[..cols])?;
+        check_layernorm_row0(&host_x[..cols], &y.download()?[..cols])?;
         if cols == 16384 {
             sweep!(
                 label,

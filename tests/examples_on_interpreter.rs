@@ -1,6 +1,9 @@
 //! Every example, run on the CPU interpreter against its CPU reference: how
 //! CI (which has no GPU) checks kernel semantics end to end.
 
+// Each example brings its own copy of `examples/common`, as it does when built alone.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../examples/layernorm.rs"]
 #[allow(dead_code)]
 mod layernorm;

@@ -2,6 +2,9 @@
 //! `TLX_SEED`), poisoned outputs, relative-error checks against a CPU
 //! reference, and the PASS/FAIL line.
 
+// Each example compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How big an example's problem is: full size for a GPU, smaller for the

@@ -51,6 +51,9 @@ pub enum Error {
         device: String,
     },
 
+    #[error("environment variable {var} is not valid: {message}")]
+    InvalidEnv { var: &'static str, message: String },
+
     #[error("cannot copy between buffers: {0}")]
     DeviceCopy(String),
 

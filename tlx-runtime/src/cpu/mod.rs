@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions};
+use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions, Schedule};
 use tlx_core::ir::{self, Kernel};
 
 use crate::arg::{KernelArg, PtrTarget};
@@ -50,11 +50,18 @@ impl CpuDevice {
             .zip(args)
             .map(|(param, arg)| self.arg_value(spec, param.name, arg))
             .collect::<Result<_, _>>()?;
-        let options = InterpOptions {
-            // 0: one thread per available core.
-            threads: 0,
-            check_uninit: crate::device::env_flag("TLX_CHECK_UNINIT"),
+        // `TLX_SCHEDULE=random:<seed>` interleaves a program's tasks from a
+        // seeded random choice instead of round robin.
+        let schedule = match std::env::var("TLX_SCHEDULE") {
+            Ok(text) => text.parse().map_err(|e| Error::InvalidEnv {
+                var: "TLX_SCHEDULE",
+                message: format!("{e}"),
+            })?,
+            Err(_) => Schedule::default(),
         };
+        // 0 threads: one per available core.
+        let options = InterpOptions::new(0, crate::device::env_flag("TLX_CHECK_UNINIT"))
+            .with_schedule(schedule);
         interp::run_kernel(&kernel, grid.dims(), &values, &self.memory, &options).map_err(|e| {
             Error::Interpreter {
                 kernel: spec.name,
