@@ -83,33 +83,51 @@ fn masked_off_lanes_do_not_trip_the_assert() {
     rejects_negatives::launch(&dev, 2u32, &x, 100).unwrap();
 }
 
-#[test]
-fn reading_memory_nobody_wrote_is_reported_in_checked_mode() {
-    // Run in a child process: the check is switched on by an environment
-    // variable, which must not leak into the other tests of this binary.
+/// Runs one test of this binary again in a child process with checked mode
+/// on: the check is switched on by an environment variable, which must not
+/// leak into the other tests of this binary.
+fn in_checked_child(test: &str) -> bool {
     if std::env::var_os("TLX_REPORTS_CHILD").is_some() {
-        let dev = Device::cpu();
-        let x = dev.alloc::<f32>(32).unwrap(); // allocated, never written
-        let out = dev.upload(&[f32::NAN]).unwrap();
-        let report = message(sums_a_row::launch(&dev, 1u32, &x, &out));
-        assert_mentions(
-            &report,
-            &["sums_a_row", "program (0, 0, 0)", "`load`", "line 24"],
-        );
-        assert!(report.contains("never-written bytes"), "{report}");
-        return;
+        return true;
     }
     let exe = std::env::current_exe().unwrap();
     let status = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "reading_memory_nobody_wrote_is_reported_in_checked_mode",
-            "--nocapture",
-        ])
+        .args(["--exact", test, "--nocapture"])
         .env("TLX_REPORTS_CHILD", "1")
         .env("TLX_CHECK_UNINIT", "1")
         .env("TLX_INTERPRET", "1")
         .status()
         .unwrap();
-    assert!(status.success(), "the checked-mode child failed");
+    assert!(status.success(), "the checked-mode child of {test} failed");
+    false
+}
+
+#[test]
+fn reading_memory_nobody_wrote_is_reported_in_checked_mode() {
+    if !in_checked_child("reading_memory_nobody_wrote_is_reported_in_checked_mode") {
+        return;
+    }
+    let dev = Device::cpu();
+    let x = dev.alloc::<f32>(32).unwrap(); // allocated, never written
+    let out = dev.upload(&[f32::NAN]).unwrap();
+    let report = message(sums_a_row::launch(&dev, 1u32, &x, &out));
+    assert_mentions(&report, &["sums_a_row", "program (0, 0, 0)", "`load`", "line 24"]);
+    assert!(report.contains("never-written bytes"), "{report}");
+}
+
+#[test]
+fn downloading_an_output_nobody_wrote_is_reported_in_checked_mode() {
+    if !in_checked_child("downloading_an_output_nobody_wrote_is_reported_in_checked_mode") {
+        return;
+    }
+    let dev = Device::cpu();
+    let x = dev.upload(&vec![1.0f32; 256]).unwrap();
+    let out = dev.alloc::<f32>(256).unwrap();
+    // One program of 128 covers only half the output.
+    reads_past_the_end::launch(&dev, 1u32, &x, &out).unwrap();
+    let report = match out.download() {
+        Ok(_) => panic!("the half-written output downloaded without a report"),
+        Err(e) => e.to_string(),
+    };
+    assert_mentions(&report, &["element 128", "256 elements", "nothing wrote"]);
 }

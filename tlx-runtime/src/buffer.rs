@@ -247,6 +247,19 @@ impl<T: Element> Buffer<T> {
             }
             Storage::Cpu { device, id } => {
                 let start = byte_len::<T>("an offset", offset)?;
+                if crate::device::env_flag("TLX_CHECK_UNINIT") {
+                    let bytes = byte_len::<T>("a download", len)?;
+                    let unwritten = device
+                        .memory
+                        .first_unwritten(*id, start, bytes)
+                        .map_err(host_error)?;
+                    if let Some(byte) = unwritten {
+                        return Err(Error::UnwrittenDownload {
+                            element: offset + byte / std::mem::size_of::<T>(),
+                            len: self.len,
+                        });
+                    }
+                }
                 device
                     .memory
                     .read(*id, start, as_bytes_mut(&mut out))

@@ -54,6 +54,14 @@ pub enum Error {
     #[error("environment variable {var} is not valid: {message}")]
     InvalidEnv { var: &'static str, message: String },
 
+    /// Checked mode (`TLX_CHECK_UNINIT=1`, CPU interpreter): a download
+    /// reached memory that no kernel, upload or copy ever wrote.
+    #[error(
+        "downloading element {element} of a buffer of {len} elements that nothing wrote \
+         (allocated uninitialized and never stored to): is a kernel's mask or grid too small?"
+    )]
+    UnwrittenDownload { element: usize, len: usize },
+
     #[error("cannot copy between buffers: {0}")]
     DeviceCopy(String),
 

@@ -176,6 +176,22 @@ impl HostMemory {
         Ok(())
     }
 
+    /// The first byte in `offset_bytes..offset_bytes + len` that nothing has
+    /// written (relative to `offset_bytes`), if any: checked mode uses it to
+    /// report a host download of memory no kernel or upload wrote.
+    pub fn first_unwritten(
+        &self,
+        id: BufferId,
+        offset_bytes: usize,
+        len: usize,
+    ) -> Result<Option<usize>, InterpError> {
+        let buffer = self.live(id)?;
+        Self::checked_range(&buffer, id, offset_bytes, len)?;
+        Ok(buffer.initialized[offset_bytes..offset_bytes + len]
+            .iter()
+            .position(|init| init.load(Ordering::Relaxed) == 0))
+    }
+
     /// Sets every byte to `byte` and marks the whole buffer initialized.
     pub fn fill(&self, id: BufferId, byte: u8) -> Result<(), InterpError> {
         let buffer = self.live(id)?;
