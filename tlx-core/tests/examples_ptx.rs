@@ -169,16 +169,25 @@ fn lower(kernel: &FoundKernel, config: &ConfigAttr) -> Result<Kernel, String> {
     frontend::lower_kernel(&kernel.item, &config.consts, &config.options).map_err(|d| d.to_string())
 }
 
-/// How to find `ptxas`: `TLX_PTXAS`, else `ptxas` on the PATH.
-fn find_ptxas() -> Option<PathBuf> {
+/// `ptxas`: `TLX_PTXAS`, else `ptxas` on the PATH; `None` when neither is
+/// there. A `TLX_PTXAS` that cannot be run is an error, not a skip.
+fn find_ptxas() -> Result<Option<PathBuf>, String> {
+    let runs = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     if let Some(p) = std::env::var_os("TLX_PTXAS").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        return if runs(&p) {
+            Ok(Some(p))
+        } else {
+            Err(format!("TLX_PTXAS={} cannot be run", p.display()))
+        };
     }
-    let on_path = Command::new("ptxas")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    on_path.then(|| PathBuf::from("ptxas"))
+    let on_path = PathBuf::from("ptxas");
+    Ok(runs(&on_path).then_some(on_path))
 }
 
 fn running_in_ci() -> bool {
@@ -258,7 +267,7 @@ fn file_stem(kernel: &FoundKernel, config: &ConfigAttr) -> String {
 
 #[test]
 fn every_example_kernel_assembles_for_every_arch() {
-    let ptxas = find_ptxas();
+    let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));
     match &ptxas {
         Some(p) => println!("ptxas: {}", p.display()),
         None if running_in_ci() => {
