@@ -111,7 +111,10 @@ fn reading_memory_nobody_wrote_is_reported_in_checked_mode() {
     let x = dev.alloc::<f32>(32).unwrap(); // allocated, never written
     let out = dev.upload(&[f32::NAN]).unwrap();
     let report = message(sums_a_row::launch(&dev, 1u32, &x, &out));
-    assert_mentions(&report, &["sums_a_row", "program (0, 0, 0)", "`load`", "line 24"]);
+    assert_mentions(
+        &report,
+        &["sums_a_row", "program (0, 0, 0)", "`load`", "line 24"],
+    );
     assert!(report.contains("never-written bytes"), "{report}");
 }
 

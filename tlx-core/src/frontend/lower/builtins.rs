@@ -241,8 +241,14 @@ impl<'a> Lowerer<'a> {
                 let x = self.ir_arg(a[0])?;
                 let x = self.widen_for_sum(x, args.span)?;
                 let ty = self.ty(x);
-                if ty.is_scalar() {
-                    return Err(Diagnostic::new(args.span, "`cumsum` needs a tensor, not a scalar"));
+                if ty.rank() != 1 {
+                    // TLE's cumsum is defined on rank-1 block tensors (axis 0), and
+                    // so is the code generator's scan.
+                    return Err(Diagnostic::new(
+                        args.span,
+                        format!("`cumsum` takes a 1-D tensor, found shape {:?}", ty.shape),
+                    )
+                    .with_hint("scan a row at a time: `reshape` or `extract_tile` the row first"));
                 }
                 let axis = match a[1] { Some(_) => self.axis_arg(a[1], ty.rank())?, None => 0 };
                 let reverse = match a[2] { Some(e) => self.const_bool(e)?, None => false };
