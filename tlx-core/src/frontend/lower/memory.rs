@@ -167,17 +167,7 @@ impl<'a> Lowerer<'a> {
         let mask = self.mask_arg(a[2])?;
         let cache = choice(a[3], CACHE, CacheModifier::None)?;
         let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
-        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
-        let mut shape = self.ty(ids[0]).shape;
-        if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
-        }
-        let ptr = self.broadcast_to(ids[0], &shape, span)?;
-        let value = self.broadcast_to(ids[1], &shape, span)?;
-        let mask = match mask {
-            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
-            None => None,
-        };
+        let (ptr, value, mask) = self.ptr_value_mask(ptr, value, mask, pointee, span)?;
         self.b.push(
             OpKind::Store {
                 ptr,
@@ -189,6 +179,30 @@ impl<'a> Lowerer<'a> {
             vec![],
         );
         Ok(Val::Unit)
+    }
+
+    /// The pointer, value and mask of a store or atomic, converted to the
+    /// pointee type and broadcast to one common shape.
+    fn ptr_value_mask(
+        &mut self,
+        ptr: ValueId,
+        value: Val,
+        mask: Option<ValueId>,
+        pointee: ScalarType,
+        span: Span,
+    ) -> R<(ValueId, ValueId, Option<ValueId>)> {
+        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
+        let mut shape = self.ty(ids[0]).shape;
+        if let Some(m) = mask {
+            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+        }
+        let ptr = self.broadcast_to(ids[0], &shape, span)?;
+        let value = self.broadcast_to(ids[1], &shape, span)?;
+        let mask = match mask {
+            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
+            None => None,
+        };
+        Ok((ptr, value, mask))
     }
 
     pub(super) fn atomic_rmw(
@@ -203,17 +217,7 @@ impl<'a> Lowerer<'a> {
         let mask = self.mask_arg(a[2])?;
         let sem = choice(a[3], SEM, MemSem::default())?;
         let scope = choice(a[4], SCOPE, MemScope::default())?;
-        let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
-        let mut shape = self.ty(ids[0]).shape;
-        if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
-        }
-        let ptr = self.broadcast_to(ids[0], &shape, span)?;
-        let value = self.broadcast_to(ids[1], &shape, span)?;
-        let mask = match mask {
-            Some(m) => Some(self.broadcast_to(m, &shape, span)?),
-            None => None,
-        };
+        let (ptr, value, mask) = self.ptr_value_mask(ptr, value, mask, pointee, span)?;
         let ty = self.ty(value);
         Ok(Val::Ir(self.b.push1(
             OpKind::AtomicRmw {
