@@ -360,15 +360,7 @@ impl<'k> Checker<'k> {
             Store {
                 ptr, value, mask, ..
             } => {
-                let (p, v) = (self.ty(*ptr)?, self.ty(*value)?);
-                let pointee = p
-                    .elem
-                    .pointee()
-                    .ok_or_else(|| format!("{p} is not a pointer"))?;
-                ensure(*v == p.with_elem(Elem::Scalar(pointee)), || {
-                    format!("value {v} does not fit pointer {p}")
-                })?;
-                self.mask_fits(*mask, p)?;
+                self.stored_value_fits(*ptr, *value, *mask)?;
                 ensure(op.results.is_empty(), || "a store has no results".into())
             }
             Reduce { value, axis, kind } => {
@@ -424,15 +416,7 @@ impl<'k> Checker<'k> {
             AtomicRmw {
                 ptr, value, mask, ..
             } => {
-                let (p, v) = (self.ty(*ptr)?, self.ty(*value)?);
-                let pointee = p
-                    .elem
-                    .pointee()
-                    .ok_or_else(|| format!("{p} is not a pointer"))?;
-                ensure(*v == p.with_elem(Elem::Scalar(pointee)), || {
-                    format!("value {v} does not fit pointer {p}")
-                })?;
-                self.mask_fits(*mask, p)?;
+                let (_, v) = self.stored_value_fits(*ptr, *value, *mask)?;
                 self.result_is(op, v)
             }
             AtomicCas {
@@ -522,6 +506,26 @@ impl<'k> Checker<'k> {
         ensure(r == expected, || {
             format!("result is {r}, expected {expected}")
         })
+    }
+
+    /// The pointer and value types of a store or atomic, checked to agree
+    /// with each other and with the mask.
+    fn stored_value_fits(
+        &self,
+        ptr: ValueId,
+        value: ValueId,
+        mask: Option<ValueId>,
+    ) -> Result<(&'k Type, &'k Type), String> {
+        let (p, v) = (self.ty(ptr)?, self.ty(value)?);
+        let pointee = p
+            .elem
+            .pointee()
+            .ok_or_else(|| format!("{p} is not a pointer"))?;
+        ensure(*v == p.with_elem(Elem::Scalar(pointee)), || {
+            format!("value {v} does not fit pointer {p}")
+        })?;
+        self.mask_fits(mask, p)?;
+        Ok((p, v))
     }
 
     fn mask_fits(&self, mask: Option<ValueId>, ptr: &Type) -> V {
