@@ -306,3 +306,119 @@ fn an_undefined_offset_used_by_an_active_lane_is_reported() {
     ];
     assert!(run_kernel(&gather(), [1, 1, 1], &args, &mem, &opts(1)).is_ok());
 }
+
+/// The uses of an undefined scalar other than stores.
+#[derive(Clone, Copy, Debug)]
+enum ScalarUse {
+    Mask,
+    Assert,
+    Print,
+    ForBound,
+    WhileCondition,
+    Atomic,
+}
+
+/// `u = load(ints, mask = n > 0)` on line 2 (undefined when `n == 0`), then
+/// `u` used on line 30 as `use_` says.
+fn scalar_use(use_: ScalarUse) -> ir::Kernel {
+    let i32t = Type::scalar(ScalarType::I32);
+    let mut k = Kb::new("scalar_use");
+    let ints = k.ptr_param("ints", ScalarType::I32);
+    let n = k.scalar_param("n", ScalarType::I32);
+    let zero = k.int(0);
+    let any = k.cmp(CmpPred::Gt, n, zero);
+    k.line(2);
+    let u = k.load(ints, Some(any), None);
+    k.line(30);
+    match use_ {
+        ScalarUse::Mask => {
+            let positive = k.cmp(CmpPred::Gt, u, zero);
+            k.load(ints, Some(positive), None);
+        }
+        ScalarUse::Assert => {
+            let positive = k.cmp(CmpPred::Gt, u, zero);
+            k.effect(OpKind::Assert {
+                cond: positive,
+                message: "u > 0".into(),
+            });
+        }
+        ScalarUse::Print => k.effect(OpKind::Print {
+            prefix: "u =".into(),
+            values: vec![u],
+        }),
+        ScalarUse::ForBound => {
+            let step = k.int(1);
+            k.b.begin_block(vec![i32t]);
+            k.effect(OpKind::Yield(vec![]));
+            let body = k.b.end_block();
+            k.b.push(
+                OpKind::For {
+                    lower: zero,
+                    upper: u,
+                    step,
+                    inits: vec![],
+                    body,
+                },
+                vec![],
+            );
+        }
+        ScalarUse::WhileCondition => {
+            let cargs = k.b.begin_block(vec![i32t.clone()]);
+            let go = k.cmp(CmpPred::Lt, cargs[0], u);
+            k.effect(OpKind::Condition(go));
+            let cond = k.b.end_block();
+            let bargs = k.b.begin_block(vec![i32t.clone()]);
+            let one = k.int(1);
+            let next = k.bin(BinaryOp::Add, bargs[0], one);
+            k.effect(OpKind::Yield(vec![next]));
+            let body = k.b.end_block();
+            k.op(
+                OpKind::While {
+                    inits: vec![zero],
+                    cond,
+                    body,
+                },
+                i32t,
+            );
+        }
+        ScalarUse::Atomic => {
+            k.op(
+                OpKind::AtomicRmw {
+                    op: AtomicOp::Add,
+                    ptr: ints,
+                    value: u,
+                    mask: None,
+                    sem: Default::default(),
+                    scope: Default::default(),
+                },
+                i32t,
+            );
+        }
+    }
+    k.finish()
+}
+
+#[test]
+fn undefined_masks_conditions_bounds_prints_and_atomics_are_reported() {
+    for (use_, op, what) in [
+        (ScalarUse::Mask, "load", "mask"),
+        (ScalarUse::Assert, "device_assert", "asserted condition"),
+        (ScalarUse::Print, "device_print", "printed value"),
+        (ScalarUse::ForBound, "for", "loop bound"),
+        (ScalarUse::WhileCondition, "condition", "loop condition"),
+        (ScalarUse::Atomic, "atomic_rmw", "atomic operand"),
+    ] {
+        let kernel = scalar_use(use_);
+        for n in [0, 1] {
+            let mem = HostMemory::new();
+            let ints = upload_i32(&mem, &[3]);
+            let args = [ArgValue::ptr(ints), ArgValue::i32(n)];
+            let run = run_kernel(&kernel, [1, 1, 1], &args, &mem, &opts(1));
+            if n == 0 {
+                assert_eq!(report(run), (op, 30, 0, what, 2), "{use_:?}");
+            } else {
+                assert!(run.is_ok(), "{use_:?}: {run:?}");
+            }
+        }
+    }
+}
