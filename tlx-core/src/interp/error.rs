@@ -97,6 +97,15 @@ pub enum InterpError {
         buffer: BufferId,
         buffer_len: usize,
     },
+    #[error("{at}: element {element} of the {what} is undefined: it comes from a masked-off lane of the `load` at line {origin_line}, which has no `other`")]
+    UndefinedUse {
+        at: Site,
+        element: usize,
+        /// The operand that uses it ("stored value", "branch condition", ...).
+        what: &'static str,
+        /// The line of the load that left it undefined.
+        origin_line: u32,
+    },
     #[error("{at}: device_assert failed at element {element}: {message}")]
     AssertFailed {
         at: Site,
@@ -177,6 +186,11 @@ pub(crate) enum Fault {
         message: String,
         element: usize,
     },
+    UndefinedUse {
+        element: usize,
+        what: &'static str,
+        origin_line: u32,
+    },
     DivisionByZero {
         element: usize,
     },
@@ -240,6 +254,16 @@ impl Fault {
                 at,
                 message,
                 element,
+            },
+            Fault::UndefinedUse {
+                element,
+                what,
+                origin_line,
+            } => InterpError::UndefinedUse {
+                at,
+                element,
+                what,
+                origin_line,
             },
             Fault::DivisionByZero { element } => InterpError::DivisionByZero { at, element },
             Fault::NonPositiveStep { step } => InterpError::NonPositiveStep { at, step },

@@ -2,7 +2,8 @@
 //! `ValueId`) and an explicit stack of frames (block + program counter +
 //! what to do when the block yields), so a program is a state machine that
 //! the scheduler advances one op at a time (it is a [`Task`]) rather than a
-//! Rust call tree.
+//! Rust call tree. In checked mode it also keeps each value's undefined
+//! elements (see `undef`) beside the value and checks the uses that observe them.
 
 use std::io::Write;
 use std::rc::Rc;
@@ -13,8 +14,12 @@ use crate::numeric::wrap_int;
 use super::error::{Fault, FaultResult, InterpError, Site};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
+use super::undef::{self, Flags, ALL_DEFINED};
 use super::value::{Data, Tensor};
 use super::{dot, elementwise as ew, global, reduce, shape};
+
+/// A value handed to block args or op results, with its undefined elements.
+type Carried = (Rc<Tensor>, Flags);
 
 /// What happens when a frame's block reaches its terminator.
 #[derive(Clone, Copy)]
@@ -70,6 +75,8 @@ pub(crate) struct Executor<'k> {
     grid: [u32; 3],
     program: [u32; 3],
     env: Vec<Option<Rc<Tensor>>>,
+    /// Undefined elements per value, beside `env`; all `None` unless `check_uninit`.
+    flags: Vec<Flags>,
     frames: Vec<Frame<'k>>,
 }
 
@@ -171,6 +178,7 @@ impl<'k> Executor<'k> {
             grid,
             program: [0; 3],
             env: vec![None; kernel.types.len()],
+            flags: vec![None; kernel.types.len()],
             frames: Vec::new(),
         }
     }
@@ -200,6 +208,7 @@ impl<'k> Executor<'k> {
     fn start(&mut self, program: [u32; 3], params: &[Rc<Tensor>]) -> FaultResult<()> {
         self.program = program;
         self.env.iter_mut().for_each(|slot| *slot = None);
+        self.flags.iter_mut().for_each(|slot| *slot = None);
         self.frames.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
@@ -253,6 +262,16 @@ impl<'k> Executor<'k> {
         Ok(())
     }
 
+    fn flags_of(&self, v: ValueId) -> &Flags {
+        self.flags.get(v.index()).unwrap_or(ALL_DEFINED)
+    }
+
+    fn set_flags(&mut self, v: ValueId, flags: Flags) {
+        if let Some(slot) = self.flags.get_mut(v.index()) {
+            *slot = flags;
+        }
+    }
+
     fn type_of(&self, v: ValueId) -> FaultResult<&'k Type> {
         self.kernel
             .types
@@ -288,11 +307,13 @@ impl<'k> Executor<'k> {
         self.set(id, Rc::new(Tensor::new(shape, data)?))
     }
 
-    fn values(&self, ids: &[ValueId]) -> FaultResult<Vec<Rc<Tensor>>> {
-        ids.iter().map(|&v| self.get(v).cloned()).collect()
+    fn values(&self, ids: &[ValueId]) -> FaultResult<Vec<Carried>> {
+        ids.iter()
+            .map(|&v| Ok((self.get(v)?.clone(), self.flags_of(v).clone())))
+            .collect()
     }
 
-    fn bind_all(&mut self, ids: &[ValueId], values: Vec<Rc<Tensor>>) -> FaultResult<()> {
+    fn bind_all(&mut self, ids: &[ValueId], values: Vec<Carried>) -> FaultResult<()> {
         if ids.len() != values.len() {
             return Err(Fault::malformed(format!(
                 "{} values for {} slots",
@@ -300,8 +321,9 @@ impl<'k> Executor<'k> {
                 ids.len()
             )));
         }
-        for (&id, value) in ids.iter().zip(values) {
+        for (&id, (value, flags)) in ids.iter().zip(values) {
             self.set(id, value)?;
+            self.set_flags(id, flags);
         }
         Ok(())
     }
@@ -311,16 +333,14 @@ impl<'k> Executor<'k> {
     }
 
     /// A loop counter of the induction variable's type.
-    fn counter(&self, body: &Block, iv: i64) -> FaultResult<Rc<Tensor>> {
+    fn counter(&self, body: &Block, iv: i64) -> FaultResult<Carried> {
         let iv_arg = body
             .args
             .first()
             .ok_or_else(|| Fault::malformed("for body without an induction variable"))?;
         let ty = self.scalar_type(*iv_arg)?;
-        Ok(Rc::new(Tensor::new(
-            vec![],
-            Data::Int(vec![wrap_int(ty, iv)]),
-        )?))
+        let tensor = Tensor::new(vec![], Data::Int(vec![wrap_int(ty, iv)]))?;
+        Ok((Rc::new(tensor), None))
     }
 
     fn enter_for_body(
@@ -330,7 +350,7 @@ impl<'k> Executor<'k> {
         iv: i64,
         upper: i64,
         step: i64,
-        carried: Vec<Rc<Tensor>>,
+        carried: Vec<Carried>,
     ) -> FaultResult<()> {
         let mut args = Vec::with_capacity(carried.len() + 1);
         args.push(self.counter(body, iv)?);
@@ -355,7 +375,7 @@ impl<'k> Executor<'k> {
     }
 
     /// The innermost frame ends with `Yield(values)`.
-    fn finish_block(&mut self, yielded: Vec<Rc<Tensor>>) -> FaultResult<()> {
+    fn finish_block(&mut self, yielded: Vec<Carried>) -> FaultResult<()> {
         let Some(frame) = self.frames.pop() else {
             return Err(Fault::malformed("yield outside a block"));
         };
@@ -403,6 +423,9 @@ impl<'k> Executor<'k> {
     }
 
     fn execute(&mut self, op: &'k Op) -> FaultResult<()> {
+        if self.check_uninit {
+            self.check_uses(op)?;
+        }
         match &op.kind {
             OpKind::For {
                 lower,
@@ -451,7 +474,13 @@ impl<'k> Executor<'k> {
                 let go_on = self.get(*v)?.scalar_bool()?;
                 self.finish_condition(go_on)
             }
-            _ => self.execute_straight(op),
+            _ => {
+                self.execute_straight(op)?;
+                if self.check_uninit {
+                    self.flag_results(op)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -642,6 +671,181 @@ impl<'k> Executor<'k> {
             }
         };
         self.define(op, 0, data)
+    }
+
+    /// Checked mode: fails if `op` observes an undefined element (see `undef`).
+    fn check_uses(&self, op: &Op) -> FaultResult<()> {
+        match &op.kind {
+            OpKind::For {
+                lower, upper, step, ..
+            } => [*lower, *upper, *step]
+                .into_iter()
+                .try_for_each(|v| self.check_all(v, "loop bound")),
+            OpKind::If { cond, .. } => self.check_all(*cond, "branch condition"),
+            OpKind::Condition(v) => self.check_all(*v, "loop condition"),
+            OpKind::Load { ptr, mask, .. } => self.check_access(*ptr, *mask, &[]),
+            OpKind::Store {
+                ptr, value, mask, ..
+            } => self.check_access(*ptr, *mask, &[(*value, "stored value")]),
+            OpKind::AtomicRmw {
+                ptr, value, mask, ..
+            } => self.check_access(*ptr, *mask, &[(*value, "atomic operand")]),
+            OpKind::AtomicCas {
+                ptr, cmp, value, ..
+            } => self.check_access(
+                *ptr,
+                None,
+                &[(*cmp, "atomic comparand"), (*value, "atomic operand")],
+            ),
+            OpKind::Print { values, .. } => values
+                .iter()
+                .try_for_each(|&v| self.check_all(v, "printed value")),
+            OpKind::Assert { cond, .. } => self.check_all(*cond, "asserted condition"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails on any undefined element of `v`.
+    fn check_all(&self, v: ValueId, what: &'static str) -> FaultResult<()> {
+        let numel = self.get(v)?.numel();
+        undef::check_active(self.flags_of(v), numel, None, what)
+    }
+
+    /// A memory access: every mask lane must be defined (it decides whether
+    /// the lane touches memory), and the pointer and `operands` in the lanes it enables.
+    fn check_access(
+        &self,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        operands: &[(ValueId, &'static str)],
+    ) -> FaultResult<()> {
+        let numel = self.get(ptr)?.numel();
+        let mask = match mask {
+            Some(m) => {
+                self.check_all(m, "mask")?;
+                Some(self.get(m)?.bools()?)
+            }
+            None => None,
+        };
+        undef::check_active(self.flags_of(ptr), numel, mask, "pointer")?;
+        operands
+            .iter()
+            .try_for_each(|&(v, what)| undef::check_active(self.flags_of(v), numel, mask, what))
+    }
+
+    /// Checked mode: the undefined elements of the results of a straight-line
+    /// op that has just run, from its operands'.
+    fn flag_results(&mut self, op: &Op) -> FaultResult<()> {
+        let Some(&first) = op.results.first() else {
+            return Ok(());
+        };
+        let shape_of = |v: ValueId| -> FaultResult<&[usize]> { Ok(&self.get(v)?.shape) };
+        let result_shape = shape_of(first)?;
+        let numel: usize = result_shape.iter().product();
+        let flags = match &op.kind {
+            OpKind::Constant(_)
+            | OpKind::ProgramId { .. }
+            | OpKind::NumPrograms { .. }
+            | OpKind::Arange { .. }
+            // Atomics' old values come from memory; only loads make undefined lanes.
+            | OpKind::AtomicRmw { .. }
+            | OpKind::AtomicCas { .. } => None,
+            OpKind::Splat(v) => undef::moved(self.flags_of(*v), shape_of(*v)?, |t| {
+                shape::splat(t, result_shape)
+            })?,
+            OpKind::Broadcast(v) => undef::moved(self.flags_of(*v), shape_of(*v)?, |t| {
+                shape::broadcast(t, result_shape)
+            })?,
+            OpKind::Trans { value, perm } => {
+                undef::moved(self.flags_of(*value), shape_of(*value)?, |t| {
+                    shape::trans(t, perm)
+                })?
+            }
+            OpKind::ExtractTile { value, index } => {
+                undef::moved(self.flags_of(*value), shape_of(*value)?, |t| {
+                    shape::extract_tile(t, result_shape, index)
+                })?
+            }
+            OpKind::InsertTile { value, tile, index } => undef::inserted(
+                (self.flags_of(*value), shape_of(*value)?),
+                (self.flags_of(*tile), shape_of(*tile)?),
+                index,
+            )?,
+            // Same elements in the same order.
+            OpKind::ExpandDims { value: v, .. }
+            | OpKind::Reshape(v)
+            | OpKind::Cast(v)
+            | OpKind::Bitcast(v)
+            | OpKind::Unary { value: v, .. } => self.flags_of(*v).clone(),
+            OpKind::Binary { op: bin, lhs, rhs } => undef::binary(
+                *bin,
+                (&self.get(*lhs)?.data, self.flags_of(*lhs)),
+                (&self.get(*rhs)?.data, self.flags_of(*rhs)),
+                numel,
+            ),
+            OpKind::Compare { lhs, rhs, .. } => {
+                undef::elementwise(&[self.flags_of(*lhs), self.flags_of(*rhs)], numel)
+            }
+            OpKind::Fma { a, b, c } => undef::elementwise(
+                &[self.flags_of(*a), self.flags_of(*b), self.flags_of(*c)],
+                numel,
+            ),
+            OpKind::AddPtr { ptr, offset } => {
+                undef::elementwise(&[self.flags_of(*ptr), self.flags_of(*offset)], numel)
+            }
+            OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            } => undef::select(
+                (self.get(*cond)?.bools()?, self.flags_of(*cond)),
+                self.flags_of(*on_true),
+                self.flags_of(*on_false),
+                numel,
+            ),
+            OpKind::Load { mask, other, .. } => {
+                let mask = self.mask(*mask)?;
+                undef::loaded(
+                    numel,
+                    mask.as_deref().map(Tensor::bools).transpose()?,
+                    other.map(|o| self.flags_of(o)),
+                    op.loc.line,
+                )
+            }
+            OpKind::Reduce { value, axis, .. } => {
+                undef::reduced(self.flags_of(*value), shape_of(*value)?, *axis)?
+            }
+            OpKind::Cumsum {
+                value,
+                axis,
+                reverse,
+            } => {
+                let (prefix, total) =
+                    undef::scanned(self.flags_of(*value), shape_of(*value)?, *axis, *reverse)?;
+                self.set_flags(Self::result(op, 1)?, total);
+                prefix
+            }
+            OpKind::Dot { a, b, acc, .. } => undef::dot(
+                (self.flags_of(*a), shape_of(*a)?),
+                (self.flags_of(*b), shape_of(*b)?),
+                self.flags_of(*acc),
+            )?,
+            OpKind::Store { .. }
+            | OpKind::Print { .. }
+            | OpKind::Assert { .. }
+            | OpKind::For { .. }
+            | OpKind::While { .. }
+            | OpKind::If { .. }
+            | OpKind::Yield(_)
+            | OpKind::Condition(_) => {
+                return Err(Fault::malformed(format!(
+                    "`{}` has results the interpreter does not define",
+                    op_name(&op.kind)
+                )));
+            }
+        };
+        self.set_flags(first, flags);
+        Ok(())
     }
 
     fn print(&self, op: &Op, prefix: &str, values: &[ValueId]) -> FaultResult<()> {

@@ -14,6 +14,9 @@
 //! value environment and frame stack. The op modules (`elementwise`,
 //! `shape`, `reduce`, `dot`, `global`) compute on whole tiles; `mbarrier`
 //! and `race` hold the state machines barrier and shared-memory ops will use.
+//! In checked mode `undef` follows the unspecified lanes of masked loads
+//! without `other` and reports their observable uses
+//! ([`InterpError::UndefinedUse`]).
 
 mod dot;
 mod elementwise;
@@ -26,6 +29,7 @@ pub mod race;
 mod reduce;
 mod schedule;
 mod shape;
+mod undef;
 mod value;
 mod wait;
 
@@ -106,7 +110,10 @@ impl ArgValue {
 pub struct InterpOptions {
     /// OS threads running programs; 0 means `std::thread::available_parallelism`.
     pub threads: usize,
-    /// Report loads (and atomics) of bytes that were never written.
+    /// Report loads (and atomics) of bytes that were never written, and uses
+    /// of the unspecified values a masked load without `other` leaves in its
+    /// masked-off lanes (stored, used as a pointer, mask, condition, loop
+    /// bound, printed or asserted).
     pub check_uninit: bool,
     /// How the tasks inside each program are interleaved.
     pub schedule: Schedule,

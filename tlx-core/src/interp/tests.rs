@@ -1222,3 +1222,7 @@ fn nested_loops_carry_values_through_both_levels() {
     // 18 with the (2, 2) term 4 replaced by 100.
     assert_eq!(download_i32(&mem, buf), vec![18 - 4 + 100]);
 }
+
+// A child module so the undefined-lane tests share the kernel builder above.
+#[path = "undef_tests.rs"]
+mod undef_tests;
