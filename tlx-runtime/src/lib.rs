@@ -4,7 +4,9 @@
 //! the binary as [`KernelSpec`]s.
 //!
 //! Environment: `TLX_INTERPRET=1` forces the CPU interpreter;
-//! `TLX_CHECK_UNINIT=1` makes it report reads of never-written memory.
+//! `TLX_CHECK_UNINIT=1` makes it report reads of never-written memory, uses of
+//! values from masked-off lanes of a `load` without `other`, and downloads of
+//! buffers nothing wrote.
 
 mod arg;
 mod buffer;
