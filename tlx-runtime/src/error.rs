@@ -158,6 +158,11 @@ fn hint_for(name: &str) -> &'static str {
         "CUDA_ERROR_ASSERT" => {
             ": a device_assert failed in a kernel: run with TLX_INTERPRET=1 to see which"
         }
+        // tlx lowers a failed device_assert to a printed message and `trap`.
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION" => {
+            ": a kernel trapped, as a failed device_assert does (its message is printed above): \
+             run with TLX_INTERPRET=1 to see the program and line"
+        }
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => {
             ": too many registers or threads per block: lower num_warps"
         }
