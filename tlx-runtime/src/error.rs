@@ -159,7 +159,7 @@ fn hint_for(name: &str) -> &'static str {
             ": a device_assert failed in a kernel: run with TLX_INTERPRET=1 to see which"
         }
         // tlx lowers a failed device_assert to a printed message and `trap`.
-        "CUDA_ERROR_ILLEGAL_INSTRUCTION" => {
+        "CUDA_ERROR_ILLEGAL_INSTRUCTION" | "CUDA_ERROR_LAUNCH_FAILED" => {
             ": a kernel trapped, as a failed device_assert does (its message is printed above): \
              run with TLX_INTERPRET=1 to see the program and line"
         }
