@@ -3,7 +3,7 @@
 //! (contiguity) or are equal (constancy), in aligned groups. Loads and stores
 //! use contiguity to decide which register groups may be one vector access.
 
-use crate::ir::{BinaryOp, Block, Kernel, OpKind, ValueId};
+use crate::ir::{BinaryOp, Block, CmpPred, Kernel, OpKind, ValueId};
 use std::collections::HashMap;
 
 /// Facts about a value along its last dimension; both are powers of two and hold
@@ -80,6 +80,69 @@ fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) 
             _ => UNKNOWN,
         };
         facts.insert(result, info);
+    }
+}
+
+/// How a boolean mask behaves inside every aligned group of `n` elements along
+/// the last dimension, which decides how cheaply a vector access can test that
+/// the group's mask is uniform.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MaskRun {
+    /// Equal across the group: nothing to test.
+    Uniform,
+    /// Monotone across the group (false then true, or true then false): uniform
+    /// exactly when its first and last elements agree.
+    Monotone { rising: bool },
+    /// Anything else: every element has to be compared with the first.
+    General,
+}
+
+/// Classifies mask `v` over aligned groups of `n`; `def` gives the pure op defining a value.
+pub fn mask_run<'k>(
+    facts: &HashMap<ValueId, AxisInfo>,
+    def: &impl Fn(ValueId) -> Option<&'k OpKind>,
+    v: ValueId,
+    n: usize,
+) -> MaskRun {
+    let get = |v: &ValueId| facts.get(v).copied().unwrap_or(UNKNOWN);
+    if get(&v).constancy >= n {
+        return MaskRun::Uniform;
+    }
+    match def(v) {
+        Some(OpKind::Compare { pred, lhs, rhs }) => {
+            let (a, b) = (get(lhs), get(rhs));
+            // `run < constant` falls along the run; `constant < run` rises.
+            let falls = match pred {
+                CmpPred::Lt | CmpPred::Le => true,
+                CmpPred::Gt | CmpPred::Ge => false,
+                CmpPred::Eq | CmpPred::Ne => return MaskRun::General,
+            };
+            if a.constancy >= n && b.constancy >= n {
+                MaskRun::Uniform
+            } else if a.contiguity >= n && b.constancy >= n {
+                MaskRun::Monotone { rising: !falls }
+            } else if a.constancy >= n && b.contiguity >= n {
+                MaskRun::Monotone { rising: falls }
+            } else {
+                MaskRun::General
+            }
+        }
+        Some(OpKind::Binary {
+            op: BinaryOp::And | BinaryOp::Or,
+            lhs,
+            rhs,
+        }) => match (mask_run(facts, def, *lhs, n), mask_run(facts, def, *rhs, n)) {
+            (MaskRun::Uniform, other) | (other, MaskRun::Uniform) => other,
+            // Both rising (or both falling) stays monotone; mixed ones make windows.
+            (x, y) if x == y => x,
+            _ => MaskRun::General,
+        },
+        // Both keep the last dimension's groups (a broadcast or new axis there makes
+        // the mask constant along it, or the last dimension 1 so that n is 1).
+        Some(OpKind::Broadcast(inner) | OpKind::ExpandDims { value: inner, .. }) => {
+            mask_run(facts, def, *inner, n)
+        }
+        _ => MaskRun::General,
     }
 }
 

@@ -5,6 +5,7 @@
 //! vector access runs when it holds, per-element predicated accesses
 //! otherwise. Masked-off lanes keep `other` and touch no memory.
 
+use super::axis::{self, MaskRun};
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::ir::{CacheModifier, EvictionPolicy, Op, OpKind};
@@ -234,37 +235,82 @@ impl<'k> Lowerer<'k> {
         self.f.asm("void", &asm, &constraints.join(","), &args);
     }
 
-    /// (vector path taken, vector predicate, scalar predicates) for one chunk.
-    fn chunk_predicates(
+    /// i1: every `n`-register chunk of the tile may be one vector access: its first
+    /// address is aligned to the vector and its mask is uniform. One test for the
+    /// whole tile keeps the vector accesses together in one branch-free block.
+    fn tile_vector_ok(
         &mut self,
-        addr: &str,
-        masks: Option<&[String]>,
-        bytes: usize,
+        addrs: &[String],
+        masks: Option<(&[String], MaskRun)>,
         n: usize,
-    ) -> (String, String, Vec<String>) {
-        let int = self
-            .f
-            .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
-        let low = self.f.inst(format!("and i64 {int}, {}", bytes - 1));
-        let mut ok = self.f.inst(format!("icmp eq i64 {low}, 0"));
-        if let Some(m) = masks {
-            for mi in &m[1..] {
-                let same = self.f.inst(format!("icmp eq i1 {mi}, {}", m[0]));
-                ok = self.f.inst(format!("and i1 {ok}, {same}"));
+        bytes: usize,
+    ) -> String {
+        // Alignment needs only the low address bits: OR them over the chunk starts.
+        let mut low = "0".to_string();
+        for addr in addrs.iter().step_by(n) {
+            let int = self
+                .f
+                .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
+            let int = self.f.inst(format!("trunc i64 {int} to i32"));
+            low = self.f.inst(format!("or i32 {low}, {int}"));
+        }
+        let low = self.f.inst(format!("and i32 {low}, {}", n * bytes - 1));
+        let aligned = self.f.inst(format!("icmp eq i32 {low}, 0"));
+        let Some((m, run)) = masks else {
+            return aligned;
+        };
+        // Lanes whose mask differs from the chunk's first one.
+        let others: Vec<usize> = match run {
+            MaskRun::Uniform => return aligned,
+            MaskRun::Monotone { .. } => vec![n - 1],
+            MaskRun::General => (1..n).collect(),
+        };
+        let mut mixed = "false".to_string();
+        for chunk in m.chunks(n) {
+            for &i in &others {
+                let differs = self.f.inst(format!("xor i1 {}, {}", chunk[0], chunk[i]));
+                mixed = self.f.inst(format!("or i1 {mixed}, {differs}"));
             }
         }
-        let vector_pred = match masks {
-            Some(m) => self.f.inst(format!("and i1 {ok}, {}", m[0])),
-            None => ok.clone(),
+        let uniform = self.f.inst(format!("xor i1 {mixed}, true"));
+        self.f.inst(format!("and i1 {aligned}, {uniform}"))
+    }
+
+    /// The mask registers of an access and how they run over `n`-element groups.
+    fn access_masks(
+        &mut self,
+        mask: Option<crate::ir::ValueId>,
+        layout: &LinearLayout,
+        n: usize,
+    ) -> Result<Option<(Vec<String>, MaskRun)>> {
+        let Some(m) = mask else {
+            return Ok(None);
         };
-        let not_ok = self.f.inst(format!("xor i1 {ok}, true"));
-        let scalar_preds = (0..n)
-            .map(|i| match masks {
-                Some(m) => self.f.inst(format!("and i1 {not_ok}, {}", m[i])),
-                None => not_ok.clone(),
-            })
-            .collect();
-        (ok, vector_pred, scalar_preds)
+        let regs = self.get(m, layout)?;
+        let run = if self.ty(m).is_scalar() {
+            MaskRun::Uniform
+        } else {
+            let def = |v| self.def_of(v).map(|op| &op.kind);
+            axis::mask_run(&self.axis, &def, m, n)
+        };
+        Ok(Some((regs, run)))
+    }
+
+    /// Branch on `ok` to two fresh blocks; returns (vector, scalar, join) labels
+    /// and leaves the vector block open.
+    fn open_vector_branch(&mut self, ok: &str) -> (String, String, String) {
+        let vector = self.f.fresh("vec_access");
+        let scalar = self.f.fresh("scalar_access");
+        let join = self.f.fresh("access_end");
+        self.f
+            .stmt(format!("br i1 {ok}, label %{vector}, label %{scalar}"));
+        self.f.start_block(&vector);
+        (vector, scalar, join)
+    }
+
+    fn enter_block(&mut self, label: &str) {
+        self.f.start_block(label);
+        self.current_block = label.to_string();
     }
 
     pub fn lower_load(&mut self, op: &'k Op) -> Result<()> {
@@ -286,59 +332,87 @@ impl<'k> Lowerer<'k> {
         let elem = self.ty(result).elem;
         let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
-        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
-        let others = other.map(|o| self.get(o, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
         let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
+        let masks = self.access_masks(*mask, &layout, n)?;
+        let others = other.map(|o| self.get(o, &layout)).transpose()?;
         let instr = load_qualifiers(*cache, *eviction, *volatile);
-        let mut out = Vec::with_capacity(layout.num_regs());
-        for start in (0..layout.num_regs()).step_by(n) {
-            let range = start..start + n;
-            let init_bits: Vec<String> = match &others {
-                Some(o) => o[range.clone()]
-                    .iter()
-                    .map(|v| to_bits(&mut self.f, elem, v))
-                    .collect(),
-                None => vec!["0".into(); n],
-            };
-            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
-            let addr = ptrs.regs[start].clone();
-            let (word, _) = words_of(1, bytes);
-            let scalar_inits = self.pack(&init_bits, bytes, word);
-            if n == 1 {
-                let pred = chunk_masks
-                    .as_ref()
-                    .map_or("true".to_string(), |m| m[0].clone());
-                let w = self.load_words(&instr, &addr, &pred, &scalar_inits, word);
-                let b = self.unpack(&w, bytes, word);
-                out.push(from_bits(&mut self.f, elem, &b[0]));
-                continue;
-            }
-            let (vword, _) = words_of(n, bytes);
-            let vec_inits = self.pack(&init_bits, bytes, vword);
-            let (ok, vpred, spreds) =
-                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
-            let vw = self.load_words(&instr, &addr, &vpred, &vec_inits, vword);
-            let vbits = self.unpack(&vw, bytes, vword);
-            for (i, reg) in range.enumerate() {
-                let sw = self.load_words(
+        let init_bits: Vec<String> = match &others {
+            Some(o) => o.iter().map(|v| to_bits(&mut self.f, elem, v)).collect(),
+            None => vec!["0".into(); layout.num_regs()],
+        };
+        let pred_of = |reg: usize| {
+            masks
+                .as_ref()
+                .map_or("true".to_string(), |(m, _)| m[reg].clone())
+        };
+        let (word, _) = words_of(1, bytes);
+        let mut scalar_bits = Vec::with_capacity(layout.num_regs());
+        let scalar_inits = self.pack(&init_bits, bytes, word);
+        let scalar_loads = |l: &mut Self, out: &mut Vec<String>| {
+            for (reg, init) in scalar_inits.iter().enumerate() {
+                let w = l.load_words(
                     &instr,
                     &ptrs.regs[reg],
-                    &spreds[i],
-                    &scalar_inits[i..i + 1],
+                    &pred_of(reg),
+                    std::slice::from_ref(init),
                     word,
                 );
-                let sbits = self.unpack(&sw, bytes, word);
-                let ety = vbits[i].clone();
-                let bty = if bytes == 1 { "i8" } else { word_kind(bytes).2 };
-                let chosen = self
-                    .f
-                    .inst(format!("select i1 {ok}, {bty} {ety}, {bty} {}", sbits[0]));
-                out.push(from_bits(&mut self.f, elem, &chosen));
+                out.extend(l.unpack(&w, bytes, word));
             }
+        };
+        if n == 1 {
+            scalar_loads(self, &mut scalar_bits);
+            let regs = scalar_bits
+                .iter()
+                .map(|b| from_bits(&mut self.f, elem, b))
+                .collect();
+            self.values.insert(result, Tensor { layout, regs });
+            return Ok(());
         }
-        self.values.insert(result, Tensor { layout, regs: out });
+        let (vword, _) = words_of(n, bytes);
+        let vec_inits: Vec<Vec<String>> = init_bits
+            .chunks(n)
+            .map(|chunk| self.pack(chunk, bytes, vword))
+            .collect();
+        let ok = self.tile_vector_ok(
+            &ptrs.regs,
+            masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            n,
+            bytes,
+        );
+        let (vector, scalar, join) = self.open_vector_branch(&ok);
+        let mut vector_words = Vec::new();
+        for (c, inits) in vec_inits.iter().enumerate() {
+            let start = c * n;
+            let w = self.load_words(&instr, &ptrs.regs[start], &pred_of(start), inits, vword);
+            vector_words.extend(w);
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.f.start_block(&scalar);
+        scalar_loads(self, &mut scalar_bits);
+        // The paths meet in the vector's words, so that unpacking after the join
+        // folds into the consumers (a bf16 widening becomes one `and` or `shl`).
+        let scalar_words = self.pack(&scalar_bits, bytes, vword);
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+        let wty = word_kind(vword).2;
+        // All phis first: LLVM wants them grouped at the top of the block.
+        let joined: Vec<String> = vector_words
+            .iter()
+            .zip(&scalar_words)
+            .map(|(v, s)| {
+                self.f
+                    .inst(format!("phi {wty} [ {v}, %{vector} ], [ {s}, %{scalar} ]"))
+            })
+            .collect();
+        let bits = self.unpack(&joined, bytes, vword);
+        let regs = bits
+            .iter()
+            .map(|b| from_bits(&mut self.f, elem, b))
+            .collect();
+        self.values.insert(result, Tensor { layout, regs });
         Ok(())
     }
 
@@ -362,43 +436,54 @@ impl<'k> Lowerer<'k> {
         } else {
             self.layout_of(*ptr)?
         };
-        let ptrs = Tensor {
-            regs: self.get(*ptr, &layout)?,
-            layout: layout.clone(),
-        };
+        let ptrs = self.get(*ptr, &layout)?;
         let values = self.get(*value, &layout)?;
-        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
         let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
+        let masks = self.access_masks(*mask, &layout, n)?;
         let instr = store_qualifiers(*cache, *eviction);
         let (word, _) = words_of(1, bytes);
-        for start in (0..layout.num_regs()).step_by(n) {
-            let range = start..start + n;
-            let bits: Vec<String> = values[range.clone()]
-                .iter()
-                .map(|v| to_bits(&mut self.f, elem, v))
-                .collect();
-            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
-            let addr = ptrs.regs[start].clone();
-            if n == 1 {
-                let pred = chunk_masks
-                    .as_ref()
-                    .map_or("true".to_string(), |m| m[0].clone());
-                let w = self.pack(&bits, bytes, word);
-                self.store_words(&instr, &addr, &pred, &w, word);
-                continue;
+        let bits: Vec<String> = values
+            .iter()
+            .map(|v| to_bits(&mut self.f, elem, v))
+            .collect();
+        let pred_of = |reg: usize| {
+            masks
+                .as_ref()
+                .map_or("true".to_string(), |(m, _)| m[reg].clone())
+        };
+        let scalar_stores = |l: &mut Self| {
+            for (reg, b) in bits.iter().enumerate() {
+                let w = l.pack(std::slice::from_ref(b), bytes, word);
+                l.store_words(&instr, &ptrs[reg], &pred_of(reg), &w, word);
             }
-            let (vword, _) = words_of(n, bytes);
-            let vwords = self.pack(&bits, bytes, vword);
-            let (_, vpred, spreds) =
-                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
-            self.store_words(&instr, &addr, &vpred, &vwords, vword);
-            for (i, reg) in range.enumerate() {
-                let w = self.pack(&bits[i..i + 1], bytes, word);
-                self.store_words(&instr, &ptrs.regs[reg], &spreds[i], &w, word);
-            }
+        };
+        if n == 1 {
+            scalar_stores(self);
+            return Ok(());
         }
+        let ok = self.tile_vector_ok(
+            &ptrs,
+            masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            n,
+            bytes,
+        );
+        let (vword, _) = words_of(n, bytes);
+        let vwords: Vec<Vec<String>> = bits
+            .chunks(n)
+            .map(|chunk| self.pack(chunk, bytes, vword))
+            .collect();
+        let (_, scalar, join) = self.open_vector_branch(&ok);
+        for (c, w) in vwords.iter().enumerate() {
+            let start = c * n;
+            self.store_words(&instr, &ptrs[start], &pred_of(start), w, vword);
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.f.start_block(&scalar);
+        scalar_stores(self);
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
         Ok(())
     }
 }
