@@ -6,9 +6,10 @@
 //! otherwise. Masked-off lanes keep `other` and touch no memory.
 
 use super::axis::{self, MaskRun};
+use super::emit::scalar_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
-use crate::ir::{CacheModifier, EvictionPolicy, Op, OpKind};
+use crate::ir::{CacheModifier, Elem, EvictionPolicy, Op, OpKind, ScalarType, ValueId};
 use crate::layout::LinearLayout;
 
 /// How one memory word travels: PTX type, asm constraint, LLVM type.
@@ -113,17 +114,82 @@ impl<'k> Lowerer<'k> {
                         chunk[0].clone()
                     };
                 }
-                let mut acc = "0".to_string();
-                for (i, b) in chunk.iter().enumerate() {
-                    let wide = self.f.inst(format!("zext {ety} {b} to {wty}"));
-                    let shifted = self
-                        .f
-                        .inst(format!("shl {wty} {wide}, {}", i * elem_bytes * 8));
-                    acc = self.f.inst(format!("or {wty} {acc}, {shifted}"));
-                }
-                acc
+                self.vector_word(chunk, ety, wty)
             })
             .collect()
+    }
+
+    /// One word from a vector of its elements: NVPTX packs that with register
+    /// moves, where shifts and ors cost three instructions an element.
+    fn vector_word(&mut self, elems: &[String], ety: &str, wty: &str) -> String {
+        let vty = format!("<{} x {ety}>", elems.len());
+        let mut acc = "poison".to_string();
+        for (i, e) in elems.iter().enumerate() {
+            acc = self
+                .f
+                .inst(format!("insertelement {vty} {acc}, {ety} {e}, i32 {i}"));
+        }
+        if vty == wty {
+            return acc;
+        }
+        self.f.inst(format!("bitcast {vty} {acc} to {wty}"))
+    }
+
+    /// The f32 registers that store value `v` is rounded from, in `layout`, when
+    /// `v` is a cast of f32 to a half-precision float.
+    fn narrowed_from_f32(
+        &mut self,
+        v: ValueId,
+        layout: &LinearLayout,
+    ) -> Result<Option<Vec<String>>> {
+        let Some(OpKind::Cast(src)) = self.def_of(v).map(|op| &op.kind) else {
+            return Ok(None);
+        };
+        let half = matches!(
+            self.ty(v).elem,
+            Elem::Scalar(ScalarType::F16 | ScalarType::BF16)
+        );
+        if !half || self.ty(*src).elem != Elem::Scalar(ScalarType::F32) {
+            return Ok(None);
+        }
+        Ok(Some(self.get(*src, layout)?))
+    }
+
+    /// Pack element values into words of `word` bytes. Half-precision floats rounded
+    /// from f32 (`wide`) are rounded here a word at a time, which PTX does in one
+    /// `cvt.rn.bf16x2.f32` (or `f16x2`) per pair.
+    fn pack_values(
+        &mut self,
+        values: &[String],
+        wide: Option<&[String]>,
+        elem: Elem,
+        word: usize,
+    ) -> Vec<String> {
+        let bytes = mem_bytes(elem);
+        let per_word = word / bytes;
+        match (elem, wide) {
+            (Elem::Scalar(s), Some(wide)) if per_word > 1 => {
+                let wty = word_kind(word).2;
+                let ety = scalar_type(s);
+                wide.chunks(per_word)
+                    .map(|chunk| {
+                        let k = chunk.len();
+                        let v = self.vector_word(chunk, "float", &format!("<{k} x float>"));
+                        let r = self
+                            .f
+                            .inst(format!("fptrunc <{k} x float> {v} to <{k} x {ety}>"));
+                        self.f.inst(format!("bitcast <{k} x {ety}> {r} to {wty}"))
+                    })
+                    .collect()
+            }
+            _ => {
+                let bits: Vec<String> = values
+                    .iter()
+                    .map(|v| to_bits(&mut self.f, elem, v))
+                    .collect();
+                self.pack(&bits, bytes, word)
+            }
+        }
     }
 
     /// Inverse of [`Lowerer::pack`].
@@ -444,23 +510,23 @@ impl<'k> Lowerer<'k> {
         let masks = self.access_masks(*mask, &layout, n)?;
         let instr = store_qualifiers(*cache, *eviction);
         let (word, _) = words_of(1, bytes);
-        let bits: Vec<String> = values
-            .iter()
-            .map(|v| to_bits(&mut self.f, elem, v))
-            .collect();
         let pred_of = |reg: usize| {
             masks
                 .as_ref()
                 .map_or("true".to_string(), |(m, _)| m[reg].clone())
         };
-        let scalar_stores = |l: &mut Self| {
+        let scalar_stores = |l: &mut Self, bits: &[String]| {
             for (reg, b) in bits.iter().enumerate() {
                 let w = l.pack(std::slice::from_ref(b), bytes, word);
                 l.store_words(&instr, &ptrs[reg], &pred_of(reg), &w, word);
             }
         };
         if n == 1 {
-            scalar_stores(self);
+            let bits: Vec<String> = values
+                .iter()
+                .map(|v| to_bits(&mut self.f, elem, v))
+                .collect();
+            scalar_stores(self, &bits);
             return Ok(());
         }
         let ok = self.tile_vector_ok(
@@ -470,9 +536,14 @@ impl<'k> Lowerer<'k> {
             bytes,
         );
         let (vword, _) = words_of(n, bytes);
-        let vwords: Vec<Vec<String>> = bits
-            .chunks(n)
-            .map(|chunk| self.pack(chunk, bytes, vword))
+        let wide = self.narrowed_from_f32(*value, &layout)?;
+        let vwords: Vec<Vec<String>> = (0..values.len())
+            .step_by(n)
+            .map(|start| {
+                let range = start..start + n;
+                let wide = wide.as_ref().map(|w| &w[range.clone()]);
+                self.pack_values(&values[range], wide, elem, vword)
+            })
             .collect();
         let (_, scalar, join) = self.open_vector_branch(&ok);
         for (c, w) in vwords.iter().enumerate() {
@@ -481,7 +552,11 @@ impl<'k> Lowerer<'k> {
         }
         self.f.stmt(format!("br label %{join}"));
         self.f.start_block(&scalar);
-        scalar_stores(self);
+        // The scalar path takes its elements back out of the packed words, so that
+        // every value has the one use a fused pair conversion needs.
+        let all_words: Vec<String> = vwords.concat();
+        let bits = self.unpack(&all_words, bytes, vword);
+        scalar_stores(self, &bits);
         self.f.stmt(format!("br label %{join}"));
         self.enter_block(&join);
         Ok(())
