@@ -207,4 +207,69 @@ mod tests {
         assert_eq!(facts[&bad].contiguity, 1);
         assert_eq!(facts[&c].constancy, 128);
     }
+
+    /// `cols` (arange plus a splat) against splat `n`/`lo`, combined as asked.
+    fn masks_of(build: impl Fn(&mut Builder, ValueId, ValueId, ValueId) -> ValueId) -> MaskRun {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let n = b.add_param("n", ParamKind::Scalar(ScalarType::I32));
+        let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![64]);
+        let ar = b.push1(OpKind::Arange { start: 0, end: 64 }, idx.clone());
+        let ns = b.push1(OpKind::Splat(n), idx.clone());
+        let lo = b.push1(OpKind::Constant(Literal::Int(3)), idx);
+        let mask = build(&mut b, ar, ns, lo);
+        let k = b.finish();
+        let facts = analyze(&k);
+        let defs: HashMap<ValueId, OpKind> = k
+            .body
+            .ops
+            .iter()
+            .filter_map(|op| Some((*op.results.first()?, op.kind.clone())))
+            .collect();
+        mask_run(&facts, &|v| defs.get(&v), mask, 8)
+    }
+
+    fn cmp(b: &mut Builder, pred: CmpPred, lhs: ValueId, rhs: ValueId) -> ValueId {
+        let ty = Type::tensor(Elem::Scalar(ScalarType::Bool), vec![64]);
+        b.push1(OpKind::Compare { pred, lhs, rhs }, ty)
+    }
+
+    fn and(b: &mut Builder, lhs: ValueId, rhs: ValueId) -> ValueId {
+        let ty = Type::tensor(Elem::Scalar(ScalarType::Bool), vec![64]);
+        let op = BinaryOp::And;
+        b.push1(OpKind::Binary { op, lhs, rhs }, ty)
+    }
+
+    #[test]
+    fn bounds_on_a_run_are_monotone_windows_and_equalities_are_not() {
+        let falling = MaskRun::Monotone { rising: false };
+        let rising = MaskRun::Monotone { rising: true };
+        assert_eq!(masks_of(|b, c, n, _| cmp(b, CmpPred::Lt, c, n)), falling);
+        assert_eq!(masks_of(|b, c, n, _| cmp(b, CmpPred::Gt, n, c)), falling);
+        assert_eq!(masks_of(|b, c, _, lo| cmp(b, CmpPred::Ge, c, lo)), rising);
+        assert_eq!(
+            masks_of(|b, _, n, lo| cmp(b, CmpPred::Lt, lo, n)),
+            MaskRun::Uniform
+        );
+        assert_eq!(
+            masks_of(|b, c, n, _| cmp(b, CmpPred::Ne, c, n)),
+            MaskRun::General
+        );
+        assert_eq!(
+            masks_of(|b, c, n, lo| {
+                let below = cmp(b, CmpPred::Lt, c, n);
+                let above = cmp(b, CmpPred::Lt, c, lo);
+                and(b, below, above)
+            }),
+            falling
+        );
+        // lo <= c < n: false, true, false can happen inside one group.
+        assert_eq!(
+            masks_of(|b, c, n, lo| {
+                let below = cmp(b, CmpPred::Lt, c, n);
+                let above = cmp(b, CmpPred::Ge, c, lo);
+                and(b, below, above)
+            }),
+            MaskRun::General
+        );
+    }
 }

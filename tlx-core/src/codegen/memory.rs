@@ -1,9 +1,11 @@
 //! Global loads and stores. Registers whose pointers the axis analysis
-//! proves contiguous form vectors of up to 16 bytes; whether the first address
-//! is aligned (a `row * stride` offset is unknown until run time) and the
-//! chunk's mask uniform is checked per thread at run time, and the predicated
-//! vector access runs when it holds, per-element predicated accesses
-//! otherwise. Masked-off lanes keep `other` and touch no memory.
+//! proves contiguous form vectors of up to 16 bytes. Whether every vector's
+//! first address is aligned (a `row * stride` offset is unknown until run
+//! time) and every vector's mask uniform is tested once per tile and thread;
+//! one branch then runs all vector accesses, back to back, or the
+//! per-element predicated accesses. Masks that are monotone along a
+//! contiguous run (`cols < n`) are tested at each vector's ends only.
+//! Masked-off lanes keep `other` and touch no memory.
 
 use super::axis::{self, MaskRun};
 use super::emit::scalar_type;
@@ -598,5 +600,94 @@ mod tests {
         assert_eq!(words_of(2, 8), (8, 2));
         assert_eq!(words_of(2, 1), (2, 1));
         assert_eq!(words_of(1, 1), (1, 1));
+    }
+
+    /// `y[i] = bf16(f32(x[i]) * 2)` for `i < n`, over one block of 1024.
+    fn bf16_scale_kernel() -> crate::ir::Kernel {
+        use crate::ir::{BinaryOp, Builder, CmpPred, KernelOptions, Literal, ParamKind, Type};
+        let mut b = Builder::new("scale", KernelOptions::default());
+        let x = b.add_param("x", ParamKind::Ptr(ScalarType::BF16));
+        let y = b.add_param("y", ParamKind::Ptr(ScalarType::BF16));
+        let n = b.add_param("n", ParamKind::Scalar(ScalarType::I32));
+        let tensor = |e: Elem| Type::tensor(e, vec![1024]);
+        let idx = tensor(Elem::Scalar(ScalarType::I32));
+        let cols = b.push1(
+            OpKind::Arange {
+                start: 0,
+                end: 1024,
+            },
+            idx.clone(),
+        );
+        let ns = b.push1(OpKind::Splat(n), idx);
+        let mask = b.push1(
+            OpKind::Compare {
+                pred: CmpPred::Lt,
+                lhs: cols,
+                rhs: ns,
+            },
+            tensor(Elem::Scalar(ScalarType::Bool)),
+        );
+        let pointers = |p: ValueId, b: &mut Builder| {
+            let ptys = tensor(Elem::Ptr(ScalarType::BF16));
+            let ps = b.push1(OpKind::Splat(p), ptys.clone());
+            b.push1(
+                OpKind::AddPtr {
+                    ptr: ps,
+                    offset: cols,
+                },
+                ptys,
+            )
+        };
+        let (px, py) = (pointers(x, &mut b), pointers(y, &mut b));
+        let bf = tensor(Elem::Scalar(ScalarType::BF16));
+        let f32s = tensor(Elem::Scalar(ScalarType::F32));
+        let v = b.push1(
+            OpKind::Load {
+                ptr: px,
+                mask: Some(mask),
+                other: None,
+                cache: CacheModifier::default(),
+                eviction: EvictionPolicy::default(),
+                volatile: false,
+            },
+            bf.clone(),
+        );
+        let wide = b.push1(OpKind::Cast(v), f32s.clone());
+        let two = b.push1(OpKind::Constant(Literal::Float(2.0)), f32s.clone());
+        let op = BinaryOp::Mul;
+        let scaled = b.push1(
+            OpKind::Binary {
+                op,
+                lhs: wide,
+                rhs: two,
+            },
+            f32s,
+        );
+        let narrow = b.push1(OpKind::Cast(scaled), bf);
+        b.push(
+            OpKind::Store {
+                ptr: py,
+                value: narrow,
+                mask: Some(mask),
+                cache: CacheModifier::default(),
+                eviction: EvictionPolicy::default(),
+            },
+            vec![],
+        );
+        b.finish()
+    }
+
+    #[test]
+    fn masked_tile_accesses_branch_once_to_an_all_vector_block() {
+        let text = super::super::lower::lower_kernel(&bf16_scale_kernel())
+            .unwrap()
+            .module_text;
+        // One tile test and branch per access (a load and a store).
+        assert_eq!(text.matches("label %vec_access").count(), 2, "{text}");
+        // 1024 elements over 4 warps: 8 bf16 per thread, one 16-byte chunk whose
+        // monotone mask needs its first and last element compared only.
+        assert_eq!(text.matches("xor i1").count(), 2 * 2, "{text}");
+        // The store rounds f32 pairs into packed words.
+        assert_eq!(text.matches("fptrunc <2 x float>").count(), 4, "{text}");
     }
 }
