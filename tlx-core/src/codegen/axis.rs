@@ -3,7 +3,7 @@
 //! (contiguity) or are equal (constancy), in aligned groups. Loads and stores
 //! use contiguity to decide which register groups may be one vector access.
 
-use crate::ir::{BinaryOp, Block, CmpPred, Kernel, OpKind, ValueId};
+use crate::ir::{BinaryOp, Block, CmpPred, Elem, Kernel, OpKind, ScalarType, ValueId};
 use std::collections::HashMap;
 
 /// Facts about a value along its last dimension; both are powers of two and hold
@@ -97,8 +97,10 @@ pub enum MaskRun {
     General,
 }
 
-/// Classifies mask `v` over aligned groups of `n`; `def` gives the pure op defining a value.
+/// Classifies mask `v` of `kernel` over aligned groups of `n`; `def` gives the
+/// pure op defining a value.
 pub fn mask_run<'k>(
+    kernel: &Kernel,
     facts: &HashMap<ValueId, AxisInfo>,
     def: &impl Fn(ValueId) -> Option<&'k OpKind>,
     v: ValueId,
@@ -117,8 +119,18 @@ pub fn mask_run<'k>(
                 CmpPred::Gt | CmpPred::Ge => false,
                 CmpPred::Eq | CmpPred::Ne => return MaskRun::General,
             };
+            // A run of narrow integers may wrap around inside a group.
+            let wide = |v: &ValueId| match kernel.type_of(*v).elem {
+                Elem::Ptr(_) => true,
+                Elem::Scalar(s) => matches!(
+                    s,
+                    ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::F32
+                ),
+            };
             if a.constancy >= n && b.constancy >= n {
                 MaskRun::Uniform
+            } else if !wide(lhs) || !wide(rhs) {
+                MaskRun::General
             } else if a.contiguity >= n && b.constancy >= n {
                 MaskRun::Monotone { rising: !falls }
             } else if a.constancy >= n && b.contiguity >= n {
@@ -131,7 +143,10 @@ pub fn mask_run<'k>(
             op: BinaryOp::And | BinaryOp::Or,
             lhs,
             rhs,
-        }) => match (mask_run(facts, def, *lhs, n), mask_run(facts, def, *rhs, n)) {
+        }) => match (
+            mask_run(kernel, facts, def, *lhs, n),
+            mask_run(kernel, facts, def, *rhs, n),
+        ) {
             (MaskRun::Uniform, other) | (other, MaskRun::Uniform) => other,
             // Both rising (or both falling) stays monotone; mixed ones make windows.
             (x, y) if x == y => x,
@@ -140,7 +155,7 @@ pub fn mask_run<'k>(
         // Both keep the last dimension's groups (a broadcast or new axis there makes
         // the mask constant along it, or the last dimension 1 so that n is 1).
         Some(OpKind::Broadcast(inner) | OpKind::ExpandDims { value: inner, .. }) => {
-            mask_run(facts, def, *inner, n)
+            mask_run(kernel, facts, def, *inner, n)
         }
         _ => MaskRun::General,
     }
@@ -160,7 +175,7 @@ fn add_info(a: AxisInfo, b: AxisInfo) -> AxisInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Builder, Elem, KernelOptions, Literal, ParamKind, ScalarType, Type};
+    use crate::ir::{Builder, KernelOptions, Literal, ParamKind, Type};
 
     #[test]
     fn pointer_plus_arange_is_contiguous_but_pointer_plus_twice_arange_is_not() {
@@ -225,7 +240,7 @@ mod tests {
             .iter()
             .filter_map(|op| Some((*op.results.first()?, op.kind.clone())))
             .collect();
-        mask_run(&facts, &|v| defs.get(&v), mask, 8)
+        mask_run(&k, &facts, &|v| defs.get(&v), mask, 8)
     }
 
     fn cmp(b: &mut Builder, pred: CmpPred, lhs: ValueId, rhs: ValueId) -> ValueId {

@@ -154,6 +154,10 @@ impl<'k> Lowerer<'k> {
         if !half || self.ty(*src).elem != Elem::Scalar(ScalarType::F32) {
             return Ok(None);
         }
+        // Only when the f32 registers are at hand: moving them too would cost more.
+        if !self.is_recomputable(*src) && self.layout_of(*src)? != *layout {
+            return Ok(None);
+        }
         Ok(Some(self.get(*src, layout)?))
     }
 
@@ -359,7 +363,7 @@ impl<'k> Lowerer<'k> {
             MaskRun::Uniform
         } else {
             let def = |v| self.def_of(v).map(|op| &op.kind);
-            axis::mask_run(&self.axis, &def, m, n)
+            axis::mask_run(self.kernel, &self.axis, &def, m, n)
         };
         Ok(Some((regs, run)))
     }
