@@ -2,8 +2,10 @@
 //! proves contiguous form vectors of up to 16 bytes. Whether every vector's
 //! first address is aligned (a `row * stride` offset is unknown until run
 //! time) and every vector's mask uniform is tested once per tile and thread;
-//! one branch then runs all vector accesses, back to back, or the
-//! per-element predicated accesses. Masks that are monotone along a
+//! one branch then runs all vector accesses, back to back, or a fallback
+//! that decides chunk by chunk between a vector and per-element predicated
+//! accesses (in small blocks, which keeps the rarely taken path from setting
+//! the kernel's register count). Masks that are monotone along a
 //! contiguous run (`cols < n`) are tested at each vector's ends only.
 //! Masked-off lanes keep `other` and touch no memory.
 
@@ -454,7 +456,7 @@ impl<'k> Lowerer<'k> {
             n,
             bytes,
         );
-        let (vector, scalar, join) = self.open_vector_branch(&ok);
+        let (vector, fallback, join) = self.open_vector_branch(&ok);
         let mut vector_words = Vec::new();
         for (c, inits) in vec_inits.iter().enumerate() {
             let start = c * n;
@@ -462,21 +464,57 @@ impl<'k> Lowerer<'k> {
             vector_words.extend(w);
         }
         self.f.stmt(format!("br label %{join}"));
-        self.f.start_block(&scalar);
-        scalar_loads(self, &mut scalar_bits);
-        // The paths meet in the vector's words, so that unpacking after the join
-        // folds into the consumers (a bf16 widening becomes one `and` or `shl`).
-        let scalar_words = self.pack(&scalar_bits, bytes, vword);
+        // The fallback decides chunk by chunk, in blocks of their own: a whole tile
+        // of scalar loads in one block would set the register count of the kernel.
+        self.f.start_block(&fallback);
+        let mut fallback_words = Vec::new();
+        let mut last = fallback;
+        for (c, inits) in vec_inits.iter().enumerate() {
+            let range = c * n..(c + 1) * n;
+            let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
+            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, n, bytes);
+            let (chunk_vector, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
+            let vw = self.load_words(
+                &instr,
+                &ptrs.regs[range.start],
+                &pred_of(range.start),
+                inits,
+                vword,
+            );
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_scalar);
+            let mut bits = Vec::with_capacity(n);
+            for reg in range {
+                let w = self.load_words(
+                    &instr,
+                    &ptrs.regs[reg],
+                    &pred_of(reg),
+                    std::slice::from_ref(&scalar_inits[reg]),
+                    word,
+                );
+                bits.extend(self.unpack(&w, bytes, word));
+            }
+            let sw = self.pack(&bits, bytes, vword);
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_join);
+            let wty = word_kind(vword).2;
+            for (v, s) in vw.iter().zip(&sw) {
+                fallback_words.push(self.f.inst(format!(
+                    "phi {wty} [ {v}, %{chunk_vector} ], [ {s}, %{chunk_scalar} ]"
+                )));
+            }
+            last = chunk_join;
+        }
         self.f.stmt(format!("br label %{join}"));
         self.enter_block(&join);
         let wty = word_kind(vword).2;
         // All phis first: LLVM wants them grouped at the top of the block.
         let joined: Vec<String> = vector_words
             .iter()
-            .zip(&scalar_words)
+            .zip(&fallback_words)
             .map(|(v, s)| {
                 self.f
-                    .inst(format!("phi {wty} [ {v}, %{vector} ], [ {s}, %{scalar} ]"))
+                    .inst(format!("phi {wty} [ {v}, %{vector} ], [ {s}, %{last} ]"))
             })
             .collect();
         let bits = self.unpack(&joined, bytes, vword);
@@ -551,18 +589,32 @@ impl<'k> Lowerer<'k> {
                 self.pack_values(&values[range], wide, elem, vword)
             })
             .collect();
-        let (_, scalar, join) = self.open_vector_branch(&ok);
+        let (_, fallback, join) = self.open_vector_branch(&ok);
         for (c, w) in vwords.iter().enumerate() {
             let start = c * n;
             self.store_words(&instr, &ptrs[start], &pred_of(start), w, vword);
         }
         self.f.stmt(format!("br label %{join}"));
-        self.f.start_block(&scalar);
-        // The scalar path takes its elements back out of the packed words, so that
-        // every value has the one use a fused pair conversion needs.
-        let all_words: Vec<String> = vwords.concat();
-        let bits = self.unpack(&all_words, bytes, vword);
-        scalar_stores(self, &bits);
+        // Chunk by chunk, in blocks of their own (see `lower_load`).
+        self.f.start_block(&fallback);
+        for (c, w) in vwords.iter().enumerate() {
+            let range = c * n..(c + 1) * n;
+            let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
+            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, n, bytes);
+            let (_, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
+            self.store_words(&instr, &ptrs[range.start], &pred_of(range.start), w, vword);
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_scalar);
+            // The elements come back out of the packed words, so that every value
+            // has the one use a fused pair conversion needs.
+            let bits = self.unpack(w, bytes, vword);
+            for (reg, b) in range.zip(&bits) {
+                let sw = self.pack(std::slice::from_ref(b), bytes, word);
+                self.store_words(&instr, &ptrs[reg], &pred_of(reg), &sw, word);
+            }
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_join);
+        }
         self.f.stmt(format!("br label %{join}"));
         self.enter_block(&join);
         Ok(())
@@ -686,11 +738,18 @@ mod tests {
         let text = super::super::lower::lower_kernel(&bf16_scale_kernel())
             .unwrap()
             .module_text;
-        // One tile test and branch per access (a load and a store).
-        assert_eq!(text.matches("label %vec_access").count(), 2, "{text}");
-        // 1024 elements over 4 warps: 8 bf16 per thread, one 16-byte chunk whose
-        // monotone mask needs its first and last element compared only.
-        assert_eq!(text.matches("xor i1").count(), 2 * 2, "{text}");
+        // 1024 elements over 4 warps: 8 bf16 per thread, one 16-byte chunk. Per
+        // access (a load and a store): the tile test and branch, then the
+        // fallback's test and branch for that chunk.
+        assert_eq!(text.matches("label %vec_access").count(), 2 * 2, "{text}");
+        assert_eq!(
+            text.matches("label %scalar_access").count(),
+            2 * 2,
+            "{text}"
+        );
+        // The mask is monotone: each test compares the chunk's first and last
+        // element only (one xor) and negates the result (one more).
+        assert_eq!(text.matches("xor i1").count(), 2 * 2 * 2, "{text}");
         // The store rounds f32 pairs into packed words.
         assert_eq!(text.matches("fptrunc <2 x float>").count(), 4, "{text}");
     }
