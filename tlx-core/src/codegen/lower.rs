@@ -164,6 +164,11 @@ impl<'k> Lowerer<'k> {
         }
     }
 
+    /// The pure op defining `v`, if any (loads, reductions and loops are not recorded).
+    pub fn def_of(&self, v: ValueId) -> Option<&'k Op> {
+        self.defs.get(&v).copied()
+    }
+
     /// True if `v` can be produced in any layout without moving data between threads.
     pub fn is_recomputable(&self, v: ValueId) -> bool {
         self.ty(v).is_scalar() || self.recomputable.contains(&v)

@@ -1,13 +1,19 @@
 //! Global loads and stores. Registers whose pointers the axis analysis
-//! proves contiguous form vectors of up to 16 bytes; whether the first address
-//! is aligned (a `row * stride` offset is unknown until run time) and the
-//! chunk's mask uniform is checked per thread at run time, and the predicated
-//! vector access runs when it holds, per-element predicated accesses
-//! otherwise. Masked-off lanes keep `other` and touch no memory.
+//! proves contiguous form vectors of up to 16 bytes. Whether every vector's
+//! first address is aligned (a `row * stride` offset is unknown until run
+//! time) and every vector's mask uniform is tested once per tile and thread;
+//! one branch then runs all vector accesses, back to back, or a fallback
+//! that decides chunk by chunk between a vector and per-element predicated
+//! accesses (in small blocks, which keeps the rarely taken path from setting
+//! the kernel's register count). Masks that are monotone along a
+//! contiguous run (`cols < n`) are tested at each vector's ends only.
+//! Masked-off lanes keep `other` and touch no memory.
 
+use super::axis::{self, MaskRun};
+use super::emit::scalar_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
-use crate::ir::{CacheModifier, EvictionPolicy, Op, OpKind};
+use crate::ir::{CacheModifier, Elem, EvictionPolicy, Op, OpKind, ScalarType, ValueId};
 use crate::layout::LinearLayout;
 
 /// How one memory word travels: PTX type, asm constraint, LLVM type.
@@ -112,17 +118,86 @@ impl<'k> Lowerer<'k> {
                         chunk[0].clone()
                     };
                 }
-                let mut acc = "0".to_string();
-                for (i, b) in chunk.iter().enumerate() {
-                    let wide = self.f.inst(format!("zext {ety} {b} to {wty}"));
-                    let shifted = self
-                        .f
-                        .inst(format!("shl {wty} {wide}, {}", i * elem_bytes * 8));
-                    acc = self.f.inst(format!("or {wty} {acc}, {shifted}"));
-                }
-                acc
+                self.vector_word(chunk, ety, wty)
             })
             .collect()
+    }
+
+    /// One word from a vector of its elements: NVPTX packs that with register
+    /// moves, where shifts and ors cost three instructions an element.
+    fn vector_word(&mut self, elems: &[String], ety: &str, wty: &str) -> String {
+        let vty = format!("<{} x {ety}>", elems.len());
+        let mut acc = "poison".to_string();
+        for (i, e) in elems.iter().enumerate() {
+            acc = self
+                .f
+                .inst(format!("insertelement {vty} {acc}, {ety} {e}, i32 {i}"));
+        }
+        if vty == wty {
+            return acc;
+        }
+        self.f.inst(format!("bitcast {vty} {acc} to {wty}"))
+    }
+
+    /// The f32 registers that store value `v` is rounded from, in `layout`, when
+    /// `v` is a cast of f32 to a half-precision float.
+    fn narrowed_from_f32(
+        &mut self,
+        v: ValueId,
+        layout: &LinearLayout,
+    ) -> Result<Option<Vec<String>>> {
+        let Some(OpKind::Cast(src)) = self.def_of(v).map(|op| &op.kind) else {
+            return Ok(None);
+        };
+        let half = matches!(
+            self.ty(v).elem,
+            Elem::Scalar(ScalarType::F16 | ScalarType::BF16)
+        );
+        if !half || self.ty(*src).elem != Elem::Scalar(ScalarType::F32) {
+            return Ok(None);
+        }
+        // Only when the f32 registers are at hand: moving them too would cost more.
+        if !self.is_recomputable(*src) && self.layout_of(*src)? != *layout {
+            return Ok(None);
+        }
+        Ok(Some(self.get(*src, layout)?))
+    }
+
+    /// Pack element values into words of `word` bytes. Half-precision floats rounded
+    /// from f32 (`wide`) are rounded here a word at a time, which PTX does in one
+    /// `cvt.rn.bf16x2.f32` (or `f16x2`) per pair.
+    fn pack_values(
+        &mut self,
+        values: &[String],
+        wide: Option<&[String]>,
+        elem: Elem,
+        word: usize,
+    ) -> Vec<String> {
+        let bytes = mem_bytes(elem);
+        let per_word = word / bytes;
+        match (elem, wide) {
+            (Elem::Scalar(s), Some(wide)) if per_word > 1 => {
+                let wty = word_kind(word).2;
+                let ety = scalar_type(s);
+                wide.chunks(per_word)
+                    .map(|chunk| {
+                        let k = chunk.len();
+                        let v = self.vector_word(chunk, "float", &format!("<{k} x float>"));
+                        let r = self
+                            .f
+                            .inst(format!("fptrunc <{k} x float> {v} to <{k} x {ety}>"));
+                        self.f.inst(format!("bitcast <{k} x {ety}> {r} to {wty}"))
+                    })
+                    .collect()
+            }
+            _ => {
+                let bits: Vec<String> = values
+                    .iter()
+                    .map(|v| to_bits(&mut self.f, elem, v))
+                    .collect();
+                self.pack(&bits, bytes, word)
+            }
+        }
     }
 
     /// Inverse of [`Lowerer::pack`].
@@ -234,37 +309,82 @@ impl<'k> Lowerer<'k> {
         self.f.asm("void", &asm, &constraints.join(","), &args);
     }
 
-    /// (vector path taken, vector predicate, scalar predicates) for one chunk.
-    fn chunk_predicates(
+    /// i1: every `n`-register chunk of the tile may be one vector access: its first
+    /// address is aligned to the vector and its mask is uniform. One test for the
+    /// whole tile keeps the vector accesses together in one branch-free block.
+    fn tile_vector_ok(
         &mut self,
-        addr: &str,
-        masks: Option<&[String]>,
-        bytes: usize,
+        addrs: &[String],
+        masks: Option<(&[String], MaskRun)>,
         n: usize,
-    ) -> (String, String, Vec<String>) {
-        let int = self
-            .f
-            .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
-        let low = self.f.inst(format!("and i64 {int}, {}", bytes - 1));
-        let mut ok = self.f.inst(format!("icmp eq i64 {low}, 0"));
-        if let Some(m) = masks {
-            for mi in &m[1..] {
-                let same = self.f.inst(format!("icmp eq i1 {mi}, {}", m[0]));
-                ok = self.f.inst(format!("and i1 {ok}, {same}"));
+        bytes: usize,
+    ) -> String {
+        // Alignment needs only the low address bits: OR them over the chunk starts.
+        let mut low = "0".to_string();
+        for addr in addrs.iter().step_by(n) {
+            let int = self
+                .f
+                .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
+            let int = self.f.inst(format!("trunc i64 {int} to i32"));
+            low = self.f.inst(format!("or i32 {low}, {int}"));
+        }
+        let low = self.f.inst(format!("and i32 {low}, {}", n * bytes - 1));
+        let aligned = self.f.inst(format!("icmp eq i32 {low}, 0"));
+        let Some((m, run)) = masks else {
+            return aligned;
+        };
+        // Lanes whose mask differs from the chunk's first one.
+        let others: Vec<usize> = match run {
+            MaskRun::Uniform => return aligned,
+            MaskRun::Monotone { .. } => vec![n - 1],
+            MaskRun::General => (1..n).collect(),
+        };
+        let mut mixed = "false".to_string();
+        for chunk in m.chunks(n) {
+            for &i in &others {
+                let differs = self.f.inst(format!("xor i1 {}, {}", chunk[0], chunk[i]));
+                mixed = self.f.inst(format!("or i1 {mixed}, {differs}"));
             }
         }
-        let vector_pred = match masks {
-            Some(m) => self.f.inst(format!("and i1 {ok}, {}", m[0])),
-            None => ok.clone(),
+        let uniform = self.f.inst(format!("xor i1 {mixed}, true"));
+        self.f.inst(format!("and i1 {aligned}, {uniform}"))
+    }
+
+    /// The mask registers of an access and how they run over `n`-element groups.
+    fn access_masks(
+        &mut self,
+        mask: Option<crate::ir::ValueId>,
+        layout: &LinearLayout,
+        n: usize,
+    ) -> Result<Option<(Vec<String>, MaskRun)>> {
+        let Some(m) = mask else {
+            return Ok(None);
         };
-        let not_ok = self.f.inst(format!("xor i1 {ok}, true"));
-        let scalar_preds = (0..n)
-            .map(|i| match masks {
-                Some(m) => self.f.inst(format!("and i1 {not_ok}, {}", m[i])),
-                None => not_ok.clone(),
-            })
-            .collect();
-        (ok, vector_pred, scalar_preds)
+        let regs = self.get(m, layout)?;
+        let run = if self.ty(m).is_scalar() {
+            MaskRun::Uniform
+        } else {
+            let def = |v| self.def_of(v).map(|op| &op.kind);
+            axis::mask_run(self.kernel, &self.axis, &def, m, n)
+        };
+        Ok(Some((regs, run)))
+    }
+
+    /// Branch on `ok` to two fresh blocks; returns (vector, scalar, join) labels
+    /// and leaves the vector block open.
+    fn open_vector_branch(&mut self, ok: &str) -> (String, String, String) {
+        let vector = self.f.fresh("vec_access");
+        let scalar = self.f.fresh("scalar_access");
+        let join = self.f.fresh("access_end");
+        self.f
+            .stmt(format!("br i1 {ok}, label %{vector}, label %{scalar}"));
+        self.f.start_block(&vector);
+        (vector, scalar, join)
+    }
+
+    fn enter_block(&mut self, label: &str) {
+        self.f.start_block(label);
+        self.current_block = label.to_string();
     }
 
     pub fn lower_load(&mut self, op: &'k Op) -> Result<()> {
@@ -286,59 +406,123 @@ impl<'k> Lowerer<'k> {
         let elem = self.ty(result).elem;
         let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
-        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
-        let others = other.map(|o| self.get(o, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
         let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
+        let masks = self.access_masks(*mask, &layout, n)?;
+        let others = other.map(|o| self.get(o, &layout)).transpose()?;
         let instr = load_qualifiers(*cache, *eviction, *volatile);
-        let mut out = Vec::with_capacity(layout.num_regs());
-        for start in (0..layout.num_regs()).step_by(n) {
-            let range = start..start + n;
-            let init_bits: Vec<String> = match &others {
-                Some(o) => o[range.clone()]
-                    .iter()
-                    .map(|v| to_bits(&mut self.f, elem, v))
-                    .collect(),
-                None => vec!["0".into(); n],
-            };
-            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
-            let addr = ptrs.regs[start].clone();
-            let (word, _) = words_of(1, bytes);
-            let scalar_inits = self.pack(&init_bits, bytes, word);
-            if n == 1 {
-                let pred = chunk_masks
-                    .as_ref()
-                    .map_or("true".to_string(), |m| m[0].clone());
-                let w = self.load_words(&instr, &addr, &pred, &scalar_inits, word);
-                let b = self.unpack(&w, bytes, word);
-                out.push(from_bits(&mut self.f, elem, &b[0]));
-                continue;
-            }
-            let (vword, _) = words_of(n, bytes);
-            let vec_inits = self.pack(&init_bits, bytes, vword);
-            let (ok, vpred, spreds) =
-                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
-            let vw = self.load_words(&instr, &addr, &vpred, &vec_inits, vword);
-            let vbits = self.unpack(&vw, bytes, vword);
-            for (i, reg) in range.enumerate() {
-                let sw = self.load_words(
+        let init_bits: Vec<String> = match &others {
+            Some(o) => o.iter().map(|v| to_bits(&mut self.f, elem, v)).collect(),
+            None => vec!["0".into(); layout.num_regs()],
+        };
+        let pred_of = |reg: usize| {
+            masks
+                .as_ref()
+                .map_or("true".to_string(), |(m, _)| m[reg].clone())
+        };
+        let (word, _) = words_of(1, bytes);
+        let mut scalar_bits = Vec::with_capacity(layout.num_regs());
+        let scalar_inits = self.pack(&init_bits, bytes, word);
+        let scalar_loads = |l: &mut Self, out: &mut Vec<String>| {
+            for (reg, init) in scalar_inits.iter().enumerate() {
+                let w = l.load_words(
                     &instr,
                     &ptrs.regs[reg],
-                    &spreds[i],
-                    &scalar_inits[i..i + 1],
+                    &pred_of(reg),
+                    std::slice::from_ref(init),
                     word,
                 );
-                let sbits = self.unpack(&sw, bytes, word);
-                let ety = vbits[i].clone();
-                let bty = if bytes == 1 { "i8" } else { word_kind(bytes).2 };
-                let chosen = self
-                    .f
-                    .inst(format!("select i1 {ok}, {bty} {ety}, {bty} {}", sbits[0]));
-                out.push(from_bits(&mut self.f, elem, &chosen));
+                out.extend(l.unpack(&w, bytes, word));
             }
+        };
+        if n == 1 {
+            scalar_loads(self, &mut scalar_bits);
+            let regs = scalar_bits
+                .iter()
+                .map(|b| from_bits(&mut self.f, elem, b))
+                .collect();
+            self.values.insert(result, Tensor { layout, regs });
+            return Ok(());
         }
-        self.values.insert(result, Tensor { layout, regs: out });
+        let (vword, _) = words_of(n, bytes);
+        let vec_inits: Vec<Vec<String>> = init_bits
+            .chunks(n)
+            .map(|chunk| self.pack(chunk, bytes, vword))
+            .collect();
+        let ok = self.tile_vector_ok(
+            &ptrs.regs,
+            masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            n,
+            bytes,
+        );
+        let (vector, fallback, join) = self.open_vector_branch(&ok);
+        let mut vector_words = Vec::new();
+        for (c, inits) in vec_inits.iter().enumerate() {
+            let start = c * n;
+            let w = self.load_words(&instr, &ptrs.regs[start], &pred_of(start), inits, vword);
+            vector_words.extend(w);
+        }
+        self.f.stmt(format!("br label %{join}"));
+        // The fallback decides chunk by chunk, in blocks of their own: a whole tile
+        // of scalar loads in one block would set the register count of the kernel.
+        self.f.start_block(&fallback);
+        let mut fallback_words = Vec::new();
+        let mut last = fallback;
+        for (c, inits) in vec_inits.iter().enumerate() {
+            let range = c * n..(c + 1) * n;
+            let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
+            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, n, bytes);
+            let (chunk_vector, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
+            let vw = self.load_words(
+                &instr,
+                &ptrs.regs[range.start],
+                &pred_of(range.start),
+                inits,
+                vword,
+            );
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_scalar);
+            let mut bits = Vec::with_capacity(n);
+            for reg in range {
+                let w = self.load_words(
+                    &instr,
+                    &ptrs.regs[reg],
+                    &pred_of(reg),
+                    std::slice::from_ref(&scalar_inits[reg]),
+                    word,
+                );
+                bits.extend(self.unpack(&w, bytes, word));
+            }
+            let sw = self.pack(&bits, bytes, vword);
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_join);
+            let wty = word_kind(vword).2;
+            for (v, s) in vw.iter().zip(&sw) {
+                fallback_words.push(self.f.inst(format!(
+                    "phi {wty} [ {v}, %{chunk_vector} ], [ {s}, %{chunk_scalar} ]"
+                )));
+            }
+            last = chunk_join;
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+        let wty = word_kind(vword).2;
+        // All phis first: LLVM wants them grouped at the top of the block.
+        let joined: Vec<String> = vector_words
+            .iter()
+            .zip(&fallback_words)
+            .map(|(v, s)| {
+                self.f
+                    .inst(format!("phi {wty} [ {v}, %{vector} ], [ {s}, %{last} ]"))
+            })
+            .collect();
+        let bits = self.unpack(&joined, bytes, vword);
+        let regs = bits
+            .iter()
+            .map(|b| from_bits(&mut self.f, elem, b))
+            .collect();
+        self.values.insert(result, Tensor { layout, regs });
         Ok(())
     }
 
@@ -362,43 +546,77 @@ impl<'k> Lowerer<'k> {
         } else {
             self.layout_of(*ptr)?
         };
-        let ptrs = Tensor {
-            regs: self.get(*ptr, &layout)?,
-            layout: layout.clone(),
-        };
+        let ptrs = self.get(*ptr, &layout)?;
         let values = self.get(*value, &layout)?;
-        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let bytes = mem_bytes(elem);
         let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
+        let masks = self.access_masks(*mask, &layout, n)?;
         let instr = store_qualifiers(*cache, *eviction);
         let (word, _) = words_of(1, bytes);
-        for start in (0..layout.num_regs()).step_by(n) {
-            let range = start..start + n;
-            let bits: Vec<String> = values[range.clone()]
+        let pred_of = |reg: usize| {
+            masks
+                .as_ref()
+                .map_or("true".to_string(), |(m, _)| m[reg].clone())
+        };
+        let scalar_stores = |l: &mut Self, bits: &[String]| {
+            for (reg, b) in bits.iter().enumerate() {
+                let w = l.pack(std::slice::from_ref(b), bytes, word);
+                l.store_words(&instr, &ptrs[reg], &pred_of(reg), &w, word);
+            }
+        };
+        if n == 1 {
+            let bits: Vec<String> = values
                 .iter()
                 .map(|v| to_bits(&mut self.f, elem, v))
                 .collect();
-            let chunk_masks = masks.as_ref().map(|m| m[range.clone()].to_vec());
-            let addr = ptrs.regs[start].clone();
-            if n == 1 {
-                let pred = chunk_masks
-                    .as_ref()
-                    .map_or("true".to_string(), |m| m[0].clone());
-                let w = self.pack(&bits, bytes, word);
-                self.store_words(&instr, &addr, &pred, &w, word);
-                continue;
-            }
-            let (vword, _) = words_of(n, bytes);
-            let vwords = self.pack(&bits, bytes, vword);
-            let (_, vpred, spreds) =
-                self.chunk_predicates(&addr, chunk_masks.as_deref(), n * bytes, n);
-            self.store_words(&instr, &addr, &vpred, &vwords, vword);
-            for (i, reg) in range.enumerate() {
-                let w = self.pack(&bits[i..i + 1], bytes, word);
-                self.store_words(&instr, &ptrs.regs[reg], &spreds[i], &w, word);
-            }
+            scalar_stores(self, &bits);
+            return Ok(());
         }
+        let ok = self.tile_vector_ok(
+            &ptrs,
+            masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            n,
+            bytes,
+        );
+        let (vword, _) = words_of(n, bytes);
+        let wide = self.narrowed_from_f32(*value, &layout)?;
+        let vwords: Vec<Vec<String>> = (0..values.len())
+            .step_by(n)
+            .map(|start| {
+                let range = start..start + n;
+                let wide = wide.as_ref().map(|w| &w[range.clone()]);
+                self.pack_values(&values[range], wide, elem, vword)
+            })
+            .collect();
+        let (_, fallback, join) = self.open_vector_branch(&ok);
+        for (c, w) in vwords.iter().enumerate() {
+            let start = c * n;
+            self.store_words(&instr, &ptrs[start], &pred_of(start), w, vword);
+        }
+        self.f.stmt(format!("br label %{join}"));
+        // Chunk by chunk, in blocks of their own (see `lower_load`).
+        self.f.start_block(&fallback);
+        for (c, w) in vwords.iter().enumerate() {
+            let range = c * n..(c + 1) * n;
+            let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
+            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, n, bytes);
+            let (_, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
+            self.store_words(&instr, &ptrs[range.start], &pred_of(range.start), w, vword);
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_scalar);
+            // The elements come back out of the packed words, so that every value
+            // has the one use a fused pair conversion needs.
+            let bits = self.unpack(w, bytes, vword);
+            for (reg, b) in range.zip(&bits) {
+                let sw = self.pack(std::slice::from_ref(b), bytes, word);
+                self.store_words(&instr, &ptrs[reg], &pred_of(reg), &sw, word);
+            }
+            self.f.stmt(format!("br label %{chunk_join}"));
+            self.f.start_block(&chunk_join);
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
         Ok(())
     }
 }
@@ -438,5 +656,101 @@ mod tests {
         assert_eq!(words_of(2, 8), (8, 2));
         assert_eq!(words_of(2, 1), (2, 1));
         assert_eq!(words_of(1, 1), (1, 1));
+    }
+
+    /// `y[i] = bf16(f32(x[i]) * 2)` for `i < n`, over one block of 1024.
+    fn bf16_scale_kernel() -> crate::ir::Kernel {
+        use crate::ir::{BinaryOp, Builder, CmpPred, KernelOptions, Literal, ParamKind, Type};
+        let mut b = Builder::new("scale", KernelOptions::default());
+        let x = b.add_param("x", ParamKind::Ptr(ScalarType::BF16));
+        let y = b.add_param("y", ParamKind::Ptr(ScalarType::BF16));
+        let n = b.add_param("n", ParamKind::Scalar(ScalarType::I32));
+        let tensor = |e: Elem| Type::tensor(e, vec![1024]);
+        let idx = tensor(Elem::Scalar(ScalarType::I32));
+        let cols = b.push1(
+            OpKind::Arange {
+                start: 0,
+                end: 1024,
+            },
+            idx.clone(),
+        );
+        let ns = b.push1(OpKind::Splat(n), idx);
+        let mask = b.push1(
+            OpKind::Compare {
+                pred: CmpPred::Lt,
+                lhs: cols,
+                rhs: ns,
+            },
+            tensor(Elem::Scalar(ScalarType::Bool)),
+        );
+        let pointers = |p: ValueId, b: &mut Builder| {
+            let ptys = tensor(Elem::Ptr(ScalarType::BF16));
+            let ps = b.push1(OpKind::Splat(p), ptys.clone());
+            b.push1(
+                OpKind::AddPtr {
+                    ptr: ps,
+                    offset: cols,
+                },
+                ptys,
+            )
+        };
+        let (px, py) = (pointers(x, &mut b), pointers(y, &mut b));
+        let bf = tensor(Elem::Scalar(ScalarType::BF16));
+        let f32s = tensor(Elem::Scalar(ScalarType::F32));
+        let v = b.push1(
+            OpKind::Load {
+                ptr: px,
+                mask: Some(mask),
+                other: None,
+                cache: CacheModifier::default(),
+                eviction: EvictionPolicy::default(),
+                volatile: false,
+            },
+            bf.clone(),
+        );
+        let wide = b.push1(OpKind::Cast(v), f32s.clone());
+        let two = b.push1(OpKind::Constant(Literal::Float(2.0)), f32s.clone());
+        let op = BinaryOp::Mul;
+        let scaled = b.push1(
+            OpKind::Binary {
+                op,
+                lhs: wide,
+                rhs: two,
+            },
+            f32s,
+        );
+        let narrow = b.push1(OpKind::Cast(scaled), bf);
+        b.push(
+            OpKind::Store {
+                ptr: py,
+                value: narrow,
+                mask: Some(mask),
+                cache: CacheModifier::default(),
+                eviction: EvictionPolicy::default(),
+            },
+            vec![],
+        );
+        b.finish()
+    }
+
+    #[test]
+    fn masked_tile_accesses_branch_once_to_an_all_vector_block() {
+        let text = super::super::lower::lower_kernel(&bf16_scale_kernel())
+            .unwrap()
+            .module_text;
+        // 1024 elements over 4 warps: 8 bf16 per thread, one 16-byte chunk. Per
+        // access (a load and a store): the tile test and branch, then the
+        // fallback's test and branch for that chunk.
+        assert_eq!(text.matches("label %vec_access").count(), 2 * 2, "{text}");
+        assert_eq!(
+            text.matches("label %scalar_access").count(),
+            2 * 2,
+            "{text}"
+        );
+        // The mask is monotone: each test compares the chunk's first and last
+        // element only (one xor) and negates the result (one more).
+        assert_eq!(text.matches("xor i1").count(), 2 * 2 * 2, "{text}");
+        // The store rounds f32 pairs into packed words.
+        assert_eq!(text.matches("fptrunc <2 x float>").count(), 4, "{text}");
     }
 }

@@ -347,6 +347,10 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
             f.call(tt, &format!("llvm.{op}.sat.{tt}.f32"), &[("float", &wide)])
         }
         (false, _) => {
+            if from == ScalarType::BF16 {
+                let wide = bf16_to_f32(f, x);
+                return cast(f, ScalarType::F32, to, &wide);
+            }
             if from == ScalarType::F32 {
                 f.inst(format!("fptrunc float {x} to {tt}"))
             } else if to == ScalarType::F32 {
@@ -357,6 +361,16 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
             }
         }
     })
+}
+
+/// bf16 is the high half of an f32, so widening is a 16-bit shift of the bits:
+/// when the bf16 came out of a packed word, LLVM folds the unpacking into it
+/// (one `and` or `shl` per element instead of an extract and a `cvt`).
+fn bf16_to_f32(f: &mut FuncText, x: &str) -> String {
+    let bits = f.inst(format!("bitcast bfloat {x} to i16"));
+    let wide = f.inst(format!("zext i16 {bits} to i32"));
+    let high = f.inst(format!("shl i32 {wide}, 16"));
+    f.inst(format!("bitcast i32 {high} to float"))
 }
 
 fn int_bits(s: ScalarType) -> usize {
