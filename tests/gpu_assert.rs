@@ -34,7 +34,8 @@ fn print_runs_and_a_failed_assert_fails_the_launch() {
     let mut bad = vec![3.0f32; 300];
     bad[257] = -1.0;
     let bad = dev.upload(&bad).unwrap();
-    let result = checked_scale::launch(&dev, 3u32, &bad, &out, 300).and_then(|()| dev.synchronize());
+    let result =
+        checked_scale::launch(&dev, 3u32, &bad, &out, 300).and_then(|()| dev.synchronize());
     let message = match result {
         Err(e) => e.to_string(),
         Ok(()) => panic!("a failed device_assert did not fail the launch"),
