@@ -49,3 +49,9 @@ pub mod __private {
     pub use tlx_core::ir;
     pub use tlx_runtime::{launch, ConfigSpec, KernelSpec, ParamSpec};
 }
+
+/// The README's example, compiled and run as a doctest so it cannot drift
+/// from the API.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
