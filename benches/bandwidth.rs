@@ -3,7 +3,9 @@
 //!
 //! `cargo bench --bench bandwidth` (prints a table; skips without a GPU).
 //! Bytes counted are the minimum each kernel must move (inputs read once,
-//! outputs written once), as the copy's read+write bytes are.
+//! outputs written once), as the copy's read+write bytes are. Each run
+//! starts with a cold L2, as in `triton.testing.do_bench` (see `Timer`).
+//! `TLX_BENCH_ONLY=<start of a row name>` runs only those rows, e.g. under ncu.
 
 use tlx::prelude::*;
 
@@ -51,53 +53,14 @@ fn softmax<const BLOCK: usize, const NW: usize>(
     );
 }
 
-/// LayerNorm for rows that fit in one block: the row is read once into
-/// registers, both moments come from it, and it is normalized in place.
+/// The LayerNorm of examples/layernorm.rs (without the mean/rstd outputs):
+/// one program per row, the row streamed in blocks twice, L2 asked to keep it
+/// between the passes. `NW` only selects the warp count (the sweep below).
 #[tlx::kernel(configs = [
-    (BLOCK = 16384, NW = 8, num_warps = 8),
-    (BLOCK = 16384, NW = 16, num_warps = 16),
-    (BLOCK = 16384, NW = 32, num_warps = 32),
-    (BLOCK = 32768, NW = 16, num_warps = 16),
-    (BLOCK = 32768, NW = 32, num_warps = 32),
-])]
-fn layernorm_in_registers<const BLOCK: usize, const NW: usize>(
-    x: Ptr<bf16>,
-    y: Ptr<bf16>,
-    weight: Ptr<bf16>,
-    bias: Ptr<bf16>,
-    stride: i32,
-    n: i32,
-    eps: f32,
-) {
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n;
-    let v = load(
-        x + row * stride + cols,
-        mask = mask,
-        other = 0.0,
-        eviction_policy = "evict_first",
-    )
-    .to(f32);
-    let count = n.to(f32);
-    let mean = sum(v, axis = 0) / count;
-    let d = select(mask, v - mean, 0.0);
-    let rstd = rsqrt(sum(d * d, axis = 0) / count + eps);
-    let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-    let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-    store(
-        y + row * stride + cols,
-        (d * rstd * w + b).to(bf16),
-        mask = mask,
-        cache_modifier = ".cs",
-    );
-}
-
-#[tlx::kernel(configs = [
-    (BLOCK = 2048, NW = 4, num_warps = 4),
+    (BLOCK = 2048, NW = 8, num_warps = 8),
     (BLOCK = 4096, NW = 8, num_warps = 8),
+    (BLOCK = 4096, NW = 16, num_warps = 16),
     (BLOCK = 8192, NW = 16, num_warps = 16),
-    (BLOCK = 8192, NW = 32, num_warps = 32),
 ])]
 fn layernorm<const BLOCK: usize, const NW: usize>(
     x: Ptr<bf16>,
@@ -117,7 +80,8 @@ fn layernorm<const BLOCK: usize, const NW: usize>(
     for off in (0..n).step_by(BLOCK) {
         let cols = off + arange(0, BLOCK);
         let mask = cols < n;
-        let v = select(mask, load(x_row + cols, mask = mask).to(f32) - shift, 0.0);
+        let v = load(x_row + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+        let v = select(mask, v - shift, 0.0);
         sum1 += v;
         sum2 += v * v;
     }
@@ -126,8 +90,9 @@ fn layernorm<const BLOCK: usize, const NW: usize>(
     let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
     let mean = mean_shifted + shift;
     let rstd = rsqrt(maximum(var, 0.0) + eps);
-    for off in (0..n).step_by(BLOCK) {
-        let cols = off + arange(0, BLOCK);
+    let blocks = cdiv(n, BLOCK);
+    for i in 0..blocks {
+        let cols = (blocks - 1 - i) * BLOCK + arange(0, BLOCK);
         let mask = cols < n;
         let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
         let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
@@ -136,42 +101,263 @@ fn layernorm<const BLOCK: usize, const NW: usize>(
             y_row + cols,
             ((v - mean) * rstd * w + b).to(bf16),
             mask = mask,
+            cache_modifier = ".cs",
         );
     }
 }
 
-/// The last kernel's first output row against a CPU reference (weight 1,
-/// bias 0), so that a fast but wrong kernel cannot enter the table.
-fn check_layernorm_row0(x: &[bf16], y: &[bf16]) -> Result<(), Box<dyn std::error::Error>> {
-    let v: Vec<f64> = x.iter().map(|e| e.to_f64()).collect();
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / v.len() as f64;
-    let rstd = 1.0 / (var + 1e-5).sqrt();
-    for (i, (e, got)) in v.iter().zip(y).enumerate() {
-        let want = (e - mean) * rstd;
-        if (got.to_f64() - want).abs() > 1.0 / 64.0 * want.abs().max(1.0) {
-            return Err(format!("layernorm output {i} is {got}, expected {want}").into());
+/// Streaming LayerNorm two blocks per iteration, twice the loads in flight;
+/// the second pass runs backwards. `n` must be a multiple of `2 * BLOCK`.
+#[tlx::kernel(configs = [
+    (BLOCK = 2048, NW = 8, num_warps = 8),
+    (BLOCK = 4096, NW = 16, num_warps = 16),
+])]
+fn layernorm_x2<const BLOCK: usize, const NW: usize>(
+    x: Ptr<bf16>,
+    y: Ptr<bf16>,
+    weight: Ptr<bf16>,
+    bias: Ptr<bf16>,
+    stride: i32,
+    n: i32,
+    eps: f32,
+) {
+    let row = program_id(0);
+    let x_row = x + row * stride;
+    let y_row = y + row * stride;
+    let shift = load(x_row).to(f32);
+    let mut sum1 = zeros([BLOCK], f32);
+    let mut sum2 = zeros([BLOCK], f32);
+    for off in (0..n).step_by(2 * BLOCK) {
+        let cols = off + arange(0, BLOCK);
+        let a = load(x_row + cols, eviction_policy = "evict_last");
+        let b = load(x_row + cols + BLOCK, eviction_policy = "evict_last");
+        let a = a.to(f32) - shift;
+        let b = b.to(f32) - shift;
+        sum1 += a + b;
+        sum2 += a * a + b * b;
+    }
+    let count = n.to(f32);
+    let mean_shifted = sum(sum1, axis = 0) / count;
+    let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
+    let mean = mean_shifted + shift;
+    let rstd = rsqrt(maximum(var, 0.0) + eps);
+    let pairs = n / (2 * BLOCK);
+    for i in 0..pairs {
+        let cols = (pairs - 1 - i) * (2 * BLOCK) + arange(0, BLOCK);
+        let v0 = load(x_row + cols + BLOCK, eviction_policy = "evict_first");
+        let v1 = load(x_row + cols, eviction_policy = "evict_first");
+        let w0 = load(weight + cols + BLOCK, eviction_policy = "evict_last").to(f32);
+        let b0 = load(bias + cols + BLOCK, eviction_policy = "evict_last").to(f32);
+        let w1 = load(weight + cols, eviction_policy = "evict_last").to(f32);
+        let b1 = load(bias + cols, eviction_policy = "evict_last").to(f32);
+        store(
+            y_row + cols + BLOCK,
+            ((v0.to(f32) - mean) * rstd * w0 + b0).to(bf16),
+            cache_modifier = ".cs",
+        );
+        store(
+            y_row + cols,
+            ((v1.to(f32) - mean) * rstd * w1 + b1).to(bf16),
+            cache_modifier = ".cs",
+        );
+    }
+}
+
+/// Persistent streaming LayerNorm: a grid sized to the device walks the rows,
+/// so few rows are in flight and the second pass finds its row in L2.
+#[tlx::kernel(configs = [(BLOCK = 16384, NW = 32, num_warps = 32)])]
+fn layernorm_persistent<const BLOCK: usize, const NW: usize>(
+    x: Ptr<bf16>,
+    y: Ptr<bf16>,
+    weight: Ptr<bf16>,
+    bias: Ptr<bf16>,
+    rows: i32,
+    stride: i32,
+    n: i32,
+    eps: f32,
+) {
+    for row in (program_id(0)..rows).step_by(num_programs(0)) {
+        let x_row = x + row * stride;
+        let y_row = y + row * stride;
+        let shift = load(x_row).to(f32);
+        let mut sum1 = zeros([BLOCK], f32);
+        let mut sum2 = zeros([BLOCK], f32);
+        for off in (0..n).step_by(BLOCK) {
+            let cols = off + arange(0, BLOCK);
+            let mask = cols < n;
+            let v = load(x_row + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+            let v = select(mask, v - shift, 0.0);
+            sum1 += v;
+            sum2 += v * v;
+        }
+        let count = n.to(f32);
+        let mean_shifted = sum(sum1, axis = 0) / count;
+        let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
+        let mean = mean_shifted + shift;
+        let rstd = rsqrt(maximum(var, 0.0) + eps);
+        // Backwards, so the blocks read last in the first pass, the likeliest
+        // to be still in L2, come first.
+        let blocks = cdiv(n, BLOCK);
+        for i in 0..blocks {
+            let cols = (blocks - 1 - i) * BLOCK + arange(0, BLOCK);
+            let mask = cols < n;
+            let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+            let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+            let v = load(x_row + cols, mask = mask, eviction_policy = "evict_first").to(f32);
+            store(
+                y_row + cols,
+                ((v - mean) * rstd * w + b).to(bf16),
+                mask = mask,
+                cache_modifier = ".cs",
+            );
+        }
+    }
+}
+
+/// Rows 0, middle and last of a LayerNorm output against a CPU reference
+/// (weight 1, bias 0), so that a fast but wrong kernel cannot enter the table.
+fn check_layernorm(
+    x: &[bf16],
+    y: &[bf16],
+    cols: usize,
+    label: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let rows = x.len() / cols;
+    for row in [0, rows / 2, rows - 1] {
+        let span = row * cols..(row + 1) * cols;
+        let v: Vec<f64> = x[span.clone()].iter().map(|e| e.to_f64()).collect();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|e| (e - mean) * (e - mean)).sum::<f64>() / v.len() as f64;
+        let rstd = 1.0 / (var + 1e-5).sqrt();
+        for (i, (e, got)) in v.iter().zip(&y[span]).enumerate() {
+            let want = (e - mean) * rstd;
+            let error = (got.to_f64() - want).abs();
+            // NaN (an unwritten, poisoned element) fails too.
+            if error.is_nan() || error > 1.0 / 64.0 * want.abs().max(1.0) {
+                return Err(
+                    format!("{label}: row {row} column {i} is {got}, expected {want}").into(),
+                );
+            }
         }
     }
     Ok(())
 }
 
-/// Median milliseconds of `f` over `reps` timed runs after warm-up.
-fn median_ms(
+/// Every LayerNorm variant on 1152 rows of `cols` bf16, each checked after
+/// its timed runs on an output poisoned with NaN first.
+fn layernorm_sweep(
     dev: &Device,
-    reps: usize,
-    mut f: impl FnMut() -> Result<(), Error>,
-) -> Result<f64, Error> {
-    for _ in 0..3 {
-        f()?;
+    timer: &mut Timer,
+    cols: usize,
+    copy: f64,
+    rows: &mut Vec<Row>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let ln_rows = 1152usize;
+    let host_x: Vec<bf16> = (0..ln_rows * cols)
+        .map(|i| bf16::from_f32(((i * 7919) % 1000) as f32 / 500.0 - 1.0))
+        .collect();
+    let x = dev.upload(&host_x)?;
+    let mut y = dev.alloc::<bf16>(ln_rows * cols)?;
+    let poison = vec![bf16::NAN; ln_rows * cols];
+    let w = dev.upload(&vec![bf16::ONE; cols])?;
+    let b = dev.upload(&vec![bf16::ZERO; cols])?;
+    let (g, c, r) = (ln_rows as u32, cols as i32, ln_rows as i32);
+    let sms = dev.multiprocessor_count();
+    let (x, w, b) = (&x, &w, &b);
+    let bytes = 2.0 * 2.0 * (ln_rows * cols) as f64;
+    let only = std::env::var("TLX_BENCH_ONLY").unwrap_or_default();
+    // Each entry launches into `y`, passed in so that it can be poisoned
+    // between entries.
+    type Entry<'a> = (String, Box<dyn Fn(&Buffer<bf16>) -> Result<(), Error> + 'a>);
+    let mut entries: Vec<Entry> = Vec::new();
+    macro_rules! entry {
+        ($name:expr, |$y:ident| $launch:expr) => {
+            entries.push((
+                $name.to_string(),
+                Box::new(move |$y: &Buffer<bf16>| $launch),
+            ));
+        };
     }
-    dev.synchronize()?;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        times.push(dev.time(&mut f)? as f64);
+    entry!("stream BLOCK=2048 w8", |y| layernorm::<2048, 8>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    entry!("stream BLOCK=4096 w8", |y| layernorm::<4096, 8>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    entry!("stream BLOCK=4096 w16", |y| layernorm::<4096, 16>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    entry!("stream BLOCK=8192 w16", |y| layernorm::<8192, 16>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    entry!("x2 BLOCK=2048 w8", |y| layernorm_x2::<2048, 8>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    entry!("x2 BLOCK=4096 w16", |y| layernorm_x2::<4096, 16>::launch(
+        dev, g, x, y, w, b, c, c, 1e-5
+    ));
+    for per_sm in [1u32, 2] {
+        let grid = sms * per_sm;
+        entry!(format!("persistent {per_sm}/SM BLOCK=16384 w32"), |y| {
+            layernorm_persistent::<16384, 32>::launch(dev, grid, x, y, w, b, r, c, c, 1e-5)
+        });
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[reps / 2])
+    for (name, launch) in entries {
+        let name = format!("layernorm bf16 {ln_rows}x{cols} {name}");
+        if !name.starts_with(&only) {
+            continue;
+        }
+        y.copy_from(&poison)?;
+        let ms = timer.median_ms(20, || launch(&y))?;
+        check_layernorm(&host_x, &y.download()?, cols, &name)?;
+        let t = bytes / (ms * 1e-3) / 1e12;
+        rows.push(Row {
+            name,
+            ms,
+            tbps: t,
+            ratio: t / copy,
+        });
+    }
+    Ok(())
+}
+
+/// Times kernels as `triton.testing.do_bench` does (which the PyTorch
+/// anchors use): before each timed run the GPU rewrites a buffer larger than
+/// L2, so every run starts with a cold cache and the host's launch overhead
+/// hides behind that work instead of entering the measurement.
+struct Timer {
+    dev: Device,
+    flush_src: Buffer<u8>,
+    flush_dst: Buffer<u8>,
+}
+
+impl Timer {
+    fn new(dev: &Device) -> Result<Timer, Error> {
+        let bytes = 256 << 20;
+        Ok(Timer {
+            dev: dev.clone(),
+            flush_src: dev.alloc_zeros::<u8>(bytes)?,
+            flush_dst: dev.alloc::<u8>(bytes)?,
+        })
+    }
+
+    /// Median milliseconds of `f` over `reps` timed runs after warm-up.
+    fn median_ms(
+        &mut self,
+        reps: usize,
+        mut f: impl FnMut() -> Result<(), Error>,
+    ) -> Result<f64, Error> {
+        for _ in 0..3 {
+            f()?;
+        }
+        let mut times = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            self.flush_dst.copy_from_device(&self.flush_src)?;
+            times.push(self.dev.time(&mut f)? as f64);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok(times[reps / 2])
+    }
 }
 
 struct Row {
@@ -190,13 +376,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     println!("device: {}", dev.name());
+    let mut timer = Timer::new(&dev)?;
     let tb = |bytes: f64, ms: f64| bytes / (ms * 1e-3) / 1e12;
 
     // The reference: a device-to-device copy of 1 GiB.
     let n_copy = 1usize << 28;
     let src = dev.upload(&vec![1.0f32; n_copy])?;
     let mut dst = dev.alloc::<f32>(n_copy)?;
-    let copy_ms = median_ms(&dev, 20, || dst.copy_from_device(&src))?;
+    let copy_ms = timer.median_ms(20, || dst.copy_from_device(&src))?;
     let copy = tb(2.0 * 4.0 * n_copy as f64, copy_ms);
     let mut rows = vec![Row {
         name: "copy 1 GiB (reference)".into(),
@@ -206,26 +393,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }];
     drop((src, dst));
 
+    // `TLX_BENCH_ONLY=<start of a row name>` runs only those rows (for ncu).
+    let only = std::env::var("TLX_BENCH_ONLY").unwrap_or_default();
+    let wanted = |section: &str| only.starts_with(section) || section.starts_with(&only);
+
     let n = 1usize << 28;
     let (x, y, out) = (
         dev.upload(&vec![1.0f32; n])?,
         dev.upload(&vec![2.0f32; n])?,
         dev.alloc::<f32>(n)?,
     );
-    for (name, ms) in [
-        (
-            "vector_add f32 2^28, BLOCK=1024",
-            median_ms(&dev, 20, || {
-                vector_add::<1024>::launch(&dev, (n / 1024) as u32, &x, &y, &out, n as i32)
-            })?,
-        ),
-        (
-            "vector_add f32 2^28, BLOCK=4096",
-            median_ms(&dev, 20, || {
-                vector_add::<4096>::launch(&dev, (n / 4096) as u32, &x, &y, &out, n as i32)
-            })?,
-        ),
-    ] {
+    let timed = if wanted("vector_add") {
+        vec![
+            (
+                "vector_add f32 2^28, BLOCK=1024",
+                timer.median_ms(20, || {
+                    vector_add::<1024>::launch(&dev, (n / 1024) as u32, &x, &y, &out, n as i32)
+                })?,
+            ),
+            (
+                "vector_add f32 2^28, BLOCK=4096",
+                timer.median_ms(20, || {
+                    vector_add::<4096>::launch(&dev, (n / 4096) as u32, &x, &y, &out, n as i32)
+                })?,
+            ),
+        ]
+    } else {
+        Vec::new()
+    };
+    for (name, ms) in timed {
         let t = tb(3.0 * 4.0 * n as f64, ms);
         rows.push(Row {
             name: name.into(),
@@ -239,13 +435,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Each sweep entry: a label and a launch closure over prepared buffers.
     macro_rules! sweep {
         ($label:expr, $bytes:expr, [$(($name:expr, $launch:expr)),* $(,)?]) => {$(
-            let ms = median_ms(&dev, 20, || $launch)?;
+            let ms = timer.median_ms(20, || $launch)?;
             let t = tb($bytes, ms);
             rows.push(Row { name: format!("{} {}", $label, $name), ms, tbps: t, ratio: t / copy });
         )*};
     }
 
     for cols in [4096usize, 8192] {
+        if !wanted("softmax") {
+            break;
+        }
         let rows_n = (1usize << 28) / cols;
         let (inp, outp) = (
             dev.upload(&vec![0.5f32; rows_n * cols])?,
@@ -295,89 +494,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let ln_rows = 1152usize;
     for cols in [16384usize, 32768, 65536, 131072] {
-        let host_x: Vec<bf16> = (0..ln_rows * cols)
-            .map(|i| bf16::from_f32(((i * 7919) % 1000) as f32 / 500.0 - 1.0))
-            .collect();
-        let x = dev.upload(&host_x)?;
-        let y = dev.alloc::<bf16>(ln_rows * cols)?;
-        let w = dev.upload(&vec![bf16::ONE; cols])?;
-        let b = dev.upload(&vec![bf16::ZERO; cols])?;
-        let (g, c) = (ln_rows as u32, cols as i32);
-        let label = format!("layernorm bf16 {ln_rows}x{cols}");
-        let bytes = 2.0 * 2.0 * (ln_rows * cols) as f64;
-        sweep!(
-            label,
-            bytes,
-            [
-                (
-                    "stream BLOCK=2048 w4",
-                    layernorm::<2048, 4>::launch(&dev, g, &x, &y, &w, &b, c, c, 1e-5)
-                ),
-                (
-                    "stream BLOCK=4096 w8",
-                    layernorm::<4096, 8>::launch(&dev, g, &x, &y, &w, &b, c, c, 1e-5)
-                ),
-                (
-                    "stream BLOCK=8192 w16",
-                    layernorm::<8192, 16>::launch(&dev, g, &x, &y, &w, &b, c, c, 1e-5)
-                ),
-                (
-                    "stream BLOCK=8192 w32",
-                    layernorm::<8192, 32>::launch(&dev, g, &x, &y, &w, &b, c, c, 1e-5)
-                ),
-            ]
-        );
-        check_layernorm_row0(&host_x[..cols], &y.download()?[..cols])?;
-        check_layernorm_row0(&host_x[..cols], &y.download()?[..cols])?;
-        if cols == 16384 {
-            sweep!(
-                label,
-                bytes,
-                [
-                    (
-                        "registers BLOCK=16384 w8",
-                        layernorm_in_registers::<16384, 8>::launch(
-                            &dev, g, &x, &y, &w, &b, c, c, 1e-5
-                        )
-                    ),
-                    (
-                        "registers BLOCK=16384 w16",
-                        layernorm_in_registers::<16384, 16>::launch(
-                            &dev, g, &x, &y, &w, &b, c, c, 1e-5
-                        )
-                    ),
-                    (
-                        "registers BLOCK=16384 w32",
-                        layernorm_in_registers::<16384, 32>::launch(
-                            &dev, g, &x, &y, &w, &b, c, c, 1e-5
-                        )
-                    ),
-                ]
-            );
+        if !wanted("layernorm") {
+            break;
         }
-        if cols == 32768 {
-            sweep!(
-                label,
-                bytes,
-                [
-                    (
-                        "registers BLOCK=32768 w16",
-                        layernorm_in_registers::<32768, 16>::launch(
-                            &dev, g, &x, &y, &w, &b, c, c, 1e-5
-                        )
-                    ),
-                    (
-                        "registers BLOCK=32768 w32",
-                        layernorm_in_registers::<32768, 32>::launch(
-                            &dev, g, &x, &y, &w, &b, c, c, 1e-5
-                        )
-                    ),
-                ]
-            );
-        }
-        check_layernorm_row0(&host_x[..cols], &y.download()?[..cols])?;
+        layernorm_sweep(&dev, &mut timer, cols, copy, &mut rows)?;
     }
 
     println!("\n| kernel | ms | TB/s | x copy |\n| --- | --- | --- | --- |");

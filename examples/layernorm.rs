@@ -28,10 +28,12 @@ fn layernorm<const BLOCK: usize>(
     let shift = load(x_row).to(f32);
     let mut sum1 = zeros([BLOCK], f32);
     let mut sum2 = zeros([BLOCK], f32);
+    // The first pass asks L2 to keep the row: the second pass reads it again.
     for off in (0..n).step_by(BLOCK) {
         let cols = off + arange(0, BLOCK);
         let mask = cols < n;
-        let v = select(mask, load(x_row + cols, mask = mask).to(f32) - shift, 0.0);
+        let v = load(x_row + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+        let v = select(mask, v - shift, 0.0);
         sum1 += v;
         sum2 += v * v;
     }
@@ -42,16 +44,20 @@ fn layernorm<const BLOCK: usize>(
     let rstd = rsqrt(maximum(var, 0.0) + eps);
     store(mean_out + row, mean);
     store(rstd_out + row, rstd);
-    for off in (0..n).step_by(BLOCK) {
-        let cols = off + arange(0, BLOCK);
+    // Backwards, so that the blocks read last, the likeliest to be still in
+    // L2, are read first; this is the row's last use, and y is not read back.
+    let blocks = cdiv(n, BLOCK);
+    for i in 0..blocks {
+        let cols = (blocks - 1 - i) * BLOCK + arange(0, BLOCK);
         let mask = cols < n;
-        let w = load(weight + cols, mask = mask).to(f32);
-        let b = load(bias + cols, mask = mask).to(f32);
-        let v = load(x_row + cols, mask = mask).to(f32);
+        let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+        let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+        let v = load(x_row + cols, mask = mask, eviction_policy = "evict_first").to(f32);
         store(
             y_row + cols,
             ((v - mean) * rstd * w + b).to(bf16),
             mask = mask,
+            cache_modifier = ".cs",
         );
     }
 }

@@ -299,10 +299,12 @@ fn cache_and_eviction_hints_become_ptx_qualifiers() {
     for c in compile_all(&k.finish()) {
         for needle in [
             "ld.global.cg.v4.b32",
-            "ld.global.L1::evict_last.v4.b32",
+            "ld.global.L1::evict_last.L2::cache_hint.v4.b32",
+            "createpolicy.fractional.L2::evict_last.b64",
             "ld.volatile.global.v4.b32",
             "st.global.cs.v4.b32",
-            "st.global.L1::evict_first.v4.b32",
+            "st.global.L1::evict_first.L2::cache_hint.v4.b32",
+            "createpolicy.fractional.L2::evict_first.b64",
         ] {
             assert!(c.ptx.contains(needle), "{needle} missing");
         }

@@ -85,6 +85,16 @@ impl Device {
         }
     }
 
+    /// How many programs run at once at full width: the GPU's streaming
+    /// multiprocessors, or the interpreter's host threads. Persistent kernels
+    /// size their grid by it.
+    pub fn multiprocessor_count(&self) -> u32 {
+        match &self.backend {
+            Backend::Cuda(device) => device.multiprocessor_count,
+            Backend::Cpu(_) => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        }
+    }
+
     /// Waits for every queued launch and copy; reports errors they met.
     pub fn synchronize(&self) -> Result<(), Error> {
         match &self.backend {
@@ -234,5 +244,6 @@ mod tests {
         assert!(a.synchronize().is_ok());
         let elapsed = a.time(|| Ok(()));
         assert!(elapsed.is_ok_and(|ms| ms >= 0.0));
+        assert!(a.multiprocessor_count() >= 1);
     }
 }

@@ -253,6 +253,8 @@ fn device_limits_and_architectures_are_checked() -> Result<(), Error> {
         return Ok(());
     };
     assert!(device.is_gpu());
+    // H100 and H200 have 132 SMs (PCIe H100: 114); any Hopper has dozens.
+    assert!((16..=1024).contains(&device.multiprocessor_count()));
     let out = device.alloc_zeros::<f32>(1)?;
     let args = [out.kernel_arg(), (200 * 1024 - 4u32).kernel_arg()];
     launch(&device, &SHARED_LAST, 0, Grid::from(1), &args)?;

@@ -56,9 +56,35 @@ fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> us
     n
 }
 
-fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> String {
+/// A global access instruction: its opcode with qualifiers, and the L2
+/// eviction priority it asks for through a cache policy, if any.
+struct MemInstr {
+    op: String,
+    l2_priority: Option<&'static str>,
+}
+
+impl MemInstr {
+    /// Wraps one predicated access (`body` has `{op}` where the opcode goes
+    /// and ends before its `;`) in the scope that creates its L2 policy.
+    fn asm(&self, body: &str) -> String {
+        match self.l2_priority {
+            None => format!("{};", body.replace("{op}", &self.op)),
+            // The policy lives in a scoped register, so each access carries its
+            // own; ptxas folds the repeated createpolicy.
+            Some(priority) => format!(
+                "{{\\0A\\09.reg .b64 %l2p;\\0A\\09createpolicy.fractional.L2::{priority}.b64 %l2p, 1.0;\\0A\\09{}, %l2p;\\0A\\09}}",
+                body.replace("{op}", &format!("{}.L2::cache_hint", self.op))
+            ),
+        }
+    }
+}
+
+fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> MemInstr {
     if volatile {
-        return "ld.volatile.global".into();
+        return MemInstr {
+            op: "ld.volatile.global".into(),
+            l2_priority: None,
+        };
     }
     let cop = match cache {
         CacheModifier::Ca => ".ca",
@@ -66,13 +92,16 @@ fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: boo
         CacheModifier::Cs => ".cs",
         _ => "",
     };
-    format!(
-        "ld.global{cop}{}",
-        eviction_qualifier(cop.is_empty(), eviction)
-    )
+    MemInstr {
+        op: format!(
+            "ld.global{cop}{}",
+            eviction_qualifier(cop.is_empty(), eviction)
+        ),
+        l2_priority: l2_priority(eviction),
+    }
 }
 
-fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> String {
+fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> MemInstr {
     let cop = match cache {
         CacheModifier::Cg => ".cg",
         CacheModifier::Cs => ".cs",
@@ -80,10 +109,13 @@ fn store_qualifiers(cache: CacheModifier, eviction: EvictionPolicy) -> String {
         CacheModifier::Wt => ".wt",
         _ => "",
     };
-    format!(
-        "st.global{cop}{}",
-        eviction_qualifier(cop.is_empty(), eviction)
-    )
+    MemInstr {
+        op: format!(
+            "st.global{cop}{}",
+            eviction_qualifier(cop.is_empty(), eviction)
+        ),
+        l2_priority: l2_priority(eviction),
+    }
 }
 
 /// PTX takes a cache operator or an L1 eviction priority, so the hint yields to `.cop`.
@@ -92,6 +124,16 @@ fn eviction_qualifier(allowed: bool, eviction: EvictionPolicy) -> &'static str {
         (true, EvictionPolicy::EvictFirst) => ".L1::evict_first",
         (true, EvictionPolicy::EvictLast) => ".L1::evict_last",
         _ => "",
+    }
+}
+
+/// The L2 keeps what the program will read again: the hint also goes to L2,
+/// through a cache policy, where a `.cop` does not take it away.
+fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
+    match eviction {
+        EvictionPolicy::EvictFirst => Some("evict_first"),
+        EvictionPolicy::EvictLast => Some("evict_last"),
+        _ => None,
     }
 }
 
@@ -231,7 +273,7 @@ impl<'k> Lowerer<'k> {
     /// Predicated load of `words` words at `addr`; inactive words keep `init`.
     fn load_words(
         &mut self,
-        instr: &str,
+        instr: &MemInstr,
         addr: &str,
         pred: &str,
         init: &[String],
@@ -255,11 +297,11 @@ impl<'k> Lowerer<'k> {
         } else {
             format!("{{{}}}", outs.join(", "))
         };
-        asm.push_str(&format!(
-            "@${} {instr}{vec}.{ptx} {dst}, [${}];",
+        asm.push_str(&instr.asm(&format!(
+            "@${} {{op}}{vec}.{ptx} {dst}, [${}]",
             2 * n + 1,
             2 * n
-        ));
+        )));
         let constraints: Vec<String> = (0..n)
             .map(|_| format!("={con}"))
             .chain((0..n).map(|_| con.to_string()))
@@ -282,7 +324,14 @@ impl<'k> Lowerer<'k> {
             .collect()
     }
 
-    fn store_words(&mut self, instr: &str, addr: &str, pred: &str, words: &[String], word: usize) {
+    fn store_words(
+        &mut self,
+        instr: &MemInstr,
+        addr: &str,
+        pred: &str,
+        words: &[String],
+        word: usize,
+    ) {
         let (ptx, con, lty) = word_kind(word);
         let n = words.len();
         let srcs: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
@@ -297,7 +346,7 @@ impl<'k> Lowerer<'k> {
             format!("{{{}}}", srcs.join(", "))
         };
         let ptx = if word == 1 { "u8" } else { ptx };
-        let asm = format!("@${} {instr}{vec}.{ptx} [$0], {src};", n + 1);
+        let asm = instr.asm(&format!("@${} {{op}}{vec}.{ptx} [$0], {src}", n + 1));
         let constraints: Vec<String> = ["l".to_string()]
             .into_iter()
             .chain((0..n).map(|_| con.to_string()))

@@ -28,6 +28,7 @@ pub(crate) struct CudaDevice {
     pub(crate) name: String,
     compute_capability: (u32, u32),
     max_shared_optin: u32,
+    pub(crate) multiprocessor_count: u32,
     /// Loaded kernels per (kernel spec address, configuration index).
     functions: Mutex<HashMap<(usize, usize), Arc<LoadedFunction>>>,
 }
@@ -62,6 +63,9 @@ impl CudaDevice {
         let max_shared_optin = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+        let multiprocessor_count = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
         Ok(CudaDevice {
             ctx,
             stream,
@@ -69,6 +73,7 @@ impl CudaDevice {
             name,
             compute_capability: (major.max(0) as u32, minor.max(0) as u32),
             max_shared_optin: max_shared_optin.max(0) as u32,
+            multiprocessor_count: multiprocessor_count.max(1) as u32,
             functions: Mutex::new(HashMap::new()),
         })
     }
