@@ -64,16 +64,17 @@ struct MemInstr {
 }
 
 impl MemInstr {
-    /// Wraps one predicated access (`body` has `{op}` where the opcode goes
-    /// and ends before its `;`) in the scope that creates its L2 policy.
-    fn asm(&self, body: &str) -> String {
+    /// One predicated access: `access` spells it around the opcode it is
+    /// given, without its `;`; with an L2 priority it is wrapped in the scope
+    /// that creates the policy.
+    fn asm(&self, access: impl FnOnce(&str) -> String) -> String {
         match self.l2_priority {
-            None => format!("{};", body.replace("{op}", &self.op)),
+            None => format!("{};", access(&self.op)),
             // The policy lives in a scoped register, so each access carries its
             // own; ptxas folds the repeated createpolicy.
             Some(priority) => format!(
                 "{{\\0A\\09.reg .b64 %l2p;\\0A\\09createpolicy.fractional.L2::{priority}.b64 %l2p, 1.0;\\0A\\09{}, %l2p;\\0A\\09}}",
-                body.replace("{op}", &format!("{}.L2::cache_hint", self.op))
+                access(&format!("{}.L2::cache_hint", self.op))
             ),
         }
     }
@@ -297,11 +298,9 @@ impl<'k> Lowerer<'k> {
         } else {
             format!("{{{}}}", outs.join(", "))
         };
-        asm.push_str(&instr.asm(&format!(
-            "@${} {{op}}{vec}.{ptx} {dst}, [${}]",
-            2 * n + 1,
-            2 * n
-        )));
+        asm.push_str(
+            &instr.asm(|op| format!("@${} {op}{vec}.{ptx} {dst}, [${}]", 2 * n + 1, 2 * n)),
+        );
         let constraints: Vec<String> = (0..n)
             .map(|_| format!("={con}"))
             .chain((0..n).map(|_| con.to_string()))
@@ -346,7 +345,7 @@ impl<'k> Lowerer<'k> {
             format!("{{{}}}", srcs.join(", "))
         };
         let ptx = if word == 1 { "u8" } else { ptx };
-        let asm = instr.asm(&format!("@${} {{op}}{vec}.{ptx} [$0], {src}", n + 1));
+        let asm = instr.asm(|op| format!("@${} {op}{vec}.{ptx} [$0], {src}", n + 1));
         let constraints: Vec<String> = ["l".to_string()]
             .into_iter()
             .chain((0..n).map(|_| con.to_string()))
