@@ -21,38 +21,12 @@ fn split_at_axis(shape: &[usize], axis: usize) -> FaultResult<(usize, usize, usi
     Ok((outer, shape[axis], inner))
 }
 
-/// Folds each line along the axis with `step(acc, x, position)`, starting at the first element.
-fn fold_lines<T: Copy, A: Copy>(
+/// Applies `f` to each line along the axis, gathered contiguously.
+fn map_lines<T: Copy, A>(
     v: &[T],
     (outer, len, inner): (usize, usize, usize),
-    init: impl Fn(T) -> A,
-    step: impl Fn(A, T, usize) -> A,
+    mut f: impl FnMut(&[T]) -> A,
 ) -> Vec<A> {
-    let mut out = Vec::with_capacity(outer * inner);
-    for o in 0..outer {
-        let base = o * len * inner;
-        for i in 0..inner {
-            let mut acc = init(v[base + i]);
-            for k in 1..len {
-                acc = step(acc, v[base + k * inner + i], k);
-            }
-            out.push(acc);
-        }
-    }
-    out
-}
-
-/// Float sums of each line along the axis, added as a balanced tree the way
-/// the GPU's shuffle and shared-memory steps do: a running sum of thousands
-/// of same-signed values drifts by about 1e-4, a tree by far less.
-fn pairwise_line_sums(v: &[f32], (outer, len, inner): (usize, usize, usize)) -> Vec<f32> {
-    fn tree(line: &[f32]) -> f32 {
-        match line.len() {
-            0 => 0.0,
-            1 => line[0],
-            n => tree(&line[..n / 2]) + tree(&line[n / 2..]),
-        }
-    }
     let mut line = Vec::with_capacity(len);
     let mut out = Vec::with_capacity(outer * inner);
     for o in 0..outer {
@@ -60,16 +34,43 @@ fn pairwise_line_sums(v: &[f32], (outer, len, inner): (usize, usize, usize)) -> 
         for i in 0..inner {
             line.clear();
             line.extend((0..len).map(|k| v[base + k * inner + i]));
-            out.push(tree(&line));
+            out.push(f(&line));
         }
     }
     out
 }
 
+/// Folds each line along the axis with `step(acc, x, position)`, starting at the first element.
+fn fold_lines<T: Copy, A: Copy>(
+    v: &[T],
+    dims: (usize, usize, usize),
+    init: impl Fn(T) -> A,
+    step: impl Fn(A, T, usize) -> A,
+) -> Vec<A> {
+    map_lines(v, dims, |line| {
+        let mut acc = init(line[0]);
+        for (k, &x) in line.iter().enumerate().skip(1) {
+            acc = step(acc, x, k);
+        }
+        acc
+    })
+}
+
+/// A float sum added as a balanced tree, the way the GPU's shuffle and
+/// shared-memory steps do: a running sum of thousands of same-signed values
+/// drifts by about 1e-4, a tree by far less.
+fn tree_sum(line: &[f32]) -> f32 {
+    match line.len() {
+        0 => 0.0,
+        1 => line[0],
+        n => tree_sum(&line[..n / 2]) + tree_sum(&line[n / 2..]),
+    }
+}
+
 fn float_reduce(kind: ReduceKind, ty: ScalarType, v: &[f32], dims: (usize, usize, usize)) -> Data {
     match kind {
         ReduceKind::Sum => Data::Float(
-            pairwise_line_sums(v, dims)
+            map_lines(v, dims, tree_sum)
                 .into_iter()
                 .map(|s| round_f32(ty, s))
                 .collect(),
