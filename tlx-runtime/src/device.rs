@@ -91,7 +91,7 @@ impl Device {
     pub fn multiprocessor_count(&self) -> u32 {
         match &self.backend {
             Backend::Cuda(device) => device.multiprocessor_count,
-            Backend::Cpu(_) => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+            Backend::Cpu(_) => tlx_core::interp::default_threads() as u32,
         }
     }
 

@@ -203,6 +203,12 @@ fn program_at(grid: [u32; 3], index: usize) -> [u32; 3] {
 
 /// Runs `kernel` over `grid` with `args` on `mem`.
 ///
+/// The threads programs run on when `InterpOptions::threads` is 0: one per
+/// available core.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Programs run in parallel on `opts.threads` threads. After the first
 /// failure no new program starts; the error returned is the one of the
 /// lowest-numbered failing program (x fastest), which does not depend on the
@@ -224,7 +230,7 @@ pub fn run_kernel(
     let params = bind_args(kernel, args)?;
     let programs = grid.iter().map(|&d| d as usize).product::<usize>();
     let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => default_threads(),
         n => n,
     }
     .min(programs);
