@@ -4,7 +4,8 @@
 //! `cargo bench --bench bandwidth` (prints a table; skips without a GPU).
 //! Bytes counted are the minimum each kernel must move (inputs read once,
 //! outputs written once), as the copy's read+write bytes are. Each run
-//! starts with a cold L2, as in `triton.testing.do_bench` (see `Timer`).
+//! starts with a cold, clean L2 (see `Timer`; `TLX_BENCH_FLUSH=dirty` flushes
+//! by writing, as `triton.testing.do_bench` does).
 //! `TLX_BENCH_ONLY=<start of a row name>` runs only those rows, e.g. under ncu.
 
 use tlx::prelude::*;
@@ -16,6 +17,15 @@ fn vector_add<const BLOCK: usize>(x: Ptr<f32>, y: Ptr<f32>, out: Ptr<f32>, n: i3
     let a = load(x + offs, mask = mask, other = 0.0);
     let b = load(y + offs, mask = mask, other = 0.0);
     store(out + offs, a + b, mask = mask);
+}
+
+/// Reads a buffer and writes one value per program: leaves L2 full of clean
+/// lines of the buffer, so that the next kernel meets a cold but clean L2.
+#[tlx::kernel(num_warps = 8, configs = [(BLOCK = 8192)])]
+fn read_flush<const BLOCK: usize>(src: Ptr<f32>, sink: Ptr<f32>) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    let v = load(src + offs);
+    store(sink + program_id(0), sum(v, axis = 0));
 }
 
 // `NW` only selects the warp count of a configuration (the sweep below).
@@ -55,14 +65,16 @@ fn softmax<const BLOCK: usize, const NW: usize>(
 
 /// The LayerNorm of examples/layernorm.rs (without the mean/rstd outputs):
 /// one program per row, the row streamed in blocks twice, L2 asked to keep it
-/// between the passes. `NW` only selects the warp count (the sweep below).
+/// between the passes. `NW` and `NS` only select the warp and stage counts
+/// (`num_stages = 3` prefetches through shared memory; see BENCHMARKS.md).
 #[tlx::kernel(configs = [
-    (BLOCK = 2048, NW = 8, num_warps = 8),
-    (BLOCK = 4096, NW = 8, num_warps = 8),
-    (BLOCK = 4096, NW = 16, num_warps = 16),
-    (BLOCK = 8192, NW = 16, num_warps = 16),
+    (BLOCK = 2048, NW = 8, NS = 1, num_warps = 8),
+    (BLOCK = 4096, NW = 8, NS = 1, num_warps = 8),
+    (BLOCK = 4096, NW = 8, NS = 3, num_warps = 8, num_stages = 3),
+    (BLOCK = 4096, NW = 16, NS = 1, num_warps = 16),
+    (BLOCK = 8192, NW = 16, NS = 1, num_warps = 16),
 ])]
-fn layernorm<const BLOCK: usize, const NW: usize>(
+fn layernorm<const BLOCK: usize, const NW: usize, const NS: usize>(
     x: Ptr<bf16>,
     y: Ptr<bf16>,
     weight: Ptr<bf16>,
@@ -214,6 +226,45 @@ fn layernorm_persistent<const BLOCK: usize, const NW: usize>(
     }
 }
 
+/// LayerNorm with the whole row in registers: x is read once, but the row's
+/// registers leave room for one program per SM at 16384 columns.
+#[tlx::kernel(configs = [
+    (BLOCK = 16384, NW = 16, num_warps = 16),
+    (BLOCK = 32768, NW = 32, num_warps = 32),
+])]
+fn layernorm_onchip<const BLOCK: usize, const NW: usize>(
+    x: Ptr<bf16>,
+    y: Ptr<bf16>,
+    weight: Ptr<bf16>,
+    bias: Ptr<bf16>,
+    stride: i32,
+    n: i32,
+    eps: f32,
+) {
+    let row = program_id(0);
+    let cols = arange(0, BLOCK);
+    let mask = cols < n;
+    let v = load(
+        x + row * stride + cols,
+        mask = mask,
+        other = 0.0,
+        eviction_policy = "evict_first",
+    )
+    .to(f32);
+    let count = n.to(f32);
+    let mean = sum(v, axis = 0) / count;
+    let d = select(mask, v - mean, 0.0);
+    let rstd = rsqrt(sum(d * d, axis = 0) / count + eps);
+    let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+    let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
+    store(
+        y + row * stride + cols,
+        (d * rstd * w + b).to(bf16),
+        mask = mask,
+        cache_modifier = ".cs",
+    );
+}
+
 /// Rows 0, middle and last of a LayerNorm output against a CPU reference
 /// (weight 1, bias 0), so that a fast but wrong kernel cannot enter the table.
 fn check_layernorm(
@@ -278,24 +329,37 @@ fn layernorm_sweep(
             ));
         };
     }
-    entry!("stream BLOCK=2048 w8", |y| layernorm::<2048, 8>::launch(
-        dev, g, x, y, w, b, c, c, 1e-5
-    ));
-    entry!("stream BLOCK=4096 w8", |y| layernorm::<4096, 8>::launch(
-        dev, g, x, y, w, b, c, c, 1e-5
-    ));
-    entry!("stream BLOCK=4096 w16", |y| layernorm::<4096, 16>::launch(
-        dev, g, x, y, w, b, c, c, 1e-5
-    ));
-    entry!("stream BLOCK=8192 w16", |y| layernorm::<8192, 16>::launch(
-        dev, g, x, y, w, b, c, c, 1e-5
-    ));
+    entry!("stream BLOCK=2048 w8 s1", |y| {
+        layernorm::<2048, 8, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+    });
+    entry!("stream BLOCK=4096 w8 s1", |y| {
+        layernorm::<4096, 8, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+    });
+    entry!("stream BLOCK=4096 w8 s3", |y| {
+        layernorm::<4096, 8, 3>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+    });
+    entry!("stream BLOCK=4096 w16 s1", |y| {
+        layernorm::<4096, 16, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+    });
+    entry!("stream BLOCK=8192 w16 s1", |y| {
+        layernorm::<8192, 16, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+    });
     entry!("x2 BLOCK=2048 w8", |y| layernorm_x2::<2048, 8>::launch(
         dev, g, x, y, w, b, c, c, 1e-5
     ));
     entry!("x2 BLOCK=4096 w16", |y| layernorm_x2::<4096, 16>::launch(
         dev, g, x, y, w, b, c, c, 1e-5
     ));
+    if cols == 16384 {
+        entry!("onchip BLOCK=16384 w16", |y| {
+            layernorm_onchip::<16384, 16>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+        });
+    }
+    if cols == 32768 {
+        entry!("onchip BLOCK=32768 w32", |y| {
+            layernorm_onchip::<32768, 32>::launch(dev, g, x, y, w, b, c, c, 1e-5)
+        });
+    }
     for per_sm in [1u32, 2] {
         let grid = sms * per_sm;
         entry!(format!("persistent {per_sm}/SM BLOCK=16384 w32"), |y| {
@@ -321,14 +385,20 @@ fn layernorm_sweep(
     Ok(())
 }
 
-/// Times kernels as `triton.testing.do_bench` does (which the PyTorch
-/// anchors use): before each timed run the GPU rewrites a buffer larger than
-/// L2, so every run starts with a cold cache and the host's launch overhead
-/// hides behind that work instead of entering the measurement.
+/// Times kernels with a cold L2: before each timed run the GPU reads a
+/// buffer larger than L2 (`read_flush`), so none of the kernel's data is
+/// cached and the host's launch overhead hides behind that work. The flush
+/// only reads: a flush that writes (`TLX_BENCH_FLUSH=dirty`, what
+/// `triton.testing.do_bench` and so the PyTorch anchors do) leaves L2 full of
+/// dirty lines that the timed kernel must write back first, about 20 MB and 5
+/// us on H100, which charges a 30 us kernel for work that is not its own.
 struct Timer {
     dev: Device,
     flush_src: Buffer<u8>,
     flush_dst: Buffer<u8>,
+    read_src: Buffer<f32>,
+    read_sink: Buffer<f32>,
+    clean: bool,
 }
 
 impl Timer {
@@ -338,6 +408,9 @@ impl Timer {
             dev: dev.clone(),
             flush_src: dev.alloc_zeros::<u8>(bytes)?,
             flush_dst: dev.alloc::<u8>(bytes)?,
+            read_src: dev.alloc_zeros::<f32>(bytes / 4)?,
+            read_sink: dev.alloc::<f32>(bytes / 4 / 8192)?,
+            clean: std::env::var("TLX_BENCH_FLUSH").as_deref() != Ok("dirty"),
         })
     }
 
@@ -352,7 +425,12 @@ impl Timer {
         }
         let mut times = Vec::with_capacity(reps);
         for _ in 0..reps {
-            self.flush_dst.copy_from_device(&self.flush_src)?;
+            if self.clean {
+                let n = self.read_sink.len() as u32;
+                read_flush::<8192>::launch(&self.dev, n, &self.read_src, &self.read_sink)?;
+            } else {
+                self.flush_dst.copy_from_device(&self.flush_src)?;
+            }
             times.push(self.dev.time(&mut f)? as f64);
         }
         times.sort_by(f64::total_cmp);

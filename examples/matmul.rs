@@ -10,7 +10,7 @@ use tlx::prelude::*;
 
 #[tlx::kernel(configs = [
     (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 32, num_warps = 8),
-    (BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32, num_warps = 4),
+    (BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32, num_warps = 4, num_stages = 3),
 ])]
 fn matmul<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
     a: Ptr<f16>,

@@ -260,3 +260,54 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
         Err(CodegenError::Layout(_))
     ));
 }
+
+/// A row sum whose loop loads `x` at the loop index: `num_stages`.
+fn row_sum(stages: u32) -> String {
+    format!(
+        r#"
+#[tlx::kernel(num_warps = 4, num_stages = {stages}, configs = [(BLOCK = 1024)])]
+fn row_sum<const BLOCK: usize>(x: Ptr<bf16>, out: Ptr<f32>, n: i32) {{
+    let row = program_id(0);
+    let mut acc = zeros([BLOCK], f32);
+    for off in (0..n).step_by(BLOCK) {{
+        let cols = off + arange(0, BLOCK);
+        acc += load(x + row * n + cols, mask = cols < n, other = 1.0).to(f32);
+    }}
+    store(out + row, sum(acc, axis = 0));
+}}
+"#
+    )
+}
+
+#[test]
+fn pipelined_loops_prefetch_through_a_shared_ring() {
+    let compile = |stages: u32| {
+        let mut kernels = tlx_core::frontend::compile_str(&row_sum(stages))
+            .unwrap_or_else(|e| panic!("frontend:\n{e}"));
+        // sm_90a's copy, after every architecture went through ptxas.
+        compile_all(&kernels.remove(0)).remove(0)
+    };
+    let plain = compile(1);
+    assert!(!plain.ptx.contains("cp.async"), "{}", plain.ptx);
+    let piped = compile(3);
+    // 1024 bf16 over 128 threads: one 16-byte copy per thread and iteration,
+    // two iterations issued before the loop and one in it.
+    assert_eq!(
+        piped.ptx.matches("cp.async.cg.shared.global").count(),
+        3,
+        "{}",
+        piped.ptx
+    );
+    assert_eq!(piped.ptx.matches("cp.async.commit_group").count(), 3);
+    // The newest two groups may stay in flight while this iteration reads.
+    assert!(piped.ptx.contains("cp.async.wait_group 2"), "{}", piped.ptx);
+    assert!(piped.ptx.contains("cp.async.wait_all"), "{}", piped.ptx);
+    // Three slots of 2 KB after the reduction scratch.
+    let ring = 3 * 1024 * 2;
+    assert!(
+        piped.shared_bytes as usize >= plain.shared_bytes as usize + ring,
+        "{} vs {}",
+        piped.shared_bytes,
+        plain.shared_bytes
+    );
+}

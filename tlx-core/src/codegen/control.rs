@@ -5,6 +5,7 @@
 
 use super::emit::llvm_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::pipeline::LoopBounds;
 use crate::ir::{Block, Op, OpKind, ValueId};
 
 /// Phis of loop-carried values, with the placeholders of their latch operands.
@@ -133,6 +134,15 @@ impl<'k> Lowerer<'k> {
         let hi = self.tensor(*upper)?.regs[0].clone();
         let st = self.tensor(*step)?.regs[0].clone();
         let init_tensors = self.carried_inits(inits, body)?;
+        let bounds = LoopBounds {
+            lower: lo.clone(),
+            upper: hi.clone(),
+            step: st.clone(),
+            ty,
+            signed,
+        };
+        // The first iterations' copies go before the loop, so `pre` comes after.
+        let mut pipe = self.start_pipeline(body, &bounds)?;
         let pre = self.current_block.clone();
         let head = self.f.fresh("for_head");
         let body_label = self.f.fresh("for_body");
@@ -143,6 +153,13 @@ impl<'k> Lowerer<'k> {
         let iv = self
             .f
             .inst(format!("phi {ty} [ {lo}, %{pre} ], [ {iv_hole} ]"));
+        let slot_hole = self.placeholder();
+        let slot = match pipe {
+            Some(_) => self
+                .f
+                .inst(format!("phi i32 [ 0, %{pre} ], [ {slot_hole} ]")),
+            None => String::new(),
+        };
         let phis = self.carried_phis(inits, init_tensors, &pre)?;
         let cmp = if signed { "slt" } else { "ult" };
         let go = self.f.inst(format!("icmp {cmp} {ty} {iv}, {hi}"));
@@ -156,16 +173,27 @@ impl<'k> Lowerer<'k> {
         }];
         args.extend(phis.tensors.iter().cloned());
         self.bind_args(body, &args)?;
+        if let (Some(p), Some(&iv_arg)) = (pipe.as_mut(), body.args.first()) {
+            self.advance_pipeline(p, iv_arg, &bounds, &iv, &slot)?;
+        }
         let term = self.terminator_values(body)?;
+        self.ring_reads.clear();
         let OpKind::Yield(yielded) = &term.kind else {
             return Err(malformed("for body must end with yield"));
         };
         self.close_phis(&phis, yielded)?;
+        let next_slot = pipe.as_ref().map(|p| self.next_slot(p, &slot));
         let next = self.f.inst(format!("add {ty} {iv}, {st}"));
         let latch = self.current_block.clone();
         self.f.body = self.f.body.replace(&iv_hole, &format!("{next}, %{latch}"));
+        if let Some(n) = next_slot {
+            self.f.body = self.f.body.replace(&slot_hole, &format!("{n}, %{latch}"));
+        }
         self.branch_to(&head);
         self.enter(&exit);
+        if let Some(p) = &pipe {
+            self.finish_pipeline(p);
+        }
         self.bind_results(op, phis.tensors)
     }
 

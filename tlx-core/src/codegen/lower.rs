@@ -6,6 +6,7 @@
 
 use super::axis::{self, AxisInfo};
 use super::emit::{llvm_type, FuncText};
+use super::pipeline::{RingRead, RING_BASE};
 use super::scalar;
 use super::CodegenError;
 use crate::ir::{Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
@@ -47,6 +48,14 @@ pub struct Lowerer<'k> {
     thread_offsets: HashMap<(Vec<u32>, Vec<u32>), String>,
     /// Label of the basic block being filled (phis name their predecessors).
     pub current_block: String,
+    /// Loads of the loop body being lowered that read a pipeline ring.
+    pub ring_reads: HashMap<ValueId, RingRead>,
+    /// Bytes of pipeline rings of the loops being lowered (they follow the
+    /// scratch), and the most they took at once.
+    pub ring_bytes: usize,
+    pub ring_peak: usize,
+    /// This thread's index in the program (entry block).
+    tid: String,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -82,6 +91,12 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
     l.lower_block(&kernel.body)?;
     l.f.stmt("ret void");
 
+    // The rings follow the scratch, 16-byte aligned as `cp.async` wants.
+    let ring_base = (l.shared_bytes as usize).div_ceil(16) * 16;
+    let body = l.f.body.replace(RING_BASE, &ring_base.to_string());
+    if l.ring_peak > 0 {
+        l.shared_bytes = (ring_base + l.ring_peak) as u32;
+    }
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
     let _ = writeln!(
@@ -97,7 +112,7 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
         kernel.name,
         params.join(", "),
         l.f.prologue,
-        l.f.body
+        body
     );
     let _ = writeln!(
         text,
@@ -118,6 +133,7 @@ impl<'k> Lowerer<'k> {
         let moved = std::mem::take(&mut f.body);
         f.prologue.push_str(&moved);
         let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
+        let tid_copy = tid.clone();
         let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));
         let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
         collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
@@ -135,6 +151,10 @@ impl<'k> Lowerer<'k> {
             warp,
             thread_offsets: HashMap::new(),
             current_block: String::new(),
+            ring_reads: HashMap::new(),
+            ring_bytes: 0,
+            ring_peak: 0,
+            tid: tid_copy,
         }
     }
 
@@ -493,6 +513,36 @@ impl<'k> Lowerer<'k> {
             }
         }
         acc
+    }
+
+    /// This thread's index in the program.
+    pub fn thread_id(&self) -> String {
+        self.tid.clone()
+    }
+
+    /// Runs `f` with the pure ops `ops` lowered as if `bind` held (an
+    /// induction variable at a later iteration, say), then forgets what they
+    /// defined: their real lowering comes later, at their place.
+    pub fn with_detached<T>(
+        &mut self,
+        ops: &[&'k Op],
+        bind: (ValueId, Tensor),
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        let (var, value) = bind;
+        let saved = self.values.insert(var, value);
+        let lowered = ops.iter().try_for_each(|op| self.lower_op(op));
+        let out = lowered.and_then(|()| f(self));
+        for r in ops.iter().flat_map(|op| &op.results) {
+            self.values.remove(r);
+            self.defs.remove(r);
+            self.recomputable.remove(r);
+        }
+        match saved {
+            Some(v) => self.values.insert(var, v),
+            None => self.values.remove(&var),
+        };
+        out
     }
 
     /// Emit a CTA-wide barrier (also a compiler memory fence).

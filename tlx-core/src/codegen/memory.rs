@@ -28,7 +28,7 @@ fn word_kind(bytes: usize) -> (&'static str, &'static str, &'static str) {
 
 /// Registers per vector access: leading register bases that walk the last dim
 /// element by element, capped by the pointer contiguity and 16 bytes.
-fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> usize {
+pub(super) fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> usize {
     let mut n = 1usize;
     for (i, &b) in layout.regs.iter().enumerate() {
         if b != 1 << i {
@@ -58,7 +58,7 @@ fn vector_len(layout: &LinearLayout, contiguity: usize, elem_bytes: usize) -> us
 
 /// A global access instruction: its opcode with qualifiers, and the L2
 /// eviction priority it asks for through a cache policy, if any.
-struct MemInstr {
+pub(super) struct MemInstr {
     op: String,
     l2_priority: Option<&'static str>,
 }
@@ -80,7 +80,11 @@ impl MemInstr {
     }
 }
 
-fn load_qualifiers(cache: CacheModifier, eviction: EvictionPolicy, volatile: bool) -> MemInstr {
+pub(super) fn load_qualifiers(
+    cache: CacheModifier,
+    eviction: EvictionPolicy,
+    volatile: bool,
+) -> MemInstr {
     if volatile {
         return MemInstr {
             op: "ld.volatile.global".into(),
@@ -130,7 +134,7 @@ fn eviction_qualifier(allowed: bool, eviction: EvictionPolicy) -> &'static str {
 
 /// The L2 keeps what the program will read again: the hint also goes to L2,
 /// through a cache policy, where a `.cop` does not take it away.
-fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
+pub(super) fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
     match eviction {
         EvictionPolicy::EvictFirst => Some("evict_first"),
         EvictionPolicy::EvictLast => Some("evict_last"),
@@ -138,8 +142,13 @@ fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
     }
 }
 
+/// The LLVM integer type of a memory word of `bytes`.
+pub(super) fn word_type(bytes: usize) -> &'static str {
+    word_kind(bytes).2
+}
+
 /// Splits `n` elements of `elem_bytes` into memory words: (word bytes, words).
-fn words_of(n: usize, elem_bytes: usize) -> (usize, usize) {
+pub(super) fn words_of(n: usize, elem_bytes: usize) -> (usize, usize) {
     let total = n * elem_bytes;
     let word = if elem_bytes >= 8 { 8 } else { total.min(4) };
     (word, total / word)
@@ -244,7 +253,12 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Inverse of [`Lowerer::pack`].
-    fn unpack(&mut self, words: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
+    pub(super) fn unpack(
+        &mut self,
+        words: &[String],
+        elem_bytes: usize,
+        word: usize,
+    ) -> Vec<String> {
         let (_, _, wty) = word_kind(word);
         let ety = if elem_bytes == 1 {
             "i8"
@@ -272,7 +286,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Predicated load of `words` words at `addr`; inactive words keep `init`.
-    fn load_words(
+    pub(super) fn load_words(
         &mut self,
         instr: &MemInstr,
         addr: &str,
@@ -360,7 +374,7 @@ impl<'k> Lowerer<'k> {
     /// i1: every `n`-register chunk of the tile may be one vector access: its first
     /// address is aligned to the vector and its mask is uniform. One test for the
     /// whole tile keeps the vector accesses together in one branch-free block.
-    fn tile_vector_ok(
+    pub(super) fn tile_vector_ok(
         &mut self,
         addrs: &[String],
         masks: Option<(&[String], MaskRun)>,
@@ -399,7 +413,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// The mask registers of an access and how they run over `n`-element groups.
-    fn access_masks(
+    pub(super) fn access_masks(
         &mut self,
         mask: Option<crate::ir::ValueId>,
         layout: &LinearLayout,
@@ -430,7 +444,7 @@ impl<'k> Lowerer<'k> {
         (vector, scalar, join)
     }
 
-    fn enter_block(&mut self, label: &str) {
+    pub(super) fn enter_block(&mut self, label: &str) {
         self.f.start_block(label);
         self.current_block = label.to_string();
     }
@@ -451,6 +465,9 @@ impl<'k> Lowerer<'k> {
             .results
             .first()
             .ok_or_else(|| malformed("load without result"))?;
+        if let Some(ring) = self.ring_reads.remove(&result) {
+            return self.read_ring(op, ring);
+        }
         let elem = self.ty(result).elem;
         let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();

@@ -13,6 +13,8 @@
 //! operand. Anything else that must change layout goes through shared memory
 //! (`convert`). Shared scratch is reused between ops; each use starts with a
 //! barrier, so `If` conditions around ops that use it must be uniform in a CTA.
+//! Loads that `for` loops prefetch (`num_stages`, see [`pipeline`]) get rings
+//! of their own after the scratch.
 //!
 //! Math accuracy: `exp`/`exp2`/`log`/`log2` use `ex2.approx`/`lg2.approx`
 //! (about 2 ulp, relative error near 2^-22; `exp` and `log` add the rounding of
@@ -31,6 +33,7 @@ mod emit;
 mod llvm;
 mod lower;
 mod memory;
+mod pipeline;
 mod reduce;
 mod scalar;
 mod scan;

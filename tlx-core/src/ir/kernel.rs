@@ -70,7 +70,8 @@ impl Arch {
 pub struct KernelOptions {
     /// Warps per program (CTA); the block has `32 * num_warps` threads.
     pub num_warps: u32,
-    /// Software-pipelining depth hint for loops.
+    /// Software pipelining of `for` loops: loads are issued `num_stages - 1`
+    /// iterations ahead (1: not pipelined).
     pub num_stages: u32,
 }
 
@@ -78,7 +79,9 @@ impl Default for KernelOptions {
     fn default() -> Self {
         KernelOptions {
             num_warps: 4,
-            num_stages: 3,
+            // Pipelining through shared memory made the streaming kernels
+            // measured so far slower on H100 (BENCHMARKS.md): opt in per kernel.
+            num_stages: 1,
         }
     }
 }

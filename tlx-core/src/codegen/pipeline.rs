@@ -1,0 +1,527 @@
+//! Software pipelining of `for` loops (`num_stages`): a global load in the
+//! loop body whose address and mask depend only on the induction variable and
+//! on values from before the loop is issued `num_stages - 1` iterations ahead
+//! with `cp.async`, into a ring of shared-memory slots, and read back from
+//! its slot when the iteration reaches it. The loads of later iterations are
+//! then in flight while this one computes, without registers held for them.
+//!
+//! Each thread copies and later reads the same bytes (chunk `c` of thread `t`
+//! sits at `slot + (c * threads + t) * chunk_bytes`), so no barrier is needed:
+//! `cp.async.wait_group` makes a thread's own copies visible to it. A slot is
+//! overwritten one iteration after its last read, by the thread that read it.
+//! Elements the mask turns off are zero-filled and replaced by `other` on
+//! reading. Tiles whose first addresses are not aligned to the copy size are
+//! loaded element by element into the slot instead (correct, not fast).
+
+use super::axis::MaskRun;
+use super::lower::{Lowerer, Result, Tensor};
+use super::memory::{load_qualifiers, vector_len, word_type, words_of};
+use super::scalar::{from_bits, mem_bytes};
+use crate::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
+use crate::layout::LinearLayout;
+use std::collections::{HashMap, HashSet};
+
+/// The most shared memory the rings of one kernel may take, in bytes: leaves
+/// room for reduction and layout-conversion scratch under sm_90's 227 KB.
+const RING_BYTES_LIMIT: usize = 128 << 10;
+
+/// A load the loop body reads from its ring instead of global memory.
+#[derive(Clone, Debug)]
+pub struct RingRead {
+    pub layout: LinearLayout,
+    /// Elements per copy (one `cp.async` of `chunk * elem_bytes` bytes).
+    pub chunk: usize,
+    /// Byte offset of the ring in the pipeline area, and of each slot in it.
+    pub ring_offset: usize,
+    pub slot_bytes: usize,
+    /// The slot of the current iteration (i32), set at the top of each iteration.
+    pub read_slot: String,
+}
+
+/// A load the pipeliner takes, with the body ops its address and mask need.
+struct Candidate<'k> {
+    load: &'k Op,
+    slice: Vec<&'k Op>,
+}
+
+/// What a pipelined loop needs across its lowering.
+pub struct LoopPipeline<'k> {
+    stages: usize,
+    /// Ring bytes in use before this loop: its rings are free again after it.
+    ring_mark: usize,
+    candidates: Vec<Candidate<'k>>,
+    /// Ring geometry of each taken load (by its result), in candidate order.
+    rings: Vec<(ValueId, RingRead)>,
+}
+
+/// Ops that compute addresses and masks with no effects and no data movement
+/// between threads beyond what a layout change needs.
+fn is_address_op(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Constant(_)
+            | OpKind::ProgramId { .. }
+            | OpKind::NumPrograms { .. }
+            | OpKind::Arange { .. }
+            | OpKind::Splat(_)
+            | OpKind::Broadcast(_)
+            | OpKind::ExpandDims { .. }
+            | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
+            | OpKind::Binary { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Compare { .. }
+            | OpKind::Select { .. }
+            | OpKind::Fma { .. }
+            | OpKind::AddPtr { .. }
+    )
+}
+
+/// The body ops (in body order) that `roots` depend on, if every one is an
+/// address op and no loop-carried value other than the induction variable
+/// `iv` is reached; values from outside the loop are free.
+fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<Vec<&'k Op>> {
+    let producer: HashMap<ValueId, usize> = body
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+        .collect();
+    let carried: HashSet<ValueId> = body.args.iter().copied().filter(|a| *a != iv).collect();
+    let mut needed = HashSet::new();
+    let mut stack: Vec<ValueId> = roots.to_vec();
+    while let Some(v) = stack.pop() {
+        if carried.contains(&v) {
+            return None;
+        }
+        let Some(&i) = producer.get(&v) else {
+            continue;
+        };
+        if !needed.insert(i) {
+            continue;
+        }
+        let op = &body.ops[i];
+        if !is_address_op(&op.kind) {
+            return None;
+        }
+        stack.extend(op.kind.operands());
+    }
+    let mut order: Vec<usize> = needed.into_iter().collect();
+    order.sort_unstable();
+    Some(order.into_iter().map(|i| &body.ops[i]).collect())
+}
+
+/// The loads of `body` a pipeline can prefetch: top-level, non-volatile
+/// tensor loads whose pointer and mask are address slices.
+fn candidates<'k>(body: &'k Block, iv: ValueId) -> Vec<Candidate<'k>> {
+    body.ops
+        .iter()
+        .filter_map(|op| {
+            let OpKind::Load {
+                ptr,
+                mask,
+                volatile: false,
+                cache:
+                    CacheModifier::None | CacheModifier::Ca | CacheModifier::Cg | CacheModifier::Cs,
+                ..
+            } = &op.kind
+            else {
+                return None;
+            };
+            let roots: Vec<ValueId> = std::iter::once(*ptr).chain(*mask).collect();
+            let slice = address_slice(body, &roots, iv)?;
+            Some(Candidate { load: op, slice })
+        })
+        .collect()
+}
+
+impl<'k> Lowerer<'k> {
+    /// Plans the pipeline of a `for` body and issues the copies of its first
+    /// `stages - 1` iterations; `None` when the loop is not pipelined.
+    pub fn start_pipeline(
+        &mut self,
+        body: &'k Block,
+        bounds: &LoopBounds,
+    ) -> Result<Option<LoopPipeline<'k>>> {
+        let stages = self.kernel.options.num_stages as usize;
+        let Some(&iv) = body.args.first() else {
+            return Ok(None);
+        };
+        let candidates = candidates(body, iv);
+        if stages < 2 || candidates.is_empty() {
+            return Ok(None);
+        }
+        let mut pipe = LoopPipeline {
+            stages,
+            ring_mark: self.ring_bytes,
+            candidates,
+            rings: Vec::new(),
+        };
+        for d in 0..stages - 1 {
+            let ahead = bounds.iteration(self, d)?;
+            self.issue_copies(&mut pipe, iv, &ahead, &format!("{d}"), d == 0)?;
+        }
+        if pipe.rings.is_empty() {
+            return Ok(None);
+        }
+        self.ring_peak = self.ring_peak.max(self.ring_bytes);
+        Ok(Some(pipe))
+    }
+
+    /// At the top of an iteration whose slot is `slot`: issues the copies of
+    /// iteration `stages - 1` ahead into the slot just freed, then waits for
+    /// this iteration's copies (commit groups complete in order, and the
+    /// `stages - 1` newest may stay in flight) and points its loads at `slot`.
+    pub fn advance_pipeline(
+        &mut self,
+        pipe: &mut LoopPipeline<'k>,
+        iv: ValueId,
+        bounds: &LoopBounds,
+        iv_reg: &str,
+        slot: &str,
+    ) -> Result<()> {
+        let s = pipe.stages;
+        let ahead = bounds.ahead_of(self, iv_reg, s - 1)?;
+        let at_zero = self.f.inst(format!("icmp eq i32 {slot}, 0"));
+        let before = self.f.inst(format!("sub i32 {slot}, 1"));
+        let write = self
+            .f
+            .inst(format!("select i1 {at_zero}, i32 {}, i32 {before}", s - 1));
+        self.issue_copies(pipe, iv, &ahead, &write, false)?;
+        self.f.asm(
+            "void",
+            &format!("cp.async.wait_group {};", s - 1),
+            "~{memory}",
+            &[],
+        );
+        for (result, ring) in &pipe.rings {
+            let mut ring = ring.clone();
+            ring.read_slot = slot.to_string();
+            self.ring_reads.insert(*result, ring);
+        }
+        Ok(())
+    }
+
+    /// The slot after `slot` in a ring of `stages`.
+    pub fn next_slot(&mut self, pipe: &LoopPipeline<'k>, slot: &str) -> String {
+        let next = self.f.inst(format!("add i32 {slot}, 1"));
+        let wrap = self.f.inst(format!("icmp eq i32 {next}, {}", pipe.stages));
+        self.f.inst(format!("select i1 {wrap}, i32 0, i32 {next}"))
+    }
+
+    /// After the loop: no copy may still be writing when the program goes on,
+    /// and later loops may take the rings' space.
+    pub fn finish_pipeline(&mut self, pipe: &LoopPipeline<'k>) {
+        self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
+        self.ring_bytes = pipe.ring_mark;
+    }
+
+    /// Copies of one iteration (`ahead`) into slot `slot` of every ring, as one
+    /// commit group. With `plan`, decides which candidates get a ring.
+    fn issue_copies(
+        &mut self,
+        pipe: &mut LoopPipeline<'k>,
+        iv: ValueId,
+        ahead: &Iteration,
+        slot: &str,
+        plan: bool,
+    ) -> Result<()> {
+        let bind = Tensor {
+            layout: self.scalar_layout()?,
+            regs: vec![ahead.iv.clone()],
+        };
+        let stages = pipe.stages;
+        for i in 0..pipe.candidates.len() {
+            let load = pipe.candidates[i].load;
+            let result = load.results[0];
+            let OpKind::Load {
+                ptr,
+                mask,
+                cache,
+                eviction,
+                ..
+            } = &load.kind
+            else {
+                continue;
+            };
+            let known = pipe
+                .rings
+                .iter()
+                .find(|(r, _)| *r == result)
+                .map(|(_, ring)| ring.clone());
+            if known.is_none() && !plan {
+                continue;
+            }
+            let slice = std::mem::take(&mut pipe.candidates[i].slice);
+            let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
+                let ptrs = l.tensor(*ptr)?;
+                let elem = l.ty(result).elem;
+                let bytes = mem_bytes(elem);
+                let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
+                let chunk = vector_len(&ptrs.layout, contiguity, bytes);
+                let ring = match known {
+                    Some(ring) => ring,
+                    None => {
+                        let slot_bytes = ptrs.layout.num_regs() * bytes * l.threads();
+                        let ring_bytes = slot_bytes * stages;
+                        if !matches!(chunk * bytes, 4 | 8 | 16)
+                            || l.ring_bytes + ring_bytes > RING_BYTES_LIMIT
+                        {
+                            return Ok(None);
+                        }
+                        let ring = RingRead {
+                            layout: ptrs.layout.clone(),
+                            chunk,
+                            ring_offset: l.ring_bytes,
+                            slot_bytes,
+                            read_slot: String::new(),
+                        };
+                        l.ring_bytes += ring_bytes;
+                        ring
+                    }
+                };
+                let masks = l.access_masks(*mask, &ring.layout, chunk)?;
+                let base = l.slot_base(&ring, slot);
+                let copy = TileCopy {
+                    ring: &ring,
+                    base: &base,
+                    ptrs: &ptrs.regs,
+                    masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+                    valid: &ahead.valid,
+                    bytes,
+                };
+                l.copy_tile(&copy, *cache, *eviction);
+                Ok(Some(ring))
+            });
+            pipe.candidates[i].slice = slice;
+            if let (true, Some(ring)) = (plan, taken?) {
+                pipe.rings.push((result, ring));
+            }
+        }
+        self.f
+            .asm("void", "cp.async.commit_group;", "~{memory}", &[]);
+        Ok(())
+    }
+
+    fn threads(&self) -> usize {
+        self.kernel.threads_per_program() as usize
+    }
+
+    /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's
+    /// base is filled in once the scratch size is known.
+    fn slot_base(&mut self, ring: &RingRead, slot: &str) -> String {
+        let in_slot = self.f.inst(format!("mul i32 {slot}, {}", ring.slot_bytes));
+        let area = self.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
+        self.f.inst(format!("add i32 {area}, {}", ring.ring_offset))
+    }
+
+    /// Shared byte offset of element `reg` of this thread in a slot at `base`.
+    fn element_offset(&mut self, ring: &RingRead, base: &str, reg: usize, bytes: usize) -> String {
+        let chunk_bytes = ring.chunk * bytes;
+        let tid = self.thread_id();
+        let own = self.f.inst(format!("mul i32 {tid}, {chunk_bytes}"));
+        let (c, j) = (reg / ring.chunk, reg % ring.chunk);
+        let fixed = c * self.threads() * chunk_bytes + j * bytes;
+        let at = self.f.inst(format!("add i32 {base}, {own}"));
+        self.f.inst(format!("add i32 {at}, {fixed}"))
+    }
+
+    /// One tile of one iteration into a slot: a zero-filling `cp.async` per
+    /// chunk when every chunk is aligned and uniformly masked, else element by
+    /// element through registers.
+    fn copy_tile(&mut self, copy: &TileCopy, cache: CacheModifier, eviction: EvictionPolicy) {
+        let TileCopy {
+            ring,
+            base,
+            ptrs,
+            masks,
+            valid,
+            bytes,
+        } = *copy;
+        let n = ring.chunk;
+        let chunk_bytes = n * bytes;
+        let ok = self.tile_vector_ok(ptrs, masks, n, bytes);
+        let vector = self.f.fresh("ring_copy");
+        let scalar = self.f.fresh("ring_copy_scalar");
+        let join = self.f.fresh("ring_copy_end");
+        self.f
+            .stmt(format!("br i1 {ok}, label %{vector}, label %{scalar}"));
+        self.f.start_block(&vector);
+        // 16-byte copies may skip L1, which a tile read once does not need.
+        let cop = if chunk_bytes == 16 && cache != CacheModifier::Ca {
+            "cg"
+        } else {
+            "ca"
+        };
+        let on = |l: &mut Self, reg: usize| match masks {
+            Some((m, _)) => l.f.inst(format!("and i1 {valid}, {}", m[reg])),
+            None => valid.to_string(),
+        };
+        for start in (0..ptrs.len()).step_by(n) {
+            let enabled = on(self, start);
+            let size = self
+                .f
+                .inst(format!("select i1 {enabled}, i32 {chunk_bytes}, i32 0"));
+            let at = self.element_offset(ring, base, start, bytes);
+            let dst = self.smem_ptr(&at);
+            // No L2 cache policy here: the copy with `.L2::cache_hint` assembles
+            // but traps on sm_90 (measured on an H100); the eviction hint still
+            // reaches the element-wise fallback.
+            let text = format!("cp.async.{cop}.shared.global [$0], [$1], {chunk_bytes}, $2;");
+            self.f.asm(
+                "void",
+                &text,
+                "l,l,r,~{memory}",
+                &[
+                    ("ptr addrspace(3)", &dst),
+                    ("ptr addrspace(1)", &ptrs[start]),
+                    ("i32", &size),
+                ],
+            );
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.f.start_block(&scalar);
+        let (word, _) = words_of(1, bytes);
+        let lty = word_type(word);
+        let instr = load_qualifiers(cache, eviction, false);
+        for (reg, ptr) in ptrs.iter().enumerate() {
+            let enabled = on(self, reg);
+            let w = self.load_words(&instr, ptr, &enabled, &["0".to_string()], word);
+            let at = self.element_offset(ring, base, reg, bytes);
+            let p = self.smem_ptr(&at);
+            // A byte travels in a 16-bit register: store only the byte.
+            let (value, ty) = if bytes == 1 {
+                (self.f.inst(format!("trunc {lty} {} to i8", w[0])), "i8")
+            } else {
+                (w[0].clone(), lty)
+            };
+            self.f.stmt(format!(
+                "store {ty} {value}, ptr addrspace(3) {p}, align {bytes}"
+            ));
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+    }
+
+    /// The registers of a pipelined load, read from its current slot; masked-off
+    /// elements become `other`.
+    pub fn read_ring(&mut self, op: &'k Op, ring: RingRead) -> Result<()> {
+        let OpKind::Load { mask, other, .. } = &op.kind else {
+            return Err(super::lower::malformed("not a load"));
+        };
+        let result = op.results[0];
+        let elem = self.ty(result).elem;
+        let bytes = mem_bytes(elem);
+        let n = ring.chunk;
+        let (vword, words) = words_of(n, bytes);
+        let wty = word_type(vword);
+        let base = self.slot_base(&ring, &ring.read_slot);
+        let vty = if words == 1 {
+            wty.to_string()
+        } else {
+            format!("<{words} x {wty}>")
+        };
+        let mut bits = Vec::with_capacity(ring.layout.num_regs());
+        for start in (0..ring.layout.num_regs()).step_by(n) {
+            let at = self.element_offset(&ring, &base, start, bytes);
+            let p = self.smem_ptr(&at);
+            let v = self.f.inst(format!(
+                "load {vty}, ptr addrspace(3) {p}, align {}",
+                n * bytes
+            ));
+            let ws: Vec<String> = if words == 1 {
+                vec![v]
+            } else {
+                (0..words)
+                    .map(|i| self.f.inst(format!("extractelement {vty} {v}, i32 {i}")))
+                    .collect()
+            };
+            bits.extend(self.unpack(&ws, bytes, vword));
+        }
+        let mut regs: Vec<String> = bits
+            .iter()
+            .map(|b| from_bits(&mut self.f, elem, b))
+            .collect();
+        if let (Some(m), Some(o)) = (mask, other) {
+            let ms = self.get(*m, &ring.layout)?;
+            let os = self.get(*o, &ring.layout)?;
+            let ty = super::emit::llvm_type(elem);
+            regs = regs
+                .iter()
+                .zip(ms.iter().zip(&os))
+                .map(|(v, (m, o))| self.f.inst(format!("select i1 {m}, {ty} {v}, {ty} {o}")))
+                .collect();
+        }
+        self.values.insert(
+            result,
+            Tensor {
+                layout: ring.layout,
+                regs,
+            },
+        );
+        Ok(())
+    }
+}
+
+/// One tile's copy into a slot: the chunk start addresses and masks of this
+/// thread, and whether the iteration runs at all.
+struct TileCopy<'a> {
+    ring: &'a RingRead,
+    base: &'a str,
+    ptrs: &'a [String],
+    masks: Option<(&'a [String], MaskRun)>,
+    valid: &'a str,
+    bytes: usize,
+}
+
+/// Placeholder for the byte offset where the rings start (after all scratch).
+pub const RING_BASE: &str = "@@ring_base@@";
+
+/// One iteration of a loop, as seen from ahead of it: its induction value and
+/// whether it runs.
+pub struct Iteration {
+    iv: String,
+    valid: String,
+}
+
+/// A `for` loop's bounds, to name the iterations the pipeline prefetches.
+pub struct LoopBounds {
+    pub lower: String,
+    pub upper: String,
+    pub step: String,
+    /// LLVM type of the induction variable, and whether it compares signed.
+    pub ty: &'static str,
+    pub signed: bool,
+}
+
+impl LoopBounds {
+    /// Iteration `d` (from 0).
+    fn iteration(&self, l: &mut Lowerer, d: usize) -> Result<Iteration> {
+        let lower = self.lower.clone();
+        self.ahead_of(l, &lower, d)
+    }
+
+    /// The iteration `d` after the one whose induction value is `iv`: `iv + d *
+    /// step`, and whether it is below `upper`, compared in 64 bits so that an
+    /// index past the type's range reads as past the end.
+    fn ahead_of(&self, l: &mut Lowerer, iv: &str, d: usize) -> Result<Iteration> {
+        let ty = self.ty;
+        let delta = l.f.inst(format!("mul {ty} {}, {d}", self.step));
+        let next = l.f.inst(format!("add {ty} {iv}, {delta}"));
+        let widen = |l: &mut Lowerer, v: &str| {
+            if ty == "i64" {
+                v.to_string()
+            } else if self.signed {
+                l.f.inst(format!("sext {ty} {v} to i64"))
+            } else {
+                l.f.inst(format!("zext {ty} {v} to i64"))
+            }
+        };
+        let (iv64, step64, upper64) = (widen(l, iv), widen(l, &self.step), widen(l, &self.upper));
+        let delta64 = l.f.inst(format!("mul i64 {step64}, {d}"));
+        let next64 = l.f.inst(format!("add i64 {iv64}, {delta64}"));
+        let cmp = if self.signed { "slt" } else { "ult" };
+        let valid = l.f.inst(format!("icmp {cmp} i64 {next64}, {upper64}"));
+        Ok(Iteration { iv: next, valid })
+    }
+}
