@@ -1,8 +1,10 @@
-//! Layout conversion through shared memory: every thread writes its elements
-//! at their row-major index, the CTA synchronizes, and every thread reads the
-//! elements of the new layout. General and always correct; the barrier before
-//! the writes makes the shared scratch safe to reuse between ops.
+//! Shared-memory element access and layout conversion through it: every
+//! thread writes its elements at their row-major index, the CTA
+//! synchronizes, and every thread reads the elements of the new layout.
+//! General and always correct; the barrier before the writes makes the shared
+//! scratch safe to reuse between ops.
 
+use super::emit::FuncText;
 use super::lower::{Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::ir::Elem;
@@ -18,51 +20,240 @@ pub fn bits_llvm_type(bytes: usize) -> &'static str {
     }
 }
 
+/// Where a tile's elements sit in a shared region: the tile's rows of `cols`
+/// elements are stored `stride` elements apart, or, when `transpose`, its
+/// columns are (column `c` becomes stored row `c`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Placement {
+    pub cols: usize,
+    pub stride: usize,
+    pub transpose: bool,
+}
+
+impl Placement {
+    /// Dense and row-major: an element's slot is its flat index.
+    pub const FLAT: Placement = Placement {
+        cols: 1,
+        stride: 1,
+        transpose: false,
+    };
+
+    /// The slot of the element at flat index `flat`. Additive over flat
+    /// indices with disjoint bits (shifts and masks split such indices into
+    /// disjoint parts, and the rest is linear), which is what lets a register's
+    /// slot be a thread's slot plus a constant.
+    fn slot(self, flat: u32) -> u32 {
+        let row = flat >> self.cols.trailing_zeros();
+        let col = flat & (self.cols as u32 - 1);
+        let (outer, inner) = if self.transpose {
+            (col, row)
+        } else {
+            (row, col)
+        };
+        outer * self.stride as u32 + inner
+    }
+
+    /// [`Placement::slot`] of the run-time flat index `flat`, each instruction
+    /// built by `inst`.
+    fn emit_slot(self, flat: &str, mut inst: impl FnMut(String) -> String) -> String {
+        if self == Placement::FLAT {
+            return flat.to_string();
+        }
+        let row = inst(format!("lshr i32 {flat}, {}", self.cols.trailing_zeros()));
+        let col = inst(format!("and i32 {flat}, {}", self.cols - 1));
+        let (outer, inner) = if self.transpose {
+            (col, row)
+        } else {
+            (row, col)
+        };
+        let start = inst(format!("mul i32 {outer}, {}", self.stride));
+        inst(format!("add i32 {start}, {inner}"))
+    }
+}
+
+/// The shared region a tile is stored in: its first byte, how its elements
+/// are placed, and their size.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Region {
+    pub base: usize,
+    pub placement: Placement,
+    pub elem_bytes: usize,
+}
+
+/// `store` of `value` (an `elem`) at shared pointer `p`.
+fn store_at(f: &mut FuncText, elem: Elem, p: &str, value: &str) {
+    let bytes = mem_bytes(elem);
+    let bits = to_bits(f, elem, value);
+    let ty = bits_llvm_type(bytes);
+    f.stmt(format!(
+        "store {ty} {bits}, ptr addrspace(3) {p}, align {bytes}"
+    ));
+}
+
+/// `load` of an `elem` from shared pointer `p`.
+fn load_at(f: &mut FuncText, elem: Elem, p: &str) -> String {
+    let bytes = mem_bytes(elem);
+    let ty = bits_llvm_type(bytes);
+    let bits = f.inst(format!("load {ty}, ptr addrspace(3) {p}, align {bytes}"));
+    from_bits(f, elem, &bits)
+}
+
 impl<'k> Lowerer<'k> {
     /// Store one element's bits at element index `flat` of the shared scratch
     /// region starting at byte `base`.
     pub fn smem_store(&mut self, elem: Elem, base: usize, flat: &str, value: &str) {
-        let bytes = mem_bytes(elem);
-        let off = self.f.inst(format!("mul i32 {flat}, {bytes}"));
-        let off = self.f.inst(format!("add i32 {off}, {base}"));
-        let p = self.smem_ptr(&off);
-        let bits = to_bits(&mut self.f, elem, value);
-        let ty = bits_llvm_type(bytes);
-        self.f.stmt(format!(
-            "store {ty} {bits}, ptr addrspace(3) {p}, align {bytes}"
-        ));
+        let p = self.smem_elem_ptr(elem, base, flat);
+        store_at(&mut self.f, elem, &p, value);
     }
 
     pub fn smem_load(&mut self, elem: Elem, base: usize, flat: &str) -> String {
-        let bytes = mem_bytes(elem);
-        let off = self.f.inst(format!("mul i32 {flat}, {bytes}"));
+        let p = self.smem_elem_ptr(elem, base, flat);
+        load_at(&mut self.f, elem, &p)
+    }
+
+    fn smem_elem_ptr(&mut self, elem: Elem, base: usize, flat: &str) -> String {
+        let off = self.f.inst(format!("mul i32 {flat}, {}", mem_bytes(elem)));
         let off = self.f.inst(format!("add i32 {off}, {base}"));
-        let p = self.smem_ptr(&off);
-        let ty = bits_llvm_type(bytes);
-        let bits = self
+        self.smem_ptr(&off)
+    }
+
+    /// Store register `reg` of a `layout` tile, `value`, into `region`.
+    pub fn smem_store_reg(
+        &mut self,
+        elem: Elem,
+        region: Region,
+        layout: &LinearLayout,
+        reg: usize,
+        value: &str,
+    ) {
+        let p = self.smem_reg_ptr(region, layout, reg);
+        store_at(&mut self.f, elem, &p, value);
+    }
+
+    /// Load register `reg` of a `layout` tile from `region`.
+    pub fn smem_load_reg(
+        &mut self,
+        elem: Elem,
+        region: Region,
+        layout: &LinearLayout,
+        reg: usize,
+    ) -> String {
+        let p = self.smem_reg_ptr(region, layout, reg);
+        load_at(&mut self.f, elem, &p)
+    }
+
+    /// Pointer to the slot of register `reg` of a `layout` tile in `region`.
+    ///
+    /// When no register bit of the layout shares a flat-index bit with a lane
+    /// or warp bit (blocked and MMA layouts), a register's flat index is the
+    /// thread's part plus a constant, so its pointer is one per-thread pointer
+    /// (built once, in the entry block) plus a constant byte offset. That keeps
+    /// a tile's addresses from being one long index expression per element:
+    /// LLVM's address analyses (GVN, strength reduction) then have little to
+    /// walk, and the offset folds into the `ld`/`st` immediate.
+    fn smem_reg_ptr(&mut self, region: Region, layout: &LinearLayout, reg: usize) -> String {
+        let own = layout.reg_offset(reg);
+        let thread_bits = layout
+            .lanes
+            .iter()
+            .chain(&layout.warps)
+            .fold(0, |acc, b| acc | b);
+        let reg_bits = layout.regs.iter().fold(0, |acc, b| acc | b);
+        if thread_bits & reg_bits != 0 {
+            let flat = self.flat_index(layout, reg);
+            let slot = region.placement.emit_slot(&flat, |rhs| self.f.inst(rhs));
+            let off = self
+                .f
+                .inst(format!("mul i32 {slot}, {}", region.elem_bytes));
+            let off = self.f.inst(format!("add i32 {off}, {}", region.base));
+            return self.smem_ptr(&off);
+        }
+        let thread = self.smem_thread_ptr(region, layout);
+        let offset = region.placement.slot(own) as usize * region.elem_bytes;
+        self.smem_ptr_plus(&thread, offset)
+    }
+
+    /// This thread's pointer into `region` for `layout` (its register 0's slot),
+    /// built once per region and layout in the entry block.
+    fn smem_thread_ptr(&mut self, region: Region, layout: &LinearLayout) -> String {
+        let key = (region, layout.lanes.clone(), layout.warps.clone());
+        if let Some(p) = self.smem_thread_ptrs.get(&key) {
+            return p.clone();
+        }
+        let flat = self.thread_offset(layout);
+        let slot = region
+            .placement
+            .emit_slot(&flat, |rhs| self.f.prologue_inst(rhs));
+        let off = self
             .f
-            .inst(format!("load {ty}, ptr addrspace(3) {p}, align {bytes}"));
-        from_bits(&mut self.f, elem, &bits)
+            .prologue_inst(format!("mul i32 {slot}, {}", region.elem_bytes));
+        let off = self
+            .f
+            .prologue_inst(format!("add i32 {off}, {}", region.base));
+        let p = self.f.prologue_inst(format!(
+            "getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}"
+        ));
+        self.smem_thread_ptrs.insert(key, p.clone());
+        p
     }
 
     pub fn convert(&mut self, t: &Tensor, elem: Elem, dst: &LinearLayout) -> Result<Vec<String>> {
         let src = &t.layout;
         self.use_shared(src.numel() * mem_bytes(elem));
+        let region = Region {
+            base: 0,
+            placement: Placement::FLAT,
+            elem_bytes: mem_bytes(elem),
+        };
         self.barrier();
         for (r, value) in t.regs.iter().enumerate() {
             // A register replica holds what a lower register of this thread writes.
             if src.is_replica(r, 0, 0) {
                 continue;
             }
-            let flat = self.flat_index(src, r);
-            self.smem_store(elem, 0, &flat, value);
+            self.smem_store_reg(elem, region, src, r, value);
         }
         self.barrier();
         Ok((0..dst.num_regs())
-            .map(|r| {
-                let flat = self.flat_index(dst, r);
-                self.smem_load(elem, 0, &flat)
-            })
+            .map(|r| self.smem_load_reg(elem, region, dst, r))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_slots_add_over_disjoint_bits() {
+        let padded = Placement {
+            cols: 32,
+            stride: 40,
+            transpose: false,
+        };
+        let transposed = Placement {
+            transpose: true,
+            ..padded
+        };
+        for p in [padded, transposed, Placement::FLAT] {
+            for (thread, own) in [(0b101_00000, 0b010_00111), (0b11100, 0b11_00000_00011)] {
+                assert_eq!(thread & own, 0);
+                assert_eq!(p.slot(thread | own), p.slot(thread) + p.slot(own));
+            }
+        }
+        // Element (row 2, col 3) of a [.., 32] tile.
+        assert_eq!(padded.slot(2 * 32 + 3), 2 * 40 + 3);
+        assert_eq!(transposed.slot(2 * 32 + 3), 3 * 40 + 2);
+        assert_eq!(Placement::FLAT.slot(77), 77);
+    }
+
+    #[test]
+    fn flat_placement_emits_nothing() {
+        let mut count = 0;
+        let slot = Placement::FLAT.emit_slot("%x", |_| {
+            count += 1;
+            String::new()
+        });
+        assert_eq!((slot.as_str(), count), ("%x", 0));
     }
 }

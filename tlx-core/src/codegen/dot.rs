@@ -4,8 +4,9 @@
 //! `mma.sync` (m16n8k16 / m16n8k8 / m16n8k32), the accumulator living in the
 //! MMA fragment layout; other types and shapes use per-element FMAs.
 
+use super::convert::{Placement, Region};
 use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::scalar;
+use super::scalar::{self, mem_bytes};
 use super::CodegenError;
 use crate::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
 use crate::layout::LinearLayout;
@@ -219,31 +220,49 @@ impl<'k> Lowerer<'k> {
     ) -> Result<()> {
         let t: Tensor = self.tensor(value)?;
         let ty = self.ty(value);
-        let cols = ty.shape[1];
+        let region = Region {
+            base,
+            placement: Placement {
+                cols: ty.shape[1],
+                stride,
+                transpose,
+            },
+            elem_bytes: mem_bytes(ty.elem),
+        };
         for (r, v) in t.regs.iter().enumerate() {
             if t.layout.is_replica(r, 0, 0) {
                 continue;
             }
-            let flat = self.flat_index(&t.layout, r);
-            let row = self
-                .f
-                .inst(format!("lshr i32 {flat}, {}", cols.trailing_zeros()));
-            let col = self.f.inst(format!("and i32 {flat}, {}", cols - 1));
-            let (outer, inner) = if transpose { (col, row) } else { (row, col) };
-            let start = self.f.inst(format!("mul i32 {outer}, {stride}"));
-            let slot = self.f.inst(format!("add i32 {start}, {inner}"));
-            self.smem_store(ty.elem, base, &slot, v);
+            self.smem_store_reg(ty.elem, region, &t.layout, r, v);
         }
         Ok(())
     }
 
-    /// One 32-bit shared load at element index `index` of the region at `base`.
-    fn fragment_word(&mut self, base: usize, index: &str, bytes: usize) -> String {
-        let off = self.f.inst(format!("mul i32 {index}, {bytes}"));
-        let off = self.f.inst(format!("add i32 {off}, {base}"));
-        let p = self.smem_ptr(&off);
+    /// One 32-bit shared load `offset` bytes after `thread_ptr`.
+    fn fragment_word(&mut self, thread_ptr: &str, offset: usize) -> String {
+        let p = self.smem_ptr_plus(thread_ptr, offset);
         self.f
             .inst(format!("load i32, ptr addrspace(3) {p}, align 4"))
+    }
+
+    /// This thread's pointer to its first fragment word of an operand staged at
+    /// byte `base`: stored row `row` (`wm * 16 + gid` of A, `wn * 8 + gid` of
+    /// transposed B), element `tig * e`. Every other word the thread loads is a
+    /// constant byte offset from it, which keeps the addresses simple for LLVM
+    /// and lets them fold into the `ld.shared` immediate.
+    fn fragment_base(
+        &mut self,
+        base: usize,
+        row: &str,
+        tig_e: &str,
+        row_elems: usize,
+        bytes: usize,
+    ) -> String {
+        let idx = self.f.inst(format!("mul i32 {row}, {row_elems}"));
+        let idx = self.f.inst(format!("add i32 {idx}, {tig_e}"));
+        let off = self.f.inst(format!("mul i32 {idx}, {bytes}"));
+        let off = self.f.inst(format!("add i32 {off}, {base}"));
+        self.smem_ptr(&off)
     }
 
     pub fn lower_dot(&mut self, op: &'k Op) -> Result<()> {
@@ -297,6 +316,13 @@ impl<'k> Lowerer<'k> {
             .inst(format!("lshr i32 {warp}, {}", warps_m.trailing_zeros()));
         let wn = self.f.inst(format!("and i32 {wn_shift}, {}", warps_n - 1));
         let tig_e = self.f.inst(format!("mul i32 {tig}, {e}"));
+        let row_elems = padded_row(d.k, bytes);
+        let a_row = self.f.inst(format!("mul i32 {wm}, 16"));
+        let a_row = self.f.inst(format!("add i32 {a_row}, {gid}"));
+        let a_ptr = self.fragment_base(0, &a_row, &tig_e, row_elems, bytes);
+        let b_col = self.f.inst(format!("mul i32 {wn}, 8"));
+        let b_col = self.f.inst(format!("add i32 {b_col}, {gid}"));
+        let b_ptr = self.fragment_base(b_base, &b_col, &tig_e, row_elems, bytes);
         let acc_ty = if kind.acc_constraint == "f" {
             "float"
         } else {
@@ -306,37 +332,22 @@ impl<'k> Lowerer<'k> {
             let k0 = ks * kind.k_tile();
             let mut a_frags = Vec::new();
             for tm in 0..reps_m {
-                let tile_row = self.f.inst(format!("add i32 {wm}, {}", tm * warps_m));
-                let row0 = self.f.inst(format!("mul i32 {tile_row}, 16"));
-                let row0 = self.f.inst(format!("add i32 {row0}, {gid}"));
                 let mut frag = Vec::new();
                 for i in 0..4usize {
-                    let row = self.f.inst(format!("add i32 {row0}, {}", 8 * (i & 1)));
-                    let col = self
-                        .f
-                        .inst(format!("add i32 {tig_e}, {}", k0 + (i >> 1) * 4 * e));
-                    let idx = self
-                        .f
-                        .inst(format!("mul i32 {row}, {}", padded_row(d.k, bytes)));
-                    let idx = self.f.inst(format!("add i32 {idx}, {col}"));
-                    let w = self.fragment_word(0, &idx, bytes);
+                    let row = tm * warps_m * 16 + 8 * (i & 1);
+                    let col = k0 + (i >> 1) * 4 * e;
+                    let w = self.fragment_word(&a_ptr, (row * row_elems + col) * bytes);
                     frag.push(self.round_operand(kind, w));
                 }
                 a_frags.push(frag);
             }
             let mut b_frags = Vec::new();
             for tn in 0..reps_n {
-                let tile_col = self.f.inst(format!("add i32 {wn}, {}", tn * warps_n));
-                let col0 = self.f.inst(format!("mul i32 {tile_col}, 8"));
-                let ncol = self.f.inst(format!("add i32 {col0}, {gid}"));
                 let mut frag = Vec::new();
                 for i in 0..2usize {
-                    let krow = self.f.inst(format!("add i32 {tig_e}, {}", k0 + i * 4 * e));
-                    let idx = self
-                        .f
-                        .inst(format!("mul i32 {ncol}, {}", padded_row(d.k, bytes)));
-                    let idx = self.f.inst(format!("add i32 {idx}, {krow}"));
-                    let w = self.fragment_word(b_base, &idx, bytes);
+                    let ncol = tn * warps_n * 8;
+                    let krow = k0 + i * 4 * e;
+                    let w = self.fragment_word(&b_ptr, (ncol * row_elems + krow) * bytes);
                     frag.push(self.round_operand(kind, w));
                 }
                 b_frags.push(frag);

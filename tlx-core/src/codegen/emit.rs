@@ -2,10 +2,15 @@
 //! the LLVM spelling of IR element types and literals.
 
 use crate::ir::{Elem, ScalarType};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 /// A function body under construction, plus the module-level declarations it needs.
+///
+/// Pure instructions are value-numbered as they are emitted: the lowering
+/// redoes index arithmetic per register (the same row offset for every
+/// register of a row, `x + 0` for register 0...), which otherwise doubles the
+/// LLVM IR that LLVM must parse and simplify before it finds the same values.
 #[derive(Default)]
 pub struct FuncText {
     /// Instructions of the entry block that every later block may use (thread ids).
@@ -14,6 +19,60 @@ pub struct FuncText {
     /// Module-level declarations and globals, deduplicated.
     pub decls: BTreeSet<String>,
     next_name: u32,
+    /// Name of each pure instruction of the prologue, by its text.
+    prologue_values: HashMap<String, String>,
+    /// The same for the body's current basic block (which the prologue dominates).
+    block_values: HashMap<String, String>,
+}
+
+/// True for instruction texts without side effects or dependence on memory,
+/// which may share one result when repeated in a block.
+fn is_pure(rhs: &str) -> bool {
+    const PURE: [&str; 27] = [
+        "add ",
+        "sub ",
+        "mul ",
+        "shl ",
+        "lshr ",
+        "ashr ",
+        "and ",
+        "or ",
+        "xor ",
+        "icmp ",
+        "fcmp ",
+        "select ",
+        "zext ",
+        "sext ",
+        "trunc ",
+        "getelementptr ",
+        "bitcast ",
+        "extractvalue ",
+        "insertvalue ",
+        "extractelement ",
+        "insertelement ",
+        "ptrtoint ",
+        "inttoptr ",
+        "fpext ",
+        "fptrunc ",
+        "sitofp ",
+        "uitofp ",
+    ];
+    PURE.iter().any(|op| rhs.starts_with(op))
+}
+
+/// The operand an instruction adding, or-ing or xor-ing zero to a value
+/// reduces to, if it is one.
+fn identity_operand(rhs: &str) -> Option<&str> {
+    let (op, rest) = rhs.split_once(' ')?;
+    if !matches!(op, "add" | "or" | "xor") {
+        return None;
+    }
+    let (_ty, operands) = rest.split_once(' ')?;
+    let (a, b) = operands.split_once(", ")?;
+    match (a, b) {
+        (v, "0") | ("0", v) if v.starts_with('%') && !v.contains(' ') => Some(v),
+        _ => None,
+    }
 }
 
 impl FuncText {
@@ -22,17 +81,48 @@ impl FuncText {
         format!("{prefix}{}", self.next_name)
     }
 
-    /// Emit `%t = rhs` in the body; returns `%t`.
+    /// Emit `%t = rhs` in the body; returns `%t`, or the value it repeats.
     pub fn inst(&mut self, rhs: impl AsRef<str>) -> String {
+        let rhs = rhs.as_ref();
+        if let Some(v) = identity_operand(rhs) {
+            return v.to_string();
+        }
+        let pure = is_pure(rhs);
+        if pure {
+            if let Some(v) = self
+                .block_values
+                .get(rhs)
+                .or_else(|| self.prologue_values.get(rhs))
+            {
+                return v.clone();
+            }
+        }
         let name = self.fresh("%v");
-        let _ = writeln!(self.body, "  {name} = {}", rhs.as_ref());
+        let _ = writeln!(self.body, "  {name} = {rhs}");
+        if pure {
+            self.block_values.insert(rhs.to_string(), name.clone());
+        }
         name
     }
 
-    /// Emit `%t = rhs` in the entry block's prologue.
+    /// Emit `%t = rhs` in the entry block's prologue; returns `%t`, or the
+    /// value it repeats.
     pub fn prologue_inst(&mut self, rhs: impl AsRef<str>) -> String {
+        let rhs = rhs.as_ref();
+        if let Some(v) = identity_operand(rhs) {
+            return v.to_string();
+        }
+        let pure = is_pure(rhs);
+        if pure {
+            if let Some(v) = self.prologue_values.get(rhs) {
+                return v.clone();
+            }
+        }
         let name = self.fresh("%p");
-        let _ = writeln!(self.prologue, "  {name} = {}", rhs.as_ref());
+        let _ = writeln!(self.prologue, "  {name} = {rhs}");
+        if pure {
+            self.prologue_values.insert(rhs.to_string(), name.clone());
+        }
         name
     }
 
@@ -43,6 +133,7 @@ impl FuncText {
 
     /// Start a new basic block (the previous one must have ended with a branch).
     pub fn start_block(&mut self, label: &str) {
+        self.block_values.clear();
         let _ = writeln!(self.body, "{label}:");
     }
 
@@ -155,6 +246,33 @@ mod tests {
         assert_eq!(float_literal(ScalarType::F32, 0.1), "0x3FB99999A0000000");
         assert_eq!(float_literal(ScalarType::F16, 1.0), "0xH3C00");
         assert_eq!(float_literal(ScalarType::BF16, -2.0), "0xRC000");
+    }
+
+    #[test]
+    fn repeated_pure_instructions_share_a_value_within_a_block() {
+        let mut f = FuncText::default();
+        let tid = f.prologue_inst("lshr i32 %t, 5");
+        assert_eq!(f.prologue_inst("lshr i32 %t, 5"), tid);
+        // The prologue dominates the body.
+        assert_eq!(f.inst("lshr i32 %t, 5"), tid);
+        let a = f.inst("mul i32 %x, 3");
+        assert_eq!(f.inst("mul i32 %x, 3"), a);
+        // Loads and side effects are never merged.
+        let l = f.inst("load i32, ptr addrspace(3) %p, align 4");
+        assert_ne!(f.inst("load i32, ptr addrspace(3) %p, align 4"), l);
+        // A value of another block may not dominate this one.
+        f.start_block("next");
+        assert_ne!(f.inst("mul i32 %x, 3"), a);
+    }
+
+    #[test]
+    fn adding_zero_is_the_value_itself() {
+        let mut f = FuncText::default();
+        assert_eq!(f.inst("add i32 %x, 0"), "%x");
+        assert_eq!(f.inst("xor i32 0, %y"), "%y");
+        assert_eq!(f.prologue_inst("or i32 %z, 0"), "%z");
+        assert_ne!(f.inst("add i32 0, 0"), "0");
+        assert!(f.body.contains("add i32 0, 0"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! and scalars, and otherwise moved through shared memory.
 
 use super::axis::{self, AxisInfo};
+use super::convert::Region;
 use super::emit::{llvm_type, FuncText};
 use super::pipeline::{RingRead, RING_BASE};
 use super::scalar;
@@ -46,6 +47,8 @@ pub struct Lowerer<'k> {
     pub lane: String,
     pub warp: String,
     thread_offsets: HashMap<(Vec<u32>, Vec<u32>), String>,
+    /// Per-thread shared pointers, by region and `(lanes, warps)` of the layout.
+    pub(super) smem_thread_ptrs: HashMap<(Region, Vec<u32>, Vec<u32>), String>,
     /// Label of the basic block being filled (phis name their predecessors).
     pub current_block: String,
     /// Loads of the loop body being lowered that read a pipeline ring.
@@ -150,6 +153,7 @@ impl<'k> Lowerer<'k> {
             lane,
             warp,
             thread_offsets: HashMap::new(),
+            smem_thread_ptrs: HashMap::new(),
             current_block: String::new(),
             ring_reads: HashMap::new(),
             ring_bytes: 0,
@@ -554,6 +558,16 @@ impl<'k> Lowerer<'k> {
     pub fn smem_ptr(&mut self, offset: &str) -> String {
         self.f.inst(format!(
             "getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"
+        ))
+    }
+
+    /// Shared pointer `p` moved `offset` bytes on (`p` itself for 0).
+    pub fn smem_ptr_plus(&mut self, p: &str, offset: usize) -> String {
+        if offset == 0 {
+            return p.to_string();
+        }
+        self.f.inst(format!(
+            "getelementptr i8, ptr addrspace(3) {p}, i32 {offset}"
         ))
     }
 

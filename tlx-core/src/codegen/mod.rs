@@ -2,8 +2,8 @@
 //!
 //! The kernel is lowered to LLVM IR text (one function, every tensor spread
 //! over the threads by a [`crate::layout::LinearLayout`], one LLVM scalar per
-//! register), which LLVM's NVPTX back end then verifies, optimizes (O3) and
-//! turns into PTX.
+//! register), which LLVM's NVPTX back end then verifies, optimizes (O2 less
+//! the vectorizers, see `llvm.rs`) and turns into PTX.
 //!
 //! Layouts: values derived only from constants, `arange` and scalars, and
 //! layout-only ops (broadcast, expand_dims, reshape, trans), are produced in
