@@ -291,14 +291,11 @@ fn pipelined_loops_prefetch_through_a_shared_ring() {
     assert!(!plain.ptx.contains("cp.async"), "{}", plain.ptx);
     let piped = compile(3);
     // 1024 bf16 over 128 threads: one 16-byte copy per thread and iteration,
-    // two iterations issued before the loop and one in it.
-    assert_eq!(
-        piped.ptx.matches("cp.async.cg.shared.global").count(),
-        3,
-        "{}",
-        piped.ptx
-    );
-    assert_eq!(piped.ptx.matches("cp.async.commit_group").count(), 3);
+    // once in the loop that issues the first two iterations and once in the
+    // body (LLVM may unroll that small loop, but then it is two copies).
+    let copies = piped.ptx.matches("cp.async.cg.shared.global").count();
+    assert!((2..=3).contains(&copies), "{copies} copies:\n{}", piped.ptx);
+    assert_eq!(piped.ptx.matches("cp.async.commit_group").count(), copies);
     // The newest two groups may stay in flight while this iteration reads.
     assert!(piped.ptx.contains("cp.async.wait_group 2"), "{}", piped.ptx);
     assert!(piped.ptx.contains("cp.async.wait_all"), "{}", piped.ptx);

@@ -157,10 +157,41 @@ impl<'k> Lowerer<'k> {
             candidates,
             rings: Vec::new(),
         };
-        for d in 0..stages - 1 {
-            let ahead = bounds.iteration(self, d)?;
-            self.issue_copies(&mut pipe, iv, &ahead, &format!("{d}"), d == 0)?;
-        }
+        // The first `stages - 1` iterations' copies, as a loop of their own:
+        // unrolled, each would repeat the address code (and build time).
+        let pre = self.current_block.clone();
+        let head = self.f.fresh("prefetch_head");
+        let issue = self.f.fresh("prefetch");
+        let done = self.f.fresh("prefetch_end");
+        self.f.stmt(format!("br label %{head}"));
+        self.enter_block(&head);
+        let latch_hole = format!("@@{}@@", self.f.fresh("prefetch_latch"));
+        let d = self
+            .f
+            .inst(format!("phi i32 [ 0, %{pre} ], [ {latch_hole} ]"));
+        let more = self.f.inst(format!("icmp ult i32 {d}, {}", stages - 1));
+        self.f
+            .stmt(format!("br i1 {more}, label %{issue}, label %{done}"));
+        self.enter_block(&issue);
+        let lower = bounds.lower.clone();
+        let ahead = bounds.ahead_of(self, &lower, &d)?;
+        self.issue_copies(&mut pipe, iv, &ahead, &d, true)?;
+        let next = self.f.inst(format!("add i32 {d}, 1"));
+        let latch = self.current_block.clone();
+        self.f.body = self
+            .f
+            .body
+            .replace(&latch_hole, &format!("{next}, %{latch}"));
+        // Unrolled, the loop would cost the build time it is there to save.
+        let id = 1000 + 2 * self.ring_loops;
+        self.ring_loops += 1;
+        self.f
+            .declare(format!("!{id} = distinct !{{!{id}, !{}}}", id + 1));
+        self.f
+            .declare(format!("!{} = !{{!\"llvm.loop.unroll.disable\"}}", id + 1));
+        self.f.stmt(format!("br label %{head}, !llvm.loop !{id}"));
+        self.enter_block(&done);
+        // With no ring the loop above only commits empty groups: harmless.
         if pipe.rings.is_empty() {
             return Ok(None);
         }
@@ -181,7 +212,7 @@ impl<'k> Lowerer<'k> {
         slot: &str,
     ) -> Result<()> {
         let s = pipe.stages;
-        let ahead = bounds.ahead_of(self, iv_reg, s - 1)?;
+        let ahead = bounds.ahead_of(self, iv_reg, &(s - 1).to_string())?;
         let at_zero = self.f.inst(format!("icmp eq i32 {slot}, 0"));
         let before = self.f.inst(format!("sub i32 {slot}, 1"));
         let write = self
@@ -495,18 +526,19 @@ pub struct LoopBounds {
 }
 
 impl LoopBounds {
-    /// Iteration `d` (from 0).
-    fn iteration(&self, l: &mut Lowerer, d: usize) -> Result<Iteration> {
-        let lower = self.lower.clone();
-        self.ahead_of(l, &lower, d)
-    }
-
     /// The iteration `d` after the one whose induction value is `iv`: `iv + d *
     /// step`, and whether it is below `upper`, compared in 64 bits so that an
     /// index past the type's range reads as past the end.
-    fn ahead_of(&self, l: &mut Lowerer, iv: &str, d: usize) -> Result<Iteration> {
+    fn ahead_of(&self, l: &mut Lowerer, iv: &str, d: &str) -> Result<Iteration> {
         let ty = self.ty;
-        let delta = l.f.inst(format!("mul {ty} {}, {d}", self.step));
+        // `d` is an i32 count, never negative.
+        let d64 = l.f.inst(format!("zext i32 {d} to i64"));
+        let d_ty = if ty == "i64" {
+            d64.clone()
+        } else {
+            d.to_string()
+        };
+        let delta = l.f.inst(format!("mul {ty} {}, {d_ty}", self.step));
         let next = l.f.inst(format!("add {ty} {iv}, {delta}"));
         let widen = |l: &mut Lowerer, v: &str| {
             if ty == "i64" {
@@ -518,7 +550,7 @@ impl LoopBounds {
             }
         };
         let (iv64, step64, upper64) = (widen(l, iv), widen(l, &self.step), widen(l, &self.upper));
-        let delta64 = l.f.inst(format!("mul i64 {step64}, {d}"));
+        let delta64 = l.f.inst(format!("mul i64 {step64}, {d64}"));
         let next64 = l.f.inst(format!("add i64 {iv64}, {delta64}"));
         let cmp = if self.signed { "slt" } else { "ult" };
         let valid = l.f.inst(format!("icmp {cmp} i64 {next64}, {upper64}"));
