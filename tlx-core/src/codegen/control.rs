@@ -15,8 +15,15 @@ struct CarriedPhis {
 }
 
 impl<'k> Lowerer<'k> {
-    fn placeholder(&mut self) -> String {
+    /// A stand-in for a phi's latch operand, not known until the loop body is lowered.
+    pub(super) fn placeholder(&mut self) -> String {
         format!("@@{}@@", self.f.fresh("latch"))
+    }
+
+    /// Fills `hole` with `value`, arriving from the current block (the latch).
+    pub(super) fn fill_latch(&mut self, hole: &str, value: &str) {
+        let latch = &self.current_block;
+        self.f.body = self.f.body.replace(hole, &format!("{value}, %{latch}"));
     }
 
     fn branch_to(&mut self, label: &str) {
@@ -94,9 +101,8 @@ impl<'k> Lowerer<'k> {
             let regs = self.get(*v, &t.layout)?;
             fills.extend(holes.iter().cloned().zip(regs));
         }
-        let latch = self.current_block.clone();
         for (hole, reg) in fills {
-            self.f.body = self.f.body.replace(&hole, &format!("{reg}, %{latch}"));
+            self.fill_latch(&hole, &reg);
         }
         Ok(())
     }
@@ -184,10 +190,9 @@ impl<'k> Lowerer<'k> {
         self.close_phis(&phis, yielded)?;
         let next_slot = pipe.as_ref().map(|p| self.next_slot(p, &slot));
         let next = self.f.inst(format!("add {ty} {iv}, {st}"));
-        let latch = self.current_block.clone();
-        self.f.body = self.f.body.replace(&iv_hole, &format!("{next}, %{latch}"));
+        self.fill_latch(&iv_hole, &next);
         if let Some(n) = next_slot {
-            self.f.body = self.f.body.replace(&slot_hole, &format!("{n}, %{latch}"));
+            self.fill_latch(&slot_hole, &n);
         }
         self.branch_to(&head);
         self.enter(&exit);

@@ -57,8 +57,6 @@ pub struct Lowerer<'k> {
     /// scratch), and the most they took at once.
     pub ring_bytes: usize,
     pub ring_peak: usize,
-    /// Prefetch loops emitted so far (each names its loop metadata).
-    pub ring_loops: usize,
     /// This thread's index in the program (entry block).
     tid: String,
 }
@@ -160,7 +158,6 @@ impl<'k> Lowerer<'k> {
             ring_reads: HashMap::new(),
             ring_bytes: 0,
             ring_peak: 0,
-            ring_loops: 0,
             tid: tid_copy,
         }
     }

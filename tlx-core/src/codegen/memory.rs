@@ -134,7 +134,7 @@ fn eviction_qualifier(allowed: bool, eviction: EvictionPolicy) -> &'static str {
 
 /// The L2 keeps what the program will read again: the hint also goes to L2,
 /// through a cache policy, where a `.cop` does not take it away.
-pub(super) fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
+fn l2_priority(eviction: EvictionPolicy) -> Option<&'static str> {
     match eviction {
         EvictionPolicy::EvictFirst => Some("evict_first"),
         EvictionPolicy::EvictLast => Some("evict_last"),

@@ -165,7 +165,7 @@ impl<'k> Lowerer<'k> {
         let done = self.f.fresh("prefetch_end");
         self.f.stmt(format!("br label %{head}"));
         self.enter_block(&head);
-        let latch_hole = format!("@@{}@@", self.f.fresh("prefetch_latch"));
+        let latch_hole = self.placeholder();
         let d = self
             .f
             .inst(format!("phi i32 [ 0, %{pre} ], [ {latch_hole} ]"));
@@ -177,18 +177,14 @@ impl<'k> Lowerer<'k> {
         let ahead = bounds.ahead_of(self, &lower, &d)?;
         self.issue_copies(&mut pipe, iv, &ahead, &d, true)?;
         let next = self.f.inst(format!("add i32 {d}, 1"));
-        let latch = self.current_block.clone();
-        self.f.body = self
-            .f
-            .body
-            .replace(&latch_hole, &format!("{next}, %{latch}"));
-        // Unrolled, the loop would cost the build time it is there to save.
-        let id = 1000 + 2 * self.ring_loops;
-        self.ring_loops += 1;
+        self.fill_latch(&latch_hole, &next);
+        // LLVM leaves this loop alone; the metadata reaches ptxas as
+        // `.pragma "nounroll"`, so that it stays one copy in SASS too.
+        let (id, disable) = (self.f.fresh(""), self.f.fresh(""));
         self.f
-            .declare(format!("!{id} = distinct !{{!{id}, !{}}}", id + 1));
+            .declare(format!("!{id} = distinct !{{!{id}, !{disable}}}"));
         self.f
-            .declare(format!("!{} = !{{!\"llvm.loop.unroll.disable\"}}", id + 1));
+            .declare(format!("!{disable} = !{{!\"llvm.loop.unroll.disable\"}}"));
         self.f.stmt(format!("br label %{head}, !llvm.loop !{id}"));
         self.enter_block(&done);
         // With no ring the loop above only commits empty groups: harmless.
