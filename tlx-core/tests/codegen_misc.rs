@@ -308,3 +308,33 @@ fn pipelined_loops_prefetch_through_a_shared_ring() {
         plain.shared_bytes
     );
 }
+
+/// A row split over a cluster: partial sums through global memory and one
+/// `cluster_barrier()` (the shape of the cluster LayerNorm).
+const CLUSTER_ROW_SUM: &str = r#"
+#[tlx::kernel(configs = [(SLICE = 256, K = 4, num_warps = 2, ctas_per_cga = K)])]
+fn cluster_row_sum<const SLICE: usize, const K: usize>(x: Ptr<f32>, partial: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let row = program_id(0) / cluster_num_ctas();
+    let cols = cluster_cta_rank() * SLICE + arange(0, SLICE);
+    let v = load(x + row * n + cols, mask = cols < n, other = 0.0);
+    store(partial + program_id(0), sum(v, axis = 0));
+    cluster_barrier();
+    let total = sum(load(partial + row * K + arange(0, K)), axis = 0);
+    store(out + row * n + cols, v / total, mask = cols < n);
+}
+"#;
+
+#[test]
+fn clusters_reach_the_ptx_and_assemble() {
+    let kernels = tlx_core::frontend::compile_str(CLUSTER_ROW_SUM).expect("frontend");
+    for c in compile_all(&kernels[0]) {
+        for part in [
+            ".reqnctapercluster 4, 1, 1",
+            "%cluster_ctarank",
+            "barrier.cluster.arrive.aligned;",
+            "barrier.cluster.wait.aligned;",
+        ] {
+            assert!(c.ptx.contains(part), "PTX lacks {part:?}:\n{}", c.ptx);
+        }
+    }
+}

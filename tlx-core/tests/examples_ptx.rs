@@ -162,6 +162,10 @@ fn config_label(config: &ConfigAttr) -> String {
         .collect();
     parts.push(format!("num_warps={}", config.options.num_warps));
     parts.push(format!("num_stages={}", config.options.num_stages));
+    if config.options.cluster != [1, 1, 1] {
+        let [x, y, z] = config.options.cluster;
+        parts.push(format!("ctas_per_cga=({x}, {y}, {z})"));
+    }
     parts.join(" ")
 }
 
@@ -484,8 +488,12 @@ mod tests {
             options: tlx_core::ir::KernelOptions {
                 num_warps: 8,
                 num_stages: 2,
+                cluster: [2, 1, 1],
             },
         };
-        assert_eq!(config_label(&config), "BLOCK=1024 num_warps=8 num_stages=2");
+        assert_eq!(
+            config_label(&config),
+            "BLOCK=1024 num_warps=8 num_stages=2 ctas_per_cga=(2, 1, 1)"
+        );
     }
 }

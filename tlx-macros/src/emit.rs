@@ -22,6 +22,7 @@ use crate::dump::DumpRequest;
 struct CompiledConfig {
     consts: Vec<(String, i64)>,
     num_warps: u32,
+    cluster: [u32; 3],
     shared_bytes: u32,
     ptx: Vec<(Arch, String)>,
     ir_text: String,
@@ -148,6 +149,7 @@ fn compile_one(
     Ok(CompiledConfig {
         consts: config.consts.clone(),
         num_warps: kernel.options.num_warps,
+        cluster: kernel.options.cluster,
         shared_bytes,
         ptx,
         ir_text,
@@ -342,6 +344,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
     let keys = config.consts.iter().map(|(k, _)| k.as_str());
     let values = config.consts.iter().map(|(_, v)| *v);
     let num_warps = config.num_warps;
+    let [cx, cy, cz] = config.cluster;
     let shared_bytes = config.shared_bytes;
     let arches = config.ptx.iter().map(|(a, _)| arch_tokens(*a));
     let texts = config.ptx.iter().map(|(_, p)| p.as_str());
@@ -350,6 +353,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
         ::tlx::__private::ConfigSpec {
             consts: &[#((#keys, #values)),*],
             num_warps: #num_warps,
+            cluster: [#cx, #cy, #cz],
             shared_bytes: #shared_bytes,
             ptx: &[#((#arches, #texts)),*],
             ir: #ir,

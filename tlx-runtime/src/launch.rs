@@ -37,10 +37,37 @@ pub fn launch(
         });
     }
     grid.validate()?;
+    check_cluster(spec, config_spec.cluster, grid)?;
     check_args(device, spec, args)?;
     match device.backend() {
         Backend::Cuda(cuda) => cuda.launch(spec, config, config_spec, grid, args),
         Backend::Cpu(cpu) => cpu.launch(spec, config, grid, args),
+    }
+}
+
+/// The grid must be a whole number of clusters (`ctas_per_cga`).
+fn check_cluster(spec: &'static KernelSpec, cluster: [u32; 3], grid: Grid) -> Result<(), Error> {
+    if cluster.contains(&0) {
+        return Err(Error::InvalidConfig {
+            kernel: spec.name,
+            reason: format!("cluster shape {cluster:?} has a zero dimension"),
+        });
+    }
+    let dims = grid.dims();
+    match (0..3).find(|&a| dims[a] % cluster[a] != 0) {
+        None => Ok(()),
+        Some(axis) => Err(Error::InvalidGrid {
+            grid: dims.map(u64::from),
+            reason: format!(
+                "kernel `{}` runs in clusters of {cluster:?} programs (ctas_per_cga), and \
+                 {} programs along {} are not a multiple of {}; round the grid up and mask \
+                 the extra programs' work",
+                spec.name,
+                dims[axis],
+                ["x", "y", "z"][axis],
+                cluster[axis]
+            ),
+        }),
     }
 }
 
@@ -102,6 +129,7 @@ mod tests {
         configs: &[ConfigSpec {
             consts: &[("BLOCK", 128)],
             num_warps: 4,
+            cluster: [1, 1, 1],
             shared_bytes: 0,
             ptx: &[],
             ir: "",

@@ -26,6 +26,9 @@ pub struct ConfigSpec {
     /// The constants this specialization was compiled with.
     pub consts: &'static [(&'static str, i64)],
     pub num_warps: u32,
+    /// Programs per cluster along x, y and z (`ctas_per_cga`); the grid
+    /// must be a whole number of clusters.
+    pub cluster: [u32; 3],
     /// Dynamic shared memory the kernel needs, in bytes.
     pub shared_bytes: u32,
     /// One PTX module per architecture; the entry is named [`KernelSpec::name`].

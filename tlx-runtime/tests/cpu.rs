@@ -59,6 +59,7 @@ static ADD: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[("BLOCK", 8)],
             num_warps: 1,
+            cluster: [1, 1, 1],
             shared_bytes: 0,
             ptx: &[],
             ir: ADD_IR,
@@ -66,6 +67,7 @@ static ADD: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[("BLOCK", 8)],
             num_warps: 1,
+            cluster: [1, 1, 1],
             shared_bytes: 0,
             ptx: &[],
             ir: "kernel \"add\" {\n  %1 = frobnicate\n}\n",

@@ -122,6 +122,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[],
             num_warps: 4,
+            cluster: [1, 1, 1],
             shared_bytes: 0,
             ptx: &[(Arch::Sm90a, SCALE_ADD_PTX)],
             ir: "",
@@ -129,6 +130,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[],
             num_warps: 4,
+            cluster: [1, 1, 1],
             shared_bytes: 0,
             ptx: &[(Arch::Sm100a, SCALE_ADD_PTX)],
             ir: "",
@@ -154,6 +156,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[],
             num_warps: 1,
+            cluster: [1, 1, 1],
             shared_bytes: 200 * 1024,
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",
@@ -161,6 +164,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
         ConfigSpec {
             consts: &[],
             num_warps: 1,
+            cluster: [1, 1, 1],
             shared_bytes: 400 * 1024,
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",

@@ -28,6 +28,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
     configs: &[ConfigSpec {
         consts: &[],
         num_warps: 1,
+        cluster: [1, 1, 1],
         shared_bytes: 0,
         ptx: &[(Arch::Sm90a, STORE_TO_NULL_PTX)],
         ir: "",

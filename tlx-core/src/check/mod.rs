@@ -2,7 +2,11 @@
 //!
 //! - [`verify`]: structure and types (operands defined before use, each op's
 //!   typing rule, terminators in place).
+//! - [`check_cluster_sync`]: every program of a cluster reaches each
+//!   `cluster_barrier()` alike.
 
+mod cluster;
 mod verify;
 
+pub use cluster::{check_cluster_sync, ClusterSyncError};
 pub use verify::{verify, VerifyError};

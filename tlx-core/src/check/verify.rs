@@ -218,6 +218,10 @@ impl<'k> Checker<'k> {
                 ensure(*axis < 3, || format!("axis {axis} out of range"))?;
                 self.result_is(op, &Type::scalar(INDEX_TYPE))
             }
+            ClusterCtaRank => self.result_is(op, &Type::scalar(INDEX_TYPE)),
+            ClusterBarrier => ensure(op.results.is_empty(), || {
+                "cluster_barrier has no results".into()
+            }),
             Arange { start, end } => {
                 ensure(end > start, || "empty range".into())?;
                 self.result_is(

@@ -117,9 +117,15 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
         l.f.prologue,
         body
     );
+    // A cluster shape in the PTX (`.reqnctapercluster`) makes the driver
+    // launch the kernel in clusters of that shape.
+    let cluster = match kernel.options.cluster {
+        [1, 1, 1] => String::new(),
+        [x, y, z] => format!(" \"nvvm.cluster_dim\"=\"{x},{y},{z}\""),
+    };
     let _ = writeln!(
         text,
-        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\" }}",
+        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster} }}",
         kernel.threads_per_program()
     );
     Ok(Lowered {
@@ -305,6 +311,16 @@ impl<'k> Lowerer<'k> {
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
+            OpKind::ClusterBarrier => {
+                // Arrive has release and wait acquire semantics by default;
+                // `.aligned`: every thread of each warp executes it together,
+                // as every thread runs the block language's straight-line code.
+                for step in ["arrive", "wait"] {
+                    let asm = format!("barrier.cluster.{step}.aligned;");
+                    self.f.asm("void", &asm, "~{memory}", &[]);
+                }
+                Ok(())
+            }
             _ => {
                 let layout_only = matches!(
                     op.kind,
@@ -373,6 +389,12 @@ impl<'k> Lowerer<'k> {
                 let r = self
                     .f
                     .call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
+                vec![r; n]
+            }
+            OpKind::ClusterCtaRank => {
+                let r = self
+                    .f
+                    .call("i32", "llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[]);
                 vec![r; n]
             }
             OpKind::Arange { start, .. } => (0..n)

@@ -62,6 +62,7 @@ fn is_address_op(kind: &OpKind) -> bool {
         OpKind::Constant(_)
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
+            | OpKind::ClusterCtaRank
             | OpKind::Arange { .. }
             | OpKind::Splat(_)
             | OpKind::Broadcast(_)

@@ -24,7 +24,9 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         let result = (|| -> Result<(), Diagnostic> {
             let (key, value) = key_value(entry)?;
             match key.as_str() {
-                "num_warps" | "num_stages" => set_option(&mut options, &key, value),
+                "num_warps" | "num_stages" | "ctas_per_cga" => {
+                    set_option(&mut options, &key, value)
+                }
                 "arch" => {
                     arches = Some(parse_arches(value)?);
                     Ok(())
@@ -37,7 +39,9 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     entry.span(),
                     format!("unknown kernel attribute key `{key}`"),
                 )
-                .with_hint("the keys are `num_warps`, `num_stages`, `arch` and `configs`")),
+                .with_hint(
+                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `arch` and `configs`",
+                )),
             }
         })();
         if let Err(e) = result {
@@ -58,6 +62,9 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         }
         if config.options.num_stages == UNSET {
             config.options.num_stages = options.num_stages;
+        }
+        if config.options.cluster == [UNSET; 3] {
+            config.options.cluster = options.cluster;
         }
     }
     Ok(KernelAttr {
@@ -108,6 +115,27 @@ fn key_value(entry: &Expr) -> Result<(String, &Expr), Diagnostic> {
     Err(Diagnostic::new(entry.span(), "expected `key = value`").with_hint(ATTR_HINT))
 }
 
+/// An integer literal, or in a config the name of one of its constants
+/// (`(NW = 8, num_warps = NW)`).
+fn option_value(expr: &Expr, consts: &[(String, i64)]) -> Result<i64, Diagnostic> {
+    if let Expr::Path(p) = expr {
+        if let Some(ident) = p.path.get_ident() {
+            return consts
+                .iter()
+                .find(|(name, _)| ident == name)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    Diagnostic::new(
+                        expr.span(),
+                        format!("`{ident}` is not a constant of this config"),
+                    )
+                    .with_hint("use an integer, or a constant set in the same config")
+                });
+        }
+    }
+    int_value(expr)
+}
+
 fn int_value(expr: &Expr) -> Result<i64, Diagnostic> {
     match expr {
         Expr::Lit(syn::ExprLit {
@@ -131,9 +159,10 @@ fn int_value(expr: &Expr) -> Result<i64, Diagnostic> {
 
 fn set_option(options: &mut KernelOptions, key: &str, value: &Expr) -> Result<(), Diagnostic> {
     let mut partial = PartialOptions::default();
-    set_partial(&mut partial, key, value)?;
+    set_partial(&mut partial, key, value, &[])?;
     options.num_warps = partial.num_warps.unwrap_or(options.num_warps);
     options.num_stages = partial.num_stages.unwrap_or(options.num_stages);
+    options.cluster = partial.cluster.unwrap_or(options.cluster);
     Ok(())
 }
 
@@ -142,10 +171,64 @@ fn set_option(options: &mut KernelOptions, key: &str, value: &Expr) -> Result<()
 struct PartialOptions {
     num_warps: Option<u32>,
     num_stages: Option<u32>,
+    cluster: Option<[u32; 3]>,
 }
 
-fn set_partial(options: &mut PartialOptions, key: &str, value: &Expr) -> Result<(), Diagnostic> {
-    let v = int_value(value)?;
+/// The most programs a cluster may have on every sm_90+ GPU (portable size).
+const MAX_CLUSTER: i64 = 8;
+
+const CLUSTER_HINT: &str =
+    "write `ctas_per_cga = 2` or `ctas_per_cga = (2, 1, 1)`: at most 8 programs per cluster";
+
+/// `ctas_per_cga = k` (a cluster of `k` programs along x) or `(x, y, z)`.
+fn cluster_value(value: &Expr, consts: &[(String, i64)]) -> Result<[u32; 3], Diagnostic> {
+    let dims: Vec<i64> = match value {
+        Expr::Tuple(t) => t
+            .elems
+            .iter()
+            .map(|e| option_value(e, consts))
+            .collect::<Result<_, _>>()?,
+        Expr::Paren(p) => vec![option_value(&p.expr, consts)?],
+        other => vec![option_value(other, consts)?],
+    };
+    let bad = |message: String| Diagnostic::new(value.span(), message).with_hint(CLUSTER_HINT);
+    if dims.is_empty() || dims.len() > 3 {
+        return Err(bad(format!(
+            "`ctas_per_cga` has {} dimensions, not 1 to 3",
+            dims.len()
+        )));
+    }
+    if let Some(d) = dims.iter().find(|d| **d < 1) {
+        return Err(bad(format!("a cluster dimension of {d} is not allowed")));
+    }
+    let size = dims.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+    if size.is_none_or(|s| s > MAX_CLUSTER) {
+        return Err(bad(format!(
+            "a cluster of {} programs is more than {MAX_CLUSTER}",
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(" x ")
+        )));
+    }
+    let mut cluster = [1u32; 3];
+    for (slot, d) in cluster.iter_mut().zip(dims) {
+        *slot = d as u32;
+    }
+    Ok(cluster)
+}
+
+fn set_partial(
+    options: &mut PartialOptions,
+    key: &str,
+    value: &Expr,
+    consts: &[(String, i64)],
+) -> Result<(), Diagnostic> {
+    if key == "ctas_per_cga" {
+        options.cluster = Some(cluster_value(value, consts)?);
+        return Ok(());
+    }
+    let v = option_value(value, consts)?;
     if key == "num_warps" {
         if ![1, 2, 4, 8, 16, 32].contains(&v) {
             return Err(
@@ -211,11 +294,11 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
         }
     };
     let mut consts: Vec<(String, i64)> = Vec::new();
-    let mut partial = PartialOptions::default();
+    let mut options = Vec::new();
     for entry in entries {
         let (key, value) = key_value(entry)?;
-        if key == "num_warps" || key == "num_stages" {
-            set_partial(&mut partial, &key, value)?;
+        if ["num_warps", "num_stages", "ctas_per_cga"].contains(&key.as_str()) {
+            options.push((key, value));
         } else if consts.iter().any(|(k, _)| *k == key) {
             return Err(Diagnostic::new(
                 entry.span(),
@@ -225,11 +308,17 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
             consts.push((key, int_value(value)?));
         }
     }
+    // After the constants, which option values may name.
+    let mut partial = PartialOptions::default();
+    for (key, value) in options {
+        set_partial(&mut partial, &key, value, &consts)?;
+    }
     Ok(ConfigAttr {
         consts,
         options: KernelOptions {
             num_warps: partial.num_warps.unwrap_or(UNSET),
             num_stages: partial.num_stages.unwrap_or(UNSET),
+            cluster: partial.cluster.unwrap_or([UNSET; 3]),
         },
     })
 }
@@ -244,7 +333,7 @@ mod tests {
         let attr = parse_attr(quote!(
             num_stages = 2,
             arch = ["sm_90a", "sm_100a"],
-            configs = [(BLOCK = 64), (BLOCK = 128, num_warps = 8)],
+            configs = [(BLOCK = 64), (num_warps = W, BLOCK = 128, W = 8, C = 2, ctas_per_cga = (2, C))],
             num_warps = 2
         ))
         .expect("valid attribute");
@@ -253,7 +342,8 @@ mod tests {
             attr.options,
             KernelOptions {
                 num_warps: 2,
-                num_stages: 2
+                num_stages: 2,
+                cluster: [1, 1, 1],
             }
         );
         assert_eq!(attr.configs.len(), 2);
@@ -262,14 +352,16 @@ mod tests {
             attr.configs[0].options,
             KernelOptions {
                 num_warps: 2,
-                num_stages: 2
+                num_stages: 2,
+                cluster: [1, 1, 1],
             }
         );
         assert_eq!(
             attr.configs[1].options,
             KernelOptions {
                 num_warps: 8,
-                num_stages: 2
+                num_stages: 2,
+                cluster: [2, 2, 1],
             }
         );
     }
@@ -302,6 +394,16 @@ mod tests {
                 "num_warps = 5 is not supported",
                 "unknown kernel attribute key `speed`",
                 "unknown architecture `sm_80`"
+            ]
+        );
+        let err = parse_attr(quote!(ctas_per_cga = 16, configs = [(B = 1, ctas_per_cga = (0, 1))]))
+            .expect_err("bad clusters");
+        let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "a cluster of 16 programs is more than 8",
+                "a cluster dimension of 0 is not allowed"
             ]
         );
         let err = parse_attr(quote!(configs = [(B = 1, B = 2)])).expect_err("duplicate");

@@ -42,6 +42,15 @@ impl fmt::Display for Site {
 pub enum InterpError {
     #[error("kernel `{kernel}`: grid {grid:?} has a zero dimension")]
     EmptyGrid { kernel: String, grid: [u32; 3] },
+    #[error(
+        "kernel `{kernel}`: grid {grid:?} is not a whole number of clusters of {cluster:?} \
+         programs (ctas_per_cga); make each grid dimension a multiple of the cluster's"
+    )]
+    ClusterGrid {
+        kernel: String,
+        grid: [u32; 3],
+        cluster: [u32; 3],
+    },
     #[error("kernel `{kernel}` takes {expected} arguments, got {got}")]
     ArgCount {
         kernel: String,

@@ -14,6 +14,7 @@ use crate::numeric::wrap_int;
 use super::error::{Fault, FaultResult, InterpError, Site};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
+use super::wait::Wait;
 use super::undef::{self, Flags, ALL_DEFINED};
 use super::value::{Data, Tensor};
 use super::{dot, elementwise as ew, global, reduce, shape};
@@ -78,6 +79,8 @@ pub(crate) struct Executor<'k> {
     /// Undefined elements per value, beside `env`; all `None` unless `check_uninit`.
     flags: Vec<Flags>,
     frames: Vec<Frame<'k>>,
+    /// The task's name in deadlock reports.
+    name: String,
 }
 
 /// The op's name in messages.
@@ -87,6 +90,8 @@ pub(crate) fn op_name(kind: &OpKind) -> &'static str {
         OpKind::Constant(_) => "constant",
         OpKind::ProgramId { .. } => "program_id",
         OpKind::NumPrograms { .. } => "num_programs",
+        OpKind::ClusterCtaRank => "cluster_cta_rank",
+        OpKind::ClusterBarrier => "cluster_barrier",
         OpKind::Arange { .. } => "arange",
         OpKind::Splat(_) => "splat",
         OpKind::Broadcast(_) => "broadcast",
@@ -180,7 +185,15 @@ impl<'k> Executor<'k> {
             env: vec![None; kernel.types.len()],
             flags: vec![None; kernel.types.len()],
             frames: Vec::new(),
+            name: "default".to_owned(),
         }
+    }
+
+    /// Names the task after its program, for clusters, whose programs are
+    /// scheduled together.
+    pub(crate) fn name_after_program(&mut self) {
+        let [x, y, z] = self.program;
+        self.name = format!("default of program ({x}, {y}, {z})");
     }
 
     fn site(&self, op: Option<&Op>) -> Site {
@@ -219,6 +232,12 @@ impl<'k> Executor<'k> {
             cont: Continuation::Root,
         });
         Ok(())
+    }
+
+    /// The op the next step executes, if it is not a block's end.
+    fn next_op(&self) -> Option<&'k Op> {
+        let frame = self.frames.last()?;
+        frame.block.ops.get(frame.pc)
     }
 
     /// Executes the next op of the innermost frame.
@@ -502,6 +521,13 @@ impl<'k> Executor<'k> {
                     .ok_or_else(|| Fault::malformed(format!("axis {axis} of a 3-d grid")))?;
                 Data::Int(vec![i64::from(*v)])
             }
+            OpKind::ClusterCtaRank => {
+                let [cx, cy, cz] = self.kernel.options.cluster;
+                let [x, y, z] = self.program;
+                let (lx, ly, lz) = (x % cx.max(1), y % cy.max(1), z % cz.max(1));
+                let rank = u64::from(lx) + u64::from(cx) * (u64::from(ly) + u64::from(cy) * u64::from(lz));
+                Data::Int(vec![rank as i64])
+            }
             OpKind::Arange { start, end } => {
                 let ty = self.scalar_type(Self::result(op, 0)?)?;
                 Data::Int((*start..*end).map(|i| wrap_int(ty, i)).collect())
@@ -651,6 +677,8 @@ impl<'k> Executor<'k> {
                 shape::insert_tile(self.get(*value)?, self.get(*tile)?, index)?
             }
             OpKind::Print { prefix, values } => return self.print(op, prefix, values),
+            // The task's `step` passes the barrier; here it only has to be reached.
+            OpKind::ClusterBarrier => return Ok(()),
             OpKind::Assert { cond, message } => {
                 return match self.get(*cond)?.bools()?.iter().position(|&ok| !ok) {
                     Some(element) => Err(Fault::AssertFailed {
@@ -746,6 +774,7 @@ impl<'k> Executor<'k> {
             OpKind::Constant(_)
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
+            | OpKind::ClusterCtaRank
             | OpKind::Arange { .. }
             // Atomics' old values come from memory; only loads make undefined lanes.
             | OpKind::AtomicRmw { .. }
@@ -833,6 +862,7 @@ impl<'k> Executor<'k> {
             OpKind::Store { .. }
             | OpKind::Print { .. }
             | OpKind::Assert { .. }
+            | OpKind::ClusterBarrier
             | OpKind::For { .. }
             | OpKind::While { .. }
             | OpKind::If { .. }
@@ -860,18 +890,30 @@ impl<'k> Executor<'k> {
     }
 }
 
-/// The kernel body as a task. It never blocks yet: the IR has no barrier
-/// ops, so the program's shared state is not consulted.
+/// The kernel body as a task. It blocks only at `cluster_barrier`, where
+/// `index` is the program's rank in its cluster (its task number in the
+/// cluster's schedule).
 impl Task for Executor<'_> {
     fn name(&self) -> &str {
-        "default"
+        &self.name
     }
 
     fn step(
         &mut self,
-        _index: usize,
-        _shared: &mut ProgramShared,
+        index: usize,
+        shared: &mut ProgramShared,
     ) -> Result<StepOutcome, InterpError> {
+        if let Some(op) = self.next_op() {
+            if matches!(op.kind, OpKind::ClusterBarrier) {
+                if let Err(reason) = shared.cluster_barrier.arrive_and_wait(index) {
+                    return Ok(StepOutcome::Blocked(Wait {
+                        op: "cluster_barrier",
+                        line: op.loc.line,
+                        reason,
+                    }));
+                }
+            }
+        }
         self.step_op()
     }
 }

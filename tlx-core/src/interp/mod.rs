@@ -201,8 +201,13 @@ fn program_at(grid: [u32; 3], index: usize) -> [u32; 3] {
     ]
 }
 
-/// Runs `kernel` over `grid` with `args` on `mem`.
-///
+/// The linear index of `program` in `grid`, x fastest.
+fn linear_index(grid: [u32; 3], program: [u32; 3]) -> usize {
+    let [gx, gy, _] = grid.map(|d| d as usize);
+    let [x, y, z] = program.map(|d| d as usize);
+    x + gx * (y + gy * z)
+}
+
 /// The threads programs run on when `InterpOptions::threads` is 0: one per
 /// available core.
 pub fn default_threads() -> usize {
@@ -213,7 +218,10 @@ pub fn default_threads() -> usize {
 /// failure no new program starts; the error returned is the one of the
 /// lowest-numbered failing program (x fastest), which does not depend on the
 /// thread count because programs start in index order and every started
-/// program runs to its end or its error.
+/// program runs to its end or its error. The programs of a cluster
+/// (`ctas_per_cga`) run together on one thread, interleaved op by op as the
+/// tasks of one schedule, so `cluster_barrier` can block; errors are then
+/// ordered by cluster.
 pub fn run_kernel(
     kernel: &ir::Kernel,
     grid: [u32; 3],
@@ -227,38 +235,64 @@ pub fn run_kernel(
             grid,
         });
     }
+    let cluster = kernel.options.cluster;
+    if cluster.contains(&0) || grid.iter().zip(cluster).any(|(g, c)| g % c != 0) {
+        return Err(InterpError::ClusterGrid {
+            kernel: kernel.name.clone(),
+            grid,
+            cluster,
+        });
+    }
     let params = bind_args(kernel, args)?;
-    let programs = grid.iter().map(|&d| d as usize).product::<usize>();
+    let cluster_grid = [0, 1, 2].map(|a| grid[a] / cluster[a]);
+    let members = cluster.iter().map(|&d| d as usize).product::<usize>();
+    let clusters = cluster_grid.iter().map(|&d| d as usize).product::<usize>();
     let threads = match opts.threads {
         0 => default_threads(),
         n => n,
     }
-    .min(programs);
+    .min(clusters);
 
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let failures: Mutex<Vec<(usize, InterpError)>> = Mutex::new(Vec::new());
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
-        let mut executor = Executor::new(kernel, mem, opts.check_uninit, grid);
+        let mut executors: Vec<Executor> = (0..members)
+            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid))
+            .collect();
         let mut shared = ProgramShared::default();
         while !stop.load(Ordering::Relaxed) {
             let index = next.fetch_add(1, Ordering::Relaxed);
-            if index >= programs {
+            if index >= clusters {
                 break;
             }
+            let origin = program_at(cluster_grid, index).map(|c| c as usize);
+            let first = [0, 1, 2].map(|a| origin[a] as u32 * cluster[a]);
             let label = ProgramLabel {
                 kernel: &kernel.name,
                 file: &kernel.source_file,
-                program: program_at(grid, index),
-                index,
+                program: first,
+                index: linear_index(grid, first),
             };
-            let run = executor
-                .start_program(label.program, &params)
+            let run = executors
+                .iter_mut()
+                .enumerate()
+                .try_for_each(|(rank, executor)| {
+                    let local = program_at(cluster, rank);
+                    let program = [0, 1, 2].map(|a| first[a] + local[a]);
+                    executor.start_program(program, &params)?;
+                    if members > 1 {
+                        executor.name_after_program();
+                    }
+                    Ok(())
+                })
                 .and_then(|()| {
-                    shared.reset();
-                    // Today the kernel body is the program's only task.
-                    let mut tasks: [&mut dyn Task; 1] = [&mut executor];
+                    shared.reset(members);
+                    let mut tasks: Vec<&mut dyn Task> = executors
+                        .iter_mut()
+                        .map(|e| e as &mut dyn Task)
+                        .collect();
                     run_tasks(&mut tasks, &mut shared, opts.schedule, &label)
                 });
             if let Err(e) = run {

@@ -10,7 +10,7 @@ use std::str::FromStr;
 use super::error::InterpError;
 use super::mbarrier::MBarrier;
 use super::race::AsyncWrites;
-use super::wait::{BlockedTask, Wait};
+use super::wait::{BlockedTask, Wait, WaitReason};
 
 /// How the tasks of one program are interleaved.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -52,19 +52,78 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// State shared by the tasks of one program: its mbarriers and the
-/// asynchronous-write records of its shared buffers.
+/// State shared by the tasks scheduled together: its mbarriers and the
+/// asynchronous-write records of its shared buffers, and the barrier of the
+/// cluster (the programs of a cluster run as tasks of one schedule).
 #[derive(Debug, Default)]
 pub(crate) struct ProgramShared {
     pub(crate) barriers: Vec<MBarrier>,
     pub(crate) async_writes: AsyncWrites,
+    pub(crate) cluster_barrier: ClusterBarrier,
 }
 
 impl ProgramShared {
-    /// Empties the state for the next program.
-    pub(crate) fn reset(&mut self) {
+    /// Empties the state for the next program (or cluster of `cluster_size`).
+    pub(crate) fn reset(&mut self, cluster_size: usize) {
         self.barriers.clear();
         self.async_writes.clear();
+        self.cluster_barrier = ClusterBarrier::new(cluster_size);
+    }
+}
+
+/// `barrier.cluster.arrive` + `wait` over the programs of one cluster: a
+/// generation completes when every member has arrived.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterBarrier {
+    arrived: usize,
+    generation: u64,
+    /// Per member: the generation it arrived in and waits to complete.
+    waiting: Vec<Option<u64>>,
+}
+
+impl ClusterBarrier {
+    pub(crate) fn new(members: usize) -> ClusterBarrier {
+        ClusterBarrier {
+            arrived: 0,
+            generation: 0,
+            waiting: vec![None; members],
+        }
+    }
+
+    /// Member `member` arrives (once per generation) and passes when its
+    /// generation has completed; otherwise says what it waits for.
+    pub(crate) fn arrive_and_wait(&mut self, member: usize) -> Result<(), WaitReason> {
+        let members = self.waiting.len();
+        let Some(slot) = self.waiting.get_mut(member) else {
+            // A task that is not a member never completes a generation.
+            return Err(self.reason(members));
+        };
+        let generation = match *slot {
+            Some(g) => g,
+            None => {
+                *slot = Some(self.generation);
+                let g = self.generation;
+                self.arrived += 1;
+                if self.arrived == members {
+                    self.generation += 1;
+                    self.arrived = 0;
+                }
+                g
+            }
+        };
+        if self.generation > generation {
+            self.waiting[member] = None;
+            Ok(())
+        } else {
+            Err(self.reason(members))
+        }
+    }
+
+    fn reason(&self, members: usize) -> WaitReason {
+        WaitReason::ClusterBarrier {
+            arrived: self.arrived as u32,
+            expected: members as u32,
+        }
     }
 }
 
@@ -74,13 +133,6 @@ pub(crate) enum StepOutcome {
     /// Executed an op; more remain.
     Ran,
     /// Could not proceed; the task stays at the same op and is polled again later.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the IR has no blocking ops yet; the scheduler tests' tasks block"
-        )
-    )]
     Blocked(Wait),
     /// Executed its last op (or had none left).
     Finished,

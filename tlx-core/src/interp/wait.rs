@@ -18,6 +18,8 @@ pub enum WaitReason {
         /// Transaction bytes announced by `expect_tx` in this phase.
         expected_tx_bytes: i64,
     },
+    /// `cluster_barrier()` short of programs of the cluster.
+    ClusterBarrier { arrived: u32, expected: u32 },
     /// A named barrier (`bar.sync id, threads`) short of threads.
     NamedBarrier {
         barrier: u32,
@@ -40,6 +42,11 @@ impl fmt::Display for WaitReason {
                 f,
                 "mbarrier #{barrier} phase {phase}: {arrivals} of {expected_arrivals} arrivals, \
                  {tx_bytes} of {expected_tx_bytes} transaction bytes"
+            ),
+            WaitReason::ClusterBarrier { arrived, expected } => write!(
+                f,
+                "cluster barrier: {arrived} of the cluster's {expected} programs arrived \
+                 (a program that finished never arrives)"
             ),
             WaitReason::NamedBarrier {
                 barrier,

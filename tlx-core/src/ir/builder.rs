@@ -46,6 +46,11 @@ impl Builder {
         self.loc = loc;
     }
 
+    /// The options of the kernel being built.
+    pub fn options(&self) -> &KernelOptions {
+        &self.kernel.options
+    }
+
     pub fn loc(&self) -> SrcLoc {
         self.loc
     }

@@ -73,6 +73,17 @@ pub struct KernelOptions {
     /// Software pipelining of `for` loops: loads are issued `num_stages - 1`
     /// iterations ahead (1: not pipelined).
     pub num_stages: u32,
+    /// Programs per cluster along each grid axis (TLX's `ctas_per_cga`);
+    /// `[1, 1, 1]`: no clusters. A cluster's programs run at the same time and
+    /// may synchronize with `cluster_barrier()`.
+    pub cluster: [u32; 3],
+}
+
+impl KernelOptions {
+    /// Programs per cluster.
+    pub fn cluster_size(&self) -> u32 {
+        self.cluster.iter().product()
+    }
 }
 
 impl Default for KernelOptions {
@@ -82,6 +93,7 @@ impl Default for KernelOptions {
             // Pipelining through shared memory made the streaming kernels
             // measured so far slower on H100 (BENCHMARKS.md): opt in per kernel.
             num_stages: 1,
+            cluster: [1, 1, 1],
         }
     }
 }

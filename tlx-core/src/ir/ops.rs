@@ -195,6 +195,13 @@ pub enum OpKind {
     NumPrograms {
         axis: u8,
     },
+    /// `cluster_cta_rank()`: the program's rank in its cluster, i32 scalar
+    /// (x fastest, as PTX's `%cluster_ctarank`).
+    ClusterCtaRank,
+    /// `cluster_barrier()`: every thread of every program of the cluster
+    /// arrives (release) and waits for all the others (acquire), so writes
+    /// before it, global memory included, are visible to the cluster after it.
+    ClusterBarrier,
     /// `arange(start, end)`: i32 tensor `[end - start]` holding `start..end`.
     Arange {
         start: i64,
@@ -365,7 +372,12 @@ impl OpKind {
     pub fn operands(&self) -> Vec<ValueId> {
         use OpKind::*;
         match self {
-            Constant(_) | ProgramId { .. } | NumPrograms { .. } | Arange { .. } => vec![],
+            Constant(_)
+            | ProgramId { .. }
+            | NumPrograms { .. }
+            | ClusterCtaRank
+            | ClusterBarrier
+            | Arange { .. } => vec![],
             Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
             ExpandDims { value, .. }
             | Trans { value, .. }

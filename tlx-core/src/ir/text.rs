@@ -9,7 +9,7 @@
 //! ```text
 //! kernel "add" {
 //!   source "src/main.rs"
-//!   options num_warps 4 num_stages 3
+//!   options num_warps 4 num_stages 3 cluster 2 1 1
 //!   const "BLOCK" 1024
 //!   param "x" %0 ptr<f32>
 //!   %3 = program_id 0 : i32  // line 12:5
@@ -170,9 +170,14 @@ impl Printer<'_> {
         self.out += &format!("kernel {} {{\n", quote(&k.name));
         self.out += &format!("  source {}\n", quote(&k.source_file));
         self.out += &format!(
-            "  options num_warps {} num_stages {}\n",
+            "  options num_warps {} num_stages {}",
             k.options.num_warps, k.options.num_stages
         );
+        if k.options.cluster != [1, 1, 1] {
+            let [x, y, z] = k.options.cluster;
+            self.out += &format!(" cluster {x} {y} {z}");
+        }
+        self.out += "\n";
         for (name, value) in &k.consts {
             self.out += &format!("  const {} {value}\n", quote(name));
         }
@@ -317,6 +322,8 @@ fn op_head(kind: &OpKind) -> String {
         Constant(lit) => format!("constant {}", literal_text(*lit)),
         ProgramId { axis } => format!("program_id {axis}"),
         NumPrograms { axis } => format!("num_programs {axis}"),
+        ClusterCtaRank => "cluster_cta_rank".to_string(),
+        ClusterBarrier => "cluster_barrier".to_string(),
         Arange { start, end } => format!("arange {start}, {end}"),
         Splat(v) => format!("splat {v}"),
         Broadcast(v) => format!("broadcast {v}"),
@@ -869,6 +876,12 @@ impl<'s> Parser<'s> {
                     kernel.options.num_warps = self.number("a warp count")?;
                     self.keyword("num_stages")?;
                     kernel.options.num_stages = self.number("a stage count")?;
+                    if self.peek_word() == "cluster" {
+                        self.word();
+                        for d in &mut kernel.options.cluster {
+                            *d = self.number("a cluster dimension")?;
+                        }
+                    }
                 }
                 "const" => {
                     self.word();
@@ -1038,6 +1051,8 @@ impl<'s> Parser<'s> {
             "num_programs" => NumPrograms {
                 axis: self.number("an axis")?,
             },
+            "cluster_cta_rank" => ClusterCtaRank,
+            "cluster_barrier" => ClusterBarrier,
             "arange" => {
                 let start = self.number("an integer")?;
                 self.expect(",")?;
@@ -1345,6 +1360,7 @@ mod tests {
             KernelOptions {
                 num_warps: 8,
                 num_stages: 2,
+                cluster: [2, 1, 4],
             },
         );
         b.set_source_file("src/ké rnel.rs\t\u{1}");
@@ -1377,6 +1393,8 @@ mod tests {
         }
         let pid = b.push1(OpKind::ProgramId { axis: 0 }, i32s.clone());
         b.push1(OpKind::NumPrograms { axis: 2 }, i32s.clone());
+        b.push1(OpKind::ClusterCtaRank, i32s.clone());
+        b.push(OpKind::ClusterBarrier, vec![]);
         let offs = b.push1(OpKind::Arange { start: 0, end: 8 }, t(I32, &[8]));
         let sp = b.push1(OpKind::Splat(pid), t(I32, &[8]));
         let ex = b.push1(OpKind::ExpandDims { value: sp, axis: 1 }, t(I32, &[8, 1]));

@@ -32,7 +32,7 @@ impl K {
                 name,
                 KernelOptions {
                     num_warps,
-                    num_stages: 1,
+                    ..KernelOptions::default()
                 },
             ),
         }

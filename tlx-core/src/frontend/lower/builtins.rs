@@ -87,6 +87,26 @@ impl<'a> Lowerer<'a> {
                 let kind = if name == "program_id" { OpKind::ProgramId { axis } } else { OpKind::NumPrograms { axis } };
                 Ok(Val::Ir(self.b.push1(kind, Type::scalar(ScalarType::I32))))
             }
+            "cluster_cta_rank" => {
+                args.bind(&[], 0)?;
+                Ok(Val::Ir(self.b.push1(OpKind::ClusterCtaRank, Type::scalar(ScalarType::I32))))
+            }
+            "cluster_num_ctas" => {
+                args.bind(&[], 0)?;
+                Ok(Val::Const(ConstVal::Int(i64::from(self.b.options().cluster_size()))))
+            }
+            "cluster_barrier" => {
+                args.bind(&[], 0)?;
+                // The op carries the call's own location, so that the cluster
+                // check can point at this call.
+                let loc = self.b.loc();
+                let call = super::loc_of(args.span);
+                self.b.set_loc(call);
+                self.b.push(OpKind::ClusterBarrier, vec![]);
+                self.b.set_loc(loc);
+                self.cluster_barriers.push((call, args.span));
+                Ok(Val::Unit)
+            }
             "arange" => {
                 let a = args.bind(&["start", "end"], 2)?;
                 let (s, e) = (self.expr_arg(a[0])?, self.expr_arg(a[1])?);

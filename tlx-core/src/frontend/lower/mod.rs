@@ -33,6 +33,8 @@ pub(super) struct Lowerer<'a> {
     /// Errors in top-level statements that bind nothing; lowering goes on after them
     /// so one build reports several.
     errors: Vec<Diagnostic>,
+    /// Where each `cluster_barrier()` call is, by the location its op carries.
+    cluster_barriers: Vec<(SrcLoc, Span)>,
 }
 
 pub(super) fn lower_body(
@@ -86,15 +88,48 @@ pub(super) fn lower_body(
         frames: vec![vec![top]],
         helpers,
         errors: Vec::new(),
+        cluster_barriers: Vec::new(),
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);
     match result {
         Err(e) => errors.push(e),
-        Ok(_) if errors.is_empty() => return Ok(lowerer.b.finish()),
+        Ok(_) if errors.is_empty() => {
+            let kernel = lowerer.b.finish();
+            check_cluster_sync(&kernel, &lowerer.cluster_barriers, sig)?;
+            return Ok(kernel);
+        }
         Ok(_) => {}
     }
     Err(Diagnostics(errors))
+}
+
+/// `check::check_cluster_sync`, reported at the barrier's call.
+fn check_cluster_sync(
+    kernel: &Kernel,
+    barriers: &[(SrcLoc, Span)],
+    sig: &Signature,
+) -> Result<(), Diagnostic> {
+    crate::check::check_cluster_sync(kernel).map_err(|e| {
+        let span = barriers
+            .iter()
+            .find(|(loc, _)| *loc == e.barrier)
+            .map_or(sig.name.span(), |(_, span)| *span);
+        Diagnostic::new(
+            span,
+            format!(
+                "`cluster_barrier()` may be reached by some programs of a cluster and not \
+                 others: it is inside the {} at line {}, whose outcome depends on the program",
+                e.construct, e.control.line
+            ),
+        )
+        .with_hint(
+            "every program of a cluster must reach each `cluster_barrier()`, or the others \
+             wait forever: move it out of that control flow (an early `return` before it \
+             counts too), or make the condition the same for the whole cluster, e.g. from \
+             `program_id(0) / cluster_num_ctas()`",
+        )
+    })
 }
 
 pub(super) fn loc_of(span: Span) -> SrcLoc {
