@@ -83,6 +83,11 @@ fn layernorm<const BLOCK: usize, const NW: usize, const NS: usize>(
     n: i32,
     eps: f32,
 ) {
+    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
+    // the vector accesses need no run-time alignment test.
+    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
+    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
+    let stride = multiple_of(stride, 8);
     let row = program_id(0);
     let x_row = x + row * stride;
     let y_row = y + row * stride;
@@ -133,6 +138,11 @@ fn layernorm_x2<const BLOCK: usize, const NW: usize>(
     n: i32,
     eps: f32,
 ) {
+    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
+    // the vector accesses need no run-time alignment test.
+    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
+    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
+    let stride = multiple_of(stride, 8);
     let row = program_id(0);
     let x_row = x + row * stride;
     let y_row = y + row * stride;
@@ -188,6 +198,11 @@ fn layernorm_persistent<const BLOCK: usize, const NW: usize>(
     n: i32,
     eps: f32,
 ) {
+    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
+    // the vector accesses need no run-time alignment test.
+    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
+    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
+    let stride = multiple_of(stride, 8);
     for row in (program_id(0)..rows).step_by(num_programs(0)) {
         let x_row = x + row * stride;
         let y_row = y + row * stride;
@@ -241,6 +256,11 @@ fn layernorm_onchip<const BLOCK: usize, const NW: usize>(
     n: i32,
     eps: f32,
 ) {
+    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
+    // the vector accesses need no run-time alignment test.
+    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
+    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
+    let stride = multiple_of(stride, 8);
     let row = program_id(0);
     let cols = arange(0, BLOCK);
     let mask = cols < n;
@@ -261,6 +281,63 @@ fn layernorm_onchip<const BLOCK: usize, const NW: usize>(
         y + row * stride + cols,
         (d * rstd * w + b).to(bf16),
         mask = mask,
+        cache_modifier = ".cs",
+    );
+}
+
+/// LayerNorm with each row split over a cluster of `K` programs, every
+/// program's slice held in registers, so x is read once: the programs
+/// publish their partial sums to `partial` (two floats each) and meet at one
+/// `cluster_barrier()` before normalizing. `n` must be `SLICE * K` (no masks:
+/// a masked tile keeps a run-time uniformity test and its fallback path).
+#[tlx::kernel(configs = [
+    (SLICE = 16384, K = 1, NW = 8, num_warps = NW),
+    (SLICE = 8192, K = 2, NW = 4, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 8192, K = 2, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 16384, K = 2, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 8192, K = 4, NW = 4, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 8192, K = 4, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 16384, K = 4, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 8192, K = 8, NW = 4, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 8192, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 16384, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 16384, K = 8, NW = 16, num_warps = NW, ctas_per_cga = K),
+])]
+fn layernorm_cluster<const SLICE: usize, const K: usize, const NW: usize>(
+    x: Ptr<bf16>,
+    y: Ptr<bf16>,
+    weight: Ptr<bf16>,
+    bias: Ptr<bf16>,
+    partial: Ptr<f32>,
+    stride: i32,
+    n: i32,
+    eps: f32,
+) {
+    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
+    // the vector accesses need no run-time alignment test.
+    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
+    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
+    let stride = multiple_of(stride, 8);
+    let row = program_id(0) / K;
+    let x_row = x + row * stride;
+    let cols = cluster_cta_rank() * SLICE + arange(0, SLICE);
+    let shift = load(x_row).to(f32);
+    let v = load(x_row + cols, eviction_policy = "evict_first");
+    let d = v.to(f32) - shift;
+    let slot = partial + 2 * program_id(0);
+    store(slot, sum(d, axis = 0));
+    store(slot + 1, sum(d * d, axis = 0));
+    cluster_barrier();
+    let peers = partial + 2 * (row * K + arange(0, K));
+    let count = n.to(f32);
+    let mean_shifted = sum(load(peers), axis = 0) / count;
+    let var = sum(load(peers + 1), axis = 0) / count - mean_shifted * mean_shifted;
+    let rstd = rsqrt(maximum(var, 0.0) + eps);
+    let w = load(weight + cols, eviction_policy = "evict_last").to(f32);
+    let b = load(bias + cols, eviction_policy = "evict_last").to(f32);
+    store(
+        y + row * stride + cols,
+        ((d - mean_shifted) * rstd * w + b).to(bf16),
         cache_modifier = ".cs",
     );
 }
@@ -314,7 +391,9 @@ fn layernorm_sweep(
     let b = dev.upload(&vec![bf16::ZERO; cols])?;
     let (g, c, r) = (ln_rows as u32, cols as i32, ln_rows as i32);
     let sms = dev.multiprocessor_count();
-    let (x, w, b) = (&x, &w, &b);
+    // Two partial sums per program of the largest cluster.
+    let partial = dev.alloc::<f32>(ln_rows * 2 * 8)?;
+    let (x, w, b, partial) = (&x, &w, &b, &partial);
     let bytes = 2.0 * 2.0 * (ln_rows * cols) as f64;
     let only = std::env::var("TLX_BENCH_ONLY").unwrap_or_default();
     // Each entry launches into `y`, passed in so that it can be poisoned
@@ -360,6 +439,30 @@ fn layernorm_sweep(
             layernorm_onchip::<32768, 32>::launch(dev, g, x, y, w, b, c, c, 1e-5)
         });
     }
+    macro_rules! cluster_entry {
+        ($slice:literal, $k:literal, $nw:literal) => {
+            if $slice * $k == cols {
+                let grid = g * $k;
+                let name = format!("cluster K={} SLICE={} w{}", $k, $slice, $nw);
+                entry!(name, |y| {
+                    layernorm_cluster::<$slice, $k, $nw>::launch(
+                        dev, grid, x, y, w, b, partial, c, c, 1e-5,
+                    )
+                });
+            }
+        };
+    }
+    cluster_entry!(16384, 1, 8);
+    cluster_entry!(8192, 2, 4);
+    cluster_entry!(8192, 2, 8);
+    cluster_entry!(16384, 2, 8);
+    cluster_entry!(8192, 4, 4);
+    cluster_entry!(8192, 4, 8);
+    cluster_entry!(16384, 4, 8);
+    cluster_entry!(8192, 8, 4);
+    cluster_entry!(8192, 8, 8);
+    cluster_entry!(16384, 8, 8);
+    cluster_entry!(16384, 8, 16);
     for per_sm in [1u32, 2] {
         let grid = sms * per_sm;
         entry!(format!("persistent {per_sm}/SM BLOCK=16384 w32"), |y| {

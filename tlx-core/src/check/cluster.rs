@@ -18,8 +18,7 @@ use std::collections::{HashMap, HashSet};
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{line}:{col}: `cluster_barrier()` may be reached by some programs of a cluster and not \
-     others: it is inside the {construct} at line {}, whose outcome depends on the program",
-    control.line,
+     others: an enclosing {construct} (or an earlier `return`) depends on the program",
     line = barrier.line,
     col = barrier.col
 )]
@@ -138,7 +137,9 @@ impl<'k> Uniformity<'k> {
                     }
                     self.mark(body);
                     let varying: Vec<bool> = (0..op.results.len())
-                        .map(|i| control || body.args.get(i + 1).is_some_and(|a| self.is_varying(a)))
+                        .map(|i| {
+                            control || body.args.get(i + 1).is_some_and(|a| self.is_varying(a))
+                        })
                         .collect();
                     self.set_each(&op.results, &varying);
                 }

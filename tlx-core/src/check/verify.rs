@@ -219,6 +219,20 @@ impl<'k> Checker<'k> {
                 self.result_is(op, &Type::scalar(INDEX_TYPE))
             }
             ClusterCtaRank => self.result_is(op, &Type::scalar(INDEX_TYPE)),
+            MultipleOf { value, factor } => {
+                let t = self.ty(*value)?;
+                let integral = match t.elem {
+                    Elem::Ptr(_) => true,
+                    Elem::Scalar(s) => s.is_int(),
+                };
+                ensure(t.is_scalar() && integral, || {
+                    format!("multiple_of takes an integer or pointer scalar, not {t}")
+                })?;
+                ensure(factor.is_power_of_two(), || {
+                    format!("multiple_of factor {factor} is not a power of two")
+                })?;
+                self.result_is(op, t)
+            }
             ClusterBarrier => ensure(op.results.is_empty(), || {
                 "cluster_barrier has no results".into()
             }),

@@ -1,7 +1,10 @@
 //! Axis analysis along the last dimension of integer and pointer tensors:
 //! how many consecutive elements form an arithmetic run of step 1
-//! (contiguity) or are equal (constancy), in aligned groups. Loads and stores
-//! use contiguity to decide which register groups may be one vector access.
+//! (contiguity) or are equal (constancy), in aligned groups, and what power
+//! of two divides the first element of each group (divisibility: elements
+//! for integers, bytes for pointers). Loads and stores use contiguity to
+//! decide which register groups may be one vector access, and divisibility
+//! to know, without a run-time test, that the vectors are aligned.
 
 use crate::ir::{BinaryOp, Block, CmpPred, Elem, Kernel, OpKind, ScalarType, ValueId};
 use std::collections::HashMap;
@@ -12,12 +15,17 @@ use std::collections::HashMap;
 pub struct AxisInfo {
     pub contiguity: usize,
     pub constancy: usize,
+    pub divisibility: usize,
 }
 
 const UNKNOWN: AxisInfo = AxisInfo {
     contiguity: 1,
     constancy: 1,
+    divisibility: 1,
 };
+
+/// The divisibility of zero, and the cap on every other.
+const MAX_DIVISIBILITY: usize = 1 << 20;
 
 pub fn analyze(kernel: &Kernel) -> HashMap<ValueId, AxisInfo> {
     let mut facts = HashMap::new();
@@ -31,6 +39,20 @@ fn last_dim(kernel: &Kernel, v: ValueId) -> usize {
 
 fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) {
     for op in &block.ops {
+        // A `for` induction variable is `lower + i * step`.
+        if let OpKind::For {
+            lower, step, body, ..
+        } = &op.kind
+        {
+            if let Some(iv) = body.args.first() {
+                let d = |v: &ValueId| facts.get(v).map_or(1, |a| a.divisibility);
+                let info = AxisInfo {
+                    divisibility: d(lower).min(d(step)),
+                    ..UNKNOWN
+                };
+                facts.insert(*iv, info);
+            }
+        }
         for nested in op.kind.blocks() {
             walk(kernel, nested, facts);
         }
@@ -43,14 +65,17 @@ fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) 
             OpKind::Constant(_) | OpKind::Splat(_) => AxisInfo {
                 contiguity: 1,
                 constancy: last,
+                divisibility: 1,
             },
             OpKind::Arange { .. } => AxisInfo {
                 contiguity: last,
                 constancy: 1,
+                divisibility: 1,
             },
             OpKind::Broadcast(v) if last_dim(kernel, *v) != last => AxisInfo {
                 contiguity: 1,
                 constancy: last,
+                divisibility: 1,
             },
             OpKind::Broadcast(v) | OpKind::Cast(v) => get(v),
             OpKind::ExpandDims { value, axis } if *axis < kernel.type_of(*value).rank() => {
@@ -71,15 +96,91 @@ fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) 
                 AxisInfo {
                     contiguity: a.contiguity.min(b.constancy),
                     constancy: a.constancy.min(b.constancy),
+                    divisibility: 1,
                 }
             }
             OpKind::Binary { lhs, rhs, .. } => AxisInfo {
                 contiguity: 1,
                 constancy: get(lhs).constancy.min(get(rhs).constancy),
+                divisibility: 1,
             },
             _ => UNKNOWN,
         };
-        facts.insert(result, info);
+        let divisibility = divisibility(kernel, &op.kind, facts, info.contiguity);
+        facts.insert(
+            result,
+            AxisInfo {
+                divisibility,
+                ..info
+            },
+        );
+    }
+}
+
+/// The largest power of two dividing `v` (capped), for literals and starts.
+fn pow2_factor(v: i64) -> usize {
+    if v == 0 {
+        MAX_DIVISIBILITY
+    } else {
+        (1usize << v.trailing_zeros().min(20)).min(MAX_DIVISIBILITY)
+    }
+}
+
+/// The divisibility of a value re-grouped by `contiguity`: a group start inside
+/// one of its old, longer groups is only as divisible as the new group length.
+fn regrouped(info: AxisInfo, contiguity: usize, unit: usize) -> usize {
+    if info.contiguity > contiguity {
+        info.divisibility.min(contiguity * unit)
+    } else {
+        info.divisibility
+    }
+}
+
+/// What divides the first element of every group of `contiguity` elements of
+/// the result of `kind`.
+fn divisibility(
+    kernel: &Kernel,
+    kind: &OpKind,
+    facts: &HashMap<ValueId, AxisInfo>,
+    contiguity: usize,
+) -> usize {
+    let get = |v: &ValueId| facts.get(v).copied().unwrap_or(UNKNOWN);
+    let int = |v: &ValueId| regrouped(get(v), contiguity, 1);
+    match kind {
+        OpKind::Constant(crate::ir::Literal::Int(v)) => pow2_factor(*v),
+        OpKind::Arange { start, .. } => pow2_factor(*start),
+        OpKind::Splat(v) | OpKind::Broadcast(v) | OpKind::Cast(v) => {
+            let integral = |v: &ValueId| match kernel.type_of(*v).elem {
+                Elem::Scalar(s) => s.is_int(),
+                Elem::Ptr(_) => true,
+            };
+            if integral(v) {
+                get(v).divisibility
+            } else {
+                1
+            }
+        }
+        OpKind::ExpandDims { value, .. } => int(value),
+        OpKind::MultipleOf { value, factor } => get(value).divisibility.max(*factor as usize),
+        OpKind::Binary {
+            op: BinaryOp::Add | BinaryOp::Sub,
+            lhs,
+            rhs,
+        } => int(lhs).min(int(rhs)),
+        OpKind::Binary {
+            op: BinaryOp::Mul,
+            lhs,
+            rhs,
+        } => int(lhs).saturating_mul(int(rhs)).min(MAX_DIVISIBILITY),
+        OpKind::AddPtr { ptr, offset } => {
+            let bytes = match kernel.type_of(*ptr).elem {
+                Elem::Ptr(s) => s.size_bytes(),
+                Elem::Scalar(_) => 1,
+            };
+            let base = regrouped(get(ptr), contiguity, bytes);
+            base.min(int(offset).saturating_mul(bytes))
+        }
+        _ => 1,
     }
 }
 
@@ -169,6 +270,7 @@ fn add_info(a: AxisInfo, b: AxisInfo) -> AxisInfo {
             .min(b.constancy)
             .max(b.contiguity.min(a.constancy)),
         constancy: a.constancy.min(b.constancy),
+        divisibility: 1,
     }
 }
 
@@ -221,6 +323,68 @@ mod tests {
         assert_eq!(facts[&good].contiguity, 128);
         assert_eq!(facts[&bad].contiguity, 1);
         assert_eq!(facts[&c].constancy, 128);
+    }
+
+    #[test]
+    fn promised_multiples_make_row_starts_aligned() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let p = b.add_param("p", ParamKind::Ptr(ScalarType::F16));
+        let stride = b.add_param("stride", ParamKind::Scalar(ScalarType::I32));
+        let i32s = Type::scalar(ScalarType::I32);
+        let p16 = b.push1(
+            OpKind::MultipleOf {
+                value: p,
+                factor: 16,
+            },
+            Type::ptr(ScalarType::F16),
+        );
+        let s8 = b.push1(
+            OpKind::MultipleOf {
+                value: stride,
+                factor: 8,
+            },
+            i32s.clone(),
+        );
+        let pid = b.push1(OpKind::ProgramId { axis: 0 }, i32s.clone());
+        let mul = |b: &mut Builder, lhs, rhs| {
+            let op = BinaryOp::Mul;
+            b.push1(
+                OpKind::Binary { op, lhs, rhs },
+                Type::scalar(ScalarType::I32),
+            )
+        };
+        let promised = mul(&mut b, pid, s8);
+        let unpromised = mul(&mut b, pid, stride);
+        let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![64]);
+        let ar = b.push1(OpKind::Arange { start: 0, end: 64 }, idx.clone());
+        let ptrs_ty = Type::tensor(Elem::Ptr(ScalarType::F16), vec![64]);
+        let tile = |b: &mut Builder, base: ValueId, row: ValueId| {
+            let scalar = Type::ptr(ScalarType::F16);
+            let at = b.push1(
+                OpKind::AddPtr {
+                    ptr: base,
+                    offset: row,
+                },
+                scalar,
+            );
+            let splat = b.push1(OpKind::Splat(at), ptrs_ty.clone());
+            b.push1(
+                OpKind::AddPtr {
+                    ptr: splat,
+                    offset: ar,
+                },
+                ptrs_ty.clone(),
+            )
+        };
+        let aligned = tile(&mut b, p16, promised);
+        let unknown_stride = tile(&mut b, p16, unpromised);
+        let unknown_base = tile(&mut b, p, promised);
+        let facts = analyze(&b.finish());
+        // 8 f16 elements are 16 bytes: whole 16-byte vectors.
+        assert_eq!(facts[&aligned].divisibility, 16);
+        assert_eq!(facts[&aligned].contiguity, 64);
+        assert_eq!(facts[&unknown_stride].divisibility, 2);
+        assert_eq!(facts[&unknown_base].divisibility, 1);
     }
 
     /// `cols` (arange plus a splat) against splat `n`/`lo`, combined as asked.

@@ -391,6 +391,8 @@ impl<'k> Lowerer<'k> {
                     .call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
                 vec![r; n]
             }
+            // A promise for the axis analysis; the value itself is unchanged.
+            OpKind::MultipleOf { value, .. } => self.get(*value, &layout)?,
             OpKind::ClusterCtaRank => {
                 let r = self
                     .f

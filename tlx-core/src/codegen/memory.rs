@@ -371,27 +371,28 @@ impl<'k> Lowerer<'k> {
         self.f.asm("void", &asm, &constraints.join(","), &args);
     }
 
+    /// The power of two, in bytes, that the axis analysis proves divides the
+    /// start of every chunk of the pointer tile `ptr`.
+    pub(super) fn known_alignment(&self, ptr: ValueId) -> usize {
+        self.axis.get(&ptr).map_or(1, |a| a.divisibility)
+    }
+
     /// i1: every `n`-register chunk of the tile may be one vector access: its first
     /// address is aligned to the vector and its mask is uniform. One test for the
     /// whole tile keeps the vector accesses together in one branch-free block.
+    /// `known_alignment` (bytes) spares the address test when it covers the vector.
     pub(super) fn tile_vector_ok(
         &mut self,
         addrs: &[String],
         masks: Option<(&[String], MaskRun)>,
-        n: usize,
-        bytes: usize,
+        (n, bytes): (usize, usize),
+        known_alignment: usize,
     ) -> String {
-        // Alignment needs only the low address bits: OR them over the chunk starts.
-        let mut low = "0".to_string();
-        for addr in addrs.iter().step_by(n) {
-            let int = self
-                .f
-                .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
-            let int = self.f.inst(format!("trunc i64 {int} to i32"));
-            low = self.f.inst(format!("or i32 {low}, {int}"));
-        }
-        let low = self.f.inst(format!("and i32 {low}, {}", n * bytes - 1));
-        let aligned = self.f.inst(format!("icmp eq i32 {low}, 0"));
+        let aligned = if known_alignment % (n * bytes) == 0 {
+            "true".to_string()
+        } else {
+            self.addresses_aligned(addrs, n, bytes)
+        };
         let Some((m, run)) = masks else {
             return aligned;
         };
@@ -410,6 +411,21 @@ impl<'k> Lowerer<'k> {
         }
         let uniform = self.f.inst(format!("xor i1 {mixed}, true"));
         self.f.inst(format!("and i1 {aligned}, {uniform}"))
+    }
+
+    /// i1: the start of every `n`-element chunk is aligned to `n * bytes`.
+    fn addresses_aligned(&mut self, addrs: &[String], n: usize, bytes: usize) -> String {
+        // Alignment needs only the low address bits: OR them over the chunk starts.
+        let mut low = "0".to_string();
+        for addr in addrs.iter().step_by(n) {
+            let int = self
+                .f
+                .inst(format!("ptrtoint ptr addrspace(1) {addr} to i64"));
+            let int = self.f.inst(format!("trunc i64 {int} to i32"));
+            low = self.f.inst(format!("or i32 {low}, {int}"));
+        }
+        let low = self.f.inst(format!("and i32 {low}, {}", n * bytes - 1));
+        self.f.inst(format!("icmp eq i32 {low}, 0"))
     }
 
     /// The mask registers of an access and how they run over `n`-element groups.
@@ -515,11 +531,12 @@ impl<'k> Lowerer<'k> {
             .chunks(n)
             .map(|chunk| self.pack(chunk, bytes, vword))
             .collect();
+        let align = self.known_alignment(*ptr);
         let ok = self.tile_vector_ok(
             &ptrs.regs,
             masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
-            n,
-            bytes,
+            (n, bytes),
+            align,
         );
         let (vector, fallback, join) = self.open_vector_branch(&ok);
         let mut vector_words = Vec::new();
@@ -537,7 +554,7 @@ impl<'k> Lowerer<'k> {
         for (c, inits) in vec_inits.iter().enumerate() {
             let range = c * n..(c + 1) * n;
             let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
-            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, n, bytes);
+            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, (n, bytes), align);
             let (chunk_vector, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
             let vw = self.load_words(
                 &instr,
@@ -638,11 +655,12 @@ impl<'k> Lowerer<'k> {
             scalar_stores(self, &bits);
             return Ok(());
         }
+        let align = self.known_alignment(*ptr);
         let ok = self.tile_vector_ok(
             &ptrs,
             masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
-            n,
-            bytes,
+            (n, bytes),
+            align,
         );
         let (vword, _) = words_of(n, bytes);
         let wide = self.narrowed_from_f32(*value, &layout)?;
@@ -665,7 +683,7 @@ impl<'k> Lowerer<'k> {
         for (c, w) in vwords.iter().enumerate() {
             let range = c * n..(c + 1) * n;
             let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
-            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, n, bytes);
+            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, (n, bytes), align);
             let (_, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
             self.store_words(&instr, &ptrs[range.start], &pred_of(range.start), w, vword);
             self.f.stmt(format!("br label %{chunk_join}"));

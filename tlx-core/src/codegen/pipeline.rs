@@ -63,6 +63,7 @@ fn is_address_op(kind: &OpKind) -> bool {
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
             | OpKind::ClusterCtaRank
+            | OpKind::MultipleOf { .. }
             | OpKind::Arange { .. }
             | OpKind::Splat(_)
             | OpKind::Broadcast(_)
@@ -317,6 +318,7 @@ impl<'k> Lowerer<'k> {
                     masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
                     valid: &ahead.valid,
                     bytes,
+                    align: l.known_alignment(*ptr),
                 };
                 l.copy_tile(&copy, *cache, *eviction);
                 Ok(Some(ring))
@@ -365,10 +367,11 @@ impl<'k> Lowerer<'k> {
             masks,
             valid,
             bytes,
+            align,
         } = *copy;
         let n = ring.chunk;
         let chunk_bytes = n * bytes;
-        let ok = self.tile_vector_ok(ptrs, masks, n, bytes);
+        let ok = self.tile_vector_ok(ptrs, masks, (n, bytes), align);
         let vector = self.f.fresh("ring_copy");
         let scalar = self.f.fresh("ring_copy_scalar");
         let join = self.f.fresh("ring_copy_end");
@@ -500,6 +503,8 @@ struct TileCopy<'a> {
     masks: Option<(&'a [String], MaskRun)>,
     valid: &'a str,
     bytes: usize,
+    /// What the axis analysis proves divides every chunk's address (bytes).
+    align: usize,
 }
 
 /// Placeholder for the byte offset where the rings start (after all scratch).

@@ -333,7 +333,16 @@ mod tests {
         let attr = parse_attr(quote!(
             num_stages = 2,
             arch = ["sm_90a", "sm_100a"],
-            configs = [(BLOCK = 64), (num_warps = W, BLOCK = 128, W = 8, C = 2, ctas_per_cga = (2, C))],
+            configs = [
+                (BLOCK = 64),
+                (
+                    num_warps = W,
+                    BLOCK = 128,
+                    W = 8,
+                    C = 2,
+                    ctas_per_cga = (2, C)
+                )
+            ],
             num_warps = 2
         ))
         .expect("valid attribute");
@@ -396,8 +405,11 @@ mod tests {
                 "unknown architecture `sm_80`"
             ]
         );
-        let err = parse_attr(quote!(ctas_per_cga = 16, configs = [(B = 1, ctas_per_cga = (0, 1))]))
-            .expect_err("bad clusters");
+        let err = parse_attr(quote!(
+            ctas_per_cga = 16,
+            configs = [(B = 1, ctas_per_cga = (0, 1))]
+        ))
+        .expect_err("bad clusters");
         let messages: Vec<&str> = err.0.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(
             messages,

@@ -121,6 +121,15 @@ pub enum InterpError {
         message: String,
         element: usize,
     },
+    #[error(
+        "{at}: `multiple_of` promised a multiple of {factor}, but the value is {value}; \
+         a wrong promise would make the GPU's vector accesses misaligned"
+    )]
+    NotAMultiple {
+        at: Site,
+        value: String,
+        factor: u32,
+    },
     #[error("{at}: integer division by zero at element {element}")]
     DivisionByZero { at: Site, element: usize },
     #[error("{at}: loop step {step} is not positive")]
@@ -195,6 +204,10 @@ pub(crate) enum Fault {
         message: String,
         element: usize,
     },
+    NotAMultiple {
+        value: String,
+        factor: u32,
+    },
     UndefinedUse {
         element: usize,
         what: &'static str,
@@ -264,6 +277,9 @@ impl Fault {
                 message,
                 element,
             },
+            Fault::NotAMultiple { value, factor } => {
+                InterpError::NotAMultiple { at, value, factor }
+            }
             Fault::UndefinedUse {
                 element,
                 what,

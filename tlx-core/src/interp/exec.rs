@@ -14,9 +14,9 @@ use crate::numeric::wrap_int;
 use super::error::{Fault, FaultResult, InterpError, Site};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
-use super::wait::Wait;
 use super::undef::{self, Flags, ALL_DEFINED};
 use super::value::{Data, Tensor};
+use super::wait::Wait;
 use super::{dot, elementwise as ew, global, reduce, shape};
 
 /// A value handed to block args or op results, with its undefined elements.
@@ -90,6 +90,7 @@ pub(crate) fn op_name(kind: &OpKind) -> &'static str {
         OpKind::Constant(_) => "constant",
         OpKind::ProgramId { .. } => "program_id",
         OpKind::NumPrograms { .. } => "num_programs",
+        OpKind::MultipleOf { .. } => "multiple_of",
         OpKind::ClusterCtaRank => "cluster_cta_rank",
         OpKind::ClusterBarrier => "cluster_barrier",
         OpKind::Arange { .. } => "arange",
@@ -521,11 +522,36 @@ impl<'k> Executor<'k> {
                     .ok_or_else(|| Fault::malformed(format!("axis {axis} of a 3-d grid")))?;
                 Data::Int(vec![i64::from(*v)])
             }
+            OpKind::MultipleOf { value, factor } => {
+                let v = self.get(*value)?;
+                let k = i64::from(*factor);
+                // A pointer's buffer starts aligned (as the GPU's allocations
+                // do, to 256 bytes), so its offset decides.
+                let broken = match &v.data {
+                    Data::Ptr(ptrs) => ptrs
+                        .iter()
+                        .find(|p| k > 256 || p.byte_offset.rem_euclid(k) != 0)
+                        .map(|p| format!("a pointer {} bytes into its buffer", p.byte_offset)),
+                    _ => v
+                        .ints()?
+                        .iter()
+                        .find(|i| i.rem_euclid(k) != 0)
+                        .map(i64::to_string),
+                };
+                if let Some(value) = broken {
+                    return Err(Fault::NotAMultiple {
+                        value,
+                        factor: *factor,
+                    });
+                }
+                v.data.clone()
+            }
             OpKind::ClusterCtaRank => {
                 let [cx, cy, cz] = self.kernel.options.cluster;
                 let [x, y, z] = self.program;
                 let (lx, ly, lz) = (x % cx.max(1), y % cy.max(1), z % cz.max(1));
-                let rank = u64::from(lx) + u64::from(cx) * (u64::from(ly) + u64::from(cy) * u64::from(lz));
+                let rank =
+                    u64::from(lx) + u64::from(cx) * (u64::from(ly) + u64::from(cy) * u64::from(lz));
                 Data::Int(vec![rank as i64])
             }
             OpKind::Arange { start, end } => {
@@ -779,6 +805,7 @@ impl<'k> Executor<'k> {
             // Atomics' old values come from memory; only loads make undefined lanes.
             | OpKind::AtomicRmw { .. }
             | OpKind::AtomicCas { .. } => None,
+            OpKind::MultipleOf { value, .. } => self.flags_of(*value).clone(),
             OpKind::Splat(v) => undef::moved(self.flags_of(*v), shape_of(*v)?, |t| {
                 shape::splat(t, result_shape)
             })?,

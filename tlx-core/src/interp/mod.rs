@@ -289,10 +289,8 @@ pub fn run_kernel(
                 })
                 .and_then(|()| {
                     shared.reset(members);
-                    let mut tasks: Vec<&mut dyn Task> = executors
-                        .iter_mut()
-                        .map(|e| e as &mut dyn Task)
-                        .collect();
+                    let mut tasks: Vec<&mut dyn Task> =
+                        executors.iter_mut().map(|e| e as &mut dyn Task).collect();
                     run_tasks(&mut tasks, &mut shared, opts.schedule, &label)
                 });
             if let Err(e) = run {

@@ -1226,3 +1226,57 @@ fn nested_loops_carry_values_through_both_levels() {
 // A child module so the undefined-lane tests share the kernel builder above.
 #[path = "undef_tests.rs"]
 mod undef_tests;
+
+/// A cluster of two where only rank 0 reaches `cluster_barrier` (line 5):
+/// the checker rejects this in the frontend; built by hand, the interpreter
+/// must report the deadlock instead of hanging.
+#[test]
+fn a_cluster_barrier_only_some_programs_reach_deadlocks() {
+    let mut k = Kb::new("half_barrier");
+    k.b = Builder::new(
+        "half_barrier",
+        KernelOptions {
+            cluster: [2, 1, 1],
+            ..KernelOptions::default()
+        },
+    );
+    let rank = k.op(OpKind::ClusterCtaRank, Type::scalar(ScalarType::I32));
+    let zero = k.int(0);
+    let first = k.cmp(CmpPred::Eq, rank, zero);
+    k.b.begin_block(vec![]);
+    k.line(5);
+    k.effect(OpKind::ClusterBarrier);
+    k.effect(OpKind::Yield(vec![]));
+    let then_block = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.effect(OpKind::Yield(vec![]));
+    let else_block = k.b.end_block();
+    k.b.push(
+        OpKind::If {
+            cond: first,
+            then_block,
+            else_block,
+        },
+        vec![],
+    );
+    let kernel = k.finish();
+    let err = run_kernel(&kernel, [4, 1, 1], &[], &HostMemory::new(), &opts(2));
+    let Err(InterpError::Deadlock { program, tasks, .. }) = &err else {
+        panic!("expected a deadlock, got {err:?}");
+    };
+    assert_eq!(*program, [0, 0, 0]);
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0].name, "default of program (0, 0, 0)");
+    assert_eq!(tasks[0].wait.line, 5);
+    let text = err.expect_err("deadlock").to_string();
+    assert!(
+        text.contains("1 of the cluster's 2 programs arrived"),
+        "{text}"
+    );
+    // Whole clusters only.
+    let err = run_kernel(&kernel, [3, 1, 1], &[], &HostMemory::new(), &opts(1));
+    assert!(
+        matches!(err, Err(InterpError::ClusterGrid { .. })),
+        "{err:?}"
+    );
+}

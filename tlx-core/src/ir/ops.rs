@@ -195,6 +195,14 @@ pub enum OpKind {
     NumPrograms {
         axis: u8,
     },
+    /// `multiple_of(value, factor)`: `value` (an integer or pointer scalar)
+    /// unchanged, with the promise that it is a multiple of `factor` (a power
+    /// of two; bytes for a pointer). Code generation uses it to prove vector
+    /// accesses aligned; the interpreter checks it.
+    MultipleOf {
+        value: ValueId,
+        factor: u32,
+    },
     /// `cluster_cta_rank()`: the program's rank in its cluster, i32 scalar
     /// (x fastest, as PTX's `%cluster_ctarank`).
     ClusterCtaRank,
@@ -379,6 +387,7 @@ impl OpKind {
             | ClusterBarrier
             | Arange { .. } => vec![],
             Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
+            MultipleOf { value, .. } => vec![*value],
             ExpandDims { value, .. }
             | Trans { value, .. }
             | Unary { value, .. }

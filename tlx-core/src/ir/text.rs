@@ -322,6 +322,7 @@ fn op_head(kind: &OpKind) -> String {
         Constant(lit) => format!("constant {}", literal_text(*lit)),
         ProgramId { axis } => format!("program_id {axis}"),
         NumPrograms { axis } => format!("num_programs {axis}"),
+        MultipleOf { value, factor } => format!("multiple_of {value}, {factor}"),
         ClusterCtaRank => "cluster_cta_rank".to_string(),
         ClusterBarrier => "cluster_barrier".to_string(),
         Arange { start, end } => format!("arange {start}, {end}"),
@@ -1051,6 +1052,12 @@ impl<'s> Parser<'s> {
             "num_programs" => NumPrograms {
                 axis: self.number("an axis")?,
             },
+            "multiple_of" => {
+                let value = self.operand()?;
+                self.expect(",")?;
+                let factor = self.number("a factor")?;
+                MultipleOf { value, factor }
+            }
             "cluster_cta_rank" => ClusterCtaRank,
             "cluster_barrier" => ClusterBarrier,
             "arange" => {
@@ -1394,6 +1401,13 @@ mod tests {
         let pid = b.push1(OpKind::ProgramId { axis: 0 }, i32s.clone());
         b.push1(OpKind::NumPrograms { axis: 2 }, i32s.clone());
         b.push1(OpKind::ClusterCtaRank, i32s.clone());
+        b.push1(
+            OpKind::MultipleOf {
+                value: pid,
+                factor: 16,
+            },
+            i32s.clone(),
+        );
         b.push(OpKind::ClusterBarrier, vec![]);
         let offs = b.push1(OpKind::Arange { start: 0, end: 8 }, t(I32, &[8]));
         let sp = b.push1(OpKind::Splat(pid), t(I32, &[8]));

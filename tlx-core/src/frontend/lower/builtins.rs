@@ -87,6 +87,26 @@ impl<'a> Lowerer<'a> {
                 let kind = if name == "program_id" { OpKind::ProgramId { axis } } else { OpKind::NumPrograms { axis } };
                 Ok(Val::Ir(self.b.push1(kind, Type::scalar(ScalarType::I32))))
             }
+            "multiple_of" => {
+                let a = args.bind(&["x", "factor"], 2)?;
+                let x = self.ir_arg(a[0])?;
+                let factor_expr = self.expr_arg(a[1])?;
+                let factor = self.const_int(factor_expr, "a `multiple_of` factor")?;
+                if !(1..=1 << 20).contains(&factor) || !is_power_of_two(factor) {
+                    return Err(Diagnostic::new(factor_expr.span(), format!("`multiple_of` factor {factor} is not a power of two up to 2^20"))
+                        .with_hint("alignment facts are powers of two, e.g. `multiple_of(stride, 8)`"));
+                }
+                let ty = self.ty(x).clone();
+                let integral = match ty.elem {
+                    Elem::Ptr(_) => true,
+                    Elem::Scalar(s) => s.is_int(),
+                };
+                if !ty.is_scalar() || !integral {
+                    return Err(Diagnostic::new(args.span, format!("`multiple_of` takes an integer or pointer scalar, not {ty}"))
+                        .with_hint("promise alignment on the scalar (a stride, a base pointer) the offsets are built from"));
+                }
+                Ok(Val::Ir(self.b.push1(OpKind::MultipleOf { value: x, factor: factor as u32 }, ty)))
+            }
             "cluster_cta_rank" => {
                 args.bind(&[], 0)?;
                 Ok(Val::Ir(self.b.push1(OpKind::ClusterCtaRank, Type::scalar(ScalarType::I32))))

@@ -119,8 +119,8 @@ fn check_cluster_sync(
             span,
             format!(
                 "`cluster_barrier()` may be reached by some programs of a cluster and not \
-                 others: it is inside the {} at line {}, whose outcome depends on the program",
-                e.construct, e.control.line
+                 others: an enclosing {} (or an earlier `return`) depends on the program",
+                e.construct
             ),
         )
         .with_hint(
