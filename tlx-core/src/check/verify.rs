@@ -221,11 +221,7 @@ impl<'k> Checker<'k> {
             ClusterCtaRank => self.result_is(op, &Type::scalar(INDEX_TYPE)),
             MultipleOf { value, factor } => {
                 let t = self.ty(*value)?;
-                let integral = match t.elem {
-                    Elem::Ptr(_) => true,
-                    Elem::Scalar(s) => s.is_int(),
-                };
-                ensure(t.is_scalar() && integral, || {
+                ensure(t.is_scalar() && t.elem.is_integral(), || {
                     format!("multiple_of takes an integer or pointer scalar, not {t}")
                 })?;
                 ensure(factor.is_power_of_two(), || {

@@ -149,16 +149,10 @@ fn divisibility(
     match kind {
         OpKind::Constant(crate::ir::Literal::Int(v)) => pow2_factor(*v),
         OpKind::Arange { start, .. } => pow2_factor(*start),
-        OpKind::Splat(v) | OpKind::Broadcast(v) | OpKind::Cast(v) => {
-            let integral = |v: &ValueId| match kernel.type_of(*v).elem {
-                Elem::Scalar(s) => s.is_int(),
-                Elem::Ptr(_) => true,
-            };
-            if integral(v) {
-                get(v).divisibility
-            } else {
-                1
-            }
+        OpKind::Splat(v) | OpKind::Broadcast(v) | OpKind::Cast(v)
+            if kernel.type_of(*v).elem.is_integral() =>
+        {
+            get(v).divisibility
         }
         OpKind::ExpandDims { value, .. } => int(value),
         OpKind::MultipleOf { value, factor } => get(value).divisibility.max(*factor as usize),
@@ -173,10 +167,11 @@ fn divisibility(
             rhs,
         } => int(lhs).saturating_mul(int(rhs)).min(MAX_DIVISIBILITY),
         OpKind::AddPtr { ptr, offset } => {
-            let bytes = match kernel.type_of(*ptr).elem {
-                Elem::Ptr(s) => s.size_bytes(),
-                Elem::Scalar(_) => 1,
-            };
+            let bytes = kernel
+                .type_of(*ptr)
+                .elem
+                .pointee()
+                .map_or(1, |s| s.size_bytes());
             let base = regrouped(get(ptr), contiguity, bytes);
             base.min(int(offset).saturating_mul(bytes))
         }

@@ -385,7 +385,8 @@ impl<'k> Lowerer<'k> {
         &mut self,
         addrs: &[String],
         masks: Option<(&[String], MaskRun)>,
-        (n, bytes): (usize, usize),
+        n: usize,
+        bytes: usize,
         known_alignment: usize,
     ) -> String {
         let aligned = if known_alignment % (n * bytes) == 0 {
@@ -535,7 +536,8 @@ impl<'k> Lowerer<'k> {
         let ok = self.tile_vector_ok(
             &ptrs.regs,
             masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
-            (n, bytes),
+            n,
+            bytes,
             align,
         );
         let (vector, fallback, join) = self.open_vector_branch(&ok);
@@ -554,7 +556,7 @@ impl<'k> Lowerer<'k> {
         for (c, inits) in vec_inits.iter().enumerate() {
             let range = c * n..(c + 1) * n;
             let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
-            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, (n, bytes), align);
+            let ok = self.tile_vector_ok(&ptrs.regs[range.clone()], chunk_masks, n, bytes, align);
             let (chunk_vector, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
             let vw = self.load_words(
                 &instr,
@@ -659,7 +661,8 @@ impl<'k> Lowerer<'k> {
         let ok = self.tile_vector_ok(
             &ptrs,
             masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
-            (n, bytes),
+            n,
+            bytes,
             align,
         );
         let (vword, _) = words_of(n, bytes);
@@ -683,7 +686,7 @@ impl<'k> Lowerer<'k> {
         for (c, w) in vwords.iter().enumerate() {
             let range = c * n..(c + 1) * n;
             let chunk_masks = masks.as_ref().map(|(m, run)| (&m[range.clone()], *run));
-            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, (n, bytes), align);
+            let ok = self.tile_vector_ok(&ptrs[range.clone()], chunk_masks, n, bytes, align);
             let (_, chunk_scalar, chunk_join) = self.open_vector_branch(&ok);
             self.store_words(&instr, &ptrs[range.start], &pred_of(range.start), w, vword);
             self.f.stmt(format!("br label %{chunk_join}"));

@@ -371,7 +371,7 @@ impl<'k> Lowerer<'k> {
         } = *copy;
         let n = ring.chunk;
         let chunk_bytes = n * bytes;
-        let ok = self.tile_vector_ok(ptrs, masks, (n, bytes), align);
+        let ok = self.tile_vector_ok(ptrs, masks, n, bytes, align);
         let vector = self.f.fresh("ring_copy");
         let scalar = self.f.fresh("ring_copy_scalar");
         let join = self.f.fresh("ring_copy_end");

@@ -547,12 +547,9 @@ impl<'k> Executor<'k> {
                 v.data.clone()
             }
             OpKind::ClusterCtaRank => {
-                let [cx, cy, cz] = self.kernel.options.cluster;
-                let [x, y, z] = self.program;
-                let (lx, ly, lz) = (x % cx.max(1), y % cy.max(1), z % cz.max(1));
-                let rank =
-                    u64::from(lx) + u64::from(cx) * (u64::from(ly) + u64::from(cy) * u64::from(lz));
-                Data::Int(vec![rank as i64])
+                let cluster = self.kernel.options.cluster.map(|d| d.max(1));
+                let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
+                Data::Int(vec![super::linear_index(cluster, local) as i64])
             }
             OpKind::Arange { start, end } => {
                 let ty = self.scalar_type(Self::result(op, 0)?)?;

@@ -202,7 +202,7 @@ fn program_at(grid: [u32; 3], index: usize) -> [u32; 3] {
 }
 
 /// The linear index of `program` in `grid`, x fastest.
-fn linear_index(grid: [u32; 3], program: [u32; 3]) -> usize {
+pub(crate) fn linear_index(grid: [u32; 3], program: [u32; 3]) -> usize {
     let [gx, gy, _] = grid.map(|d| d as usize);
     let [x, y, z] = program.map(|d| d as usize);
     x + gx * (y + gy * z)

@@ -120,6 +120,15 @@ impl Elem {
         }
     }
 
+    /// An integer or a pointer: a value with an integer address or count
+    /// that divisibility facts (`multiple_of`) apply to.
+    pub fn is_integral(self) -> bool {
+        match self {
+            Elem::Scalar(s) => s.is_int(),
+            Elem::Ptr(_) => true,
+        }
+    }
+
     pub fn pointee(self) -> Option<ScalarType> {
         match self {
             Elem::Ptr(s) => Some(s),

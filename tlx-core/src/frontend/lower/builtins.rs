@@ -97,11 +97,7 @@ impl<'a> Lowerer<'a> {
                         .with_hint("alignment facts are powers of two, e.g. `multiple_of(stride, 8)`"));
                 }
                 let ty = self.ty(x).clone();
-                let integral = match ty.elem {
-                    Elem::Ptr(_) => true,
-                    Elem::Scalar(s) => s.is_int(),
-                };
-                if !ty.is_scalar() || !integral {
+                if !ty.is_scalar() || !ty.elem.is_integral() {
                     return Err(Diagnostic::new(args.span, format!("`multiple_of` takes an integer or pointer scalar, not {ty}"))
                         .with_hint("promise alignment on the scalar (a stride, a base pointer) the offsets are built from"));
                 }
