@@ -68,11 +68,9 @@ fn softmax<const BLOCK: usize, const NW: usize>(
 /// between the passes. `NW` and `NS` only select the warp and stage counts
 /// (`num_stages = 3` prefetches through shared memory; see BENCHMARKS.md).
 #[tlx::kernel(configs = [
-    (BLOCK = 2048, NW = 8, NS = 1, num_warps = 8),
     (BLOCK = 4096, NW = 8, NS = 1, num_warps = 8),
     (BLOCK = 4096, NW = 8, NS = 3, num_warps = 8, num_stages = 3),
     (BLOCK = 4096, NW = 16, NS = 1, num_warps = 16),
-    (BLOCK = 8192, NW = 16, NS = 1, num_warps = 16),
 ])]
 fn layernorm<const BLOCK: usize, const NW: usize, const NS: usize>(
     x: Ptr<bf16>,
@@ -185,104 +183,75 @@ fn layernorm_x2<const BLOCK: usize, const NW: usize>(
     }
 }
 
-/// Persistent streaming LayerNorm: a grid sized to the device walks the rows,
-/// so few rows are in flight and the second pass finds its row in L2.
-#[tlx::kernel(configs = [(BLOCK = 16384, NW = 32, num_warps = 32)])]
-fn layernorm_persistent<const BLOCK: usize, const NW: usize>(
-    x: Ptr<bf16>,
-    y: Ptr<bf16>,
-    weight: Ptr<bf16>,
-    bias: Ptr<bf16>,
-    rows: i32,
-    stride: i32,
-    n: i32,
-    eps: f32,
-) {
-    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
-    // the vector accesses need no run-time alignment test.
-    let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
-    let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
-    let stride = multiple_of(stride, 8);
-    for row in (program_id(0)..rows).step_by(num_programs(0)) {
-        let x_row = x + row * stride;
-        let y_row = y + row * stride;
-        let shift = load(x_row).to(f32);
-        let mut sum1 = zeros([BLOCK], f32);
-        let mut sum2 = zeros([BLOCK], f32);
-        for off in (0..n).step_by(BLOCK) {
-            let cols = off + arange(0, BLOCK);
-            let mask = cols < n;
-            let v = load(x_row + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-            let v = select(mask, v - shift, 0.0);
-            sum1 += v;
-            sum2 += v * v;
-        }
-        let count = n.to(f32);
-        let mean_shifted = sum(sum1, axis = 0) / count;
-        let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
-        let mean = mean_shifted + shift;
-        let rstd = rsqrt(maximum(var, 0.0) + eps);
-        // Backwards, so the blocks read last in the first pass, the likeliest
-        // to be still in L2, come first.
-        let blocks = cdiv(n, BLOCK);
-        for i in 0..blocks {
-            let cols = (blocks - 1 - i) * BLOCK + arange(0, BLOCK);
-            let mask = cols < n;
-            let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-            let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-            let v = load(x_row + cols, mask = mask, eviction_policy = "evict_first").to(f32);
-            store(
-                y_row + cols,
-                ((v - mean) * rstd * w + b).to(bf16),
-                mask = mask,
-                cache_modifier = ".cs",
-            );
-        }
-    }
-}
-
-/// LayerNorm with the whole row in registers: x is read once, but the row's
-/// registers leave room for one program per SM at 16384 columns.
+/// Two-pass LayerNorm with each row split over a cluster of `K` programs:
+/// every program streams its slice of `n / K` columns for the partial sums,
+/// the programs exchange them through `partial` at one `cluster_barrier()`,
+/// and the second pass (backwards, most recently read first) finds the slice
+/// in L2. A slice is small enough that the slices of every resident program
+/// fit in L2 together, which whole rows of 64K+ columns do not.
 #[tlx::kernel(configs = [
-    (BLOCK = 16384, NW = 16, num_warps = 16),
-    (BLOCK = 32768, NW = 32, num_warps = 32),
+    (BLOCK = 2048, K = 4, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (BLOCK = 2048, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K),
+    (BLOCK = 2048, K = 16, NW = 8, num_warps = NW, ctas_per_cga = K),
 ])]
-fn layernorm_onchip<const BLOCK: usize, const NW: usize>(
+fn layernorm_cluster_x2<const BLOCK: usize, const K: usize, const NW: usize>(
     x: Ptr<bf16>,
     y: Ptr<bf16>,
     weight: Ptr<bf16>,
     bias: Ptr<bf16>,
+    partial: Ptr<f32>,
     stride: i32,
     n: i32,
     eps: f32,
 ) {
-    // Rows start 16-byte aligned (the bench's widths are multiples of 8):
-    // the vector accesses need no run-time alignment test.
     let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
     let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
     let stride = multiple_of(stride, 8);
-    let row = program_id(0);
-    let cols = arange(0, BLOCK);
-    let mask = cols < n;
-    let v = load(
-        x + row * stride + cols,
-        mask = mask,
-        other = 0.0,
-        eviction_policy = "evict_first",
-    )
-    .to(f32);
+    let row = program_id(0) / K;
+    let x_row = x + row * stride;
+    let y_row = y + row * stride;
+    let slice = multiple_of(n / K, 8);
+    let start = cluster_cta_rank() * slice;
+    let shift = load(x_row).to(f32);
+    let mut sum1 = zeros([BLOCK], f32);
+    let mut sum2 = zeros([BLOCK], f32);
+    for off in (start..start + slice).step_by(2 * BLOCK) {
+        let cols = off + arange(0, BLOCK);
+        let a = load(x_row + cols, eviction_policy = "evict_last").to(f32) - shift;
+        let b = load(x_row + cols + BLOCK, eviction_policy = "evict_last").to(f32) - shift;
+        sum1 += a + b;
+        sum2 += a * a + b * b;
+    }
+    let slot = partial + 2 * program_id(0);
+    store(slot, sum(sum1, axis = 0));
+    store(slot + 1, sum(sum2, axis = 0));
+    cluster_barrier();
+    let peers = partial + 2 * (row * K + arange(0, K));
     let count = n.to(f32);
-    let mean = sum(v, axis = 0) / count;
-    let d = select(mask, v - mean, 0.0);
-    let rstd = rsqrt(sum(d * d, axis = 0) / count + eps);
-    let w = load(weight + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-    let b = load(bias + cols, mask = mask, eviction_policy = "evict_last").to(f32);
-    store(
-        y + row * stride + cols,
-        (d * rstd * w + b).to(bf16),
-        mask = mask,
-        cache_modifier = ".cs",
-    );
+    let mean_shifted = sum(load(peers), axis = 0) / count;
+    let var = sum(load(peers + 1), axis = 0) / count - mean_shifted * mean_shifted;
+    let mean = mean_shifted + shift;
+    let rstd = rsqrt(maximum(var, 0.0) + eps);
+    let pairs = slice / (2 * BLOCK);
+    for i in 0..pairs {
+        let cols = start + (pairs - 1 - i) * (2 * BLOCK) + arange(0, BLOCK);
+        let v0 = load(x_row + cols + BLOCK, eviction_policy = "evict_first");
+        let v1 = load(x_row + cols, eviction_policy = "evict_first");
+        let w0 = load(weight + cols + BLOCK, eviction_policy = "evict_last").to(f32);
+        let b0 = load(bias + cols + BLOCK, eviction_policy = "evict_last").to(f32);
+        let w1 = load(weight + cols, eviction_policy = "evict_last").to(f32);
+        let b1 = load(bias + cols, eviction_policy = "evict_last").to(f32);
+        store(
+            y_row + cols + BLOCK,
+            ((v0.to(f32) - mean) * rstd * w0 + b0).to(bf16),
+            cache_modifier = ".cs",
+        );
+        store(
+            y_row + cols,
+            ((v1.to(f32) - mean) * rstd * w1 + b1).to(bf16),
+            cache_modifier = ".cs",
+        );
+    }
 }
 
 /// LayerNorm with each row split over a cluster of `K` programs, every
@@ -290,18 +259,18 @@ fn layernorm_onchip<const BLOCK: usize, const NW: usize>(
 /// publish their partial sums to `partial` (two floats each) and meet at one
 /// `cluster_barrier()` before normalizing. `n` must be `SLICE * K` (no masks:
 /// a masked tile keeps a run-time uniformity test and its fallback path).
+/// The slice is converted to f32 again after the barrier, so only its packed
+/// bf16 words stay live across it (half the registers). `maxnreg` lets
+/// ptxas use 128 registers where one program per 16384 columns leaves room
+/// (two programs per SM either way), and caps the 16384-column slices of a
+/// cluster of 8 at 80, three programs per SM.
 #[tlx::kernel(configs = [
-    (SLICE = 16384, K = 1, NW = 8, num_warps = NW),
+    (SLICE = 16384, K = 1, NW = 8, num_warps = NW, maxnreg = 128),
     (SLICE = 8192, K = 2, NW = 4, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 8192, K = 2, NW = 8, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 16384, K = 2, NW = 8, num_warps = NW, ctas_per_cga = K),
     (SLICE = 8192, K = 4, NW = 4, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 8192, K = 4, NW = 8, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 16384, K = 4, NW = 8, num_warps = NW, ctas_per_cga = K),
     (SLICE = 8192, K = 8, NW = 4, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 8192, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 16384, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K),
-    (SLICE = 16384, K = 8, NW = 16, num_warps = NW, ctas_per_cga = K),
+    (SLICE = 16384, K = 8, NW = 8, num_warps = NW, ctas_per_cga = K, maxnreg = 80),
+    (SLICE = 8192, K = 16, NW = 4, num_warps = NW, ctas_per_cga = K),
 ])]
 fn layernorm_cluster<const SLICE: usize, const K: usize, const NW: usize>(
     x: Ptr<bf16>,
@@ -337,7 +306,7 @@ fn layernorm_cluster<const SLICE: usize, const K: usize, const NW: usize>(
     let b = load(bias + cols, eviction_policy = "evict_last").to(f32);
     store(
         y + row * stride + cols,
-        ((d - mean_shifted) * rstd * w + b).to(bf16),
+        ((v.to(f32) - (shift + mean_shifted)) * rstd * w + b).to(bf16),
         cache_modifier = ".cs",
     );
 }
@@ -389,10 +358,9 @@ fn layernorm_sweep(
     let poison = vec![bf16::NAN; ln_rows * cols];
     let w = dev.upload(&vec![bf16::ONE; cols])?;
     let b = dev.upload(&vec![bf16::ZERO; cols])?;
-    let (g, c, r) = (ln_rows as u32, cols as i32, ln_rows as i32);
-    let sms = dev.multiprocessor_count();
+    let (g, c) = (ln_rows as u32, cols as i32);
     // Two partial sums per program of the largest cluster.
-    let partial = dev.alloc::<f32>(ln_rows * 2 * 8)?;
+    let partial = dev.alloc::<f32>(ln_rows * 2 * 16)?;
     let (x, w, b, partial) = (&x, &w, &b, &partial);
     let bytes = 2.0 * 2.0 * (ln_rows * cols) as f64;
     let only = std::env::var("TLX_BENCH_ONLY").unwrap_or_default();
@@ -408,9 +376,6 @@ fn layernorm_sweep(
             ));
         };
     }
-    entry!("stream BLOCK=2048 w8 s1", |y| {
-        layernorm::<2048, 8, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
-    });
     entry!("stream BLOCK=4096 w8 s1", |y| {
         layernorm::<4096, 8, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
     });
@@ -420,55 +385,86 @@ fn layernorm_sweep(
     entry!("stream BLOCK=4096 w16 s1", |y| {
         layernorm::<4096, 16, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
     });
-    entry!("stream BLOCK=8192 w16 s1", |y| {
-        layernorm::<8192, 16, 1>::launch(dev, g, x, y, w, b, c, c, 1e-5)
-    });
     entry!("x2 BLOCK=2048 w8", |y| layernorm_x2::<2048, 8>::launch(
         dev, g, x, y, w, b, c, c, 1e-5
     ));
     entry!("x2 BLOCK=4096 w16", |y| layernorm_x2::<4096, 16>::launch(
         dev, g, x, y, w, b, c, c, 1e-5
     ));
-    if cols == 16384 {
-        entry!("onchip BLOCK=16384 w16", |y| {
-            layernorm_onchip::<16384, 16>::launch(dev, g, x, y, w, b, c, c, 1e-5)
-        });
-    }
-    if cols == 32768 {
-        entry!("onchip BLOCK=32768 w32", |y| {
-            layernorm_onchip::<32768, 32>::launch(dev, g, x, y, w, b, c, c, 1e-5)
-        });
-    }
+    // Each cluster kernel runs at the widths its configuration divides.
     macro_rules! cluster_entry {
-        ($slice:literal, $k:literal, $nw:literal) => {
-            if $slice * $k == cols {
+        ($kernel:ident, $label:literal, $width:expr, [$($c:literal),*], $k:literal) => {
+            if $width == cols {
                 let grid = g * $k;
-                let name = format!("cluster K={} SLICE={} w{}", $k, $slice, $nw);
-                entry!(name, |y| {
-                    layernorm_cluster::<$slice, $k, $nw>::launch(
-                        dev, grid, x, y, w, b, partial, c, c, 1e-5,
-                    )
+                entry!(format!($label, $($c),*), |y| {
+                    $kernel::<$($c),*>::launch(dev, grid, x, y, w, b, partial, c, c, 1e-5)
                 });
             }
         };
     }
-    cluster_entry!(16384, 1, 8);
-    cluster_entry!(8192, 2, 4);
-    cluster_entry!(8192, 2, 8);
-    cluster_entry!(16384, 2, 8);
-    cluster_entry!(8192, 4, 4);
-    cluster_entry!(8192, 4, 8);
-    cluster_entry!(16384, 4, 8);
-    cluster_entry!(8192, 8, 4);
-    cluster_entry!(8192, 8, 8);
-    cluster_entry!(16384, 8, 8);
-    cluster_entry!(16384, 8, 16);
-    for per_sm in [1u32, 2] {
-        let grid = sms * per_sm;
-        entry!(format!("persistent {per_sm}/SM BLOCK=16384 w32"), |y| {
-            layernorm_persistent::<16384, 32>::launch(dev, grid, x, y, w, b, r, c, c, 1e-5)
-        });
-    }
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2} maxnreg=128",
+        16384,
+        [16384, 1, 8],
+        1
+    );
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2}",
+        16384,
+        [8192, 2, 4],
+        2
+    );
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2}",
+        32768,
+        [8192, 4, 4],
+        4
+    );
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2}",
+        65536,
+        [8192, 8, 4],
+        8
+    );
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2} maxnreg=80",
+        131072,
+        [16384, 8, 8],
+        8
+    );
+    cluster_entry!(
+        layernorm_cluster,
+        "cluster K={1} SLICE={0} w{2}",
+        131072,
+        [8192, 16, 4],
+        16
+    );
+    cluster_entry!(
+        layernorm_cluster_x2,
+        "cluster x2 K={1} BLOCK={0} w{2}",
+        32768,
+        [2048, 4, 8],
+        4
+    );
+    cluster_entry!(
+        layernorm_cluster_x2,
+        "cluster x2 K={1} BLOCK={0} w{2}",
+        65536,
+        [2048, 8, 8],
+        8
+    );
+    cluster_entry!(
+        layernorm_cluster_x2,
+        "cluster x2 K={1} BLOCK={0} w{2}",
+        131072,
+        [2048, 16, 8],
+        16
+    );
     for (name, launch) in entries {
         let name = format!("layernorm bf16 {ln_rows}x{cols} {name}");
         if !name.starts_with(&only) {

@@ -338,3 +338,46 @@ fn clusters_reach_the_ptx_and_assemble() {
         }
     }
 }
+
+/// A bf16 slice reduced before a cluster barrier and converted again after
+/// it, in a 16-program cluster with a register cap.
+const CLUSTER_REPACK: &str = r#"
+#[tlx::kernel(configs = [(SLICE = 1024, K = 16, num_warps = 2, ctas_per_cga = K, maxnreg = 72)])]
+fn cluster_center<const SLICE: usize, const K: usize>(x: Ptr<bf16>, partial: Ptr<f32>, out: Ptr<bf16>, n: i32) {
+    let row = program_id(0) / K;
+    let cols = cluster_cta_rank() * SLICE + arange(0, SLICE);
+    let v = load(x + row * n + cols);
+    store(partial + program_id(0), sum(v.to(f32), axis = 0));
+    cluster_barrier();
+    let mean = sum(load(partial + row * K + arange(0, K)), axis = 0) / n.to(f32);
+    store(out + row * n + cols, (v.to(f32) - mean).to(bf16));
+}
+"#;
+
+#[test]
+fn narrow_values_cross_a_cluster_barrier_packed() {
+    let kernels = tlx_core::frontend::compile_str(CLUSTER_REPACK).expect("frontend");
+    for c in compile_all(&kernels[0]) {
+        assert!(c.ptx.contains(".reqnctapercluster 16, 1, 1"), "{}", c.ptx);
+        assert!(c.ptx.contains(".maxnreg 72"), "{}", c.ptx);
+        // 1024 bf16 over 64 threads: 8 packed words per thread, each copied
+        // opaquely after the barrier and widened there again, so that the
+        // f32 values of the first conversion die at the barrier.
+        let (_, after) = c
+            .ptx
+            .split_once("barrier.cluster.wait.aligned;")
+            .expect("a cluster barrier");
+        let copies = after.matches("mov.b32 %r").count();
+        assert!(
+            copies >= 8,
+            "{copies} opaque copies after the barrier:\n{}",
+            c.ptx
+        );
+        let widened = after.matches("shl.b32").count() + after.matches("cvt.f32.bf16").count();
+        assert!(
+            widened >= 8,
+            "{widened} conversions after the barrier:\n{}",
+            c.ptx
+        );
+    }
+}

@@ -166,6 +166,9 @@ fn config_label(config: &ConfigAttr) -> String {
         let [x, y, z] = config.options.cluster;
         parts.push(format!("ctas_per_cga=({x}, {y}, {z})"));
     }
+    if let Some(n) = config.options.maxnreg {
+        parts.push(format!("maxnreg={n}"));
+    }
     parts.join(" ")
 }
 
@@ -489,11 +492,12 @@ mod tests {
                 num_warps: 8,
                 num_stages: 2,
                 cluster: [2, 1, 1],
+                maxnreg: Some(64),
             },
         };
         assert_eq!(
             config_label(&config),
-            "BLOCK=1024 num_warps=8 num_stages=2 ctas_per_cga=(2, 1, 1)"
+            "BLOCK=1024 num_warps=8 num_stages=2 ctas_per_cga=(2, 1, 1) maxnreg=64"
         );
     }
 }

@@ -166,6 +166,10 @@ fn hint_for(name: &str) -> &'static str {
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => {
             ": too many registers or threads per block: lower num_warps"
         }
+        "CUDA_ERROR_INVALID_CLUSTER_SIZE" => {
+            ": the GPU cannot run clusters of this shape: clusters of more than 8 programs \
+             (ctas_per_cga) are non-portable, and resources per program limit them further"
+        }
         "CUDA_ERROR_OUT_OF_MEMORY" => ": the GPU is out of memory",
         "CUDA_ERROR_INVALID_PTX" | "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" => {
             ": the driver cannot compile this PTX: it may be older than the PTX ISA the kernel uses"
@@ -188,6 +192,9 @@ mod tests {
         let message = Error::cuda("cuStreamSynchronize", err).to_string();
         assert!(message.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{message}");
         assert!(message.contains("TLX_INTERPRET=1"), "{message}");
+        let err = cudarc::driver::DriverError(cudaError_enum::CUDA_ERROR_INVALID_CLUSTER_SIZE);
+        let message = Error::cuda("cuLaunchKernel", err).to_string();
+        assert!(message.contains("more than 8 programs"), "{message}");
         let err = cudarc::driver::DriverError(cudaError_enum::CUDA_ERROR_INVALID_VALUE);
         let message = Error::cuda("cuLaunchKernel", err).to_string();
         assert_eq!(

@@ -59,6 +59,8 @@ pub struct Lowerer<'k> {
     pub ring_peak: usize,
     /// This thread's index in the program (entry block).
     tid: String,
+    /// Values held in registers when a cluster barrier was emitted.
+    pub(super) crossed_barrier: HashSet<ValueId>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -123,9 +125,14 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
         [1, 1, 1] => String::new(),
         [x, y, z] => format!(" \"nvvm.cluster_dim\"=\"{x},{y},{z}\""),
     };
+    // `.maxnreg`: ptxas keeps to the cap, spilling if it must.
+    let maxnreg = match kernel.options.maxnreg {
+        Some(n) => format!(" \"nvvm.maxnreg\"=\"{n}\""),
+        None => String::new(),
+    };
     let _ = writeln!(
         text,
-        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster} }}",
+        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster}{maxnreg} }}",
         kernel.threads_per_program()
     );
     Ok(Lowered {
@@ -165,6 +172,7 @@ impl<'k> Lowerer<'k> {
             ring_bytes: 0,
             ring_peak: 0,
             tid: tid_copy,
+            crossed_barrier: HashSet::new(),
         }
     }
 
@@ -319,6 +327,7 @@ impl<'k> Lowerer<'k> {
                     let asm = format!("barrier.cluster.{step}.aligned;");
                     self.f.asm("void", &asm, "~{memory}", &[]);
                 }
+                self.note_barrier();
                 Ok(())
             }
             _ => {
@@ -429,10 +438,13 @@ impl<'k> Lowerer<'k> {
             }
             kind => {
                 let operands = kind.operands();
-                let regs: Vec<Vec<String>> = operands
+                let mut regs: Vec<Vec<String>> = operands
                     .iter()
                     .map(|o| self.get(*o, &layout))
                     .collect::<Result<_>>()?;
+                if self.widens_across_barrier(kind, elem) {
+                    regs[0] = self.opaque_copy(&regs[0], self.ty(operands[0]).elem);
+                }
                 let types: Vec<Elem> = operands.iter().map(|o| self.ty(*o).elem).collect();
                 (0..n)
                     .map(|r| {

@@ -35,6 +35,7 @@ mod lower;
 mod memory;
 mod pipeline;
 mod reduce;
+mod repack;
 mod scalar;
 mod scan;
 mod tiles;

@@ -24,7 +24,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         let result = (|| -> Result<(), Diagnostic> {
             let (key, value) = key_value(entry)?;
             match key.as_str() {
-                "num_warps" | "num_stages" | "ctas_per_cga" => {
+                "num_warps" | "num_stages" | "ctas_per_cga" | "maxnreg" => {
                     set_option(&mut options, &key, value)
                 }
                 "arch" => {
@@ -40,7 +40,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     format!("unknown kernel attribute key `{key}`"),
                 )
                 .with_hint(
-                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `arch` and `configs`",
+                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch` and `configs`",
                 )),
             }
         })();
@@ -66,6 +66,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         if config.options.cluster == [UNSET; 3] {
             config.options.cluster = options.cluster;
         }
+        config.options.maxnreg = config.options.maxnreg.or(options.maxnreg);
     }
     Ok(KernelAttr {
         options,
@@ -163,6 +164,7 @@ fn set_option(options: &mut KernelOptions, key: &str, value: &Expr) -> Result<()
     options.num_warps = partial.num_warps.unwrap_or(options.num_warps);
     options.num_stages = partial.num_stages.unwrap_or(options.num_stages);
     options.cluster = partial.cluster.unwrap_or(options.cluster);
+    options.maxnreg = partial.maxnreg.or(options.maxnreg);
     Ok(())
 }
 
@@ -172,13 +174,19 @@ struct PartialOptions {
     num_warps: Option<u32>,
     num_stages: Option<u32>,
     cluster: Option<[u32; 3]>,
+    maxnreg: Option<u32>,
 }
 
-/// The most programs a cluster may have on every sm_90+ GPU (portable size).
-const MAX_CLUSTER: i64 = 8;
+/// The register caps ptxas accepts for `.maxnreg` (a thread has at most 255).
+const MIN_MAXNREG: i64 = 16;
+const MAX_MAXNREG: i64 = 255;
 
-const CLUSTER_HINT: &str =
-    "write `ctas_per_cga = 2` or `ctas_per_cga = (2, 1, 1)`: at most 8 programs per cluster";
+/// The most programs a cluster may have: 8 run on every sm_90+ GPU (the
+/// portable size), 16 on H100 and H200, where the runtime opts a kernel in.
+const MAX_CLUSTER: i64 = 16;
+
+const CLUSTER_HINT: &str = "write `ctas_per_cga = 2` or `ctas_per_cga = (2, 1, 1)`: at most 16 \
+     programs per cluster (more than 8 needs a GPU that allows non-portable clusters, as H100 does)";
 
 /// `ctas_per_cga = k` (a cluster of `k` programs along x) or `(x, y, z)`.
 fn cluster_value(value: &Expr, consts: &[(String, i64)]) -> Result<[u32; 3], Diagnostic> {
@@ -237,6 +245,15 @@ fn set_partial(
             );
         }
         options.num_warps = Some(v as u32);
+    } else if key == "maxnreg" {
+        if !(MIN_MAXNREG..=MAX_MAXNREG).contains(&v) {
+            return Err(
+                Diagnostic::new(value.span(), format!("maxnreg = {v} is not supported")).with_hint(
+                    format!("use {MIN_MAXNREG} to {MAX_MAXNREG} registers per thread"),
+                ),
+            );
+        }
+        options.maxnreg = Some(v as u32);
     } else {
         if !(1..=16).contains(&v) {
             return Err(Diagnostic::new(
@@ -297,7 +314,7 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
     let mut options = Vec::new();
     for entry in entries {
         let (key, value) = key_value(entry)?;
-        if ["num_warps", "num_stages", "ctas_per_cga"].contains(&key.as_str()) {
+        if ["num_warps", "num_stages", "ctas_per_cga", "maxnreg"].contains(&key.as_str()) {
             options.push((key, value));
         } else if consts.iter().any(|(k, _)| *k == key) {
             return Err(Diagnostic::new(
@@ -319,6 +336,7 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
             num_warps: partial.num_warps.unwrap_or(UNSET),
             num_stages: partial.num_stages.unwrap_or(UNSET),
             cluster: partial.cluster.unwrap_or([UNSET; 3]),
+            maxnreg: partial.maxnreg,
         },
     })
 }
@@ -340,10 +358,12 @@ mod tests {
                     BLOCK = 128,
                     W = 8,
                     C = 2,
-                    ctas_per_cga = (2, C)
+                    ctas_per_cga = (2, C),
+                    maxnreg = 80
                 )
             ],
-            num_warps = 2
+            num_warps = 2,
+            maxnreg = 128
         ))
         .expect("valid attribute");
         assert_eq!(attr.arches, vec![Arch::Sm90a, Arch::Sm100a]);
@@ -353,6 +373,7 @@ mod tests {
                 num_warps: 2,
                 num_stages: 2,
                 cluster: [1, 1, 1],
+                maxnreg: Some(128),
             }
         );
         assert_eq!(attr.configs.len(), 2);
@@ -363,6 +384,7 @@ mod tests {
                 num_warps: 2,
                 num_stages: 2,
                 cluster: [1, 1, 1],
+                maxnreg: Some(128),
             }
         );
         assert_eq!(
@@ -371,6 +393,7 @@ mod tests {
                 num_warps: 8,
                 num_stages: 2,
                 cluster: [2, 2, 1],
+                maxnreg: Some(80),
             }
         );
     }
@@ -406,7 +429,7 @@ mod tests {
             ]
         );
         let err = parse_attr(quote!(
-            ctas_per_cga = 16,
+            ctas_per_cga = 32,
             configs = [(B = 1, ctas_per_cga = (0, 1))]
         ))
         .expect_err("bad clusters");
@@ -414,10 +437,12 @@ mod tests {
         assert_eq!(
             messages,
             [
-                "a cluster of 16 programs is more than 8",
+                "a cluster of 32 programs is more than 16",
                 "a cluster dimension of 0 is not allowed"
             ]
         );
+        let err = parse_attr(quote!(maxnreg = 8)).expect_err("too few registers");
+        assert_eq!(err.0[0].message, "maxnreg = 8 is not supported");
         let err = parse_attr(quote!(configs = [(B = 1, B = 2)])).expect_err("duplicate");
         assert_eq!(err.0[0].message, "`B` is given twice in this config");
     }

@@ -77,6 +77,9 @@ pub struct KernelOptions {
     /// `[1, 1, 1]`: no clusters. A cluster's programs run at the same time and
     /// may synchronize with `cluster_barrier()`.
     pub cluster: [u32; 3],
+    /// Triton's `maxnreg`: at most this many registers per thread (PTX
+    /// `.maxnreg`), so that more programs fit on an SM; `None`: ptxas chooses.
+    pub maxnreg: Option<u32>,
 }
 
 impl KernelOptions {
@@ -94,6 +97,7 @@ impl Default for KernelOptions {
             // measured so far slower on H100 (BENCHMARKS.md): opt in per kernel.
             num_stages: 1,
             cluster: [1, 1, 1],
+            maxnreg: None,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! ```text
 //! kernel "add" {
 //!   source "src/main.rs"
-//!   options num_warps 4 num_stages 3 cluster 2 1 1
+//!   options num_warps 4 num_stages 3 cluster 2 1 1 maxnreg 128
 //!   const "BLOCK" 1024
 //!   param "x" %0 ptr<f32>
 //!   %3 = program_id 0 : i32  // line 12:5
@@ -176,6 +176,9 @@ impl Printer<'_> {
         if k.options.cluster != [1, 1, 1] {
             let [x, y, z] = k.options.cluster;
             self.out += &format!(" cluster {x} {y} {z}");
+        }
+        if let Some(n) = k.options.maxnreg {
+            self.out += &format!(" maxnreg {n}");
         }
         self.out += "\n";
         for (name, value) in &k.consts {
@@ -883,6 +886,10 @@ impl<'s> Parser<'s> {
                             *d = self.number("a cluster dimension")?;
                         }
                     }
+                    if self.peek_word() == "maxnreg" {
+                        self.word();
+                        kernel.options.maxnreg = Some(self.number("a register count")?);
+                    }
                 }
                 "const" => {
                     self.word();
@@ -1368,6 +1375,7 @@ mod tests {
                 num_warps: 8,
                 num_stages: 2,
                 cluster: [2, 1, 4],
+                maxnreg: Some(96),
             },
         );
         b.set_source_file("src/ké rnel.rs\t\u{1}");

@@ -249,9 +249,24 @@ impl CudaDevice {
             }
             .map_err(|e| Error::cuda("cuFuncSetAttribute", e))?;
         }
+        if config.cluster.iter().product::<u32>() > PORTABLE_CLUSTER {
+            // SAFETY: a valid function of this context; the attribute is a flag.
+            unsafe {
+                result::function::set_function_attribute(
+                    loaded.function,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            }
+            .map_err(|e| Error::cuda("cuFuncSetAttribute", e))?;
+        }
         Ok(loaded)
     }
 }
+
+/// The largest cluster every GPU with clusters runs; H100 and H200 allow 16
+/// once a kernel opts in.
+const PORTABLE_CLUSTER: u32 = 8;
 
 /// A loaded module and its kernel; unloading the module on drop.
 struct LoadedFunction {
