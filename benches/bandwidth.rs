@@ -86,6 +86,8 @@ fn layernorm<const BLOCK: usize, const NW: usize, const NS: usize>(
     let (x, y) = (multiple_of(x, 16), multiple_of(y, 16));
     let (weight, bias) = (multiple_of(weight, 16), multiple_of(bias, 16));
     let stride = multiple_of(stride, 8);
+    // Whole vectors are in or out of the row: the masks need no run-time test.
+    let n = multiple_of(n, 8);
     let row = program_id(0);
     let x_row = x + row * stride;
     let y_row = y + row * stride;

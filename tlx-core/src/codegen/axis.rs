@@ -223,14 +223,31 @@ pub fn mask_run<'k>(
                     ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::F32
                 ),
             };
+            // A group's run starts at a multiple of n, so a bound that is a
+            // multiple of n too falls between groups for `<` and `>=` (not for
+            // `<=`, which splits the group starting at the bound).
+            let bound_between_groups = |run: &AxisInfo, bound: &AxisInfo, between: bool| {
+                between && run.divisibility >= n && bound.divisibility >= n
+            };
+            let integers = !matches!(kernel.type_of(*lhs).elem, Elem::Ptr(_));
             if a.constancy >= n && b.constancy >= n {
                 MaskRun::Uniform
             } else if !wide(lhs) || !wide(rhs) {
                 MaskRun::General
             } else if a.contiguity >= n && b.constancy >= n {
-                MaskRun::Monotone { rising: !falls }
+                let between = integers && matches!(pred, CmpPred::Lt | CmpPred::Ge);
+                if bound_between_groups(&a, &b, between) {
+                    MaskRun::Uniform
+                } else {
+                    MaskRun::Monotone { rising: !falls }
+                }
             } else if a.constancy >= n && b.contiguity >= n {
-                MaskRun::Monotone { rising: falls }
+                let between = integers && matches!(pred, CmpPred::Gt | CmpPred::Le);
+                if bound_between_groups(&b, &a, between) {
+                    MaskRun::Uniform
+                } else {
+                    MaskRun::Monotone { rising: falls }
+                }
             } else {
                 MaskRun::General
             }
@@ -382,15 +399,18 @@ mod tests {
         assert_eq!(facts[&unknown_base].divisibility, 1);
     }
 
-    /// `cols` (arange plus a splat) against splat `n`/`lo`, combined as asked.
-    fn masks_of(build: impl Fn(&mut Builder, ValueId, ValueId, ValueId) -> ValueId) -> MaskRun {
+    /// `cols` (arange) against splat `n`, `lo` (3) or 16, combined as asked.
+    fn masks_of(
+        build: impl Fn(&mut Builder, ValueId, ValueId, ValueId, ValueId) -> ValueId,
+    ) -> MaskRun {
         let mut b = Builder::new("k", KernelOptions::default());
         let n = b.add_param("n", ParamKind::Scalar(ScalarType::I32));
         let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![64]);
         let ar = b.push1(OpKind::Arange { start: 0, end: 64 }, idx.clone());
         let ns = b.push1(OpKind::Splat(n), idx.clone());
-        let lo = b.push1(OpKind::Constant(Literal::Int(3)), idx);
-        let mask = build(&mut b, ar, ns, lo);
+        let lo = b.push1(OpKind::Constant(Literal::Int(3)), idx.clone());
+        let sixteen = b.push1(OpKind::Constant(Literal::Int(16)), idx);
+        let mask = build(&mut b, ar, ns, lo, sixteen);
         let k = b.finish();
         let facts = analyze(&k);
         let defs: HashMap<ValueId, OpKind> = k
@@ -417,19 +437,22 @@ mod tests {
     fn bounds_on_a_run_are_monotone_windows_and_equalities_are_not() {
         let falling = MaskRun::Monotone { rising: false };
         let rising = MaskRun::Monotone { rising: true };
-        assert_eq!(masks_of(|b, c, n, _| cmp(b, CmpPred::Lt, c, n)), falling);
-        assert_eq!(masks_of(|b, c, n, _| cmp(b, CmpPred::Gt, n, c)), falling);
-        assert_eq!(masks_of(|b, c, _, lo| cmp(b, CmpPred::Ge, c, lo)), rising);
+        assert_eq!(masks_of(|b, c, n, _, _| cmp(b, CmpPred::Lt, c, n)), falling);
+        assert_eq!(masks_of(|b, c, n, _, _| cmp(b, CmpPred::Gt, n, c)), falling);
         assert_eq!(
-            masks_of(|b, _, n, lo| cmp(b, CmpPred::Lt, lo, n)),
+            masks_of(|b, c, _, lo, _| cmp(b, CmpPred::Ge, c, lo)),
+            rising
+        );
+        assert_eq!(
+            masks_of(|b, _, n, lo, _| cmp(b, CmpPred::Lt, lo, n)),
             MaskRun::Uniform
         );
         assert_eq!(
-            masks_of(|b, c, n, _| cmp(b, CmpPred::Ne, c, n)),
+            masks_of(|b, c, n, _, _| cmp(b, CmpPred::Ne, c, n)),
             MaskRun::General
         );
         assert_eq!(
-            masks_of(|b, c, n, lo| {
+            masks_of(|b, c, n, lo, _| {
                 let below = cmp(b, CmpPred::Lt, c, n);
                 let above = cmp(b, CmpPred::Lt, c, lo);
                 and(b, below, above)
@@ -438,12 +461,27 @@ mod tests {
         );
         // lo <= c < n: false, true, false can happen inside one group.
         assert_eq!(
-            masks_of(|b, c, n, lo| {
+            masks_of(|b, c, n, lo, _| {
                 let below = cmp(b, CmpPred::Lt, c, n);
                 let above = cmp(b, CmpPred::Ge, c, lo);
                 and(b, below, above)
             }),
             MaskRun::General
         );
+    }
+
+    #[test]
+    fn a_bound_at_a_multiple_of_the_group_keeps_each_group_uniform() {
+        let falling = MaskRun::Monotone { rising: false };
+        // Groups of 8 start at multiples of 8, and 16 is one: c < 16 and
+        // 16 > c hold for whole groups, c <= 16 splits the group at 16.
+        let lt = |b: &mut Builder, c, _, _, s| cmp(b, CmpPred::Lt, c, s);
+        assert_eq!(masks_of(lt), MaskRun::Uniform);
+        let gt = |b: &mut Builder, c, _, _, s| cmp(b, CmpPred::Gt, s, c);
+        assert_eq!(masks_of(gt), MaskRun::Uniform);
+        let ge = |b: &mut Builder, c, _, _, s| cmp(b, CmpPred::Ge, c, s);
+        assert_eq!(masks_of(ge), MaskRun::Uniform);
+        let le = |b: &mut Builder, c, _, _, s| cmp(b, CmpPred::Le, c, s);
+        assert_eq!(masks_of(le), falling);
     }
 }
