@@ -156,7 +156,7 @@ pub(super) fn words_of(n: usize, elem_bytes: usize) -> (usize, usize) {
 
 impl<'k> Lowerer<'k> {
     /// Pack element bit patterns (ints of `elem_bytes`) into words.
-    fn pack(&mut self, bits: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
+    pub(super) fn pack(&mut self, bits: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
         let (_, _, wty) = word_kind(word);
         let ety = word_kind(elem_bytes).2;
         let ety = if elem_bytes == 1 { "i8" } else { ety };

@@ -9,9 +9,8 @@
 //! since before a barrier first passes the value's packed 32-bit words
 //! through an opaque `mov`: the two conversions then have different operands.
 
-use super::emit::llvm_type;
 use super::lower::Lowerer;
-use super::scalar::mem_bytes;
+use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::ir::{Elem, OpKind, ValueId};
 
 impl Lowerer<'_> {
@@ -26,37 +25,26 @@ impl Lowerer<'_> {
         narrow && !from.is_scalar() && self.crossed_barrier.contains(src)
     }
 
-    /// `regs` (elements of type `elem`) passed, a 32-bit word at a time,
-    /// through an opaque copy the optimizers cannot see through.
+    /// `regs` (elements of type `elem`, narrower than 4 bytes) passed, a
+    /// 32-bit word at a time, through an opaque copy the optimizers cannot
+    /// see through.
     pub(super) fn opaque_copy(&mut self, regs: &[String], elem: Elem) -> Vec<String> {
-        let ety = llvm_type(elem);
-        let per_word = (4 / mem_bytes(elem)).max(1);
-        let mut out = Vec::with_capacity(regs.len());
-        for chunk in regs.chunks(per_word) {
-            let k = chunk.len();
-            // A register count is a power of two: a partial word only occurs
-            // for a tensor smaller than one, whose few registers do not matter.
-            if k * mem_bytes(elem) != 4 {
-                out.extend(chunk.iter().cloned());
-                continue;
-            }
-            let vty = format!("<{k} x {ety}>");
-            let mut acc = "poison".to_string();
-            for (i, e) in chunk.iter().enumerate() {
-                acc = self
-                    .f
-                    .inst(format!("insertelement {vty} {acc}, {ety} {e}, i32 {i}"));
-            }
-            let word = self.f.inst(format!("bitcast {vty} {acc} to i32"));
-            let copied = self
-                .f
-                .asm("i32", "mov.b32 $0, $1;", "=r,r", &[("i32", &word)]);
-            let back = self.f.inst(format!("bitcast i32 {copied} to {vty}"));
-            for i in 0..k {
-                out.push(self.f.inst(format!("extractelement {vty} {back}, i32 {i}")));
-            }
+        let bytes = mem_bytes(elem);
+        // A register count is a power of two: a partial word only occurs for
+        // a tensor smaller than one, whose few registers do not matter.
+        if regs.len() % (4 / bytes) != 0 {
+            return regs.to_vec();
         }
-        out
+        let bits: Vec<String> = regs.iter().map(|r| to_bits(&mut self.f, elem, r)).collect();
+        let copied: Vec<String> = self
+            .pack(&bits, bytes, 4)
+            .iter()
+            .map(|w| self.f.asm("i32", "mov.b32 $0, $1;", "=r,r", &[("i32", w)]))
+            .collect();
+        self.unpack(&copied, bytes, 4)
+            .iter()
+            .map(|b| from_bits(&mut self.f, elem, b))
+            .collect()
     }
 
     /// Marks every value held now as living across the barrier being emitted.
