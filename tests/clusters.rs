@@ -5,6 +5,9 @@
 
 use tlx::prelude::*;
 
+#[path = "common/cluster_center.rs"]
+mod cluster_center;
+
 /// Each row of `n = 4 * 64` floats is split over a cluster of four programs;
 /// each publishes its slice's sum, and after the barrier every program
 /// divides its slice by the row's total.
@@ -19,19 +22,6 @@ fn normalize_rows(x: Ptr<f32>, partial: Ptr<f32>, out: Ptr<f32>, n: i32) {
     cluster_barrier();
     let total = sum(load(partial + row * 4 + arange(0, 4)), axis = 0);
     store(out + row * n + cols, v / total);
-}
-
-/// A bf16 row centred over a 16-program cluster (non-portable on the GPU),
-/// the slice converted to f32 again after the barrier, with a register cap.
-#[tlx::kernel(num_warps = 1, ctas_per_cga = 16, maxnreg = 64)]
-fn center_rows(x: Ptr<bf16>, partial: Ptr<f32>, out: Ptr<f32>, n: i32) {
-    let row = program_id(0) / 16;
-    let cols = cluster_cta_rank() * 32 + arange(0, 32);
-    let v = load(x + row * n + cols);
-    store(partial + program_id(0), sum(v.to(f32), axis = 0));
-    cluster_barrier();
-    let mean = sum(load(partial + row * 16 + arange(0, 16)), axis = 0) / n.to(f32);
-    store(out + row * n + cols, v.to(f32) - mean);
 }
 
 fn random_inputs(len: usize, seed: u64) -> Vec<f32> {
@@ -74,31 +64,15 @@ fn a_cluster_shares_partial_sums_across_its_barrier() {
 
 #[test]
 fn a_sixteen_program_cluster_centres_its_rows() {
-    let dev = Device::cpu();
-    let (rows, n) = (3usize, 16 * 32usize);
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(11, |d| d.as_nanos() as u64);
-    let host: Vec<bf16> = random_inputs(rows * n, seed)
+    let x: Vec<bf16> = random_inputs(3 * cluster_center::ROW, seed)
         .into_iter()
         .map(bf16::from_f32)
         .collect();
-    let x = dev.upload(&host).unwrap();
-    let partial = dev.upload(&vec![f32::NAN; rows * 16]).unwrap();
-    let out = dev.upload(&vec![f32::NAN; rows * n]).unwrap();
-    center_rows::launch(&dev, (rows * 16) as u32, &x, &partial, &out, n as i32).unwrap();
-    let got = out.download().unwrap();
-    for (r, row) in host.chunks(n).enumerate() {
-        let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
-        for (c, v) in row.iter().enumerate() {
-            let want = v.to_f64() - mean;
-            let g = f64::from(got[r * n + c]);
-            assert!(
-                (g - want).abs() <= 1e-5 * want.abs().max(1.0),
-                "row {r} column {c}: {g} vs {want} (seed {seed})"
-            );
-        }
-    }
+    let got = cluster_center::centre_rows(&Device::cpu(), &x).unwrap();
+    cluster_center::check_centred(&x, &got, &format!("interpreter (seed {seed})"));
 }
 
 #[test]

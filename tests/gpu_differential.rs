@@ -6,6 +6,9 @@
 
 use tlx::prelude::*;
 
+#[path = "common/cluster_center.rs"]
+mod cluster_center;
+
 #[tlx::kernel(configs = [(BLOCK = 1024)])]
 fn casts<const BLOCK: usize>(
     x: Ptr<f32>,
@@ -88,25 +91,6 @@ impl Rng {
     fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| self.next() * scale).collect()
     }
-}
-
-/// A row of bf16 split over a non-portable cluster of 16 programs (H100
-/// allows 16 once the runtime opts the kernel in), with a register cap, and
-/// the slice converted again after the barrier (kept packed across it).
-#[tlx::kernel(configs = [(SLICE = 512, K = 16)], num_warps = 2, ctas_per_cga = 16, maxnreg = 64)]
-fn cluster_center<const SLICE: usize, const K: usize>(
-    x: Ptr<bf16>,
-    partial: Ptr<f32>,
-    out: Ptr<f32>,
-    n: i32,
-) {
-    let row = program_id(0) / K;
-    let cols = cluster_cta_rank() * SLICE + arange(0, SLICE);
-    let v = load(x + row * n + cols);
-    store(partial + program_id(0), sum(v.to(f32), axis = 0));
-    cluster_barrier();
-    let mean = sum(load(partial + row * K + arange(0, K)), axis = 0) / n.to(f32);
-    store(out + row * n + cols, v.to(f32) - mean);
 }
 
 fn fresh_rng() -> Rng {
@@ -258,27 +242,12 @@ fn atomics_agree() {
 #[test]
 fn a_sixteen_program_cluster_agrees() {
     let Some(dev) = gpu() else { return };
-    let (rows, n) = (5usize, 16 * 512);
     let x: Vec<bf16> = fresh_rng()
-        .vec(rows * n, 4.0)
+        .vec(5 * cluster_center::ROW, 4.0)
         .into_iter()
         .map(bf16::from_f32)
         .collect();
-    let (g, c) = on_both(&dev, |d| {
-        let dx = d.upload(&x)?;
-        let partial = d.upload(&vec![f32::NAN; rows * 16])?;
-        let out = d.upload(&vec![f32::NAN; rows * n])?;
-        cluster_center::<512, 16>::launch(d, (rows * 16) as u32, &dx, &partial, &out, n as i32)?;
-        out.download()
-    });
-    for (r, row) in x.chunks(n).enumerate() {
-        let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
-        for (i, v) in row.iter().enumerate() {
-            let want = v.to_f64() - mean;
-            for (name, got) in [("GPU", g[r * n + i]), ("interpreter", c[r * n + i])] {
-                let error = (f64::from(got) - want).abs() / want.abs().max(1.0);
-                assert!(error < 1e-5, "{name}: row {r} column {i}: {got} vs {want}");
-            }
-        }
-    }
+    let (g, c) = on_both(&dev, |d| cluster_center::centre_rows(d, &x));
+    cluster_center::check_centred(&x, &g, "GPU");
+    cluster_center::check_centred(&x, &c, "interpreter");
 }
