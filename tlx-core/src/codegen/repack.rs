@@ -11,7 +11,7 @@
 
 use super::lower::Lowerer;
 use super::scalar::{from_bits, mem_bytes, to_bits};
-use crate::ir::{Elem, OpKind, ValueId};
+use crate::ir::{Elem, OpKind};
 
 impl Lowerer<'_> {
     /// True when `kind` widens a value (of fewer than 4 bytes per element)
@@ -49,7 +49,6 @@ impl Lowerer<'_> {
 
     /// Marks every value held now as living across the barrier being emitted.
     pub(super) fn note_barrier(&mut self) {
-        let held: Vec<ValueId> = self.values.keys().copied().collect();
-        self.crossed_barrier.extend(held);
+        self.crossed_barrier.extend(self.values.keys().copied());
     }
 }
