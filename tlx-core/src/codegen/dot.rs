@@ -9,7 +9,7 @@ use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{self, mem_bytes};
 use super::CodegenError;
 use crate::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
-use crate::layout::LinearLayout;
+use crate::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
 
 /// One `mma.sync` shape and type combination.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -85,58 +85,6 @@ fn padded_row(k: usize, elem_bytes: usize) -> usize {
     k + 16 / elem_bytes.max(1)
 }
 
-/// Warps along M and N for an `[m, n]` accumulator.
-fn warp_grid(m: usize, n: usize, num_warps: u32) -> (usize, usize) {
-    let nw = num_warps as usize;
-    let warps_m = nw.min((m / 16).max(1));
-    let warps_n = (nw / warps_m).min((n / 8).max(1));
-    (warps_m, warps_n)
-}
-
-/// The accumulator layout of `mma.sync` m16n8 tiles over `[m, n]`: per 16x8 tile,
-/// register bits own (col 1, row 8) and lane bits (col 2, col 4, rows 1, 2, 4);
-/// warps tile M then N; further register bits repeat tiles along N, then M.
-pub fn mma_layout(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout> {
-    if m % 16 != 0 || n % 8 != 0 || !m.is_power_of_two() || !n.is_power_of_two() {
-        return Err(malformed(format!("mma layout of [{m}, {n}]")));
-    }
-    crate::layout::dim_bits(&[m, n])?;
-    let (warps_m, warps_n) = warp_grid(m, n, num_warps);
-    let at = |row: usize, col: usize| (row * n + col) as u32;
-    let mut regs = vec![at(0, 1), at(8, 0)];
-    let mut col = 8 * warps_n;
-    while col < n {
-        regs.push(at(0, col));
-        col *= 2;
-    }
-    let mut row = 16 * warps_m;
-    while row < m {
-        regs.push(at(row, 0));
-        row *= 2;
-    }
-    let lanes = vec![at(0, 2), at(0, 4), at(1, 0), at(2, 0), at(4, 0)];
-    let mut warps = Vec::new();
-    let mut w = 1;
-    while w < warps_m {
-        warps.push(at(16 * w, 0));
-        w *= 2;
-    }
-    let mut w = 1;
-    while w < warps_n {
-        warps.push(at(0, 8 * w));
-        w *= 2;
-    }
-    while (1usize << warps.len()) < num_warps as usize {
-        warps.push(0);
-    }
-    Ok(LinearLayout {
-        shape: vec![m, n],
-        regs,
-        lanes,
-        warps,
-    })
-}
-
 struct DotOperands {
     a: ValueIdTy,
     b: ValueIdTy,
@@ -194,8 +142,9 @@ impl<'k> Lowerer<'k> {
     pub fn dot_result_layout(&self, op: &Op) -> Result<Option<LinearLayout>> {
         let (d, acc_s, precision) = self.dot_operands(op)?;
         self.mma_plan(&d, acc_s, precision)
-            .map(|_| mma_layout(d.m, d.n, self.num_warps))
+            .map(|_| mma_sync_accumulator(d.m, d.n, self.num_warps))
             .transpose()
+            .map_err(Into::into)
     }
 
     fn mma_plan(
@@ -300,7 +249,7 @@ impl<'k> Lowerer<'k> {
         kind: MmaKind,
         b_base: usize,
     ) -> Result<Tensor> {
-        let layout = mma_layout(d.m, d.n, self.num_warps)?;
+        let layout = mma_sync_accumulator(d.m, d.n, self.num_warps)?;
         let mut regs = self.get(acc, &layout)?;
         let (warps_m, warps_n) = warp_grid(d.m, d.n, self.num_warps);
         let reps_n = d.n / (8 * warps_n);
@@ -456,39 +405,6 @@ impl<'k> Lowerer<'k> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
-
-    #[test]
-    fn mma_layout_matches_the_ptx_fragment_of_c() {
-        let l = mma_layout(64, 32, 4).unwrap();
-        // 4 warps: 4 along M (64 / 16), 1 along N; each warp repeats 4 tiles along N.
-        assert_eq!(l.num_regs(), 4 * 4);
-        for lane in 0..32u32 {
-            let (gid, tig) = ((lane / 4) as usize, (lane % 4) as usize);
-            for i in 0..4 {
-                let want = vec![gid + 8 * (i >> 1), tig * 2 + (i & 1)];
-                assert_eq!(l.coords(i, lane, 0), want);
-            }
-            // Register 4 is the next tile along N; warp 1 the next tile along M.
-            assert_eq!(l.coords(4, lane, 0), vec![gid, tig * 2 + 8]);
-            assert_eq!(l.coords(0, lane, 1), vec![gid + 16, tig * 2]);
-        }
-        let mut seen = HashSet::new();
-        for w in 0..4 {
-            for lane in 0..32 {
-                for r in 0..l.num_regs() {
-                    assert!(seen.insert(l.flat_index(r, lane, w)));
-                }
-            }
-        }
-        assert_eq!(seen.len(), 64 * 32);
-    }
-
-    #[test]
-    fn small_tiles_leave_warps_replicated() {
-        let l = mma_layout(16, 8, 4).unwrap();
-        assert_eq!(l.warps, vec![0, 0]);
-        assert_eq!(l.num_regs(), 4);
-    }
 
     #[test]
     fn tensor_cores_only_for_supported_types() {

@@ -732,7 +732,7 @@ mod tests {
             warps: vec![],
         };
         assert_eq!(vector_len(&odd, 64, 4), 1);
-        let mma = crate::codegen::dot::mma_layout(16, 8, 1).unwrap();
+        let mma = crate::layout::mma_sync_accumulator(16, 8, 1).unwrap();
         assert_eq!(vector_len(&mma, 8, 4), 2);
     }
 

@@ -12,6 +12,12 @@
 
 use thiserror::Error;
 
+mod shared;
+mod tensor_core;
+
+pub use shared::{OffsetBases, SharedLayout, Swizzle};
+pub use tensor_core::{mma_sync_accumulator, warp_grid, wgmma_accumulator};
+
 /// Lanes in a warp.
 pub const WARP_SIZE: u32 = 32;
 /// Bits of a lane index.
@@ -27,6 +33,20 @@ pub enum LayoutError {
     TooLarge(Vec<usize>),
     #[error("{perm:?} is not a permutation of the {rank} dimensions")]
     BadPermutation { perm: Vec<usize>, rank: usize },
+    #[error("shape {0:?} is not a matrix (rank 2)")]
+    NotAMatrix(Vec<usize>),
+    #[error("a {atom_bytes}-byte swizzle needs at least 8 rows of {atom_bytes} bytes; tile {shape:?} has fewer")]
+    SwizzleTooWide {
+        shape: Vec<usize>,
+        atom_bytes: usize,
+    },
+    #[error("a layout of {layout:?} cannot be placed in a shared buffer of {shared:?}")]
+    ShapeMismatch {
+        layout: Vec<usize>,
+        shared: Vec<usize>,
+    },
+    #[error("no tensor-core layout for a [{m}, {n}] accumulator over {num_warps} warps")]
+    NoTensorCoreLayout { m: usize, n: usize, num_warps: u32 },
 }
 
 /// A linear layout of a tensor of `shape` over the registers, lanes and warps of one CTA.

@@ -1,0 +1,208 @@
+//! The register layouts the tensor cores impose: the accumulator fragments
+//! of `mma.sync` (m16n8 tiles, one warp each) and of `wgmma` (m64nN tiles,
+//! one warp group of four warps each).
+//!
+//! Both share one 16x8 core: register bits own (col 1, row 8), lane bits
+//! (col 2, col 4, row 1, row 2, row 4). They differ in how warps and further
+//! registers tile the rest of the accumulator.
+
+use super::{dim_bits, LayoutError, LinearLayout};
+
+/// Warps along M and N for an `[m, n]` `mma.sync` accumulator.
+pub fn warp_grid(m: usize, n: usize, num_warps: u32) -> (usize, usize) {
+    let nw = num_warps as usize;
+    let warps_m = nw.min((m / 16).max(1));
+    let warps_n = (nw / warps_m).min((n / 8).max(1));
+    (warps_m, warps_n)
+}
+
+/// Flat index of `(row, col)` in an `[_, n]` matrix.
+fn at(n: usize, row: usize, col: usize) -> u32 {
+    (row * n + col) as u32
+}
+
+/// The 16x8 core's register and lane bases.
+fn core(n: usize) -> (Vec<u32>, Vec<u32>) {
+    let regs = vec![at(n, 0, 1), at(n, 8, 0)];
+    let lanes = vec![
+        at(n, 0, 2),
+        at(n, 0, 4),
+        at(n, 1, 0),
+        at(n, 2, 0),
+        at(n, 4, 0),
+    ];
+    (regs, lanes)
+}
+
+fn check_shape(m: usize, n: usize, num_warps: u32) -> Result<(), LayoutError> {
+    dim_bits(&[m, n])?;
+    if m % 16 != 0 || n % 8 != 0 || !num_warps.is_power_of_two() {
+        return Err(LayoutError::NoTensorCoreLayout { m, n, num_warps });
+    }
+    Ok(())
+}
+
+/// The accumulator layout of `mma.sync` m16n8 tiles over `[m, n]`: warps
+/// tile M then N; further register bits repeat tiles along N, then M.
+pub fn mma_sync_accumulator(
+    m: usize,
+    n: usize,
+    num_warps: u32,
+) -> Result<LinearLayout, LayoutError> {
+    check_shape(m, n, num_warps)?;
+    let (warps_m, warps_n) = warp_grid(m, n, num_warps);
+    let (mut regs, lanes) = core(n);
+    let mut col = 8 * warps_n;
+    while col < n {
+        regs.push(at(n, 0, col));
+        col *= 2;
+    }
+    let mut row = 16 * warps_m;
+    while row < m {
+        regs.push(at(n, row, 0));
+        row *= 2;
+    }
+    let mut warps = Vec::new();
+    let mut w = 1;
+    while w < warps_m {
+        warps.push(at(n, 16 * w, 0));
+        w *= 2;
+    }
+    let mut w = 1;
+    while w < warps_n {
+        warps.push(at(n, 0, 8 * w));
+        w *= 2;
+    }
+    while (1usize << warps.len()) < num_warps as usize {
+        warps.push(0);
+    }
+    Ok(LinearLayout {
+        shape: vec![m, n],
+        regs,
+        lanes,
+        warps,
+    })
+}
+
+/// The accumulator layout of `wgmma` m64nN instructions over `[m, n]` with
+/// `n` at most 256: the four warps of a warp group own rows 16 apart, warp
+/// groups tile M, and when `m` exceeds 64 per warp group each warp group
+/// issues one instruction per further 64 rows, whose registers follow the
+/// first instruction's (register `i` of instruction `j` is register
+/// `j * n / 2 + i`), as PTX numbers the fragment of D.
+pub fn wgmma_accumulator(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout, LayoutError> {
+    check_shape(m, n, num_warps)?;
+    let groups = num_warps as usize / 4;
+    if num_warps % 4 != 0 || n > 256 || m % (64 * groups) != 0 {
+        return Err(LayoutError::NoTensorCoreLayout { m, n, num_warps });
+    }
+    let (mut regs, lanes) = core(n);
+    let mut col = 8;
+    while col < n {
+        regs.push(at(n, 0, col));
+        col *= 2;
+    }
+    let mut row = 64 * groups;
+    while row < m {
+        regs.push(at(n, row, 0));
+        row *= 2;
+    }
+    let warps = (0..num_warps.trailing_zeros())
+        .map(|bit| at(n, 16 << bit, 0))
+        .collect();
+    Ok(LinearLayout {
+        shape: vec![m, n],
+        regs,
+        lanes,
+        warps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn covers_once(l: &LinearLayout, num_warps: u32) {
+        let mut seen = HashSet::new();
+        for w in 0..num_warps {
+            for lane in 0..32 {
+                for r in 0..l.num_regs() {
+                    assert!(seen.insert(l.flat_index(r, lane, w)));
+                }
+            }
+        }
+        assert_eq!(seen.len(), l.numel());
+    }
+
+    #[test]
+    fn mma_layout_matches_the_ptx_fragment_of_c() {
+        let l = mma_sync_accumulator(64, 32, 4).unwrap();
+        // 4 warps: 4 along M (64 / 16), 1 along N; each warp repeats 4 tiles along N.
+        assert_eq!(l.num_regs(), 4 * 4);
+        for lane in 0..32u32 {
+            let (gid, tig) = ((lane / 4) as usize, (lane % 4) as usize);
+            for i in 0..4 {
+                let want = vec![gid + 8 * (i >> 1), tig * 2 + (i & 1)];
+                assert_eq!(l.coords(i, lane, 0), want);
+            }
+            // Register 4 is the next tile along N; warp 1 the next tile along M.
+            assert_eq!(l.coords(4, lane, 0), vec![gid, tig * 2 + 8]);
+            assert_eq!(l.coords(0, lane, 1), vec![gid + 16, tig * 2]);
+        }
+        let mut seen = HashSet::new();
+        for w in 0..4 {
+            for lane in 0..32 {
+                for r in 0..l.num_regs() {
+                    assert!(seen.insert(l.flat_index(r, lane, w)));
+                }
+            }
+        }
+        assert_eq!(seen.len(), 64 * 32);
+    }
+
+    #[test]
+    fn small_tiles_leave_warps_replicated() {
+        let l = mma_sync_accumulator(16, 8, 4).unwrap();
+        assert_eq!(l.warps, vec![0, 0]);
+        assert_eq!(l.num_regs(), 4);
+    }
+
+    #[test]
+    fn wgmma_accumulator_matches_the_ptx_fragment_of_d() {
+        // PTX's m64nNk16 fragment: thread t (warp w, lane l) holds in
+        // register i the element at row 16w + l/4 + 8 * (i/2 % 2), column
+        // 8 * (i / 4) + 2 * (l % 4) + i % 2.
+        for (m, n, num_warps) in [(64, 128, 4), (128, 256, 8), (128, 64, 4), (256, 128, 8)] {
+            let l = wgmma_accumulator(m, n, num_warps).unwrap();
+            covers_once(&l, num_warps);
+            let per_instr = n / 2;
+            for w in 0..num_warps {
+                for lane in 0..32u32 {
+                    for reg in 0..l.num_regs() {
+                        let (instr, i) = (reg / per_instr, reg % per_instr);
+                        let group = (w / 4) as usize;
+                        let groups = num_warps as usize / 4;
+                        let row = 64 * (instr * groups + group)
+                            + 16 * (w % 4) as usize
+                            + (lane / 4) as usize
+                            + 8 * (i / 2 % 2);
+                        let col = 8 * (i / 4) + 2 * (lane % 4) as usize + i % 2;
+                        assert_eq!(
+                            l.coords(reg, lane, w),
+                            vec![row, col],
+                            "{m}x{n} w{num_warps}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wgmma_needs_whole_warp_groups() {
+        assert!(wgmma_accumulator(64, 64, 2).is_err());
+        assert!(wgmma_accumulator(64, 64, 8).is_err());
+        assert!(wgmma_accumulator(64, 512, 4).is_err());
+    }
+}
