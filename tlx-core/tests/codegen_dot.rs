@@ -110,10 +110,44 @@ fn tensor_core_dots_use_mma_sync() {
         ),
     ];
     for (s, acc, precision, needle) in cases {
-        for c in compile_all(&matmul(s, acc, 64, 64, 32, precision)) {
-            assert!(c.ptx.contains(needle), "{s}: {needle} missing");
+        for (arch, c) in Arch::ALL
+            .into_iter()
+            .zip(compile_all(&matmul(s, acc, 64, 64, 32, precision)))
+        {
+            // 16-bit inputs take wgmma on sm_90a (see below).
+            let wgmma = arch == Arch::Sm90a && s.size_bytes() == 2;
+            assert_eq!(c.ptx.contains(needle), !wgmma, "{s} on {arch:?}: {needle}");
             assert!(c.shared_bytes >= (64 * 32 * 2 * s.size_bytes()) as u32);
         }
+    }
+}
+
+/// On sm_90a, 16-bit dots whose tiles split into warp groups run on
+/// `wgmma.mma_async` from swizzled shared memory: one instruction per
+/// 16-wide K step and 64 rows of each warp group, fenced for the async
+/// proxy, each group waited for.
+#[test]
+fn sixteen_bit_dots_use_wgmma_on_hopper() {
+    for (s, m, n, bk, warps, dtype) in [
+        (ScalarType::BF16, 64, 128, 64, 4, "bf16"),
+        (ScalarType::F16, 128, 64, 32, 4, "f16"),
+        (ScalarType::BF16, 128, 256, 64, 8, "bf16"),
+        (ScalarType::F16, 64, 64, 16, 4, "f16"),
+    ] {
+        let mut kernel = matmul(s, ScalarType::F32, m, n, bk, DotPrecision::Tf32);
+        kernel.options.num_warps = warps;
+        let c = compile_all(&kernel);
+        let ptx = &c[0].ptx;
+        let instr = format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}");
+        let per_group_rows = m / (warps as usize / 4);
+        let issued = (bk / 16) * (per_group_rows / 64);
+        assert_eq!(ptx.matches(&instr).count(), issued, "{m}x{n}x{bk}: {instr}");
+        assert!(ptx.contains("fence.proxy.async.shared::cta"));
+        assert!(ptx.contains("wgmma.wait_group.sync.aligned 0"));
+        assert!(ptx.contains(".extern .shared .align 1024"));
+        assert!(!ptx.contains("mma.sync"));
+        // sm_100a has no wgmma: the same kernel stays on mma.sync there.
+        assert!(!c[1].ptx.contains("wgmma") && c[1].ptx.contains("mma.sync"));
     }
 }
 
@@ -179,5 +213,55 @@ fn row_max_of_a_dot_result_needs_no_extra_conversion() {
     for c in compile_all(&k.finish()) {
         // Only the two barriers that stage the operands.
         assert_eq!(c.ptx.matches("bar.sync").count(), 2, "{}", c.ptx);
+    }
+}
+
+/// A pipelined K loop feeding wgmma: the operand tiles are copied with
+/// `cp.async` straight into swizzled ring slots that wgmma reads in place,
+/// one group stays in flight across iterations, and the loop's end waits
+/// for it. `ptxas` keeps the accumulators in registers: no spills, no
+/// serialized wgmma pipeline.
+#[test]
+fn pipelined_wgmma_reads_operands_from_the_rings() {
+    for (m, n, bk, warps, stages) in [
+        (128, 128, 64, 8, 4),
+        (64, 128, 32, 4, 3),
+        (128, 256, 64, 8, 4),
+    ] {
+        let mut kernel = matmul(
+            ScalarType::BF16,
+            ScalarType::F32,
+            m,
+            n,
+            bk,
+            DotPrecision::Tf32,
+        );
+        kernel.options.num_warps = warps;
+        kernel.options.num_stages = stages;
+        let c = compile_all(&kernel);
+        let ptx = &c[0].ptx;
+        if std::env::var("TLX_TEST_DUMP").is_ok() {
+            std::fs::write(format!("/tmp/wgmma_{m}x{n}x{bk}.ptx"), ptx).unwrap();
+        }
+        assert!(ptx.contains("cp.async.cg.shared.global"), "{m}x{n}x{bk}");
+        assert!(ptx.contains("wgmma.wait_group.sync.aligned 1"));
+        assert!(ptx.contains("wgmma.wait_group.sync.aligned 0"));
+        // Operands are not staged through registers: the only shared
+        // stores are the element-wise fallback for unaligned tiles.
+        assert!(!ptx.contains("st.shared.v4"), "{m}x{n}x{bk}");
+        // Slots of A and B plus the stages: all on swizzle periods.
+        let slot = m * bk * 2 + bk * n * 2;
+        assert!(c[0].shared_bytes as usize >= slot * stages as usize);
+        if let Some(p) = ptxas() {
+            let report = ptxas_verbose(&p, ptx);
+            assert!(
+                !report.contains("spill stores") || report.contains("0 bytes spill stores"),
+                "{report}"
+            );
+            assert!(
+                !report.contains("wgmma"),
+                "ptxas warns about wgmma:\n{report}"
+            );
+        }
     }
 }

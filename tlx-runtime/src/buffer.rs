@@ -123,6 +123,24 @@ impl<T: Element> Buffer<T> {
         self.len
     }
 
+    /// The cudarc slice behind a GPU buffer, to hand it to other CUDA
+    /// libraries (cuBLAS, or a framework built on cudarc). It may hold
+    /// more elements than [`Buffer::len`] (never fewer).
+    pub fn cuda_slice(&self) -> Result<&CudaSlice<T>, Error> {
+        match &self.storage {
+            Storage::Cuda { slice, .. } => Ok(slice),
+            Storage::Cpu { .. } => Err(Error::NeedsGpu("a CUDA slice")),
+        }
+    }
+
+    /// [`Buffer::cuda_slice`], for libraries that write into the buffer.
+    pub fn cuda_slice_mut(&mut self) -> Result<&mut CudaSlice<T>, Error> {
+        match &mut self.storage {
+            Storage::Cuda { slice, .. } => Ok(slice),
+            Storage::Cpu { .. } => Err(Error::NeedsGpu("a CUDA slice")),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

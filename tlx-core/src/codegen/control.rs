@@ -196,10 +196,11 @@ impl<'k> Lowerer<'k> {
         }
         self.branch_to(&head);
         self.enter(&exit);
+        let mut results = phis.tensors;
         if let Some(p) = &pipe {
-            self.finish_pipeline(p);
+            self.finish_pipeline(p, body, &mut results);
         }
-        self.bind_results(op, phis.tensors)
+        self.bind_results(op, results)
     }
 
     pub fn lower_while(&mut self, op: &'k Op) -> Result<()> {

@@ -7,6 +7,7 @@
 use super::convert::{Placement, Region};
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{self, mem_bytes};
+use super::wgmma::WgmmaPlan;
 use super::CodegenError;
 use crate::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
 use crate::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
@@ -141,10 +142,18 @@ impl<'k> Lowerer<'k> {
     /// The layout a `Dot` produces its result in (loops carry their accumulator in it).
     pub fn dot_result_layout(&self, op: &Op) -> Result<Option<LinearLayout>> {
         let (d, acc_s, precision) = self.dot_operands(op)?;
+        if let Some(plan) = self.wgmma_plan(&d, acc_s) {
+            return plan.acc_layout().map(Some);
+        }
         self.mma_plan(&d, acc_s, precision)
             .map(|_| mma_sync_accumulator(d.m, d.n, self.num_warps))
             .transpose()
             .map_err(Into::into)
+    }
+
+    fn wgmma_plan(&self, d: &DotOperands, acc_s: ScalarType) -> Option<WgmmaPlan> {
+        let types = (d.a.s, d.b.s, acc_s);
+        WgmmaPlan::new(self.arch, types, (d.m, d.n, d.k), self.num_warps)
     }
 
     fn mma_plan(
@@ -223,6 +232,27 @@ impl<'k> Lowerer<'k> {
             .results
             .first()
             .ok_or_else(|| malformed("dot without result"))?;
+        if let Some(plan) = self.wgmma_plan(&d, acc_s) {
+            let layout = plan.acc_layout()?;
+            let acc_regs = self.get(*acc, &layout)?;
+            self.shared_align = self.shared_align.max(1024);
+            let rings = (
+                self.ring_reads.get(&d.a.id).cloned(),
+                self.ring_reads.get(&d.b.id).cloned(),
+            );
+            let tensor = match rings {
+                (Some(a), Some(b)) if a.placement.is_some() && b.placement.is_some() => {
+                    let in_flight = self.wgmma_in_flight.contains(&result);
+                    self.wgmma_from_rings(&plan, (&a, &b), acc_regs, in_flight)?
+                }
+                _ => {
+                    let (a, b) = (self.tensor(d.a.id)?, self.tensor(d.b.id)?);
+                    self.wgmma_from_registers(&plan, (&a, &b), acc_regs)?
+                }
+            };
+            self.values.insert(result, tensor);
+            return Ok(());
+        }
         let a_bytes = d.a.s.size_bytes();
         let (stride_a, stride_b) = (
             padded_row(d.k, a_bytes),

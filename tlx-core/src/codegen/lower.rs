@@ -10,7 +10,7 @@ use super::emit::{llvm_type, FuncText};
 use super::pipeline::{RingRead, RING_BASE};
 use super::scalar;
 use super::CodegenError;
-use crate::ir::{Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
+use crate::ir::{Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
 use crate::layout::LinearLayout;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -32,6 +32,8 @@ pub struct Tensor {
 
 pub struct Lowerer<'k> {
     pub kernel: &'k Kernel,
+    /// The architecture code is generated for (wgmma needs sm_90a).
+    pub arch: Arch,
     pub f: FuncText,
     pub num_warps: u32,
     pub values: HashMap<ValueId, Tensor>,
@@ -61,14 +63,20 @@ pub struct Lowerer<'k> {
     tid: String,
     /// Values held in registers when a cluster barrier was emitted.
     pub(super) crossed_barrier: HashSet<ValueId>,
+    /// Alignment of the dynamic shared buffer: 16 bytes, or a swizzle
+    /// period when the tensor cores read swizzled buffers from it.
+    pub shared_align: usize,
+    /// `dot` results whose wgmma group a pipelined loop leaves in flight
+    /// until the next iteration (or the loop's end) waits for it.
+    pub wgmma_in_flight: HashSet<ValueId>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
     CodegenError::MalformedIr(what.into())
 }
 
-pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
-    let mut l = Lowerer::new(kernel);
+pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
+    let mut l = Lowerer::new(kernel, arch);
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         let arg = format!("%arg{i}");
@@ -96,8 +104,9 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
     l.lower_block(&kernel.body)?;
     l.f.stmt("ret void");
 
-    // The rings follow the scratch, 16-byte aligned as `cp.async` wants.
-    let ring_base = (l.shared_bytes as usize).div_ceil(16) * 16;
+    // The rings follow the scratch, 16-byte aligned as `cp.async` wants (a
+    // swizzle period when the tensor cores read them).
+    let ring_base = (l.shared_bytes as usize).div_ceil(l.shared_align) * l.shared_align;
     let body = l.f.body.replace(RING_BASE, &ring_base.to_string());
     if l.ring_peak > 0 {
         l.shared_bytes = (ring_base + l.ring_peak) as u32;
@@ -106,7 +115,8 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
     let _ = writeln!(
         text,
-        "@global_smem = external addrspace(3) global [0 x i8], align 16\n"
+        "@global_smem = external addrspace(3) global [0 x i8], align {}\n",
+        l.shared_align
     );
     for d in &l.f.decls {
         let _ = writeln!(text, "{d}");
@@ -142,7 +152,7 @@ pub fn lower_kernel(kernel: &Kernel) -> Result<Lowered> {
 }
 
 impl<'k> Lowerer<'k> {
-    fn new(kernel: &'k Kernel) -> Self {
+    fn new(kernel: &'k Kernel, arch: Arch) -> Self {
         let mut f = FuncText::default();
         let tid = f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         // The call above went to the body; thread ids belong in the prologue.
@@ -155,6 +165,7 @@ impl<'k> Lowerer<'k> {
         collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
         Lowerer {
             kernel,
+            arch,
             f,
             num_warps: kernel.options.num_warps,
             values: HashMap::new(),
@@ -173,6 +184,8 @@ impl<'k> Lowerer<'k> {
             ring_peak: 0,
             tid: tid_copy,
             crossed_barrier: HashSet::new(),
+            shared_align: 16,
+            wgmma_in_flight: HashSet::new(),
         }
     }
 

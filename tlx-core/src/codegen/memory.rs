@@ -821,7 +821,7 @@ mod tests {
 
     #[test]
     fn masked_tile_accesses_branch_once_to_an_all_vector_block() {
-        let text = super::super::lower::lower_kernel(&bf16_scale_kernel())
+        let text = super::super::lower::lower_kernel(&bf16_scale_kernel(), crate::ir::Arch::Sm90a)
             .unwrap()
             .module_text;
         // 1024 elements over 4 warps: 8 bf16 per thread, one 16-byte chunk. Per

@@ -39,6 +39,7 @@ mod repack;
 mod scalar;
 mod scan;
 mod tiles;
+mod wgmma;
 
 use crate::ir;
 use crate::layout::LayoutError;
@@ -71,7 +72,7 @@ pub enum CodegenError {
 
 /// Compile `kernel` to PTX for `arch`.
 pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
-    let lowered = lower::lower_kernel(kernel)?;
+    let lowered = lower::lower_kernel(kernel, arch)?;
     let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch)?;
     Ok(CompiledKernel {
         entry: kernel.name.clone(),

@@ -12,18 +12,35 @@
 //! Elements the mask turns off are zero-filled and replaced by `other` on
 //! reading. Tiles whose first addresses are not aligned to the copy size are
 //! loaded element by element into the slot instead (correct, not fast).
+//!
+//! Operands of a `dot` that runs on wgmma are the exception: their slots hold
+//! the tile in the swizzled placement wgmma reads, every thread copying its
+//! chunks to where they belong there, and the `dot` multiplies the slot in
+//! place (nothing is read back into registers). The whole CTA reads such a
+//! slot, asynchronously: each iteration waits for its own copies, fences them
+//! for the async proxy and meets the other warps at a barrier before it
+//! issues the next copies, which therefore run `num_stages - 2` iterations
+//! ahead, so that the slot they overwrite was read by a wgmma group that
+//! every warp group has already waited for (one group stays in flight).
 
 use super::axis::MaskRun;
 use super::lower::{Lowerer, Result, Tensor};
 use super::memory::{load_qualifiers, vector_len, word_type, words_of};
 use super::scalar::{from_bits, mem_bytes};
+use super::wgmma::WgmmaPlan;
+use super::CodegenError;
+use crate::ir::Literal;
 use crate::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
-use crate::layout::LinearLayout;
+use crate::layout::{LinearLayout, SharedLayout};
 use std::collections::{HashMap, HashSet};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
 /// room for reduction and layout-conversion scratch under sm_90's 227 KB.
 const RING_BYTES_LIMIT: usize = 128 << 10;
+
+/// The same for rings of tensor-core operands, which are most of what a
+/// matmul's main loop needs (its epilogue stores from registers).
+const OPERAND_RING_BYTES_LIMIT: usize = 216 << 10;
 
 /// A load the loop body reads from its ring instead of global memory.
 #[derive(Clone, Debug)]
@@ -36,6 +53,19 @@ pub struct RingRead {
     pub slot_bytes: usize,
     /// The slot of the current iteration (i32), set at the top of each iteration.
     pub read_slot: String,
+    /// How a slot holds the tile: `None`, each thread's chunks side by side,
+    /// read back by the thread that copied them; or a placement the whole CTA
+    /// reads (a wgmma operand, multiplied in place).
+    pub placement: Option<SharedLayout>,
+}
+
+impl RingRead {
+    /// Shared byte offset (i32) of slot `slot` of this ring.
+    pub fn slot_base(&self, l: &mut Lowerer, slot: &str) -> String {
+        let in_slot = l.f.inst(format!("mul i32 {slot}, {}", self.slot_bytes));
+        let area = l.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
+        l.f.inst(format!("add i32 {area}, {}", self.ring_offset))
+    }
 }
 
 /// A load the pipeliner takes, with the body ops its address and mask need.
@@ -47,6 +77,11 @@ struct Candidate<'k> {
 /// What a pipelined loop needs across its lowering.
 pub struct LoopPipeline<'k> {
     stages: usize,
+    /// Iterations the copies run ahead: `stages - 1`, or `stages - 2` when
+    /// some ring is read by the whole CTA (see the module doc).
+    distance: usize,
+    /// Placements of the loads that feed wgmma operands, by load result.
+    operand_placements: HashMap<ValueId, SharedLayout>,
     /// Ring bytes in use before this loop: its rings are free again after it.
     ring_mark: usize,
     candidates: Vec<Candidate<'k>>,
@@ -153,13 +188,22 @@ impl<'k> Lowerer<'k> {
         if stages < 2 || candidates.is_empty() {
             return Ok(None);
         }
+        // Operand rings need a stage for the wgmma group in flight.
+        let operand_placements = if stages >= 3 {
+            self.operand_placements(body, &candidates)?
+        } else {
+            HashMap::new()
+        };
+        let distance = stages - 1 - usize::from(!operand_placements.is_empty());
         let mut pipe = LoopPipeline {
             stages,
+            distance,
+            operand_placements,
             ring_mark: self.ring_bytes,
             candidates,
             rings: Vec::new(),
         };
-        // The first `stages - 1` iterations' copies, as a loop of their own:
+        // The first `distance` iterations' copies, as a loop of their own:
         // unrolled, each would repeat the address code (and build time).
         let pre = self.current_block.clone();
         let head = self.f.fresh("prefetch_head");
@@ -171,7 +215,7 @@ impl<'k> Lowerer<'k> {
         let d = self
             .f
             .inst(format!("phi i32 [ 0, %{pre} ], [ {latch_hole} ]"));
-        let more = self.f.inst(format!("icmp ult i32 {d}, {}", stages - 1));
+        let more = self.f.inst(format!("icmp ult i32 {d}, {}", pipe.distance));
         self.f
             .stmt(format!("br i1 {more}, label %{issue}, label %{done}"));
         self.enter_block(&issue);
@@ -198,9 +242,10 @@ impl<'k> Lowerer<'k> {
     }
 
     /// At the top of an iteration whose slot is `slot`: issues the copies of
-    /// iteration `stages - 1` ahead into the slot just freed, then waits for
-    /// this iteration's copies (commit groups complete in order, and the
-    /// `stages - 1` newest may stay in flight) and points its loads at `slot`.
+    /// the iteration `distance` ahead into the slot it will read, waits for
+    /// this iteration's copies (commit groups complete in order) and points
+    /// its loads at `slot`. With rings the whole CTA reads, the wait comes
+    /// first, then the proxy fence and the barrier, then the copies.
     pub fn advance_pipeline(
         &mut self,
         pipe: &mut LoopPipeline<'k>,
@@ -209,26 +254,105 @@ impl<'k> Lowerer<'k> {
         iv_reg: &str,
         slot: &str,
     ) -> Result<()> {
-        let s = pipe.stages;
-        let ahead = bounds.ahead_of(self, iv_reg, &(s - 1).to_string())?;
-        let at_zero = self.f.inst(format!("icmp eq i32 {slot}, 0"));
-        let before = self.f.inst(format!("sub i32 {slot}, 1"));
+        let (s, d) = (pipe.stages, pipe.distance);
+        let ahead = bounds.ahead_of(self, iv_reg, &d.to_string())?;
+        let moved = self.f.inst(format!("add i32 {slot}, {d}"));
+        let wraps = self.f.inst(format!("icmp uge i32 {moved}, {s}"));
+        let wrapped = self.f.inst(format!("sub i32 {moved}, {s}"));
         let write = self
             .f
-            .inst(format!("select i1 {at_zero}, i32 {}, i32 {before}", s - 1));
-        self.issue_copies(pipe, iv, &ahead, &write, false)?;
-        self.f.asm(
-            "void",
-            &format!("cp.async.wait_group {};", s - 1),
-            "~{memory}",
-            &[],
-        );
+            .inst(format!("select i1 {wraps}, i32 {wrapped}, i32 {moved}"));
+        let wait = |l: &mut Self, pending: usize| {
+            let text = format!("cp.async.wait_group {pending};");
+            l.f.asm("void", &text, "~{memory}", &[]);
+        };
+        if pipe.operand_placements.is_empty() {
+            self.issue_copies(pipe, iv, &ahead, &write, false)?;
+            wait(self, d);
+        } else {
+            wait(self, d - 1);
+            self.fence_async_shared();
+            self.barrier();
+            self.issue_copies(pipe, iv, &ahead, &write, false)?;
+        }
         for (result, ring) in &pipe.rings {
             let mut ring = ring.clone();
             ring.read_slot = slot.to_string();
             self.ring_reads.insert(*result, ring);
         }
         Ok(())
+    }
+
+    /// The loads of `body` whose only use is as an operand of one wgmma
+    /// `dot` (whose other operand is such a load too), with the placement
+    /// the operand takes. Masked-off elements must read as zero, since the
+    /// copies zero-fill them and nothing replaces them on the way to wgmma.
+    fn operand_placements(
+        &mut self,
+        body: &'k Block,
+        candidates: &[Candidate<'k>],
+    ) -> Result<HashMap<ValueId, SharedLayout>> {
+        let mut uses: HashMap<ValueId, usize> = HashMap::new();
+        count_uses(body, &mut uses);
+        let in_body: HashMap<ValueId, &Op> = body
+            .ops
+            .iter()
+            .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
+            .collect();
+        let zero_filled = |load: &Op| match &load.kind {
+            OpKind::Load { other: None, .. } => true,
+            OpKind::Load { other: Some(o), .. } => self.is_zero_constant(*o, &in_body),
+            _ => false,
+        };
+        let taken = |v: ValueId| {
+            candidates
+                .iter()
+                .find(|c| c.load.results[0] == v)
+                .filter(|c| uses.get(&v) == Some(&1) && zero_filled(c.load))
+                .is_some()
+        };
+        let (mut out, mut in_flight) = (HashMap::new(), Vec::new());
+        for op in &body.ops {
+            let OpKind::Dot { a, b, acc, .. } = &op.kind else {
+                continue;
+            };
+            let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
+            let (Some(sa), Some(sb), Some(sc)) =
+                (ta.elem.scalar(), tb.elem.scalar(), tc.elem.scalar())
+            else {
+                continue;
+            };
+            if ta.rank() != 2 || tb.rank() != 2 || !taken(*a) || !taken(*b) {
+                continue;
+            }
+            let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
+            if let Some(plan) = WgmmaPlan::new(self.arch, (sa, sb, sc), shape, self.num_warps) {
+                out.insert(*a, plan.a.clone());
+                out.insert(*b, plan.b.clone());
+                // A result only carried to the next iteration may stay in flight.
+                let result = op.results[0];
+                if uses.get(&result) == Some(&1) && yielded(body).contains(&result) {
+                    in_flight.push(result);
+                }
+            }
+        }
+        self.wgmma_in_flight.extend(in_flight);
+        Ok(out)
+    }
+
+    /// True if `v` is a constant zero (of any numeric type), defined in the
+    /// loop body (`in_body`, not lowered yet) or before the loop.
+    fn is_zero_constant(&self, v: ValueId, in_body: &HashMap<ValueId, &Op>) -> bool {
+        let mut v = v;
+        loop {
+            let def = in_body.get(&v).copied().or_else(|| self.def_of(v));
+            match def.map(|op| &op.kind) {
+                Some(OpKind::Splat(s) | OpKind::Broadcast(s) | OpKind::Cast(s)) => v = *s,
+                Some(OpKind::Constant(Literal::Int(0))) => return true,
+                Some(OpKind::Constant(Literal::Float(x))) => return *x == 0.0,
+                _ => return false,
+            }
+        }
     }
 
     /// The slot after `slot` in a ring of `stages`.
@@ -239,10 +363,22 @@ impl<'k> Lowerer<'k> {
     }
 
     /// After the loop: no copy may still be writing when the program goes on,
-    /// and later loops may take the rings' space.
-    pub fn finish_pipeline(&mut self, pipe: &LoopPipeline<'k>) {
+    /// and later loops may take the rings' space. Carried results of wgmma
+    /// groups left in flight (`carried[i]` holds what the body yields as
+    /// `yielded[i]`) are waited for.
+    pub fn finish_pipeline(
+        &mut self,
+        pipe: &LoopPipeline<'k>,
+        body: &Block,
+        carried: &mut [Tensor],
+    ) {
         self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
         self.ring_bytes = pipe.ring_mark;
+        for (t, v) in carried.iter_mut().zip(yielded(body)) {
+            if self.wgmma_in_flight.contains(&v) {
+                t.regs = self.wgmma_wait(0, &t.regs);
+            }
+        }
     }
 
     /// Copies of one iteration (`ahead`) into slot `slot` of every ring, as one
@@ -282,30 +418,46 @@ impl<'k> Lowerer<'k> {
                 continue;
             }
             let slice = std::mem::take(&mut pipe.candidates[i].slice);
+            let placement = pipe.operand_placements.get(&result).cloned();
             let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
                 let ptrs = l.tensor(*ptr)?;
                 let elem = l.ty(result).elem;
                 let bytes = mem_bytes(elem);
                 let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
-                let chunk = vector_len(&ptrs.layout, contiguity, bytes);
+                let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
+                if let Some(placed) = &placement {
+                    chunk = chunk.min(placed.contiguous_run(&ptrs.layout, bytes)?);
+                }
                 let ring = match known {
                     Some(ring) => ring,
                     None => {
-                        let slot_bytes = ptrs.layout.num_regs() * bytes * l.threads();
+                        let (slot_bytes, ring_offset, limit) = match &placement {
+                            None => (
+                                ptrs.layout.num_regs() * bytes * l.threads(),
+                                l.ring_bytes,
+                                RING_BYTES_LIMIT,
+                            ),
+                            // Slots start on a swizzle period, as wgmma reads them.
+                            Some(placed) => (
+                                placed.bytes.div_ceil(1024) * 1024,
+                                l.ring_bytes.div_ceil(1024) * 1024,
+                                OPERAND_RING_BYTES_LIMIT,
+                            ),
+                        };
                         let ring_bytes = slot_bytes * stages;
-                        if !matches!(chunk * bytes, 4 | 8 | 16)
-                            || l.ring_bytes + ring_bytes > RING_BYTES_LIMIT
+                        if !matches!(chunk * bytes, 4 | 8 | 16) || ring_offset + ring_bytes > limit
                         {
                             return Ok(None);
                         }
                         let ring = RingRead {
                             layout: ptrs.layout.clone(),
                             chunk,
-                            ring_offset: l.ring_bytes,
+                            ring_offset,
                             slot_bytes,
                             read_slot: String::new(),
+                            placement: placement.clone(),
                         };
-                        l.ring_bytes += ring_bytes;
+                        l.ring_bytes = ring_offset + ring_bytes;
                         ring
                     }
                 };
@@ -324,8 +476,15 @@ impl<'k> Lowerer<'k> {
                 Ok(Some(ring))
             });
             pipe.candidates[i].slice = slice;
-            if let (true, Some(ring)) = (plan, taken?) {
-                pipe.rings.push((result, ring));
+            match (plan, taken?) {
+                (true, Some(ring)) => pipe.rings.push((result, ring)),
+                // An operand without its ring would have no registers either.
+                (true, None) if placement.is_some() => {
+                    return Err(CodegenError::Unsupported(
+                        "a wgmma operand load that cannot be copied in 4-16 byte chunks".into(),
+                    ))
+                }
+                _ => {}
             }
         }
         self.f
@@ -340,13 +499,21 @@ impl<'k> Lowerer<'k> {
     /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's
     /// base is filled in once the scratch size is known.
     fn slot_base(&mut self, ring: &RingRead, slot: &str) -> String {
-        let in_slot = self.f.inst(format!("mul i32 {slot}, {}", ring.slot_bytes));
-        let area = self.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
-        self.f.inst(format!("add i32 {area}, {}", ring.ring_offset))
+        ring.slot_base(self, slot)
     }
 
     /// Shared byte offset of element `reg` of this thread in a slot at `base`.
     fn element_offset(&mut self, ring: &RingRead, base: &str, reg: usize, bytes: usize) -> String {
+        if let Some(placed) = &ring.placement {
+            // The composition exists: the ring was planned from this layout.
+            if let Ok(offsets) = placed.compose(&ring.layout) {
+                let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
+                let at = self
+                    .f
+                    .inst(format!("xor i32 {thread}, {}", offsets.reg_offset(reg)));
+                return self.f.inst(format!("add i32 {base}, {at}"));
+            }
+        }
         let chunk_bytes = ring.chunk * bytes;
         let tid = self.thread_id();
         let own = self.f.inst(format!("mul i32 {tid}, {chunk_bytes}"));
@@ -441,6 +608,11 @@ impl<'k> Lowerer<'k> {
             return Err(super::lower::malformed("not a load"));
         };
         let result = op.results[0];
+        if ring.placement.is_some() {
+            // A wgmma operand: its `dot` multiplies the slot in place.
+            self.ring_reads.insert(result, ring);
+            return Ok(());
+        }
         let elem = self.ty(result).elem;
         let bytes = mem_bytes(elem);
         let n = ring.chunk;
@@ -491,6 +663,26 @@ impl<'k> Lowerer<'k> {
             },
         );
         Ok(())
+    }
+}
+
+/// The values `body` yields to the next iteration.
+fn yielded(body: &Block) -> Vec<ValueId> {
+    match body.ops.last().map(|op| &op.kind) {
+        Some(OpKind::Yield(values)) => values.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Counts the uses of each value by the ops of `block` and their nested blocks.
+fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
+    for op in &block.ops {
+        for v in op.kind.operands() {
+            *uses.entry(v).or_default() += 1;
+        }
+        for b in op.kind.blocks() {
+            count_uses(b, uses);
+        }
     }
 }
 

@@ -140,6 +140,25 @@ impl SharedLayout {
         })
     }
 
+    /// Elements a thread of `layout` holds in consecutive registers that
+    /// this placement keeps consecutive in memory, at most 16 bytes' worth:
+    /// the widest vector it can move per access.
+    pub fn contiguous_run(
+        &self,
+        layout: &LinearLayout,
+        elem_bytes: usize,
+    ) -> Result<usize, LayoutError> {
+        let offsets = self.compose(layout)?;
+        let mut bits = 0;
+        while bits < offsets.regs.len()
+            && offsets.regs[bits] == (elem_bytes << bits) as u32
+            && (elem_bytes << (bits + 1)) <= 16
+        {
+            bits += 1;
+        }
+        Ok(1 << bits)
+    }
+
     /// Byte offset of the element at row-major flat index `flat`.
     pub fn offset(&self, flat: u32) -> u32 {
         super::combine(&self.bases, flat)

@@ -214,3 +214,28 @@ fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What `ptxas -v` says about an sm_90a PTX module: registers, spills and
+/// any warnings (for example a serialized wgmma pipeline).
+pub fn ptxas_verbose(ptxas: &str, ptx: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tlx_ptxas_v_{}_{unique}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("k.ptx");
+    std::fs::write(&src, ptx).unwrap();
+    let out = Command::new(ptxas)
+        .args(["-arch=sm_90a", "-v"])
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("k.cubin"))
+        .output()
+        .expect("running ptxas");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
