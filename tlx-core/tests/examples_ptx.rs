@@ -53,10 +53,17 @@ fn kernel_attr_tokens(attr: &syn::Attribute) -> Option<TokenStream> {
     })
 }
 
-/// Collects kernel functions at any depth of a file, inline modules included.
+/// Collects kernel functions at any depth of a file, inline modules included,
+/// and those a `macro_rules!` template of one rule with `ident` parameters
+/// instantiates (`matmul_kernel!(matmul_bf16, bf16);`: one kernel per element
+/// type, as the GEMM bench writes them).
 #[derive(Default)]
 struct KernelFinder {
     found: Vec<(syn::ItemFn, TokenStream)>,
+    /// `macro_rules!` name, parameter names and body.
+    templates: Vec<(String, Vec<String>, TokenStream)>,
+    /// Macro invocations at item level: name and identifier arguments.
+    invocations: Vec<(String, Vec<proc_macro2::Ident>)>,
 }
 
 impl<'ast> Visit<'ast> for KernelFinder {
@@ -67,13 +74,111 @@ impl<'ast> Visit<'ast> for KernelFinder {
         // Functions nested in a kernel's body are its inlined helpers, never
         // kernels, so the body is not searched.
     }
+
+    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
+        let name = item.mac.path.segments.last().map(|s| s.ident.to_string());
+        match (name.as_deref(), &item.ident) {
+            (Some("macro_rules"), Some(ident)) => {
+                if let Some((params, body)) = single_rule(item.mac.tokens.clone()) {
+                    self.templates.push((ident.to_string(), params, body));
+                }
+            }
+            (Some(name), None) => {
+                let args = item.mac.tokens.clone().into_iter().filter_map(|t| match t {
+                    proc_macro2::TokenTree::Ident(i) => Some(i),
+                    _ => None,
+                });
+                self.invocations.push((name.to_string(), args.collect()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The parameters and body of a one-rule `macro_rules!` whose matcher is a
+/// list of `$name:ident`.
+fn single_rule(tokens: TokenStream) -> Option<(Vec<String>, TokenStream)> {
+    use proc_macro2::TokenTree;
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let [TokenTree::Group(matcher), TokenTree::Punct(eq), TokenTree::Punct(gt), TokenTree::Group(body), rest @ ..] =
+        trees.as_slice()
+    else {
+        return None;
+    };
+    if eq.as_char() != '='
+        || gt.as_char() != '>'
+        || rest
+            .iter()
+            .any(|t| !matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
+    {
+        return None;
+    }
+    // `$a:ident, $b:ident, ...`: four tokens and a comma per parameter.
+    let matcher: Vec<TokenTree> = matcher.stream().into_iter().collect();
+    let mut params = Vec::new();
+    for chunk in matcher.chunks(5) {
+        match chunk {
+            [TokenTree::Punct(dollar), TokenTree::Ident(name), TokenTree::Punct(colon), TokenTree::Ident(kind), ..]
+                if dollar.as_char() == '$' && colon.as_char() == ':' && kind == "ident" =>
+            {
+                params.push(name.to_string())
+            }
+            _ => return None,
+        }
+    }
+    Some((params, body.stream()))
+}
+
+/// `body` with each `$param` replaced by its argument.
+fn substitute(body: TokenStream, bindings: &[(String, proc_macro2::Ident)]) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    let mut out = Vec::new();
+    let mut trees = body.into_iter().peekable();
+    while let Some(tree) = trees.next() {
+        match tree {
+            TokenTree::Punct(p) if p.as_char() == '$' => {
+                let bound = match trees.peek() {
+                    Some(TokenTree::Ident(i)) => bindings.iter().find(|(k, _)| i == k),
+                    _ => None,
+                };
+                match bound {
+                    Some((_, arg)) => {
+                        trees.next();
+                        out.push(TokenTree::Ident(arg.clone()));
+                    }
+                    None => out.push(TokenTree::Punct(p)),
+                }
+            }
+            TokenTree::Group(g) => {
+                let inner = substitute(g.stream(), bindings);
+                out.push(TokenTree::Group(Group::new(g.delimiter(), inner)));
+            }
+            other => out.push(other),
+        }
+    }
+    out.into_iter().collect()
 }
 
 fn kernels_in_source(source: &str) -> syn::Result<Vec<(syn::ItemFn, TokenStream)>> {
     let file = syn::parse_file(source)?;
     let mut finder = KernelFinder::default();
     finder.visit_file(&file);
-    Ok(finder.found)
+    let mut found = std::mem::take(&mut finder.found);
+    for (name, args) in &finder.invocations {
+        let Some((_, params, body)) = finder
+            .templates
+            .iter()
+            .find(|(t, p, _)| t == name && p.len() == args.len())
+        else {
+            continue;
+        };
+        let bindings: Vec<_> = params.iter().cloned().zip(args.iter().cloned()).collect();
+        let expanded: syn::File = syn::parse2(substitute(body.clone(), &bindings))?;
+        let mut inner = KernelFinder::default();
+        inner.visit_file(&expanded);
+        found.extend(inner.found);
+    }
+    Ok(found)
 }
 
 fn workspace_root() -> PathBuf {
@@ -243,6 +348,13 @@ fn assemble(
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    if messages.contains("wgmma") {
+        return Err(format!(
+            "ptxas warns about the wgmma pipeline ({}):\n{}",
+            source.display(),
+            messages.trim_end()
+        ));
+    }
     if !output.status.success() {
         return Err(format!(
             "ptxas rejected the PTX ({}):\n{}",
@@ -340,6 +452,15 @@ fn check_config(
             Ok(resources) => {
                 checked.assembled += 1;
                 checked.report.push_str(&format!(" ({resources})"));
+                // Tensor-core main loops must keep their accumulators and
+                // addresses in registers.
+                if compiled.ptx.contains("wgmma.mma_async") && !resources.ends_with(" 0 B spilled")
+                {
+                    checked.failures.push(format!(
+                        "{what}, {}: a wgmma kernel spills: {resources}",
+                        arch.name()
+                    ));
+                }
             }
             Err(e) => checked
                 .failures

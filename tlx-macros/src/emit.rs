@@ -120,14 +120,27 @@ fn compile_one(
     let mut shared_bytes = 0;
     for &arch in &attr.arches {
         let compiled = codegen::compile(&kernel, arch).map_err(|e| {
-            Diagnostics(vec![Diagnostic {
-                message: format!(
-                    "internal compiler error while generating {} code for `{}`: {e}",
-                    arch.name(),
-                    signature.name
+            let name = &signature.name;
+            let (message, hint) = match e {
+                codegen::CodegenError::SharedMemoryExceeded { needed, limit } => (
+                    format!(
+                        "kernel `{name}` with {} needs {needed} bytes of shared memory, more than the {limit} a program may use",
+                        config_label(config)
+                    ),
+                    "lower `num_stages` or the block sizes of this configuration".to_string(),
                 ),
-                span: signature.name.span(),
-                hint: Some("please report this kernel; `TLX_DUMP=ir` writes its IR".to_string()),
+                e => (
+                    format!(
+                        "internal compiler error while generating {} code for `{name}`: {e}",
+                        arch.name()
+                    ),
+                    "please report this kernel; `TLX_DUMP=ir` writes its IR".to_string(),
+                ),
+            };
+            Diagnostics(vec![Diagnostic {
+                message,
+                span: name.span(),
+                hint: Some(hint),
             }])
         })?;
         if let Some(dump) = dump {
@@ -154,6 +167,17 @@ fn compile_one(
         ptx,
         ir_text,
     })
+}
+
+/// The configuration as its attribute writes it: `BLOCK = 1024, num_stages = 3`.
+fn config_label(config: &ConfigAttr) -> String {
+    let consts = config.consts.iter().map(|(k, v)| format!("{k} = {v}"));
+    let options = [
+        format!("num_warps = {}", config.options.num_warps),
+        format!("num_stages = {}", config.options.num_stages),
+    ];
+    let all: Vec<String> = consts.chain(options).collect();
+    format!("({})", all.join(", "))
 }
 
 /// A file-name stem naming the kernel and its constants, e.g. `add.BLOCK=1024`.

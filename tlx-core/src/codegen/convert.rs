@@ -1,14 +1,20 @@
 //! Shared-memory element access and layout conversion through it: every
-//! thread writes its elements at their row-major index, the CTA
-//! synchronizes, and every thread reads the elements of the new layout.
-//! General and always correct; the barrier before the writes makes the shared
-//! scratch safe to reuse between ops.
+//! thread writes its elements, the CTA synchronizes, and every thread reads
+//! the elements of the new layout. General and always correct; the barrier
+//! before the writes makes the shared scratch safe to reuse between ops.
+//!
+//! Matrices wide enough for a swizzle are placed by one
+//! ([`SharedLayout::nvmma`]): a 16-byte chunk's bank group then depends on
+//! its row, so the columns of rows that one warp writes or reads together
+//! (an MMA fragment's eight rows, say) fall in different banks, and every
+//! thread moves the widest vectors both layouts keep contiguous. Other
+//! tiles go element by element at their row-major index.
 
 use super::emit::FuncText;
 use super::lower::{Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::ir::Elem;
-use crate::layout::LinearLayout;
+use crate::layout::{LinearLayout, SharedLayout, Swizzle};
 
 /// The LLVM integer type moving `bytes`-sized elements.
 pub fn bits_llvm_type(bytes: usize) -> &'static str {
@@ -197,8 +203,110 @@ impl<'k> Lowerer<'k> {
         p
     }
 
+    /// Stores tile `t` (of `elem`s) into shared memory at byte `base` (an
+    /// i32 operand) in placement `shared`, with the widest vector stores
+    /// the placement keeps contiguous (at most 16 bytes).
+    pub fn store_placed(
+        &mut self,
+        t: &Tensor,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+    ) -> Result<()> {
+        let bytes = mem_bytes(elem);
+        let offsets = shared.compose(&t.layout)?;
+        let per = shared.contiguous_run(&t.layout, bytes)?;
+        let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
+        for first in (0..t.regs.len()).step_by(per) {
+            if t.layout.is_replica(first, 0, 0) {
+                continue;
+            }
+            let own = offsets.reg_offset(first);
+            let at = self.f.inst(format!("xor i32 {thread}, {own}"));
+            let at = self.f.inst(format!("add i32 {base}, {at}"));
+            let p = self.smem_ptr(&at);
+            let bits: Vec<String> = t.regs[first..first + per]
+                .iter()
+                .map(|v| to_bits(&mut self.f, elem, v))
+                .collect();
+            let (word, _) = super::memory::words_of(per, bytes);
+            let packed = self.pack(&bits, bytes, word);
+            let wty = super::memory::word_type(word);
+            let (ty, value) = word_vector(&mut self.f, wty, &packed);
+            let (ty, value) = if bytes == 1 && per == 1 {
+                let b = self.f.inst(format!("trunc i16 {value} to i8"));
+                ("i8".to_string(), b)
+            } else {
+                (ty, value)
+            };
+            self.f.stmt(format!(
+                "store {ty} {value}, ptr addrspace(3) {p}, align {}",
+                (per * bytes).min(16)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Loads a tile of `layout` (of `elem`s) from shared memory at byte
+    /// `base` (an i32 operand) in placement `shared`, with the widest vector
+    /// loads the placement keeps contiguous (at most 16 bytes).
+    pub fn load_placed(
+        &mut self,
+        layout: &LinearLayout,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+    ) -> Result<Vec<String>> {
+        let bytes = mem_bytes(elem);
+        let offsets = shared.compose(layout)?;
+        let per = shared.contiguous_run(layout, bytes)?;
+        let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
+        let (word, words) = super::memory::words_of(per, bytes);
+        let wty = super::memory::word_type(word);
+        let vty = if words == 1 {
+            wty.to_string()
+        } else {
+            format!("<{words} x {wty}>")
+        };
+        let mut regs = Vec::with_capacity(layout.num_regs());
+        for first in (0..layout.num_regs()).step_by(per) {
+            let own = offsets.reg_offset(first);
+            let at = self.f.inst(format!("xor i32 {thread}, {own}"));
+            let at = self.f.inst(format!("add i32 {base}, {at}"));
+            let p = self.smem_ptr(&at);
+            let (lty, align) = if bytes == 1 && per == 1 {
+                ("i8".to_string(), 1)
+            } else {
+                (vty.clone(), per * bytes)
+            };
+            let v = self
+                .f
+                .inst(format!("load {lty}, ptr addrspace(3) {p}, align {align}"));
+            let ws: Vec<String> = if bytes == 1 && per == 1 {
+                vec![self.f.inst(format!("zext i8 {v} to i16"))]
+            } else if words == 1 {
+                vec![v]
+            } else {
+                (0..words)
+                    .map(|i| self.f.inst(format!("extractelement {vty} {v}, i32 {i}")))
+                    .collect()
+            };
+            for b in self.unpack(&ws, bytes, word) {
+                regs.push(from_bits(&mut self.f, elem, &b));
+            }
+        }
+        Ok(regs)
+    }
+
     pub fn convert(&mut self, t: &Tensor, elem: Elem, dst: &LinearLayout) -> Result<Vec<String>> {
         let src = &t.layout;
+        if let Some(placed) = swizzled_placement(&src.shape, mem_bytes(elem)) {
+            self.use_shared(placed.bytes);
+            self.barrier();
+            self.store_placed(t, elem, &placed, "0")?;
+            self.barrier();
+            return self.load_placed(dst, elem, &placed, "0");
+        }
         self.use_shared(src.numel() * mem_bytes(elem));
         let region = Region {
             base: 0,
@@ -218,6 +326,27 @@ impl<'k> Lowerer<'k> {
             .map(|r| self.smem_load_reg(elem, region, dst, r))
             .collect())
     }
+}
+
+/// The swizzled placement of a `shape` tile of `elem_bytes` elements, when
+/// it is a matrix with rows of at least 32 bytes and at least 8 of them.
+fn swizzled_placement(shape: &[usize], elem_bytes: usize) -> Option<SharedLayout> {
+    let [_, cols] = shape else { return None };
+    let swizzle = Swizzle::widest_for(cols * elem_bytes)?;
+    SharedLayout::nvmma(shape, elem_bytes, swizzle).ok()
+}
+
+/// A run of `words` words of `wty` as one LLVM value (a vector when longer than one).
+fn word_vector(f: &mut FuncText, wty: &str, words: &[String]) -> (String, String) {
+    if let [one] = words {
+        return (wty.to_string(), one.clone());
+    }
+    let vty = format!("<{} x {wty}>", words.len());
+    let mut acc = "poison".to_string();
+    for (i, w) in words.iter().enumerate() {
+        acc = f.inst(format!("insertelement {vty} {acc}, {wty} {w}, i32 {i}"));
+    }
+    (vty, acc)
 }
 
 #[cfg(test)]

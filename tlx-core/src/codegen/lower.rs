@@ -17,6 +17,9 @@ use std::fmt::Write;
 
 pub type Result<T> = std::result::Result<T, CodegenError>;
 
+/// Shared memory one program may use on sm_90 and sm_100 (227 KB).
+pub const SHARED_BYTES_LIMIT: u32 = 227 * 1024;
+
 /// The lowered module and what the launch needs to know about it.
 pub struct Lowered {
     pub module_text: String,
@@ -59,6 +62,11 @@ pub struct Lowerer<'k> {
     /// scratch), and the most they took at once.
     pub ring_bytes: usize,
     pub ring_peak: usize,
+    /// Pipelined loops being lowered (their rings are live), and the most
+    /// scratch used while one was: the rings go after that. Scratch used
+    /// while none is (`shared_bytes`) may reuse the rings' bytes.
+    pub pipelines_open: usize,
+    scratch_in_pipelines: u32,
     /// This thread's index in the program (entry block).
     tid: String,
     /// Values held in registers when a cluster barrier was emitted.
@@ -104,12 +112,24 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
     l.lower_block(&kernel.body)?;
     l.f.stmt("ret void");
 
-    // The rings follow the scratch, 16-byte aligned as `cp.async` wants (a
-    // swizzle period when the tensor cores read them).
-    let ring_base = (l.shared_bytes as usize).div_ceil(l.shared_align) * l.shared_align;
+    // The rings follow the scratch used while they are live, 16-byte aligned
+    // as `cp.async` wants (a swizzle period when the tensor cores read them);
+    // scratch used outside pipelined loops shares their bytes (see
+    // `start_pipeline`'s barrier).
+    let in_pipelines = l.scratch_in_pipelines as usize;
+    let ring_base = in_pipelines.div_ceil(l.shared_align) * l.shared_align;
     let body = l.f.body.replace(RING_BASE, &ring_base.to_string());
-    if l.ring_peak > 0 {
-        l.shared_bytes = (ring_base + l.ring_peak) as u32;
+    let pipelined = if l.ring_peak > 0 {
+        ring_base + l.ring_peak
+    } else {
+        in_pipelines
+    };
+    l.shared_bytes = l.shared_bytes.max(pipelined as u32);
+    if l.shared_bytes > SHARED_BYTES_LIMIT {
+        return Err(CodegenError::SharedMemoryExceeded {
+            needed: l.shared_bytes,
+            limit: SHARED_BYTES_LIMIT,
+        });
     }
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
@@ -182,6 +202,8 @@ impl<'k> Lowerer<'k> {
             ring_reads: HashMap::new(),
             ring_bytes: 0,
             ring_peak: 0,
+            pipelines_open: 0,
+            scratch_in_pipelines: 0,
             tid: tid_copy,
             crossed_barrier: HashSet::new(),
             shared_align: 16,
@@ -620,8 +642,15 @@ impl<'k> Lowerer<'k> {
         ))
     }
 
+    /// Notes that the scratch (at the start of the shared buffer) is used
+    /// up to `bytes`, while or outside a pipelined loop.
     pub fn use_shared(&mut self, bytes: usize) {
-        self.shared_bytes = self.shared_bytes.max(bytes as u32);
+        let used = if self.pipelines_open > 0 {
+            &mut self.scratch_in_pipelines
+        } else {
+            &mut self.shared_bytes
+        };
+        *used = (*used).max(bytes as u32);
     }
 }
 

@@ -154,6 +154,24 @@ pub(super) fn words_of(n: usize, elem_bytes: usize) -> (usize, usize) {
     (word, total / word)
 }
 
+/// Bytes of the run along the last dimension that one warp's access at
+/// one register index covers: the register bits that make up a vector,
+/// then the lane bits that continue it.
+fn sector_run_bytes(layout: &LinearLayout, elem_bytes: usize) -> usize {
+    let mut run = 1u32;
+    for basis in &layout.regs {
+        if *basis != run {
+            break;
+        }
+        run <<= 1;
+    }
+    while layout.lanes.contains(&run) {
+        run <<= 1;
+    }
+    let last = layout.shape.last().copied().unwrap_or(1) as u32;
+    run.min(last) as usize * elem_bytes
+}
+
 impl<'k> Lowerer<'k> {
     /// Pack element bit patterns (ints of `elem_bytes`) into words.
     pub(super) fn pack(&mut self, bits: &[String], elem_bytes: usize, word: usize) -> Vec<String> {
@@ -626,7 +644,18 @@ impl<'k> Lowerer<'k> {
         // moving the value through shared memory (a dot accumulator, say).
         let cheap = |v: &crate::ir::ValueId| self.is_recomputable(*v);
         let layout = if cheap(ptr) && mask.as_ref().is_none_or(cheap) && !cheap(value) {
-            self.layout_of(*value)?
+            let held = self.layout_of(*value)?;
+            let natural = self.layout_of(*ptr)?;
+            let bytes = mem_bytes(elem);
+            // A warp of the held layout (an MMA fragment of 16-bit values,
+            // say) would fill only part of each 32-byte sector it writes:
+            // one conversion through shared memory costs less than that.
+            let narrow = |l: &LinearLayout| sector_run_bytes(l, bytes) < 32;
+            if narrow(&held) && !narrow(&natural) && held.numel() * bytes >= 4096 {
+                natural
+            } else {
+                held
+            }
         } else {
             self.layout_of(*ptr)?
         };

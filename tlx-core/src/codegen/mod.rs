@@ -68,6 +68,8 @@ pub enum CodegenError {
     MalformedIr(String),
     #[error("internal LLVM error: {0}")]
     Llvm(String),
+    #[error("needs {needed} bytes of shared memory; a program may use at most {limit}")]
+    SharedMemoryExceeded { needed: u32, limit: u32 },
 }
 
 /// Compile `kernel` to PTX for `arch`.

@@ -195,6 +195,9 @@ impl<'k> Lowerer<'k> {
             HashMap::new()
         };
         let distance = stages - 1 - usize::from(!operand_placements.is_empty());
+        // The rings may reuse scratch bytes that other warps still read.
+        self.barrier();
+        self.pipelines_open += 1;
         let mut pipe = LoopPipeline {
             stages,
             distance,
@@ -235,6 +238,7 @@ impl<'k> Lowerer<'k> {
         self.enter_block(&done);
         // With no ring the loop above only commits empty groups: harmless.
         if pipe.rings.is_empty() {
+            self.pipelines_open -= 1;
             return Ok(None);
         }
         self.ring_peak = self.ring_peak.max(self.ring_bytes);
@@ -374,6 +378,7 @@ impl<'k> Lowerer<'k> {
     ) {
         self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
         self.ring_bytes = pipe.ring_mark;
+        self.pipelines_open -= 1;
         for (t, v) in carried.iter_mut().zip(yielded(body)) {
             if self.wgmma_in_flight.contains(&v) {
                 t.regs = self.wgmma_wait(0, &t.regs);

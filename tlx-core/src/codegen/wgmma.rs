@@ -16,7 +16,6 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::RingRead;
-use super::scalar::{mem_bytes, to_bits};
 use crate::ir::{Arch, Elem, ScalarType};
 use crate::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 
@@ -134,61 +133,6 @@ impl<'k> Lowerer<'k> {
             warps: warps.to_vec(),
         };
         self.thread_offset(&layout)
-    }
-
-    /// Stores tile `t` (of `elem`s) into shared memory at byte `base` (an
-    /// i32 operand) in placement `shared`, with the widest vector stores
-    /// the placement keeps contiguous (at most 16 bytes).
-    pub fn store_placed(
-        &mut self,
-        t: &Tensor,
-        elem: Elem,
-        shared: &SharedLayout,
-        base: &str,
-    ) -> Result<()> {
-        let bytes = mem_bytes(elem);
-        let offsets = shared.compose(&t.layout)?;
-        let per = shared.contiguous_run(&t.layout, bytes)?;
-        let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
-        for first in (0..t.regs.len()).step_by(per) {
-            if t.layout.is_replica(first, 0, 0) {
-                continue;
-            }
-            let own = offsets.reg_offset(first);
-            let at = self.f.inst(format!("xor i32 {thread}, {own}"));
-            let at = self.f.inst(format!("add i32 {base}, {at}"));
-            let p = self.smem_ptr(&at);
-            let bits: Vec<String> = t.regs[first..first + per]
-                .iter()
-                .map(|v| to_bits(&mut self.f, elem, v))
-                .collect();
-            let (word, words) = super::memory::words_of(per, bytes);
-            let packed = self.pack(&bits, bytes, word);
-            let wty = super::memory::word_type(word);
-            let (ty, value) = if words == 1 {
-                (wty.to_string(), packed[0].clone())
-            } else {
-                let vty = format!("<{words} x {wty}>");
-                let mut acc = "poison".to_string();
-                for (i, w) in packed.iter().enumerate() {
-                    acc = self
-                        .f
-                        .inst(format!("insertelement {vty} {acc}, {wty} {w}, i32 {i}"));
-                }
-                (vty, acc)
-            };
-            let (ty, value) = if bytes == 1 && per == 1 {
-                let b = self.f.inst(format!("trunc i16 {value} to i8"));
-                ("i8".to_string(), b)
-            } else {
-                (ty, value)
-            };
-            self.f.stmt(format!(
-                "store {ty} {value}, ptr addrspace(3) {p}, align {}",
-                (per * bytes).min(16)
-            ));
-        }
-        Ok(())
     }
 
     /// The shared-window address (i32) of byte `offset` (an i32 operand) of
