@@ -25,6 +25,8 @@ macro_rules! matmul_kernel {
             (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 64, NW = 8, NS = 4, num_warps = NW, num_stages = NS),
             (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, NW = 4, NS = 5, num_warps = NW, num_stages = NS),
             (BLOCK_M = 64, BLOCK_N = 256, BLOCK_K = 64, NW = 4, NS = 4, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 32, NW = 8, NS = 7, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 256, BLOCK_N = 128, BLOCK_K = 64, NW = 8, NS = 4, num_warps = NW, num_stages = NS),
         ])]
         fn $name<
             const BLOCK_M: usize,
@@ -108,12 +110,25 @@ trait GemmElement: tlx::Element + Copy {
 }
 
 /// `(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)` of the kernels' configurations.
-const CONFIGS: [(usize, usize, usize, u32, u32); 4] = [
+const CONFIGS: [(usize, usize, usize, u32, u32); 6] = [
     (128, 128, 64, 8, 4),
     (128, 256, 64, 8, 4),
     (128, 128, 64, 4, 5),
     (64, 256, 64, 4, 4),
+    (128, 256, 32, 8, 7),
+    (256, 128, 64, 8, 4),
 ];
+
+/// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
+/// program per output tile, row-major operands with no padding.
+macro_rules! launch_tile {
+    ($kernel:ident, $dev:expr, $shape:expr, ($a:expr, $b:expr, $c:expr), $bm:literal, $bn:literal, $bk:literal, $nw:literal, $ns:literal) => {{
+        let (m, n, k) = $shape;
+        let grid = (m.div_ceil($bm) * n.div_ceil($bn)) as u32;
+        let (m, n, k) = (m as i32, n as i32, k as i32);
+        $kernel::<$bm, $bn, $bk, $nw, $ns>::launch($dev, grid, $a, $b, $c, m, n, k, k, n, n)
+    }};
+}
 
 macro_rules! gemm_element {
     ($t:ty, $name:literal, $kernel:ident) => {
@@ -134,62 +149,14 @@ macro_rules! gemm_element {
                 (a, b, c): (&Buffer<Self>, &Buffer<Self>, &Buffer<Self>),
                 (m, n, k): (usize, usize, usize),
             ) -> Option<Result<(), Error>> {
-                let grid = |bm: usize, bn: usize| (m.div_ceil(bm) * n.div_ceil(bn)) as u32;
-                let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-                let args = (mi, ni, ki, ki, ni, ni);
+                let shape = (m, n, k);
                 Some(match config {
-                    0 => $kernel::<128, 128, 64, 8, 4>::launch(
-                        dev,
-                        grid(128, 128),
-                        a,
-                        b,
-                        c,
-                        args.0,
-                        args.1,
-                        args.2,
-                        args.3,
-                        args.4,
-                        args.5,
-                    ),
-                    1 => $kernel::<128, 256, 64, 8, 4>::launch(
-                        dev,
-                        grid(128, 256),
-                        a,
-                        b,
-                        c,
-                        args.0,
-                        args.1,
-                        args.2,
-                        args.3,
-                        args.4,
-                        args.5,
-                    ),
-                    2 => $kernel::<128, 128, 64, 4, 5>::launch(
-                        dev,
-                        grid(128, 128),
-                        a,
-                        b,
-                        c,
-                        args.0,
-                        args.1,
-                        args.2,
-                        args.3,
-                        args.4,
-                        args.5,
-                    ),
-                    3 => $kernel::<64, 256, 64, 4, 4>::launch(
-                        dev,
-                        grid(64, 256),
-                        a,
-                        b,
-                        c,
-                        args.0,
-                        args.1,
-                        args.2,
-                        args.3,
-                        args.4,
-                        args.5,
-                    ),
+                    0 => launch_tile!($kernel, dev, shape, (a, b, c), 128, 128, 64, 8, 4),
+                    1 => launch_tile!($kernel, dev, shape, (a, b, c), 128, 256, 64, 8, 4),
+                    2 => launch_tile!($kernel, dev, shape, (a, b, c), 128, 128, 64, 4, 5),
+                    3 => launch_tile!($kernel, dev, shape, (a, b, c), 64, 256, 64, 4, 4),
+                    4 => launch_tile!($kernel, dev, shape, (a, b, c), 128, 256, 32, 8, 7),
+                    5 => launch_tile!($kernel, dev, shape, (a, b, c), 256, 128, 64, 8, 4),
                     _ => return None,
                 })
             }

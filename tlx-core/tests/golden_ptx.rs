@@ -64,6 +64,33 @@ fn matmul<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
 }
 "#;
 
+/// The Hopper path of `dot`: a pipelined loop whose operand tiles go by
+/// `cp.async` into swizzled ring slots that `wgmma.mma_async` reads in place.
+const MATMUL_WGMMA: &str = r#"
+#[tlx::kernel(configs = [(BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32, num_warps = 4, num_stages = 3)])]
+fn matmul_wgmma<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
+    a: Ptr<bf16>,
+    b: Ptr<bf16>,
+    c: Ptr<f32>,
+    n: i32,
+    k: i32,
+) {
+    let (a, b, c) = (multiple_of(a, 16), multiple_of(b, 16), multiple_of(c, 16));
+    let (n, k) = (multiple_of(n, 8), multiple_of(k, 8));
+    let offs_m = program_id(0) * BLOCK_M + arange(0, BLOCK_M);
+    let offs_n = program_id(1) * BLOCK_N + arange(0, BLOCK_N);
+    let offs_k = arange(0, BLOCK_K);
+    let mut acc = zeros([BLOCK_M, BLOCK_N], f32);
+    for k0 in (0..k).step_by(BLOCK_K) {
+        let ks = k0 + offs_k;
+        let a_tile = load(a + offs_m[(.., None)] * k + ks[(None, ..)], mask = ks[(None, ..)] < k, other = 0.0);
+        let b_tile = load(b + ks[(.., None)] * n + offs_n[(None, ..)], mask = ks[(.., None)] < k, other = 0.0);
+        acc = dot(a_tile, b_tile, acc);
+    }
+    store(c + offs_m[(.., None)] * n + offs_n[(None, ..)], acc);
+}
+"#;
+
 const COMPACT: &str = r#"
 #[tlx::kernel(configs = [(BLOCK = 256, num_warps = 4)])]
 fn compact<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, counts: Ptr<i32>, n: i32, threshold: f32) {
@@ -193,6 +220,19 @@ fn softmax_ptx_matches_golden() {
 #[test]
 fn matmul_dot_ptx_matches_golden() {
     check_golden("matmul_dot", MATMUL);
+}
+
+#[test]
+fn matmul_wgmma_ptx_matches_golden() {
+    let ptx = generate(MATMUL_WGMMA);
+    for needle in [
+        "cp.async.cg.shared.global",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+        "wgmma.wait_group.sync.aligned 1",
+    ] {
+        assert!(ptx.contains(needle), "{needle}");
+    }
+    check_golden("matmul_wgmma", MATMUL_WGMMA);
 }
 
 #[test]
