@@ -114,10 +114,12 @@ impl<'k> Uniformity<'k> {
                     let clustered = self.cluster[usize::from(*axis).min(2)] > 1;
                     self.set(&op.results, clustered);
                 }
-                OpKind::ClusterCtaRank
-                | OpKind::Load { .. }
-                | OpKind::AtomicRmw { .. }
-                | OpKind::AtomicCas { .. } => self.set(&op.results, true),
+                // What memory holds may differ between the programs.
+                kind if matches!(kind, OpKind::ClusterCtaRank)
+                    || !kind.effects().reads.is_empty() =>
+                {
+                    self.set(&op.results, true)
+                }
                 OpKind::Binary {
                     op: BinaryOp::Div,
                     lhs,

@@ -144,7 +144,7 @@ impl<'k> Checker<'k> {
 
     fn op(&mut self, op: &Op) -> Result<(), VerifyError> {
         let err = |message: String| VerifyError {
-            message: format!("{}: {message}", op_name(&op.kind)),
+            message: format!("{}: {message}", op.kind.mnemonic()),
             loc: op.loc,
         };
         for v in op.kind.operands() {
@@ -562,15 +562,6 @@ fn tile_fits(shape: &[usize], tile: &[usize], index: &[usize]) -> V {
         })?;
     }
     Ok(())
-}
-
-fn op_name(kind: &OpKind) -> String {
-    let debug = format!("{kind:?}");
-    debug
-        .split([' ', '(', '{'])
-        .next()
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[cfg(test)]

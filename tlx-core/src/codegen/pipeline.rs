@@ -54,33 +54,9 @@ pub struct LoopPipeline<'k> {
     rings: Vec<(ValueId, RingRead)>,
 }
 
-/// Ops that compute addresses and masks with no effects and no data movement
-/// between threads beyond what a layout change needs.
-fn is_address_op(kind: &OpKind) -> bool {
-    matches!(
-        kind,
-        OpKind::Constant(_)
-            | OpKind::ProgramId { .. }
-            | OpKind::NumPrograms { .. }
-            | OpKind::ClusterCtaRank
-            | OpKind::MultipleOf { .. }
-            | OpKind::Arange { .. }
-            | OpKind::Splat(_)
-            | OpKind::Broadcast(_)
-            | OpKind::ExpandDims { .. }
-            | OpKind::Cast(_)
-            | OpKind::Bitcast(_)
-            | OpKind::Binary { .. }
-            | OpKind::Unary { .. }
-            | OpKind::Compare { .. }
-            | OpKind::Select { .. }
-            | OpKind::Fma { .. }
-            | OpKind::AddPtr { .. }
-    )
-}
-
 /// The body ops (in body order) that `roots` depend on, if every one is an
-/// address op and no loop-carried value other than the induction variable
+/// address op (pure, with no data moved between threads, so it can be redone
+/// ahead of the loop) and no loop-carried value other than the induction variable
 /// `iv` is reached; values from outside the loop are free.
 fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<Vec<&'k Op>> {
     let producer: HashMap<ValueId, usize> = body
@@ -103,7 +79,7 @@ fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<
             continue;
         }
         let op = &body.ops[i];
-        if !is_address_op(&op.kind) {
+        if !op.kind.effects().is_thread_local_pure() {
             return None;
         }
         stack.extend(op.kind.operands());

@@ -83,76 +83,6 @@ pub(crate) struct Executor<'k> {
     name: String,
 }
 
-/// The op's name in messages.
-pub(crate) fn op_name(kind: &OpKind) -> &'static str {
-    use crate::ir::{BinaryOp as B, UnaryOp as U};
-    match kind {
-        OpKind::Constant(_) => "constant",
-        OpKind::ProgramId { .. } => "program_id",
-        OpKind::NumPrograms { .. } => "num_programs",
-        OpKind::MultipleOf { .. } => "multiple_of",
-        OpKind::ClusterCtaRank => "cluster_cta_rank",
-        OpKind::ClusterBarrier => "cluster_barrier",
-        OpKind::Arange { .. } => "arange",
-        OpKind::Splat(_) => "splat",
-        OpKind::Broadcast(_) => "broadcast",
-        OpKind::ExpandDims { .. } => "expand_dims",
-        OpKind::Reshape(_) => "reshape",
-        OpKind::Trans { .. } => "trans",
-        OpKind::Cast(_) => "cast",
-        OpKind::Bitcast(_) => "bitcast",
-        OpKind::Binary { op, .. } => match op {
-            B::Add => "add",
-            B::Sub => "sub",
-            B::Mul => "mul",
-            B::Div => "div",
-            B::Rem => "rem",
-            B::Max => "max",
-            B::Min => "min",
-            B::And => "and",
-            B::Or => "or",
-            B::Xor => "xor",
-            B::Shl => "shl",
-            B::Shr => "shr",
-        },
-        OpKind::Unary { op, .. } => match op {
-            U::Neg => "neg",
-            U::Not => "not",
-            U::Exp => "exp",
-            U::Exp2 => "exp2",
-            U::Log => "log",
-            U::Log2 => "log2",
-            U::Sqrt => "sqrt",
-            U::Rsqrt => "rsqrt",
-            U::Sin => "sin",
-            U::Cos => "cos",
-            U::Abs => "abs",
-            U::Floor => "floor",
-            U::Ceil => "ceil",
-        },
-        OpKind::Compare { .. } => "cmp",
-        OpKind::Select { .. } => "where",
-        OpKind::Fma { .. } => "fma",
-        OpKind::AddPtr { .. } => "addptr",
-        OpKind::Load { .. } => "load",
-        OpKind::Store { .. } => "store",
-        OpKind::Reduce { .. } => "reduce",
-        OpKind::Cumsum { .. } => "cumsum",
-        OpKind::Dot { .. } => "dot",
-        OpKind::AtomicRmw { .. } => "atomic_rmw",
-        OpKind::AtomicCas { .. } => "atomic_cas",
-        OpKind::ExtractTile { .. } => "extract_tile",
-        OpKind::InsertTile { .. } => "insert_tile",
-        OpKind::For { .. } => "for",
-        OpKind::While { .. } => "while",
-        OpKind::If { .. } => "if",
-        OpKind::Yield(_) => "yield",
-        OpKind::Condition(_) => "condition",
-        OpKind::Print { .. } => "device_print",
-        OpKind::Assert { .. } => "device_assert",
-    }
-}
-
 fn format_elements(data: &Data) -> String {
     fn join<T>(v: &[T], f: impl Fn(&T) -> String) -> String {
         v.iter().map(f).collect::<Vec<_>>().join(", ")
@@ -202,7 +132,7 @@ impl<'k> Executor<'k> {
             kernel: self.kernel.name.clone(),
             file: self.kernel.source_file.clone(),
             program: self.program,
-            op: op.map_or("kernel", |o| op_name(&o.kind)),
+            op: op.map_or("kernel", |o| o.kind.code().source_name()),
             line: op.map_or(0, |o| o.loc.line),
         }
     }
@@ -894,7 +824,7 @@ impl<'k> Executor<'k> {
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(format!(
                     "`{}` has results the interpreter does not define",
-                    op_name(&op.kind)
+                    op.kind.code().source_name()
                 )));
             }
         };

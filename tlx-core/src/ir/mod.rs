@@ -8,12 +8,14 @@
 //! be new element types and ops beside the block-tensor ones here.
 
 mod builder;
+mod def;
 mod kernel;
 mod ops;
 mod text;
 mod types;
 
 pub use builder::Builder;
+pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
 pub use text::{parse, print, ParseError};

@@ -454,23 +454,6 @@ impl OpKind {
             _ => vec![],
         }
     }
-
-    /// True for ops that end a nested block.
-    pub fn is_terminator(&self) -> bool {
-        matches!(self, OpKind::Yield(_) | OpKind::Condition(_))
-    }
-
-    /// True for ops with effects beyond their results (memory, output, failure).
-    pub fn has_side_effects(&self) -> bool {
-        matches!(
-            self,
-            OpKind::Store { .. }
-                | OpKind::AtomicRmw { .. }
-                | OpKind::AtomicCas { .. }
-                | OpKind::Print { .. }
-                | OpKind::Assert { .. }
-        )
-    }
 }
 
 /// The element type that integer `arange`, `program_id` and loop counters use.

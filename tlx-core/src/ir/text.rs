@@ -26,6 +26,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 
+use super::def::OpCode;
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
 use super::types::{Elem, ScalarType, Type};
@@ -40,37 +41,6 @@ pub struct ParseError {
 
 /// Nested blocks deeper than this are rejected instead of risking the stack.
 const MAX_BLOCK_DEPTH: usize = 200;
-
-const BINARY_OPS: [(BinaryOp, &str); 12] = [
-    (BinaryOp::Add, "add"),
-    (BinaryOp::Sub, "sub"),
-    (BinaryOp::Mul, "mul"),
-    (BinaryOp::Div, "div"),
-    (BinaryOp::Rem, "rem"),
-    (BinaryOp::Max, "max"),
-    (BinaryOp::Min, "min"),
-    (BinaryOp::And, "and"),
-    (BinaryOp::Or, "or"),
-    (BinaryOp::Xor, "xor"),
-    (BinaryOp::Shl, "shl"),
-    (BinaryOp::Shr, "shr"),
-];
-
-const UNARY_OPS: [(UnaryOp, &str); 13] = [
-    (UnaryOp::Neg, "neg"),
-    (UnaryOp::Not, "not"),
-    (UnaryOp::Exp, "exp"),
-    (UnaryOp::Exp2, "exp2"),
-    (UnaryOp::Log, "log"),
-    (UnaryOp::Log2, "log2"),
-    (UnaryOp::Sqrt, "sqrt"),
-    (UnaryOp::Rsqrt, "rsqrt"),
-    (UnaryOp::Sin, "sin"),
-    (UnaryOp::Cos, "cos"),
-    (UnaryOp::Abs, "abs"),
-    (UnaryOp::Floor, "floor"),
-    (UnaryOp::Ceil, "ceil"),
-];
 
 const CMP_PREDS: [(CmpPred, &str); 6] = [
     (CmpPred::Eq, "eq"),
@@ -318,34 +288,39 @@ fn literal_text(lit: Literal) -> String {
     }
 }
 
-/// The op's name and operands, without results, types and nested blocks.
+/// The op's mnemonic and operands, without results, types and nested blocks.
 fn op_head(kind: &OpKind) -> String {
+    let operands = op_operands(kind);
+    if operands.is_empty() {
+        kind.mnemonic().to_string()
+    } else {
+        format!("{} {operands}", kind.mnemonic())
+    }
+}
+
+/// The operands and attributes that follow the mnemonic.
+fn op_operands(kind: &OpKind) -> String {
     use OpKind::*;
     match kind {
-        Constant(lit) => format!("constant {}", literal_text(*lit)),
-        ProgramId { axis } => format!("program_id {axis}"),
-        NumPrograms { axis } => format!("num_programs {axis}"),
-        MultipleOf { value, factor } => format!("multiple_of {value}, {factor}"),
-        ClusterCtaRank => "cluster_cta_rank".to_string(),
-        ClusterBarrier => "cluster_barrier".to_string(),
-        Arange { start, end } => format!("arange {start}, {end}"),
-        Splat(v) => format!("splat {v}"),
-        Broadcast(v) => format!("broadcast {v}"),
-        ExpandDims { value, axis } => format!("expand_dims {value}, axis {axis}"),
-        Reshape(v) => format!("reshape {v}"),
-        Trans { value, perm } => format!("trans {value}, perm {}", index_list(perm)),
-        Cast(v) => format!("cast {v}"),
-        Bitcast(v) => format!("bitcast {v}"),
-        Binary { op, lhs, rhs } => format!("{} {lhs}, {rhs}", name_of(&BINARY_OPS, *op)),
-        Unary { op, value } => format!("{} {value}", name_of(&UNARY_OPS, *op)),
-        Compare { pred, lhs, rhs } => format!("cmp {} {lhs}, {rhs}", name_of(&CMP_PREDS, *pred)),
+        Constant(lit) => literal_text(*lit),
+        ProgramId { axis } => axis.to_string(),
+        NumPrograms { axis } => axis.to_string(),
+        MultipleOf { value, factor } => format!("{value}, {factor}"),
+        ClusterCtaRank | ClusterBarrier => String::new(),
+        Arange { start, end } => format!("{start}, {end}"),
+        Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => v.to_string(),
+        ExpandDims { value, axis } => format!("{value}, axis {axis}"),
+        Trans { value, perm } => format!("{value}, perm {}", index_list(perm)),
+        Binary { lhs, rhs, .. } => format!("{lhs}, {rhs}"),
+        Unary { value, .. } => value.to_string(),
+        Compare { pred, lhs, rhs } => format!("{} {lhs}, {rhs}", name_of(&CMP_PREDS, *pred)),
         Select {
             cond,
             on_true,
             on_false,
-        } => format!("select {cond}, {on_true}, {on_false}"),
-        Fma { a, b, c } => format!("fma {a}, {b}, {c}"),
-        AddPtr { ptr, offset } => format!("addptr {ptr}, {offset}"),
+        } => format!("{cond}, {on_true}, {on_false}"),
+        Fma { a, b, c } => format!("{a}, {b}, {c}"),
+        AddPtr { ptr, offset } => format!("{ptr}, {offset}"),
         Load {
             ptr,
             mask,
@@ -354,7 +329,7 @@ fn op_head(kind: &OpKind) -> String {
             eviction,
             volatile,
         } => {
-            let mut s = format!("load {ptr}");
+            let mut s = ptr.to_string();
             push_optional_value(&mut s, "mask", *mask);
             push_optional_value(&mut s, "other", *other);
             push_memory_hints(&mut s, *cache, *eviction);
@@ -370,22 +345,21 @@ fn op_head(kind: &OpKind) -> String {
             cache,
             eviction,
         } => {
-            let mut s = format!("store {ptr}, {value}");
+            let mut s = format!("{ptr}, {value}");
             push_optional_value(&mut s, "mask", *mask);
             push_memory_hints(&mut s, *cache, *eviction);
             s
         }
-        Reduce { value, axis, kind } => format!(
-            "reduce {} {value}, axis {axis}",
-            name_of(&REDUCE_KINDS, *kind)
-        ),
+        Reduce { value, axis, kind } => {
+            format!("{} {value}, axis {axis}", name_of(&REDUCE_KINDS, *kind))
+        }
         Cumsum {
             value,
             axis,
             reverse,
         } => {
             let reverse = if *reverse { " reverse" } else { "" };
-            format!("cumsum {value}, axis {axis}{reverse}")
+            format!("{value}, axis {axis}{reverse}")
         }
         Dot {
             a,
@@ -393,7 +367,7 @@ fn op_head(kind: &OpKind) -> String {
             acc,
             precision,
         } => format!(
-            "dot {a}, {b}, {acc} precision {}",
+            "{a}, {b}, {acc} precision {}",
             name_of(&DOT_PRECISIONS, *precision)
         ),
         AtomicRmw {
@@ -404,7 +378,7 @@ fn op_head(kind: &OpKind) -> String {
             sem,
             scope,
         } => {
-            let mut s = format!("atomic_rmw {} {ptr}, {value}", name_of(&ATOMIC_OPS, *op));
+            let mut s = format!("{} {ptr}, {value}", name_of(&ATOMIC_OPS, *op));
             push_optional_value(&mut s, "mask", *mask);
             push_sem_scope(&mut s, *sem, *scope);
             s
@@ -416,15 +390,15 @@ fn op_head(kind: &OpKind) -> String {
             sem,
             scope,
         } => {
-            let mut s = format!("atomic_cas {ptr}, {cmp}, {value}");
+            let mut s = format!("{ptr}, {cmp}, {value}");
             push_sem_scope(&mut s, *sem, *scope);
             s
         }
         ExtractTile { value, index } => {
-            format!("extract_tile {value}, index {}", index_list(index))
+            format!("{value}, index {}", index_list(index))
         }
         InsertTile { value, tile, index } => {
-            format!("insert_tile {value}, {tile}, index {}", index_list(index))
+            format!("{value}, {tile}, index {}", index_list(index))
         }
         For {
             lower,
@@ -432,20 +406,19 @@ fn op_head(kind: &OpKind) -> String {
             step,
             inits,
             ..
-        } => format!("for {lower} to {upper} step {step} iter({})", values(inits)),
-        While { inits, .. } => format!("while iter({})", values(inits)),
-        If { cond, .. } => format!("if {cond}"),
-        Yield(vs) if vs.is_empty() => "yield".to_string(),
-        Yield(vs) => format!("yield {}", values(vs)),
-        Condition(v) => format!("condition {v}"),
+        } => format!("{lower} to {upper} step {step} iter({})", values(inits)),
+        While { inits, .. } => format!("iter({})", values(inits)),
+        If { cond, .. } => cond.to_string(),
+        Yield(vs) => values(vs),
+        Condition(v) => v.to_string(),
         Print { prefix, values: vs } => {
-            let mut s = format!("print {}", quote(prefix));
+            let mut s = quote(prefix);
             for v in vs {
                 let _ = write!(s, ", {v}");
             }
             s
         }
-        Assert { cond, message } => format!("assert {cond}, {}", quote(message)),
+        Assert { cond, message } => format!("{cond}, {}", quote(message)),
     }
 }
 
@@ -999,11 +972,7 @@ impl<'s> Parser<'s> {
 
     /// The location comment, and for control flow the nested blocks after it.
     fn nested_blocks(&mut self, kind: &mut OpKind) -> PResult<SrcLoc> {
-        let has_blocks = matches!(
-            kind,
-            OpKind::For { .. } | OpKind::While { .. } | OpKind::If { .. }
-        );
-        if !has_blocks {
+        if !kind.effects().regions {
             let loc = self.loc_comment()?;
             self.end_of_line()?;
             return Ok(loc);
@@ -1041,63 +1010,69 @@ impl<'s> Parser<'s> {
     /// An op's operands and attributes, given its name; blocks are left empty.
     fn op_operands(&mut self, name: &str) -> PResult<OpKind> {
         use OpKind::*;
-        if let Some(op) = item_of(&BINARY_OPS, name) {
-            let lhs = self.operand()?;
-            self.expect(",")?;
-            let rhs = self.operand()?;
-            return Ok(Binary { op, lhs, rhs });
-        }
-        if let Some(op) = item_of(&UNARY_OPS, name) {
-            let value = self.operand()?;
-            return Ok(Unary { op, value });
-        }
-        let kind = match name {
-            "constant" => Constant(self.literal()?),
-            "program_id" => ProgramId {
+        let Some(code) = OpCode::from_mnemonic(name) else {
+            return match name {
+                "" => self.error(format!("expected an op, found {}", self.found())),
+                other => self.error(format!("unknown op `{other}`")),
+            };
+        };
+        let kind = match code {
+            OpCode::Binary(op) => {
+                let lhs = self.operand()?;
+                self.expect(",")?;
+                let rhs = self.operand()?;
+                Binary { op, lhs, rhs }
+            }
+            OpCode::Unary(op) => Unary {
+                op,
+                value: self.operand()?,
+            },
+            OpCode::Constant => Constant(self.literal()?),
+            OpCode::ProgramId => ProgramId {
                 axis: self.number("an axis")?,
             },
-            "num_programs" => NumPrograms {
+            OpCode::NumPrograms => NumPrograms {
                 axis: self.number("an axis")?,
             },
-            "multiple_of" => {
+            OpCode::MultipleOf => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 let factor = self.number("a factor")?;
                 MultipleOf { value, factor }
             }
-            "cluster_cta_rank" => ClusterCtaRank,
-            "cluster_barrier" => ClusterBarrier,
-            "arange" => {
+            OpCode::ClusterCtaRank => ClusterCtaRank,
+            OpCode::ClusterBarrier => ClusterBarrier,
+            OpCode::Arange => {
                 let start = self.number("an integer")?;
                 self.expect(",")?;
                 let end = self.number("an integer")?;
                 Arange { start, end }
             }
-            "splat" => Splat(self.operand()?),
-            "broadcast" => Broadcast(self.operand()?),
-            "reshape" => Reshape(self.operand()?),
-            "cast" => Cast(self.operand()?),
-            "bitcast" => Bitcast(self.operand()?),
-            "expand_dims" => {
+            OpCode::Splat => Splat(self.operand()?),
+            OpCode::Broadcast => Broadcast(self.operand()?),
+            OpCode::Reshape => Reshape(self.operand()?),
+            OpCode::Cast => Cast(self.operand()?),
+            OpCode::Bitcast => Bitcast(self.operand()?),
+            OpCode::ExpandDims => {
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 ExpandDims { value, axis }
             }
-            "trans" => {
+            OpCode::Trans => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 self.keyword("perm")?;
                 let perm = self.index_list()?;
                 Trans { value, perm }
             }
-            "cmp" => {
+            OpCode::Compare => {
                 let pred = self.lookup(&CMP_PREDS, "comparison")?;
                 let lhs = self.operand()?;
                 self.expect(",")?;
                 let rhs = self.operand()?;
                 Compare { pred, lhs, rhs }
             }
-            "select" => {
+            OpCode::Select => {
                 let [cond, on_true, on_false] = self.operands3()?;
                 Select {
                     cond,
@@ -1105,25 +1080,25 @@ impl<'s> Parser<'s> {
                     on_false,
                 }
             }
-            "fma" => {
+            OpCode::Fma => {
                 let [a, b, c] = self.operands3()?;
                 Fma { a, b, c }
             }
-            "addptr" => {
+            OpCode::AddPtr => {
                 let ptr = self.operand()?;
                 self.expect(",")?;
                 let offset = self.operand()?;
                 AddPtr { ptr, offset }
             }
-            "load" => self.load()?,
-            "store" => self.store()?,
-            "reduce" => {
+            OpCode::Load => self.load()?,
+            OpCode::Store => self.store()?,
+            OpCode::Reduce => {
                 let kind = self.lookup(&REDUCE_KINDS, "reduction")?;
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 Reduce { value, axis, kind }
             }
-            "cumsum" => {
+            OpCode::Cumsum => {
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 let reverse = self.peek_word() == "reverse";
@@ -1136,7 +1111,7 @@ impl<'s> Parser<'s> {
                     reverse,
                 }
             }
-            "dot" => {
+            OpCode::Dot => {
                 let [a, b, acc] = self.operands3()?;
                 self.keyword("precision")?;
                 let precision = self.lookup(&DOT_PRECISIONS, "dot precision")?;
@@ -1147,7 +1122,7 @@ impl<'s> Parser<'s> {
                     precision,
                 }
             }
-            "atomic_rmw" => {
+            OpCode::AtomicRmw => {
                 let op = self.lookup(&ATOMIC_OPS, "atomic op")?;
                 let ptr = self.operand()?;
                 self.expect(",")?;
@@ -1163,7 +1138,7 @@ impl<'s> Parser<'s> {
                     scope,
                 }
             }
-            "atomic_cas" => {
+            OpCode::AtomicCas => {
                 let [ptr, cmp, value] = self.operands3()?;
                 let (sem, scope) = self.sem_scope()?;
                 AtomicCas {
@@ -1174,14 +1149,14 @@ impl<'s> Parser<'s> {
                     scope,
                 }
             }
-            "extract_tile" => {
+            OpCode::ExtractTile => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 self.keyword("index")?;
                 let index = self.index_list()?;
                 ExtractTile { value, index }
             }
-            "insert_tile" => {
+            OpCode::InsertTile => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 let tile = self.operand()?;
@@ -1190,7 +1165,7 @@ impl<'s> Parser<'s> {
                 let index = self.index_list()?;
                 InsertTile { value, tile, index }
             }
-            "for" => {
+            OpCode::For => {
                 let lower = self.operand()?;
                 self.keyword("to")?;
                 let upper = self.operand()?;
@@ -1205,19 +1180,19 @@ impl<'s> Parser<'s> {
                     body: Block::default(),
                 }
             }
-            "while" => While {
+            OpCode::While => While {
                 inits: self.iter_list()?,
                 cond: Block::default(),
                 body: Block::default(),
             },
-            "if" => If {
+            OpCode::If => If {
                 cond: self.operand()?,
                 then_block: Block::default(),
                 else_block: Block::default(),
             },
-            "yield" => Yield(self.operand_list(true)?),
-            "condition" => Condition(self.operand()?),
-            "print" => {
+            OpCode::Yield => Yield(self.operand_list(true)?),
+            OpCode::Condition => Condition(self.operand()?),
+            OpCode::Print => {
                 let prefix = self.string()?;
                 let mut values = Vec::new();
                 while self.eat(",") {
@@ -1225,14 +1200,12 @@ impl<'s> Parser<'s> {
                 }
                 Print { prefix, values }
             }
-            "assert" => {
+            OpCode::Assert => {
                 let cond = self.operand()?;
                 self.expect(",")?;
                 let message = self.string()?;
                 Assert { cond, message }
             }
-            "" => return self.error(format!("expected an op, found {}", self.found())),
-            other => return self.error(format!("unknown op `{other}`")),
         };
         Ok(kind)
     }
@@ -1432,7 +1405,7 @@ mod tests {
         let cf = b.push1(OpKind::Cast(rs), t(F32, &[32]));
         b.push1(OpKind::Bitcast(cf), t(U32, &[32]));
         b.set_loc(SrcLoc { line: 13, col: 0 });
-        for (op, _) in BINARY_OPS {
+        for op in BinaryOp::ALL {
             b.push1(
                 OpKind::Binary {
                     op,
@@ -1442,7 +1415,7 @@ mod tests {
                 t(I32, &[8]),
             );
         }
-        for (op, _) in UNARY_OPS {
+        for op in UnaryOp::ALL {
             b.push1(OpKind::Unary { op, value: cf }, t(F32, &[32]));
         }
         let mut masks = Vec::new();
@@ -1761,6 +1734,29 @@ mod tests {
         assert_eq!(float_bits(&parsed), float_bits(&kernel));
         assert_eq!(without_nans(parsed), without_nans(kernel.clone()));
         assert_eq!(kernel.to_string(), text);
+    }
+
+    /// So that `every_op_round_trips` covers every mnemonic of the op table.
+    #[test]
+    fn kitchen_sink_has_every_op_code() {
+        fn walk(block: &Block, seen: &mut HashSet<OpCode>) {
+            for op in &block.ops {
+                seen.insert(op.kind.code());
+                assert_eq!(
+                    op.kind.effects().regions,
+                    !op.kind.blocks().is_empty(),
+                    "{}",
+                    op.kind.mnemonic()
+                );
+                for nested in op.kind.blocks() {
+                    walk(nested, seen);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        walk(&kitchen_sink().body, &mut seen);
+        let missing: Vec<OpCode> = OpCode::all().filter(|c| !seen.contains(c)).collect();
+        assert!(missing.is_empty(), "not in the kitchen sink: {missing:?}");
     }
 
     #[test]
