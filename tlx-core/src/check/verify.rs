@@ -3,7 +3,7 @@
 //! documents them, and terminators exactly at the end of nested blocks.
 
 use crate::ir::{
-    Block, CmpPred, Elem, Kernel, Literal, Op, OpKind, ReduceKind, ScalarType, SrcLoc, Type,
+    Block, CmpPred, Elem, Kernel, Literal, Op, OpId, OpKind, ReduceKind, ScalarType, SrcLoc, Type,
     UnaryOp, ValueId, INDEX_TYPE,
 };
 use std::collections::HashSet;
@@ -24,6 +24,7 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyError> {
         kernel,
         defined: HashSet::new(),
         scopes: vec![HashSet::new()],
+        ids: HashSet::new(),
     };
     for p in &kernel.params {
         if kernel.types.get(p.value.index()) != Some(&p.kind.value_type()) {
@@ -57,6 +58,8 @@ struct Checker<'k> {
     defined: HashSet<ValueId>,
     /// Values visible in each open block.
     scopes: Vec<HashSet<ValueId>>,
+    /// The ids of the ops seen so far (each may be used once).
+    ids: HashSet<OpId>,
 }
 
 fn fail<T>(message: impl Into<String>) -> Result<T, String> {
@@ -147,6 +150,10 @@ impl<'k> Checker<'k> {
             message: format!("{}: {message}", op.kind.mnemonic()),
             loc: op.loc,
         };
+        ensure(self.ids.insert(op.id), || {
+            format!("{} is the id of two ops", op.id)
+        })
+        .map_err(err)?;
         for v in op.kind.operands() {
             self.visible(v).map_err(err)?;
         }
@@ -699,6 +706,43 @@ mod tests {
         b.push(OpKind::Yield(vec![]), vec![]);
         let err = verify(&b.finish()).expect_err("yield in the kernel body");
         assert!(err.message.contains("terminator"), "{err}");
+    }
+
+    #[test]
+    fn rejects_two_ops_with_one_id() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let c = b.push1(OpKind::Constant(Literal::Int(0)), i32t());
+        b.begin_block(vec![]);
+        b.push1(OpKind::Constant(Literal::Int(1)), i32t());
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let then_block = b.end_block();
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let else_block = b.end_block();
+        let flag = b.push1(
+            OpKind::Compare {
+                pred: CmpPred::Eq,
+                lhs: c,
+                rhs: c,
+            },
+            Type::scalar(ScalarType::Bool),
+        );
+        b.push(
+            OpKind::If {
+                cond: flag,
+                then_block,
+                else_block,
+            },
+            vec![],
+        );
+        let mut k = b.finish();
+        assert_eq!(verify(&k), Ok(()));
+        // A nested op that claims the id of one at the top level.
+        if let OpKind::If { then_block, .. } = &mut k.body.ops[2].kind {
+            then_block.ops[0].id = OpId(0);
+        }
+        let err = verify(&k).expect_err("two ops share op#0");
+        assert!(err.message.contains("op#0 is the id of two ops"), "{err}");
     }
 
     #[test]

@@ -24,6 +24,18 @@ impl std::fmt::Display for ValueId {
     }
 }
 
+/// An op's identity, unique within its kernel: the op's position in a
+/// pre-order walk of the finished kernel (see [`super::Kernel::op`]). Two
+/// ops from one source location (a helper inlined twice) have different ids.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u32);
+
+impl std::fmt::Display for OpId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "op#{}", self.0)
+    }
+}
+
 /// Where an op came from in the user's source (1-based line, 0-based column).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SrcLoc {
@@ -43,6 +55,7 @@ pub struct Block {
 /// One operation: what it does, the values it defines, and where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
+    pub id: OpId,
     pub kind: OpKind,
     pub results: Vec<ValueId>,
     pub loc: SrcLoc,
@@ -443,6 +456,20 @@ impl OpKind {
 
     /// The nested blocks of a control-flow op, in execution order.
     pub fn blocks(&self) -> Vec<&Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
+            OpKind::If {
+                then_block,
+                else_block,
+                ..
+            } => vec![then_block, else_block],
+            _ => vec![],
+        }
+    }
+
+    /// [`OpKind::blocks`], mutable.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
         match self {
             OpKind::For { body, .. } => vec![body],
             OpKind::While { cond, body, .. } => vec![cond, body],

@@ -967,7 +967,13 @@ impl<'s> Parser<'s> {
             }
         }
         let loc = self.nested_blocks(&mut kind)?;
-        Ok(Op { kind, results, loc })
+        // `finish` numbers the ops once the whole tree is read.
+        Ok(Op {
+            id: OpId::default(),
+            kind,
+            results,
+            loc,
+        })
     }
 
     /// The location comment, and for control flow the nested blocks after it.
@@ -1325,6 +1331,7 @@ impl<'s> Parser<'s> {
             }
         }
         kernel.types = types.into_iter().flatten().collect();
+        kernel.number_ops();
         Ok(kernel)
     }
 }

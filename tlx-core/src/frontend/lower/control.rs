@@ -6,7 +6,7 @@ use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::scan::{self, RETURNED};
 use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{Block, Op, OpKind, ScalarType, Type, ValueId};
+use crate::ir::{Block, OpKind, ScalarType, Type, ValueId};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::spanned::Spanned;
@@ -236,11 +236,8 @@ impl<'a> Lowerer<'a> {
             Val::Const(c) => {
                 let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
                 let id = self.b.new_value(ty.clone());
-                block.ops.push(Op {
-                    kind: OpKind::Constant(c.cast(s).literal_for(s)),
-                    results: vec![id],
-                    loc: self.b.loc(),
-                });
+                let kind = OpKind::Constant(c.cast(s).literal_for(s));
+                block.ops.push(self.b.op(kind, vec![id]));
                 id
             }
             Val::Tuple(_) | Val::Unit => self.b.new_value(ty.clone()),
@@ -248,11 +245,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn terminate(&self, block: &mut Block, kind: OpKind) {
-        block.ops.push(Op {
-            kind,
-            results: vec![],
-            loc: self.b.loc(),
-        });
+        block.ops.push(self.b.op(kind, vec![]));
     }
 
     /// Loop-carried variables: their names and IR initial values.
