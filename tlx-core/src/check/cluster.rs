@@ -175,6 +175,11 @@ impl<'k> Uniformity<'k> {
                         .collect();
                     self.set_each(&op.results, &varying);
                 }
+                OpKind::AsyncTasks { tasks } => {
+                    for task in tasks {
+                        self.mark(&task.body);
+                    }
+                }
                 kind => {
                     let varying = self.any_varying(&kind.operands());
                     self.set(&op.results, varying);
@@ -233,6 +238,13 @@ impl<'k> Uniformity<'k> {
                 } => (self.any_varying(&[*lower, *upper, *step]), vec![body]),
                 OpKind::While { cond, body, .. } => {
                     (self.any_varying(terminator(cond)), vec![cond, body])
+                }
+                // Every program runs every task: the region itself is uniform.
+                OpKind::AsyncTasks { tasks } => {
+                    for task in tasks {
+                        self.find_barriers(&task.body, under)?;
+                    }
+                    continue;
                 }
                 _ => continue,
             };

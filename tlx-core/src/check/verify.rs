@@ -1,7 +1,9 @@
 //! The IR verifier: every operand defined before use and in scope, every
 //! value defined once, each op's operand and result types as `ir::ops`
-//! documents them, and terminators exactly at the end of nested blocks.
+//! documents them, terminators exactly at the end of nested blocks, op ids
+//! unique, and task regions by the rules of `check::tasks`.
 
+use super::tasks::{check_task_region, TaskRuleError};
 use crate::ir::{
     Block, CmpPred, Elem, Kernel, Literal, Op, OpId, OpKind, ReduceKind, ScalarType, SrcLoc, Type,
     UnaryOp, ValueId, INDEX_TYPE,
@@ -10,10 +12,35 @@ use std::collections::HashSet;
 
 /// Why a kernel's IR is malformed, and where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{line}:{col}: {message}", line = loc.line, col = loc.col)]
+#[error("{line}:{col}: {kind}", line = loc.line, col = loc.col)]
 pub struct VerifyError {
-    pub message: String,
+    pub kind: VerifyErrorKind,
     pub loc: SrcLoc,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VerifyErrorKind {
+    /// Structure or typing, described.
+    #[error("{0}")]
+    Malformed(String),
+    #[error(transparent)]
+    TaskRule(#[from] TaskRuleError),
+}
+
+impl VerifyError {
+    fn at(loc: SrcLoc) -> impl Fn(String) -> VerifyError {
+        move |message| VerifyError {
+            kind: VerifyErrorKind::Malformed(message),
+            loc,
+        }
+    }
+
+    fn task_rule(rule: TaskRuleError, loc: SrcLoc) -> VerifyError {
+        VerifyError {
+            kind: rule.into(),
+            loc,
+        }
+    }
 }
 
 type V = Result<(), String>;
@@ -25,18 +52,19 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyError> {
         defined: HashSet::new(),
         scopes: vec![HashSet::new()],
         ids: HashSet::new(),
+        depth: 0,
+        in_task: false,
     };
     for p in &kernel.params {
         if kernel.types.get(p.value.index()) != Some(&p.kind.value_type()) {
-            return Err(VerifyError {
-                message: format!("parameter `{}` has the wrong type", p.name),
-                loc: SrcLoc::default(),
-            });
+            return Err(VerifyError::at(SrcLoc::default())(format!(
+                "parameter `{}` has the wrong type",
+                p.name
+            )));
         }
-        checker.define(p.value).map_err(|message| VerifyError {
-            message,
-            loc: SrcLoc::default(),
-        })?;
+        checker
+            .define(p.value)
+            .map_err(VerifyError::at(SrcLoc::default()))?;
     }
     checker.block(&kernel.body, BlockEnd::None)
 }
@@ -46,6 +74,8 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyError> {
 enum BlockEnd {
     /// The kernel body: no terminator.
     None,
+    /// A task of `async_tasks`: no args, no terminator.
+    Task,
     /// `Yield` of values of these types.
     Yield(Vec<Type>),
     /// `Condition` of a scalar bool.
@@ -60,6 +90,10 @@ struct Checker<'k> {
     scopes: Vec<HashSet<ValueId>>,
     /// The ids of the ops seen so far (each may be used once).
     ids: HashSet<OpId>,
+    /// Blocks open around the current op (0: the kernel body).
+    depth: usize,
+    /// Whether the current op is inside a task of `async_tasks`.
+    in_task: bool,
 }
 
 fn fail<T>(message: impl Into<String>) -> Result<T, String> {
@@ -98,8 +132,11 @@ impl<'k> Checker<'k> {
     }
 
     fn block(&mut self, block: &Block, end: BlockEnd) -> Result<(), VerifyError> {
-        let nested = !matches!(end, BlockEnd::None);
-        let at = |loc: SrcLoc| move |message: String| VerifyError { message, loc };
+        let nested = !matches!(end, BlockEnd::None | BlockEnd::Task);
+        let at = VerifyError::at;
+        if matches!(end, BlockEnd::Task) && !block.args.is_empty() {
+            return Err(at(SrcLoc::default())("a task takes no block args".into()));
+        }
         for &a in &block.args {
             self.define(a).map_err(at(SrcLoc::default()))?;
         }
@@ -114,7 +151,7 @@ impl<'k> Checker<'k> {
         }
         let last = block.ops.last();
         let result = match (&end, last.map(|o| &o.kind)) {
-            (BlockEnd::None, _) => Ok(()),
+            (BlockEnd::None | BlockEnd::Task, _) => Ok(()),
             (BlockEnd::Yield(types), Some(OpKind::Yield(vs))) => {
                 self.types_are(vs, types, "yielded values")
             }
@@ -146,10 +183,9 @@ impl<'k> Checker<'k> {
     }
 
     fn op(&mut self, op: &Op) -> Result<(), VerifyError> {
-        let err = |message: String| VerifyError {
-            message: format!("{}: {message}", op.kind.mnemonic()),
-            loc: op.loc,
-        };
+        let err =
+            |message: String| VerifyError::at(op.loc)(format!("{}: {message}", op.kind.mnemonic()));
+        let rule = |rule: TaskRuleError| VerifyError::task_rule(rule, op.loc);
         ensure(self.ids.insert(op.id), || {
             format!("{} is the id of two ops", op.id)
         })
@@ -157,9 +193,26 @@ impl<'k> Checker<'k> {
         for v in op.kind.operands() {
             self.visible(v).map_err(err)?;
         }
+        match &op.kind {
+            OpKind::AsyncTasks { tasks } => {
+                if self.depth > 0 {
+                    return Err(rule(TaskRuleError::NestedTasks));
+                }
+                check_task_region(tasks, &self.kernel.options).map_err(rule)?;
+            }
+            OpKind::AsyncTaskReplicaId if !self.in_task => {
+                return Err(rule(TaskRuleError::ReplicaIdOutsideTask));
+            }
+            _ => {}
+        }
+        let in_task = self.in_task;
         for (block, end) in self.nested(op).map_err(err)? {
             self.scopes.push(HashSet::new());
+            self.depth += 1;
+            self.in_task = in_task || matches!(end, BlockEnd::Task);
             let r = self.block(block, end);
+            self.in_task = in_task;
+            self.depth -= 1;
             self.scopes.pop();
             r?;
         }
@@ -191,6 +244,9 @@ impl<'k> Checker<'k> {
                     (then_block, BlockEnd::Yield(results.clone())),
                     (else_block, BlockEnd::Yield(results)),
                 ]
+            }
+            OpKind::AsyncTasks { tasks } => {
+                tasks.iter().map(|t| (&t.body, BlockEnd::Task)).collect()
             }
             _ => Vec::new(),
         })
@@ -225,7 +281,7 @@ impl<'k> Checker<'k> {
                 ensure(*axis < 3, || format!("axis {axis} out of range"))?;
                 self.result_is(op, &Type::scalar(INDEX_TYPE))
             }
-            ClusterCtaRank => self.result_is(op, &Type::scalar(INDEX_TYPE)),
+            ClusterCtaRank | AsyncTaskReplicaId => self.result_is(op, &Type::scalar(INDEX_TYPE)),
             MultipleOf { value, factor } => {
                 let t = self.ty(*value)?;
                 ensure(t.is_scalar() && t.elem.is_integral(), || {
@@ -509,6 +565,9 @@ impl<'k> Checker<'k> {
             }
             Yield(_) | Condition(_) => Ok(()),
             Print { .. } => ensure(op.results.is_empty(), || "print has no results".into()),
+            AsyncTasks { .. } => ensure(op.results.is_empty(), || {
+                "async_tasks has no results".into()
+            }),
             Assert { cond, .. } => {
                 let t = self.ty(*cond)?;
                 ensure(t.elem == Elem::Scalar(ScalarType::Bool), || {
@@ -654,7 +713,7 @@ mod tests {
         );
         let err = verify(&b.finish()).expect_err("inner value escapes");
         assert!(
-            err.message.contains("used where it is not defined"),
+            err.to_string().contains("used where it is not defined"),
             "{err}"
         );
     }
@@ -676,7 +735,7 @@ mod tests {
             i32t(),
         );
         let err = verify(&b.finish()).expect_err("i32 + f32");
-        assert!(err.message.contains("operands differ"), "{err}");
+        assert!(err.to_string().contains("operands differ"), "{err}");
     }
 
     #[test]
@@ -700,12 +759,15 @@ mod tests {
             vec![],
         );
         let err = verify(&b.finish()).expect_err("missing yield");
-        assert!(err.message.contains("does not end with `Yield`"), "{err}");
+        assert!(
+            err.to_string().contains("does not end with `Yield`"),
+            "{err}"
+        );
 
         let mut b = Builder::new("k", KernelOptions::default());
         b.push(OpKind::Yield(vec![]), vec![]);
         let err = verify(&b.finish()).expect_err("yield in the kernel body");
-        assert!(err.message.contains("terminator"), "{err}");
+        assert!(err.to_string().contains("terminator"), "{err}");
     }
 
     #[test]
@@ -742,7 +804,10 @@ mod tests {
             then_block.ops[0].id = OpId(0);
         }
         let err = verify(&k).expect_err("two ops share op#0");
-        assert!(err.message.contains("op#0 is the id of two ops"), "{err}");
+        assert!(
+            err.to_string().contains("op#0 is the id of two ops"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -761,6 +826,6 @@ mod tests {
             Type::scalar(ScalarType::F32),
         );
         let err = verify(&b.finish()).expect_err("f16 pointer loads f16");
-        assert!(err.message.contains("expected f16"), "{err}");
+        assert!(err.to_string().contains("expected f16"), "{err}");
     }
 }

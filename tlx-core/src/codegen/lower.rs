@@ -319,6 +319,12 @@ impl<'k> Lowerer<'k> {
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
+            OpKind::AsyncTasks { .. } | OpKind::AsyncTaskReplicaId => {
+                Err(CodegenError::Unsupported(format!(
+                    "{} (warp-specialized task regions)",
+                    op.kind.mnemonic()
+                )))
+            }
             OpKind::ClusterBarrier => {
                 // Arrive has release and wait acquire semantics by default;
                 // `.aligned`: every thread of each warp executes it together,

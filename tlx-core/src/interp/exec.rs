@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site};
@@ -16,7 +16,7 @@ use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
 use super::value::{Data, Tensor};
-use super::wait::Wait;
+use super::wait::{Wait, WaitReason};
 use super::{dot, elementwise as ew, global, reduce, shape};
 
 /// A value handed to block args or op results, with its undefined elements.
@@ -81,6 +81,10 @@ pub(crate) struct Executor<'k> {
     frames: Vec<Frame<'k>>,
     /// The task's name in deadlock reports.
     name: String,
+    /// Whether the name says which program of a cluster this is.
+    named_after_program: bool,
+    /// The replica of the task of `async_tasks` this executor runs (0 outside one).
+    replica: u32,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -117,7 +121,49 @@ impl<'k> Executor<'k> {
             flags: vec![None; kernel.types.len()],
             frames: Vec::new(),
             name: "default".to_owned(),
+            named_after_program: false,
+            replica: 0,
         }
+    }
+
+    /// One executor per replica of each task of `async_tasks`, each starting
+    /// at its task's body with the values defined so far.
+    fn fork(&self, tasks: &'k [TaskRegion]) -> Vec<Box<dyn Task<'k> + 'k>> {
+        let mut children: Vec<Box<dyn Task<'k> + 'k>> = Vec::new();
+        for (index, task) in tasks.iter().enumerate() {
+            for replica in 0..task.replicate {
+                let mut name = if task.default {
+                    "default task".to_owned()
+                } else {
+                    format!("task {index}")
+                };
+                if task.replicate > 1 {
+                    name += &format!(" replica {replica}");
+                }
+                if self.named_after_program {
+                    let [x, y, z] = self.program;
+                    name += &format!(" of program ({x}, {y}, {z})");
+                }
+                children.push(Box::new(Executor {
+                    kernel: self.kernel,
+                    mem: self.mem,
+                    check_uninit: self.check_uninit,
+                    grid: self.grid,
+                    program: self.program,
+                    env: self.env.clone(),
+                    flags: self.flags.clone(),
+                    frames: vec![Frame {
+                        block: &task.body,
+                        pc: 0,
+                        cont: Continuation::Root,
+                    }],
+                    name,
+                    named_after_program: self.named_after_program,
+                    replica,
+                }));
+            }
+        }
+        children
     }
 
     /// Names the task after its program, for clusters, whose programs are
@@ -125,6 +171,7 @@ impl<'k> Executor<'k> {
     pub(crate) fn name_after_program(&mut self) {
         let [x, y, z] = self.program;
         self.name = format!("default of program ({x}, {y}, {z})");
+        self.named_after_program = true;
     }
 
     fn site(&self, op: Option<&Op>) -> Site {
@@ -172,7 +219,7 @@ impl<'k> Executor<'k> {
     }
 
     /// Executes the next op of the innermost frame.
-    fn step_op(&mut self) -> Result<StepOutcome, InterpError> {
+    fn step_op(&mut self) -> Result<StepOutcome<'k>, InterpError> {
         let Some(frame) = self.frames.last_mut() else {
             return Ok(StepOutcome::Finished);
         };
@@ -476,6 +523,7 @@ impl<'k> Executor<'k> {
                 }
                 v.data.clone()
             }
+            OpKind::AsyncTaskReplicaId => Data::Int(vec![i64::from(self.replica)]),
             OpKind::ClusterCtaRank => {
                 let cluster = self.kernel.options.cluster.map(|d| d.max(1));
                 let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
@@ -644,6 +692,7 @@ impl<'k> Executor<'k> {
             OpKind::For { .. }
             | OpKind::While { .. }
             | OpKind::If { .. }
+            | OpKind::AsyncTasks { .. }
             | OpKind::Yield(_)
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(
@@ -728,6 +777,7 @@ impl<'k> Executor<'k> {
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
             | OpKind::ClusterCtaRank
+            | OpKind::AsyncTaskReplicaId
             | OpKind::Arange { .. }
             // Atomics' old values come from memory; only loads make undefined lanes.
             | OpKind::AtomicRmw { .. }
@@ -820,6 +870,7 @@ impl<'k> Executor<'k> {
             | OpKind::For { .. }
             | OpKind::While { .. }
             | OpKind::If { .. }
+            | OpKind::AsyncTasks { .. }
             | OpKind::Yield(_)
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(format!(
@@ -844,10 +895,10 @@ impl<'k> Executor<'k> {
     }
 }
 
-/// The kernel body as a task. It blocks only at `cluster_barrier`, where
-/// `index` is the program's rank in its cluster (its task number in the
-/// cluster's schedule).
-impl Task for Executor<'_> {
+/// The kernel body, or a task of `async_tasks`, as a task. It blocks only at
+/// `cluster_barrier`, where `index` is the program's rank in its cluster
+/// (its task number in the cluster's schedule), and forks at `async_tasks`.
+impl<'k> Task<'k> for Executor<'k> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -856,8 +907,22 @@ impl Task for Executor<'_> {
         &mut self,
         index: usize,
         shared: &mut ProgramShared,
-    ) -> Result<StepOutcome, InterpError> {
+    ) -> Result<StepOutcome<'k>, InterpError> {
         if let Some(op) = self.next_op() {
+            if let OpKind::AsyncTasks { tasks } = &op.kind {
+                let tasks = self.fork(tasks);
+                if let Some(frame) = self.frames.last_mut() {
+                    frame.pc += 1;
+                }
+                let at = Wait {
+                    op: "async_tasks",
+                    line: op.loc.line,
+                    reason: WaitReason::Tasks {
+                        unfinished: tasks.len() as u32,
+                    },
+                };
+                return Ok(StepOutcome::Forked { tasks, at });
+            }
             if matches!(op.kind, OpKind::ClusterBarrier) {
                 if let Err(reason) = shared.cluster_barrier.arrive_and_wait(index) {
                     return Ok(StepOutcome::Blocked(Wait {

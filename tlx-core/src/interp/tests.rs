@@ -184,7 +184,7 @@ fn upload_f16(mem: &HostMemory, data: &[f32]) -> BufferId {
     id
 }
 
-fn upload_i32(mem: &HostMemory, data: &[i32]) -> BufferId {
+pub(super) fn upload_i32(mem: &HostMemory, data: &[i32]) -> BufferId {
     let id = mem.alloc(data.len() * 4);
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     mem.write(id, 0, &bytes).expect("fresh buffer");
@@ -204,7 +204,7 @@ pub(super) fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
         .collect()
 }
 
-fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
+pub(super) fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
     download_bytes(mem, id)
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))

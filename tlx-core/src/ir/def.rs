@@ -208,6 +208,8 @@ op_codes! {
     Condition,
     Print,
     Assert,
+    AsyncTasks,
+    AsyncTaskReplicaId,
 }
 
 impl OpCode {
@@ -265,6 +267,8 @@ impl OpCode {
             Condition => "condition",
             Print => "print",
             Assert => "assert",
+            AsyncTasks => "async_tasks",
+            AsyncTaskReplicaId => "async_task_replica_id",
         }
     }
 
@@ -286,7 +290,7 @@ impl OpCode {
         match self {
             Binary(_) | Unary(_) | Constant | ProgramId | NumPrograms | MultipleOf
             | ClusterCtaRank | Arange | Splat | Broadcast | ExpandDims | Cast | Bitcast
-            | Compare | Select | Fma | AddPtr => Effects::PURE,
+            | Compare | Select | Fma | AddPtr | AsyncTaskReplicaId => Effects::PURE,
             Reshape | Trans | Reduce | Cumsum | Dot | ExtractTile | InsertTile => {
                 Effects::MOVES_DATA
             }
@@ -295,7 +299,7 @@ impl OpCode {
             AtomicRmw | AtomicCas => Effects::read_modify_write(Global),
             // Also orders memory: writes before it are visible to the cluster after it.
             ClusterBarrier => Effects::syncs(SyncScope::Cluster),
-            For | While | If => Effects::REGIONS,
+            For | While | If | AsyncTasks => Effects::REGIONS,
             Yield | Condition => Effects::TERMINATOR,
             Print | Assert => Effects::HOST,
         }
@@ -412,6 +416,8 @@ impl OpKind {
             OpKind::Condition(_) => OpCode::Condition,
             OpKind::Print { .. } => OpCode::Print,
             OpKind::Assert { .. } => OpCode::Assert,
+            OpKind::AsyncTasks { .. } => OpCode::AsyncTasks,
+            OpKind::AsyncTaskReplicaId => OpCode::AsyncTaskReplicaId,
         }
     }
 
@@ -471,9 +477,11 @@ mod tests {
         .chain(UnaryOp::ALL.map(Unary))
         .collect();
         for code in OpCode::all() {
+            // Added after the list: an address op like `program_id`.
+            let new = code == AsyncTaskReplicaId;
             assert_eq!(
                 code.effects().is_thread_local_pure(),
-                old.contains(&code),
+                old.contains(&code) || new,
                 "{code:?}"
             );
         }

@@ -11,6 +11,7 @@ mod builder;
 mod def;
 mod kernel;
 mod ops;
+mod tasks;
 mod text;
 mod types;
 
@@ -18,5 +19,6 @@ pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
+pub use tasks::{task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};
 pub use types::{Elem, ScalarType, Type};

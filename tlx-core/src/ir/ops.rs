@@ -6,6 +6,7 @@
 //! same tree. Operand types are exact: the frontend inserts every cast,
 //! splat and broadcast, so an op never converts implicitly.
 
+use super::tasks::TaskRegion;
 use super::types::ScalarType;
 
 /// An SSA value: an index into [`super::Kernel::types`].
@@ -372,6 +373,16 @@ pub enum OpKind {
         then_block: Block,
         else_block: Block,
     },
+    /// TLX's `async_tasks`: the tasks run at the same time, each replica on
+    /// warps of its own (see [`super::task_warps`]), over the program's
+    /// memory and values defined before the op; the op completes when every
+    /// task has finished. Only at the top level of the kernel body.
+    AsyncTasks {
+        tasks: Vec<TaskRegion>,
+    },
+    /// TLX's `async_task_replica_id()`: i32 scalar, the replica of the
+    /// enclosing task that runs it (0 for a task without copies).
+    AsyncTaskReplicaId,
     /// Terminator: the values a nested block hands back.
     Yield(Vec<ValueId>),
     /// Terminator of a `While`'s `cond` block: continue while true.
@@ -398,7 +409,9 @@ impl OpKind {
             | NumPrograms { .. }
             | ClusterCtaRank
             | ClusterBarrier
-            | Arange { .. } => vec![],
+            | Arange { .. }
+            | AsyncTasks { .. }
+            | AsyncTaskReplicaId => vec![],
             Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
             MultipleOf { value, .. } => vec![*value],
             ExpandDims { value, .. }
@@ -464,6 +477,7 @@ impl OpKind {
                 else_block,
                 ..
             } => vec![then_block, else_block],
+            OpKind::AsyncTasks { tasks } => tasks.iter().map(|t| &t.body).collect(),
             _ => vec![],
         }
     }
@@ -478,6 +492,7 @@ impl OpKind {
                 else_block,
                 ..
             } => vec![then_block, else_block],
+            OpKind::AsyncTasks { tasks } => tasks.iter_mut().map(|t| &mut t.body).collect(),
             _ => vec![],
         }
     }

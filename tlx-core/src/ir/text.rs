@@ -29,6 +29,7 @@ use std::fmt::{self, Write as _};
 use super::def::OpCode;
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
+use super::tasks::TaskRegion;
 use super::types::{Elem, ScalarType, Type};
 
 /// Why a text could not be read as a kernel; `line` is 1-based.
@@ -215,6 +216,10 @@ impl Printer<'_> {
             self.out += " : ";
             self.out += &types.join(", ");
         }
+        if let OpKind::AsyncTasks { tasks } = &op.kind {
+            self.tasks(tasks, op.loc, depth);
+            return;
+        }
         let blocks: Vec<(&str, &Block)> = match &op.kind {
             OpKind::For { body, .. } => vec![("", body)],
             OpKind::While { cond, body, .. } => vec![("", cond), ("do", body)],
@@ -241,6 +246,35 @@ impl Printer<'_> {
             self.indent(depth);
             self.out += "}\n";
         }
+    }
+
+    /// `{`, one `task <attributes> { ... }` per task, `}`.
+    fn tasks(&mut self, tasks: &[TaskRegion], loc: SrcLoc, depth: usize) {
+        self.out += " {";
+        self.loc_comment(loc);
+        for task in tasks {
+            self.indent(depth + 1);
+            self.out += "task";
+            if task.default {
+                self.out += " default";
+            }
+            for (key, value) in [
+                ("num_warps", task.num_warps),
+                ("num_regs", task.num_regs),
+                ("replicate", (task.replicate != 1).then_some(task.replicate)),
+                ("start_warp", task.start_warp),
+            ] {
+                if let Some(n) = value {
+                    let _ = write!(self.out, " {key} {n}");
+                }
+            }
+            self.out += " {\n";
+            self.nested_block(&task.body, depth + 2);
+            self.indent(depth + 1);
+            self.out += "}\n";
+        }
+        self.indent(depth);
+        self.out += "}\n";
     }
 
     fn loc_comment(&mut self, loc: SrcLoc) {
@@ -419,6 +453,8 @@ fn op_operands(kind: &OpKind) -> String {
             s
         }
         Assert { cond, message } => format!("{cond}, {}", quote(message)),
+        // The tasks follow in braces.
+        AsyncTasks { .. } | AsyncTaskReplicaId => String::new(),
     }
 }
 
@@ -986,6 +1022,11 @@ impl<'s> Parser<'s> {
         self.expect("{")?;
         let loc = self.loc_comment()?;
         self.end_of_line()?;
+        if let OpKind::AsyncTasks { tasks } = kind {
+            *tasks = self.tasks()?;
+            self.end_of_line()?;
+            return Ok(loc);
+        }
         let first = self.block()?;
         match kind {
             OpKind::For { body, .. } => *body = first,
@@ -1206,6 +1247,8 @@ impl<'s> Parser<'s> {
                 }
                 Print { prefix, values }
             }
+            OpCode::AsyncTasks => AsyncTasks { tasks: Vec::new() },
+            OpCode::AsyncTaskReplicaId => AsyncTaskReplicaId,
             OpCode::Assert => {
                 let cond = self.operand()?;
                 self.expect(",")?;
@@ -1214,6 +1257,41 @@ impl<'s> Parser<'s> {
             }
         };
         Ok(kind)
+    }
+
+    /// The tasks of `async_tasks` after its `{` line, through its `}`.
+    fn tasks(&mut self) -> PResult<Vec<TaskRegion>> {
+        let mut tasks = Vec::new();
+        loop {
+            self.skip_lines();
+            if self.eat("}") {
+                return Ok(tasks);
+            }
+            self.keyword("task")?;
+            let mut task = TaskRegion::default_task(Block::default());
+            task.default = self.peek_word() == "default";
+            if task.default {
+                self.word();
+            }
+            for key in ["num_warps", "num_regs", "replicate", "start_warp"] {
+                if self.peek_word() != key {
+                    continue;
+                }
+                self.word();
+                let n = self.number(key)?;
+                match key {
+                    "num_warps" => task.num_warps = Some(n),
+                    "num_regs" => task.num_regs = Some(n),
+                    "replicate" => task.replicate = n,
+                    _ => task.start_warp = Some(n),
+                }
+            }
+            self.expect("{")?;
+            self.end_of_line()?;
+            task.body = self.block()?;
+            self.end_of_line()?;
+            tasks.push(task);
+        }
     }
 
     fn operands3(&mut self) -> PResult<[ValueId; 3]> {
@@ -1657,6 +1735,43 @@ mod tests {
             },
             vec![],
         );
+        // Task regions: every attribute, an empty body and a nested if.
+        b.set_loc(SrcLoc { line: 30, col: 4 });
+        b.begin_block(vec![]);
+        b.push1(OpKind::AsyncTaskReplicaId, i32s.clone());
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let then_block = b.end_block();
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let else_block = b.end_block();
+        b.push(
+            OpKind::If {
+                cond: flag,
+                then_block,
+                else_block,
+            },
+            vec![],
+        );
+        let trunk = b.end_block();
+        b.begin_block(vec![]);
+        let copies = b.end_block();
+        let mut trunk = TaskRegion::default_task(trunk);
+        trunk.num_regs = Some(240);
+        let copies = TaskRegion {
+            default: false,
+            num_warps: Some(2),
+            num_regs: Some(24),
+            replicate: 2,
+            start_warp: Some(8),
+            body: copies,
+        };
+        b.push(
+            OpKind::AsyncTasks {
+                tasks: vec![trunk, copies],
+            },
+            vec![],
+        );
         b.set_loc(SrcLoc::default());
         b.push(
             OpKind::Print {
@@ -1708,21 +1823,8 @@ mod tests {
                         *f = 42.0;
                     }
                 }
-                match &mut op.kind {
-                    OpKind::For { body, .. } => walk(body),
-                    OpKind::While { cond, body, .. } => {
-                        walk(cond);
-                        walk(body);
-                    }
-                    OpKind::If {
-                        then_block,
-                        else_block,
-                        ..
-                    } => {
-                        walk(then_block);
-                        walk(else_block);
-                    }
-                    _ => {}
+                for nested in op.kind.blocks_mut() {
+                    walk(nested);
                 }
             }
         }
@@ -1780,6 +1882,18 @@ mod tests {
         assert!(text.contains("    ^(%"), "{text}");
         assert!(text.contains("} else {"), "{text}");
         assert!(text.contains("} do {"), "{text}");
+        assert!(
+            text.contains(
+                "  async_tasks {  // line 30:4\n    task default num_regs 240 {\n      %"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    task num_warps 2 num_regs 24 replicate 2 start_warp 8 {\n    }\n  }\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
