@@ -422,10 +422,7 @@ impl<'k> Checker<'k> {
                 ptr, mask, other, ..
             } => {
                 let p = self.ty(*ptr)?;
-                let pointee = p
-                    .elem
-                    .pointee()
-                    .ok_or_else(|| format!("{p} is not a pointer"))?;
+                let pointee = global_pointee(p)?;
                 let value = p.with_elem(Elem::Scalar(pointee));
                 self.mask_fits(*mask, p)?;
                 if let Some(o) = other {
@@ -500,10 +497,7 @@ impl<'k> Checker<'k> {
                 ptr, cmp, value, ..
             } => {
                 let (p, c, v) = (self.ty(*ptr)?, self.ty(*cmp)?, self.ty(*value)?);
-                let pointee = p
-                    .elem
-                    .pointee()
-                    .ok_or_else(|| format!("{p} is not a pointer"))?;
+                let pointee = global_pointee(p)?;
                 let expected = p.with_elem(Elem::Scalar(pointee));
                 ensure(*c == expected && *v == expected, || {
                     format!("operands {c}, {v} do not fit pointer {p}")
@@ -597,10 +591,7 @@ impl<'k> Checker<'k> {
         mask: Option<ValueId>,
     ) -> Result<(&'k Type, &'k Type), String> {
         let (p, v) = (self.ty(ptr)?, self.ty(value)?);
-        let pointee = p
-            .elem
-            .pointee()
-            .ok_or_else(|| format!("{p} is not a pointer"))?;
+        let pointee = global_pointee(p)?;
         ensure(*v == p.with_elem(Elem::Scalar(pointee)), || {
             format!("value {v} does not fit pointer {p}")
         })?;
@@ -615,6 +606,13 @@ impl<'k> Checker<'k> {
             format!("mask {t} does not fit {ptr}")
         })
     }
+}
+
+/// What a global memory access (load, store, atomic) goes through.
+fn global_pointee(p: &Type) -> Result<ScalarType, String> {
+    p.elem
+        .global_pointee()
+        .ok_or_else(|| format!("{p} is not a pointer into global memory"))
 }
 
 fn tile_fits(shape: &[usize], tile: &[usize], index: &[usize]) -> V {
@@ -633,7 +631,7 @@ fn tile_fits(shape: &[usize], tile: &[usize], index: &[usize]) -> V {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{BinaryOp, Builder, KernelOptions, ParamKind};
+    use crate::ir::{AddressSpace, BinaryOp, Builder, KernelOptions, ParamKind};
 
     fn i32t() -> Type {
         Type::scalar(ScalarType::I32)
@@ -807,6 +805,19 @@ mod tests {
         assert!(
             err.to_string().contains("op#0 is the id of two ops"),
             "{err}"
+        );
+    }
+
+    /// No op makes shared pointers yet, so the rule is checked on its own.
+    #[test]
+    fn global_accesses_take_global_pointers() {
+        let global = Type::ptr(ScalarType::F16);
+        assert_eq!(global_pointee(&global), Ok(ScalarType::F16));
+        let shared = Type::tensor(Elem::Ptr(ScalarType::F16, AddressSpace::Shared), vec![4]);
+        let err = global_pointee(&shared).expect_err("shared");
+        assert_eq!(
+            err,
+            "tensor<4xptr<f16, shared>> is not a pointer into global memory"
         );
     }
 

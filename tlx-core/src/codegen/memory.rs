@@ -770,7 +770,7 @@ mod tests {
             tensor(Elem::Scalar(ScalarType::Bool)),
         );
         let pointers = |p: ValueId, b: &mut Builder| {
-            let ptys = tensor(Elem::Ptr(ScalarType::BF16));
+            let ptys = tensor(Elem::global_ptr(ScalarType::BF16));
             let ps = b.push1(OpKind::Splat(p), ptys.clone());
             b.push1(
                 OpKind::AddPtr {

@@ -30,7 +30,7 @@ use super::def::OpCode;
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
 use super::tasks::TaskRegion;
-use super::types::{Elem, ScalarType, Type};
+use super::types::{AddressSpace, Elem, ScalarType, Type};
 
 /// Why a text could not be read as a kernel; `line` is 1-based.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -780,8 +780,16 @@ impl<'s> Parser<'s> {
     fn elem(&mut self) -> PResult<Elem> {
         if self.eat("ptr<") {
             let s = self.scalar_type()?;
+            let mut space = AddressSpace::Global;
+            if self.eat(",") {
+                let word = self.word();
+                space = match AddressSpace::from_name(word) {
+                    Some(space) => space,
+                    None => return self.error(format!("unknown address space `{word}`")),
+                };
+            }
             self.expect(">")?;
-            Ok(Elem::Ptr(s))
+            Ok(Elem::Ptr(s, space))
         } else {
             Ok(Elem::Scalar(self.scalar_type()?))
         }
@@ -911,9 +919,9 @@ impl<'s> Parser<'s> {
                     let value = self.value_name()?;
                     let ty = self.ty()?;
                     let kind = match (ty.elem, ty.is_scalar()) {
-                        (Elem::Ptr(s), true) => ParamKind::Ptr(s),
+                        (Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
                         (Elem::Scalar(s), true) => ParamKind::Scalar(s),
-                        _ => return self.error("a param must be a scalar or a pointer"),
+                        _ => return self.error("a param must be a scalar or a global pointer"),
                     };
                     self.define(value, kind.value_type())?;
                     kernel.params.push(Param { name, kind, value });
@@ -1443,6 +1451,7 @@ mod tests {
         let n = b.add_param("n", ParamKind::Scalar(I32));
         let flag = b.add_param("flag", ParamKind::Scalar(Bool));
         b.new_value(t(F16, &[3, 5])); // defined by nobody
+        b.new_value(Type::tensor(Elem::Ptr(F16, AddressSpace::Shared), vec![2]));
         b.set_loc(SrcLoc { line: 12, col: 5 });
         let i32s = t(I32, &[]);
         let mut consts = Vec::new();
@@ -1531,13 +1540,16 @@ mod tests {
             },
             t(F32, &[32]),
         );
-        let xs = b.push1(OpKind::Splat(x), Type::tensor(Elem::Ptr(F32), vec![8]));
+        let xs = b.push1(
+            OpKind::Splat(x),
+            Type::tensor(Elem::global_ptr(F32), vec![8]),
+        );
         let ptrs = b.push1(
             OpKind::AddPtr {
                 ptr: xs,
                 offset: offs,
             },
-            Type::tensor(Elem::Ptr(F32), vec![8]),
+            Type::tensor(Elem::global_ptr(F32), vec![8]),
         );
         let zero = b.push1(OpKind::Constant(Literal::Float(0.0)), t(F32, &[8]));
         let loaded = b.push1(
@@ -1877,6 +1889,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  value %3 : tensor<3x5xf16>\n"), "{text}");
+        assert!(
+            text.contains("  value %4 : tensor<2xptr<f16, shared>>\n"),
+            "{text}"
+        );
         assert!(text.contains("constant -0.0 "), "{text}");
         assert!(text.contains("constant nan:0x7ff8000000001234 "), "{text}");
         assert!(text.contains("    ^(%"), "{text}");

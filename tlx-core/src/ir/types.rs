@@ -104,19 +104,49 @@ impl fmt::Display for ScalarType {
     }
 }
 
-/// The element of a block tensor: a scalar, or a global pointer to one.
+/// The memory a pointer points into.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AddressSpace {
+    #[default]
+    Global,
+    /// The program's (CTA's) shared memory.
+    Shared,
+}
+
+impl AddressSpace {
+    pub const ALL: [AddressSpace; 2] = [AddressSpace::Global, AddressSpace::Shared];
+
+    /// The name used in the IR text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            AddressSpace::Global => "global",
+            AddressSpace::Shared => "shared",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<AddressSpace> {
+        AddressSpace::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// The element of a block tensor: a scalar, or a pointer to one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
     Scalar(ScalarType),
-    /// A pointer into global memory; offsets added to it count elements of the pointee.
-    Ptr(ScalarType),
+    /// A pointer into `AddressSpace`; offsets added to it count elements of the pointee.
+    Ptr(ScalarType, AddressSpace),
 }
 
 impl Elem {
+    /// A pointer into global memory (what kernel parameters pass).
+    pub fn global_ptr(pointee: ScalarType) -> Elem {
+        Elem::Ptr(pointee, AddressSpace::Global)
+    }
+
     pub fn scalar(self) -> Option<ScalarType> {
         match self {
             Elem::Scalar(s) => Some(s),
-            Elem::Ptr(_) => None,
+            Elem::Ptr(..) => None,
         }
     }
 
@@ -125,14 +155,22 @@ impl Elem {
     pub fn is_integral(self) -> bool {
         match self {
             Elem::Scalar(s) => s.is_int(),
-            Elem::Ptr(_) => true,
+            Elem::Ptr(..) => true,
         }
     }
 
     pub fn pointee(self) -> Option<ScalarType> {
         match self {
-            Elem::Ptr(s) => Some(s),
+            Elem::Ptr(s, _) => Some(s),
             Elem::Scalar(_) => None,
+        }
+    }
+
+    /// The pointee of a pointer into global memory.
+    pub fn global_pointee(self) -> Option<ScalarType> {
+        match self {
+            Elem::Ptr(s, AddressSpace::Global) => Some(s),
+            Elem::Ptr(_, AddressSpace::Shared) | Elem::Scalar(_) => None,
         }
     }
 }
@@ -141,7 +179,9 @@ impl fmt::Display for Elem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Elem::Scalar(s) => write!(f, "{s}"),
-            Elem::Ptr(s) => write!(f, "ptr<{s}>"),
+            // Global is the default and goes unsaid.
+            Elem::Ptr(s, AddressSpace::Global) => write!(f, "ptr<{s}>"),
+            Elem::Ptr(s, space) => write!(f, "ptr<{s}, {}>", space.name()),
         }
     }
 }
@@ -163,7 +203,7 @@ impl Type {
 
     pub fn ptr(pointee: ScalarType) -> Type {
         Type {
-            elem: Elem::Ptr(pointee),
+            elem: Elem::global_ptr(pointee),
             shape: Vec::new(),
         }
     }
@@ -229,8 +269,12 @@ mod tests {
 
     #[test]
     fn display_shows_shape_and_pointee() {
-        let t = Type::tensor(Elem::Ptr(ScalarType::F16), vec![64, 32]);
+        let t = Type::tensor(Elem::global_ptr(ScalarType::F16), vec![64, 32]);
         assert_eq!(t.to_string(), "tensor<64x32xptr<f16>>");
+        let shared = Elem::Ptr(ScalarType::F16, AddressSpace::Shared);
+        assert_eq!(Type::tensor(shared, vec![]).to_string(), "ptr<f16, shared>");
+        assert_eq!(shared.pointee(), Some(ScalarType::F16));
+        assert_eq!(shared.global_pointee(), None);
         assert_eq!(t.numel(), 64 * 32);
         assert_eq!(Type::scalar(ScalarType::I32).to_string(), "i32");
     }

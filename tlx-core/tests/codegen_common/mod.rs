@@ -17,7 +17,7 @@ pub fn ty(s: ScalarType, shape: &[usize]) -> Type {
 }
 
 pub fn ptrt(s: ScalarType, shape: &[usize]) -> Type {
-    Type::tensor(Elem::Ptr(s), shape.to_vec())
+    Type::tensor(Elem::global_ptr(s), shape.to_vec())
 }
 
 /// A kernel builder with one-line helpers for the ops tests use most.

@@ -395,7 +395,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn is_ptr(&self, v: &Val) -> bool {
-        matches!(v, Val::Ir(id) if matches!(self.b.type_of(*id).elem, Elem::Ptr(_)))
+        matches!(v, Val::Ir(id) if matches!(self.b.type_of(*id).elem, Elem::Ptr(..)))
     }
 
     /// `ptr + offset`, `offset + ptr`, `ptr - offset`.

@@ -82,7 +82,7 @@ impl Lowerer<'_> {
     pub(super) fn scalar_elem(&self, v: ValueId, span: Span, what: &str) -> R<ScalarType> {
         match self.b.type_of(v).elem {
             Elem::Scalar(s) => Ok(s),
-            Elem::Ptr(_) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
+            Elem::Ptr(..) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
                 .with_hint("load the value first with `load(ptr)`")),
         }
     }
@@ -122,7 +122,7 @@ impl Lowerer<'_> {
         match ty.elem {
             Elem::Scalar(from) if from == s => Ok(v),
             Elem::Scalar(_) => Ok(self.b.push1(OpKind::Cast(v), ty.with_elem(Elem::Scalar(s)))),
-            Elem::Ptr(_) => Err(Diagnostic::new(span, "a pointer cannot be cast")
+            Elem::Ptr(..) => Err(Diagnostic::new(span, "a pointer cannot be cast")
                 .with_hint("offset pointers with `+`; load values with `load`")),
         }
     }
