@@ -265,7 +265,7 @@ impl<'k> Checker<'k> {
 
     fn typing(&self, op: &Op) -> V {
         use OpKind::*;
-        let scalar = |t: &Type| t.elem.scalar();
+        let scalar = |t: &Type| t.elem().scalar();
         match &op.kind {
             Constant(lit) => {
                 let r = self.one_result(op)?;
@@ -284,7 +284,7 @@ impl<'k> Checker<'k> {
             ClusterCtaRank | AsyncTaskReplicaId => self.result_is(op, &Type::scalar(INDEX_TYPE)),
             MultipleOf { value, factor } => {
                 let t = self.ty(*value)?;
-                ensure(t.is_scalar() && t.elem.is_integral(), || {
+                ensure(t.is_scalar() && t.elem().is_integral(), || {
                     format!("multiple_of takes an integer or pointer scalar, not {t}")
                 })?;
                 ensure(factor.is_power_of_two(), || {
@@ -304,15 +304,18 @@ impl<'k> Checker<'k> {
             }
             Splat(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
-                ensure(t.is_scalar() && t.elem == r.elem, || {
+                ensure(t.is_scalar() && t.elem() == r.elem(), || {
                     format!("cannot splat {t} to {r}")
                 })
             }
             Broadcast(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
-                let ok = t.elem == r.elem
+                let ok = t.elem() == r.elem()
                     && t.rank() == r.rank()
-                    && t.shape.iter().zip(&r.shape).all(|(a, b)| a == b || *a == 1);
+                    && t.shape()
+                        .iter()
+                        .zip(r.shape())
+                        .all(|(a, b)| a == b || *a == 1);
                 ensure(ok, || format!("cannot broadcast {t} to {r}"))
             }
             ExpandDims { value, axis } => {
@@ -320,13 +323,13 @@ impl<'k> Checker<'k> {
                 ensure(*axis <= t.rank(), || {
                     format!("axis {axis} out of range for {t}")
                 })?;
-                let mut shape = t.shape.clone();
+                let mut shape = t.shape().to_vec();
                 shape.insert(*axis, 1);
                 self.result_is(op, &t.with_shape(shape))
             }
             Reshape(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
-                ensure(t.elem == r.elem && t.numel() == r.numel(), || {
+                ensure(t.elem() == r.elem() && t.numel() == r.numel(), || {
                     format!("cannot reshape {t} to {r}")
                 })
             }
@@ -339,20 +342,20 @@ impl<'k> Checker<'k> {
                 })?;
                 self.result_is(
                     op,
-                    &t.with_shape(perm.iter().map(|&p| t.shape[p]).collect()),
+                    &t.with_shape(perm.iter().map(|&p| t.shape()[p]).collect()),
                 )
             }
             Cast(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
                 ensure(
-                    t.shape == r.shape && scalar(t).is_some() && scalar(r).is_some(),
+                    t.shape() == r.shape() && scalar(t).is_some() && scalar(r).is_some(),
                     || format!("cannot cast {t} to {r}"),
                 )
             }
             Bitcast(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
                 let same_size = matches!((scalar(t), scalar(r)), (Some(a), Some(b)) if a.size_bytes() == b.size_bytes());
-                ensure(t.shape == r.shape && same_size, || {
+                ensure(t.shape() == r.shape() && same_size, || {
                     format!("cannot bitcast {t} to {r}")
                 })
             }
@@ -409,11 +412,11 @@ impl<'k> Checker<'k> {
             }
             AddPtr { ptr, offset } => {
                 let (p, o) = (self.ty(*ptr)?, self.ty(*offset)?);
-                ensure(p.elem.pointee().is_some(), || {
+                ensure(p.elem().pointee().is_some(), || {
                     format!("{p} is not a pointer")
                 })?;
                 ensure(
-                    o.shape == p.shape && scalar(o).is_some_and(|s| s.is_int()),
+                    o.shape() == p.shape() && scalar(o).is_some_and(|s| s.is_int()),
                     || format!("offset {o} does not fit {p}"),
                 )?;
                 self.result_is(op, p)
@@ -442,11 +445,11 @@ impl<'k> Checker<'k> {
                 ensure(*axis < t.rank(), || {
                     format!("axis {axis} out of range for {t}")
                 })?;
-                let mut shape = t.shape.clone();
+                let mut shape = t.shape().to_vec();
                 shape.remove(*axis);
                 let elem = match kind {
                     ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(INDEX_TYPE),
-                    _ => t.elem,
+                    _ => t.elem(),
                 };
                 ensure(scalar(t).is_some(), || "cannot reduce pointers".into())?;
                 self.result_is(op, &Type::tensor(elem, shape))
@@ -456,7 +459,7 @@ impl<'k> Checker<'k> {
                 ensure(*axis < t.rank(), || {
                     format!("axis {axis} out of range for {t}")
                 })?;
-                let mut shape = t.shape.clone();
+                let mut shape = t.shape().to_vec();
                 shape.remove(*axis);
                 let expected = [t.clone(), t.with_shape(shape)];
                 let got = self.result_types(op)?;
@@ -471,10 +474,10 @@ impl<'k> Checker<'k> {
                     "operands must be 2-D".into()
                 })?;
                 ensure(
-                    x.shape[1] == y.shape[0] && c.shape == [x.shape[0], y.shape[1]],
+                    x.shape()[1] == y.shape()[0] && c.shape() == [x.shape()[0], y.shape()[1]],
                     || format!("shapes do not fit: {x} x {y} + {c}"),
                 )?;
-                ensure(x.elem == y.elem, || {
+                ensure(x.elem() == y.elem(), || {
                     format!("operand types differ: {x}, {y}")
                 })?;
                 let expected_acc = match scalar(x) {
@@ -482,7 +485,7 @@ impl<'k> Checker<'k> {
                     Some(s) if s.is_float() => ScalarType::F32,
                     _ => return fail(format!("unsupported operand type {x}")),
                 };
-                ensure(c.elem == Elem::Scalar(expected_acc), || {
+                ensure(c.elem() == Elem::Scalar(expected_acc), || {
                     format!("accumulator must be {expected_acc}, found {c}")
                 })?;
                 self.result_is(op, c)
@@ -506,13 +509,13 @@ impl<'k> Checker<'k> {
             }
             ExtractTile { value, index } => {
                 let (t, r) = (self.ty(*value)?, self.one_result(op)?);
-                ensure(t.elem == r.elem, || "element types differ".into())?;
-                tile_fits(&t.shape, &r.shape, index)
+                ensure(t.elem() == r.elem(), || "element types differ".into())?;
+                tile_fits(t.shape(), r.shape(), index)
             }
             InsertTile { value, tile, index } => {
                 let (t, s) = (self.ty(*value)?, self.ty(*tile)?);
-                ensure(t.elem == s.elem, || "element types differ".into())?;
-                tile_fits(&t.shape, &s.shape, index)?;
+                ensure(t.elem() == s.elem(), || "element types differ".into())?;
+                tile_fits(t.shape(), s.shape(), index)?;
                 self.result_is(op, t)
             }
             For {
@@ -564,7 +567,7 @@ impl<'k> Checker<'k> {
             }),
             Assert { cond, .. } => {
                 let t = self.ty(*cond)?;
-                ensure(t.elem == Elem::Scalar(ScalarType::Bool), || {
+                ensure(t.elem() == Elem::Scalar(ScalarType::Bool), || {
                     format!("condition must be bool, found {t}")
                 })
             }
@@ -610,7 +613,7 @@ impl<'k> Checker<'k> {
 
 /// What a global memory access (load, store, atomic) goes through.
 fn global_pointee(p: &Type) -> Result<ScalarType, String> {
-    p.elem
+    p.elem()
         .global_pointee()
         .ok_or_else(|| format!("{p} is not a pointer into global memory"))
 }

@@ -34,7 +34,7 @@ pub fn analyze(kernel: &Kernel) -> HashMap<ValueId, AxisInfo> {
 }
 
 fn last_dim(kernel: &Kernel, v: ValueId) -> usize {
-    kernel.type_of(v).shape.last().copied().unwrap_or(1)
+    kernel.type_of(v).shape().last().copied().unwrap_or(1)
 }
 
 fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) {
@@ -150,7 +150,7 @@ fn divisibility(
         OpKind::Constant(crate::ir::Literal::Int(v)) => pow2_factor(*v),
         OpKind::Arange { start, .. } => pow2_factor(*start),
         OpKind::Splat(v) | OpKind::Broadcast(v) | OpKind::Cast(v)
-            if kernel.type_of(*v).elem.is_integral() =>
+            if kernel.type_of(*v).elem().is_integral() =>
         {
             get(v).divisibility
         }
@@ -169,7 +169,7 @@ fn divisibility(
         OpKind::AddPtr { ptr, offset } => {
             let bytes = kernel
                 .type_of(*ptr)
-                .elem
+                .elem()
                 .pointee()
                 .map_or(1, |s| s.size_bytes());
             let base = regrouped(get(ptr), contiguity, bytes);
@@ -216,7 +216,7 @@ pub fn mask_run<'k>(
                 CmpPred::Eq | CmpPred::Ne => return MaskRun::General,
             };
             // A run of narrow integers may wrap around inside a group.
-            let wide = |v: &ValueId| match kernel.type_of(*v).elem {
+            let wide = |v: &ValueId| match kernel.type_of(*v).elem() {
                 Elem::Ptr(..) => true,
                 Elem::Scalar(s) => matches!(
                     s,
@@ -229,7 +229,7 @@ pub fn mask_run<'k>(
             let bound_between_groups = |run: &AxisInfo, bound: &AxisInfo, between: bool| {
                 between && run.divisibility >= n && bound.divisibility >= n
             };
-            let integers = !matches!(kernel.type_of(*lhs).elem, Elem::Ptr(..));
+            let integers = !matches!(kernel.type_of(*lhs).elem(), Elem::Ptr(..));
             if a.constancy >= n && b.constancy >= n {
                 MaskRun::Uniform
             } else if !wide(lhs) || !wide(rhs) {

@@ -157,7 +157,7 @@ impl<'k> Lowerer<'k> {
                 }
                 for v in values {
                     let t: Tensor = self.tensor(*v)?;
-                    let elem = self.ty(*v).elem;
+                    let elem = self.ty(*v).elem();
                     for (r, reg) in t.regs.iter().enumerate() {
                         let primary = self.primary_copy(&t.layout, r);
                         let prefix = escape_percent(prefix);

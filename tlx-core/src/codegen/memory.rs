@@ -202,10 +202,10 @@ impl<'k> Lowerer<'k> {
             return Ok(None);
         };
         let half = matches!(
-            self.ty(v).elem,
+            self.ty(v).elem(),
             Elem::Scalar(ScalarType::F16 | ScalarType::BF16)
         );
-        if !half || self.ty(*src).elem != Elem::Scalar(ScalarType::F32) {
+        if !half || self.ty(*src).elem() != Elem::Scalar(ScalarType::F32) {
             return Ok(None);
         }
         // Only when the f32 registers are at hand: moving them too would cost more.
@@ -485,7 +485,7 @@ impl<'k> Lowerer<'k> {
         if let Some(ring) = self.ring_reads.remove(&result) {
             return self.read_ring(op, ring);
         }
-        let elem = self.ty(result).elem;
+        let elem = self.ty(result).elem();
         let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
         let bytes = mem_bytes(elem);
@@ -621,7 +621,7 @@ impl<'k> Lowerer<'k> {
         else {
             return Err(malformed("not a store"));
         };
-        let elem = self.ty(*value).elem;
+        let elem = self.ty(*value).elem();
         // Addresses that are cheap to redo follow the value's layout rather than
         // moving the value through shared memory (a dot accumulator, say).
         let cheap = |v: &crate::ir::ValueId| self.is_recomputable(*v);

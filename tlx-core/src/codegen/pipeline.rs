@@ -260,7 +260,7 @@ impl<'k> Lowerer<'k> {
             let slice = std::mem::take(&mut pipe.candidates[i].slice);
             let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
                 let ptrs = l.tensor(*ptr)?;
-                let elem = l.ty(result).elem;
+                let elem = l.ty(result).elem();
                 let bytes = mem_bytes(elem);
                 let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
                 let chunk = vector_len(&ptrs.layout, contiguity, bytes);
@@ -417,7 +417,7 @@ impl<'k> Lowerer<'k> {
             return Err(super::lower::malformed("not a load"));
         };
         let result = op.results[0];
-        let elem = self.ty(result).elem;
+        let elem = self.ty(result).elem();
         let bytes = mem_bytes(elem);
         let n = ring.chunk;
         let (vword, words) = words_of(n, bytes);

@@ -278,14 +278,14 @@ impl<'k> Executor<'k> {
 
     fn scalar_type(&self, v: ValueId) -> FaultResult<ScalarType> {
         self.type_of(v)?
-            .elem
+            .elem()
             .scalar()
             .ok_or_else(|| Fault::malformed(format!("{v} is a pointer where a number is expected")))
     }
 
     fn pointee(&self, v: ValueId) -> FaultResult<ScalarType> {
         self.type_of(v)?
-            .elem
+            .elem()
             .pointee()
             .ok_or_else(|| Fault::malformed(format!("{v} is not a pointer")))
     }
@@ -300,7 +300,7 @@ impl<'k> Executor<'k> {
     /// Defines result `i` of `op` from `data`, shaped by the result's type.
     fn define(&mut self, op: &Op, i: usize, data: Data) -> FaultResult<()> {
         let id = Self::result(op, i)?;
-        let shape = self.type_of(id)?.shape.clone();
+        let shape = self.type_of(id)?.shape().to_vec();
         self.set(id, Rc::new(Tensor::new(shape, data)?))
     }
 
@@ -486,7 +486,7 @@ impl<'k> Executor<'k> {
         let data = match &op.kind {
             OpKind::Constant(lit) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                ew::constant(*lit, ty.elem, ty.numel())?
+                ew::constant(*lit, ty.elem(), ty.numel())?
             }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
                 let source = if matches!(op.kind, OpKind::ProgramId { .. }) {
@@ -535,20 +535,20 @@ impl<'k> Executor<'k> {
             }
             OpKind::Splat(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::splat(self.get(*v)?, &ty.shape)?
+                shape::splat(self.get(*v)?, ty.shape())?
             }
             OpKind::Broadcast(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::broadcast(self.get(*v)?, &ty.shape)?
+                shape::broadcast(self.get(*v)?, ty.shape())?
             }
             OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::reshape(self.get(*v)?, &ty.shape)?
+                shape::reshape(self.get(*v)?, ty.shape())?
             }
             OpKind::Trans { value, perm } => shape::trans(self.get(*value)?, perm)?,
             OpKind::Cast(v) => {
-                let to: Elem = self.type_of(Self::result(op, 0)?)?.elem;
-                ew::cast(self.type_of(*v)?.elem, to, &self.get(*v)?.data)?
+                let to: Elem = self.type_of(Self::result(op, 0)?)?.elem();
+                ew::cast(self.type_of(*v)?.elem(), to, &self.get(*v)?.data)?
             }
             OpKind::Bitcast(v) => {
                 let to = self.scalar_type(Self::result(op, 0)?)?;
@@ -672,7 +672,7 @@ impl<'k> Executor<'k> {
             )?,
             OpKind::ExtractTile { value, index } => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::extract_tile(self.get(*value)?, &ty.shape, index)?
+                shape::extract_tile(self.get(*value)?, ty.shape(), index)?
             }
             OpKind::InsertTile { value, tile, index } => {
                 shape::insert_tile(self.get(*value)?, self.get(*tile)?, index)?

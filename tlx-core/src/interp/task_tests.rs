@@ -50,7 +50,7 @@ impl K {
 
     /// `out[offsets] = values`, with `out` a scalar pointer.
     fn store(&mut self, out: ValueId, offsets: ValueId, values: ValueId) {
-        let shape = self.b.type_of(offsets).shape.clone();
+        let shape = self.b.type_of(offsets).shape().to_vec();
         let ptrs = match shape.as_slice() {
             [] => out,
             [n] => self.splat(out, *n),

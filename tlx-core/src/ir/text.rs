@@ -918,7 +918,7 @@ impl<'s> Parser<'s> {
                     let name = self.string()?;
                     let value = self.value_name()?;
                     let ty = self.ty()?;
-                    let kind = match (ty.elem, ty.is_scalar()) {
+                    let kind = match (ty.elem(), ty.is_scalar()) {
                         (Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
                         (Elem::Scalar(s), true) => ParamKind::Scalar(s),
                         _ => return self.error("a param must be a scalar or a global pointer"),

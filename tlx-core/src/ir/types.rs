@@ -186,14 +186,25 @@ impl fmt::Display for Elem {
     }
 }
 
-/// The type of an IR value: an element type and a static shape (empty for a scalar).
+/// The type of an IR value: an element type and a static shape (empty for
+/// a scalar). The fields are private so that other kinds of value (memory
+/// descriptors, barriers, tokens) can join without touching their users.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Type {
-    pub elem: Elem,
-    pub shape: Vec<usize>,
+    elem: Elem,
+    shape: Vec<usize>,
 }
 
 impl Type {
+    pub fn elem(&self) -> Elem {
+        self.elem
+    }
+
+    /// The dimensions, outermost first (empty for a scalar).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
     pub fn scalar(s: ScalarType) -> Type {
         Type {
             elem: Elem::Scalar(s),
