@@ -193,6 +193,12 @@ impl<'k> Checker<'k> {
         for v in op.kind.operands() {
             self.visible(v).map_err(err)?;
         }
+        // Every op so far computes on register tensors; ops on buffers,
+        // barriers, descriptors and tokens will say which operands they take.
+        for &v in op.kind.operands().iter().chain(&op.results) {
+            let t = self.ty(v).map_err(err)?;
+            ensure(t.is_tensor(), || format!("{v} is {t}, not a tensor")).map_err(err)?;
+        }
         match &op.kind {
             OpKind::AsyncTasks { tasks } => {
                 if self.depth > 0 {
@@ -807,6 +813,21 @@ mod tests {
         let err = verify(&k).expect_err("two ops share op#0");
         assert!(
             err.to_string().contains("op#0 is the id of two ops"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tensor_ops_take_tensors() {
+        let mut b = Builder::new("k", KernelOptions::default());
+        let token = b.new_value(Type::AsyncToken);
+        b.push1(OpKind::Splat(token), Type::scalar(ScalarType::Bool));
+        let mut k = b.finish();
+        // The token needs a definition in scope: a block arg of the kernel body.
+        k.body.args.push(token);
+        let err = verify(&k).expect_err("splat of a token");
+        assert!(
+            err.to_string().contains("%0 is token, not a tensor"),
             "{err}"
         );
     }

@@ -21,4 +21,7 @@ pub use kernel::{Arch, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
 pub use tasks::{task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};
-pub use types::{AddressSpace, Elem, ScalarType, Type};
+pub use types::{
+    AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,
+    TensorType, Type,
+};

@@ -30,7 +30,10 @@ use super::def::OpCode;
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
 use super::tasks::TaskRegion;
-use super::types::{AddressSpace, Elem, ScalarType, Type};
+use super::types::{
+    AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,
+    Type,
+};
 
 /// Why a text could not be read as a kernel; `line` is 1-based.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -796,9 +799,60 @@ impl<'s> Parser<'s> {
     }
 
     fn ty(&mut self) -> PResult<Type> {
-        if !self.eat("tensor<") {
-            return Ok(Type::tensor(self.elem()?, Vec::new()));
+        if self.eat("tensor<") {
+            let shape = self.dims()?;
+            let elem = self.elem()?;
+            self.expect(">")?;
+            return Ok(Type::tensor(elem, shape));
         }
+        if self.eat("smem<") {
+            let shape = self.dims()?;
+            let elem = self.scalar_type()?;
+            self.expect(",")?;
+            self.keyword("buffers")?;
+            let buffers = self.number("a buffer count")?;
+            self.expect(",")?;
+            self.keyword("swizzle")?;
+            let word = self.word();
+            let Some(swizzle) = Swizzle::from_name(word) else {
+                return self.error(format!("unknown swizzle `{word}`"));
+            };
+            self.expect(",")?;
+            let mutable = match self.word() {
+                "mutable" => true,
+                "immutable" => false,
+                other => {
+                    return self.error(format!(
+                        "expected `mutable` or `immutable`, found `{other}`"
+                    ))
+                }
+            };
+            self.expect(">")?;
+            let memory = SharedMemoryType::new(elem, shape, buffers, swizzle, mutable);
+            return Ok(Type::SharedMemory(memory));
+        }
+        if self.eat("barriers<") {
+            let count = self.number("a barrier count")?;
+            self.expect(">")?;
+            return Ok(Type::Barriers(BarrierType::new(count)));
+        }
+        if self.eat("tensordesc<") {
+            let shape = self.dims()?;
+            let elem = self.scalar_type()?;
+            self.expect(">")?;
+            return Ok(Type::TensorDescriptor(TensorDescriptorType::new(
+                elem, shape,
+            )));
+        }
+        if self.peek_word() == "token" {
+            self.word();
+            return Ok(Type::AsyncToken);
+        }
+        Ok(Type::tensor(self.elem()?, Vec::new()))
+    }
+
+    /// Dimensions, each followed by `x` (none for a scalar).
+    fn dims(&mut self) -> PResult<Vec<usize>> {
         let mut shape = Vec::new();
         while matches!(self.peek(), Some(c) if c.is_ascii_digit()) {
             shape.push(self.number("a dimension")?);
@@ -807,9 +861,7 @@ impl<'s> Parser<'s> {
             }
             self.bump();
         }
-        let elem = self.elem()?;
-        self.expect(">")?;
-        Ok(Type::tensor(elem, shape))
+        Ok(shape)
     }
 
     fn literal(&mut self) -> PResult<Literal> {
@@ -918,7 +970,7 @@ impl<'s> Parser<'s> {
                     let name = self.string()?;
                     let value = self.value_name()?;
                     let ty = self.ty()?;
-                    let kind = match (ty.elem(), ty.is_scalar()) {
+                    let kind = match (ty.elem(), ty.is_tensor() && ty.is_scalar()) {
                         (Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
                         (Elem::Scalar(s), true) => ParamKind::Scalar(s),
                         _ => return self.error("a param must be a scalar or a global pointer"),
@@ -1452,6 +1504,19 @@ mod tests {
         let flag = b.add_param("flag", ParamKind::Scalar(Bool));
         b.new_value(t(F16, &[3, 5])); // defined by nobody
         b.new_value(Type::tensor(Elem::Ptr(F16, AddressSpace::Shared), vec![2]));
+        b.new_value(Type::SharedMemory(SharedMemoryType::new(
+            BF16,
+            vec![64, 32],
+            3,
+            Swizzle::Bytes128,
+            false,
+        )));
+        b.new_value(Type::Barriers(BarrierType::new(4)));
+        b.new_value(Type::TensorDescriptor(TensorDescriptorType::new(
+            F8E4M3,
+            vec![128, 64],
+        )));
+        b.new_value(Type::AsyncToken);
         b.set_loc(SrcLoc { line: 12, col: 5 });
         let i32s = t(I32, &[]);
         let mut consts = Vec::new();
@@ -1893,6 +1958,14 @@ mod tests {
             text.contains("  value %4 : tensor<2xptr<f16, shared>>\n"),
             "{text}"
         );
+        for ty in [
+            "smem<64x32xbf16, buffers 3, swizzle 128b, immutable>",
+            "barriers<4>",
+            "tensordesc<128x64xf8e4m3>",
+            "token",
+        ] {
+            assert!(text.contains(&format!(" : {ty}\n")), "{ty}: {text}");
+        }
         assert!(text.contains("constant -0.0 "), "{text}");
         assert!(text.contains("constant nan:0x7ff8000000001234 "), "{text}");
         assert!(text.contains("    ^(%"), "{text}");
