@@ -17,11 +17,23 @@
 //!     ^(%10: i32, %11: f32)
 //!     yield %11
 //!   }
+//!   async_tasks {  // line 20:5
+//!     task default num_regs 232 {
+//!       %12 = async_task_replica_id : i32
+//!     }
+//!     task num_warps 2 num_regs 24 replicate 2 {
+//!     }
+//!   }
 //! }
 //! ```
 //!
-//! Values that no param, op or block arg defines (the builder can make
-//! them) are listed as `value %N : type` so that the type table survives.
+//! Op names are the op table's mnemonics (`ir::OpCode`). Values that no
+//! param, op or block arg defines (the builder can make them) are listed as
+//! `value %N : type` so that the type table survives; besides tensors
+//! (`tensor<64x32xptr<f16>>`, `ptr<f16, shared>`) types are written
+//! `smem<64x32xbf16, buffers 3, swizzle 128b, mutable>`, `barriers<4>`,
+//! `tensordesc<128x64xf16>` and `token`. Op ids are not written: the parser
+//! numbers ops in pre-order, as `Builder::finish` does.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
