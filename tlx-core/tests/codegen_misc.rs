@@ -246,6 +246,27 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
         Err(CodegenError::Unsupported(_))
     ));
 
+    // Warp-specialized task regions are not generated yet.
+    let mut k = K::new("tasks", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    k.b.begin_block(vec![]);
+    let value = k.float(1.0, ScalarType::F32, &[]);
+    k.store(x, value, None);
+    let body = k.b.end_block();
+    k.b.push(
+        OpKind::AsyncTasks {
+            tasks: vec![
+                TaskRegion::default_task(body),
+                TaskRegion::with_warps(1, Block::default()),
+            ],
+        },
+        vec![],
+    );
+    match compile(&k.finish(), Arch::Sm90a) {
+        Err(CodegenError::Unsupported(what)) => assert!(what.starts_with("async_tasks"), "{what}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+
     let mut k = K::new("odd", 4);
     let x = k.ptr("x", ScalarType::F32);
     let three = k.b.push1(

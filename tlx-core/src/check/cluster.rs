@@ -114,10 +114,12 @@ impl<'k> Uniformity<'k> {
                     let clustered = self.cluster[usize::from(*axis).min(2)] > 1;
                     self.set(&op.results, clustered);
                 }
-                OpKind::ClusterCtaRank
-                | OpKind::Load { .. }
-                | OpKind::AtomicRmw { .. }
-                | OpKind::AtomicCas { .. } => self.set(&op.results, true),
+                // What memory holds may differ between the programs.
+                kind if matches!(kind, OpKind::ClusterCtaRank)
+                    || !kind.effects().reads.is_empty() =>
+                {
+                    self.set(&op.results, true)
+                }
                 OpKind::Binary {
                     op: BinaryOp::Div,
                     lhs,
@@ -172,6 +174,11 @@ impl<'k> Uniformity<'k> {
                         })
                         .collect();
                     self.set_each(&op.results, &varying);
+                }
+                OpKind::AsyncTasks { tasks } => {
+                    for task in tasks {
+                        self.mark(&task.body);
+                    }
                 }
                 kind => {
                     let varying = self.any_varying(&kind.operands());
@@ -231,6 +238,13 @@ impl<'k> Uniformity<'k> {
                 } => (self.any_varying(&[*lower, *upper, *step]), vec![body]),
                 OpKind::While { cond, body, .. } => {
                     (self.any_varying(terminator(cond)), vec![cond, body])
+                }
+                // Every program runs every task: the region itself is uniform.
+                OpKind::AsyncTasks { tasks } => {
+                    for task in tasks {
+                        self.find_barriers(&task.body, under)?;
+                    }
+                    continue;
                 }
                 _ => continue,
             };

@@ -1,12 +1,14 @@
 //! Checks over the IR that every stage may rely on.
 //!
 //! - [`verify`]: structure and types (operands defined before use, each op's
-//!   typing rule, terminators in place).
+//!   typing rule, terminators in place, task regions by `tasks`' rules).
 //! - [`check_cluster_sync`]: every program of a cluster reaches each
 //!   `cluster_barrier()` alike.
 
 mod cluster;
+mod tasks;
 mod verify;
 
 pub use cluster::{check_cluster_sync, ClusterSyncError};
-pub use verify::{verify, VerifyError};
+pub use tasks::TaskRuleError;
+pub use verify::{verify, VerifyError, VerifyErrorKind};

@@ -73,7 +73,7 @@ impl<'k> Lowerer<'k> {
             .results
             .first()
             .ok_or_else(|| malformed("atomic without result"))?;
-        let elem = self.ty(result).elem;
+        let elem = self.ty(result).elem();
         let s = elem
             .scalar()
             .ok_or_else(|| CodegenError::Unsupported("atomics on pointers".into()))?;

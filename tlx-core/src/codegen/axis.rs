@@ -34,7 +34,7 @@ pub fn analyze(kernel: &Kernel) -> HashMap<ValueId, AxisInfo> {
 }
 
 fn last_dim(kernel: &Kernel, v: ValueId) -> usize {
-    kernel.type_of(v).shape.last().copied().unwrap_or(1)
+    kernel.type_of(v).shape().last().copied().unwrap_or(1)
 }
 
 fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) {
@@ -150,7 +150,7 @@ fn divisibility(
         OpKind::Constant(crate::ir::Literal::Int(v)) => pow2_factor(*v),
         OpKind::Arange { start, .. } => pow2_factor(*start),
         OpKind::Splat(v) | OpKind::Broadcast(v) | OpKind::Cast(v)
-            if kernel.type_of(*v).elem.is_integral() =>
+            if kernel.type_of(*v).elem().is_integral() =>
         {
             get(v).divisibility
         }
@@ -169,7 +169,7 @@ fn divisibility(
         OpKind::AddPtr { ptr, offset } => {
             let bytes = kernel
                 .type_of(*ptr)
-                .elem
+                .elem()
                 .pointee()
                 .map_or(1, |s| s.size_bytes());
             let base = regrouped(get(ptr), contiguity, bytes);
@@ -216,8 +216,8 @@ pub fn mask_run<'k>(
                 CmpPred::Eq | CmpPred::Ne => return MaskRun::General,
             };
             // A run of narrow integers may wrap around inside a group.
-            let wide = |v: &ValueId| match kernel.type_of(*v).elem {
-                Elem::Ptr(_) => true,
+            let wide = |v: &ValueId| match kernel.type_of(*v).elem() {
+                Elem::Ptr(..) => true,
                 Elem::Scalar(s) => matches!(
                     s,
                     ScalarType::I32 | ScalarType::U32 | ScalarType::I64 | ScalarType::F32
@@ -229,7 +229,7 @@ pub fn mask_run<'k>(
             let bound_between_groups = |run: &AxisInfo, bound: &AxisInfo, between: bool| {
                 between && run.divisibility >= n && bound.divisibility >= n
             };
-            let integers = !matches!(kernel.type_of(*lhs).elem, Elem::Ptr(_));
+            let integers = !matches!(kernel.type_of(*lhs).elem(), Elem::Ptr(..));
             if a.constancy >= n && b.constancy >= n {
                 MaskRun::Uniform
             } else if !wide(lhs) || !wide(rhs) {
@@ -314,7 +314,7 @@ mod tests {
             },
             idx.clone(),
         );
-        let ptrs_ty = Type::tensor(Elem::Ptr(ScalarType::F32), vec![128]);
+        let ptrs_ty = Type::tensor(Elem::global_ptr(ScalarType::F32), vec![128]);
         let ps = b.push1(OpKind::Splat(p), ptrs_ty.clone());
         let good = b.push1(
             OpKind::AddPtr {
@@ -369,7 +369,7 @@ mod tests {
         let unpromised = mul(&mut b, pid, stride);
         let idx = Type::tensor(Elem::Scalar(ScalarType::I32), vec![64]);
         let ar = b.push1(OpKind::Arange { start: 0, end: 64 }, idx.clone());
-        let ptrs_ty = Type::tensor(Elem::Ptr(ScalarType::F16), vec![64]);
+        let ptrs_ty = Type::tensor(Elem::global_ptr(ScalarType::F16), vec![64]);
         let tile = |b: &mut Builder, base: ValueId, row: ValueId| {
             let scalar = Type::ptr(ScalarType::F16);
             let at = b.push1(

@@ -71,7 +71,7 @@ impl<'k> Lowerer<'k> {
         let mut tensors = Vec::new();
         let mut placeholders = Vec::new();
         for (v, init) in inits.iter().zip(init_tensors) {
-            let ty = llvm_type(self.ty(*v).elem);
+            let ty = llvm_type(self.ty(*v).elem());
             let mut regs = Vec::new();
             let mut holes = Vec::new();
             for r in &init.regs {
@@ -133,7 +133,7 @@ impl<'k> Lowerer<'k> {
         else {
             return Err(malformed("not a for"));
         };
-        let iv_ty = self.ty(*lower).elem;
+        let iv_ty = self.ty(*lower).elem();
         let signed = iv_ty.scalar().is_some_and(|s| s.is_signed_int());
         let ty = llvm_type(iv_ty);
         let lo = self.tensor(*lower)?.regs[0].clone();
@@ -279,7 +279,7 @@ impl<'k> Lowerer<'k> {
         self.enter(&merge);
         let mut results = Vec::new();
         for ((t, e), v) in then_tensors.iter().zip(&else_regs).zip(then_values) {
-            let ty = llvm_type(self.ty(*v).elem);
+            let ty = llvm_type(self.ty(*v).elem());
             let regs = t
                 .regs
                 .iter()

@@ -2,7 +2,7 @@
 //! (its primary copy only) prints with its program id and index; a failed
 //! assertion prints the message and traps.
 
-use super::emit::scalar_type;
+use super::emit::{llvm_type, scalar_type};
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar;
 use crate::ir::{Elem, Op, OpKind, ScalarType};
@@ -64,10 +64,11 @@ impl<'k> Lowerer<'k> {
     /// The printf conversion and promoted argument of one element.
     fn printf_arg(&mut self, elem: Elem, v: &str) -> Result<(&'static str, &'static str, String)> {
         Ok(match elem {
-            Elem::Ptr(_) => (
+            Elem::Ptr(..) => (
                 "%p",
                 "i64",
-                self.f.inst(format!("ptrtoint ptr addrspace(1) {v} to i64")),
+                self.f
+                    .inst(format!("ptrtoint {} {v} to i64", llvm_type(elem))),
             ),
             Elem::Scalar(ScalarType::I64) => ("%lld", "i64", v.to_string()),
             Elem::Scalar(ScalarType::U32) => ("%u", "i32", v.to_string()),
@@ -156,7 +157,7 @@ impl<'k> Lowerer<'k> {
                 }
                 for v in values {
                     let t: Tensor = self.tensor(*v)?;
-                    let elem = self.ty(*v).elem;
+                    let elem = self.ty(*v).elem();
                     for (r, reg) in t.regs.iter().enumerate() {
                         let primary = self.primary_copy(&t.layout, r);
                         let prefix = escape_percent(prefix);

@@ -111,13 +111,16 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("not a dot"));
         };
         let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
-        let scalar =
-            |t: &crate::ir::Type| t.elem.scalar().ok_or_else(|| malformed("dot of pointers"));
+        let scalar = |t: &crate::ir::Type| {
+            t.elem()
+                .scalar()
+                .ok_or_else(|| malformed("dot of pointers"))
+        };
         if ta.rank() != 2 || tb.rank() != 2 || tc.rank() != 2 {
             return Err(malformed("dot operands must be rank 2"));
         }
-        let (m, k, n) = (ta.shape[0], ta.shape[1], tb.shape[1]);
-        if tb.shape[0] != k || tc.shape != [m, n] {
+        let (m, k, n) = (ta.shape()[0], ta.shape()[1], tb.shape()[1]);
+        if tb.shape()[0] != k || tc.shape() != [m, n] {
             return Err(malformed("dot shapes do not agree"));
         }
         Ok((
@@ -181,17 +184,17 @@ impl<'k> Lowerer<'k> {
         let region = Region {
             base,
             placement: Placement {
-                cols: ty.shape[1],
+                cols: ty.shape()[1],
                 stride,
                 transpose,
             },
-            elem_bytes: mem_bytes(ty.elem),
+            elem_bytes: mem_bytes(ty.elem()),
         };
         for (r, v) in t.regs.iter().enumerate() {
             if t.layout.is_replica(r, 0, 0) {
                 continue;
             }
-            self.smem_store_reg(ty.elem, region, &t.layout, r, v);
+            self.smem_store_reg(ty.elem(), region, &t.layout, r, v);
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! LLVM IR text building: fresh SSA names, instructions, declarations, and
 //! the LLVM spelling of IR element types and literals.
 
-use crate::ir::{Elem, ScalarType};
+use crate::ir::{AddressSpace, Elem, ScalarType};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
@@ -189,7 +189,8 @@ impl FuncText {
 /// The LLVM type holding one register of an element.
 pub fn llvm_type(elem: Elem) -> &'static str {
     match elem {
-        Elem::Ptr(_) => "ptr addrspace(1)",
+        Elem::Ptr(_, AddressSpace::Global) => "ptr addrspace(1)",
+        Elem::Ptr(_, AddressSpace::Shared) => "ptr addrspace(3)",
         Elem::Scalar(s) => scalar_type(s),
     }
 }

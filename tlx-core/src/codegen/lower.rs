@@ -322,7 +322,7 @@ impl<'k> Lowerer<'k> {
             }
         }
         let t = self.tensor(v)?;
-        let elem = self.ty(v).elem;
+        let elem = self.ty(v).elem();
         self.convert(&t, elem, layout)
     }
 
@@ -354,6 +354,12 @@ impl<'k> Lowerer<'k> {
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
+            OpKind::AsyncTasks { .. } | OpKind::AsyncTaskReplicaId => {
+                Err(CodegenError::Unsupported(format!(
+                    "{} (warp-specialized task regions)",
+                    op.kind.mnemonic()
+                )))
+            }
             OpKind::ClusterBarrier => {
                 // Arrive has release and wait acquire semantics by default;
                 // `.aligned`: every thread of each warp executes it together,
@@ -415,7 +421,7 @@ impl<'k> Lowerer<'k> {
             None => self.natural_layout(op, rty)?,
         };
         let n = layout.num_regs();
-        let elem = rty.elem;
+        let elem = rty.elem();
         let regs = match &op.kind {
             OpKind::Constant(lit) => {
                 let c = scalar::literal(&mut self.f, elem, *lit)?;
@@ -454,11 +460,11 @@ impl<'k> Lowerer<'k> {
                 vec![s; n]
             }
             OpKind::Broadcast(v) => {
-                let src = layout.broadcast_source(&self.ty(*v).shape)?;
+                let src = layout.broadcast_source(self.ty(*v).shape())?;
                 self.get(*v, &src)?
             }
             OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
-                let src = layout.reshaped(&self.ty(*v).shape);
+                let src = layout.reshaped(self.ty(*v).shape());
                 self.get(*v, &src)?
             }
             OpKind::Trans { value, perm } => {
@@ -478,9 +484,9 @@ impl<'k> Lowerer<'k> {
                     .map(|o| self.get(*o, &layout))
                     .collect::<Result<_>>()?;
                 if self.widens_across_barrier(kind, elem) {
-                    regs[0] = self.opaque_copy(&regs[0], self.ty(operands[0]).elem);
+                    regs[0] = self.opaque_copy(&regs[0], self.ty(operands[0]).elem());
                 }
-                let types: Vec<Elem> = operands.iter().map(|o| self.ty(*o).elem).collect();
+                let types: Vec<Elem> = operands.iter().map(|o| self.ty(*o).elem()).collect();
                 (0..n)
                     .map(|r| {
                         let args: Vec<&str> = regs.iter().map(|v| v[r].as_str()).collect();
@@ -507,9 +513,9 @@ impl<'k> Lowerer<'k> {
             .copied()
             .find(|o| self.values.contains_key(o) && !self.recomputable.contains(o));
         match (&op.kind, anchored.or(tensors.first().copied())) {
-            (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(&rty.shape),
+            (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(rty.shape()),
             (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
-                Ok(self.layout_of(v)?.reshaped(&rty.shape))
+                Ok(self.layout_of(v)?.reshaped(rty.shape()))
             }
             (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.layout_of(v)?.transposed(perm)?),
             (_, Some(v)) => self.layout_of(v),
@@ -685,9 +691,9 @@ fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<u
             _ => continue,
         };
         let ty = kernel.type_of(ptr);
-        let bytes = ty.elem.pointee().map_or(4, |s| s.size_bytes()).max(1);
+        let bytes = ty.elem().pointee().map_or(4, |s| s.size_bytes()).max(1);
         let vector = 16 / bytes;
-        let entry = out.entry(ty.shape.clone()).or_insert(vector);
+        let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
         *entry = (*entry).min(vector);
     }
 }

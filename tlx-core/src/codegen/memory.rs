@@ -220,10 +220,10 @@ impl<'k> Lowerer<'k> {
             return Ok(None);
         };
         let half = matches!(
-            self.ty(v).elem,
+            self.ty(v).elem(),
             Elem::Scalar(ScalarType::F16 | ScalarType::BF16)
         );
-        if !half || self.ty(*src).elem != Elem::Scalar(ScalarType::F32) {
+        if !half || self.ty(*src).elem() != Elem::Scalar(ScalarType::F32) {
             return Ok(None);
         }
         // Only when the f32 registers are at hand: moving them too would cost more.
@@ -503,7 +503,7 @@ impl<'k> Lowerer<'k> {
         if let Some(ring) = self.ring_reads.remove(&result) {
             return self.read_ring(op, ring);
         }
-        let elem = self.ty(result).elem;
+        let elem = self.ty(result).elem();
         let ptrs = self.tensor(*ptr)?;
         let layout = ptrs.layout.clone();
         let bytes = mem_bytes(elem);
@@ -639,7 +639,7 @@ impl<'k> Lowerer<'k> {
         else {
             return Err(malformed("not a store"));
         };
-        let elem = self.ty(*value).elem;
+        let elem = self.ty(*value).elem();
         // Addresses that are cheap to redo follow the value's layout rather than
         // moving the value through shared memory (a dot accumulator, say).
         let cheap = |v: &crate::ir::ValueId| self.is_recomputable(*v);
@@ -799,7 +799,7 @@ mod tests {
             tensor(Elem::Scalar(ScalarType::Bool)),
         );
         let pointers = |p: ValueId, b: &mut Builder| {
-            let ptys = tensor(Elem::Ptr(ScalarType::BF16));
+            let ptys = tensor(Elem::global_ptr(ScalarType::BF16));
             let ps = b.push1(OpKind::Splat(p), ptys.clone());
             b.push1(
                 OpKind::AddPtr {

@@ -89,33 +89,9 @@ pub struct LoopPipeline<'k> {
     rings: Vec<(ValueId, RingRead)>,
 }
 
-/// Ops that compute addresses and masks with no effects and no data movement
-/// between threads beyond what a layout change needs.
-fn is_address_op(kind: &OpKind) -> bool {
-    matches!(
-        kind,
-        OpKind::Constant(_)
-            | OpKind::ProgramId { .. }
-            | OpKind::NumPrograms { .. }
-            | OpKind::ClusterCtaRank
-            | OpKind::MultipleOf { .. }
-            | OpKind::Arange { .. }
-            | OpKind::Splat(_)
-            | OpKind::Broadcast(_)
-            | OpKind::ExpandDims { .. }
-            | OpKind::Cast(_)
-            | OpKind::Bitcast(_)
-            | OpKind::Binary { .. }
-            | OpKind::Unary { .. }
-            | OpKind::Compare { .. }
-            | OpKind::Select { .. }
-            | OpKind::Fma { .. }
-            | OpKind::AddPtr { .. }
-    )
-}
-
 /// The body ops (in body order) that `roots` depend on, if every one is an
-/// address op and no loop-carried value other than the induction variable
+/// address op (pure, with no data moved between threads, so it can be redone
+/// ahead of the loop) and no loop-carried value other than the induction variable
 /// `iv` is reached; values from outside the loop are free.
 fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<Vec<&'k Op>> {
     let producer: HashMap<ValueId, usize> = body
@@ -138,7 +114,7 @@ fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<
             continue;
         }
         let op = &body.ops[i];
-        if !is_address_op(&op.kind) {
+        if !op.kind.effects().is_thread_local_pure() {
             return None;
         }
         stack.extend(op.kind.operands());
@@ -322,14 +298,14 @@ impl<'k> Lowerer<'k> {
             };
             let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
             let (Some(sa), Some(sb), Some(sc)) =
-                (ta.elem.scalar(), tb.elem.scalar(), tc.elem.scalar())
+                (ta.elem().scalar(), tb.elem().scalar(), tc.elem().scalar())
             else {
                 continue;
             };
             if ta.rank() != 2 || tb.rank() != 2 || !taken(*a) || !taken(*b) {
                 continue;
             }
-            let shape = (ta.shape[0], tb.shape[1], ta.shape[1]);
+            let shape = (ta.shape()[0], tb.shape()[1], ta.shape()[1]);
             if let Some(plan) = WgmmaPlan::new(self.arch, (sa, sb, sc), shape, self.num_warps) {
                 out.insert(*a, plan.a.clone());
                 out.insert(*b, plan.b.clone());
@@ -426,7 +402,7 @@ impl<'k> Lowerer<'k> {
             let placement = pipe.operand_placements.get(&result).cloned();
             let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
                 let ptrs = l.tensor(*ptr)?;
-                let elem = l.ty(result).elem;
+                let elem = l.ty(result).elem();
                 let bytes = mem_bytes(elem);
                 let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
                 let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
@@ -618,7 +594,7 @@ impl<'k> Lowerer<'k> {
             self.ring_reads.insert(result, ring);
             return Ok(());
         }
-        let elem = self.ty(result).elem;
+        let elem = self.ty(result).elem();
         let bytes = mem_bytes(elem);
         let n = ring.chunk;
         let (vword, words) = words_of(n, bytes);

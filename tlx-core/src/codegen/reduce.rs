@@ -155,7 +155,7 @@ impl<'k> Lowerer<'k> {
         let src: Tensor = self.tensor(*value)?;
         let s = self
             .ty(*value)
-            .elem
+            .elem()
             .scalar()
             .ok_or_else(|| CodegenError::Unsupported("reducing pointers".into()))?;
         if matches!(s, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
@@ -241,7 +241,7 @@ impl<'k> Lowerer<'k> {
         let mut regs = Vec::with_capacity(n);
         let position: std::collections::HashMap<usize, usize> =
             bases.iter().enumerate().map(|(i, &b)| (b, i)).collect();
-        let out_s = self.ty(result).elem.scalar().unwrap_or(ScalarType::I32);
+        let out_s = self.ty(result).elem().scalar().unwrap_or(ScalarType::I32);
         let mut finals = Vec::with_capacity(reduced.len());
         for p in &reduced {
             finals.push(match &p.index {

@@ -21,7 +21,7 @@ impl Lowerer<'_> {
             return false;
         };
         let from = self.ty(*src);
-        let narrow = mem_bytes(from.elem) < 4 && mem_bytes(from.elem) < mem_bytes(out);
+        let narrow = mem_bytes(from.elem()) < 4 && mem_bytes(from.elem()) < mem_bytes(out);
         narrow && !from.is_scalar() && self.crossed_barrier.contains(src)
     }
 

@@ -1,7 +1,9 @@
 //! Elementwise lowering of one register: literals, arithmetic, comparisons,
 //! math functions, casts and bitcasts, for every scalar type.
 
-use super::emit::{bits_type, f32_literal, float_literal, is_llvm_float, scalar_type, FuncText};
+use super::emit::{
+    bits_type, f32_literal, float_literal, is_llvm_float, llvm_type, scalar_type, FuncText,
+};
 use super::CodegenError;
 use crate::ir::{BinaryOp, CmpPred, Elem, Literal, ScalarType, UnaryOp};
 
@@ -23,7 +25,7 @@ fn float_suffix(s: ScalarType) -> &'static str {
 /// The LLVM literal of `lit` as an element of type `elem`.
 pub fn literal(f: &mut FuncText, elem: Elem, lit: Literal) -> Result<String> {
     let s = match elem {
-        Elem::Ptr(_) => return Ok("null".into()),
+        Elem::Ptr(..) => return Ok("null".into()),
         Elem::Scalar(s) => s,
     };
     let as_f64 = match lit {
@@ -396,7 +398,7 @@ pub fn bitcast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> R
 /// `x` as an integer of its own width (floats bitcast, bool widened to a byte).
 pub fn to_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
     match elem {
-        Elem::Ptr(_) => f.inst(format!("ptrtoint ptr addrspace(1) {x} to i64")),
+        Elem::Ptr(..) => f.inst(format!("ptrtoint {} {x} to i64", llvm_type(elem))),
         Elem::Scalar(ScalarType::Bool) => f.inst(format!("zext i1 {x} to i8")),
         Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!(
             "bitcast {} {x} to {}",
@@ -410,7 +412,7 @@ pub fn to_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
 /// The inverse of [`to_bits`].
 pub fn from_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
     match elem {
-        Elem::Ptr(_) => f.inst(format!("inttoptr i64 {x} to ptr addrspace(1)")),
+        Elem::Ptr(..) => f.inst(format!("inttoptr i64 {x} to {}", llvm_type(elem))),
         Elem::Scalar(ScalarType::Bool) => f.inst(format!("icmp ne i8 {x}, 0")),
         Elem::Scalar(s) if is_llvm_float(s) => f.inst(format!(
             "bitcast {} {x} to {}",
@@ -424,7 +426,7 @@ pub fn from_bits(f: &mut FuncText, elem: Elem, x: &str) -> String {
 /// Bytes one element takes in memory (pointers are 8).
 pub fn mem_bytes(elem: Elem) -> usize {
     match elem {
-        Elem::Ptr(_) => 8,
+        Elem::Ptr(..) => 8,
         Elem::Scalar(s) => s.size_bytes(),
     }
 }

@@ -28,7 +28,7 @@ impl<'k> Lowerer<'k> {
             ));
         }
         let s = ty
-            .elem
+            .elem()
             .scalar()
             .ok_or_else(|| malformed("cumsum of pointers"))?;
         if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
@@ -36,7 +36,7 @@ impl<'k> Lowerer<'k> {
         }
         let acc_s = if s.is_float() { ScalarType::F32 } else { s };
         let acc = Elem::Scalar(acc_s);
-        let n = ty.shape[0];
+        let n = ty.shape()[0];
         let src: Tensor = self.tensor(*value)?;
         let layout = src.layout.clone();
         self.use_shared(n * acc_s.size_bytes());

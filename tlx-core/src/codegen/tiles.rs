@@ -68,13 +68,13 @@ impl<'k> Lowerer<'k> {
             .first()
             .ok_or_else(|| malformed("tile op without result"))?;
         let rty = self.ty(result);
-        let elem = rty.elem;
+        let elem = rty.elem();
         match &op.kind {
             OpKind::ExtractTile { value, index } => {
                 let src: Tensor = self.tensor(*value)?;
-                let outer = self.ty(*value).shape.clone();
-                self.check_tile(&rty.shape, &outer, index)?;
-                let layout: LinearLayout = self.default_layout(&rty.shape)?;
+                let outer = self.ty(*value).shape().to_vec();
+                self.check_tile(rty.shape(), &outer, index)?;
+                let layout: LinearLayout = self.default_layout(rty.shape())?;
                 self.use_shared(src.layout.numel() * mem_bytes(elem));
                 self.barrier();
                 self.write_all(&src, elem);
@@ -82,7 +82,7 @@ impl<'k> Lowerer<'k> {
                 let mut regs = Vec::with_capacity(layout.num_regs());
                 for r in 0..layout.num_regs() {
                     let flat = self.flat_index(&layout, r);
-                    let at = self.tile_to_outer(&flat, &rty.shape, &outer, index)?;
+                    let at = self.tile_to_outer(&flat, rty.shape(), &outer, index)?;
                     regs.push(self.smem_load(elem, 0, &at));
                 }
                 self.values.insert(result, Tensor { layout, regs });
@@ -90,8 +90,8 @@ impl<'k> Lowerer<'k> {
             OpKind::InsertTile { value, tile, index } => {
                 let src: Tensor = self.tensor(*value)?;
                 let piece: Tensor = self.tensor(*tile)?;
-                let tile_shape = self.ty(*tile).shape.clone();
-                self.check_tile(&tile_shape, &rty.shape, index)?;
+                let tile_shape = self.ty(*tile).shape().to_vec();
+                self.check_tile(&tile_shape, rty.shape(), index)?;
                 self.use_shared(src.layout.numel() * mem_bytes(elem));
                 self.barrier();
                 self.write_all(&src, elem);
@@ -101,7 +101,7 @@ impl<'k> Lowerer<'k> {
                         continue;
                     }
                     let flat = self.flat_index(&piece.layout, r);
-                    let at = self.tile_to_outer(&flat, &tile_shape, &rty.shape, index)?;
+                    let at = self.tile_to_outer(&flat, &tile_shape, rty.shape(), index)?;
                     self.smem_store(elem, 0, &at, v);
                 }
                 self.barrier();

@@ -457,6 +457,20 @@ fn helper_functions_are_inlined_with_tuples() {
 }
 
 #[test]
+fn a_helper_inlined_twice_makes_two_ops_at_one_location_with_two_ids() {
+    let k = compile_one(&kernel_with(
+        "fn total(x: Tensor) -> Tensor { sum(x) }\n let x = load(p + arange(0, B)); store(p, total(x) + total(x));",
+    ));
+    let sums = find(&k, |o| matches!(o, OpKind::Reduce { .. }));
+    assert_eq!(sums.len(), 2);
+    assert_eq!(sums[0].loc, sums[1].loc);
+    assert_ne!(sums[0].id, sums[1].id);
+    for op in sums {
+        assert_eq!(k.op(op.id), Some(op));
+    }
+}
+
+#[test]
 fn return_inside_a_while_ends_the_loop() {
     let k = compile_one(&kernel_with(
         "let mut i = 0; while i < n { if i > 4 { return; } i += 1; } store(q, i);",

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site};
@@ -16,7 +16,7 @@ use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
 use super::value::{Data, Tensor};
-use super::wait::Wait;
+use super::wait::{Wait, WaitReason};
 use super::{dot, elementwise as ew, global, reduce, shape};
 
 /// A value handed to block args or op results, with its undefined elements.
@@ -81,76 +81,10 @@ pub(crate) struct Executor<'k> {
     frames: Vec<Frame<'k>>,
     /// The task's name in deadlock reports.
     name: String,
-}
-
-/// The op's name in messages.
-pub(crate) fn op_name(kind: &OpKind) -> &'static str {
-    use crate::ir::{BinaryOp as B, UnaryOp as U};
-    match kind {
-        OpKind::Constant(_) => "constant",
-        OpKind::ProgramId { .. } => "program_id",
-        OpKind::NumPrograms { .. } => "num_programs",
-        OpKind::MultipleOf { .. } => "multiple_of",
-        OpKind::ClusterCtaRank => "cluster_cta_rank",
-        OpKind::ClusterBarrier => "cluster_barrier",
-        OpKind::Arange { .. } => "arange",
-        OpKind::Splat(_) => "splat",
-        OpKind::Broadcast(_) => "broadcast",
-        OpKind::ExpandDims { .. } => "expand_dims",
-        OpKind::Reshape(_) => "reshape",
-        OpKind::Trans { .. } => "trans",
-        OpKind::Cast(_) => "cast",
-        OpKind::Bitcast(_) => "bitcast",
-        OpKind::Binary { op, .. } => match op {
-            B::Add => "add",
-            B::Sub => "sub",
-            B::Mul => "mul",
-            B::Div => "div",
-            B::Rem => "rem",
-            B::Max => "max",
-            B::Min => "min",
-            B::And => "and",
-            B::Or => "or",
-            B::Xor => "xor",
-            B::Shl => "shl",
-            B::Shr => "shr",
-        },
-        OpKind::Unary { op, .. } => match op {
-            U::Neg => "neg",
-            U::Not => "not",
-            U::Exp => "exp",
-            U::Exp2 => "exp2",
-            U::Log => "log",
-            U::Log2 => "log2",
-            U::Sqrt => "sqrt",
-            U::Rsqrt => "rsqrt",
-            U::Sin => "sin",
-            U::Cos => "cos",
-            U::Abs => "abs",
-            U::Floor => "floor",
-            U::Ceil => "ceil",
-        },
-        OpKind::Compare { .. } => "cmp",
-        OpKind::Select { .. } => "where",
-        OpKind::Fma { .. } => "fma",
-        OpKind::AddPtr { .. } => "addptr",
-        OpKind::Load { .. } => "load",
-        OpKind::Store { .. } => "store",
-        OpKind::Reduce { .. } => "reduce",
-        OpKind::Cumsum { .. } => "cumsum",
-        OpKind::Dot { .. } => "dot",
-        OpKind::AtomicRmw { .. } => "atomic_rmw",
-        OpKind::AtomicCas { .. } => "atomic_cas",
-        OpKind::ExtractTile { .. } => "extract_tile",
-        OpKind::InsertTile { .. } => "insert_tile",
-        OpKind::For { .. } => "for",
-        OpKind::While { .. } => "while",
-        OpKind::If { .. } => "if",
-        OpKind::Yield(_) => "yield",
-        OpKind::Condition(_) => "condition",
-        OpKind::Print { .. } => "device_print",
-        OpKind::Assert { .. } => "device_assert",
-    }
+    /// Whether the name says which program of a cluster this is.
+    named_after_program: bool,
+    /// The replica of the task of `async_tasks` this executor runs (0 outside one).
+    replica: u32,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -187,7 +121,49 @@ impl<'k> Executor<'k> {
             flags: vec![None; kernel.types.len()],
             frames: Vec::new(),
             name: "default".to_owned(),
+            named_after_program: false,
+            replica: 0,
         }
+    }
+
+    /// One executor per replica of each task of `async_tasks`, each starting
+    /// at its task's body with the values defined so far.
+    fn fork(&self, tasks: &'k [TaskRegion]) -> Vec<Box<dyn Task<'k> + 'k>> {
+        let mut children: Vec<Box<dyn Task<'k> + 'k>> = Vec::new();
+        for (index, task) in tasks.iter().enumerate() {
+            for replica in 0..task.replicate {
+                let mut name = if task.default {
+                    "default task".to_owned()
+                } else {
+                    format!("task {index}")
+                };
+                if task.replicate > 1 {
+                    name += &format!(" replica {replica}");
+                }
+                if self.named_after_program {
+                    let [x, y, z] = self.program;
+                    name += &format!(" of program ({x}, {y}, {z})");
+                }
+                children.push(Box::new(Executor {
+                    kernel: self.kernel,
+                    mem: self.mem,
+                    check_uninit: self.check_uninit,
+                    grid: self.grid,
+                    program: self.program,
+                    env: self.env.clone(),
+                    flags: self.flags.clone(),
+                    frames: vec![Frame {
+                        block: &task.body,
+                        pc: 0,
+                        cont: Continuation::Root,
+                    }],
+                    name,
+                    named_after_program: self.named_after_program,
+                    replica,
+                }));
+            }
+        }
+        children
     }
 
     /// Names the task after its program, for clusters, whose programs are
@@ -195,6 +171,7 @@ impl<'k> Executor<'k> {
     pub(crate) fn name_after_program(&mut self) {
         let [x, y, z] = self.program;
         self.name = format!("default of program ({x}, {y}, {z})");
+        self.named_after_program = true;
     }
 
     fn site(&self, op: Option<&Op>) -> Site {
@@ -202,7 +179,7 @@ impl<'k> Executor<'k> {
             kernel: self.kernel.name.clone(),
             file: self.kernel.source_file.clone(),
             program: self.program,
-            op: op.map_or("kernel", |o| op_name(&o.kind)),
+            op: op.map_or("kernel", |o| o.kind.code().source_name()),
             line: op.map_or(0, |o| o.loc.line),
         }
     }
@@ -242,7 +219,7 @@ impl<'k> Executor<'k> {
     }
 
     /// Executes the next op of the innermost frame.
-    fn step_op(&mut self) -> Result<StepOutcome, InterpError> {
+    fn step_op(&mut self) -> Result<StepOutcome<'k>, InterpError> {
         let Some(frame) = self.frames.last_mut() else {
             return Ok(StepOutcome::Finished);
         };
@@ -301,14 +278,14 @@ impl<'k> Executor<'k> {
 
     fn scalar_type(&self, v: ValueId) -> FaultResult<ScalarType> {
         self.type_of(v)?
-            .elem
+            .elem()
             .scalar()
             .ok_or_else(|| Fault::malformed(format!("{v} is a pointer where a number is expected")))
     }
 
     fn pointee(&self, v: ValueId) -> FaultResult<ScalarType> {
         self.type_of(v)?
-            .elem
+            .elem()
             .pointee()
             .ok_or_else(|| Fault::malformed(format!("{v} is not a pointer")))
     }
@@ -323,7 +300,7 @@ impl<'k> Executor<'k> {
     /// Defines result `i` of `op` from `data`, shaped by the result's type.
     fn define(&mut self, op: &Op, i: usize, data: Data) -> FaultResult<()> {
         let id = Self::result(op, i)?;
-        let shape = self.type_of(id)?.shape.clone();
+        let shape = self.type_of(id)?.shape().to_vec();
         self.set(id, Rc::new(Tensor::new(shape, data)?))
     }
 
@@ -509,7 +486,7 @@ impl<'k> Executor<'k> {
         let data = match &op.kind {
             OpKind::Constant(lit) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                ew::constant(*lit, ty.elem, ty.numel())?
+                ew::constant(*lit, ty.elem(), ty.numel())?
             }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
                 let source = if matches!(op.kind, OpKind::ProgramId { .. }) {
@@ -546,6 +523,7 @@ impl<'k> Executor<'k> {
                 }
                 v.data.clone()
             }
+            OpKind::AsyncTaskReplicaId => Data::Int(vec![i64::from(self.replica)]),
             OpKind::ClusterCtaRank => {
                 let cluster = self.kernel.options.cluster.map(|d| d.max(1));
                 let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
@@ -557,20 +535,20 @@ impl<'k> Executor<'k> {
             }
             OpKind::Splat(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::splat(self.get(*v)?, &ty.shape)?
+                shape::splat(self.get(*v)?, ty.shape())?
             }
             OpKind::Broadcast(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::broadcast(self.get(*v)?, &ty.shape)?
+                shape::broadcast(self.get(*v)?, ty.shape())?
             }
             OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::reshape(self.get(*v)?, &ty.shape)?
+                shape::reshape(self.get(*v)?, ty.shape())?
             }
             OpKind::Trans { value, perm } => shape::trans(self.get(*value)?, perm)?,
             OpKind::Cast(v) => {
-                let to: Elem = self.type_of(Self::result(op, 0)?)?.elem;
-                ew::cast(self.type_of(*v)?.elem, to, &self.get(*v)?.data)?
+                let to: Elem = self.type_of(Self::result(op, 0)?)?.elem();
+                ew::cast(self.type_of(*v)?.elem(), to, &self.get(*v)?.data)?
             }
             OpKind::Bitcast(v) => {
                 let to = self.scalar_type(Self::result(op, 0)?)?;
@@ -694,7 +672,7 @@ impl<'k> Executor<'k> {
             )?,
             OpKind::ExtractTile { value, index } => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
-                shape::extract_tile(self.get(*value)?, &ty.shape, index)?
+                shape::extract_tile(self.get(*value)?, ty.shape(), index)?
             }
             OpKind::InsertTile { value, tile, index } => {
                 shape::insert_tile(self.get(*value)?, self.get(*tile)?, index)?
@@ -714,6 +692,7 @@ impl<'k> Executor<'k> {
             OpKind::For { .. }
             | OpKind::While { .. }
             | OpKind::If { .. }
+            | OpKind::AsyncTasks { .. }
             | OpKind::Yield(_)
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(
@@ -798,6 +777,7 @@ impl<'k> Executor<'k> {
             | OpKind::ProgramId { .. }
             | OpKind::NumPrograms { .. }
             | OpKind::ClusterCtaRank
+            | OpKind::AsyncTaskReplicaId
             | OpKind::Arange { .. }
             // Atomics' old values come from memory; only loads make undefined lanes.
             | OpKind::AtomicRmw { .. }
@@ -890,11 +870,12 @@ impl<'k> Executor<'k> {
             | OpKind::For { .. }
             | OpKind::While { .. }
             | OpKind::If { .. }
+            | OpKind::AsyncTasks { .. }
             | OpKind::Yield(_)
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(format!(
                     "`{}` has results the interpreter does not define",
-                    op_name(&op.kind)
+                    op.kind.code().source_name()
                 )));
             }
         };
@@ -914,10 +895,10 @@ impl<'k> Executor<'k> {
     }
 }
 
-/// The kernel body as a task. It blocks only at `cluster_barrier`, where
-/// `index` is the program's rank in its cluster (its task number in the
-/// cluster's schedule).
-impl Task for Executor<'_> {
+/// The kernel body, or a task of `async_tasks`, as a task. It blocks only at
+/// `cluster_barrier`, where `index` is the program's rank in its cluster
+/// (its task number in the cluster's schedule), and forks at `async_tasks`.
+impl<'k> Task<'k> for Executor<'k> {
     fn name(&self) -> &str {
         &self.name
     }
@@ -926,8 +907,22 @@ impl Task for Executor<'_> {
         &mut self,
         index: usize,
         shared: &mut ProgramShared,
-    ) -> Result<StepOutcome, InterpError> {
+    ) -> Result<StepOutcome<'k>, InterpError> {
         if let Some(op) = self.next_op() {
+            if let OpKind::AsyncTasks { tasks } = &op.kind {
+                let tasks = self.fork(tasks);
+                if let Some(frame) = self.frames.last_mut() {
+                    frame.pc += 1;
+                }
+                let at = Wait {
+                    op: "async_tasks",
+                    line: op.loc.line,
+                    reason: WaitReason::Tasks {
+                        unfinished: tasks.len() as u32,
+                    },
+                };
+                return Ok(StepOutcome::Forked { tasks, at });
+            }
             if matches!(op.kind, OpKind::ClusterBarrier) {
                 if let Err(reason) = shared.cluster_barrier.arrive_and_wait(index) {
                     return Ok(StepOutcome::Blocked(Wait {

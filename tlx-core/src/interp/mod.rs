@@ -9,9 +9,10 @@
 //! (mbarriers, asynchronous-write records of shared buffers); the
 //! `schedule` module interleaves them one op at a time, round robin or from
 //! a seeded PRNG ([`Schedule`]), and reports a deadlock when every live task
-//! is blocked ([`InterpError::Deadlock`]). Today the kernel body is the only
-//! task: an `exec::Executor`, a resumable state machine over an explicit
-//! value environment and frame stack. The op modules (`elementwise`,
+//! is blocked ([`InterpError::Deadlock`]). The kernel body is a task: an
+//! `exec::Executor`, a resumable state machine over an explicit value
+//! environment and frame stack; at `async_tasks` it forks one executor per
+//! replica of each task, over a copy of its values, and waits for them. The op modules (`elementwise`,
 //! `shape`, `reduce`, `dot`, `global`) compute on whole tiles; `mbarrier`
 //! and `race` hold the state machines barrier and shared-memory ops will use.
 //! In checked mode `undef` follows the unspecified lanes of masked loads
@@ -35,6 +36,8 @@ mod wait;
 
 #[cfg(test)]
 mod schedule_tests;
+#[cfg(test)]
+mod task_tests;
 #[cfg(test)]
 mod tests;
 

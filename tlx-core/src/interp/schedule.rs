@@ -3,6 +3,8 @@
 //! scheduler picks one runnable task, round robin or from a seeded PRNG, and
 //! advances it by one op. A blocked task is polled again once another task
 //! makes progress; when every live task is blocked, the program deadlocked.
+//! A task may fork (`async_tasks`): its children join the schedule and it
+//! waits until they have all finished.
 
 use std::fmt;
 use std::str::FromStr;
@@ -127,19 +129,24 @@ impl ClusterBarrier {
     }
 }
 
-/// What one step of a task did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum StepOutcome {
+/// What one step of a task did. `'t` bounds the tasks it may fork.
+pub(crate) enum StepOutcome<'t> {
     /// Executed an op; more remain.
     Ran,
     /// Could not proceed; the task stays at the same op and is polled again later.
     Blocked(Wait),
     /// Executed its last op (or had none left).
     Finished,
+    /// Started `tasks` and waits, at `at` (whose reason the scheduler keeps
+    /// up to date), until every one of them has finished.
+    Forked {
+        tasks: Vec<Box<dyn Task<'t> + 't>>,
+        at: Wait,
+    },
 }
 
 /// A logical thread of a program.
-pub(crate) trait Task {
+pub(crate) trait Task<'t> {
     fn name(&self) -> &str;
 
     /// Advances the task by one op. `index` is the task's number in its program.
@@ -147,7 +154,7 @@ pub(crate) trait Task {
         &mut self,
         index: usize,
         shared: &mut ProgramShared,
-    ) -> Result<StepOutcome, InterpError>;
+    ) -> Result<StepOutcome<'t>, InterpError>;
 }
 
 /// Which program the scheduler runs, for deadlock reports and seeding.
@@ -192,6 +199,11 @@ impl SplitMix64 {
 enum TaskState {
     Runnable,
     Blocked(Wait),
+    /// Forked at `at` and waits for `unfinished` children.
+    Joining {
+        at: Wait,
+        unfinished: usize,
+    },
     Finished,
 }
 
@@ -241,52 +253,51 @@ impl Picker {
     }
 }
 
-/// Runs the tasks of one program until all finish, one fails, or all live
-/// ones are blocked (a deadlock).
-pub(crate) fn run_tasks(
-    tasks: &mut [&mut dyn Task],
+/// A task the scheduler was given or one that a task forked.
+enum Slot<'s, 't> {
+    Given(&'s mut dyn Task<'t>),
+    Forked(Box<dyn Task<'t> + 't>),
+}
+
+impl<'t> Slot<'_, 't> {
+    fn task(&mut self) -> &mut dyn Task<'t> {
+        match self {
+            Slot::Given(task) => &mut **task,
+            Slot::Forked(task) => task.as_mut(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Slot::Given(task) => task.name(),
+            Slot::Forked(task) => task.name(),
+        }
+    }
+}
+
+/// Runs the tasks of one program, and those they fork, until all finish,
+/// one fails, or all live ones are blocked (a deadlock).
+pub(crate) fn run_tasks<'t>(
+    tasks: &mut [&mut dyn Task<'t>],
     shared: &mut ProgramShared,
     schedule: Schedule,
     label: &ProgramLabel<'_>,
 ) -> Result<(), InterpError> {
-    if let [task] = tasks {
-        // One task (every kernel without async tasks): nothing to interleave.
-        loop {
-            match task.step(0, shared)? {
-                StepOutcome::Ran => {}
-                StepOutcome::Finished => return Ok(()),
-                StepOutcome::Blocked(wait) => {
-                    return Err(label.deadlock(vec![BlockedTask {
-                        task: 0,
-                        name: task.name().to_owned(),
-                        wait,
-                    }]));
-                }
-            }
-        }
-    }
-    let mut states = vec![TaskState::Runnable; tasks.len()];
-    let mut runnable = tasks.len();
+    let mut slots: Vec<Slot<'_, 't>> = tasks
+        .iter_mut()
+        .map(|task| Slot::Given(&mut **task))
+        .collect();
+    let mut states = vec![TaskState::Runnable; slots.len()];
+    // The task that forked each one, which joins when its last child finishes.
+    let mut parents: Vec<Option<usize>> = vec![None; slots.len()];
+    let mut runnable = slots.len();
     let mut blocked = 0;
     let mut picker = Picker::new(schedule, label.index);
     while runnable + blocked > 0 {
         let Some(chosen) = picker.pick(&states, runnable) else {
-            let stuck = states
-                .iter()
-                .zip(tasks.iter())
-                .enumerate()
-                .filter_map(|(task, (state, t))| match state {
-                    TaskState::Blocked(wait) => Some(BlockedTask {
-                        task,
-                        name: t.name().to_owned(),
-                        wait: wait.clone(),
-                    }),
-                    _ => None,
-                })
-                .collect();
-            return Err(label.deadlock(stuck));
+            return Err(label.deadlock(stuck_tasks(&states, &slots)));
         };
-        let outcome = tasks[chosen].step(chosen, shared)?;
+        let outcome = slots[chosen].task().step(chosen, shared)?;
         let made_progress = !matches!(outcome, StepOutcome::Blocked(_));
         match outcome {
             StepOutcome::Ran => {}
@@ -298,6 +309,32 @@ pub(crate) fn run_tasks(
             StepOutcome::Finished => {
                 states[chosen] = TaskState::Finished;
                 runnable -= 1;
+                if let Some(parent) = parents[chosen] {
+                    if let TaskState::Joining { unfinished, .. } = &mut states[parent] {
+                        *unfinished -= 1;
+                        if *unfinished == 0 {
+                            states[parent] = TaskState::Runnable;
+                            runnable += 1;
+                        }
+                    }
+                }
+            }
+            StepOutcome::Forked {
+                tasks: children,
+                at,
+            } => {
+                if !children.is_empty() {
+                    states[chosen] = TaskState::Joining {
+                        at,
+                        unfinished: children.len(),
+                    };
+                    runnable += children.len() - 1;
+                    for child in children {
+                        slots.push(Slot::Forked(child));
+                        states.push(TaskState::Runnable);
+                        parents.push(Some(chosen));
+                    }
+                }
             }
         }
         if made_progress && blocked > 0 {
@@ -312,6 +349,33 @@ pub(crate) fn run_tasks(
         }
     }
     Ok(())
+}
+
+/// The deadlock report's tasks: the blocked ones, and those waiting for
+/// their forked tasks.
+fn stuck_tasks(states: &[TaskState], slots: &[Slot<'_, '_>]) -> Vec<BlockedTask> {
+    states
+        .iter()
+        .zip(slots)
+        .enumerate()
+        .filter_map(|(task, (state, slot))| {
+            let wait = match state {
+                TaskState::Blocked(wait) => wait.clone(),
+                TaskState::Joining { at, unfinished } => Wait {
+                    reason: WaitReason::Tasks {
+                        unfinished: *unfinished as u32,
+                    },
+                    ..at.clone()
+                },
+                TaskState::Runnable | TaskState::Finished => return None,
+            };
+            Some(BlockedTask {
+                task,
+                name: slot.name().to_owned(),
+                wait,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl ScriptedTask {
     }
 }
 
-impl Task for ScriptedTask {
+impl<'t> Task<'t> for ScriptedTask {
     fn name(&self) -> &str {
         self.name
     }
@@ -99,7 +99,7 @@ impl Task for ScriptedTask {
         &mut self,
         index: usize,
         shared: &mut ProgramShared,
-    ) -> Result<StepOutcome, InterpError> {
+    ) -> Result<StepOutcome<'t>, InterpError> {
         let Some(&(line, action)) = self.script.get(self.pc) else {
             return Ok(StepOutcome::Finished);
         };

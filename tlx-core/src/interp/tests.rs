@@ -75,7 +75,7 @@ impl Kb {
     }
 
     fn expand(&mut self, v: ValueId, axis: usize) -> ValueId {
-        let mut shape = self.ty(v).shape;
+        let mut shape = self.ty(v).shape().to_vec();
         shape.insert(axis, 1);
         let ty = self.ty(v).with_shape(shape);
         self.op(OpKind::ExpandDims { value: v, axis }, ty)
@@ -102,16 +102,21 @@ impl Kb {
     }
 
     fn reduce(&mut self, value: ValueId, axis: usize, kind: ReduceKind) -> ValueId {
-        let mut ty = self.ty(value);
-        ty.shape.remove(axis);
-        if matches!(kind, ReduceKind::Argmax | ReduceKind::Argmin) {
-            ty.elem = Elem::Scalar(ScalarType::I32);
-        }
-        self.op(OpKind::Reduce { value, axis, kind }, ty)
+        let ty = self.ty(value);
+        let mut shape = ty.shape().to_vec();
+        shape.remove(axis);
+        let elem = match kind {
+            ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(ScalarType::I32),
+            _ => ty.elem(),
+        };
+        self.op(
+            OpKind::Reduce { value, axis, kind },
+            Type::tensor(elem, shape),
+        )
     }
 
     fn add_ptr(&mut self, ptr: ValueId, offset: ValueId) -> ValueId {
-        let shape = self.ty(offset).shape;
+        let shape = self.ty(offset).shape().to_vec();
         let ty = self.ty(ptr).with_shape(shape);
         self.op(OpKind::AddPtr { ptr, offset }, ty)
     }
@@ -119,8 +124,8 @@ impl Kb {
     fn load(&mut self, ptr: ValueId, mask: Option<ValueId>, other: Option<ValueId>) -> ValueId {
         let pty = self.ty(ptr);
         let ty = Type::tensor(
-            Elem::Scalar(pty.elem.pointee().unwrap_or(ScalarType::F32)),
-            pty.shape,
+            Elem::Scalar(pty.elem().pointee().unwrap_or(ScalarType::F32)),
+            pty.shape().to_vec(),
         );
         self.op(
             OpKind::Load {
@@ -157,7 +162,7 @@ impl Kb {
 
     /// `base[offsets]` as a tile of pointers.
     fn ptrs(&mut self, base: ValueId, offsets: ValueId) -> ValueId {
-        let shape = self.ty(offsets).shape;
+        let shape = self.ty(offsets).shape().to_vec();
         let splat = self.splat(base, &shape);
         self.add_ptr(splat, offsets)
     }
@@ -184,7 +189,7 @@ fn upload_f16(mem: &HostMemory, data: &[f32]) -> BufferId {
     id
 }
 
-fn upload_i32(mem: &HostMemory, data: &[i32]) -> BufferId {
+pub(super) fn upload_i32(mem: &HostMemory, data: &[i32]) -> BufferId {
     let id = mem.alloc(data.len() * 4);
     let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     mem.write(id, 0, &bytes).expect("fresh buffer");
@@ -204,7 +209,7 @@ pub(super) fn download_f32(mem: &HostMemory, id: BufferId) -> Vec<f32> {
         .collect()
 }
 
-fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
+pub(super) fn download_i32(mem: &HostMemory, id: BufferId) -> Vec<i32> {
     download_bytes(mem, id)
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))

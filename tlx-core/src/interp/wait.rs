@@ -26,6 +26,8 @@ pub enum WaitReason {
         arrived_threads: u32,
         expected_threads: u32,
     },
+    /// The end of `async_tasks`, short of tasks that have finished.
+    Tasks { unfinished: u32 },
 }
 
 impl fmt::Display for WaitReason {
@@ -56,6 +58,9 @@ impl fmt::Display for WaitReason {
                 f,
                 "named barrier {barrier}: {arrived_threads} of {expected_threads} threads arrived"
             ),
+            WaitReason::Tasks { unfinished } => {
+                write!(f, "{unfinished} of its tasks have not finished")
+            }
         }
     }
 }

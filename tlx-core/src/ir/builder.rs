@@ -6,7 +6,7 @@
 //! it back to be placed in a control-flow op.
 
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
-use super::ops::{Block, Op, OpKind, SrcLoc, ValueId};
+use super::ops::{Block, Op, OpId, OpKind, SrcLoc, ValueId};
 use super::types::Type;
 
 pub struct Builder {
@@ -93,12 +93,19 @@ impl Builder {
 
     /// Append an op whose result values already exist (see [`Builder::new_value`]).
     pub fn push_with_results(&mut self, kind: OpKind, results: Vec<ValueId>) {
-        let op = Op {
+        let op = self.op(kind, results);
+        self.current().ops.push(op);
+    }
+
+    /// An op at the current location, for a block that is no longer open
+    /// (a yield appended to a closed arm). [`Builder::finish`] gives it its id.
+    pub fn op(&self, kind: OpKind, results: Vec<ValueId>) -> Op {
+        Op {
+            id: OpId::default(),
             kind,
             results,
             loc: self.loc,
-        };
-        self.current().ops.push(op);
+        }
     }
 
     /// Open a nested block whose args have the given types; returns the args.
@@ -130,13 +137,14 @@ impl Builder {
         &mut self.stack[last]
     }
 
-    /// Finish the kernel.
+    /// Finish the kernel: every op gets its id (see [`OpId`]).
     ///
     /// # Panics
     /// If a nested block is still open (a bug in the caller, not user input).
     pub fn finish(mut self) -> Kernel {
         assert_eq!(self.stack.len(), 1, "finish with an open nested block");
         self.kernel.body = self.stack.pop().unwrap_or_default();
+        self.kernel.number_ops();
         self.kernel
     }
 }
@@ -187,6 +195,18 @@ mod tests {
         );
         let k = b.finish();
         assert_eq!(k.body.ops.len(), 5);
+        // Pre-order: the loop is op 3 and its body's ops follow it.
+        let ids: Vec<u32> = k.body.ops.iter().map(|op| op.id.0).collect();
+        assert_eq!(ids, [0, 1, 2, 3, 6]);
+        let OpKind::For { body, .. } = &k.body.ops[3].kind else {
+            panic!("op 3 is the loop");
+        };
+        assert_eq!(body.ops[1].id, OpId(5));
+        assert!(matches!(
+            k.op(OpId(5)).map(|op| &op.kind),
+            Some(OpKind::Yield(_))
+        ));
+        assert_eq!(k.op(OpId(7)), None);
         assert_eq!(k.type_of(sum), &Type::scalar(ScalarType::I32));
         assert_eq!(k.params[0].value, out);
     }

@@ -1,7 +1,7 @@
 //! A kernel specialized for one configuration: its parameters, options,
 //! body, and the type of every value.
 
-use super::ops::{Block, ValueId};
+use super::ops::{Block, Op, OpId, ValueId};
 use super::types::{ScalarType, Type};
 
 /// A kernel parameter as the launcher passes it.
@@ -124,5 +124,35 @@ impl Kernel {
 
     pub fn threads_per_program(&self) -> u32 {
         self.options.num_warps * 32
+    }
+
+    /// The op with identity `id`, wherever it is nested.
+    pub fn op(&self, id: OpId) -> Option<&Op> {
+        fn find(block: &Block, id: OpId) -> Option<&Op> {
+            block.ops.iter().find_map(|op| {
+                if op.id == id {
+                    Some(op)
+                } else {
+                    op.kind.blocks().into_iter().find_map(|b| find(b, id))
+                }
+            })
+        }
+        find(&self.body, id)
+    }
+
+    /// Gives every op its pre-order position as its id. The builder and the
+    /// parser both end with it, so a kernel and its text agree on ids
+    /// without the text spelling them out.
+    pub(crate) fn number_ops(&mut self) {
+        fn number(block: &mut Block, next: &mut u32) {
+            for op in &mut block.ops {
+                op.id = OpId(*next);
+                *next += 1;
+                for nested in op.kind.blocks_mut() {
+                    number(nested, next);
+                }
+            }
+        }
+        number(&mut self.body, &mut 0);
     }
 }

@@ -6,6 +6,7 @@
 //! same tree. Operand types are exact: the frontend inserts every cast,
 //! splat and broadcast, so an op never converts implicitly.
 
+use super::tasks::TaskRegion;
 use super::types::ScalarType;
 
 /// An SSA value: an index into [`super::Kernel::types`].
@@ -21,6 +22,18 @@ impl ValueId {
 impl std::fmt::Display for ValueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "%{}", self.0)
+    }
+}
+
+/// An op's identity, unique within its kernel: the op's position in a
+/// pre-order walk of the finished kernel (see [`super::Kernel::op`]). Two
+/// ops from one source location (a helper inlined twice) have different ids.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u32);
+
+impl std::fmt::Display for OpId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "op#{}", self.0)
     }
 }
 
@@ -43,6 +56,7 @@ pub struct Block {
 /// One operation: what it does, the values it defines, and where it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
+    pub id: OpId,
     pub kind: OpKind,
     pub results: Vec<ValueId>,
     pub loc: SrcLoc,
@@ -359,6 +373,16 @@ pub enum OpKind {
         then_block: Block,
         else_block: Block,
     },
+    /// TLX's `async_tasks`: the tasks run at the same time, each replica on
+    /// warps of its own (see [`super::task_warps`]), over the program's
+    /// memory and values defined before the op; the op completes when every
+    /// task has finished. Only at the top level of the kernel body.
+    AsyncTasks {
+        tasks: Vec<TaskRegion>,
+    },
+    /// TLX's `async_task_replica_id()`: i32 scalar, the replica of the
+    /// enclosing task that runs it (0 for a task without copies).
+    AsyncTaskReplicaId,
     /// Terminator: the values a nested block hands back.
     Yield(Vec<ValueId>),
     /// Terminator of a `While`'s `cond` block: continue while true.
@@ -385,7 +409,9 @@ impl OpKind {
             | NumPrograms { .. }
             | ClusterCtaRank
             | ClusterBarrier
-            | Arange { .. } => vec![],
+            | Arange { .. }
+            | AsyncTasks { .. }
+            | AsyncTaskReplicaId => vec![],
             Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
             MultipleOf { value, .. } => vec![*value],
             ExpandDims { value, .. }
@@ -451,25 +477,24 @@ impl OpKind {
                 else_block,
                 ..
             } => vec![then_block, else_block],
+            OpKind::AsyncTasks { tasks } => tasks.iter().map(|t| &t.body).collect(),
             _ => vec![],
         }
     }
 
-    /// True for ops that end a nested block.
-    pub fn is_terminator(&self) -> bool {
-        matches!(self, OpKind::Yield(_) | OpKind::Condition(_))
-    }
-
-    /// True for ops with effects beyond their results (memory, output, failure).
-    pub fn has_side_effects(&self) -> bool {
-        matches!(
-            self,
-            OpKind::Store { .. }
-                | OpKind::AtomicRmw { .. }
-                | OpKind::AtomicCas { .. }
-                | OpKind::Print { .. }
-                | OpKind::Assert { .. }
-        )
+    /// [`OpKind::blocks`], mutable.
+    pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::While { cond, body, .. } => vec![cond, body],
+            OpKind::If {
+                then_block,
+                else_block,
+                ..
+            } => vec![then_block, else_block],
+            OpKind::AsyncTasks { tasks } => tasks.iter_mut().map(|t| &mut t.body).collect(),
+            _ => vec![],
+        }
     }
 }
 

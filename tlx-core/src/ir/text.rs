@@ -17,18 +17,35 @@
 //!     ^(%10: i32, %11: f32)
 //!     yield %11
 //!   }
+//!   async_tasks {  // line 20:5
+//!     task default num_regs 232 {
+//!       %12 = async_task_replica_id : i32
+//!     }
+//!     task num_warps 2 num_regs 24 replicate 2 {
+//!     }
+//!   }
 //! }
 //! ```
 //!
-//! Values that no param, op or block arg defines (the builder can make
-//! them) are listed as `value %N : type` so that the type table survives.
+//! Op names are the op table's mnemonics (`ir::OpCode`). Values that no
+//! param, op or block arg defines (the builder can make them) are listed as
+//! `value %N : type` so that the type table survives; besides tensors
+//! (`tensor<64x32xptr<f16>>`, `ptr<f16, shared>`) types are written
+//! `smem<64x32xbf16, buffers 3, swizzle 128b, mutable>`, `barriers<4>`,
+//! `tensordesc<128x64xf16>` and `token`. Op ids are not written: the parser
+//! numbers ops in pre-order, as `Builder::finish` does.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 
+use super::def::OpCode;
 use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
-use super::types::{Elem, ScalarType, Type};
+use super::tasks::TaskRegion;
+use super::types::{
+    AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,
+    Type,
+};
 
 /// Why a text could not be read as a kernel; `line` is 1-based.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -40,37 +57,6 @@ pub struct ParseError {
 
 /// Nested blocks deeper than this are rejected instead of risking the stack.
 const MAX_BLOCK_DEPTH: usize = 200;
-
-const BINARY_OPS: [(BinaryOp, &str); 12] = [
-    (BinaryOp::Add, "add"),
-    (BinaryOp::Sub, "sub"),
-    (BinaryOp::Mul, "mul"),
-    (BinaryOp::Div, "div"),
-    (BinaryOp::Rem, "rem"),
-    (BinaryOp::Max, "max"),
-    (BinaryOp::Min, "min"),
-    (BinaryOp::And, "and"),
-    (BinaryOp::Or, "or"),
-    (BinaryOp::Xor, "xor"),
-    (BinaryOp::Shl, "shl"),
-    (BinaryOp::Shr, "shr"),
-];
-
-const UNARY_OPS: [(UnaryOp, &str); 13] = [
-    (UnaryOp::Neg, "neg"),
-    (UnaryOp::Not, "not"),
-    (UnaryOp::Exp, "exp"),
-    (UnaryOp::Exp2, "exp2"),
-    (UnaryOp::Log, "log"),
-    (UnaryOp::Log2, "log2"),
-    (UnaryOp::Sqrt, "sqrt"),
-    (UnaryOp::Rsqrt, "rsqrt"),
-    (UnaryOp::Sin, "sin"),
-    (UnaryOp::Cos, "cos"),
-    (UnaryOp::Abs, "abs"),
-    (UnaryOp::Floor, "floor"),
-    (UnaryOp::Ceil, "ceil"),
-];
 
 const CMP_PREDS: [(CmpPred, &str); 6] = [
     (CmpPred::Eq, "eq"),
@@ -245,6 +231,10 @@ impl Printer<'_> {
             self.out += " : ";
             self.out += &types.join(", ");
         }
+        if let OpKind::AsyncTasks { tasks } = &op.kind {
+            self.tasks(tasks, op.loc, depth);
+            return;
+        }
         let blocks: Vec<(&str, &Block)> = match &op.kind {
             OpKind::For { body, .. } => vec![("", body)],
             OpKind::While { cond, body, .. } => vec![("", cond), ("do", body)],
@@ -271,6 +261,35 @@ impl Printer<'_> {
             self.indent(depth);
             self.out += "}\n";
         }
+    }
+
+    /// `{`, one `task <attributes> { ... }` per task, `}`.
+    fn tasks(&mut self, tasks: &[TaskRegion], loc: SrcLoc, depth: usize) {
+        self.out += " {";
+        self.loc_comment(loc);
+        for task in tasks {
+            self.indent(depth + 1);
+            self.out += "task";
+            if task.default {
+                self.out += " default";
+            }
+            for (key, value) in [
+                ("num_warps", task.num_warps),
+                ("num_regs", task.num_regs),
+                ("replicate", (task.replicate != 1).then_some(task.replicate)),
+                ("start_warp", task.start_warp),
+            ] {
+                if let Some(n) = value {
+                    let _ = write!(self.out, " {key} {n}");
+                }
+            }
+            self.out += " {\n";
+            self.nested_block(&task.body, depth + 2);
+            self.indent(depth + 1);
+            self.out += "}\n";
+        }
+        self.indent(depth);
+        self.out += "}\n";
     }
 
     fn loc_comment(&mut self, loc: SrcLoc) {
@@ -318,34 +337,39 @@ fn literal_text(lit: Literal) -> String {
     }
 }
 
-/// The op's name and operands, without results, types and nested blocks.
+/// The op's mnemonic and operands, without results, types and nested blocks.
 fn op_head(kind: &OpKind) -> String {
+    let operands = op_operands(kind);
+    if operands.is_empty() {
+        kind.mnemonic().to_string()
+    } else {
+        format!("{} {operands}", kind.mnemonic())
+    }
+}
+
+/// The operands and attributes that follow the mnemonic.
+fn op_operands(kind: &OpKind) -> String {
     use OpKind::*;
     match kind {
-        Constant(lit) => format!("constant {}", literal_text(*lit)),
-        ProgramId { axis } => format!("program_id {axis}"),
-        NumPrograms { axis } => format!("num_programs {axis}"),
-        MultipleOf { value, factor } => format!("multiple_of {value}, {factor}"),
-        ClusterCtaRank => "cluster_cta_rank".to_string(),
-        ClusterBarrier => "cluster_barrier".to_string(),
-        Arange { start, end } => format!("arange {start}, {end}"),
-        Splat(v) => format!("splat {v}"),
-        Broadcast(v) => format!("broadcast {v}"),
-        ExpandDims { value, axis } => format!("expand_dims {value}, axis {axis}"),
-        Reshape(v) => format!("reshape {v}"),
-        Trans { value, perm } => format!("trans {value}, perm {}", index_list(perm)),
-        Cast(v) => format!("cast {v}"),
-        Bitcast(v) => format!("bitcast {v}"),
-        Binary { op, lhs, rhs } => format!("{} {lhs}, {rhs}", name_of(&BINARY_OPS, *op)),
-        Unary { op, value } => format!("{} {value}", name_of(&UNARY_OPS, *op)),
-        Compare { pred, lhs, rhs } => format!("cmp {} {lhs}, {rhs}", name_of(&CMP_PREDS, *pred)),
+        Constant(lit) => literal_text(*lit),
+        ProgramId { axis } => axis.to_string(),
+        NumPrograms { axis } => axis.to_string(),
+        MultipleOf { value, factor } => format!("{value}, {factor}"),
+        ClusterCtaRank | ClusterBarrier => String::new(),
+        Arange { start, end } => format!("{start}, {end}"),
+        Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => v.to_string(),
+        ExpandDims { value, axis } => format!("{value}, axis {axis}"),
+        Trans { value, perm } => format!("{value}, perm {}", index_list(perm)),
+        Binary { lhs, rhs, .. } => format!("{lhs}, {rhs}"),
+        Unary { value, .. } => value.to_string(),
+        Compare { pred, lhs, rhs } => format!("{} {lhs}, {rhs}", name_of(&CMP_PREDS, *pred)),
         Select {
             cond,
             on_true,
             on_false,
-        } => format!("select {cond}, {on_true}, {on_false}"),
-        Fma { a, b, c } => format!("fma {a}, {b}, {c}"),
-        AddPtr { ptr, offset } => format!("addptr {ptr}, {offset}"),
+        } => format!("{cond}, {on_true}, {on_false}"),
+        Fma { a, b, c } => format!("{a}, {b}, {c}"),
+        AddPtr { ptr, offset } => format!("{ptr}, {offset}"),
         Load {
             ptr,
             mask,
@@ -354,7 +378,7 @@ fn op_head(kind: &OpKind) -> String {
             eviction,
             volatile,
         } => {
-            let mut s = format!("load {ptr}");
+            let mut s = ptr.to_string();
             push_optional_value(&mut s, "mask", *mask);
             push_optional_value(&mut s, "other", *other);
             push_memory_hints(&mut s, *cache, *eviction);
@@ -370,22 +394,21 @@ fn op_head(kind: &OpKind) -> String {
             cache,
             eviction,
         } => {
-            let mut s = format!("store {ptr}, {value}");
+            let mut s = format!("{ptr}, {value}");
             push_optional_value(&mut s, "mask", *mask);
             push_memory_hints(&mut s, *cache, *eviction);
             s
         }
-        Reduce { value, axis, kind } => format!(
-            "reduce {} {value}, axis {axis}",
-            name_of(&REDUCE_KINDS, *kind)
-        ),
+        Reduce { value, axis, kind } => {
+            format!("{} {value}, axis {axis}", name_of(&REDUCE_KINDS, *kind))
+        }
         Cumsum {
             value,
             axis,
             reverse,
         } => {
             let reverse = if *reverse { " reverse" } else { "" };
-            format!("cumsum {value}, axis {axis}{reverse}")
+            format!("{value}, axis {axis}{reverse}")
         }
         Dot {
             a,
@@ -393,7 +416,7 @@ fn op_head(kind: &OpKind) -> String {
             acc,
             precision,
         } => format!(
-            "dot {a}, {b}, {acc} precision {}",
+            "{a}, {b}, {acc} precision {}",
             name_of(&DOT_PRECISIONS, *precision)
         ),
         AtomicRmw {
@@ -404,7 +427,7 @@ fn op_head(kind: &OpKind) -> String {
             sem,
             scope,
         } => {
-            let mut s = format!("atomic_rmw {} {ptr}, {value}", name_of(&ATOMIC_OPS, *op));
+            let mut s = format!("{} {ptr}, {value}", name_of(&ATOMIC_OPS, *op));
             push_optional_value(&mut s, "mask", *mask);
             push_sem_scope(&mut s, *sem, *scope);
             s
@@ -416,15 +439,15 @@ fn op_head(kind: &OpKind) -> String {
             sem,
             scope,
         } => {
-            let mut s = format!("atomic_cas {ptr}, {cmp}, {value}");
+            let mut s = format!("{ptr}, {cmp}, {value}");
             push_sem_scope(&mut s, *sem, *scope);
             s
         }
         ExtractTile { value, index } => {
-            format!("extract_tile {value}, index {}", index_list(index))
+            format!("{value}, index {}", index_list(index))
         }
         InsertTile { value, tile, index } => {
-            format!("insert_tile {value}, {tile}, index {}", index_list(index))
+            format!("{value}, {tile}, index {}", index_list(index))
         }
         For {
             lower,
@@ -432,20 +455,21 @@ fn op_head(kind: &OpKind) -> String {
             step,
             inits,
             ..
-        } => format!("for {lower} to {upper} step {step} iter({})", values(inits)),
-        While { inits, .. } => format!("while iter({})", values(inits)),
-        If { cond, .. } => format!("if {cond}"),
-        Yield(vs) if vs.is_empty() => "yield".to_string(),
-        Yield(vs) => format!("yield {}", values(vs)),
-        Condition(v) => format!("condition {v}"),
+        } => format!("{lower} to {upper} step {step} iter({})", values(inits)),
+        While { inits, .. } => format!("iter({})", values(inits)),
+        If { cond, .. } => cond.to_string(),
+        Yield(vs) => values(vs),
+        Condition(v) => v.to_string(),
         Print { prefix, values: vs } => {
-            let mut s = format!("print {}", quote(prefix));
+            let mut s = quote(prefix);
             for v in vs {
                 let _ = write!(s, ", {v}");
             }
             s
         }
-        Assert { cond, message } => format!("assert {cond}, {}", quote(message)),
+        Assert { cond, message } => format!("{cond}, {}", quote(message)),
+        // The tasks follow in braces.
+        AsyncTasks { .. } | AsyncTaskReplicaId => String::new(),
     }
 }
 
@@ -771,17 +795,76 @@ impl<'s> Parser<'s> {
     fn elem(&mut self) -> PResult<Elem> {
         if self.eat("ptr<") {
             let s = self.scalar_type()?;
+            let mut space = AddressSpace::Global;
+            if self.eat(",") {
+                let word = self.word();
+                space = match AddressSpace::from_name(word) {
+                    Some(space) => space,
+                    None => return self.error(format!("unknown address space `{word}`")),
+                };
+            }
             self.expect(">")?;
-            Ok(Elem::Ptr(s))
+            Ok(Elem::Ptr(s, space))
         } else {
             Ok(Elem::Scalar(self.scalar_type()?))
         }
     }
 
     fn ty(&mut self) -> PResult<Type> {
-        if !self.eat("tensor<") {
-            return Ok(Type::tensor(self.elem()?, Vec::new()));
+        if self.eat("tensor<") {
+            let shape = self.dims()?;
+            let elem = self.elem()?;
+            self.expect(">")?;
+            return Ok(Type::tensor(elem, shape));
         }
+        if self.eat("smem<") {
+            let shape = self.dims()?;
+            let elem = self.scalar_type()?;
+            self.expect(",")?;
+            self.keyword("buffers")?;
+            let buffers = self.number("a buffer count")?;
+            self.expect(",")?;
+            self.keyword("swizzle")?;
+            let word = self.word();
+            let Some(swizzle) = Swizzle::from_name(word) else {
+                return self.error(format!("unknown swizzle `{word}`"));
+            };
+            self.expect(",")?;
+            let mutable = match self.word() {
+                "mutable" => true,
+                "immutable" => false,
+                other => {
+                    return self.error(format!(
+                        "expected `mutable` or `immutable`, found `{other}`"
+                    ))
+                }
+            };
+            self.expect(">")?;
+            let memory = SharedMemoryType::new(elem, shape, buffers, swizzle, mutable);
+            return Ok(Type::SharedMemory(memory));
+        }
+        if self.eat("barriers<") {
+            let count = self.number("a barrier count")?;
+            self.expect(">")?;
+            return Ok(Type::Barriers(BarrierType::new(count)));
+        }
+        if self.eat("tensordesc<") {
+            let shape = self.dims()?;
+            let elem = self.scalar_type()?;
+            self.expect(">")?;
+            return Ok(Type::TensorDescriptor(TensorDescriptorType::new(
+                elem, shape,
+            )));
+        }
+        if self.peek_word() == "token" {
+            self.word();
+            return Ok(Type::AsyncToken);
+        }
+        Ok(Type::tensor(self.elem()?, Vec::new()))
+    }
+
+    /// Dimensions, each followed by `x` (none for a scalar).
+    fn dims(&mut self) -> PResult<Vec<usize>> {
         let mut shape = Vec::new();
         while matches!(self.peek(), Some(c) if c.is_ascii_digit()) {
             shape.push(self.number("a dimension")?);
@@ -790,9 +873,7 @@ impl<'s> Parser<'s> {
             }
             self.bump();
         }
-        let elem = self.elem()?;
-        self.expect(">")?;
-        Ok(Type::tensor(elem, shape))
+        Ok(shape)
     }
 
     fn literal(&mut self) -> PResult<Literal> {
@@ -901,10 +982,10 @@ impl<'s> Parser<'s> {
                     let name = self.string()?;
                     let value = self.value_name()?;
                     let ty = self.ty()?;
-                    let kind = match (ty.elem, ty.is_scalar()) {
-                        (Elem::Ptr(s), true) => ParamKind::Ptr(s),
+                    let kind = match (ty.elem(), ty.is_tensor() && ty.is_scalar()) {
+                        (Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
                         (Elem::Scalar(s), true) => ParamKind::Scalar(s),
-                        _ => return self.error("a param must be a scalar or a pointer"),
+                        _ => return self.error("a param must be a scalar or a global pointer"),
                     };
                     self.define(value, kind.value_type())?;
                     kernel.params.push(Param { name, kind, value });
@@ -994,16 +1075,18 @@ impl<'s> Parser<'s> {
             }
         }
         let loc = self.nested_blocks(&mut kind)?;
-        Ok(Op { kind, results, loc })
+        // `finish` numbers the ops once the whole tree is read.
+        Ok(Op {
+            id: OpId::default(),
+            kind,
+            results,
+            loc,
+        })
     }
 
     /// The location comment, and for control flow the nested blocks after it.
     fn nested_blocks(&mut self, kind: &mut OpKind) -> PResult<SrcLoc> {
-        let has_blocks = matches!(
-            kind,
-            OpKind::For { .. } | OpKind::While { .. } | OpKind::If { .. }
-        );
-        if !has_blocks {
+        if !kind.effects().regions {
             let loc = self.loc_comment()?;
             self.end_of_line()?;
             return Ok(loc);
@@ -1011,6 +1094,11 @@ impl<'s> Parser<'s> {
         self.expect("{")?;
         let loc = self.loc_comment()?;
         self.end_of_line()?;
+        if let OpKind::AsyncTasks { tasks } = kind {
+            *tasks = self.tasks()?;
+            self.end_of_line()?;
+            return Ok(loc);
+        }
         let first = self.block()?;
         match kind {
             OpKind::For { body, .. } => *body = first,
@@ -1041,63 +1129,69 @@ impl<'s> Parser<'s> {
     /// An op's operands and attributes, given its name; blocks are left empty.
     fn op_operands(&mut self, name: &str) -> PResult<OpKind> {
         use OpKind::*;
-        if let Some(op) = item_of(&BINARY_OPS, name) {
-            let lhs = self.operand()?;
-            self.expect(",")?;
-            let rhs = self.operand()?;
-            return Ok(Binary { op, lhs, rhs });
-        }
-        if let Some(op) = item_of(&UNARY_OPS, name) {
-            let value = self.operand()?;
-            return Ok(Unary { op, value });
-        }
-        let kind = match name {
-            "constant" => Constant(self.literal()?),
-            "program_id" => ProgramId {
+        let Some(code) = OpCode::from_mnemonic(name) else {
+            return match name {
+                "" => self.error(format!("expected an op, found {}", self.found())),
+                other => self.error(format!("unknown op `{other}`")),
+            };
+        };
+        let kind = match code {
+            OpCode::Binary(op) => {
+                let lhs = self.operand()?;
+                self.expect(",")?;
+                let rhs = self.operand()?;
+                Binary { op, lhs, rhs }
+            }
+            OpCode::Unary(op) => Unary {
+                op,
+                value: self.operand()?,
+            },
+            OpCode::Constant => Constant(self.literal()?),
+            OpCode::ProgramId => ProgramId {
                 axis: self.number("an axis")?,
             },
-            "num_programs" => NumPrograms {
+            OpCode::NumPrograms => NumPrograms {
                 axis: self.number("an axis")?,
             },
-            "multiple_of" => {
+            OpCode::MultipleOf => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 let factor = self.number("a factor")?;
                 MultipleOf { value, factor }
             }
-            "cluster_cta_rank" => ClusterCtaRank,
-            "cluster_barrier" => ClusterBarrier,
-            "arange" => {
+            OpCode::ClusterCtaRank => ClusterCtaRank,
+            OpCode::ClusterBarrier => ClusterBarrier,
+            OpCode::Arange => {
                 let start = self.number("an integer")?;
                 self.expect(",")?;
                 let end = self.number("an integer")?;
                 Arange { start, end }
             }
-            "splat" => Splat(self.operand()?),
-            "broadcast" => Broadcast(self.operand()?),
-            "reshape" => Reshape(self.operand()?),
-            "cast" => Cast(self.operand()?),
-            "bitcast" => Bitcast(self.operand()?),
-            "expand_dims" => {
+            OpCode::Splat => Splat(self.operand()?),
+            OpCode::Broadcast => Broadcast(self.operand()?),
+            OpCode::Reshape => Reshape(self.operand()?),
+            OpCode::Cast => Cast(self.operand()?),
+            OpCode::Bitcast => Bitcast(self.operand()?),
+            OpCode::ExpandDims => {
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 ExpandDims { value, axis }
             }
-            "trans" => {
+            OpCode::Trans => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 self.keyword("perm")?;
                 let perm = self.index_list()?;
                 Trans { value, perm }
             }
-            "cmp" => {
+            OpCode::Compare => {
                 let pred = self.lookup(&CMP_PREDS, "comparison")?;
                 let lhs = self.operand()?;
                 self.expect(",")?;
                 let rhs = self.operand()?;
                 Compare { pred, lhs, rhs }
             }
-            "select" => {
+            OpCode::Select => {
                 let [cond, on_true, on_false] = self.operands3()?;
                 Select {
                     cond,
@@ -1105,25 +1199,25 @@ impl<'s> Parser<'s> {
                     on_false,
                 }
             }
-            "fma" => {
+            OpCode::Fma => {
                 let [a, b, c] = self.operands3()?;
                 Fma { a, b, c }
             }
-            "addptr" => {
+            OpCode::AddPtr => {
                 let ptr = self.operand()?;
                 self.expect(",")?;
                 let offset = self.operand()?;
                 AddPtr { ptr, offset }
             }
-            "load" => self.load()?,
-            "store" => self.store()?,
-            "reduce" => {
+            OpCode::Load => self.load()?,
+            OpCode::Store => self.store()?,
+            OpCode::Reduce => {
                 let kind = self.lookup(&REDUCE_KINDS, "reduction")?;
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 Reduce { value, axis, kind }
             }
-            "cumsum" => {
+            OpCode::Cumsum => {
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 let reverse = self.peek_word() == "reverse";
@@ -1136,7 +1230,7 @@ impl<'s> Parser<'s> {
                     reverse,
                 }
             }
-            "dot" => {
+            OpCode::Dot => {
                 let [a, b, acc] = self.operands3()?;
                 self.keyword("precision")?;
                 let precision = self.lookup(&DOT_PRECISIONS, "dot precision")?;
@@ -1147,7 +1241,7 @@ impl<'s> Parser<'s> {
                     precision,
                 }
             }
-            "atomic_rmw" => {
+            OpCode::AtomicRmw => {
                 let op = self.lookup(&ATOMIC_OPS, "atomic op")?;
                 let ptr = self.operand()?;
                 self.expect(",")?;
@@ -1163,7 +1257,7 @@ impl<'s> Parser<'s> {
                     scope,
                 }
             }
-            "atomic_cas" => {
+            OpCode::AtomicCas => {
                 let [ptr, cmp, value] = self.operands3()?;
                 let (sem, scope) = self.sem_scope()?;
                 AtomicCas {
@@ -1174,14 +1268,14 @@ impl<'s> Parser<'s> {
                     scope,
                 }
             }
-            "extract_tile" => {
+            OpCode::ExtractTile => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 self.keyword("index")?;
                 let index = self.index_list()?;
                 ExtractTile { value, index }
             }
-            "insert_tile" => {
+            OpCode::InsertTile => {
                 let value = self.operand()?;
                 self.expect(",")?;
                 let tile = self.operand()?;
@@ -1190,7 +1284,7 @@ impl<'s> Parser<'s> {
                 let index = self.index_list()?;
                 InsertTile { value, tile, index }
             }
-            "for" => {
+            OpCode::For => {
                 let lower = self.operand()?;
                 self.keyword("to")?;
                 let upper = self.operand()?;
@@ -1205,19 +1299,19 @@ impl<'s> Parser<'s> {
                     body: Block::default(),
                 }
             }
-            "while" => While {
+            OpCode::While => While {
                 inits: self.iter_list()?,
                 cond: Block::default(),
                 body: Block::default(),
             },
-            "if" => If {
+            OpCode::If => If {
                 cond: self.operand()?,
                 then_block: Block::default(),
                 else_block: Block::default(),
             },
-            "yield" => Yield(self.operand_list(true)?),
-            "condition" => Condition(self.operand()?),
-            "print" => {
+            OpCode::Yield => Yield(self.operand_list(true)?),
+            OpCode::Condition => Condition(self.operand()?),
+            OpCode::Print => {
                 let prefix = self.string()?;
                 let mut values = Vec::new();
                 while self.eat(",") {
@@ -1225,16 +1319,51 @@ impl<'s> Parser<'s> {
                 }
                 Print { prefix, values }
             }
-            "assert" => {
+            OpCode::AsyncTasks => AsyncTasks { tasks: Vec::new() },
+            OpCode::AsyncTaskReplicaId => AsyncTaskReplicaId,
+            OpCode::Assert => {
                 let cond = self.operand()?;
                 self.expect(",")?;
                 let message = self.string()?;
                 Assert { cond, message }
             }
-            "" => return self.error(format!("expected an op, found {}", self.found())),
-            other => return self.error(format!("unknown op `{other}`")),
         };
         Ok(kind)
+    }
+
+    /// The tasks of `async_tasks` after its `{` line, through its `}`.
+    fn tasks(&mut self) -> PResult<Vec<TaskRegion>> {
+        let mut tasks = Vec::new();
+        loop {
+            self.skip_lines();
+            if self.eat("}") {
+                return Ok(tasks);
+            }
+            self.keyword("task")?;
+            let mut task = TaskRegion::default_task(Block::default());
+            task.default = self.peek_word() == "default";
+            if task.default {
+                self.word();
+            }
+            for key in ["num_warps", "num_regs", "replicate", "start_warp"] {
+                if self.peek_word() != key {
+                    continue;
+                }
+                self.word();
+                let n = self.number(key)?;
+                match key {
+                    "num_warps" => task.num_warps = Some(n),
+                    "num_regs" => task.num_regs = Some(n),
+                    "replicate" => task.replicate = n,
+                    _ => task.start_warp = Some(n),
+                }
+            }
+            self.expect("{")?;
+            self.end_of_line()?;
+            task.body = self.block()?;
+            self.end_of_line()?;
+            tasks.push(task);
+        }
     }
 
     fn operands3(&mut self) -> PResult<[ValueId; 3]> {
@@ -1352,6 +1481,7 @@ impl<'s> Parser<'s> {
             }
         }
         kernel.types = types.into_iter().flatten().collect();
+        kernel.number_ops();
         Ok(kernel)
     }
 }
@@ -1385,6 +1515,20 @@ mod tests {
         let n = b.add_param("n", ParamKind::Scalar(I32));
         let flag = b.add_param("flag", ParamKind::Scalar(Bool));
         b.new_value(t(F16, &[3, 5])); // defined by nobody
+        b.new_value(Type::tensor(Elem::Ptr(F16, AddressSpace::Shared), vec![2]));
+        b.new_value(Type::SharedMemory(SharedMemoryType::new(
+            BF16,
+            vec![64, 32],
+            3,
+            Swizzle::Bytes128,
+            false,
+        )));
+        b.new_value(Type::Barriers(BarrierType::new(4)));
+        b.new_value(Type::TensorDescriptor(TensorDescriptorType::new(
+            F8E4M3,
+            vec![128, 64],
+        )));
+        b.new_value(Type::AsyncToken);
         b.set_loc(SrcLoc { line: 12, col: 5 });
         let i32s = t(I32, &[]);
         let mut consts = Vec::new();
@@ -1432,7 +1576,7 @@ mod tests {
         let cf = b.push1(OpKind::Cast(rs), t(F32, &[32]));
         b.push1(OpKind::Bitcast(cf), t(U32, &[32]));
         b.set_loc(SrcLoc { line: 13, col: 0 });
-        for (op, _) in BINARY_OPS {
+        for op in BinaryOp::ALL {
             b.push1(
                 OpKind::Binary {
                     op,
@@ -1442,7 +1586,7 @@ mod tests {
                 t(I32, &[8]),
             );
         }
-        for (op, _) in UNARY_OPS {
+        for op in UnaryOp::ALL {
             b.push1(OpKind::Unary { op, value: cf }, t(F32, &[32]));
         }
         let mut masks = Vec::new();
@@ -1473,13 +1617,16 @@ mod tests {
             },
             t(F32, &[32]),
         );
-        let xs = b.push1(OpKind::Splat(x), Type::tensor(Elem::Ptr(F32), vec![8]));
+        let xs = b.push1(
+            OpKind::Splat(x),
+            Type::tensor(Elem::global_ptr(F32), vec![8]),
+        );
         let ptrs = b.push1(
             OpKind::AddPtr {
                 ptr: xs,
                 offset: offs,
             },
-            Type::tensor(Elem::Ptr(F32), vec![8]),
+            Type::tensor(Elem::global_ptr(F32), vec![8]),
         );
         let zero = b.push1(OpKind::Constant(Literal::Float(0.0)), t(F32, &[8]));
         let loaded = b.push1(
@@ -1677,6 +1824,43 @@ mod tests {
             },
             vec![],
         );
+        // Task regions: every attribute, an empty body and a nested if.
+        b.set_loc(SrcLoc { line: 30, col: 4 });
+        b.begin_block(vec![]);
+        b.push1(OpKind::AsyncTaskReplicaId, i32s.clone());
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let then_block = b.end_block();
+        b.begin_block(vec![]);
+        b.push(OpKind::Yield(vec![]), vec![]);
+        let else_block = b.end_block();
+        b.push(
+            OpKind::If {
+                cond: flag,
+                then_block,
+                else_block,
+            },
+            vec![],
+        );
+        let trunk = b.end_block();
+        b.begin_block(vec![]);
+        let copies = b.end_block();
+        let mut trunk = TaskRegion::default_task(trunk);
+        trunk.num_regs = Some(240);
+        let copies = TaskRegion {
+            default: false,
+            num_warps: Some(2),
+            num_regs: Some(24),
+            replicate: 2,
+            start_warp: Some(8),
+            body: copies,
+        };
+        b.push(
+            OpKind::AsyncTasks {
+                tasks: vec![trunk, copies],
+            },
+            vec![],
+        );
         b.set_loc(SrcLoc::default());
         b.push(
             OpKind::Print {
@@ -1728,21 +1912,8 @@ mod tests {
                         *f = 42.0;
                     }
                 }
-                match &mut op.kind {
-                    OpKind::For { body, .. } => walk(body),
-                    OpKind::While { cond, body, .. } => {
-                        walk(cond);
-                        walk(body);
-                    }
-                    OpKind::If {
-                        then_block,
-                        else_block,
-                        ..
-                    } => {
-                        walk(then_block);
-                        walk(else_block);
-                    }
-                    _ => {}
+                for nested in op.kind.blocks_mut() {
+                    walk(nested);
                 }
             }
         }
@@ -1763,6 +1934,29 @@ mod tests {
         assert_eq!(kernel.to_string(), text);
     }
 
+    /// So that `every_op_round_trips` covers every mnemonic of the op table.
+    #[test]
+    fn kitchen_sink_has_every_op_code() {
+        fn walk(block: &Block, seen: &mut HashSet<OpCode>) {
+            for op in &block.ops {
+                seen.insert(op.kind.code());
+                assert_eq!(
+                    op.kind.effects().regions,
+                    !op.kind.blocks().is_empty(),
+                    "{}",
+                    op.kind.mnemonic()
+                );
+                for nested in op.kind.blocks() {
+                    walk(nested, seen);
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        walk(&kitchen_sink().body, &mut seen);
+        let missing: Vec<OpCode> = OpCode::all().filter(|c| !seen.contains(c)).collect();
+        assert!(missing.is_empty(), "not in the kitchen sink: {missing:?}");
+    }
+
     #[test]
     fn text_reads_like_mlir() {
         let text = print(&kitchen_sink());
@@ -1772,11 +1966,35 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  value %3 : tensor<3x5xf16>\n"), "{text}");
+        assert!(
+            text.contains("  value %4 : tensor<2xptr<f16, shared>>\n"),
+            "{text}"
+        );
+        for ty in [
+            "smem<64x32xbf16, buffers 3, swizzle 128b, immutable>",
+            "barriers<4>",
+            "tensordesc<128x64xf8e4m3>",
+            "token",
+        ] {
+            assert!(text.contains(&format!(" : {ty}\n")), "{ty}: {text}");
+        }
         assert!(text.contains("constant -0.0 "), "{text}");
         assert!(text.contains("constant nan:0x7ff8000000001234 "), "{text}");
         assert!(text.contains("    ^(%"), "{text}");
         assert!(text.contains("} else {"), "{text}");
         assert!(text.contains("} do {"), "{text}");
+        assert!(
+            text.contains(
+                "  async_tasks {  // line 30:4\n    task default num_regs 240 {\n      %"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    task num_warps 2 num_regs 24 replicate 2 start_warp 8 {\n    }\n  }\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -104,19 +104,49 @@ impl fmt::Display for ScalarType {
     }
 }
 
-/// The element of a block tensor: a scalar, or a global pointer to one.
+/// The memory a pointer points into.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AddressSpace {
+    #[default]
+    Global,
+    /// The program's (CTA's) shared memory.
+    Shared,
+}
+
+impl AddressSpace {
+    pub const ALL: [AddressSpace; 2] = [AddressSpace::Global, AddressSpace::Shared];
+
+    /// The name used in the IR text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            AddressSpace::Global => "global",
+            AddressSpace::Shared => "shared",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<AddressSpace> {
+        AddressSpace::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// The element of a block tensor: a scalar, or a pointer to one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
     Scalar(ScalarType),
-    /// A pointer into global memory; offsets added to it count elements of the pointee.
-    Ptr(ScalarType),
+    /// A pointer into `AddressSpace`; offsets added to it count elements of the pointee.
+    Ptr(ScalarType, AddressSpace),
 }
 
 impl Elem {
+    /// A pointer into global memory (what kernel parameters pass).
+    pub fn global_ptr(pointee: ScalarType) -> Elem {
+        Elem::Ptr(pointee, AddressSpace::Global)
+    }
+
     pub fn scalar(self) -> Option<ScalarType> {
         match self {
             Elem::Scalar(s) => Some(s),
-            Elem::Ptr(_) => None,
+            Elem::Ptr(..) => None,
         }
     }
 
@@ -125,14 +155,22 @@ impl Elem {
     pub fn is_integral(self) -> bool {
         match self {
             Elem::Scalar(s) => s.is_int(),
-            Elem::Ptr(_) => true,
+            Elem::Ptr(..) => true,
         }
     }
 
     pub fn pointee(self) -> Option<ScalarType> {
         match self {
-            Elem::Ptr(s) => Some(s),
+            Elem::Ptr(s, _) => Some(s),
             Elem::Scalar(_) => None,
+        }
+    }
+
+    /// The pointee of a pointer into global memory.
+    pub fn global_pointee(self) -> Option<ScalarType> {
+        match self {
+            Elem::Ptr(s, AddressSpace::Global) => Some(s),
+            Elem::Ptr(_, AddressSpace::Shared) | Elem::Scalar(_) => None,
         }
     }
 }
@@ -141,77 +179,267 @@ impl fmt::Display for Elem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Elem::Scalar(s) => write!(f, "{s}"),
-            Elem::Ptr(s) => write!(f, "ptr<{s}>"),
+            // Global is the default and goes unsaid.
+            Elem::Ptr(s, AddressSpace::Global) => write!(f, "ptr<{s}>"),
+            Elem::Ptr(s, space) => write!(f, "ptr<{s}, {}>", space.name()),
         }
     }
 }
 
-/// The type of an IR value: an element type and a static shape (empty for a scalar).
+/// The type of an IR value (naga's `TypeInner` style): a register tensor,
+/// which every block-tensor op takes and gives, or one of the kinds of value
+/// TLX adds (shared-memory buffers, mbarriers, TMA descriptors, tokens of
+/// asynchronous operations). The variants' fields are private.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Type {
-    pub elem: Elem,
-    pub shape: Vec<usize>,
+pub enum Type {
+    /// A block tensor of static shape in registers; a scalar is rank 0.
+    Tensor(TensorType),
+    /// Buffers in shared memory (TLX's `local_alloc`).
+    SharedMemory(SharedMemoryType),
+    /// mbarriers in shared memory (TLX's `alloc_barriers`).
+    Barriers(BarrierType),
+    /// A TMA tensor descriptor (TLX's `make_tensor_descriptor`).
+    TensorDescriptor(TensorDescriptorType),
+    /// The completion of an asynchronous operation, to be waited for.
+    AsyncToken,
+}
+
+/// An element type and a static shape (empty for a scalar).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    elem: Elem,
+    shape: Vec<usize>,
+}
+
+/// How shared-memory rows are swizzled (the TMA and wgmma swizzle modes).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Swizzle {
+    #[default]
+    None,
+    Bytes32,
+    Bytes64,
+    Bytes128,
+}
+
+impl Swizzle {
+    pub const ALL: [Swizzle; 4] = [
+        Swizzle::None,
+        Swizzle::Bytes32,
+        Swizzle::Bytes64,
+        Swizzle::Bytes128,
+    ];
+
+    /// The name used in the IR text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            Swizzle::None => "none",
+            Swizzle::Bytes32 => "32b",
+            Swizzle::Bytes64 => "64b",
+            Swizzle::Bytes128 => "128b",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Swizzle> {
+        Swizzle::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// `buffers` buffers of `shape` elements each, in shared memory.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedMemoryType {
+    elem: ScalarType,
+    shape: Vec<usize>,
+    buffers: u32,
+    swizzle: Swizzle,
+    mutable: bool,
+}
+
+impl SharedMemoryType {
+    pub fn new(
+        elem: ScalarType,
+        shape: Vec<usize>,
+        buffers: u32,
+        swizzle: Swizzle,
+        mutable: bool,
+    ) -> Self {
+        SharedMemoryType {
+            elem,
+            shape,
+            buffers,
+            swizzle,
+            mutable,
+        }
+    }
+
+    pub fn elem(&self) -> ScalarType {
+        self.elem
+    }
+
+    /// The shape of one buffer.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn buffers(&self) -> u32 {
+        self.buffers
+    }
+
+    pub fn swizzle(&self) -> Swizzle {
+        self.swizzle
+    }
+
+    /// False for a view only read through (an operand of an MMA, say).
+    pub fn mutable(&self) -> bool {
+        self.mutable
+    }
+}
+
+/// `count` mbarriers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BarrierType {
+    /// As a shape, `[count]`, so that [`Type::shape`] can lend it.
+    count: [usize; 1],
+}
+
+impl BarrierType {
+    pub fn new(count: usize) -> Self {
+        BarrierType { count: [count] }
+    }
+
+    pub fn count(&self) -> usize {
+        self.count[0]
+    }
+}
+
+/// A TMA descriptor moving blocks of `block_shape` elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorDescriptorType {
+    elem: ScalarType,
+    block_shape: Vec<usize>,
+}
+
+impl TensorDescriptorType {
+    pub fn new(elem: ScalarType, block_shape: Vec<usize>) -> Self {
+        TensorDescriptorType { elem, block_shape }
+    }
+
+    pub fn elem(&self) -> ScalarType {
+        self.elem
+    }
+
+    pub fn block_shape(&self) -> &[usize] {
+        &self.block_shape
+    }
 }
 
 impl Type {
     pub fn scalar(s: ScalarType) -> Type {
-        Type {
-            elem: Elem::Scalar(s),
-            shape: Vec::new(),
-        }
+        Type::tensor(Elem::Scalar(s), Vec::new())
     }
 
     pub fn ptr(pointee: ScalarType) -> Type {
-        Type {
-            elem: Elem::Ptr(pointee),
-            shape: Vec::new(),
-        }
+        Type::tensor(Elem::global_ptr(pointee), Vec::new())
     }
 
     pub fn tensor(elem: Elem, shape: Vec<usize>) -> Type {
-        Type { elem, shape }
+        Type::Tensor(TensorType { elem, shape })
+    }
+
+    pub fn is_tensor(&self) -> bool {
+        matches!(self, Type::Tensor(_))
+    }
+
+    /// A tensor's element; for the other kinds, the element of what the
+    /// value holds or describes (a buffer's, a descriptor block's; an
+    /// mbarrier is a 64-bit word, a token a flag). The verifier keeps
+    /// non-tensors away from the block-tensor ops that ask.
+    pub fn elem(&self) -> Elem {
+        match self {
+            Type::Tensor(t) => t.elem,
+            Type::SharedMemory(m) => Elem::Scalar(m.elem),
+            Type::Barriers(_) => Elem::Scalar(ScalarType::I64),
+            Type::TensorDescriptor(d) => Elem::Scalar(d.elem),
+            Type::AsyncToken => Elem::Scalar(ScalarType::Bool),
+        }
+    }
+
+    /// A tensor's dimensions, outermost first (empty for a scalar); for the
+    /// other kinds, those of what the value holds or describes (one buffer,
+    /// a descriptor's block, `[count]` barriers; none for a token).
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Type::Tensor(t) => &t.shape,
+            Type::SharedMemory(m) => &m.shape,
+            Type::Barriers(b) => &b.count,
+            Type::TensorDescriptor(d) => &d.block_shape,
+            Type::AsyncToken => &[],
+        }
     }
 
     pub fn rank(&self) -> usize {
-        self.shape.len()
+        self.shape().len()
     }
 
     pub fn is_scalar(&self) -> bool {
-        self.shape.is_empty()
+        self.shape().is_empty()
     }
 
     /// Number of elements (1 for a scalar).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape().iter().product()
     }
 
-    /// The same element type with another shape.
+    /// A tensor of the same element type with another shape.
     pub fn with_shape(&self, shape: Vec<usize>) -> Type {
-        Type {
-            elem: self.elem,
-            shape,
-        }
+        Type::tensor(self.elem(), shape)
     }
 
-    /// The same shape with another element type.
+    /// A tensor of the same shape with another element type.
     pub fn with_elem(&self, elem: Elem) -> Type {
-        Type {
-            elem,
-            shape: self.shape.clone(),
-        }
+        Type::tensor(elem, self.shape().to_vec())
     }
+}
+
+/// `64x32xf16`: dimensions, each followed by `x`, then the element.
+fn write_shaped(
+    f: &mut fmt::Formatter<'_>,
+    shape: &[usize],
+    elem: impl fmt::Display,
+) -> fmt::Result {
+    for d in shape {
+        write!(f, "{d}x")?;
+    }
+    write!(f, "{elem}")
 }
 
 impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.shape.is_empty() {
-            return write!(f, "{}", self.elem);
+        match self {
+            Type::Tensor(t) if t.shape.is_empty() => write!(f, "{}", t.elem),
+            Type::Tensor(t) => {
+                write!(f, "tensor<")?;
+                write_shaped(f, &t.shape, t.elem)?;
+                write!(f, ">")
+            }
+            Type::SharedMemory(m) => {
+                write!(f, "smem<")?;
+                write_shaped(f, &m.shape, m.elem)?;
+                let access = if m.mutable { "mutable" } else { "immutable" };
+                write!(
+                    f,
+                    ", buffers {}, swizzle {}, {access}>",
+                    m.buffers,
+                    m.swizzle.name()
+                )
+            }
+            Type::Barriers(b) => write!(f, "barriers<{}>", b.count()),
+            Type::TensorDescriptor(d) => {
+                write!(f, "tensordesc<")?;
+                write_shaped(f, &d.block_shape, d.elem)?;
+                write!(f, ">")
+            }
+            Type::AsyncToken => write!(f, "token"),
         }
-        write!(f, "tensor<")?;
-        for d in &self.shape {
-            write!(f, "{d}x")?;
-        }
-        write!(f, "{}>", self.elem)
     }
 }
 
@@ -229,9 +457,43 @@ mod tests {
 
     #[test]
     fn display_shows_shape_and_pointee() {
-        let t = Type::tensor(Elem::Ptr(ScalarType::F16), vec![64, 32]);
+        let t = Type::tensor(Elem::global_ptr(ScalarType::F16), vec![64, 32]);
         assert_eq!(t.to_string(), "tensor<64x32xptr<f16>>");
+        let shared = Elem::Ptr(ScalarType::F16, AddressSpace::Shared);
+        assert_eq!(Type::tensor(shared, vec![]).to_string(), "ptr<f16, shared>");
+        assert_eq!(shared.pointee(), Some(ScalarType::F16));
+        assert_eq!(shared.global_pointee(), None);
         assert_eq!(t.numel(), 64 * 32);
         assert_eq!(Type::scalar(ScalarType::I32).to_string(), "i32");
+    }
+
+    #[test]
+    fn other_kinds_of_value_display_and_describe_their_data() {
+        let smem = Type::SharedMemory(SharedMemoryType::new(
+            ScalarType::BF16,
+            vec![64, 32],
+            3,
+            Swizzle::Bytes128,
+            true,
+        ));
+        assert_eq!(
+            smem.to_string(),
+            "smem<64x32xbf16, buffers 3, swizzle 128b, mutable>"
+        );
+        assert_eq!(
+            (smem.elem(), smem.shape()),
+            (Elem::Scalar(ScalarType::BF16), &[64, 32][..])
+        );
+        assert!(!smem.is_tensor());
+        let bars = Type::Barriers(BarrierType::new(2));
+        assert_eq!(bars.to_string(), "barriers<2>");
+        assert_eq!(bars.shape(), [2]);
+        let desc =
+            Type::TensorDescriptor(TensorDescriptorType::new(ScalarType::F16, vec![128, 64]));
+        assert_eq!(desc.to_string(), "tensordesc<128x64xf16>");
+        assert_eq!(Type::AsyncToken.to_string(), "token");
+        for s in Swizzle::ALL {
+            assert_eq!(Swizzle::from_name(s.name()), Some(s));
+        }
     }
 }

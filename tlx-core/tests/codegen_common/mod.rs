@@ -17,7 +17,7 @@ pub fn ty(s: ScalarType, shape: &[usize]) -> Type {
 }
 
 pub fn ptrt(s: ScalarType, shape: &[usize]) -> Type {
-    Type::tensor(Elem::Ptr(s), shape.to_vec())
+    Type::tensor(Elem::global_ptr(s), shape.to_vec())
 }
 
 /// A kernel builder with one-line helpers for the ops tests use most.
@@ -86,7 +86,7 @@ impl K {
         self.b.push1(OpKind::Cast(v), t)
     }
     pub fn expand(&mut self, value: ValueId, axis: usize) -> ValueId {
-        let mut shape = self.ty(value).shape;
+        let mut shape = self.ty(value).shape().to_vec();
         shape.insert(axis, 1);
         let t = self.ty(value).with_shape(shape);
         self.b.push1(OpKind::ExpandDims { value, axis }, t)
@@ -97,8 +97,8 @@ impl K {
     }
     /// `ptr + offset`, splatting a scalar pointer to the offset's shape.
     pub fn add_ptr(&mut self, ptr: ValueId, offset: ValueId) -> ValueId {
-        let shape = self.ty(offset).shape;
-        let ptr = if self.ty(ptr).shape != shape {
+        let shape = self.ty(offset).shape().to_vec();
+        let ptr = if self.ty(ptr).shape() != shape {
             self.splat(ptr, &shape)
         } else {
             ptr
@@ -108,7 +108,7 @@ impl K {
     }
     pub fn load(&mut self, ptr: ValueId, mask: Option<ValueId>, other: Option<ValueId>) -> ValueId {
         let pt = self.ty(ptr);
-        let t = pt.with_elem(Elem::Scalar(pt.elem.pointee().unwrap()));
+        let t = pt.with_elem(Elem::Scalar(pt.elem().pointee().unwrap()));
         self.b.push1(
             OpKind::Load {
                 ptr,
@@ -135,11 +135,11 @@ impl K {
     }
     pub fn reduce(&mut self, value: ValueId, axis: usize, kind: ReduceKind) -> ValueId {
         let t = self.ty(value);
-        let mut shape = t.shape.clone();
+        let mut shape = t.shape().to_vec();
         shape.remove(axis);
         let elem = match kind {
             ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(ScalarType::I32),
-            _ => t.elem,
+            _ => t.elem(),
         };
         self.b.push1(
             OpKind::Reduce { value, axis, kind },

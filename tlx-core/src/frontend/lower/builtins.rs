@@ -97,7 +97,7 @@ impl<'a> Lowerer<'a> {
                         .with_hint("alignment facts are powers of two, e.g. `multiple_of(stride, 8)`"));
                 }
                 let ty = self.ty(x).clone();
-                if !ty.is_scalar() || !ty.elem.is_integral() {
+                if !ty.is_scalar() || !ty.elem().is_integral() {
                     return Err(Diagnostic::new(args.span, format!("`multiple_of` takes an integer or pointer scalar, not {ty}"))
                         .with_hint("promise alignment on the scalar (a stride, a base pointer) the offsets are built from"));
                 }
@@ -184,7 +184,7 @@ impl<'a> Lowerer<'a> {
                 let rank = self.ty(x).rank();
                 let axis = self.axis_arg(a[1], rank + 1)?;
                 let ty = self.ty(x);
-                let mut shape = ty.shape.clone();
+                let mut shape = ty.shape().to_vec();
                 shape.insert(axis, 1);
                 Ok(Val::Ir(self.b.push1(OpKind::ExpandDims { value: x, axis }, ty.with_shape(shape))))
             }
@@ -200,7 +200,7 @@ impl<'a> Lowerer<'a> {
                 let shape = self.shape_arg(self.expr_arg(a[1])?)?;
                 let ty = self.ty(x);
                 if shape.iter().product::<usize>() != ty.numel() {
-                    return Err(Diagnostic::new(args.span, format!("cannot reshape {:?} to {:?}: element counts differ", ty.shape, shape)));
+                    return Err(Diagnostic::new(args.span, format!("cannot reshape {:?} to {:?}: element counts differ", ty.shape(), shape)));
                 }
                 Ok(Val::Ir(self.b.push1(OpKind::Reshape(x), ty.with_shape(shape))))
             }
@@ -219,7 +219,7 @@ impl<'a> Lowerer<'a> {
                 if sorted != (0..ty.rank()).collect::<Vec<_>>() {
                     return Err(Diagnostic::new(args.span, format!("{perm:?} is not a permutation of the {} dimensions", ty.rank())));
                 }
-                let shape = perm.iter().map(|&p| ty.shape[p]).collect();
+                let shape = perm.iter().map(|&p| ty.shape()[p]).collect();
                 Ok(Val::Ir(self.b.push1(OpKind::Trans { value: x, perm }, ty.with_shape(shape))))
             }
             "maximum" | "minimum" => {
@@ -255,7 +255,7 @@ impl<'a> Lowerer<'a> {
                         .with_hint("compare to get a bool, e.g. `x > 0`"));
                 }
                 let ids = self.unify(&[&x, &y], args.span)?;
-                let shape = broadcast_shapes(&self.ty(cond_id).shape, &self.ty(ids[0]).shape, args.span)?;
+                let shape = broadcast_shapes(self.ty(cond_id).shape(), self.ty(ids[0]).shape(), args.span)?;
                 let cond_id = self.broadcast_to(cond_id, &shape, args.span)?;
                 let on_true = self.broadcast_to(ids[0], &shape, args.span)?;
                 let on_false = self.broadcast_to(ids[1], &shape, args.span)?;
@@ -282,13 +282,13 @@ impl<'a> Lowerer<'a> {
                     // so is the code generator's scan.
                     return Err(Diagnostic::new(
                         args.span,
-                        format!("`cumsum` takes a 1-D tensor, found shape {:?}", ty.shape),
+                        format!("`cumsum` takes a 1-D tensor, found shape {:?}", ty.shape()),
                     )
                     .with_hint("scan a row at a time: `reshape` or `extract_tile` the row first"));
                 }
                 let axis = match a[1] { Some(_) => self.axis_arg(a[1], ty.rank())?, None => 0 };
                 let reverse = match a[2] { Some(e) => self.const_bool(e)?, None => false };
-                let mut total_shape = ty.shape.clone();
+                let mut total_shape = ty.shape().to_vec();
                 total_shape.remove(axis);
                 let results = self.b.push(OpKind::Cumsum { value: x, axis, reverse }, vec![ty.clone(), ty.with_shape(total_shape)]);
                 Ok(Val::Tuple(results.into_iter().map(Val::Ir).collect()))
@@ -299,7 +299,7 @@ impl<'a> Lowerer<'a> {
                 let index = self.index_list(self.expr_arg(a[1])?, "a tile index")?;
                 let tile = self.shape_arg(self.expr_arg(a[2])?)?;
                 let ty = self.ty(x);
-                self.check_tile(&ty.shape, &tile, &index, args.span)?;
+                self.check_tile(ty.shape(), &tile, &index, args.span)?;
                 Ok(Val::Ir(self.b.push1(OpKind::ExtractTile { value: x, index }, ty.with_shape(tile))))
             }
             "insert_tile" => {
@@ -311,8 +311,8 @@ impl<'a> Lowerer<'a> {
                 let tile = self.materialize(&tile_val, args.span)?;
                 let tile = self.cast(tile, elem, args.span)?;
                 let index = self.index_list(self.expr_arg(a[2])?, "a tile index")?;
-                let tile_shape = self.ty(tile).shape;
-                self.check_tile(&ty.shape, &tile_shape, &index, args.span)?;
+                let tile_shape = self.ty(tile).shape().to_vec();
+                self.check_tile(ty.shape(), &tile_shape, &index, args.span)?;
                 Ok(Val::Ir(self.b.push1(OpKind::InsertTile { value: x, tile, index }, ty)))
             }
             "dot" => self.dot(args),
@@ -441,11 +441,11 @@ impl<'a> Lowerer<'a> {
             ),
         };
         let vty = self.ty(value);
-        let mut shape = vty.shape.clone();
+        let mut shape = vty.shape().to_vec();
         shape.remove(axis);
         let elem = match kind {
             ReduceKind::Argmax | ReduceKind::Argmin => Elem::Scalar(ScalarType::I32),
-            _ => vty.elem,
+            _ => vty.elem(),
         };
         let mut out = self.b.push1(
             OpKind::Reduce { value, axis, kind },
@@ -458,7 +458,7 @@ impl<'a> Lowerer<'a> {
                 out = self.b.push1(OpKind::Reshape(out), oty);
             } else {
                 let oty = self.ty(out);
-                let mut kept = oty.shape.clone();
+                let mut kept = oty.shape().to_vec();
                 kept.insert(axis, 1);
                 out = self.b.push1(
                     OpKind::ExpandDims { value: out, axis },
@@ -481,7 +481,7 @@ impl<'a> Lowerer<'a> {
                 format!("`dot` needs 2-D operands, found {} and {}", xt, yt),
             ));
         }
-        let (m, k, k2, n) = (xt.shape[0], xt.shape[1], yt.shape[0], yt.shape[1]);
+        let (m, k, k2, n) = (xt.shape()[0], xt.shape()[1], yt.shape()[0], yt.shape()[1]);
         if k != k2 {
             return Err(Diagnostic::new(
                 span,

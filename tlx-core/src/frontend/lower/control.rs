@@ -6,7 +6,7 @@ use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::scan::{self, RETURNED};
 use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{Block, Op, OpKind, ScalarType, Type, ValueId};
+use crate::ir::{Block, OpKind, ScalarType, Type, ValueId};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::spanned::Spanned;
@@ -213,7 +213,7 @@ impl<'a> Lowerer<'a> {
             }
             (Val::Ir(a), Val::Const(_)) | (Val::Const(_), Val::Ir(a)) => {
                 let ty = self.ty(*a);
-                if ty.elem.pointee().is_some() {
+                if ty.elem().pointee().is_some() {
                     return Err(pointer_and_constant(label, span));
                 }
                 Ok(ty)
@@ -234,13 +234,10 @@ impl<'a> Lowerer<'a> {
         match v {
             Val::Ir(id) => *id,
             Val::Const(c) => {
-                let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
+                let s = ty.elem().scalar().unwrap_or(ScalarType::I32);
                 let id = self.b.new_value(ty.clone());
-                block.ops.push(Op {
-                    kind: OpKind::Constant(c.cast(s).literal_for(s)),
-                    results: vec![id],
-                    loc: self.b.loc(),
-                });
+                let kind = OpKind::Constant(c.cast(s).literal_for(s));
+                block.ops.push(self.b.op(kind, vec![id]));
                 id
             }
             Val::Tuple(_) | Val::Unit => self.b.new_value(ty.clone()),
@@ -248,11 +245,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn terminate(&self, block: &mut Block, kind: OpKind) {
-        block.ops.push(Op {
-            kind,
-            results: vec![],
-            loc: self.b.loc(),
-        });
+        block.ops.push(self.b.op(kind, vec![]));
     }
 
     /// Loop-carried variables: their names and IR initial values.
@@ -271,7 +264,7 @@ impl<'a> Lowerer<'a> {
         let mut out = Vec::new();
         for (n, ty) in names.iter().zip(types) {
             let id = match self.current(n, span)? {
-                Val::Const(_) if ty.elem.pointee().is_some() => {
+                Val::Const(_) if ty.elem().pointee().is_some() => {
                     return Err(pointer_and_constant(&format!("`{n}`"), span));
                 }
                 Val::Const(c) => self.constant(c, ty.clone()),
@@ -279,13 +272,14 @@ impl<'a> Lowerer<'a> {
             };
             let got = self.ty(id);
             if &got != ty {
-                let hint = if got.shape != ty.shape {
+                let hint = if got.shape() != ty.shape() {
                     format!(
                         "initialize `{n}` with its final shape, e.g. `zeros({:?}, {})`",
-                        got.shape, got.elem
+                        got.shape(),
+                        got.elem()
                     )
                 } else {
-                    format!("convert it back: `{n} = (...).to({})`", ty.elem)
+                    format!("convert it back: `{n} = (...).to({})`", ty.elem())
                 };
                 return Err(Diagnostic::new(
                     span,
@@ -477,7 +471,7 @@ impl<'a> Lowerer<'a> {
         }
         let bounds = self.unify(&[&lo, &hi, &st], f.expr.span())?;
         let index_ty = self.ty(bounds[0]);
-        if !index_ty.is_scalar() || !index_ty.elem.scalar().is_some_and(|s| s.is_int()) {
+        if !index_ty.is_scalar() || !index_ty.elem().scalar().is_some_and(|s| s.is_int()) {
             return Err(Diagnostic::new(
                 f.expr.span(),
                 format!("loop bounds must be scalar integers, found {index_ty}"),

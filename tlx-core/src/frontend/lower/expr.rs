@@ -395,7 +395,7 @@ impl<'a> Lowerer<'a> {
     }
 
     fn is_ptr(&self, v: &Val) -> bool {
-        matches!(v, Val::Ir(id) if matches!(self.b.type_of(*id).elem, Elem::Ptr(_)))
+        matches!(v, Val::Ir(id) if matches!(self.b.type_of(*id).elem(), Elem::Ptr(..)))
     }
 
     /// `ptr + offset`, `offset + ptr`, `ptr - offset`.
@@ -432,18 +432,18 @@ impl<'a> Lowerer<'a> {
             }
             other => self.materialize(&other, span)?,
         };
-        if !self.ty(off).elem.scalar().is_some_and(|s| s.is_int()) {
+        if !self.ty(off).elem().scalar().is_some_and(|s| s.is_int()) {
             return Err(Diagnostic::new(
                 span,
                 format!(
                     "a pointer offset must be an integer, found `{}`",
-                    self.ty(off).elem
+                    self.ty(off).elem()
                 ),
             )
             .with_hint("cast it: `offs.to(i32)`"));
         }
         let shape =
-            super::typing::broadcast_shapes(&self.ty(ptr).shape, &self.ty(off).shape, span)?;
+            super::typing::broadcast_shapes(self.ty(ptr).shape(), self.ty(off).shape(), span)?;
         let ptr = self.broadcast_to(ptr, &shape, span)?;
         let off = self.broadcast_to(off, &shape, span)?;
         let ty = self.ty(ptr);
@@ -479,7 +479,7 @@ impl<'a> Lowerer<'a> {
                 }
                 Expr::Path(p) if p.path.is_ident("None") => {
                     let ty = self.ty(out);
-                    let mut shape = ty.shape.clone();
+                    let mut shape = ty.shape().to_vec();
                     shape.insert(dim, 1);
                     out = self.b.push1(
                         OpKind::ExpandDims {

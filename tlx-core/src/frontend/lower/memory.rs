@@ -42,7 +42,7 @@ const SCOPE: &[(&str, MemScope)] = &[
 
 impl<'a> Lowerer<'a> {
     fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
-        self.ty(ptr).elem.pointee().ok_or_else(|| {
+        self.ty(ptr).elem().pointee().ok_or_else(|| {
             Diagnostic::new(
                 span,
                 format!("expected a pointer, found `{}`", self.ty(ptr)),
@@ -59,7 +59,7 @@ impl<'a> Lowerer<'a> {
         pointee: ScalarType,
         span: Span,
     ) -> R<Vec<ValueId>> {
-        let mut shape = self.ty(ptr).shape;
+        let mut shape = self.ty(ptr).shape().to_vec();
         let mut ids = Vec::new();
         for v in operands {
             let id = match v {
@@ -69,7 +69,7 @@ impl<'a> Lowerer<'a> {
                     self.cast(id, pointee, span)?
                 }
             };
-            shape = broadcast_shapes(&shape, &self.ty(id).shape, span)?;
+            shape = broadcast_shapes(&shape, self.ty(id).shape(), span)?;
             ids.push(id);
         }
         let mut out = vec![self.broadcast_to(ptr, &shape, span)?];
@@ -120,14 +120,14 @@ impl<'a> Lowerer<'a> {
             Some(e) => self.const_bool(e)?,
             None => false,
         };
-        let mut shape = self.ty(ptr).shape;
+        let mut shape = self.ty(ptr).shape().to_vec();
         if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+            shape = broadcast_shapes(&shape, self.ty(m).shape(), span)?;
         }
         let other = match other {
             Some(v) => {
                 let ids = self.unify_ptr_operands(ptr, &[v], pointee, span)?;
-                shape = broadcast_shapes(&shape, &self.ty(ids[1]).shape, span)?;
+                shape = broadcast_shapes(&shape, self.ty(ids[1]).shape(), span)?;
                 Some(ids[1])
             }
             None => None,
@@ -192,9 +192,9 @@ impl<'a> Lowerer<'a> {
         span: Span,
     ) -> R<(ValueId, ValueId, Option<ValueId>)> {
         let ids = self.unify_ptr_operands(ptr, &[value], pointee, span)?;
-        let mut shape = self.ty(ids[0]).shape;
+        let mut shape = self.ty(ids[0]).shape().to_vec();
         if let Some(m) = mask {
-            shape = broadcast_shapes(&shape, &self.ty(m).shape, span)?;
+            shape = broadcast_shapes(&shape, self.ty(m).shape(), span)?;
         }
         let ptr = self.broadcast_to(ids[0], &shape, span)?;
         let value = self.broadcast_to(ids[1], &shape, span)?;

@@ -80,16 +80,16 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn scalar_elem(&self, v: ValueId, span: Span, what: &str) -> R<ScalarType> {
-        match self.b.type_of(v).elem {
+        match self.b.type_of(v).elem() {
             Elem::Scalar(s) => Ok(s),
-            Elem::Ptr(_) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
+            Elem::Ptr(..) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
                 .with_hint("load the value first with `load(ptr)`")),
         }
     }
 
     /// A `Constant` of type `ty`; the value is converted into the type's range (as `as` would).
     pub(super) fn constant(&mut self, c: ConstVal, ty: Type) -> ValueId {
-        let s = ty.elem.scalar().unwrap_or(ScalarType::I32);
+        let s = ty.elem().scalar().unwrap_or(ScalarType::I32);
         self.b.push1(OpKind::Constant(c.cast(s).literal_for(s)), ty)
     }
 
@@ -119,10 +119,10 @@ impl Lowerer<'_> {
 
     pub(super) fn cast(&mut self, v: ValueId, s: ScalarType, span: Span) -> R<ValueId> {
         let ty = self.ty(v);
-        match ty.elem {
+        match ty.elem() {
             Elem::Scalar(from) if from == s => Ok(v),
             Elem::Scalar(_) => Ok(self.b.push1(OpKind::Cast(v), ty.with_elem(Elem::Scalar(s)))),
-            Elem::Ptr(_) => Err(Diagnostic::new(span, "a pointer cannot be cast")
+            Elem::Ptr(..) => Err(Diagnostic::new(span, "a pointer cannot be cast")
                 .with_hint("offset pointers with `+`; load values with `load`")),
         }
     }
@@ -131,7 +131,7 @@ impl Lowerer<'_> {
     /// inserted with `ExpandDims`, size-1 dims stretch with `Broadcast`.
     pub(super) fn broadcast_to(&mut self, v: ValueId, shape: &[usize], span: Span) -> R<ValueId> {
         let ty = self.ty(v);
-        if ty.shape == shape {
+        if ty.shape() == shape {
             return Ok(v);
         }
         if ty.is_scalar() {
@@ -142,11 +142,11 @@ impl Lowerer<'_> {
         if ty.rank() > shape.len() {
             return Err(Diagnostic::new(
                 span,
-                format!("cannot broadcast shape {:?} to {:?}", ty.shape, shape),
+                format!("cannot broadcast shape {:?} to {:?}", ty.shape(), shape),
             ));
         }
         let mut cur = v;
-        let mut cur_shape = ty.shape.clone();
+        let mut cur_shape = ty.shape().to_vec();
         while cur_shape.len() < shape.len() {
             cur_shape.insert(0, 1);
             cur = self.b.push1(
@@ -161,7 +161,7 @@ impl Lowerer<'_> {
             if have != want && *have != 1 {
                 return Err(Diagnostic::new(
                     span,
-                    format!("cannot broadcast shape {:?} to {:?}", ty.shape, shape),
+                    format!("cannot broadcast shape {:?} to {:?}", ty.shape(), shape),
                 )
                 .with_hint("only dimensions of size 1 can stretch"));
             }
@@ -214,7 +214,7 @@ impl Lowerer<'_> {
         let mut shape = Vec::new();
         for v in vals {
             if let Val::Ir(id) = v {
-                shape = broadcast_shapes(&shape, &self.ty(*id).shape, span)?;
+                shape = broadcast_shapes(&shape, self.ty(*id).shape(), span)?;
             }
         }
         let mut out = Vec::with_capacity(vals.len());

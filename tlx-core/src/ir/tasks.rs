@@ -1,0 +1,143 @@
+//! Warp-specialized task regions (TLX's `async_tasks` / `async_task`): the
+//! tasks of an [`super::OpKind::AsyncTasks`] op and the warps each replica
+//! of each task runs on.
+
+use super::ops::Block;
+
+/// One task of an `async_tasks` region (TLX's `async_task`). Every task
+/// runs its body once per replica, on warps of its own, at the same time as
+/// the other tasks; the region ends when all of them have finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRegion {
+    /// The trunk (TLX's `async_task("default")`): it runs on the kernel's
+    /// own `num_warps` warps, `0..num_warps`.
+    pub default: bool,
+    /// Warps of each replica; `None` for the default task, which takes the
+    /// kernel's.
+    pub num_warps: Option<u32>,
+    /// Registers per thread the task's warps keep (`setmaxnreg`); `None`:
+    /// whatever the kernel was compiled for.
+    pub num_regs: Option<u32>,
+    /// Copies of the task, each on warps of its own; a body tells them apart
+    /// with `async_task_replica_id()`.
+    pub replicate: u32,
+    /// TLX's `warp_group_start_id`: the first warp of the first replica, if
+    /// the author placed the task; otherwise the tasks follow the default
+    /// task's warps in order.
+    pub start_warp: Option<u32>,
+    /// Takes no args and has no terminator, like the kernel body.
+    pub body: Block,
+}
+
+impl TaskRegion {
+    /// A task with the kernel's warps, one replica and no register budget.
+    pub fn default_task(body: Block) -> TaskRegion {
+        TaskRegion {
+            default: true,
+            num_warps: None,
+            num_regs: None,
+            replicate: 1,
+            start_warp: None,
+            body,
+        }
+    }
+
+    /// A non-default task of `num_warps` warps, one replica, placed after
+    /// the tasks before it.
+    pub fn with_warps(num_warps: u32, body: Block) -> TaskRegion {
+        TaskRegion {
+            default: false,
+            num_warps: Some(num_warps),
+            ..TaskRegion::default_task(body)
+        }
+    }
+}
+
+/// The warps one replica of one task runs on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TaskWarps {
+    /// The task's index in its region.
+    pub task: usize,
+    pub replica: u32,
+    pub first_warp: u32,
+    pub num_warps: u32,
+}
+
+impl TaskWarps {
+    /// One past the last warp.
+    pub fn end_warp(&self) -> u32 {
+        self.first_warp.saturating_add(self.num_warps)
+    }
+}
+
+/// The warps of every replica of every task, in task then replica order,
+/// for a kernel of `kernel_warps` warps. A non-default task without
+/// `num_warps` is given none (the verifier rejects it); a task without
+/// `start_warp` starts where the previous one without it ended.
+pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
+    let mut next = kernel_warps;
+    let mut out = Vec::new();
+    for (index, task) in tasks.iter().enumerate() {
+        if task.default {
+            out.push(TaskWarps {
+                task: index,
+                replica: 0,
+                first_warp: 0,
+                num_warps: kernel_warps,
+            });
+            continue;
+        }
+        let warps = task.num_warps.unwrap_or(0);
+        let mut first = task.start_warp.unwrap_or(next);
+        for replica in 0..task.replicate {
+            out.push(TaskWarps {
+                task: index,
+                replica,
+                first_warp: first,
+                num_warps: warps,
+            });
+            first = first.saturating_add(warps);
+        }
+        if task.start_warp.is_none() {
+            next = first;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_follow_the_default_warps_and_replicas_each_other() {
+        let mut pair = TaskRegion::with_warps(2, Block::default());
+        pair.replicate = 2;
+        let tasks = [
+            TaskRegion::with_warps(1, Block::default()),
+            TaskRegion::default_task(Block::default()),
+            pair,
+        ];
+        let ranges: Vec<(usize, u32, u32, u32)> = task_warps(&tasks, 4)
+            .iter()
+            .map(|w| (w.task, w.replica, w.first_warp, w.end_warp()))
+            .collect();
+        assert_eq!(
+            ranges,
+            [(0, 0, 4, 5), (1, 0, 0, 4), (2, 0, 5, 7), (2, 1, 7, 9)]
+        );
+    }
+
+    #[test]
+    fn placed_tasks_start_where_the_author_says() {
+        // TLX README: replicas of 2 warps from warp 4, then one warp at 8.
+        let mut pair = TaskRegion::with_warps(2, Block::default());
+        pair.replicate = 2;
+        pair.start_warp = Some(4);
+        let mut single = TaskRegion::with_warps(1, Block::default());
+        single.start_warp = Some(8);
+        let tasks = [TaskRegion::default_task(Block::default()), pair, single];
+        let starts: Vec<u32> = task_warps(&tasks, 4).iter().map(|w| w.first_warp).collect();
+        assert_eq!(starts, [0, 4, 6, 8]);
+    }
+}
