@@ -371,7 +371,25 @@ impl<'k> Lowerer<'k> {
                 self.note_barrier();
                 Ok(())
             }
-            _ => {
+            OpKind::Constant(_)
+            | OpKind::ProgramId { .. }
+            | OpKind::NumPrograms { .. }
+            | OpKind::MultipleOf { .. }
+            | OpKind::ClusterCtaRank
+            | OpKind::Arange { .. }
+            | OpKind::Splat(_)
+            | OpKind::Broadcast(_)
+            | OpKind::ExpandDims { .. }
+            | OpKind::Reshape(_)
+            | OpKind::Trans { .. }
+            | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
+            | OpKind::Binary { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Compare { .. }
+            | OpKind::Select { .. }
+            | OpKind::Fma { .. }
+            | OpKind::AddPtr { .. } => {
                 let layout_only = matches!(
                     op.kind,
                     OpKind::Broadcast(_)
@@ -569,7 +587,8 @@ impl<'k> Lowerer<'k> {
                     s => super::emit::scalar_type(s),
                 };
                 Ok(f.inst(format!(
-                    "getelementptr {elem_ty}, ptr addrspace(1) {}, i64 {wide}",
+                    "getelementptr {elem_ty}, {} {}, i64 {wide}",
+                    llvm_type(out),
                     args[0]
                 )))
             }

@@ -301,3 +301,43 @@ fn a_stuck_task_and_the_waiting_trunk_are_reported() {
     let text = err.expect_err("deadlock").to_string();
     assert!(text.contains("1 of its tasks have not finished"), "{text}");
 }
+
+/// The same region read from IR text: two replicas of a task store their
+/// replica ids, the default task stores 7.
+#[test]
+fn task_regions_from_ir_text_run() {
+    let text = r#"kernel "from_text" {
+  source ""
+  options num_warps 4 num_stages 1
+  param "out" %0 ptr<i32>
+  async_tasks {
+    task num_warps 1 replicate 2 {
+      %1 = async_task_replica_id : i32
+      %2 = addptr %0, %1 : ptr<i32>
+      store %2, %1
+    }
+    task default {
+      %3 = constant 2 : i32
+      %4 = addptr %0, %3 : ptr<i32>
+      %5 = constant 7 : i32
+      store %4, %5
+    }
+  }
+}
+"#;
+    let kernel = match crate::ir::parse(text) {
+        Ok(k) => k,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(crate::check::verify(&kernel), Ok(()));
+    assert_eq!(crate::ir::print(&kernel), text);
+    for schedule in schedules() {
+        let mem = HostMemory::new();
+        let out = upload_i32(&mem, &[-1; 3]);
+        let opts = InterpOptions::new(1, true).with_schedule(schedule);
+        if let Err(e) = run_kernel(&kernel, [1, 1, 1], &[ArgValue::ptr(out)], &mem, &opts) {
+            panic!("{schedule}: {e}");
+        }
+        assert_eq!(download_i32(&mem, out), [0, 1, 7], "{schedule}");
+    }
+}
