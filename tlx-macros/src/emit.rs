@@ -161,7 +161,7 @@ fn compile_one(
     }
     Ok(CompiledConfig {
         consts: config.consts.clone(),
-        num_warps: kernel.options.num_warps,
+        num_warps: kernel.total_warps(),
         cluster: kernel.options.cluster,
         shared_bytes,
         ptx,

@@ -118,6 +118,7 @@ impl<'k> Lowerer<'k> {
     }
 
     fn smem_elem_ptr(&mut self, elem: Elem, base: usize, flat: &str) -> String {
+        let base = self.scratch(base);
         let off = self.f.inst(format!("mul i32 {flat}, {}", mem_bytes(elem)));
         let off = self.f.inst(format!("add i32 {off}, {base}"));
         self.smem_ptr(&off)
@@ -158,6 +159,10 @@ impl<'k> Lowerer<'k> {
     /// LLVM's address analyses (GVN, strength reduction) then have little to
     /// walk, and the offset folds into the `ld`/`st` immediate.
     fn smem_reg_ptr(&mut self, region: Region, layout: &LinearLayout, reg: usize) -> String {
+        let region = Region {
+            base: self.scratch(region.base),
+            ..region
+        };
         let own = layout.reg_offset(reg);
         let thread_bits = layout
             .lanes
@@ -182,7 +187,12 @@ impl<'k> Lowerer<'k> {
     /// This thread's pointer into `region` for `layout` (its register 0's slot),
     /// built once per region and layout in the entry block.
     fn smem_thread_ptr(&mut self, region: Region, layout: &LinearLayout) -> String {
-        let key = (region, layout.lanes.clone(), layout.warps.clone());
+        let key = (
+            self.context.region,
+            region,
+            layout.lanes.clone(),
+            layout.warps.clone(),
+        );
         if let Some(p) = self.smem_thread_ptrs.get(&key) {
             return p.clone();
         }
@@ -203,7 +213,7 @@ impl<'k> Lowerer<'k> {
         p
     }
 
-    /// Stores tile `t` (of `elem`s) into shared memory at byte `base` (an
+    /// Stores tile `t` (of `elem`s) into the scratch at byte `base` (an
     /// i32 operand) in placement `shared`, with the widest vector stores
     /// the placement keeps contiguous (at most 16 bytes).
     pub fn store_placed(
@@ -216,6 +226,7 @@ impl<'k> Lowerer<'k> {
         let bytes = mem_bytes(elem);
         let offsets = shared.compose(&t.layout)?;
         let per = shared.contiguous_run(&t.layout, bytes)?;
+        let base = &self.scratch_operand(base);
         let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
         for first in (0..t.regs.len()).step_by(per) {
             if t.layout.is_replica(first, 0, 0) {
@@ -247,7 +258,14 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// Loads a tile of `layout` (of `elem`s) from shared memory at byte
+    /// Scratch-relative byte offset `base` (an i32 operand) as an offset in
+    /// the shared buffer.
+    fn scratch_operand(&mut self, base: &str) -> String {
+        let start = self.scratch(0);
+        self.f.inst(format!("add i32 {base}, {start}"))
+    }
+
+    /// Loads a tile of `layout` (of `elem`s) from the scratch at byte
     /// `base` (an i32 operand) in placement `shared`, with the widest vector
     /// loads the placement keeps contiguous (at most 16 bytes).
     pub fn load_placed(
@@ -260,6 +278,7 @@ impl<'k> Lowerer<'k> {
         let bytes = mem_bytes(elem);
         let offsets = shared.compose(layout)?;
         let per = shared.contiguous_run(layout, bytes)?;
+        let base = &self.scratch_operand(base);
         let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
         let (word, words) = super::memory::words_of(per, bytes);
         let wty = super::memory::word_type(word);

@@ -26,6 +26,30 @@ pub struct Lowered {
     pub shared_bytes: u32,
 }
 
+/// Where the code being emitted runs: the whole program (CTA), or one
+/// replica of a warp-specialized task. Thread and warp indices, barriers,
+/// layouts and scratch memory are all relative to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecContext {
+    /// 0 for the program; otherwise 1 + the task replica's position in its
+    /// region. Keys the per-thread caches and names the hardware barrier
+    /// that synchronizes the region (barrier 0 is the program's).
+    pub region: u32,
+    pub first_warp: u32,
+    pub num_warps: u32,
+    /// Where this context's scratch starts in the shared buffer: tasks
+    /// running at the same time each get scratch of their own.
+    pub scratch_base: usize,
+    /// The replica's index among its task's copies (0 for the program).
+    pub replica: u32,
+}
+
+impl ExecContext {
+    pub fn threads(&self) -> u32 {
+        self.num_warps * 32
+    }
+}
+
 /// A value as held by the threads: its layout and one LLVM operand per register.
 #[derive(Clone, Debug)]
 pub struct Tensor {
@@ -51,9 +75,21 @@ pub struct Lowerer<'k> {
     /// `(lane, warp)` values in the entry block.
     pub lane: String,
     pub warp: String,
-    thread_offsets: HashMap<(Vec<u32>, Vec<u32>), String>,
-    /// Per-thread shared pointers, by region and `(lanes, warps)` of the layout.
-    pub(super) smem_thread_ptrs: HashMap<(Region, Vec<u32>, Vec<u32>), String>,
+    thread_offsets: HashMap<(u32, Vec<u32>, Vec<u32>), String>,
+    /// Per-thread shared pointers, by context, shared region and `(lanes,
+    /// warps)` of the layout.
+    pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
+    /// The context code is emitted in, and the program's own thread and
+    /// warp indices (entry block), from which a task's are derived.
+    pub context: ExecContext,
+    pub(super) program_tid: String,
+    pub(super) program_warp: String,
+    /// Values held before the task region being lowered, whose threads may
+    /// not hold them (see `tasks.rs`).
+    pub(super) outside_values: HashSet<ValueId>,
+    /// A task sets its register budget (the kernel must declare one program
+    /// per SM for that to take effect).
+    pub(super) uses_setmaxnreg: bool,
     /// Label of the basic block being filled (phis name their predecessors).
     pub current_block: String,
     /// Loads of the loop body being lowered that read a pipeline ring.
@@ -160,9 +196,16 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
         Some(n) => format!(" \"nvvm.maxnreg\"=\"{n}\""),
         None => String::new(),
     };
+    // `setmaxnreg` only takes effect in a kernel that declares one program
+    // per SM (ptxas warns C7508 and ignores it otherwise).
+    let min_programs = if l.uses_setmaxnreg {
+        " \"nvvm.minctasm\"=\"1\""
+    } else {
+        ""
+    };
     let _ = writeln!(
         text,
-        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster}{maxnreg} }}",
+        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster}{maxnreg}{min_programs} }}",
         kernel.threads_per_program()
     );
     Ok(Lowered {
@@ -181,6 +224,7 @@ impl<'k> Lowerer<'k> {
         let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
         let tid_copy = tid.clone();
         let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));
+        let program_warp = warp.clone();
         let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
         collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
         Lowerer {
@@ -198,6 +242,17 @@ impl<'k> Lowerer<'k> {
             warp,
             thread_offsets: HashMap::new(),
             smem_thread_ptrs: HashMap::new(),
+            context: ExecContext {
+                region: 0,
+                first_warp: 0,
+                num_warps: kernel.options.num_warps,
+                scratch_base: 0,
+                replica: 0,
+            },
+            program_tid: tid_copy.clone(),
+            program_warp,
+            outside_values: HashSet::new(),
+            uses_setmaxnreg: false,
             current_block: String::new(),
             ring_reads: HashMap::new(),
             ring_bytes: 0,
@@ -228,6 +283,11 @@ impl<'k> Lowerer<'k> {
     /// `v` as held by the threads. A deferred layout-only op is lowered here, at the
     /// use, in its natural layout (not cached: the use may sit in a nested block).
     pub fn tensor(&mut self, v: ValueId) -> Result<Tensor> {
+        if self.crosses_into_task(v)? {
+            if let Some(op) = self.defs.get(&v).copied() {
+                return self.lower_pure(op, None);
+            }
+        }
         if let Some(t) = self.values.get(&v) {
             return Ok(t.clone());
         }
@@ -262,7 +322,11 @@ impl<'k> Lowerer<'k> {
 
     /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
     pub fn thread_offset(&mut self, layout: &LinearLayout) -> String {
-        let key = (layout.lanes.clone(), layout.warps.clone());
+        let key = (
+            self.context.region,
+            layout.lanes.clone(),
+            layout.warps.clone(),
+        );
         if let Some(v) = self.thread_offsets.get(&key) {
             return v.clone();
         }
@@ -305,6 +369,11 @@ impl<'k> Lowerer<'k> {
         if self.ty(v).is_scalar() {
             let t = self.tensor(v)?;
             return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
+        }
+        if self.crosses_into_task(v)? {
+            if let Some(op) = self.defs.get(&v).copied() {
+                return Ok(self.lower_pure(op, Some(layout))?.regs);
+            }
         }
         if let Some(t) = self.values.get(&v) {
             if t.layout == *layout {
@@ -354,12 +423,21 @@ impl<'k> Lowerer<'k> {
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
-            OpKind::AsyncTasks { .. } | OpKind::AsyncTaskReplicaId => {
-                Err(CodegenError::Unsupported(format!(
-                    "{} (warp-specialized task regions)",
-                    op.kind.mnemonic()
-                )))
+            OpKind::AsyncTasks { .. } => self.lower_async_tasks(op),
+            OpKind::AsyncTaskReplicaId => {
+                let result = *op
+                    .results
+                    .first()
+                    .ok_or_else(|| malformed("op without result"))?;
+                let layout = self.scalar_layout()?;
+                let regs = vec![self.context.replica.to_string()];
+                self.define(result, Tensor { layout, regs });
+                Ok(())
             }
+            OpKind::ClusterBarrier if self.context.region != 0 => Err(CodegenError::Unsupported(
+                "cluster_barrier inside an async task (every thread of the program must arrive)"
+                    .into(),
+            )),
             OpKind::ClusterBarrier => {
                 // Arrive has release and wait acquire semantics by default;
                 // `.aligned`: every thread of each warp executes it together,
@@ -615,9 +693,33 @@ impl<'k> Lowerer<'k> {
         acc
     }
 
-    /// This thread's index in the program.
+    /// This thread's index in its context (the program or a task replica).
     pub fn thread_id(&self) -> String {
         self.tid.clone()
+    }
+
+    pub(super) fn set_thread_id(&mut self, tid: String) {
+        self.tid = tid;
+    }
+
+    /// Scratch bytes used so far by every context, in or out of pipelines.
+    pub(super) fn scratch_used(&self) -> u32 {
+        self.shared_bytes.max(self.scratch_in_pipelines)
+    }
+
+    /// Fails when `v`, held before the current task region, may not be in
+    /// this task's registers (see `tasks.rs`); `Ok(true)` when it must be
+    /// recomputed here rather than taken as held.
+    fn crosses_into_task(&self, v: ValueId) -> Result<bool> {
+        if !self.outside_values.contains(&v) || self.ty(v).is_scalar() {
+            return Ok(false);
+        }
+        if self.recomputable.contains(&v) {
+            return Ok(true);
+        }
+        Err(CodegenError::Unsupported(format!(
+            "the tensor {v}, computed before `async_tasks`, used inside a task that runs on other warps (compute it inside the task)"
+        )))
     }
 
     /// Runs `f` with the pure ops `ops` lowered as if `bind` held (an
@@ -645,9 +747,20 @@ impl<'k> Lowerer<'k> {
         out
     }
 
-    /// Emit a CTA-wide barrier (also a compiler memory fence).
+    /// Emit a barrier over the threads of the current context, the whole
+    /// program or one task replica (also a compiler memory fence).
     pub fn barrier(&mut self) {
-        self.f.asm("void", "bar.sync 0;", "~{memory}", &[]);
+        let text = match self.context.region {
+            0 => "bar.sync 0;".to_string(),
+            id => format!("bar.sync {id}, {};", self.context.threads()),
+        };
+        self.f.asm("void", &text, "~{memory}", &[]);
+    }
+
+    /// Byte `offset` of the current context's scratch, as an offset in the
+    /// shared buffer.
+    pub fn scratch(&self, offset: usize) -> usize {
+        self.context.scratch_base + offset
     }
 
     /// Pointer to byte `offset` (an i32 operand) of the dynamic shared array.
@@ -667,9 +780,10 @@ impl<'k> Lowerer<'k> {
         ))
     }
 
-    /// Notes that the scratch (at the start of the shared buffer) is used
-    /// up to `bytes`, while or outside a pipelined loop.
+    /// Notes that the current context's scratch is used up to `bytes`,
+    /// while or outside a pipelined loop.
     pub fn use_shared(&mut self, bytes: usize) {
+        let bytes = self.scratch(bytes);
         let used = if self.pipelines_open > 0 {
             &mut self.scratch_in_pipelines
         } else {

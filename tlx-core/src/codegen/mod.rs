@@ -38,6 +38,7 @@ mod reduce;
 mod repack;
 mod scalar;
 mod scan;
+mod tasks;
 mod tiles;
 mod wgmma;
 
@@ -81,6 +82,6 @@ pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, Co
         ptx,
         llvm_ir,
         shared_bytes: lowered.shared_bytes,
-        num_warps: kernel.options.num_warps,
+        num_warps: kernel.total_warps(),
     })
 }

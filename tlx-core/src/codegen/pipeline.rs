@@ -474,7 +474,7 @@ impl<'k> Lowerer<'k> {
     }
 
     fn threads(&self) -> usize {
-        self.kernel.threads_per_program() as usize
+        self.context.threads() as usize
     }
 
     /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's

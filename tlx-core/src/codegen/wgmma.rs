@@ -313,7 +313,11 @@ impl<'k> Lowerer<'k> {
         self.store_placed(b, elem, &plan.b, &b_at)?;
         self.fence_async_shared();
         self.barrier();
-        let out = self.wgmma_issue(plan, acc, "0", &b_at)?;
+        let (a_at, b_at) = (
+            self.scratch(0).to_string(),
+            self.scratch(plan.a_bytes_aligned()).to_string(),
+        );
+        let out = self.wgmma_issue(plan, acc, &a_at, &b_at)?;
         let regs = self.wgmma_wait(0, &out);
         Ok(Tensor {
             layout: plan.acc_layout()?,

@@ -122,8 +122,26 @@ impl Kernel {
         &self.types[v.index()]
     }
 
+    /// Warps a program launches with: the kernel's own, and those of the
+    /// tasks of its `async_tasks` regions.
+    pub fn total_warps(&self) -> u32 {
+        self.body
+            .ops
+            .iter()
+            .filter_map(|op| match &op.kind {
+                super::OpKind::AsyncTasks { tasks } => {
+                    super::task_warps(tasks, self.options.num_warps)
+                        .iter()
+                        .map(|t| t.end_warp())
+                        .max()
+                }
+                _ => None,
+            })
+            .fold(self.options.num_warps, u32::max)
+    }
+
     pub fn threads_per_program(&self) -> u32 {
-        self.options.num_warps * 32
+        self.total_warps() * 32
     }
 
     /// The op with identity `id`, wherever it is nested.

@@ -1,0 +1,110 @@
+//! Warp-specialized task regions (`async_tasks`): each task replica runs on
+//! warps of its own, synchronizes on a hardware barrier of its own, keeps
+//! scratch of its own and may change its register budget; the launch gets
+//! every task's warps. Compiled for every architecture, checked by `ptxas`.
+
+#![cfg(feature = "llvm")]
+
+mod codegen_common;
+use codegen_common::*;
+use tlx_core::ir::*;
+
+/// `out[row] = sum(x[row, :])` for a 512-wide row, in the current block.
+fn row_sum(k: &mut K, x: ValueId, out: ValueId, row: i64) {
+    let cols = k.arange(512);
+    let start = k.int(row * 512, &[512]);
+    let offs = k.bin(BinaryOp::Add, cols, start);
+    let p = k.add_ptr(x, offs);
+    let v = k.load(p, None, None);
+    let s = k.reduce(v, 0, ReduceKind::Sum);
+    let at = k.int(row, &[]);
+    let po = k.add_ptr(out, at);
+    k.store(po, s, None);
+}
+
+/// Three tasks: the default one (4 warps) and a 4-warp consumer each sum a
+/// row, so both reduce across warps at the same time; two 1-warp replicas
+/// store their replica ids. The consumer raises its registers, the replicas
+/// lower theirs.
+fn three_tasks() -> Kernel {
+    let mut k = K::new("tasks", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    k.b.begin_block(vec![]);
+    row_sum(&mut k, x, out, 0);
+    let default = k.b.end_block();
+    k.b.begin_block(vec![]);
+    row_sum(&mut k, x, out, 1);
+    let consumer = k.b.end_block();
+    k.b.begin_block(vec![]);
+    let id = k.b.push1(OpKind::AsyncTaskReplicaId, i32t(&[]));
+    let two = k.int(2, &[]);
+    let at = k.bin(BinaryOp::Add, id, two);
+    let p = k.add_ptr(out, at);
+    let v = k.cast(id, ScalarType::F32);
+    k.store(p, v, None);
+    let replicas = k.b.end_block();
+    let tasks = vec![
+        TaskRegion::default_task(default),
+        TaskRegion {
+            num_regs: Some(232),
+            ..TaskRegion::with_warps(4, consumer)
+        },
+        TaskRegion {
+            num_regs: Some(40),
+            replicate: 2,
+            ..TaskRegion::with_warps(1, replicas)
+        },
+    ];
+    k.b.push(OpKind::AsyncTasks { tasks }, vec![]);
+    k.finish()
+}
+
+#[test]
+fn task_regions_run_on_warps_of_their_own() {
+    let kernel = three_tasks();
+    tlx_core::check::verify(&kernel).unwrap();
+    // 4 + 4 + 1 + 1 warps.
+    assert_eq!(kernel.total_warps(), 10);
+    for c in compile_all(&kernel) {
+        assert_eq!(c.num_warps, 10);
+        let ptx = &c.ptx;
+        assert!(ptx.contains(".maxntid 320\n"), "{ptx}");
+        assert!(ptx.contains(".minnctapersm 1"), "{ptx}");
+        // The program meets before and after the region; each 4-warp task
+        // reduces across its warps on a barrier of its own.
+        assert!(ptx.contains("bar.sync 0;"));
+        assert!(ptx.contains("bar.sync 1, 128;"), "{ptx}");
+        assert!(ptx.contains("bar.sync 2, 128;"), "{ptx}");
+        // 65536 / 320 threads = 204, in steps of 8: 200 by default.
+        assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 232;"));
+        assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
+    }
+}
+
+#[test]
+fn tensors_from_before_the_region_stay_out_of_other_warps_tasks() {
+    let mut k = K::new("crossing", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    let cols = k.arange(512);
+    let p = k.add_ptr(x, cols);
+    let v = k.load(p, None, None);
+    k.b.begin_block(vec![]);
+    let default = k.b.end_block();
+    k.b.begin_block(vec![]);
+    let q = k.add_ptr(out, cols);
+    k.store(q, v, None);
+    let other = k.b.end_block();
+    let tasks = vec![
+        TaskRegion::default_task(default),
+        TaskRegion::with_warps(2, other),
+    ];
+    k.b.push(OpKind::AsyncTasks { tasks }, vec![]);
+    let kernel = k.finish();
+    let err = tlx_core::codegen::compile(&kernel, Arch::Sm90a).unwrap_err();
+    assert!(
+        err.to_string().contains("compute it inside the task"),
+        "{err}"
+    );
+}
