@@ -8,6 +8,8 @@ use tlx::prelude::*;
 
 #[path = "common/cluster_center.rs"]
 mod cluster_center;
+#[path = "common/warp_specialized.rs"]
+mod warp_specialized;
 
 #[tlx::kernel(configs = [(BLOCK = 1024)])]
 fn casts<const BLOCK: usize>(
@@ -345,4 +347,15 @@ fn a_sixteen_program_cluster_agrees() {
     let (g, c) = on_both(&dev, |d| cluster_center::centre_rows(d, &x));
     cluster_center::check_centred(&x, &g, "GPU");
     cluster_center::check_centred(&x, &c, "interpreter");
+}
+
+/// Warp-specialized tasks (`async_tasks!`) on the GPU: each replica on warps
+/// of its own, with named barriers and `setmaxnreg`, as on the interpreter.
+#[test]
+fn warp_specialized_tasks_agree() {
+    let Some(dev) = gpu() else { return };
+    let x = fresh_rng().vec(6 * 2 * warp_specialized::ROW, 1.0);
+    let (g, c) = on_both(&dev, |d| warp_specialized::run(d, &x));
+    warp_specialized::check(&x, &g, "GPU");
+    warp_specialized::check(&x, &c, "interpreter");
 }

@@ -22,10 +22,11 @@ fn row_sum(k: &mut K, x: ValueId, out: ValueId, row: i64) {
     k.store(po, s, None);
 }
 
-/// Three tasks: the default one (4 warps) and a 4-warp consumer each sum a
-/// row, so both reduce across warps at the same time; two 1-warp replicas
-/// store their replica ids. The consumer raises its registers, the replicas
-/// lower theirs.
+/// The default task (4 warps) and a 4-warp consumer each sum a row, so
+/// both reduce across warps at the same time; a 4-warp task and two 1-warp
+/// replicas store their replica ids. The consumer raises its registers and
+/// the 4-warp store task lowers its own (whole warp groups, as
+/// `setmaxnreg` wants).
 fn three_tasks() -> Kernel {
     let mut k = K::new("tasks", 4);
     let x = k.ptr("x", ScalarType::F32);
@@ -36,22 +37,29 @@ fn three_tasks() -> Kernel {
     k.b.begin_block(vec![]);
     row_sum(&mut k, x, out, 1);
     let consumer = k.b.end_block();
-    k.b.begin_block(vec![]);
-    let id = k.b.push1(OpKind::AsyncTaskReplicaId, i32t(&[]));
-    let two = k.int(2, &[]);
-    let at = k.bin(BinaryOp::Add, id, two);
-    let p = k.add_ptr(out, at);
-    let v = k.cast(id, ScalarType::F32);
-    k.store(p, v, None);
-    let replicas = k.b.end_block();
+    let mut store_id = |k: &mut K, offset: i64| {
+        k.b.begin_block(vec![]);
+        let id = k.b.push1(OpKind::AsyncTaskReplicaId, i32t(&[]));
+        let base = k.int(offset, &[]);
+        let at = k.bin(BinaryOp::Add, id, base);
+        let p = k.add_ptr(out, at);
+        let v = k.cast(id, ScalarType::F32);
+        k.store(p, v, None);
+        k.b.end_block()
+    };
+    let lowered = store_id(&mut k, 4);
+    let replicas = store_id(&mut k, 2);
     let tasks = vec![
         TaskRegion::default_task(default),
         TaskRegion {
-            num_regs: Some(232),
+            num_regs: Some(160),
             ..TaskRegion::with_warps(4, consumer)
         },
         TaskRegion {
             num_regs: Some(40),
+            ..TaskRegion::with_warps(4, lowered)
+        },
+        TaskRegion {
             replicate: 2,
             ..TaskRegion::with_warps(1, replicas)
         },
@@ -64,20 +72,20 @@ fn three_tasks() -> Kernel {
 fn task_regions_run_on_warps_of_their_own() {
     let kernel = three_tasks();
     tlx_core::check::verify(&kernel).unwrap();
-    // 4 + 4 + 1 + 1 warps.
-    assert_eq!(kernel.total_warps(), 10);
+    // 4 + 4 + 4 + 1 + 1 warps.
+    assert_eq!(kernel.total_warps(), 14);
     for c in compile_all(&kernel) {
-        assert_eq!(c.num_warps, 10);
+        assert_eq!(c.num_warps, 14);
         let ptx = &c.ptx;
-        assert!(ptx.contains(".maxntid 320\n"), "{ptx}");
+        assert!(ptx.contains(".maxntid 448\n"), "{ptx}");
         assert!(ptx.contains(".minnctapersm 1"), "{ptx}");
         // The program meets before and after the region; each 4-warp task
         // reduces across its warps on a barrier of its own.
         assert!(ptx.contains("bar.sync 0;"));
         assert!(ptx.contains("bar.sync 1, 128;"), "{ptx}");
         assert!(ptx.contains("bar.sync 2, 128;"), "{ptx}");
-        // 65536 / 320 threads = 204, in steps of 8: 200 by default.
-        assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 232;"));
+        // 65536 over 512 threads (whole warp groups): 128 by default.
+        assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 160;"));
         assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
     }
 }

@@ -10,5 +10,5 @@ mod tasks;
 mod verify;
 
 pub use cluster::{check_cluster_sync, ClusterSyncError};
-pub use tasks::TaskRuleError;
+pub use tasks::{check_task_region, TaskRuleError};
 pub use verify::{verify, VerifyError, VerifyErrorKind};

@@ -3,7 +3,7 @@
 //! placements that fit a program, register budgets `setmaxnreg` accepts and
 //! the register file holds.
 
-use crate::ir::{task_warps, KernelOptions, TaskRegion};
+use crate::ir::{launch_registers, task_warps, KernelOptions, TaskRegion};
 
 /// Threads a program (CTA) may have, in warps: 1024 threads.
 const MAX_WARPS: u32 = 32;
@@ -60,6 +60,27 @@ pub enum TaskRuleError {
          replica); an SM's register file has {REGISTER_FILE}"
     )]
     RegisterFile { registers: u64 },
+    #[error(
+        "task {task}: `num_regs` applies to whole warp groups (`setmaxnreg` is executed by \
+         four aligned warps together); this task's warps {first_warp}..{end_warp} are not \
+         whole warp groups"
+    )]
+    PartialWarpGroup {
+        task: usize,
+        first_warp: u32,
+        end_warp: u32,
+    },
+    #[error(
+        "the tasks' `num_regs` need {needed} registers but the program starts with {available} \
+         ({per_thread} per thread over {warps} warps): `setmaxnreg.inc` would wait forever for \
+         registers no task gives back; lower some `num_regs` or give other tasks fewer"
+    )]
+    RegisterPool {
+        needed: u64,
+        available: u64,
+        per_thread: u32,
+        warps: u32,
+    },
     #[error(
         "`async_tasks` may only be written at the top level of the kernel body, not inside \
          control flow or another task"
@@ -136,6 +157,41 @@ pub fn check_task_region(
     if registers > REGISTER_FILE {
         return Err(TaskRuleError::RegisterFile { registers });
     }
+    if tasks.iter().all(|t| t.num_regs.is_none()) {
+        return Ok(());
+    }
+    for w in &warps {
+        let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
+        if budgeted && (w.first_warp % 4 != 0 || w.num_warps % 4 != 0) {
+            return Err(TaskRuleError::PartialWarpGroup {
+                task: w.task,
+                first_warp: w.first_warp,
+                end_warp: w.end_warp(),
+            });
+        }
+    }
+    // Every warp starts with the same count; budgets move registers between
+    // warp groups through the program's pool, which must cover them all.
+    let total = end.max(options.num_warps);
+    let per_thread = launch_registers(total, options.maxnreg);
+    let available = u64::from(per_thread) * 32 * u64::from(total);
+    let needed: u64 = (0..total)
+        .map(|warp| {
+            let task = warps
+                .iter()
+                .find(|w| (w.first_warp..w.end_warp()).contains(&warp))
+                .and_then(|w| tasks.get(w.task));
+            u64::from(task.and_then(|t| t.num_regs).unwrap_or(per_thread)) * 32
+        })
+        .sum();
+    if needed > available {
+        return Err(TaskRuleError::RegisterPool {
+            needed,
+            available,
+            per_thread,
+            warps: total,
+        });
+    }
     Ok(())
 }
 
@@ -179,7 +235,7 @@ mod tests {
 
     #[test]
     fn a_well_formed_region_passes() {
-        let mut pair = task(2);
+        let mut pair = task(4);
         pair.replicate = 2;
         pair.num_regs = Some(24);
         let mut consumer = task(4);
@@ -320,6 +376,53 @@ mod tests {
                 TaskRuleError::RegisterCount { task: 1, num_regs }
             );
         }
+    }
+
+    #[test]
+    fn register_budgets_cover_whole_warp_groups() {
+        let mut t = task(2);
+        t.num_regs = Some(40);
+        assert_eq!(
+            broken(vec![trunk(), t]),
+            TaskRuleError::PartialWarpGroup {
+                task: 1,
+                first_warp: 4,
+                end_warp: 6
+            }
+        );
+        // Four warps, but starting mid-group.
+        let mut off = task(4);
+        off.num_regs = Some(40);
+        off.start_warp = Some(6);
+        assert!(matches!(
+            broken(vec![trunk(), off]),
+            TaskRuleError::PartialWarpGroup { first_warp: 6, .. }
+        ));
+    }
+
+    #[test]
+    fn raised_budgets_are_paid_for_by_lowered_ones() {
+        // 12 warps start with 168 registers; raising 4 of them to 232 needs
+        // 4 x 32 x 64 more, which only a task lowering its own gives back.
+        let mut consumer = task(4);
+        consumer.num_regs = Some(232);
+        let starved = kernel(
+            vec![trunk(), consumer.clone(), task(4)],
+            KernelOptions::default(),
+        );
+        assert_eq!(
+            broken_kernel(&starved),
+            TaskRuleError::RegisterPool {
+                needed: (4 * 168 + 4 * 232 + 4 * 168) * 32,
+                available: 12 * 168 * 32,
+                per_thread: 168,
+                warps: 12
+            }
+        );
+        let mut producer = task(4);
+        producer.num_regs = Some(40);
+        let paid = kernel(vec![trunk(), consumer, producer], KernelOptions::default());
+        assert_eq!(verify(&paid), Ok(()));
     }
 
     #[test]

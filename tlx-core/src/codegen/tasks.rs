@@ -19,7 +19,7 @@
 
 use super::lower::{malformed, ExecContext, Lowerer, Result};
 use super::CodegenError;
-use crate::ir::{task_warps, Op, OpKind};
+use crate::ir::{launch_registers, task_warps, Op, OpKind};
 
 /// Hardware barriers a program has; barrier 0 is the program's own.
 const NAMED_BARRIERS: usize = 16;
@@ -114,13 +114,10 @@ impl<'k> Lowerer<'k> {
         self.context = context;
     }
 
-    /// Registers per thread a program of this kernel's warps starts with
-    /// when it declares one program per SM: the register file split evenly,
-    /// in steps of 8, at most 256 (or the kernel's `maxnreg`).
+    /// Registers per thread the program starts with (see
+    /// [`crate::ir::launch_registers`]).
     fn default_registers(&self) -> u32 {
-        let threads = self.kernel.threads_per_program().max(1);
-        let even = (65536 / threads) / 8 * 8;
-        self.kernel.options.maxnreg.unwrap_or(256).min(even)
+        launch_registers(self.kernel.total_warps(), self.kernel.options.maxnreg)
     }
 
     /// `setmaxnreg` to `regs`, up or down from `from`.

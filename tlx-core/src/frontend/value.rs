@@ -71,7 +71,7 @@ fn wrap_int(i: i64, ty: ScalarType) -> i64 {
 }
 
 /// A value during lowering.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     /// A typed IR value.
     Ir(ValueId),

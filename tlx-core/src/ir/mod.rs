@@ -21,7 +21,7 @@ pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
-pub use tasks::{task_warps, TaskRegion, TaskWarps};
+pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};
 pub use types::{
     AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,

@@ -107,6 +107,10 @@ impl<'a> Lowerer<'a> {
                 args.bind(&[], 0)?;
                 Ok(Val::Ir(self.b.push1(OpKind::ClusterCtaRank, Type::scalar(ScalarType::I32))))
             }
+            "async_task_replica_id" => {
+                args.bind(&[], 0)?;
+                Ok(Val::Ir(self.b.push1(OpKind::AsyncTaskReplicaId, Type::scalar(ScalarType::I32))))
+            }
             "cluster_num_ctas" => {
                 args.bind(&[], 0)?;
                 Ok(Val::Const(ConstVal::Int(i64::from(self.b.options().cluster_size()))))

@@ -7,6 +7,7 @@ mod calls;
 mod control;
 mod expr;
 mod memory;
+mod tasks;
 mod typing;
 
 use super::scan::{self, RETURNED};
@@ -35,6 +36,8 @@ pub(super) struct Lowerer<'a> {
     errors: Vec<Diagnostic>,
     /// Where each `cluster_barrier()` call is, by the location its op carries.
     cluster_barriers: Vec<(SrcLoc, Span)>,
+    /// The kernel body's `async_tasks!`, parsed before lowering.
+    task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
 }
 
 pub(super) fn lower_body(
@@ -82,6 +85,7 @@ pub(super) fn lower_body(
             .into());
         }
     }
+    let task_regions = tasks::parse_task_regions(&item.block.stmts)?;
     let mut lowerer = Lowerer {
         b,
         globals,
@@ -89,6 +93,7 @@ pub(super) fn lower_body(
         helpers,
         errors: Vec::new(),
         cluster_barriers: Vec::new(),
+        task_regions: &task_regions,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);
@@ -261,6 +266,10 @@ impl<'a> Lowerer<'a> {
                 let v = self.lower_expr(e)?;
                 Ok(if semi.is_some() { Val::Unit } else { v })
             }
+            syn::Stmt::Macro(m) if tasks::is_task_region(&m.mac) => {
+                self.lower_task_region(&m.mac)?;
+                Ok(Val::Unit)
+            }
             syn::Stmt::Macro(m) => Err(macro_error(&m.mac)),
         }
     }
@@ -340,6 +349,14 @@ impl<'a> Lowerer<'a> {
 }
 
 fn macro_error(mac: &syn::Macro) -> Diagnostic {
-    Diagnostic::new(mac.span(), "macros are not supported in kernels")
-        .with_hint("use `device_print(\"x =\", x)` or `device_assert(cond, \"message\")`")
+    if tasks::is_task_region(mac) {
+        return Diagnostic::new(
+            mac.span(),
+            "`async_tasks!` is a statement of the kernel body, not a value",
+        )
+        .with_hint("write it on its own: `async_tasks! { task(default) { ... } ... }`");
+    }
+    Diagnostic::new(mac.span(), "macros are not supported in kernels").with_hint(
+        "use `device_print(\"x =\", x)`, `device_assert(cond, \"message\")` or `async_tasks! { ... }`",
+    )
 }
