@@ -246,24 +246,29 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
         Err(CodegenError::Unsupported(_))
     ));
 
-    // Warp-specialized task regions are not generated yet.
+    // A cluster barrier inside a task: the program's other warps never arrive.
     let mut k = K::new("tasks", 4);
     let x = k.ptr("x", ScalarType::F32);
     k.b.begin_block(vec![]);
     let value = k.float(1.0, ScalarType::F32, &[]);
     k.store(x, value, None);
     let body = k.b.end_block();
+    k.b.begin_block(vec![]);
+    k.b.push(OpKind::ClusterBarrier, vec![]);
+    let waits = k.b.end_block();
     k.b.push(
         OpKind::AsyncTasks {
             tasks: vec![
                 TaskRegion::default_task(body),
-                TaskRegion::with_warps(1, Block::default()),
+                TaskRegion::with_warps(1, waits),
             ],
         },
         vec![],
     );
     match compile(&k.finish(), Arch::Sm90a) {
-        Err(CodegenError::Unsupported(what)) => assert!(what.starts_with("async_tasks"), "{what}"),
+        Err(CodegenError::Unsupported(what)) => {
+            assert!(what.starts_with("cluster_barrier inside"), "{what}")
+        }
         other => panic!("expected Unsupported, got {other:?}"),
     }
 

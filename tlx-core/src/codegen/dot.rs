@@ -437,7 +437,6 @@ impl<'k> Lowerer<'k> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashSet;
 
     #[test]
     fn tensor_cores_only_for_supported_types() {

@@ -34,6 +34,19 @@ fn core(n: usize) -> (Vec<u32>, Vec<u32>) {
     (regs, lanes)
 }
 
+/// `from, 2 * from, 4 * from, ...` while below `below`.
+fn doublings(from: usize, below: usize) -> impl Iterator<Item = usize> {
+    std::iter::successors(Some(from), |x| Some(x * 2)).take_while(move |x| *x < below)
+}
+
+/// `regs` followed by register bits that repeat the tile along columns
+/// (from `cols.0` up to `cols.1`), then along rows (likewise).
+fn repeats(mut regs: Vec<u32>, n: usize, rows: (usize, usize), cols: (usize, usize)) -> Vec<u32> {
+    regs.extend(doublings(cols.0, cols.1).map(|c| at(n, 0, c)));
+    regs.extend(doublings(rows.0, rows.1).map(|r| at(n, r, 0)));
+    regs
+}
+
 fn check_shape(m: usize, n: usize, num_warps: u32) -> Result<(), LayoutError> {
     dim_bits(&[m, n])?;
     if m % 16 != 0 || n % 8 != 0 || !num_warps.is_power_of_two() {
@@ -51,28 +64,12 @@ pub fn mma_sync_accumulator(
 ) -> Result<LinearLayout, LayoutError> {
     check_shape(m, n, num_warps)?;
     let (warps_m, warps_n) = warp_grid(m, n, num_warps);
-    let (mut regs, lanes) = core(n);
-    let mut col = 8 * warps_n;
-    while col < n {
-        regs.push(at(n, 0, col));
-        col *= 2;
-    }
-    let mut row = 16 * warps_m;
-    while row < m {
-        regs.push(at(n, row, 0));
-        row *= 2;
-    }
-    let mut warps = Vec::new();
-    let mut w = 1;
-    while w < warps_m {
-        warps.push(at(n, 16 * w, 0));
-        w *= 2;
-    }
-    let mut w = 1;
-    while w < warps_n {
-        warps.push(at(n, 0, 8 * w));
-        w *= 2;
-    }
+    let (regs, lanes) = core(n);
+    let regs = repeats(regs, n, (16 * warps_m, m), (8 * warps_n, n));
+    let mut warps: Vec<u32> = doublings(1, warps_m)
+        .map(|w| at(n, 16 * w, 0))
+        .chain(doublings(1, warps_n).map(|w| at(n, 0, 8 * w)))
+        .collect();
     while (1usize << warps.len()) < num_warps as usize {
         warps.push(0);
     }
@@ -96,17 +93,8 @@ pub fn wgmma_accumulator(m: usize, n: usize, num_warps: u32) -> Result<LinearLay
     if num_warps % 4 != 0 || n > 256 || m % (64 * groups) != 0 {
         return Err(LayoutError::NoTensorCoreLayout { m, n, num_warps });
     }
-    let (mut regs, lanes) = core(n);
-    let mut col = 8;
-    while col < n {
-        regs.push(at(n, 0, col));
-        col *= 2;
-    }
-    let mut row = 64 * groups;
-    while row < m {
-        regs.push(at(n, row, 0));
-        row *= 2;
-    }
+    let (regs, lanes) = core(n);
+    let regs = repeats(regs, n, (64 * groups, m), (8, n));
     let warps = (0..num_warps.trailing_zeros())
         .map(|bit| at(n, 16 << bit, 0))
         .collect();
