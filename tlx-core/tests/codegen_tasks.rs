@@ -37,7 +37,7 @@ fn three_tasks() -> Kernel {
     k.b.begin_block(vec![]);
     row_sum(&mut k, x, out, 1);
     let consumer = k.b.end_block();
-    let mut store_id = |k: &mut K, offset: i64| {
+    let store_id = |k: &mut K, offset: i64| {
         k.b.begin_block(vec![]);
         let id = k.b.push1(OpKind::AsyncTaskReplicaId, i32t(&[]));
         let base = k.int(offset, &[]);

@@ -105,6 +105,17 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
     out
 }
 
+/// Registers per thread a program of `warps` warps starts with when a task
+/// uses `setmaxnreg`: ptxas then gives every thread the register file split
+/// over the threads rounded up to whole warp groups (of 128), in steps of 8
+/// (at most 256, or the kernel's `maxnreg`). `setmaxnreg.inc` takes from
+/// what the other warp groups' `setmaxnreg.dec` gave back to this pool.
+pub fn launch_registers(warps: u32, maxnreg: Option<u32>) -> u32 {
+    let threads = (warps.max(1) * 32).div_ceil(128) * 128;
+    let even = 65536 / threads / 8 * 8;
+    maxnreg.unwrap_or(256).min(even).min(256)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,15 +151,4 @@ mod tests {
         let starts: Vec<u32> = task_warps(&tasks, 4).iter().map(|w| w.first_warp).collect();
         assert_eq!(starts, [0, 4, 6, 8]);
     }
-}
-
-/// Registers per thread a program of `warps` warps starts with when a task
-/// uses `setmaxnreg`: ptxas then gives every thread the register file split
-/// over the threads rounded up to whole warp groups (of 128), in steps of 8
-/// (at most 256, or the kernel's `maxnreg`). `setmaxnreg.inc` takes from
-/// what the other warp groups' `setmaxnreg.dec` gave back to this pool.
-pub fn launch_registers(warps: u32, maxnreg: Option<u32>) -> u32 {
-    let threads = (warps.max(1) * 32).div_ceil(128) * 128;
-    let even = 65536 / threads / 8 * 8;
-    maxnreg.unwrap_or(256).min(even).min(256)
 }
