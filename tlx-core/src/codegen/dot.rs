@@ -219,6 +219,7 @@ impl<'k> Lowerer<'k> {
         row_elems: usize,
         bytes: usize,
     ) -> String {
+        let base = self.scratch(base);
         let idx = self.f.inst(format!("mul i32 {row}, {row_elems}"));
         let idx = self.f.inst(format!("add i32 {idx}, {tig_e}"));
         let off = self.f.inst(format!("mul i32 {idx}, {bytes}"));
@@ -310,10 +311,38 @@ impl<'k> Lowerer<'k> {
         } else {
             "i32"
         };
+        // 16-bit operands: one `ldmatrix` per fragment, each lane naming
+        // one 16-byte row of an 8x8 matrix (A: rows 0-15 at k and k + 8; B:
+        // rows 0-7 of the transposed tile at k and k + 8). The padded rows
+        // keep the eight rows of each matrix in different banks.
+        let rows = if e == 2 {
+            let a_first = self.f.inst(format!("mul i32 {wm}, 16"));
+            let a_lrow = self.f.inst(format!("and i32 {lane}, 15"));
+            let a_lrow = self.f.inst(format!("add i32 {a_first}, {a_lrow}"));
+            let a_half = self.f.inst(format!("lshr i32 {lane}, 4"));
+            let a_k = self.f.inst(format!("mul i32 {a_half}, 8"));
+            let b_first = self.f.inst(format!("mul i32 {wn}, 8"));
+            let b_lrow = self.f.inst(format!("and i32 {lane}, 7"));
+            let b_lrow = self.f.inst(format!("add i32 {b_first}, {b_lrow}"));
+            let b_half = self.f.inst(format!("lshr i32 {lane}, 3"));
+            let b_half = self.f.inst(format!("and i32 {b_half}, 1"));
+            let b_k = self.f.inst(format!("mul i32 {b_half}, 8"));
+            Some((
+                self.fragment_base(0, &a_lrow, &a_k, row_elems, bytes),
+                self.fragment_base(b_base, &b_lrow, &b_k, row_elems, bytes),
+            ))
+        } else {
+            None
+        };
         for ks in 0..d.k / kind.k_tile() {
             let k0 = ks * kind.k_tile();
             let mut a_frags = Vec::new();
             for tm in 0..reps_m {
+                if let Some((a_rows, _)) = &rows {
+                    let at = (tm * warps_m * 16 * row_elems + k0) * bytes;
+                    a_frags.push(self.ldmatrix(a_rows, at, 4));
+                    continue;
+                }
                 let mut frag = Vec::new();
                 for i in 0..4usize {
                     let row = tm * warps_m * 16 + 8 * (i & 1);
@@ -325,6 +354,11 @@ impl<'k> Lowerer<'k> {
             }
             let mut b_frags = Vec::new();
             for tn in 0..reps_n {
+                if let Some((_, b_rows)) = &rows {
+                    let at = (tn * warps_n * 8 * row_elems + k0) * bytes;
+                    b_frags.push(self.ldmatrix(b_rows, at, 2));
+                    continue;
+                }
                 let mut frag = Vec::new();
                 for i in 0..2usize {
                     let ncol = tn * warps_n * 8;
@@ -344,6 +378,27 @@ impl<'k> Lowerer<'k> {
             }
         }
         Ok(Tensor { layout, regs })
+    }
+
+    /// `ldmatrix` of `count` 8x8 matrices of 16-bit elements, this lane's
+    /// row at `offset` bytes after `lane_row` (a shared pointer): one 32-bit
+    /// register per matrix, in `mma.sync`'s fragment order.
+    fn ldmatrix(&mut self, lane_row: &str, offset: usize, count: usize) -> Vec<String> {
+        let p = self.smem_ptr_plus(lane_row, offset);
+        let addr = self.f.inst(format!("ptrtoint ptr addrspace(3) {p} to i32"));
+        let outs: Vec<String> = (0..count).map(|i| format!("${i}")).collect();
+        let asm = format!(
+            "ldmatrix.sync.aligned.m8n8.x{count}.shared.b16 {{{}}}, [${count}];",
+            outs.join(", ")
+        );
+        let constraints = [vec!["=r".to_string(); count], vec!["r".to_string()]]
+            .concat()
+            .join(",");
+        let ret = format!("{{ {} }}", vec!["i32"; count].join(", "));
+        let r = self.f.asm(&ret, &asm, &constraints, &[("i32", &addr)]);
+        (0..count)
+            .map(|i| self.f.inst(format!("extractvalue {ret} {r}, {i}")))
+            .collect()
     }
 
     fn round_operand(&mut self, kind: MmaKind, word: String) -> String {
@@ -437,6 +492,31 @@ impl<'k> Lowerer<'k> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each 8x8 matrix an `ldmatrix` reads is eight 16-byte rows of the
+    /// staged operand, one row per lane of a quarter warp: with the padded
+    /// row stride they cover all 32 banks once (one wavefront), computed for
+    /// every K the 16-bit MMA takes.
+    #[test]
+    fn ldmatrix_rows_of_padded_operands_hit_every_bank_once() {
+        for k in [16, 32, 64, 128, 256] {
+            let stride = padded_row(k, 2) * 2;
+            assert_eq!(stride % 16, 0, "rows must stay 16-byte aligned");
+            for first_row in [0, 8, 16] {
+                for col in (0..k).step_by(8) {
+                    let mut banks: Vec<usize> = (first_row..first_row + 8)
+                        .flat_map(|r| {
+                            let at = r * stride + col * 2;
+                            (0..4).map(move |w| (at / 4 + w) % 32)
+                        })
+                        .collect();
+                    banks.sort_unstable();
+                    banks.dedup();
+                    assert_eq!(banks.len(), 32, "k {k}, rows {first_row}.., column {col}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn tensor_cores_only_for_supported_types() {
