@@ -76,6 +76,26 @@ fn tile_matmul<const BM: usize, const BN: usize, const BK: usize>(
     store(c + rm[(.., None)] * BN + rn[(None, ..)], acc);
 }
 
+/// 32x64 @ 64x32 on `mma.sync` for the other element kinds: f32 inputs as
+/// tf32 (m16n8k8) and i8 (m16n8k32), fragments loaded with `ldmatrix`.
+#[tlx::kernel(configs = [(T = 32, K = 64)])]
+fn small_dots<const T: usize, const K: usize>(
+    af: Ptr<f32>,
+    bf: Ptr<f32>,
+    cf: Ptr<f32>,
+    ai: Ptr<i8>,
+    bi: Ptr<i8>,
+    ci: Ptr<i32>,
+) {
+    let rows = arange(0, T);
+    let ks = arange(0, K);
+    let a_at = rows[(.., None)] * K + ks[(None, ..)];
+    let b_at = ks[(.., None)] * T + rows[(None, ..)];
+    let c_at = rows[(.., None)] * T + rows[(None, ..)];
+    store(cf + c_at, dot(load(af + a_at), load(bf + b_at)));
+    store(ci + c_at, dot(load(ai + a_at), load(bi + b_at)));
+}
+
 /// A masked matmul with a pipelined K loop: on sm_90a its loads become
 /// `cp.async` copies into swizzled ring slots that wgmma multiplies in place.
 #[tlx::kernel(configs = [
@@ -266,6 +286,38 @@ fn tensor_core_dot_agrees() {
         println!("dot {tile}x{tile}: max relative difference {worst:e}");
         assert!(worst < 1e-5, "dot {tile}x{tile} differs by {worst}");
     }
+}
+
+#[test]
+fn tf32_and_i8_dots_agree() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = fresh_rng();
+    let (t, k) = (32, 64);
+    let af = rng.vec(t * k, 1.0);
+    let bf = rng.vec(k * t, 1.0);
+    let ai: Vec<i8> = rng.vec(t * k, 100.0).iter().map(|x| *x as i8).collect();
+    let bi: Vec<i8> = rng.vec(k * t, 100.0).iter().map(|x| *x as i8).collect();
+    let (g, c) = on_both(&dev, |d| {
+        let (daf, dbf) = (d.upload(&af)?, d.upload(&bf)?);
+        let (dai, dbi) = (d.upload(&ai)?, d.upload(&bi)?);
+        let cf = d.upload(&vec![f32::NAN; t * t])?;
+        let ci = d.upload(&vec![i32::MIN; t * t])?;
+        small_dots::<32, 64>::launch(d, 1u32, &daf, &dbf, &cf, &dai, &dbi, &ci)?;
+        Ok((cf.download()?, ci.download()?))
+    });
+    // tf32 products are exact in f32 on both; the sums differ in order.
+    let worst =
+        g.0.iter()
+            .zip(&c.0)
+            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+            .fold(
+                0.0,
+                |w: f32, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
+            );
+    println!("tf32 dot: max relative difference {worst:e}");
+    assert!(worst < 1e-5, "tf32 dot differs by {worst}");
+    assert_eq!(g.1, c.1, "i8 dot");
+    assert!(c.1.iter().all(|v| *v != i32::MIN));
 }
 
 /// The pipelined wgmma path on shapes that are not multiples of the tiles,

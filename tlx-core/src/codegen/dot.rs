@@ -1,8 +1,10 @@
-//! `Dot` (`acc + a @ b`). Operands are staged through shared memory (A
-//! row-major, B transposed, so each fragment register is one 32-bit shared
-//! load). f16/bf16, tf32 (f32 inputs) and i8/u8 tiles run on tensor cores with
-//! `mma.sync` (m16n8k16 / m16n8k8 / m16n8k32), the accumulator living in the
-//! MMA fragment layout; other types and shapes use per-element FMAs.
+//! `Dot` (`acc + a @ b`). On sm_90a, 16-bit tiles that split into warp
+//! groups go to wgmma (`wgmma.rs`). Otherwise operands are staged through
+//! shared memory (A row-major, B transposed, rows padded by 16 bytes so that
+//! `ldmatrix` reads them without bank conflicts): f16/bf16, tf32 (f32 inputs)
+//! and i8/u8 tiles run on tensor cores with `mma.sync` (m16n8k16 / m16n8k8 /
+//! m16n8k32), the accumulator living in the MMA fragment layout; other types
+//! and shapes use per-element FMAs.
 
 use super::convert::{Placement, Region};
 use super::lower::{malformed, Lowerer, Result, Tensor};
@@ -199,29 +201,22 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// One 32-bit shared load `offset` bytes after `thread_ptr`.
-    fn fragment_word(&mut self, thread_ptr: &str, offset: usize) -> String {
-        let p = self.smem_ptr_plus(thread_ptr, offset);
-        self.f
-            .inst(format!("load i32, ptr addrspace(3) {p}, align 4"))
-    }
-
-    /// This thread's pointer to its first fragment word of an operand staged at
-    /// byte `base`: stored row `row` (`wm * 16 + gid` of A, `wn * 8 + gid` of
-    /// transposed B), element `tig * e`. Every other word the thread loads is a
-    /// constant byte offset from it, which keeps the addresses simple for LLVM
-    /// and lets them fold into the `ld.shared` immediate.
+    /// This lane's `ldmatrix` row pointer into an operand staged at scratch
+    /// byte `base`: stored row `row`, element `col`. Every other row the
+    /// lane names is a constant byte offset from it, which keeps the
+    /// addresses simple for LLVM and lets them fold into the instruction's
+    /// immediate.
     fn fragment_base(
         &mut self,
         base: usize,
         row: &str,
-        tig_e: &str,
+        col: &str,
         row_elems: usize,
         bytes: usize,
     ) -> String {
         let base = self.scratch(base);
         let idx = self.f.inst(format!("mul i32 {row}, {row_elems}"));
-        let idx = self.f.inst(format!("add i32 {idx}, {tig_e}"));
+        let idx = self.f.inst(format!("add i32 {idx}, {col}"));
         let off = self.f.inst(format!("mul i32 {idx}, {bytes}"));
         let off = self.f.inst(format!("add i32 {off}, {base}"));
         self.smem_ptr(&off)
@@ -288,85 +283,63 @@ impl<'k> Lowerer<'k> {
         let (warps_m, warps_n) = warp_grid(d.m, d.n, self.num_warps);
         let reps_n = d.n / (8 * warps_n);
         let reps_m = d.m / (16 * warps_m);
-        let e = kind.per_reg;
-        let bytes = 4 / e;
+        let bytes = 4 / kind.per_reg;
+        // Elements in 16 bytes: the second half of a K step's fragment.
+        let half = 16 / bytes;
         let (lane, warp) = (self.lane.clone(), self.warp.clone());
-        let gid = self.f.inst(format!("lshr i32 {lane}, 2"));
-        let tig = self.f.inst(format!("and i32 {lane}, 3"));
         let wm = self.f.inst(format!("and i32 {warp}, {}", warps_m - 1));
         let wn_shift = self
             .f
             .inst(format!("lshr i32 {warp}, {}", warps_m.trailing_zeros()));
         let wn = self.f.inst(format!("and i32 {wn_shift}, {}", warps_n - 1));
-        let tig_e = self.f.inst(format!("mul i32 {tig}, {e}"));
         let row_elems = padded_row(d.k, bytes);
-        let a_row = self.f.inst(format!("mul i32 {wm}, 16"));
-        let a_row = self.f.inst(format!("add i32 {a_row}, {gid}"));
-        let a_ptr = self.fragment_base(0, &a_row, &tig_e, row_elems, bytes);
-        let b_col = self.f.inst(format!("mul i32 {wn}, 8"));
-        let b_col = self.f.inst(format!("add i32 {b_col}, {gid}"));
-        let b_ptr = self.fragment_base(b_base, &b_col, &tig_e, row_elems, bytes);
         let acc_ty = if kind.acc_constraint == "f" {
             "float"
         } else {
             "i32"
         };
-        // 16-bit operands: one `ldmatrix` per fragment, each lane naming
-        // one 16-byte row of an 8x8 matrix (A: rows 0-15 at k and k + 8; B:
-        // rows 0-7 of the transposed tile at k and k + 8). The padded rows
-        // keep the eight rows of each matrix in different banks.
-        let rows = if e == 2 {
-            let a_first = self.f.inst(format!("mul i32 {wm}, 16"));
-            let a_lrow = self.f.inst(format!("and i32 {lane}, 15"));
-            let a_lrow = self.f.inst(format!("add i32 {a_first}, {a_lrow}"));
-            let a_half = self.f.inst(format!("lshr i32 {lane}, 4"));
-            let a_k = self.f.inst(format!("mul i32 {a_half}, 8"));
-            let b_first = self.f.inst(format!("mul i32 {wn}, 8"));
-            let b_lrow = self.f.inst(format!("and i32 {lane}, 7"));
-            let b_lrow = self.f.inst(format!("add i32 {b_first}, {b_lrow}"));
-            let b_half = self.f.inst(format!("lshr i32 {lane}, 3"));
-            let b_half = self.f.inst(format!("and i32 {b_half}, 1"));
-            let b_k = self.f.inst(format!("mul i32 {b_half}, 8"));
-            Some((
-                self.fragment_base(0, &a_lrow, &a_k, row_elems, bytes),
-                self.fragment_base(b_base, &b_lrow, &b_k, row_elems, bytes),
-            ))
-        } else {
-            None
-        };
+        // One `ldmatrix` per fragment, for every element size: each lane
+        // names one 16-byte row of an 8x8 matrix of 16-bit words (A: rows
+        // 0-15 at k and 16 bytes on; B: rows 0-7 of the transposed tile at
+        // the same two places), and each thread receives the 32-bit word its
+        // MMA fragment holds. The padded rows keep the eight rows of each
+        // matrix in different banks.
+        let a_first = self.f.inst(format!("mul i32 {wm}, 16"));
+        let a_lrow = self.f.inst(format!("and i32 {lane}, 15"));
+        let a_lrow = self.f.inst(format!("add i32 {a_first}, {a_lrow}"));
+        let a_half = self.f.inst(format!("lshr i32 {lane}, 4"));
+        let a_k = self.f.inst(format!("mul i32 {a_half}, {half}"));
+        let b_first = self.f.inst(format!("mul i32 {wn}, 8"));
+        let b_lrow = self.f.inst(format!("and i32 {lane}, 7"));
+        let b_lrow = self.f.inst(format!("add i32 {b_first}, {b_lrow}"));
+        let b_half = self.f.inst(format!("lshr i32 {lane}, 3"));
+        let b_half = self.f.inst(format!("and i32 {b_half}, 1"));
+        let b_k = self.f.inst(format!("mul i32 {b_half}, {half}"));
+        let a_rows = self.fragment_base(0, &a_lrow, &a_k, row_elems, bytes);
+        let b_rows = self.fragment_base(b_base, &b_lrow, &b_k, row_elems, bytes);
         for ks in 0..d.k / kind.k_tile() {
             let k0 = ks * kind.k_tile();
-            let mut a_frags = Vec::new();
+            let mut a_frags: Vec<Vec<String>> = Vec::new();
             for tm in 0..reps_m {
-                if let Some((a_rows, _)) = &rows {
-                    let at = (tm * warps_m * 16 * row_elems + k0) * bytes;
-                    a_frags.push(self.ldmatrix(a_rows, at, 4));
-                    continue;
-                }
-                let mut frag = Vec::new();
-                for i in 0..4usize {
-                    let row = tm * warps_m * 16 + 8 * (i & 1);
-                    let col = k0 + (i >> 1) * 4 * e;
-                    let w = self.fragment_word(&a_ptr, (row * row_elems + col) * bytes);
-                    frag.push(self.round_operand(kind, w));
-                }
-                a_frags.push(frag);
+                let at = (tm * warps_m * 16 * row_elems + k0) * bytes;
+                let words = self.ldmatrix(&a_rows, at, 4);
+                a_frags.push(
+                    words
+                        .into_iter()
+                        .map(|w| self.round_operand(kind, w))
+                        .collect(),
+                );
             }
-            let mut b_frags = Vec::new();
+            let mut b_frags: Vec<Vec<String>> = Vec::new();
             for tn in 0..reps_n {
-                if let Some((_, b_rows)) = &rows {
-                    let at = (tn * warps_n * 8 * row_elems + k0) * bytes;
-                    b_frags.push(self.ldmatrix(b_rows, at, 2));
-                    continue;
-                }
-                let mut frag = Vec::new();
-                for i in 0..2usize {
-                    let ncol = tn * warps_n * 8;
-                    let krow = k0 + i * 4 * e;
-                    let w = self.fragment_word(&b_ptr, (ncol * row_elems + krow) * bytes);
-                    frag.push(self.round_operand(kind, w));
-                }
-                b_frags.push(frag);
+                let at = (tn * warps_n * 8 * row_elems + k0) * bytes;
+                let words = self.ldmatrix(&b_rows, at, 2);
+                b_frags.push(
+                    words
+                        .into_iter()
+                        .map(|w| self.round_operand(kind, w))
+                        .collect(),
+                );
             }
             for (tm, a_frag) in a_frags.iter().enumerate() {
                 for (tn, b_frag) in b_frags.iter().enumerate() {
@@ -496,17 +469,22 @@ mod tests {
     /// Each 8x8 matrix an `ldmatrix` reads is eight 16-byte rows of the
     /// staged operand, one row per lane of a quarter warp: with the padded
     /// row stride they cover all 32 banks once (one wavefront), computed for
-    /// every K the 16-bit MMA takes.
+    /// every K and element size the MMAs take.
     #[test]
     fn ldmatrix_rows_of_padded_operands_hit_every_bank_once() {
-        for k in [16, 32, 64, 128, 256] {
-            let stride = padded_row(k, 2) * 2;
+        // K is a multiple of the MMA's K step: 32 bytes of elements.
+        for (k, bytes) in [16, 32, 64, 128, 256]
+            .into_iter()
+            .flat_map(|k| [(k, 1), (k, 2), (k, 4)])
+            .filter(|(k, bytes)| k % (32 / bytes) == 0)
+        {
+            let stride = padded_row(k, bytes) * bytes;
             assert_eq!(stride % 16, 0, "rows must stay 16-byte aligned");
             for first_row in [0, 8, 16] {
-                for col in (0..k).step_by(8) {
+                for col in (0..k).step_by(16 / bytes) {
                     let mut banks: Vec<usize> = (first_row..first_row + 8)
                         .flat_map(|r| {
-                            let at = r * stride + col * 2;
+                            let at = r * stride + col * bytes;
                             (0..4).map(move |w| (at / 4 + w) % 32)
                         })
                         .collect();
