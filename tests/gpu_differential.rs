@@ -180,6 +180,18 @@ fn on_both<R>(gpu: &Device, f: impl Fn(&Device) -> Result<R, tlx::Error>) -> (R,
     (on_gpu, on_cpu)
 }
 
+/// Largest `|a - b| / max(|b|, 1)`; infinite where either is NaN (an
+/// element no kernel wrote).
+fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(
+            0.0,
+            |w, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
+        )
+}
+
 fn max_ulp_diff(a: &[f32], b: &[f32]) -> u32 {
     a.iter()
         .zip(b)
@@ -275,14 +287,7 @@ fn tensor_core_dot_agrees() {
             dc.download()
         });
         // Products of bf16 are exact in f32; only the summation order differs.
-        let worst = g
-            .iter()
-            .zip(&c)
-            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-            .fold(
-                0.0,
-                |w: f32, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
-            );
+        let worst = max_rel_diff(&g, &c);
         println!("dot {tile}x{tile}: max relative difference {worst:e}");
         assert!(worst < 1e-5, "dot {tile}x{tile} differs by {worst}");
     }
@@ -306,14 +311,7 @@ fn tf32_and_i8_dots_agree() {
         Ok((cf.download()?, ci.download()?))
     });
     // tf32 products are exact in f32 on both; the sums differ in order.
-    let worst =
-        g.0.iter()
-            .zip(&c.0)
-            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-            .fold(
-                0.0,
-                |w: f32, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
-            );
+    let worst = max_rel_diff(&g.0, &c.0);
     println!("tf32 dot: max relative difference {worst:e}");
     assert!(worst < 1e-5, "tf32 dot differs by {worst}");
     assert_eq!(g.1, c.1, "i8 dot");
@@ -360,14 +358,7 @@ fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
         };
         for config in 0..2 {
             let (g, c) = run(config);
-            let worst = g
-                .iter()
-                .zip(&c)
-                .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
-                .fold(
-                    0.0,
-                    |w: f32, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
-                );
+            let worst = max_rel_diff(&g, &c);
             println!(
                 "pipelined dot {m}x{n}x{k} config {config}: max relative difference {worst:e}"
             );
