@@ -129,6 +129,9 @@ fn compile_one(
                     ),
                     "lower `num_stages` or the block sizes of this configuration".to_string(),
                 ),
+                codegen::CodegenError::Misuse { message, hint } => {
+                    (format!("kernel `{name}` with {}: {message}", config_label(config)), hint)
+                }
                 e => (
                     format!(
                         "internal compiler error while generating {} code for `{name}`: {e}",

@@ -7,6 +7,8 @@ use crate::ir::{launch_registers, task_warps, KernelOptions, TaskRegion};
 
 /// Threads a program (CTA) may have, in warps: 1024 threads.
 const MAX_WARPS: u32 = 32;
+/// Task replicas of one region: hardware barriers 1-15 (0 is the program's).
+const MAX_REPLICAS: usize = 15;
 
 /// 32-bit registers in an SM's register file.
 const REGISTER_FILE: u64 = 65536;
@@ -86,6 +88,11 @@ pub enum TaskRuleError {
          control flow or another task"
     )]
     NestedTasks,
+    #[error(
+        "the region has {replicas} task replicas; each synchronizes on a hardware barrier of \
+         its own and a program has {MAX_REPLICAS} besides its own"
+    )]
+    TooManyReplicas { replicas: usize },
     #[error("`async_task_replica_id()` is only meaningful inside a task of `async_tasks`")]
     ReplicaIdOutsideTask,
 }
@@ -130,6 +137,11 @@ pub fn check_task_region(
     let end = warps.iter().map(|w| w.end_warp()).max().unwrap_or(0);
     if end > MAX_WARPS {
         return Err(TaskRuleError::TooManyWarps { warps: end });
+    }
+    if warps.len() > MAX_REPLICAS {
+        return Err(TaskRuleError::TooManyReplicas {
+            replicas: warps.len(),
+        });
     }
     for (i, a) in warps.iter().enumerate() {
         for b in &warps[i + 1..] {

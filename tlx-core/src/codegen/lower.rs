@@ -717,9 +717,12 @@ impl<'k> Lowerer<'k> {
         if self.recomputable.contains(&v) {
             return Ok(true);
         }
-        Err(CodegenError::Unsupported(format!(
-            "the tensor {v}, computed before `async_tasks`, used inside a task that runs on other warps (compute it inside the task)"
-        )))
+        Err(CodegenError::Misuse {
+            message: format!(
+                "a tensor computed before `async_tasks!` ({v} in the IR) is used inside a task that runs on other warps, whose threads do not hold it"
+            ),
+            hint: "compute it inside the task (values built from constants, `arange` and scalars may cross)".into(),
+        })
     }
 
     /// Runs `f` with the pure ops `ops` lowered as if `bind` held (an

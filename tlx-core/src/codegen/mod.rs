@@ -71,6 +71,10 @@ pub enum CodegenError {
     Llvm(String),
     #[error("needs {needed} bytes of shared memory; a program may use at most {limit}")]
     SharedMemoryExceeded { needed: u32, limit: u32 },
+    /// Something the kernel asks for that the hardware cannot do, found
+    /// only once layouts are known: the user's to change, not a bug.
+    #[error("{message}")]
+    Misuse { message: String, hint: String },
 }
 
 /// Compile `kernel` to PTX for `arch`.

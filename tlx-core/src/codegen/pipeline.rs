@@ -24,7 +24,7 @@
 //! every warp group has already waited for (one group stays in flight).
 
 use super::axis::MaskRun;
-use super::lower::{Lowerer, Result, Tensor};
+use super::lower::{Lowerer, Result, Tensor, SHARED_BYTES_LIMIT};
 use super::memory::{load_qualifiers, vector_len, word_type, words_of};
 use super::scalar::{from_bits, mem_bytes};
 use super::wgmma::WgmmaPlan;
@@ -37,10 +37,6 @@ use std::collections::{HashMap, HashSet};
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
 /// room for reduction and layout-conversion scratch under sm_90's 227 KB.
 const RING_BYTES_LIMIT: usize = 128 << 10;
-
-/// The same for rings of tensor-core operands, which are most of what a
-/// matmul's main loop needs (its epilogue stores from registers).
-const OPERAND_RING_BYTES_LIMIT: usize = 216 << 10;
 
 /// A load the loop body reads from its ring instead of global memory.
 #[derive(Clone, Debug)]
@@ -170,6 +166,19 @@ impl<'k> Lowerer<'k> {
         } else {
             HashMap::new()
         };
+        // Operand rings are what the loop is for: a configuration whose
+        // stages do not fit is the user's to change, not a silent fallback.
+        let operand_bytes: usize = operand_placements
+            .values()
+            .map(|p| p.bytes.div_ceil(1024) * 1024 * stages)
+            .sum();
+        let needed = self.ring_bytes.div_ceil(1024) * 1024 + operand_bytes;
+        if needed > SHARED_BYTES_LIMIT as usize {
+            return Err(CodegenError::SharedMemoryExceeded {
+                needed: needed as u32,
+                limit: SHARED_BYTES_LIMIT,
+            });
+        }
         let distance = stages - 1 - usize::from(!operand_placements.is_empty());
         // The rings may reuse scratch bytes that other warps still read.
         self.barrier();
@@ -422,7 +431,7 @@ impl<'k> Lowerer<'k> {
                             Some(placed) => (
                                 placed.bytes.div_ceil(1024) * 1024,
                                 l.ring_bytes.div_ceil(1024) * 1024,
-                                OPERAND_RING_BYTES_LIMIT,
+                                SHARED_BYTES_LIMIT as usize,
                             ),
                         };
                         let ring_bytes = slot_bytes * stages;

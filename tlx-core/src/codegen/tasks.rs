@@ -18,11 +18,7 @@
 //! warps is not in the other tasks' registers: compute it inside the task.
 
 use super::lower::{malformed, ExecContext, Lowerer, Result};
-use super::CodegenError;
 use crate::ir::{launch_registers, task_warps, Op, OpKind};
-
-/// Hardware barriers a program has; barrier 0 is the program's own.
-const NAMED_BARRIERS: usize = 16;
 
 impl<'k> Lowerer<'k> {
     pub fn lower_async_tasks(&mut self, op: &'k Op) -> Result<()> {
@@ -32,14 +28,8 @@ impl<'k> Lowerer<'k> {
         if self.context.region != 0 {
             return Err(malformed("async_tasks inside a task"));
         }
+        // The verifier keeps replicas within the hardware barriers.
         let replicas = task_warps(tasks, self.kernel.options.num_warps);
-        if replicas.len() >= NAMED_BARRIERS {
-            return Err(CodegenError::Unsupported(format!(
-                "{} task replicas in one async_tasks region (at most {})",
-                replicas.len(),
-                NAMED_BARRIERS - 1
-            )));
-        }
         let program = self.context.clone();
         let held_before: Vec<_> = self.values.keys().copied().collect();
         // Everything before the region is visible to every task.

@@ -109,6 +109,10 @@ impl<'a> Lowerer<'a> {
             }
             "async_task_replica_id" => {
                 args.bind(&[], 0)?;
+                if !self.in_task {
+                    return Err(Diagnostic::new(args.span, "`async_task_replica_id()` outside a task")
+                        .with_hint("call it inside a `task(...) { ... }` of `async_tasks!`, where each replica gets its own id"));
+                }
                 Ok(Val::Ir(self.b.push1(OpKind::AsyncTaskReplicaId, Type::scalar(ScalarType::I32))))
             }
             "cluster_num_ctas" => {
@@ -117,6 +121,10 @@ impl<'a> Lowerer<'a> {
             }
             "cluster_barrier" => {
                 args.bind(&[], 0)?;
+                if self.in_task {
+                    return Err(Diagnostic::new(args.span, "`cluster_barrier()` inside a task")
+                        .with_hint("every thread of every program of the cluster must arrive, and a task has only some of them: call it before or after `async_tasks!`"));
+                }
                 // The op carries the call's own location, so that the cluster
                 // check can point at this call.
                 let loc = self.b.loc();

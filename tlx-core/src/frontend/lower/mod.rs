@@ -38,6 +38,8 @@ pub(super) struct Lowerer<'a> {
     cluster_barriers: Vec<(SrcLoc, Span)>,
     /// The kernel body's `async_tasks!`, parsed before lowering.
     task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
+    /// Lowering the body of a task of `async_tasks!`.
+    in_task: bool,
 }
 
 pub(super) fn lower_body(
@@ -94,6 +96,7 @@ pub(super) fn lower_body(
         errors: Vec::new(),
         cluster_barriers: Vec::new(),
         task_regions: &task_regions,
+        in_task: false,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);

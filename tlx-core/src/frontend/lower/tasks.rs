@@ -135,7 +135,9 @@ impl<'a> Lowerer<'a> {
             let region = self.task_options(task)?;
             self.b.begin_block(vec![]);
             self.push_scope();
+            self.in_task = true;
             let lowered = self.lower_stmts(&task.body.stmts);
+            self.in_task = false;
             self.pop_scope();
             let body = self.b.end_block();
             lowered?;
