@@ -38,10 +38,7 @@ impl<'k> Lowerer<'k> {
     /// The initial carried values, in the layout the loop keeps them in: a value the
     /// body replaces by a `Dot` result stays in the `Dot`'s layout.
     fn carried_inits(&mut self, inits: &[ValueId], body: &'k Block) -> Result<Vec<Tensor>> {
-        let yielded = match body.ops.last().map(|op| &op.kind) {
-            Some(OpKind::Yield(values)) => values.clone(),
-            _ => Vec::new(),
-        };
+        let yielded = super::pipeline::yielded(body);
         let mut out = Vec::new();
         for (i, v) in inits.iter().enumerate() {
             let producer = yielded

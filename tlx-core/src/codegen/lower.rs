@@ -322,19 +322,18 @@ impl<'k> Lowerer<'k> {
 
     /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
     pub fn thread_offset(&mut self, layout: &LinearLayout) -> String {
-        let key = (
-            self.context.region,
-            layout.lanes.clone(),
-            layout.warps.clone(),
-        );
+        self.thread_xor(&layout.lanes, &layout.warps)
+    }
+
+    /// The XOR of the bases (flat indices or byte offsets) that this
+    /// thread's lane and warp bits select, i32, in the entry block.
+    pub fn thread_xor(&mut self, lanes: &[u32], warps: &[u32]) -> String {
+        let key = (self.context.region, lanes.to_vec(), warps.to_vec());
         if let Some(v) = self.thread_offsets.get(&key) {
             return v.clone();
         }
         let mut acc = "0".to_string();
-        for (id, bases) in [
-            (self.lane.clone(), &layout.lanes),
-            (self.warp.clone(), &layout.warps),
-        ] {
+        for (id, bases) in [(self.lane.clone(), lanes), (self.warp.clone(), warps)] {
             for (bit, &basis) in bases.iter().enumerate() {
                 if basis == 0 {
                     continue;

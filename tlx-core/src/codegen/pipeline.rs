@@ -31,7 +31,7 @@ use super::wgmma::WgmmaPlan;
 use super::CodegenError;
 use crate::ir::Literal;
 use crate::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
-use crate::layout::{LinearLayout, SharedLayout};
+use crate::layout::{LinearLayout, OffsetBases, SharedLayout};
 use std::collections::{HashMap, HashSet};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
@@ -51,8 +51,9 @@ pub struct RingRead {
     pub read_slot: String,
     /// How a slot holds the tile: `None`, each thread's chunks side by side,
     /// read back by the thread that copied them; or a placement the whole CTA
-    /// reads (a wgmma operand, multiplied in place).
-    pub placement: Option<SharedLayout>,
+    /// reads (a wgmma operand, multiplied in place), as the byte offsets this
+    /// ring's layout takes in it.
+    pub placement: Option<OffsetBases>,
 }
 
 impl RingRead {
@@ -439,13 +440,17 @@ impl<'k> Lowerer<'k> {
                         {
                             return Ok(None);
                         }
+                        let offsets = match &placement {
+                            Some(placed) => Some(placed.compose(&ptrs.layout)?),
+                            None => None,
+                        };
                         let ring = RingRead {
                             layout: ptrs.layout.clone(),
                             chunk,
                             ring_offset,
                             slot_bytes,
                             read_slot: String::new(),
-                            placement: placement.clone(),
+                            placement: offsets,
                         };
                         l.ring_bytes = ring_offset + ring_bytes;
                         ring
@@ -494,15 +499,12 @@ impl<'k> Lowerer<'k> {
 
     /// Shared byte offset of element `reg` of this thread in a slot at `base`.
     fn element_offset(&mut self, ring: &RingRead, base: &str, reg: usize, bytes: usize) -> String {
-        if let Some(placed) = &ring.placement {
-            // The composition exists: the ring was planned from this layout.
-            if let Ok(offsets) = placed.compose(&ring.layout) {
-                let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
-                let at = self
-                    .f
-                    .inst(format!("xor i32 {thread}, {}", offsets.reg_offset(reg)));
-                return self.f.inst(format!("add i32 {base}, {at}"));
-            }
+        if let Some(offsets) = &ring.placement {
+            let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
+            let at = self
+                .f
+                .inst(format!("xor i32 {thread}, {}", offsets.reg_offset(reg)));
+            return self.f.inst(format!("add i32 {base}, {at}"));
         }
         let chunk_bytes = ring.chunk * bytes;
         let tid = self.thread_id();
@@ -657,7 +659,7 @@ impl<'k> Lowerer<'k> {
 }
 
 /// The values `body` yields to the next iteration.
-fn yielded(body: &Block) -> Vec<ValueId> {
+pub(super) fn yielded(body: &Block) -> Vec<ValueId> {
     match body.ops.last().map(|op| &op.kind) {
         Some(OpKind::Yield(values)) => values.clone(),
         _ => Vec::new(),

@@ -123,18 +123,6 @@ fn descriptor_bits(lbo: u64, sbo: u64, swizzle: Swizzle) -> u64 {
 }
 
 impl<'k> Lowerer<'k> {
-    /// The XOR of the byte-offset bases that this thread's lane and warp
-    /// bits select (i32, in the entry block).
-    pub fn thread_xor(&mut self, lanes: &[u32], warps: &[u32]) -> String {
-        let layout = LinearLayout {
-            shape: Vec::new(),
-            regs: Vec::new(),
-            lanes: lanes.to_vec(),
-            warps: warps.to_vec(),
-        };
-        self.thread_offset(&layout)
-    }
-
     /// The shared-window address (i32) of byte `offset` (an i32 operand) of
     /// the dynamic shared buffer.
     fn shared_address(&mut self, offset: &str) -> String {
