@@ -193,11 +193,13 @@ impl<'k> Checker<'k> {
         for v in op.kind.operands() {
             self.visible(v).map_err(err)?;
         }
-        // Every op so far computes on register tensors; ops on buffers,
-        // barriers, descriptors and tokens will say which operands they take.
-        for &v in op.kind.operands().iter().chain(&op.results) {
-            let t = self.ty(v).map_err(err)?;
-            ensure(t.is_tensor(), || format!("{v} is {t}, not a tensor")).map_err(err)?;
+        // Block-tensor ops compute on register tensors; a TLX primitive's
+        // row says which buffers, barriers and descriptors it takes.
+        if !matches!(op.kind, OpKind::Prim { .. }) {
+            for &v in op.kind.operands().iter().chain(&op.results) {
+                let t = self.ty(v).map_err(err)?;
+                ensure(t.is_tensor(), || format!("{v} is {t}, not a tensor")).map_err(err)?;
+            }
         }
         match &op.kind {
             OpKind::AsyncTasks { tasks } => {
@@ -205,6 +207,15 @@ impl<'k> Checker<'k> {
                     return Err(rule(TaskRuleError::NestedTasks));
                 }
                 check_task_region(tasks, &self.kernel.options).map_err(rule)?;
+            }
+            OpKind::Prim {
+                prim: prim @ (crate::ir::Prim::LocalAlloc | crate::ir::Prim::AllocBarriers),
+                ..
+            } if self.depth > 0 => {
+                return Err(err(format!(
+                    "`{}` is allowed only at the top level of the kernel body",
+                    prim.mnemonic()
+                )));
             }
             OpKind::AsyncTaskReplicaId if !self.in_task => {
                 return Err(rule(TaskRuleError::ReplicaIdOutsideTask));
@@ -567,6 +578,13 @@ impl<'k> Checker<'k> {
                 )
             }
             Yield(_) | Condition(_) => Ok(()),
+            Prim { prim, args, imms } => {
+                let operands = args
+                    .iter()
+                    .map(|v| self.ty(*v))
+                    .collect::<Result<Vec<_>, _>>()?;
+                prim.check(imms, &operands, &self.result_types(op)?)
+            }
             Print { .. } => ensure(op.results.is_empty(), || "print has no results".into()),
             AsyncTasks { .. } => ensure(op.results.is_empty(), || {
                 "async_tasks has no results".into()

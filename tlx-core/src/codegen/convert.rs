@@ -223,10 +223,22 @@ impl<'k> Lowerer<'k> {
         shared: &SharedLayout,
         base: &str,
     ) -> Result<()> {
+        let base = self.scratch_operand(base);
+        self.store_placed_at(t, elem, shared, &base)
+    }
+
+    /// [`Lowerer::store_placed`] at byte `base` (an i32 operand) of the
+    /// shared array itself, not of the scratch.
+    pub fn store_placed_at(
+        &mut self,
+        t: &Tensor,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+    ) -> Result<()> {
         let bytes = mem_bytes(elem);
         let offsets = shared.compose(&t.layout)?;
         let per = shared.contiguous_run(&t.layout, bytes)?;
-        let base = &self.scratch_operand(base);
         let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
         for first in (0..t.regs.len()).step_by(per) {
             if t.layout.is_replica(first, 0, 0) {
@@ -275,10 +287,22 @@ impl<'k> Lowerer<'k> {
         shared: &SharedLayout,
         base: &str,
     ) -> Result<Vec<String>> {
+        let base = self.scratch_operand(base);
+        self.load_placed_at(layout, elem, shared, &base)
+    }
+
+    /// [`Lowerer::load_placed`] from byte `base` (an i32 operand) of the
+    /// shared array itself, not of the scratch.
+    pub fn load_placed_at(
+        &mut self,
+        layout: &LinearLayout,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+    ) -> Result<Vec<String>> {
         let bytes = mem_bytes(elem);
         let offsets = shared.compose(layout)?;
         let per = shared.contiguous_run(layout, bytes)?;
-        let base = &self.scratch_operand(base);
         let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
         let (word, words) = super::memory::words_of(per, bytes);
         let wty = super::memory::word_type(word);

@@ -8,6 +8,7 @@ use super::axis::{self, AxisInfo};
 use super::convert::Region;
 use super::emit::{llvm_type, FuncText};
 use super::pipeline::{RingRead, RING_BASE};
+use super::prims::{plan_static_shared, StaticShared};
 use super::scalar;
 use super::CodegenError;
 use crate::ir::{Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
@@ -113,6 +114,8 @@ pub struct Lowerer<'k> {
     /// `dot` results whose wgmma group a pipelined loop leaves in flight
     /// until the next iteration (or the loop's end) waits for it.
     pub wgmma_in_flight: HashSet<ValueId>,
+    /// Where the kernel's `local_alloc` buffers and mbarriers live.
+    pub(super) static_shared: StaticShared,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -121,6 +124,13 @@ pub fn malformed(what: impl Into<String>) -> CodegenError {
 
 pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
     let mut l = Lowerer::new(kernel, arch);
+    // Buffers and barriers first; scratch and rings follow them.
+    l.static_shared = plan_static_shared(kernel)?;
+    let static_end = l.static_shared.bytes.div_ceil(16) * 16;
+    l.context.scratch_base = static_end;
+    l.shared_bytes = static_end as u32;
+    l.scratch_in_pipelines = static_end as u32;
+    l.shared_align = l.shared_align.max(l.static_shared.align);
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         let arg = format!("%arg{i}");
@@ -133,6 +143,15 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
                 ("i8".to_string(), b)
             }
             ParamKind::Scalar(s) => (super::emit::scalar_type(s).to_string(), arg.clone()),
+            // A `__grid_constant__` by-value parameter: TMA reads the
+            // descriptor where the launch put it, through its generic address.
+            ParamKind::TensorDesc(_) => {
+                let address = l.f.prologue_inst(format!("ptrtoint ptr {arg} to i64"));
+                (
+                    "ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\"".to_string(),
+                    address,
+                )
+            }
         };
         params.push(format!("{ty} {arg}"));
         let layout = l.scalar_layout()?;
@@ -262,6 +281,7 @@ impl<'k> Lowerer<'k> {
             tid: tid_copy,
             crossed_barrier: HashSet::new(),
             shared_align: 16,
+            static_shared: StaticShared::default(),
             wgmma_in_flight: HashSet::new(),
         }
     }
@@ -408,6 +428,10 @@ impl<'k> Lowerer<'k> {
         self.values.insert(v, t);
     }
 
+    pub(super) fn define_value(&mut self, v: ValueId, t: Tensor) {
+        self.define(v, t);
+    }
+
     fn lower_op(&mut self, op: &'k Op) -> Result<()> {
         match &op.kind {
             OpKind::Load { .. } => self.lower_load(op),
@@ -423,6 +447,7 @@ impl<'k> Lowerer<'k> {
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             OpKind::AsyncTasks { .. } => self.lower_async_tasks(op),
+            OpKind::Prim { .. } => self.lower_prim(op),
             OpKind::AsyncTaskReplicaId => {
                 let result = *op
                     .results
@@ -710,7 +735,10 @@ impl<'k> Lowerer<'k> {
     /// this task's registers (see `tasks.rs`); `Ok(true)` when it must be
     /// recomputed here rather than taken as held.
     fn crosses_into_task(&self, v: ValueId) -> Result<bool> {
-        if !self.outside_values.contains(&v) || self.ty(v).is_scalar() {
+        let ty = self.ty(v);
+        // Scalars, buffers, barriers and descriptors are uniform: every
+        // thread computed them before the tasks split.
+        if !self.outside_values.contains(&v) || ty.is_scalar() || !ty.is_tensor() {
             return Ok(false);
         }
         if self.recomputable.contains(&v) {

@@ -34,6 +34,7 @@ mod llvm;
 mod lower;
 mod memory;
 mod pipeline;
+mod prims;
 mod reduce;
 mod repack;
 mod scalar;

@@ -125,7 +125,7 @@ fn descriptor_bits(lbo: u64, sbo: u64, swizzle: Swizzle) -> u64 {
 impl<'k> Lowerer<'k> {
     /// The shared-window address (i32) of byte `offset` (an i32 operand) of
     /// the dynamic shared buffer.
-    fn shared_address(&mut self, offset: &str) -> String {
+    pub(super) fn shared_address(&mut self, offset: &str) -> String {
         let p = self.smem_ptr(offset);
         self.f.inst(format!("ptrtoint ptr addrspace(3) {p} to i32"))
     }

@@ -43,7 +43,28 @@ pub struct ConfigAttr {
 pub struct Signature {
     pub name: syn::Ident,
     pub consts: Vec<ConstParam>,
-    pub params: Vec<(syn::Ident, ir::ParamKind)>,
+    pub params: Vec<(syn::Ident, SigParam)>,
+}
+
+/// A parameter's type as the signature writes it.
+#[derive(Clone, Debug)]
+pub enum SigParam {
+    /// A pointer or scalar.
+    Plain(ir::ParamKind),
+    /// `TensorDesc<T, D0, D1, ...>`: a TMA descriptor moving blocks of
+    /// `[D0, D1, ...]`, each a const generic's name or a literal, known per config.
+    Desc {
+        elem: ir::ScalarType,
+        block: Vec<BlockDim>,
+        span: proc_macro2::Span,
+    },
+}
+
+/// A dimension of a descriptor's block in the signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlockDim {
+    Const(String),
+    Literal(usize),
 }
 
 #[derive(Clone, Debug)]

@@ -1,6 +1,6 @@
 //! Parsing of the kernel's Rust signature: const generics and parameters.
 
-use super::{ConstParam, Signature};
+use super::{BlockDim, ConstParam, SigParam, Signature};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{ParamKind, ScalarType};
 use syn::spanned::Spanned;
@@ -66,8 +66,9 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                 (syn::Pat::Ident(id), Some(kind)) => params.push((id.ident.clone(), kind)),
                 (syn::Pat::Ident(_), None) => errors.push(
                     Diagnostic::new(pt.ty.span(), "unsupported kernel parameter type").with_hint(
-                        "use `Ptr<T>` (T one of f32 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 i64) \
-                         or a scalar `i32`, `i64`, `u32`, `f32`, `bool`",
+                        "use `Ptr<T>` (T one of f32 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 i64), \
+                         a scalar `i32`, `i64`, `u32`, `f32`, `bool`, or a tensor descriptor \
+                         `TensorDesc<T, BLOCK_0, BLOCK_1, ...>`",
                     ),
                 ),
                 (pat, _) => errors.push(
@@ -107,24 +108,46 @@ fn const_type(ty: &syn::Type) -> Option<ScalarType> {
     }
 }
 
-fn param_kind(ty: &syn::Type) -> Option<ParamKind> {
+fn param_kind(ty: &syn::Type) -> Option<SigParam> {
     if let Some(name) = type_name(ty) {
         let s = ScalarType::from_name(&name).filter(|s| SCALARS.contains(s))?;
-        return Some(ParamKind::Scalar(s));
+        return Some(SigParam::Plain(ParamKind::Scalar(s)));
     }
     let syn::Type::Path(p) = ty else { return None };
     let last = p.path.segments.last()?;
-    if last.ident != "Ptr" {
-        return None;
-    }
     let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
         return None;
     };
-    match args.args.first()? {
-        syn::GenericArgument::Type(inner) if args.args.len() == 1 => {
-            let s = ScalarType::from_name(&type_name(inner)?)?;
-            POINTEES.contains(&s).then_some(ParamKind::Ptr(s))
+    let mut generics = args.args.iter();
+    let elem = match generics.next()? {
+        syn::GenericArgument::Type(inner) => ScalarType::from_name(&type_name(inner)?)?,
+        _ => return None,
+    };
+    if !POINTEES.contains(&elem) {
+        return None;
+    }
+    match last.ident.to_string().as_str() {
+        "Ptr" if args.args.len() == 1 => Some(SigParam::Plain(ParamKind::Ptr(elem))),
+        "TensorDesc" if (2..=6).contains(&args.args.len()) => {
+            let block = generics.map(block_dim).collect::<Option<Vec<_>>>()?;
+            Some(SigParam::Desc {
+                elem,
+                block,
+                span: ty.span(),
+            })
         }
+        _ => None,
+    }
+}
+
+/// `BLOCK_M` (a const generic) or `64` in `TensorDesc<T, ...>`.
+fn block_dim(arg: &syn::GenericArgument) -> Option<BlockDim> {
+    match arg {
+        syn::GenericArgument::Type(t) => type_name(t).map(BlockDim::Const),
+        syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        })) => i.base10_parse().ok().map(BlockDim::Literal),
         _ => None,
     }
 }
@@ -152,7 +175,14 @@ mod tests {
                 ("FLAG".to_string(), ScalarType::Bool)
             ]
         );
-        let params: Vec<ParamKind> = sig.params.iter().map(|p| p.1).collect();
+        let params: Vec<ParamKind> = sig
+            .params
+            .iter()
+            .filter_map(|p| match p.1 {
+                SigParam::Plain(kind) => Some(kind),
+                SigParam::Desc { .. } => None,
+            })
+            .collect();
         assert_eq!(
             params,
             [

@@ -375,7 +375,7 @@ pub(crate) fn bitcast(from: ScalarType, to: ScalarType, value: &Data) -> FaultRe
         Data::Float(v) => v.iter().map(|&x| float_to_bits(from, x)).collect(),
         Data::Int(v) => v.iter().map(|&x| (x as u64) & mask).collect(),
         Data::Bool(v) => v.iter().map(|&x| u64::from(x)).collect(),
-        Data::Ptr(_) => return Err(Fault::malformed("bitcast of a pointer")),
+        Data::Ptr(_) | Data::Handle(_) => return Err(Fault::malformed("bitcast of a pointer")),
     };
     Ok(match Repr::of_scalar(to) {
         Repr::Float => Data::Float(bits.iter().map(|&b| float_from_bits(to, b)).collect()),

@@ -7,6 +7,7 @@ use std::fmt;
 use super::mbarrier::MBarrierError;
 use super::memory::BufferId;
 use super::race::SharedRace;
+use super::shared::NamedBarrierError;
 use super::wait::{list_blocked, BlockedTask};
 
 /// The kernel, program and op a failure happened in.
@@ -154,6 +155,23 @@ pub enum InterpError {
         task: String,
         error: MBarrierError,
     },
+    #[error("{at}, task `{task}`: {error}")]
+    NamedBarrier {
+        at: Site,
+        task: String,
+        error: NamedBarrierError,
+    },
+    #[error(
+        "{at}, task `{task}`: read of shared buffer #{buffer}, which nothing has written yet \
+         (a missing `barrier_wait` before reading what an asynchronous copy brings?)"
+    )]
+    UnwrittenShared {
+        at: Site,
+        task: String,
+        buffer: usize,
+    },
+    #[error("{at}: index {index} of {count} buffers or barriers; `local_view` takes 0..{count}")]
+    ViewIndex { at: Site, index: i64, count: usize },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,

@@ -19,6 +19,8 @@ use super::value::{Data, Tensor};
 use super::wait::{Wait, WaitReason};
 use super::{dot, elementwise as ew, global, reduce, shape};
 
+mod prim;
+
 /// A value handed to block args or op results, with its undefined elements.
 type Carried = (Rc<Tensor>, Flags);
 
@@ -85,6 +87,8 @@ pub(crate) struct Executor<'k> {
     named_after_program: bool,
     /// The replica of the task of `async_tasks` this executor runs (0 outside one).
     replica: u32,
+    /// The GPU threads the task stands for (named barriers count them).
+    threads: u32,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -96,6 +100,7 @@ fn format_elements(data: &Data) -> String {
         Data::Int(v) => join(v, |x| x.to_string()),
         Data::Float(v) => join(v, |x| x.to_string()),
         Data::Ptr(v) => join(v, |p| format!("{}+{}", p.buffer, p.byte_offset)),
+        Data::Handle(v) => join(v, |h| format!("{h:?}")),
     };
     if data.len() == 1 {
         inner
@@ -123,6 +128,7 @@ impl<'k> Executor<'k> {
             name: "default".to_owned(),
             named_after_program: false,
             replica: 0,
+            threads: kernel.options.num_warps * 32,
         }
     }
 
@@ -160,6 +166,7 @@ impl<'k> Executor<'k> {
                     name,
                     named_after_program: self.named_after_program,
                     replica,
+                    threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
                 }));
             }
         }
@@ -693,10 +700,11 @@ impl<'k> Executor<'k> {
             | OpKind::While { .. }
             | OpKind::If { .. }
             | OpKind::AsyncTasks { .. }
+            | OpKind::Prim { .. }
             | OpKind::Yield(_)
             | OpKind::Condition(_) => {
                 return Err(Fault::malformed(
-                    "control flow reached the straight-line evaluator",
+                    "control flow or a primitive reached the straight-line evaluator",
                 ));
             }
         };
@@ -779,6 +787,8 @@ impl<'k> Executor<'k> {
             | OpKind::ClusterCtaRank
             | OpKind::AsyncTaskReplicaId
             | OpKind::Arange { .. }
+            // Shared memory starts poisoned rather than flagged.
+            | OpKind::Prim { .. }
             // Atomics' old values come from memory; only loads make undefined lanes.
             | OpKind::AtomicRmw { .. }
             | OpKind::AtomicCas { .. } => None,
@@ -922,6 +932,9 @@ impl<'k> Task<'k> for Executor<'k> {
                     },
                 };
                 return Ok(StepOutcome::Forked { tasks, at });
+            }
+            if let OpKind::Prim { prim, args, imms } = &op.kind {
+                return self.step_prim(op, *prim, args, imms, index, shared);
             }
             if matches!(op.kind, OpKind::ClusterBarrier) {
                 if let Err(reason) = shared.cluster_barrier.arrive_and_wait(index) {

@@ -30,6 +30,7 @@ pub mod race;
 mod reduce;
 mod schedule;
 mod shape;
+mod shared;
 mod undef;
 mod value;
 mod wait;
@@ -55,7 +56,7 @@ pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;
 use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};
-use value::{Data, Ptr, Repr, Tensor};
+use value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
 
 /// The raw bits of a scalar argument in its type's memory encoding,
 /// zero-extended to 64 bits (an f32 is `x.to_bits()`, an f16 its 16 bits, an
@@ -69,6 +70,16 @@ pub enum ArgValue {
     Ptr { buffer: BufferId, offset_elems: i64 },
     /// A scalar of the given type with its bits.
     Scalar(ScalarType, ScalarBits),
+    /// A tensor descriptor over `buffer` from `offset_elems` on: the first
+    /// `rank` entries of `shape` and `strides` (in elements, outermost first).
+    TensorDesc {
+        buffer: BufferId,
+        offset_elems: i64,
+        elem: ScalarType,
+        rank: u8,
+        shape: [i64; 5],
+        strides: [i64; 5],
+    },
 }
 
 impl ArgValue {
@@ -104,6 +115,9 @@ impl ArgValue {
         match self {
             ArgValue::Ptr { .. } => "a pointer".into(),
             ArgValue::Scalar(ty, _) => format!("a {ty} scalar"),
+            ArgValue::TensorDesc { elem, rank, .. } => {
+                format!("a {rank}-d tensor descriptor of {elem}")
+            }
         }
     }
 }
@@ -165,6 +179,27 @@ fn bind_args(kernel: &ir::Kernel, args: &[ArgValue]) -> Result<Vec<Tensor>, Inte
                 buffer,
                 byte_offset: offset_elems.wrapping_mul(pointee.size_bytes() as i64),
             }]),
+            (
+                ParamKind::TensorDesc(block),
+                ArgValue::TensorDesc {
+                    buffer,
+                    offset_elems,
+                    elem,
+                    rank,
+                    shape,
+                    strides,
+                },
+            ) if block.elem() == elem && block.shape().len() == usize::from(rank) => {
+                let rank = usize::from(rank);
+                Data::Handle(vec![Handle::Desc(GlobalTensor {
+                    base: Ptr {
+                        buffer,
+                        byte_offset: offset_elems.wrapping_mul(elem.size_bytes() as i64),
+                    },
+                    shape: shape[..rank].to_vec(),
+                    strides: strides[..rank].to_vec(),
+                })])
+            }
             (ParamKind::Scalar(expected), ArgValue::Scalar(ty, bits)) if expected == ty => {
                 match Repr::of_scalar(ty) {
                     Repr::Float => Data::Float(vec![float_from_bits(ty, bits)]),
@@ -176,6 +211,11 @@ fn bind_args(kernel: &ir::Kernel, args: &[ArgValue]) -> Result<Vec<Tensor>, Inte
                 let expected = match param.kind {
                     ParamKind::Ptr(p) => format!("a pointer to {p}"),
                     ParamKind::Scalar(s) => format!("a {s} scalar"),
+                    ParamKind::TensorDesc(block) => format!(
+                        "a {}-d tensor descriptor of {}",
+                        block.shape().len(),
+                        block.elem()
+                    ),
                 };
                 return Err(InterpError::ArgMismatch {
                     kernel: kernel.name.clone(),

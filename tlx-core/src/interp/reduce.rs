@@ -194,7 +194,7 @@ pub(crate) fn reduce(
                 ReduceKind::Sum => return Err(Fault::malformed("sum of bools")),
             }
         }
-        Data::Ptr(_) => return Err(Fault::malformed("reduction of pointers")),
+        Data::Ptr(_) | Data::Handle(_) => return Err(Fault::malformed("reduction of pointers")),
     })
 }
 

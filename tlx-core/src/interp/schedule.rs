@@ -12,6 +12,7 @@ use std::str::FromStr;
 use super::error::InterpError;
 use super::mbarrier::MBarrier;
 use super::race::AsyncWrites;
+use super::shared::{NamedBarriers, SharedMemory};
 use super::wait::{BlockedTask, Wait, WaitReason};
 
 /// How the tasks of one program are interleaved.
@@ -54,14 +55,17 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// State shared by the tasks scheduled together: its mbarriers and the
-/// asynchronous-write records of its shared buffers, and the barrier of the
-/// cluster (the programs of a cluster run as tasks of one schedule).
+/// State shared by the tasks scheduled together: its mbarriers, shared
+/// buffers and their asynchronous-write records, named barriers, and the
+/// barrier of the cluster (the programs of a cluster run as tasks of one
+/// schedule).
 #[derive(Debug, Default)]
 pub(crate) struct ProgramShared {
     pub(crate) barriers: Vec<MBarrier>,
     pub(crate) async_writes: AsyncWrites,
     pub(crate) cluster_barrier: ClusterBarrier,
+    pub(crate) smem: SharedMemory,
+    pub(crate) named_barriers: NamedBarriers,
 }
 
 impl ProgramShared {
@@ -69,6 +73,8 @@ impl ProgramShared {
     pub(crate) fn reset(&mut self, cluster_size: usize) {
         self.barriers.clear();
         self.async_writes.clear();
+        self.smem.clear();
+        self.named_barriers.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
     }
 }

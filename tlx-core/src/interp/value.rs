@@ -20,6 +20,27 @@ pub(crate) struct Ptr {
     pub byte_offset: i64,
 }
 
+/// A value of TLX's memory-object types: what a buffer, barrier or
+/// descriptor value refers to.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Handle {
+    /// Buffers `first..` of allocation `alloc` (see `shared::SharedMemory`).
+    Shared { alloc: usize, first: usize },
+    /// mbarriers `first..` of the program (or cluster) state.
+    Barriers { first: usize },
+    /// A global tensor that TMA copies read and write.
+    Desc(GlobalTensor),
+}
+
+/// A tensor in global memory as a descriptor sees it: where element 0 is,
+/// the shape and the strides in elements, outermost first.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GlobalTensor {
+    pub base: Ptr,
+    pub shape: Vec<i64>,
+    pub strides: Vec<i64>,
+}
+
 /// The elements of a tile, flat and row-major.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Data {
@@ -27,6 +48,8 @@ pub(crate) enum Data {
     Int(Vec<i64>),
     Float(Vec<f32>),
     Ptr(Vec<Ptr>),
+    /// A buffer, barrier or descriptor (always a single element).
+    Handle(Vec<Handle>),
 }
 
 /// How elements of an IR element type are represented.
@@ -56,6 +79,7 @@ impl Data {
             Data::Int(v) => v.len(),
             Data::Float(v) => v.len(),
             Data::Ptr(v) => v.len(),
+            Data::Handle(v) => v.len(),
         }
     }
 
@@ -69,6 +93,7 @@ impl Data {
             Data::Int(v) => Data::Int(pick(v, indices)),
             Data::Float(v) => Data::Float(pick(v, indices)),
             Data::Ptr(v) => Data::Ptr(pick(v, indices)),
+            Data::Handle(v) => Data::Handle(indices.iter().map(|&i| v[i].clone()).collect()),
         }
     }
 
@@ -140,6 +165,14 @@ impl Tensor {
         match &self.data {
             Data::Int(v) => Ok(v),
             _ => Err(Fault::malformed("expected an integer tile")),
+        }
+    }
+
+    /// The single element of a buffer, barrier or descriptor value.
+    pub(crate) fn handle(&self) -> FaultResult<&Handle> {
+        match &self.data {
+            Data::Handle(v) if v.len() == 1 => Ok(&v[0]),
+            _ => Err(Fault::malformed("expected a buffer, barrier or descriptor")),
         }
     }
 

@@ -5,6 +5,7 @@
 //! instead of keeping lists of their own.
 
 use super::ops::{BinaryOp, OpKind, UnaryOp};
+use super::prim::Prim;
 
 /// Where the memory an op reads or writes lives.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -166,6 +167,7 @@ macro_rules! op_codes {
         pub enum OpCode {
             Binary(BinaryOp),
             Unary(UnaryOp),
+            Prim(Prim),
             $($(#[$doc])* $code),*
         }
 
@@ -219,6 +221,7 @@ impl OpCode {
             .into_iter()
             .map(OpCode::Binary)
             .chain(UnaryOp::ALL.into_iter().map(OpCode::Unary))
+            .chain(Prim::ALL.into_iter().map(OpCode::Prim))
             .chain(FIELDLESS_CODES.iter().copied())
     }
 
@@ -233,6 +236,7 @@ impl OpCode {
         match self {
             Binary(op) => op.mnemonic(),
             Unary(op) => op.mnemonic(),
+            Prim(p) => p.mnemonic(),
             Constant => "constant",
             ProgramId => "program_id",
             NumPrograms => "num_programs",
@@ -299,6 +303,7 @@ impl OpCode {
             AtomicRmw | AtomicCas => Effects::read_modify_write(Global),
             // Also orders memory: writes before it are visible to the cluster after it.
             ClusterBarrier => Effects::syncs(SyncScope::Cluster),
+            Prim(p) => p.effects(),
             For | While | If | AsyncTasks => Effects::REGIONS,
             Yield | Condition => Effects::TERMINATOR,
             Print | Assert => Effects::HOST,
@@ -382,6 +387,7 @@ impl OpKind {
         match self {
             OpKind::Binary { op, .. } => OpCode::Binary(*op),
             OpKind::Unary { op, .. } => OpCode::Unary(*op),
+            OpKind::Prim { prim, .. } => OpCode::Prim(*prim),
             OpKind::Constant(_) => OpCode::Constant,
             OpKind::ProgramId { .. } => OpCode::ProgramId,
             OpKind::NumPrograms { .. } => OpCode::NumPrograms,
@@ -477,8 +483,8 @@ mod tests {
         .chain(UnaryOp::ALL.map(Unary))
         .collect();
         for code in OpCode::all() {
-            // Added after the list: an address op like `program_id`.
-            let new = code == AsyncTaskReplicaId;
+            // Added after the list: address ops like `program_id`.
+            let new = matches!(code, AsyncTaskReplicaId | Prim(crate::ir::Prim::LocalView));
             assert_eq!(
                 code.effects().is_thread_local_pure(),
                 old.contains(&code) || new,

@@ -2,7 +2,7 @@
 //! body, and the type of every value.
 
 use super::ops::{Block, Op, OpId, ValueId};
-use super::types::{ScalarType, Type};
+use super::types::{ScalarType, TensorDescriptorType, Type};
 
 /// A kernel parameter as the launcher passes it.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +19,49 @@ pub enum ParamKind {
     Ptr(ScalarType),
     /// A scalar passed by value (`bool` travels as one byte, 0 or 1).
     Scalar(ScalarType),
+    /// A TMA descriptor moving blocks of this shape, passed by value as a
+    /// 128-byte `__grid_constant__` parameter; the launcher encodes it from
+    /// the caller's tensor with the box and swizzle the kernel was compiled for.
+    TensorDesc(DescriptorBlock),
+}
+
+/// The element type and block shape of a tensor-descriptor parameter
+/// (TMA moves boxes of up to 5 dimensions).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DescriptorBlock {
+    elem: ScalarType,
+    rank: u8,
+    dims: [u32; 5],
+}
+
+impl DescriptorBlock {
+    /// `None` unless the rank is 1..=5 and every dimension 1..=256 (TMA's box limits).
+    pub fn new(elem: ScalarType, shape: &[usize]) -> Option<DescriptorBlock> {
+        if !(1..=5).contains(&shape.len()) || shape.iter().any(|&d| !(1..=256).contains(&d)) {
+            return None;
+        }
+        let mut dims = [0; 5];
+        for (slot, &d) in dims.iter_mut().zip(shape) {
+            *slot = d as u32;
+        }
+        Some(DescriptorBlock {
+            elem,
+            rank: shape.len() as u8,
+            dims,
+        })
+    }
+
+    pub fn elem(&self) -> ScalarType {
+        self.elem
+    }
+
+    /// The block's dimensions, outermost first.
+    pub fn shape(&self) -> Vec<usize> {
+        self.dims[..usize::from(self.rank)]
+            .iter()
+            .map(|&d| d as usize)
+            .collect()
+    }
 }
 
 impl ParamKind {
@@ -27,6 +70,9 @@ impl ParamKind {
         match self {
             ParamKind::Ptr(s) => Type::ptr(s),
             ParamKind::Scalar(s) => Type::scalar(s),
+            ParamKind::TensorDesc(block) => {
+                Type::TensorDescriptor(TensorDescriptorType::new(block.elem, block.shape()))
+            }
         }
     }
 }

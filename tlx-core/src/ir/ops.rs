@@ -6,6 +6,7 @@
 //! same tree. Operand types are exact: the frontend inserts every cast,
 //! splat and broadcast, so an op never converts implicitly.
 
+use super::prim::Prim;
 use super::tasks::TaskRegion;
 use super::types::ScalarType;
 
@@ -383,6 +384,13 @@ pub enum OpKind {
     /// TLX's `async_task_replica_id()`: i32 scalar, the replica of the
     /// enclosing task that runs it (0 for a task without copies).
     AsyncTaskReplicaId,
+    /// A TLX primitive (see [`Prim`]): its SSA operands and its
+    /// compile-time immediates, as its row of the table names them.
+    Prim {
+        prim: Prim,
+        args: Vec<ValueId>,
+        imms: Vec<i64>,
+    },
     /// Terminator: the values a nested block hands back.
     Yield(Vec<ValueId>),
     /// Terminator of a `While`'s `cond` block: continue while true.
@@ -460,7 +468,7 @@ impl OpKind {
                 .collect(),
             While { inits, .. } => inits.clone(),
             If { cond, .. } => vec![*cond],
-            Yield(vs) => vs.clone(),
+            Yield(vs) | Prim { args: vs, .. } => vs.clone(),
             Condition(v) => vec![*v],
             Print { values, .. } => values.clone(),
             Assert { cond, .. } => vec![*cond],

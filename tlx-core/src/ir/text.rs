@@ -39,7 +39,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 
 use super::def::OpCode;
-use super::kernel::{Kernel, KernelOptions, Param, ParamKind};
+use super::kernel::{DescriptorBlock, Kernel, KernelOptions, Param, ParamKind};
 use super::ops::*;
 use super::tasks::TaskRegion;
 use super::types::{
@@ -171,10 +171,7 @@ impl Printer<'_> {
             self.out += &format!("  const {} {value}\n", quote(name));
         }
         for p in &k.params {
-            let kind = match p.kind {
-                ParamKind::Ptr(s) => format!("ptr<{s}>"),
-                ParamKind::Scalar(s) => s.to_string(),
-            };
+            let kind = p.kind.value_type();
             self.out += &format!("  param {} {} {kind}\n", quote(&p.name), p.value);
         }
         let defined = defined_values(k);
@@ -459,6 +456,16 @@ fn op_operands(kind: &OpKind) -> String {
         While { inits, .. } => format!("iter({})", values(inits)),
         If { cond, .. } => cond.to_string(),
         Yield(vs) => values(vs),
+        // Operands, then the immediates in brackets: `%3, %4 [1]`.
+        Prim { args, imms, .. } => {
+            let mut s = values(args);
+            if !imms.is_empty() {
+                let texts: Vec<String> = imms.iter().map(i64::to_string).collect();
+                let space = if s.is_empty() { "" } else { " " };
+                let _ = write!(s, "{space}[{}]", texts.join(", "));
+            }
+            s
+        }
         Condition(v) => v.to_string(),
         Print { prefix, values: vs } => {
             let mut s = quote(prefix);
@@ -982,10 +989,22 @@ impl<'s> Parser<'s> {
                     let name = self.string()?;
                     let value = self.value_name()?;
                     let ty = self.ty()?;
-                    let kind = match (ty.elem(), ty.is_tensor() && ty.is_scalar()) {
-                        (Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
-                        (Elem::Scalar(s), true) => ParamKind::Scalar(s),
-                        _ => return self.error("a param must be a scalar or a global pointer"),
+                    let kind = match (&ty, ty.elem(), ty.is_tensor() && ty.is_scalar()) {
+                        (_, Elem::Ptr(s, AddressSpace::Global), true) => ParamKind::Ptr(s),
+                        (_, Elem::Scalar(s), true) => ParamKind::Scalar(s),
+                        (Type::TensorDescriptor(d), ..) => {
+                            match DescriptorBlock::new(d.elem(), d.block_shape()) {
+                                Some(block) => ParamKind::TensorDesc(block),
+                                None => {
+                                    return self.error("a descriptor block outside TMA's limits")
+                                }
+                            }
+                        }
+                        _ => {
+                            return self.error(
+                                "a param must be a scalar, a global pointer or a tensor descriptor",
+                            )
+                        }
                     };
                     self.define(value, kind.value_type())?;
                     kernel.params.push(Param { name, kind, value });
@@ -1310,6 +1329,20 @@ impl<'s> Parser<'s> {
                 else_block: Block::default(),
             },
             OpCode::Yield => Yield(self.operand_list(true)?),
+            OpCode::Prim(prim) => {
+                let args = self.operand_list(true)?;
+                let mut imms = Vec::new();
+                if self.eat("[") {
+                    loop {
+                        imms.push(self.number("an immediate")?);
+                        if self.eat("]") {
+                            break;
+                        }
+                        self.expect(",")?;
+                    }
+                }
+                Prim { prim, args, imms }
+            }
             OpCode::Condition => Condition(self.operand()?),
             OpCode::Print => {
                 let prefix = self.string()?;

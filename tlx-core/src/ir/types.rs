@@ -186,6 +186,12 @@ impl fmt::Display for Elem {
     }
 }
 
+impl From<ScalarType> for Elem {
+    fn from(s: ScalarType) -> Elem {
+        Elem::Scalar(s)
+    }
+}
+
 /// The type of an IR value (naga's `TypeInner` style): a register tensor,
 /// which every block-tensor op takes and gives, or one of the kinds of value
 /// TLX adds (shared-memory buffers, mbarriers, TMA descriptors, tokens of

@@ -62,6 +62,9 @@ fn atomic_op(name: &str) -> Option<AtomicOp> {
 impl<'a> Lowerer<'a> {
     pub(super) fn builtin(&mut self, args: &CallArgs<'a>) -> R<Val> {
         let name = args.name.as_str();
+        if let Some(prim) = crate::ir::Prim::from_mnemonic(name) {
+            return self.prim_call(prim, args);
+        }
         if let Some(op) = unary_math(name) {
             let a = args.bind(&["x"], 1)?;
             return self.math(op, a[0], args.span);

@@ -8,13 +8,14 @@ mod control;
 mod expr;
 mod memory;
 mod tasks;
+mod tlx;
 mod typing;
 
 use super::scan::{self, RETURNED};
 use super::value::{ConstVal, Val};
-use super::Signature;
+use super::{BlockDim, SigParam, Signature};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{Builder, Kernel, KernelOptions, ScalarType, SrcLoc};
+use crate::ir::{Builder, DescriptorBlock, Kernel, KernelOptions, ParamKind, ScalarType, SrcLoc};
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::spanned::Spanned;
@@ -69,8 +70,9 @@ pub(super) fn lower_body(
         globals.insert(name, Val::Const(val));
     }
     let mut top = HashMap::new();
-    for (ident, kind) in &sig.params {
-        let v = b.add_param(ident.to_string(), *kind);
+    for (ident, param) in &sig.params {
+        let kind = resolve_param(param, consts)?;
+        let v = b.add_param(ident.to_string(), kind);
         top.insert(ident.to_string(), Val::Ir(v));
     }
     if scan::assigned_in_stmts(&item.block.stmts).contains(RETURNED) {
@@ -110,6 +112,36 @@ pub(super) fn lower_body(
         Ok(_) => {}
     }
     Err(Diagnostics(errors))
+}
+
+/// A parameter's kind in this config: a descriptor's block dimensions
+/// take the config's constants.
+fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind, Diagnostic> {
+    let (elem, block, span) = match param {
+        SigParam::Plain(kind) => return Ok(*kind),
+        SigParam::Desc { elem, block, span } => (elem, block, span),
+    };
+    let mut shape = Vec::with_capacity(block.len());
+    for dim in block {
+        let value = match dim {
+            BlockDim::Literal(n) => Some(*n as i64),
+            BlockDim::Const(name) => consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v),
+        };
+        let Some(value) = value.and_then(|v| usize::try_from(v).ok()) else {
+            return Err(Diagnostic::new(*span, format!("{dim:?} is not a const generic of the kernel"))
+                .with_hint("a descriptor's block is written with the kernel's const generics or literals, e.g. `TensorDesc<bf16, BLOCK_M, BLOCK_K>`"));
+        };
+        shape.push(value);
+    }
+    DescriptorBlock::new(*elem, &shape)
+        .map(ParamKind::TensorDesc)
+        .ok_or_else(|| {
+            Diagnostic::new(
+                *span,
+                format!("a TMA block of {shape:?} is outside TMA's limits"),
+            )
+            .with_hint("a TMA box has 1 to 5 dimensions of 1 to 256 elements each")
+        })
 }
 
 /// `check::check_cluster_sync`, reported at the barrier's call.

@@ -1,0 +1,500 @@
+//! TLX primitives in LLVM IR for sm_90a: where `local_alloc` and
+//! `alloc_barriers` live (planned before lowering, at the start of the
+//! dynamic shared buffer, scratch and pipeline rings after them), and the
+//! PTX each primitive becomes (mbarrier, `cp.async.bulk.tensor`, wgmma,
+//! `bar.sync`/`bar.arrive`, proxy fences).
+//!
+//! A buffer, barrier or descriptor value is one register: the byte offset
+//! of the buffer or barrier in the shared array, or the generic address of
+//! the descriptor parameter. Single-thread operations (barrier arrivals,
+//! TMA issues) run on the first thread of the context, so a task (or the
+//! program) counts as one arrival, as the interpreter counts it.
+
+use std::collections::HashMap;
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::wgmma::WgmmaPlan;
+use super::CodegenError;
+use crate::ir::{
+    Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox, Type,
+    ValueId,
+};
+use crate::layout::{self, SharedLayout};
+
+/// Where each `local_alloc` and `alloc_barriers` result lives.
+#[derive(Clone, Debug, Default)]
+pub struct StaticShared {
+    offsets: HashMap<ValueId, usize>,
+    /// Bytes the allocations take (scratch starts after them).
+    pub bytes: usize,
+    /// The alignment the shared array needs for them.
+    pub align: usize,
+}
+
+/// Bytes between consecutive buffers of an allocation: swizzled buffers
+/// start on a swizzle period, as TMA and wgmma apply the pattern to
+/// absolute addresses.
+fn buffer_stride(m: &SharedMemoryType) -> usize {
+    let bytes = m.shape().iter().product::<usize>() * m.elem().size_bytes();
+    bytes.div_ceil(period(m.swizzle())) * period(m.swizzle())
+}
+
+fn period(swizzle: Swizzle) -> usize {
+    match layout_swizzle(swizzle) {
+        Some(s) => s.period_bytes(),
+        None => 16,
+    }
+}
+
+fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
+    match swizzle {
+        Swizzle::None => None,
+        Swizzle::Bytes32 => Some(layout::Swizzle::B32),
+        Swizzle::Bytes64 => Some(layout::Swizzle::B64),
+        Swizzle::Bytes128 => Some(layout::Swizzle::B128),
+    }
+}
+
+/// The placement of one buffer's elements.
+fn buffer_layout(m: &SharedMemoryType) -> Result<SharedLayout> {
+    let eb = m.elem().size_bytes();
+    Ok(match layout_swizzle(m.swizzle()) {
+        Some(s) => SharedLayout::nvmma(m.shape(), eb, s)?,
+        None => SharedLayout::row_major(m.shape(), eb)?,
+    })
+}
+
+/// Places every allocation of the kernel body, in program order.
+pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
+    let mut plan = StaticShared {
+        align: 16,
+        ..StaticShared::default()
+    };
+    for op in &kernel.body.ops {
+        let OpKind::Prim { prim, .. } = op.kind else {
+            for block in op.kind.blocks() {
+                reject_nested_allocations(block)?;
+            }
+            continue;
+        };
+        let Some(&result) = op.results.first() else {
+            continue;
+        };
+        let (bytes, align) = match (prim, kernel.type_of(result)) {
+            (Prim::LocalAlloc, Type::SharedMemory(m)) => {
+                (buffer_stride(m) * m.buffers() as usize, period(m.swizzle()))
+            }
+            (Prim::AllocBarriers, Type::Barriers(b)) => (8 * b.count(), 8),
+            _ => continue,
+        };
+        let at = plan.bytes.div_ceil(align) * align;
+        plan.offsets.insert(result, at);
+        plan.bytes = at + bytes;
+        plan.align = plan.align.max(align);
+    }
+    Ok(plan)
+}
+
+fn reject_nested_allocations(block: &Block) -> Result<()> {
+    for op in &block.ops {
+        if let OpKind::Prim {
+            prim: prim @ (Prim::LocalAlloc | Prim::AllocBarriers),
+            ..
+        } = op.kind
+        {
+            return Err(CodegenError::Misuse {
+                message: format!(
+                    "`{}` inside a loop, branch or task (line {})",
+                    prim.mnemonic(),
+                    op.loc.line
+                ),
+                hint: "allocate shared buffers and barriers at the top of the kernel body, \
+                       before `async_tasks!`, as TLX does"
+                    .into(),
+            });
+        }
+        for nested in op.kind.blocks() {
+            reject_nested_allocations(nested)?;
+        }
+    }
+    Ok(())
+}
+
+fn elem_of(m: &SharedMemoryType) -> Elem {
+    Elem::Scalar(m.elem())
+}
+
+impl<'k> Lowerer<'k> {
+    pub fn lower_prim(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Prim { prim, args, imms } = &op.kind else {
+            return Err(malformed("not a primitive"));
+        };
+        let arg = |i: usize| -> Result<ValueId> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| malformed("a primitive lacks an operand"))
+        };
+        let imm = |i: usize| -> Result<i64> {
+            imms.get(i)
+                .copied()
+                .ok_or_else(|| malformed("a primitive lacks an immediate"))
+        };
+        let result = || -> Result<ValueId> {
+            op.results
+                .first()
+                .copied()
+                .ok_or_else(|| malformed("op without result"))
+        };
+        match prim {
+            Prim::LocalAlloc | Prim::AllocBarriers => {
+                let r = result()?;
+                let at = self
+                    .static_shared
+                    .offsets
+                    .get(&r)
+                    .copied()
+                    .ok_or_else(|| malformed("an allocation the planner did not place"))?;
+                self.define_register(r, at.to_string())?;
+                if *prim == Prim::AllocBarriers {
+                    self.init_barriers(at, self.ty(r).numel(), imm(0)?);
+                }
+                Ok(())
+            }
+            Prim::LocalView => {
+                let stride = match self.ty(arg(0)?) {
+                    Type::SharedMemory(m) => buffer_stride(m),
+                    _ => 8,
+                };
+                let base = self.register(arg(0)?)?;
+                let index = self.register(arg(1)?)?;
+                let delta = self.f.inst(format!("mul i32 {index}, {stride}"));
+                let at = self.f.inst(format!("add i32 {base}, {delta}"));
+                self.define_register(result()?, at)
+            }
+            Prim::LocalLoad => {
+                let m = self.buffer_type(arg(0)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(0)?)?;
+                let layout = self.default_layout(m.shape())?;
+                let regs = self.load_placed_at(&layout, elem_of(&m), &placement, &base)?;
+                self.define_value(result()?, Tensor { layout, regs });
+                Ok(())
+            }
+            Prim::LocalStore => {
+                let m = self.buffer_type(arg(0)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(0)?)?;
+                let value = self.tensor(arg(1)?)?;
+                // As Triton's shared-memory barrier analysis would: earlier
+                // readers of the buffer are done, and later readers (other
+                // threads, the async proxy) see the whole tile.
+                self.barrier();
+                self.store_placed_at(&value, elem_of(&m), &placement, &base)?;
+                self.fence_async_shared();
+                self.barrier();
+                Ok(())
+            }
+            Prim::BarrierWait => {
+                let bar = self.shared_address_of(arg(0)?)?;
+                let phase = self.register(arg(1)?)?;
+                let pred = self.register(arg(2)?)?;
+                self.wait_parity(&bar, &phase, &pred);
+                Ok(())
+            }
+            Prim::BarrierArrive => {
+                let bar = self.shared_address_of(arg(0)?)?;
+                let pred = self.register(arg(1)?)?;
+                let count = imm(0)?;
+                self.order_context_before_single_thread();
+                self.on_first_thread(&pred, |l| {
+                    let asm = format!("mbarrier.arrive.shared::cta.b64 _, [$0], {count};");
+                    l.f.asm("void", &asm, "r,~{memory}", &[("i32", &bar)]);
+                });
+                Ok(())
+            }
+            Prim::BarrierExpectBytes => {
+                let bar = self.shared_address_of(arg(0)?)?;
+                let bytes = self.register(arg(1)?)?;
+                let pred = self.register(arg(2)?)?;
+                self.on_first_thread(&pred, |l| {
+                    l.f.asm(
+                        "void",
+                        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                        "r,r,~{memory}",
+                        &[("i32", &bar), ("i32", &bytes)],
+                    );
+                });
+                Ok(())
+            }
+            Prim::FenceAsyncShared => {
+                self.fence_async_shared();
+                Ok(())
+            }
+            Prim::AsyncDescriptorLoad => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let dst = self.shared_address_of(arg(1)?)?;
+                let bar = self.shared_address_of(arg(2)?)?;
+                let coords = self.registers(&args[3..])?;
+                let tma = TmaBox::new(m.elem(), m.shape());
+                let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
+                self.on_first_thread("true", |l| {
+                    for piece in 0..tma.pieces {
+                        let (at, coords) = l.tma_piece(&dst, &coords, &tma, piece, piece_bytes);
+                        let asm = format!(
+                            "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{}}}], [$2];",
+                            coords.len(),
+                            placeholders(3, coords.len())
+                        );
+                        let mut ops = vec![("i32", at.as_str()), ("i64", desc.as_str()), ("i32", bar.as_str())];
+                        ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
+                        let constraints = tma_constraints(coords.len());
+                        l.f.asm("void", &asm, &constraints, &ops);
+                    }
+                });
+                Ok(())
+            }
+            Prim::AsyncDescriptorStore => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let src = self.shared_address_of(arg(1)?)?;
+                let coords = self.registers(&args[2..])?;
+                let tma = TmaBox::new(m.elem(), m.shape());
+                let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
+                // The tile's generic writes reach the async proxy, from every thread.
+                self.fence_async_shared();
+                self.barrier();
+                self.on_first_thread("true", |l| {
+                    for piece in 0..tma.pieces {
+                        let (at, coords) = l.tma_piece(&src, &coords, &tma, piece, piece_bytes);
+                        let asm = format!(
+                            "cp.async.bulk.tensor.{}d.global.shared::cta.bulk_group [$1, {{{}}}], [$0];",
+                            coords.len(),
+                            placeholders(2, coords.len())
+                        );
+                        let mut ops = vec![("i32", at.as_str()), ("i64", desc.as_str())];
+                        ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
+                        let mut constraints = vec!["r", "l"];
+                        constraints.extend(std::iter::repeat_n("r", coords.len()));
+                        let constraints = constraints.join(",") + ",~{memory}";
+                        l.f.asm("void", &asm, &constraints, &ops);
+                    }
+                    l.f.asm("void", "cp.async.bulk.commit_group;", "~{memory}", &[]);
+                });
+                Ok(())
+            }
+            Prim::AsyncDescriptorStoreWait => {
+                let asm = format!("cp.async.bulk.wait_group.read {};", imm(0)?);
+                self.f.asm("void", &asm, "~{memory}", &[]);
+                // Only the issuing thread tracked the stores: the others wait for it.
+                self.barrier();
+                Ok(())
+            }
+            Prim::AsyncDot => self.lower_async_dot(op, arg(0)?, arg(1)?, arg(2)?, result()?),
+            Prim::AsyncDotWait => {
+                let acc = self.tensor(arg(0)?)?;
+                let regs = self.wgmma_wait(imm(0)? as usize, &acc.regs);
+                self.define_value(
+                    result()?,
+                    Tensor {
+                        layout: acc.layout,
+                        regs,
+                    },
+                );
+                Ok(())
+            }
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                let step = if *prim == Prim::NamedBarrierWait {
+                    "sync"
+                } else {
+                    "arrive"
+                };
+                let asm = format!("bar.{step} {}, {};", imm(0)?, imm(1)?);
+                self.f.asm("void", &asm, "~{memory}", &[]);
+                Ok(())
+            }
+        }
+    }
+
+    fn lower_async_dot(
+        &mut self,
+        op: &Op,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        result: ValueId,
+    ) -> Result<()> {
+        let (Type::SharedMemory(ma), Type::SharedMemory(mb)) = (self.ty(a), self.ty(b)) else {
+            return Err(CodegenError::Misuse {
+                message: format!(
+                    "`async_dot` with A in registers (line {}) is not supported yet",
+                    op.loc.line
+                ),
+                hint: "keep A in a shared buffer (`local_store` it there first)".into(),
+            });
+        };
+        let (m, k) = (ma.shape()[0], ma.shape()[1]);
+        let n = mb.shape()[1];
+        let acc_elem = self.ty(acc).elem().scalar().unwrap_or(ScalarType::F32);
+        let warps = self.context.num_warps;
+        let plan = WgmmaPlan::new(self.arch, (ma.elem(), mb.elem(), acc_elem), (m, n, k), warps)
+            .filter(|p| {
+                buffer_layout(ma).is_ok_and(|l| l == p.a) && buffer_layout(mb).is_ok_and(|l| l == p.b)
+            })
+            .ok_or_else(|| CodegenError::Misuse {
+                message: format!(
+                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {} tiles on {warps} warps (line {}) does not map onto wgmma",
+                    ma.elem(),
+                    op.loc.line
+                ),
+                hint: "wgmma takes f16/bf16 buffers on sm_90a, whole warp groups (num_warps a multiple of 4), \
+                       M a multiple of 64 per warp group, 64 <= N <= 256 and K a multiple of 16"
+                    .into(),
+            })?;
+        let layout = plan.acc_layout()?;
+        let acc_regs = self.get(acc, &layout)?;
+        let a_at = self.register(a)?;
+        let b_at = self.register(b)?;
+        let regs = self.wgmma_issue(&plan, acc_regs, &a_at, &b_at)?;
+        self.define_value(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// Initializes `count` mbarriers at byte `at` from the first thread,
+    /// then makes them visible to every thread and to the async proxy.
+    fn init_barriers(&mut self, at: usize, count: usize, arrive_count: i64) {
+        self.on_first_thread("true", |l| {
+            for i in 0..count {
+                let offset = (at + 8 * i).to_string();
+                let address = l.shared_address(&offset);
+                let asm = format!("mbarrier.init.shared::cta.b64 [$0], {arrive_count};");
+                l.f.asm("void", &asm, "r,~{memory}", &[("i32", &address)]);
+            }
+            l.f.asm(
+                "void",
+                "fence.mbarrier_init.release.cluster;",
+                "~{memory}",
+                &[],
+            );
+        });
+        self.barrier();
+    }
+
+    /// Spins on `mbarrier.try_wait.parity` (which itself suspends for a
+    /// while) until the phase of parity `phase` completed; skipped when `pred` is false.
+    fn wait_parity(&mut self, bar: &str, phase: &str, pred: &str) {
+        let head = self.f.fresh("mbar_wait");
+        let done = self.f.fresh("mbar_done");
+        self.f
+            .stmt(format!("br i1 {pred}, label %{head}, label %{done}"));
+        self.enter_block(&head);
+        let ok = self.f.asm(
+            "i32",
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+            "=r,r,r,~{memory}",
+            &[("i32", bar), ("i32", phase)],
+        );
+        let passed = self.f.inst(format!("icmp ne i32 {ok}, 0"));
+        self.f
+            .stmt(format!("br i1 {passed}, label %{done}, label %{head}"));
+        self.enter_block(&done);
+    }
+
+    /// Emits `body` for the context's first thread only, when `pred` holds.
+    fn on_first_thread(&mut self, pred: &str, body: impl FnOnce(&mut Self)) {
+        let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
+        let go = self.f.inst(format!("and i1 {first}, {pred}"));
+        let then = self.f.fresh("first_thread");
+        let after = self.f.fresh("first_thread_done");
+        self.f
+            .stmt(format!("br i1 {go}, label %{then}, label %{after}"));
+        self.enter_block(&then);
+        body(self);
+        self.f.stmt(format!("br label %{after}"));
+        self.enter_block(&after);
+    }
+
+    /// A single-thread arrival stands for the context's work: with several
+    /// warp groups, the others must be done first (one warp group's own
+    /// `wgmma.wait_group` already orders its reads).
+    fn order_context_before_single_thread(&mut self) {
+        if self.context.num_warps > 4 {
+            self.barrier();
+        }
+    }
+
+    /// Destination (or source) address and coordinates of TMA box `piece`
+    /// of a block cut along its inner dimension; coordinates innermost
+    /// first, as PTX takes them.
+    fn tma_piece(
+        &mut self,
+        base: &str,
+        coords: &[String],
+        tma: &TmaBox,
+        piece: usize,
+        piece_bytes: usize,
+    ) -> (String, Vec<String>) {
+        let at = self
+            .f
+            .inst(format!("add i32 {base}, {}", piece * piece_bytes));
+        let inner_step = tma.box_shape.last().copied().unwrap_or(0) * piece;
+        let mut reversed: Vec<String> = coords.iter().rev().cloned().collect();
+        if let Some(inner) = reversed.first_mut() {
+            *inner = self.f.inst(format!("add i32 {inner}, {inner_step}"));
+        }
+        (at, reversed)
+    }
+
+    fn buffer_type(&self, v: ValueId) -> Result<SharedMemoryType> {
+        match self.ty(v) {
+            Type::SharedMemory(m) => Ok(m.clone()),
+            other => Err(malformed(format!("{v} is {other}, not a buffer"))),
+        }
+    }
+
+    /// The one register of a scalar, buffer, barrier or descriptor value.
+    fn register(&mut self, v: ValueId) -> Result<String> {
+        let t = self.tensor(v)?;
+        t.regs
+            .first()
+            .cloned()
+            .ok_or_else(|| malformed(format!("{v} has no register")))
+    }
+
+    fn registers(&mut self, vs: &[ValueId]) -> Result<Vec<String>> {
+        vs.iter().map(|&v| self.register(v)).collect()
+    }
+
+    /// The shared-window address of a buffer or barrier value.
+    fn shared_address_of(&mut self, v: ValueId) -> Result<String> {
+        let offset = self.register(v)?;
+        Ok(self.shared_address(&offset))
+    }
+
+    fn define_register(&mut self, v: ValueId, reg: String) -> Result<()> {
+        let layout = self.scalar_layout()?;
+        self.define_value(
+            v,
+            Tensor {
+                layout,
+                regs: vec![reg],
+            },
+        );
+        Ok(())
+    }
+}
+
+/// `$first, $first+1, ...`: `count` asm operand references.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Constraints of a TMA load: destination, descriptor, barrier, coordinates.
+fn tma_constraints(coords: usize) -> String {
+    let mut c = vec!["r", "l", "r"];
+    c.extend(std::iter::repeat_n("r", coords));
+    c.join(",") + ",~{memory}"
+}

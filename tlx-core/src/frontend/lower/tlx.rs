@@ -1,0 +1,257 @@
+//! Calls of TLX primitives (`local_alloc`, `barrier_wait`,
+//! `async_descriptor_load`, `async_dot`, ...): arguments bound by TLX's
+//! names, compile-time ones evaluated, run-time ones converted to the types
+//! the primitive's row of the op table asks for, and the row's typing rule
+//! run at the call, so a misuse points at the user's tokens.
+
+use super::calls::CallArgs;
+use super::{Lowerer, R};
+use crate::diag::Diagnostic;
+use crate::frontend::value::{ConstVal, Val};
+use crate::ir::{
+    shared_swizzle, BarrierType, OpKind, Prim, ScalarType, SharedMemoryType, Type, ValueId,
+};
+use syn::spanned::Spanned;
+use syn::Expr;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn prim_call(&mut self, prim: Prim, args: &CallArgs<'a>) -> R<Val> {
+        let span = args.span;
+        if matches!(prim, Prim::LocalAlloc | Prim::AllocBarriers) && self.b.depth() > 0 {
+            return Err(Diagnostic::new(span, format!("`{}` inside a loop, branch or task", prim.mnemonic()))
+                .with_hint("allocate shared buffers and barriers once, at the top of the kernel body before `async_tasks!`, and pick one with `local_view(x, i)` where it is used"));
+        }
+        let names = |extra: &[&'static str]| -> Vec<&'static str> {
+            let mut v = prim.signature().operands.to_vec();
+            v.extend_from_slice(prim.signature().immediates);
+            v.extend_from_slice(extra);
+            v
+        };
+        let (operands, imms, results) = match prim {
+            Prim::LocalAlloc => {
+                let a = args.bind(&["shape", "dtype", "num"], 2)?;
+                let shape = self.shape_arg(self.expr_arg(a[0])?)?;
+                let elem = self.dtype_of_expr(self.expr_arg(a[1])?)?;
+                let num = match a[2] {
+                    Some(e) => self.const_int(e, "the number of buffers")?,
+                    None => 1,
+                };
+                if !(1..=64).contains(&num) {
+                    return Err(Diagnostic::new(span, format!("{num} buffers"))
+                        .with_hint("`local_alloc` makes 1 to 64 buffers"));
+                }
+                let swizzle = shared_swizzle(elem, &shape);
+                let ty = SharedMemoryType::new(elem, shape, num as u32, swizzle, true);
+                (vec![], vec![], vec![Type::SharedMemory(ty)])
+            }
+            Prim::AllocBarriers => {
+                let a = args.bind(&["num_barriers", "arrive_count"], 1)?;
+                let num = self.const_int(self.expr_arg(a[0])?, "the number of barriers")?;
+                if !(1..=1024).contains(&num) {
+                    return Err(Diagnostic::new(span, format!("{num} barriers"))
+                        .with_hint("`alloc_barriers` makes 1 to 1024 barriers"));
+                }
+                let count = self.const_or(a[1], 1, "the arrive count")?;
+                let ty = Type::Barriers(BarrierType::new(num as usize));
+                (vec![], vec![count], vec![ty])
+            }
+            Prim::LocalView => {
+                let a = args.bind(&names(&[]), 2)?;
+                let buffers = self.ir_arg(a[0])?;
+                let index = self.int_arg(a[1])?;
+                let view = match self.ty(buffers) {
+                    Type::SharedMemory(m) => Type::SharedMemory(SharedMemoryType::new(
+                        m.elem(),
+                        m.shape().to_vec(),
+                        1,
+                        m.swizzle(),
+                        m.mutable(),
+                    )),
+                    Type::Barriers(_) => Type::Barriers(BarrierType::new(1)),
+                    other => {
+                        return Err(Diagnostic::new(
+                            span,
+                            format!("`local_view` takes buffers or barriers, not {other}"),
+                        ))
+                    }
+                };
+                (vec![buffers, index], vec![], vec![view])
+            }
+            Prim::LocalLoad => {
+                let a = args.bind(&names(&[]), 1)?;
+                let buffer = self.ir_arg(a[0])?;
+                let t = self.ty(buffer);
+                let result = Type::tensor(t.elem(), t.shape().to_vec());
+                (vec![buffer], vec![], vec![result])
+            }
+            Prim::LocalStore => {
+                let a = args.bind(&names(&[]), 2)?;
+                let buffer = self.ir_arg(a[0])?;
+                let t = self.ty(buffer);
+                let value = self.tile_arg(a[1], &t)?;
+                (vec![buffer, value], vec![], vec![])
+            }
+            Prim::BarrierWait => {
+                let a = args.bind(&names(&[]), 2)?;
+                let bar = self.ir_arg(a[0])?;
+                let phase = self.int_arg(a[1])?;
+                let pred = self.pred_arg(a[2])?;
+                (vec![bar, phase, pred], vec![], vec![])
+            }
+            Prim::BarrierArrive => {
+                let a = args.bind(&["bar", "arrive_count", "pred"], 1)?;
+                let bar = self.ir_arg(a[0])?;
+                let count = self.const_or(a[1], 1, "the arrive count")?;
+                let pred = self.pred_arg(a[2])?;
+                (vec![bar, pred], vec![count], vec![])
+            }
+            Prim::BarrierExpectBytes => {
+                let a = args.bind(&["bar", "bytes", "pred"], 2)?;
+                let bar = self.ir_arg(a[0])?;
+                let bytes = self.int_arg(a[1])?;
+                let pred = self.pred_arg(a[2])?;
+                (vec![bar, bytes, pred], vec![], vec![])
+            }
+            Prim::FenceAsyncShared => {
+                args.bind(&[], 0)?;
+                (vec![], vec![], vec![])
+            }
+            Prim::AsyncDescriptorLoad => {
+                let a = args.bind(&["desc", "buffer", "offsets", "barrier"], 4)?;
+                let desc = self.ir_arg(a[0])?;
+                let buffer = self.ir_arg(a[1])?;
+                let barrier = self.ir_arg(a[3])?;
+                let mut operands = vec![desc, buffer, barrier];
+                operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
+                (operands, vec![], vec![])
+            }
+            Prim::AsyncDescriptorStore => {
+                let a = args.bind(&["desc", "buffer", "offsets"], 3)?;
+                let desc = self.ir_arg(a[0])?;
+                let buffer = self.ir_arg(a[1])?;
+                let mut operands = vec![desc, buffer];
+                operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
+                (operands, vec![], vec![])
+            }
+            Prim::AsyncDescriptorStoreWait => {
+                let a = args.bind(&["pendings"], 0)?;
+                (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
+            }
+            Prim::AsyncDot => {
+                let a = args.bind(&["a", "b", "acc"], 3)?;
+                let x = self.ir_arg(a[0])?;
+                let y = self.ir_arg(a[1])?;
+                let acc = self.ir_arg(a[2])?;
+                let result = self.ty(acc);
+                (vec![x, y, acc], vec![], vec![result])
+            }
+            Prim::AsyncDotWait => {
+                let a = args.bind(&["pendings", "acc"], 2)?;
+                let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
+                let acc = self.ir_arg(a[1])?;
+                let result = self.ty(acc);
+                (vec![acc], vec![pendings], vec![result])
+            }
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                let a = args.bind(&["bar_id", "num_threads"], 2)?;
+                let id = self.const_int(self.expr_arg(a[0])?, "a named barrier id")?;
+                let threads = self.const_int(self.expr_arg(a[1])?, "a thread count")?;
+                (vec![], vec![id, threads], vec![])
+            }
+        };
+        let operand_types: Vec<Type> = operands.iter().map(|&v| self.ty(v)).collect();
+        let operand_refs: Vec<&Type> = operand_types.iter().collect();
+        let result_refs: Vec<&Type> = results.iter().collect();
+        if let Err(message) = prim.check(&imms, &operand_refs, &result_refs) {
+            return Err(
+                Diagnostic::new(span, format!("`{}`: {message}", prim.mnemonic()))
+                    .with_hint(hint(prim)),
+            );
+        }
+        let kind = OpKind::Prim {
+            prim,
+            args: operands,
+            imms,
+        };
+        let ids = self.b.push(kind, results);
+        Ok(match ids.first() {
+            Some(&v) => Val::Ir(v),
+            None => Val::Unit,
+        })
+    }
+
+    /// A compile-time integer argument, `default` when absent.
+    fn const_or(&self, e: Option<&Expr>, default: i64, what: &str) -> R<i64> {
+        match e {
+            Some(e) => self.const_int(e, what),
+            None => Ok(default),
+        }
+    }
+
+    /// A run-time i32 scalar (integers and bools convert).
+    fn int_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
+        let e = self.expr_arg(e)?;
+        let v = self.lower_expr(e)?;
+        let id = self.materialize(&v, e.span())?;
+        let t = self.ty(id);
+        if !t.is_tensor() || !t.is_scalar() || t.elem().scalar().is_none() {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("expected an integer scalar, found {t}"),
+            ));
+        }
+        self.cast(id, ScalarType::I32, e.span())
+    }
+
+    /// A predicate: `true` when absent.
+    fn pred_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
+        let Some(e) = e else {
+            return Ok(self.constant(ConstVal::Bool(true), Type::scalar(ScalarType::Bool)));
+        };
+        let v = self.lower_expr(e)?;
+        let id = self.materialize(&v, e.span())?;
+        let t = self.ty(id);
+        if t != Type::scalar(ScalarType::Bool) {
+            return Err(Diagnostic::new(
+                e.span(),
+                format!("a predicate is a bool scalar, not {t}"),
+            ));
+        }
+        Ok(id)
+    }
+
+    /// A tensor stored into a buffer of type `buffer`: converted to its
+    /// element type, a scalar broadcast to its shape.
+    fn tile_arg(&mut self, e: Option<&'a Expr>, buffer: &Type) -> R<ValueId> {
+        let e = self.expr_arg(e)?;
+        let v = self.lower_expr(e)?;
+        let id = self.materialize(&v, e.span())?;
+        let Some(elem) = buffer.elem().scalar() else {
+            return Err(Diagnostic::new(e.span(), "a buffer of pointers"));
+        };
+        let id = self.cast(id, elem, e.span())?;
+        self.broadcast_to(id, buffer.shape(), e.span())
+    }
+
+    /// `[a, b, ...]`: i32 scalars, outermost dimension first.
+    fn offsets_arg(&mut self, e: &'a Expr) -> R<Vec<ValueId>> {
+        let Expr::Array(list) = e else {
+            return Err(Diagnostic::new(
+                e.span(),
+                "expected the offsets as a list, e.g. `[off_m, off_k]`",
+            ));
+        };
+        list.elems.iter().map(|x| self.int_arg(Some(x))).collect()
+    }
+}
+
+fn hint(prim: Prim) -> String {
+    let s = prim.signature();
+    let mut params: Vec<&str> = s.operands.to_vec();
+    params.extend_from_slice(s.immediates);
+    format!(
+        "`{}` takes ({}); see docs/language.md, \"TLX primitives\"",
+        prim.mnemonic(),
+        params.join(", ")
+    )
+}

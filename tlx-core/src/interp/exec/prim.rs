@@ -1,0 +1,410 @@
+//! TLX primitives on the interpreter, against the state of the programs
+//! scheduled together (`ProgramShared`): shared buffers, mbarriers with
+//! PTX's phase and transaction-byte rules, named barriers, TMA copies and
+//! wgmma. Asynchronous copies land when issued and complete their bytes on
+//! their barrier at once; what makes them asynchronous is the race record:
+//! a read of the buffer by a task that has not waited for the barrier phase
+//! the copy completes is reported, as on the GPU it could see stale data.
+
+use std::rc::Rc;
+
+use crate::ir::{DotPrecision, Op, Prim, ScalarType, Type, ValueId};
+
+use super::super::error::{Fault, FaultResult, InterpError};
+use super::super::mbarrier::{MBarrier, MBarrierError};
+use super::super::schedule::{ProgramShared, StepOutcome};
+use super::super::value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
+use super::super::wait::{Wait, WaitReason};
+use super::super::{dot, global};
+use super::Executor;
+
+/// Why a primitive did not complete.
+enum Stop {
+    Fault(Fault),
+    /// A failure that names the task (barrier misuse, a race).
+    Error(InterpError),
+    Wait(WaitReason),
+}
+
+impl From<Fault> for Stop {
+    fn from(fault: Fault) -> Stop {
+        Stop::Fault(fault)
+    }
+}
+
+type PrimResult<T> = Result<T, Stop>;
+
+impl<'k> Executor<'k> {
+    /// Runs the primitive `op`; a wait that cannot pass yet leaves the task
+    /// blocked at it, to be polled again.
+    pub(super) fn step_prim(
+        &mut self,
+        op: &'k Op,
+        prim: Prim,
+        args: &[ValueId],
+        imms: &[i64],
+        index: usize,
+        shared: &mut ProgramShared,
+    ) -> Result<StepOutcome<'k>, InterpError> {
+        match self.prim(op, prim, args, imms, index, shared) {
+            Ok(()) => {
+                if let Some(frame) = self.frames.last_mut() {
+                    frame.pc += 1;
+                }
+                Ok(StepOutcome::Ran)
+            }
+            Err(Stop::Wait(reason)) => Ok(StepOutcome::Blocked(Wait {
+                op: prim.mnemonic(),
+                line: op.loc.line,
+                reason,
+            })),
+            Err(Stop::Fault(fault)) => Err(fault.at(self.site(Some(op)))),
+            Err(Stop::Error(e)) => Err(e),
+        }
+    }
+
+    fn prim(
+        &mut self,
+        op: &Op,
+        prim: Prim,
+        args: &[ValueId],
+        imms: &[i64],
+        task: usize,
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let arg = |i: usize| -> FaultResult<ValueId> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| Fault::malformed("a primitive lacks an operand"))
+        };
+        let imm = |i: usize| -> FaultResult<i64> {
+            imms.get(i)
+                .copied()
+                .ok_or_else(|| Fault::malformed("a primitive lacks an immediate"))
+        };
+        match prim {
+            Prim::LocalAlloc => {
+                let Type::SharedMemory(m) = self.type_of(Self::result(op, 0)?)? else {
+                    return Err(Fault::malformed("local_alloc of a non-buffer").into());
+                };
+                let numel = m.shape().iter().product();
+                let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
+                self.define_handle(op, Handle::Shared { alloc, first: 0 })
+            }
+            Prim::LocalView => {
+                let index = self.get(arg(1)?)?.scalar_int()?;
+                let count = match self.type_of(arg(0)?)? {
+                    Type::SharedMemory(m) => m.buffers() as usize,
+                    barriers => barriers.numel(),
+                };
+                if !(0..count as i64).contains(&index) {
+                    return Err(Stop::Error(InterpError::ViewIndex {
+                        at: self.site(Some(op)),
+                        index,
+                        count,
+                    }));
+                }
+                let view = match self.get(arg(0)?)?.handle()? {
+                    Handle::Shared { alloc, first } => Handle::Shared {
+                        alloc: *alloc,
+                        first: first + index as usize,
+                    },
+                    Handle::Barriers { first } => Handle::Barriers {
+                        first: first + index as usize,
+                    },
+                    Handle::Desc(_) => {
+                        return Err(Fault::malformed("a view of a descriptor").into())
+                    }
+                };
+                self.define_handle(op, view)
+            }
+            Prim::LocalLoad => {
+                let (alloc, buffer) = self.buffer_of(arg(0)?)?;
+                self.check_read(op, shared, alloc, buffer, task)?;
+                let data = shared.smem.buffer(alloc, buffer)?.clone();
+                self.define(op, 0, data)?;
+                Ok(())
+            }
+            Prim::LocalStore => {
+                let (alloc, buffer) = self.buffer_of(arg(0)?)?;
+                let data = self.get(arg(1)?)?.data.clone();
+                shared.smem.store(alloc, buffer, data)?;
+                Ok(())
+            }
+            Prim::AllocBarriers => {
+                let count = self.type_of(Self::result(op, 0)?)?.numel();
+                let first = shared.barriers.len();
+                for _ in 0..count {
+                    let bar =
+                        MBarrier::new(imm(0)? as u32).map_err(|e| self.mbarrier_error(op, e))?;
+                    shared.barriers.push(bar);
+                }
+                self.define_handle(op, Handle::Barriers { first })
+            }
+            Prim::BarrierWait => {
+                if !self.predicate(arg(2)?)? {
+                    return Ok(());
+                }
+                let id = self.barrier_of(arg(0)?)?;
+                let parity = self.get(arg(1)?)?.scalar_int()? as u32;
+                let bar = barrier(shared, id)?;
+                if !bar.try_wait_parity(parity) {
+                    return Err(Stop::Wait(bar.wait_reason(id)));
+                }
+                // The phase that passed the wait: the latest completed one.
+                let completed = bar.phase().wrapping_sub(1);
+                shared.async_writes.record_wait(task, id, completed);
+                Ok(())
+            }
+            Prim::BarrierArrive => {
+                if !self.predicate(arg(1)?)? {
+                    return Ok(());
+                }
+                let id = self.barrier_of(arg(0)?)?;
+                let count = imm(0)? as u32;
+                let result = barrier(shared, id)?.arrive(count);
+                result.map_err(|e| self.mbarrier_error(op, e))?;
+                Ok(())
+            }
+            Prim::BarrierExpectBytes => {
+                if !self.predicate(arg(2)?)? {
+                    return Ok(());
+                }
+                let id = self.barrier_of(arg(0)?)?;
+                let bytes = self.get(arg(1)?)?.scalar_int()?;
+                let bytes = u32::try_from(bytes)
+                    .map_err(|_| Fault::malformed(format!("{bytes} expected bytes")))?;
+                let bar = barrier(shared, id)?;
+                let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
+                result.map_err(|e| self.mbarrier_error(op, e))?;
+                Ok(())
+            }
+            // Proxy fences order what the interpreter already runs in order.
+            Prim::FenceAsyncShared | Prim::AsyncDescriptorStoreWait => Ok(()),
+            Prim::AsyncDescriptorLoad => {
+                let desc = self.desc_of(arg(0)?)?;
+                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
+                let bar_id = self.barrier_of(arg(2)?)?;
+                let elem = shared.smem.elem(alloc)?;
+                let block = self.type_of(arg(1)?)?.shape().to_vec();
+                let offsets = self.offsets(&args[3..])?;
+                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let zero = match Repr::of_scalar(elem) {
+                    Repr::Float => Data::Float(vec![0.0]),
+                    _ => Data::Int(vec![0]),
+                };
+                let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
+                shared.smem.store(alloc, buffer, data)?;
+                // TMA counts the whole box, clipped or not.
+                let bytes = (ptrs.len() * elem.size_bytes()) as u32;
+                let phase = barrier(shared, bar_id)?.phase();
+                let buffer_id = shared.smem.buffer_id(alloc, buffer);
+                shared
+                    .async_writes
+                    .record_write(buffer_id, &self.name, op.loc.line, bar_id, phase);
+                let result = barrier(shared, bar_id)?.complete_tx(bytes);
+                result.map_err(|e| self.mbarrier_error(op, e))?;
+                Ok(())
+            }
+            Prim::AsyncDescriptorStore => {
+                let desc = self.desc_of(arg(0)?)?;
+                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
+                self.check_read(op, shared, alloc, buffer, task)?;
+                let elem = shared.smem.elem(alloc)?;
+                let block = self.type_of(arg(1)?)?.shape().to_vec();
+                let offsets = self.offsets(&args[2..])?;
+                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let data = shared.smem.buffer(alloc, buffer)?;
+                global::store(self.mem, elem, &ptrs, data, Some(&inside))?;
+                Ok(())
+            }
+            Prim::AsyncDot => {
+                let a = self.dot_operand(op, shared, arg(0)?, task)?;
+                let b = self.dot_operand(op, shared, arg(1)?, task)?;
+                let acc = Rc::clone(self.get(arg(2)?)?);
+                let input = self.scalar_type(arg(1)?)?;
+                let acc_ty = self.scalar_type(arg(2)?)?;
+                let data = dot::dot(&a, &b, &acc, input, acc_ty, DotPrecision::Tf32)?;
+                self.define(op, 0, data)?;
+                Ok(())
+            }
+            Prim::AsyncDotWait => {
+                let acc = Rc::clone(self.get(arg(0)?)?);
+                self.set(Self::result(op, 0)?, acc)?;
+                Ok(())
+            }
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                let (id, threads) = (imm(0)? as u32, imm(1)? as u32);
+                let wait = prim == Prim::NamedBarrierWait;
+                match shared
+                    .named_barriers
+                    .arrive(task, id, self.threads, threads, wait)
+                {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(reason)) => Err(Stop::Wait(reason)),
+                    Err(error) => Err(Stop::Error(InterpError::NamedBarrier {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        error,
+                    })),
+                }
+            }
+        }
+    }
+
+    fn define_handle(&mut self, op: &Op, handle: Handle) -> PrimResult<()> {
+        let id = Self::result(op, 0)?;
+        self.set(
+            id,
+            Rc::new(Tensor::new(vec![], Data::Handle(vec![handle]))?),
+        )?;
+        Ok(())
+    }
+
+    fn predicate(&self, v: ValueId) -> FaultResult<bool> {
+        self.get(v)?.scalar_bool()
+    }
+
+    fn buffer_of(&self, v: ValueId) -> FaultResult<(usize, usize)> {
+        match self.get(v)?.handle()? {
+            Handle::Shared { alloc, first } => Ok((*alloc, *first)),
+            _ => Err(Fault::malformed(format!("{v} is not a shared buffer"))),
+        }
+    }
+
+    fn barrier_of(&self, v: ValueId) -> FaultResult<usize> {
+        match self.get(v)?.handle()? {
+            Handle::Barriers { first } => Ok(*first),
+            _ => Err(Fault::malformed(format!("{v} is not a barrier"))),
+        }
+    }
+
+    fn desc_of(&self, v: ValueId) -> FaultResult<GlobalTensor> {
+        match self.get(v)?.handle()? {
+            Handle::Desc(desc) => Ok(desc.clone()),
+            _ => Err(Fault::malformed(format!("{v} is not a tensor descriptor"))),
+        }
+    }
+
+    fn offsets(&self, vs: &[ValueId]) -> FaultResult<Vec<i64>> {
+        vs.iter().map(|&v| self.get(v)?.scalar_int()).collect()
+    }
+
+    /// A read of a buffer an asynchronous copy may still be writing.
+    fn check_read(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        alloc: usize,
+        buffer: usize,
+        task: usize,
+    ) -> PrimResult<()> {
+        let id = shared.smem.buffer_id(alloc, buffer);
+        if !shared.smem.written(alloc, buffer) {
+            return Err(Stop::Error(InterpError::UnwrittenShared {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                buffer: id,
+            }));
+        }
+        shared.async_writes.check_read(id, task).map_err(|race| {
+            Stop::Error(InterpError::SharedMemoryRace {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                race: Box::new(race),
+            })
+        })
+    }
+
+    /// An `async_dot` operand: a register tensor, or a buffer's contents.
+    fn dot_operand(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        v: ValueId,
+        task: usize,
+    ) -> PrimResult<Rc<Tensor>> {
+        if let Type::SharedMemory(m) = self.type_of(v)? {
+            let (alloc, buffer) = self.buffer_of(v)?;
+            self.check_read(op, shared, alloc, buffer, task)?;
+            let data = shared.smem.buffer(alloc, buffer)?.clone();
+            return Ok(Rc::new(Tensor::new(m.shape().to_vec(), data)?));
+        }
+        Ok(Rc::clone(self.get(v)?))
+    }
+
+    fn mbarrier_error(&self, op: &Op, error: MBarrierError) -> Stop {
+        Stop::Error(InterpError::MBarrier {
+            at: self.site(Some(op)),
+            task: self.name.clone(),
+            error,
+        })
+    }
+}
+
+fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> {
+    shared
+        .barriers
+        .get_mut(id)
+        .ok_or_else(|| Fault::malformed(format!("mbarrier #{id} does not exist")))
+}
+
+/// The global address of each element of a TMA box of `block` elements at
+/// `offsets`, and whether it lies inside the tensor (TMA reads zero outside
+/// and writes nothing there).
+fn box_addresses(
+    desc: &GlobalTensor,
+    elem: ScalarType,
+    block: &[usize],
+    offsets: &[i64],
+) -> (Vec<Ptr>, Vec<bool>) {
+    let numel: usize = block.iter().product();
+    let size = elem.size_bytes() as i64;
+    let mut ptrs = Vec::with_capacity(numel);
+    let mut inside = Vec::with_capacity(numel);
+    let mut index = vec![0usize; block.len()];
+    for _ in 0..numel {
+        let mut byte_offset = desc.base.byte_offset;
+        let mut ok = true;
+        for d in 0..block.len() {
+            let coord = offsets[d] + index[d] as i64;
+            ok &= (0..desc.shape[d]).contains(&coord);
+            byte_offset += coord * desc.strides[d] * size;
+        }
+        ptrs.push(Ptr {
+            buffer: desc.base.buffer,
+            byte_offset,
+        });
+        inside.push(ok);
+        for d in (0..block.len()).rev() {
+            index[d] += 1;
+            if index[d] < block[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    (ptrs, inside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp::BufferId;
+
+    #[test]
+    fn a_box_at_the_edge_is_clipped() {
+        let desc = GlobalTensor {
+            base: Ptr {
+                buffer: BufferId(0),
+                byte_offset: 0,
+            },
+            shape: vec![3, 5],
+            strides: vec![5, 1],
+        };
+        let (ptrs, inside) = box_addresses(&desc, ScalarType::F32, &[2, 2], &[2, 4]);
+        let offsets: Vec<i64> = ptrs.iter().map(|p| p.byte_offset).collect();
+        assert_eq!(offsets, vec![56, 60, 76, 80]);
+        assert_eq!(inside, vec![true, false, false, false]);
+    }
+}

@@ -1,0 +1,236 @@
+//! A program's shared memory as TLX sees it: the buffers `local_alloc`
+//! made (each buffer a flat row-major tile of its element type) and the
+//! hardware named barriers (`bar.sync id, threads`). mbarriers live beside
+//! them in the scheduler's `ProgramShared`.
+
+use std::collections::HashMap;
+
+use crate::ir::ScalarType;
+
+use super::error::{Fault, FaultResult};
+use super::value::{Data, Repr};
+use super::wait::WaitReason;
+
+/// One `local_alloc`: `buffers` tiles of `shape`.
+#[derive(Clone, Debug)]
+struct Allocation {
+    elem: ScalarType,
+    buffers: Vec<Data>,
+    /// Whether anything has written each buffer yet.
+    written: Vec<bool>,
+}
+
+/// The shared buffers of the programs scheduled together.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedMemory {
+    allocations: Vec<Allocation>,
+}
+
+/// What fresh shared memory holds: NaN or a recognisable pattern, so a read
+/// of an element nobody wrote shows in the result.
+fn poison(elem: ScalarType, numel: usize) -> Data {
+    match Repr::of_scalar(elem) {
+        Repr::Float => Data::Float(vec![f32::NAN; numel]),
+        Repr::Int => Data::Int(vec![crate::numeric::wrap_int(elem, 0x5a5a_5a5a); numel]),
+        Repr::Bool => Data::Bool(vec![true; numel]),
+    }
+}
+
+impl SharedMemory {
+    pub(crate) fn clear(&mut self) {
+        self.allocations.clear();
+    }
+
+    /// A new allocation of `count` buffers of `numel` elements; its number.
+    pub(crate) fn alloc(&mut self, elem: ScalarType, numel: usize, count: usize) -> usize {
+        self.allocations.push(Allocation {
+            elem,
+            buffers: vec![poison(elem, numel); count],
+            written: vec![false; count],
+        });
+        self.allocations.len() - 1
+    }
+
+    fn allocation(&self, alloc: usize) -> FaultResult<&Allocation> {
+        self.allocations
+            .get(alloc)
+            .ok_or_else(|| Fault::malformed(format!("shared allocation #{alloc} does not exist")))
+    }
+
+    /// Buffer `index` of allocation `alloc`.
+    pub(crate) fn buffer(&self, alloc: usize, index: usize) -> FaultResult<&Data> {
+        self.allocation(alloc)?
+            .buffers
+            .get(index)
+            .ok_or_else(|| Fault::malformed(format!("buffer {index} of allocation #{alloc}")))
+    }
+
+    pub(crate) fn store(&mut self, alloc: usize, index: usize, data: Data) -> FaultResult<()> {
+        let missing = || Fault::malformed(format!("buffer {index} of allocation #{alloc}"));
+        let allocation = self.allocations.get_mut(alloc).ok_or_else(missing)?;
+        let slot = allocation.buffers.get_mut(index).ok_or_else(missing)?;
+        if slot.len() != data.len() {
+            return Err(Fault::malformed("a store of another size into a buffer"));
+        }
+        *slot = data;
+        allocation.written[index] = true;
+        Ok(())
+    }
+
+    /// Whether anything has written buffer `index` of `alloc`.
+    pub(crate) fn written(&self, alloc: usize, index: usize) -> bool {
+        self.allocations
+            .get(alloc)
+            .and_then(|a| a.written.get(index).copied())
+            .unwrap_or(false)
+    }
+
+    pub(crate) fn elem(&self, alloc: usize) -> FaultResult<ScalarType> {
+        Ok(self.allocation(alloc)?.elem)
+    }
+
+    /// A number for buffer `index` of `alloc`, unique in the program, for
+    /// race reports.
+    pub(crate) fn buffer_id(&self, alloc: usize, index: usize) -> usize {
+        let before: usize = self.allocations[..alloc.min(self.allocations.len())]
+            .iter()
+            .map(|a| a.buffers.len())
+            .sum();
+        before + index
+    }
+}
+
+/// The 16 hardware barriers of a program: `bar.sync`/`bar.arrive id, n`
+/// complete a generation once `n` threads arrived.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NamedBarriers {
+    barriers: HashMap<u32, NamedBarrier>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct NamedBarrier {
+    expected: u32,
+    arrived: u32,
+    generation: u64,
+    /// Per waiting task: the generation it arrived in.
+    waiting: HashMap<usize, u64>,
+}
+
+/// A named-barrier misuse PTX leaves undefined.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NamedBarrierError {
+    #[error(
+        "named barrier {id} is used with {threads} threads while a generation awaiting \
+         {expected} is open; every arrive and wait of one barrier must name the same count"
+    )]
+    CountMismatch {
+        id: u32,
+        threads: u32,
+        expected: u32,
+    },
+    #[error("{arrived} threads arrived at named barrier {id}, which awaits {expected}")]
+    TooManyThreads {
+        id: u32,
+        arrived: u32,
+        expected: u32,
+    },
+}
+
+impl NamedBarriers {
+    pub(crate) fn clear(&mut self) {
+        self.barriers.clear();
+    }
+
+    /// `threads` threads of `task` arrive at barrier `id` of `expected`
+    /// threads; with `wait`, they then wait for the generation to complete.
+    /// `Ok(Err(reason))` when the task must wait (poll again later).
+    pub(crate) fn arrive(
+        &mut self,
+        task: usize,
+        id: u32,
+        threads: u32,
+        expected: u32,
+        wait: bool,
+    ) -> Result<Result<(), WaitReason>, NamedBarrierError> {
+        let bar = self.barriers.entry(id).or_default();
+        if let Some(&generation) = bar.waiting.get(&task) {
+            // Polled again: passes once its generation completed.
+            if bar.generation > generation {
+                bar.waiting.remove(&task);
+                return Ok(Ok(()));
+            }
+            return Ok(Err(bar.reason(id)));
+        }
+        if bar.arrived == 0 {
+            bar.expected = expected;
+        } else if bar.expected != expected {
+            return Err(NamedBarrierError::CountMismatch {
+                id,
+                threads: expected,
+                expected: bar.expected,
+            });
+        }
+        bar.arrived += threads;
+        if bar.arrived > bar.expected {
+            return Err(NamedBarrierError::TooManyThreads {
+                id,
+                arrived: bar.arrived,
+                expected: bar.expected,
+            });
+        }
+        let generation = bar.generation;
+        if bar.arrived == bar.expected {
+            bar.generation += 1;
+            bar.arrived = 0;
+            return Ok(Ok(()));
+        }
+        if !wait {
+            return Ok(Ok(()));
+        }
+        bar.waiting.insert(task, generation);
+        Ok(Err(bar.reason(id)))
+    }
+}
+
+impl NamedBarrier {
+    fn reason(&self, id: u32) -> WaitReason {
+        WaitReason::NamedBarrier {
+            barrier: id,
+            arrived_threads: self.arrived,
+            expected_threads: self.expected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_barrier_releases_its_waiters_when_the_count_is_reached() {
+        let mut bars = NamedBarriers::default();
+        // Task 0 (128 threads) waits; task 1 (128) arrives without waiting.
+        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
+        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
+        assert_eq!(bars.arrive(1, 1, 128, 256, false), Ok(Ok(())));
+        assert_eq!(bars.arrive(0, 1, 128, 256, true), Ok(Ok(())));
+        // A second generation with a different count is a misuse.
+        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
+        assert!(matches!(
+            bars.arrive(1, 1, 128, 384, false),
+            Err(NamedBarrierError::CountMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn fresh_buffers_are_poisoned_and_stores_keep_their_size() {
+        let mut smem = SharedMemory::default();
+        let a = smem.alloc(ScalarType::F32, 4, 2);
+        let b = smem.alloc(ScalarType::I32, 2, 1);
+        assert!(matches!(smem.buffer(a, 1), Ok(Data::Float(v)) if v.iter().all(|x| x.is_nan())));
+        assert_eq!(smem.buffer_id(b, 0), 2);
+        assert!(smem.store(b, 0, Data::Int(vec![1, 2])).is_ok());
+        assert!(smem.store(b, 0, Data::Int(vec![1])).is_err());
+        assert!(smem.buffer(a, 2).is_err());
+    }
+}

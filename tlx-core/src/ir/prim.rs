@@ -1,0 +1,562 @@
+//! TLX's explicit primitives (shared buffers, mbarriers, TMA, wgmma, fences,
+//! named barriers) as one op family, [`OpKind::Prim`]: operands are SSA
+//! values, compile-time arguments are integer immediates, and each [`Prim`]
+//! is one row of this table: its mnemonic, its effects, the names of its
+//! operands and immediates, and its typing rule. The printer, parser and
+//! verifier read the row, so a new primitive is a row here plus its meaning
+//! in the interpreter and the code generator.
+//!
+//! [`OpKind::Prim`]: super::OpKind::Prim
+
+use super::def::{AsyncRole, Effects, MemorySpace, SyncScope};
+use super::types::{ScalarType, Swizzle, Type};
+
+/// A TLX primitive; see the TLX README for each one's meaning.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Prim {
+    /// `local_alloc(shape, dtype, num)`: `num` buffers in shared memory; the
+    /// result type says it all.
+    LocalAlloc,
+    /// `local_view(buffers, i)`: buffer (or mbarrier) `i` of an allocation.
+    LocalView,
+    /// `local_load(buffer)`: a buffer's contents as a register tensor.
+    LocalLoad,
+    /// `local_store(buffer, value)`.
+    LocalStore,
+    /// `alloc_barriers(num, arrive_count)`: initialized mbarriers.
+    AllocBarriers,
+    /// `barrier_wait(bar, phase, pred)`: until the phase of that parity completed.
+    BarrierWait,
+    /// `barrier_arrive(bar, count, pred)`.
+    BarrierArrive,
+    /// `barrier_expect_bytes(bar, bytes, pred)`: arrives once and announces
+    /// the bytes asynchronous copies will complete on the barrier's phase.
+    BarrierExpectBytes,
+    /// `fence_async_shared()`: orders generic-proxy shared-memory accesses
+    /// before later async-proxy ones (TMA, wgmma).
+    FenceAsyncShared,
+    /// `async_descriptor_load(desc, buffer, offsets, barrier)`: a TMA copy of
+    /// the descriptor's block at `offsets` (elements) into `buffer`,
+    /// completing its bytes on `barrier`; out-of-bounds elements read zero.
+    AsyncDescriptorLoad,
+    /// `async_descriptor_store(desc, buffer, offsets)`: a TMA copy of `buffer`
+    /// into the block at `offsets`; out-of-bounds elements are not written.
+    AsyncDescriptorStore,
+    /// `async_descriptor_store_wait(pendings)`: until at most `pendings` TMA
+    /// stores of this thread are still reading their buffers.
+    AsyncDescriptorStoreWait,
+    /// `async_dot(a, b, acc)`: `acc + a @ b` on the tensor cores (wgmma), `a`
+    /// a buffer or a register tensor, `b` a buffer; the result may be read
+    /// only after an `async_dot_wait` that covers it.
+    AsyncDot,
+    /// `async_dot_wait(pendings, acc)`: until at most `pendings` `async_dot`
+    /// groups are in flight; gives `acc` back, now complete.
+    AsyncDotWait,
+    /// `named_barrier_wait(id, num_threads)`: hardware barrier `id`.
+    NamedBarrierWait,
+    /// `named_barrier_arrive(id, num_threads)`.
+    NamedBarrierArrive,
+}
+
+/// The operands and immediates a primitive takes, by name (for messages,
+/// the text form and the frontend's keyword arguments).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PrimSignature {
+    pub operands: &'static [&'static str],
+    /// The last operand repeats (TMA offsets, one per descriptor dimension).
+    pub variadic: bool,
+    pub immediates: &'static [&'static str],
+    pub results: usize,
+}
+
+const fn sig(
+    operands: &'static [&'static str],
+    immediates: &'static [&'static str],
+    results: usize,
+) -> PrimSignature {
+    PrimSignature {
+        operands,
+        variadic: false,
+        immediates,
+        results,
+    }
+}
+
+impl Prim {
+    pub const ALL: [Prim; 16] = [
+        Prim::LocalAlloc,
+        Prim::LocalView,
+        Prim::LocalLoad,
+        Prim::LocalStore,
+        Prim::AllocBarriers,
+        Prim::BarrierWait,
+        Prim::BarrierArrive,
+        Prim::BarrierExpectBytes,
+        Prim::FenceAsyncShared,
+        Prim::AsyncDescriptorLoad,
+        Prim::AsyncDescriptorStore,
+        Prim::AsyncDescriptorStoreWait,
+        Prim::AsyncDot,
+        Prim::AsyncDotWait,
+        Prim::NamedBarrierWait,
+        Prim::NamedBarrierArrive,
+    ];
+
+    /// The name in the IR text and in the kernel language (TLX's name).
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            Prim::LocalAlloc => "local_alloc",
+            Prim::LocalView => "local_view",
+            Prim::LocalLoad => "local_load",
+            Prim::LocalStore => "local_store",
+            Prim::AllocBarriers => "alloc_barriers",
+            Prim::BarrierWait => "barrier_wait",
+            Prim::BarrierArrive => "barrier_arrive",
+            Prim::BarrierExpectBytes => "barrier_expect_bytes",
+            Prim::FenceAsyncShared => "fence_async_shared",
+            Prim::AsyncDescriptorLoad => "async_descriptor_load",
+            Prim::AsyncDescriptorStore => "async_descriptor_store",
+            Prim::AsyncDescriptorStoreWait => "async_descriptor_store_wait",
+            Prim::AsyncDot => "async_dot",
+            Prim::AsyncDotWait => "async_dot_wait",
+            Prim::NamedBarrierWait => "named_barrier_wait",
+            Prim::NamedBarrierArrive => "named_barrier_arrive",
+        }
+    }
+
+    pub fn from_mnemonic(name: &str) -> Option<Prim> {
+        Prim::ALL.into_iter().find(|p| p.mnemonic() == name)
+    }
+
+    pub fn signature(self) -> PrimSignature {
+        match self {
+            Prim::LocalAlloc => sig(&[], &[], 1),
+            Prim::LocalView => sig(&["buffers", "index"], &[], 1),
+            Prim::LocalLoad => sig(&["buffer"], &[], 1),
+            Prim::LocalStore => sig(&["buffer", "value"], &[], 0),
+            Prim::AllocBarriers => sig(&[], &["arrive_count"], 1),
+            Prim::BarrierWait => sig(&["bar", "phase", "pred"], &[], 0),
+            Prim::BarrierArrive => sig(&["bar", "pred"], &["arrive_count"], 0),
+            Prim::BarrierExpectBytes => sig(&["bar", "bytes", "pred"], &[], 0),
+            Prim::FenceAsyncShared => sig(&[], &[], 0),
+            Prim::AsyncDescriptorLoad => PrimSignature {
+                variadic: true,
+                ..sig(&["desc", "buffer", "barrier", "offsets"], &[], 0)
+            },
+            Prim::AsyncDescriptorStore => PrimSignature {
+                variadic: true,
+                ..sig(&["desc", "buffer", "offsets"], &[], 0)
+            },
+            Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings"], 0),
+            Prim::AsyncDot => sig(&["a", "b", "acc"], &[], 1),
+            Prim::AsyncDotWait => sig(&["acc"], &["pendings"], 1),
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                sig(&[], &["id", "num_threads"], 0)
+            }
+        }
+    }
+
+    pub fn effects(self) -> Effects {
+        use MemorySpace::{Global, Shared};
+        let syncs = Effects {
+            sync: Some(SyncScope::Cta),
+            ..Effects::PURE
+        };
+        match self {
+            // An allocation is an identity, not a value: two are two buffers,
+            // so it must not be merged or dropped like a pure op.
+            Prim::LocalAlloc => Effects {
+                writes: super::MemorySpaces::only(Shared),
+                ..Effects::PURE
+            },
+            Prim::LocalView => Effects::PURE,
+            Prim::LocalLoad => Effects {
+                reads: super::MemorySpaces::only(Shared),
+                ..Effects::PURE
+            },
+            Prim::LocalStore => Effects {
+                writes: super::MemorySpaces::only(Shared),
+                ..Effects::PURE
+            },
+            // `mbarrier.init` writes the barrier words.
+            Prim::AllocBarriers => Effects {
+                writes: super::MemorySpaces::only(Shared),
+                ..syncs
+            },
+            Prim::BarrierWait => Effects {
+                async_role: Some(AsyncRole::Completes),
+                ..syncs
+            },
+            Prim::BarrierArrive
+            | Prim::BarrierExpectBytes
+            | Prim::FenceAsyncShared
+            | Prim::NamedBarrierWait
+            | Prim::NamedBarrierArrive => syncs,
+            Prim::AsyncDescriptorLoad => Effects {
+                reads: super::MemorySpaces::only(Global),
+                writes: super::MemorySpaces::only(Shared),
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::AsyncDescriptorStore => Effects {
+                reads: super::MemorySpaces::only(Shared),
+                writes: super::MemorySpaces::only(Global),
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::AsyncDescriptorStoreWait | Prim::AsyncDotWait => Effects {
+                async_role: Some(AsyncRole::Completes),
+                ..Effects::PURE
+            },
+            Prim::AsyncDot => Effects {
+                reads: super::MemorySpaces::only(Shared),
+                async_role: Some(AsyncRole::Starts),
+                cross_thread: true,
+                ..Effects::PURE
+            },
+        }
+    }
+
+    /// Checks operand and result types and immediates: `Err` says what is wrong.
+    pub fn check(self, imms: &[i64], operands: &[&Type], results: &[&Type]) -> Result<(), String> {
+        let s = self.signature();
+        let fixed = s.operands.len() - usize::from(s.variadic);
+        let arity_ok = if s.variadic {
+            operands.len() >= fixed
+        } else {
+            operands.len() == fixed
+        };
+        if !arity_ok || imms.len() != s.immediates.len() || results.len() != s.results {
+            return Err(format!(
+                "`{}` takes operands ({}) and immediates [{}] with {} result(s)",
+                self.mnemonic(),
+                s.operands.join(", "),
+                s.immediates.join(", "),
+                s.results
+            ));
+        }
+        let i32_scalar = |t: &Type, what: &str| scalar_of(t, ScalarType::I32, what);
+        let bool_scalar = |t: &Type, what: &str| scalar_of(t, ScalarType::Bool, what);
+        match self {
+            Prim::LocalAlloc => match results[0] {
+                Type::SharedMemory(m) if m.buffers() >= 1 && !m.shape().is_empty() => Ok(()),
+                other => Err(format!("`local_alloc` makes shared buffers, not {other}")),
+            },
+            Prim::LocalView => {
+                i32_scalar(operands[1], "the index")?;
+                match (operands[0], results[0]) {
+                    (Type::SharedMemory(all), Type::SharedMemory(one))
+                        if one.buffers() == 1
+                            && one.elem() == all.elem()
+                            && one.shape() == all.shape()
+                            && one.swizzle() == all.swizzle() =>
+                    {
+                        Ok(())
+                    }
+                    (Type::Barriers(_), Type::Barriers(one)) if one.count() == 1 => Ok(()),
+                    (from, to) => Err(format!("`local_view` of {from} cannot give {to}")),
+                }
+            }
+            Prim::LocalLoad => {
+                let m = one_buffer(operands[0], "`local_load`")?;
+                let expected = Type::tensor(m.elem().into(), m.shape().to_vec());
+                same(results[0], &expected, "the loaded tensor")
+            }
+            Prim::LocalStore => {
+                let m = one_buffer(operands[0], "`local_store`")?;
+                let expected = Type::tensor(m.elem().into(), m.shape().to_vec());
+                same(operands[1], &expected, "the stored tensor")
+            }
+            Prim::AllocBarriers => {
+                positive(imms[0], "the arrive count")?;
+                match results[0] {
+                    Type::Barriers(b) if b.count() >= 1 => Ok(()),
+                    other => Err(format!("`alloc_barriers` makes barriers, not {other}")),
+                }
+            }
+            Prim::BarrierWait | Prim::BarrierExpectBytes => {
+                one_barrier(operands[0])?;
+                i32_scalar(operands[1], "the second operand")?;
+                bool_scalar(operands[2], "the predicate")
+            }
+            Prim::BarrierArrive => {
+                one_barrier(operands[0])?;
+                positive(imms[0], "the arrive count")?;
+                bool_scalar(operands[1], "the predicate")
+            }
+            Prim::FenceAsyncShared => Ok(()),
+            Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorStore => {
+                let Type::TensorDescriptor(d) = operands[0] else {
+                    return Err(format!("a tensor descriptor, not {}", operands[0]));
+                };
+                let m = one_buffer(operands[1], self.mnemonic())?;
+                let swizzle = shared_swizzle(d.elem(), d.block_shape());
+                if m.elem() != d.elem() || m.shape() != d.block_shape() || m.swizzle() != swizzle {
+                    return Err(format!(
+                        "the buffer ({}) does not hold the descriptor's block ({})",
+                        operands[1], operands[0]
+                    ));
+                }
+                let offsets = if self == Prim::AsyncDescriptorLoad {
+                    one_barrier(operands[2])?;
+                    &operands[3..]
+                } else {
+                    &operands[2..]
+                };
+                if offsets.len() != d.block_shape().len() {
+                    return Err(format!(
+                        "{} offsets for a {}-d descriptor",
+                        offsets.len(),
+                        d.block_shape().len()
+                    ));
+                }
+                offsets.iter().try_for_each(|t| i32_scalar(t, "an offset"))
+            }
+            Prim::AsyncDescriptorStoreWait => non_negative(imms[0], "pendings"),
+            Prim::AsyncDot => {
+                let b = one_buffer(operands[1], "`async_dot`'s b")?;
+                let (a_elem, a_shape) = match operands[0] {
+                    Type::SharedMemory(_) => {
+                        let a = one_buffer(operands[0], "`async_dot`'s a")?;
+                        (a.elem(), a.shape().to_vec())
+                    }
+                    Type::Tensor(_) => match operands[0].elem().scalar() {
+                        Some(s) => (s, operands[0].shape().to_vec()),
+                        None => return Err("`async_dot`'s a holds pointers".into()),
+                    },
+                    other => return Err(format!("`async_dot`'s a is {other}")),
+                };
+                let [m, k] = a_shape[..] else {
+                    return Err("`async_dot`'s a is not a matrix".into());
+                };
+                let [k2, n] = b.shape()[..] else {
+                    return Err("`async_dot`'s b is not a matrix".into());
+                };
+                if k != k2 || a_elem != b.elem() {
+                    return Err(format!(
+                        "`async_dot` of {} and {} do not multiply",
+                        operands[0], operands[1]
+                    ));
+                }
+                let acc_elem = if a_elem.is_float() {
+                    ScalarType::F32
+                } else {
+                    ScalarType::I32
+                };
+                let acc = Type::tensor(acc_elem.into(), vec![m, n]);
+                same(operands[2], &acc, "the accumulator")?;
+                same(results[0], &acc, "the result")
+            }
+            Prim::AsyncDotWait => {
+                non_negative(imms[0], "pendings")?;
+                same(results[0], operands[0], "the result")
+            }
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                if !(0..16).contains(&imms[0]) {
+                    return Err(format!("named barrier {} is not one of 0..16", imms[0]));
+                }
+                if imms[1] <= 0 || imms[1] % 32 != 0 {
+                    return Err(format!(
+                        "{} threads is not a positive multiple of 32",
+                        imms[1]
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The swizzle TMA and wgmma want for rows of `row_bytes` bytes: the widest
+/// of 128, 64 and 32 bytes that fits in a row (none for narrower rows).
+pub fn nvmma_swizzle(row_bytes: usize) -> Swizzle {
+    match row_bytes {
+        r if r >= 128 => Swizzle::Bytes128,
+        r if r >= 64 => Swizzle::Bytes64,
+        r if r >= 32 => Swizzle::Bytes32,
+        _ => Swizzle::None,
+    }
+}
+
+/// The swizzle of a shared buffer of `shape` (TLX infers it from the
+/// consumers; here every matrix of at least 8 rows of power-of-two extents
+/// gets the NVMMA swizzle, which TMA, wgmma and `local_load`/`local_store`
+/// all handle, so producer and consumers always agree).
+pub fn shared_swizzle(elem: ScalarType, shape: &[usize]) -> Swizzle {
+    match shape {
+        [rows, cols] if *rows >= 8 && rows.is_power_of_two() && cols.is_power_of_two() => {
+            nvmma_swizzle(cols * elem.size_bytes())
+        }
+        _ => Swizzle::None,
+    }
+}
+
+/// How TMA moves one block of a descriptor into a buffer of
+/// [`shared_swizzle`]: boxes of `box_shape` (outermost first), the inner
+/// dimension cut to one swizzle atom when the block is wider, `pieces` of
+/// them side by side along it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmaBox {
+    pub swizzle: Swizzle,
+    pub box_shape: Vec<usize>,
+    pub pieces: usize,
+}
+
+impl TmaBox {
+    pub fn new(elem: ScalarType, block: &[usize]) -> TmaBox {
+        let swizzle = shared_swizzle(elem, block);
+        let mut box_shape = block.to_vec();
+        let atom_elems = match swizzle {
+            Swizzle::None => usize::MAX,
+            Swizzle::Bytes32 => 32 / elem.size_bytes(),
+            Swizzle::Bytes64 => 64 / elem.size_bytes(),
+            Swizzle::Bytes128 => 128 / elem.size_bytes(),
+        };
+        let inner = block.last().copied().unwrap_or(1);
+        let cut = inner.min(atom_elems);
+        if let Some(last) = box_shape.last_mut() {
+            *last = cut;
+        }
+        TmaBox {
+            swizzle,
+            box_shape,
+            pieces: inner / cut.max(1),
+        }
+    }
+}
+
+fn scalar_of(t: &Type, s: ScalarType, what: &str) -> Result<(), String> {
+    same(t, &Type::scalar(s), what)
+}
+
+fn same(t: &Type, expected: &Type, what: &str) -> Result<(), String> {
+    if t == expected {
+        Ok(())
+    } else {
+        Err(format!("{what} is {t}, expected {expected}"))
+    }
+}
+
+fn positive(n: i64, what: &str) -> Result<(), String> {
+    if (1..1 << 20).contains(&n) {
+        Ok(())
+    } else {
+        Err(format!("{what} {n} is not in 1..2^20"))
+    }
+}
+
+fn non_negative(n: i64, what: &str) -> Result<(), String> {
+    if (0..64).contains(&n) {
+        Ok(())
+    } else {
+        Err(format!("{what} {n} is not in 0..64"))
+    }
+}
+
+fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType, String> {
+    match t {
+        Type::SharedMemory(m) if m.buffers() == 1 => Ok(m),
+        Type::SharedMemory(_) => Err(format!(
+            "{user} takes one buffer, not {t}: pick one with `local_view(buffers, i)`"
+        )),
+        other => Err(format!("{user} takes a shared buffer, not {other}")),
+    }
+}
+
+fn one_barrier(t: &Type) -> Result<(), String> {
+    match t {
+        Type::Barriers(b) if b.count() == 1 => Ok(()),
+        Type::Barriers(_) => Err(format!(
+            "a barrier operation takes one barrier, not {t}: pick one with `local_view(bars, i)`"
+        )),
+        other => Err(format!("expected a barrier, not {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{BarrierType, SharedMemoryType, TensorDescriptorType};
+
+    #[test]
+    fn mnemonics_are_unique() {
+        for p in Prim::ALL {
+            assert_eq!(Prim::from_mnemonic(p.mnemonic()), Some(p));
+        }
+    }
+
+    #[test]
+    fn typing_rules_accept_a_tma_load_and_reject_a_mismatched_buffer() {
+        let desc =
+            Type::TensorDescriptor(TensorDescriptorType::new(ScalarType::BF16, vec![128, 64]));
+        let buf = |shape: Vec<usize>| {
+            Type::SharedMemory(SharedMemoryType::new(
+                ScalarType::BF16,
+                shape,
+                1,
+                Swizzle::Bytes128,
+                true,
+            ))
+        };
+        let bar = Type::Barriers(BarrierType::new(1));
+        let i32t = Type::scalar(ScalarType::I32);
+        let good = buf(vec![128, 64]);
+        let ok = [&desc, &good, &bar, &i32t, &i32t];
+        assert_eq!(Prim::AsyncDescriptorLoad.check(&[], &ok, &[]), Ok(()));
+        let bad = buf(vec![64, 64]);
+        let err = Prim::AsyncDescriptorLoad
+            .check(&[], &[&desc, &bad, &bar, &i32t, &i32t], &[])
+            .expect_err("shapes differ");
+        assert!(err.contains("does not hold"), "{err}");
+        let err = Prim::AsyncDescriptorLoad
+            .check(&[], &[&desc, &good, &bar, &i32t], &[])
+            .expect_err("one offset short");
+        assert!(err.contains("1 offsets for a 2-d"), "{err}");
+    }
+
+    #[test]
+    fn async_dot_wants_matching_operands_and_an_f32_accumulator() {
+        let smem = |shape: Vec<usize>| {
+            Type::SharedMemory(SharedMemoryType::new(
+                ScalarType::F16,
+                shape,
+                1,
+                Swizzle::Bytes128,
+                true,
+            ))
+        };
+        let acc = Type::tensor(ScalarType::F32.into(), vec![64, 128]);
+        let (a, b) = (smem(vec![64, 64]), smem(vec![64, 128]));
+        assert_eq!(Prim::AsyncDot.check(&[], &[&a, &b, &acc], &[&acc]), Ok(()));
+        let wrong_k = smem(vec![32, 128]);
+        assert!(Prim::AsyncDot
+            .check(&[], &[&a, &wrong_k, &acc], &[&acc])
+            .is_err());
+    }
+
+    #[test]
+    fn swizzle_follows_the_row_width() {
+        assert_eq!(nvmma_swizzle(128), Swizzle::Bytes128);
+        assert_eq!(nvmma_swizzle(64), Swizzle::Bytes64);
+        assert_eq!(nvmma_swizzle(32), Swizzle::Bytes32);
+        assert_eq!(nvmma_swizzle(16), Swizzle::None);
+        assert_eq!(shared_swizzle(ScalarType::BF16, &[4, 64]), Swizzle::None);
+        assert_eq!(shared_swizzle(ScalarType::F32, &[64]), Swizzle::None);
+    }
+
+    #[test]
+    fn wide_blocks_move_in_atom_wide_boxes() {
+        let b = TmaBox::new(ScalarType::BF16, &[64, 256]);
+        assert_eq!(
+            (b.swizzle, b.box_shape.clone(), b.pieces),
+            (Swizzle::Bytes128, vec![64, 64], 4)
+        );
+        let a = TmaBox::new(ScalarType::BF16, &[128, 64]);
+        assert_eq!((a.box_shape.clone(), a.pieces), (vec![128, 64], 1));
+        let v = TmaBox::new(ScalarType::F32, &[256]);
+        assert_eq!(
+            (v.swizzle, v.box_shape.clone(), v.pieces),
+            (Swizzle::None, vec![256], 1)
+        );
+    }
+}
