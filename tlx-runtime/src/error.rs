@@ -3,6 +3,8 @@
 
 use tlx_core::ir::ParseError;
 
+use crate::cuda::tensor_map::TensorMapError;
+
 /// Everything that can go wrong in the runtime. Nothing here panics instead.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -137,6 +139,11 @@ pub enum Error {
     /// Operations only a CUDA device has (e.g. borrowing cudarc slices).
     #[error("{0} needs a CUDA device, but this one is the CPU interpreter")]
     NeedsGpu(&'static str),
+
+    /// A TMA tensor map that fails the driver's limits, or that the driver
+    /// could not encode.
+    #[error("cannot encode the TMA tensor map: {0}")]
+    TensorMap(#[from] TensorMapError),
 }
 
 impl Error {

@@ -22,6 +22,7 @@ pub mod testing;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
 pub use buffer::{Buffer, BufferView};
+pub use cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap, TmaSwizzle};
 pub use device::Device;
 pub use element::{Element, F8E4M3, F8E5M2};
 pub use error::Error;

@@ -2,6 +2,7 @@
 //! once per (kernel, configuration), and launches through `cuLaunchKernel`.
 
 pub(crate) mod probe;
+pub(crate) mod tensor_map;
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
