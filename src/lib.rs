@@ -26,7 +26,7 @@ pub use tlx_runtime::*;
 
 /// What kernel files and host code usually need.
 pub mod prelude {
-    pub use crate::{Buffer, Device, Error, Grid, Ptr, F8E4M3, F8E5M2};
+    pub use crate::{Buffer, Device, Error, Grid, Ptr, TensorDesc, F8E4M3, F8E5M2};
     pub use half::{bf16, f16};
 
     /// The kernel-language name of [`F8E4M3`], as in `Ptr<f8e4m3>`.

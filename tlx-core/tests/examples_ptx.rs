@@ -277,6 +277,16 @@ fn config_label(config: &ConfigAttr) -> String {
     parts.join(" ")
 }
 
+/// The architectures a kernel's attribute names (`arch = "sm_90a"` for a
+/// Hopper-only kernel), or every one.
+fn kernel_arches(kernel: &FoundKernel) -> Vec<Arch> {
+    let names_arch = kernel.attr.to_string().contains("arch =");
+    match frontend::parse_attr(kernel.attr.clone()) {
+        Ok(attr) if names_arch => attr.arches,
+        _ => Arch::ALL.to_vec(),
+    }
+}
+
 fn lower(kernel: &FoundKernel, config: &ConfigAttr) -> Result<Kernel, String> {
     frontend::lower_kernel(&kernel.item, &config.consts, &config.options).map_err(|d| d.to_string())
 }
@@ -424,7 +434,7 @@ fn check_config(
     checked
         .report
         .push_str(&format!(": lower {:.1} ms", millis(checked.compile_time)));
-    for arch in Arch::ALL {
+    for arch in kernel_arches(kernel) {
         let arch_started = Instant::now();
         let compiled = codegen::compile(&lowered, arch);
         let arch_time = arch_started.elapsed();

@@ -13,7 +13,7 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
 use tlx_core::codegen;
 use tlx_core::diag::{Diagnostic, Diagnostics};
-use tlx_core::frontend::{self, ConfigAttr, KernelAttr, Signature};
+use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
 use tlx_core::ir::{Arch, ParamKind, ScalarType};
 
 use crate::dump::DumpRequest;
@@ -26,6 +26,8 @@ struct CompiledConfig {
     shared_bytes: u32,
     ptx: Vec<(Arch, String)>,
     ir_text: String,
+    /// The parameters as this configuration takes them.
+    params: Vec<ParamKind>,
 }
 
 pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
@@ -62,9 +64,12 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
 /// ...): naming them makes rustc resolve them, so the user's imports count
 /// as used and a type that does not exist is reported at its own tokens.
 fn written_types_alias(function: &syn::ItemFn) -> TokenStream {
+    // A descriptor's block names const generics, out of scope here; the
+    // launcher's `&TensorDesc<'_, T>` parameter already names the type.
+    let is_descriptor = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "TensorDesc"));
     let types = function.sig.inputs.iter().filter_map(|arg| match arg {
-        syn::FnArg::Typed(t) => Some(&*t.ty),
-        syn::FnArg::Receiver(_) => None,
+        syn::FnArg::Typed(t) if !is_descriptor(&t.ty) => Some(&*t.ty),
+        _ => None,
     });
     let alias = format_ident!("__tlx_param_types_{}", function.sig.ident);
     quote! {
@@ -169,6 +174,7 @@ fn compile_one(
         shared_bytes,
         ptx,
         ir_text,
+        params: kernel.params.iter().map(|p| p.kind).collect(),
     })
 }
 
@@ -219,23 +225,45 @@ fn launcher(
     let mut launch_params = Vec::new();
     let mut launch_args = Vec::new();
     let mut param_specs = Vec::new();
-    for (ident, kind) in &signature.params {
+    for (index, (ident, param)) in signature.params.iter().enumerate() {
         let name_str = ident.to_string();
-        let kind_tokens = param_kind_tokens(*kind);
-        param_specs.push(quote! {
-            ::tlx::__private::ParamSpec { name: #name_str, kind: #kind_tokens }
-        });
-        match kind {
-            ParamKind::Ptr(t) => {
+        // A descriptor's block depends on the configuration; the spec
+        // names the first one's (launches check element type and rank).
+        let kind = match param {
+            SigParam::Plain(kind) => Some(*kind),
+            SigParam::Desc { .. } => configs
+                .and_then(|c| c.first())
+                .and_then(|c| c.params.get(index).copied()),
+        };
+        if let Some(kind) = kind {
+            let kind_tokens = param_kind_tokens(kind);
+            param_specs.push(quote! {
+                ::tlx::__private::ParamSpec { name: #name_str, kind: #kind_tokens }
+            });
+        }
+        match param {
+            SigParam::Plain(ParamKind::Ptr(t)) => {
                 let ty = rust_type(*t);
                 launch_params
                     .push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
                 launch_args.push(quote! { ::tlx::PtrArg::kernel_arg(#ident) });
             }
-            ParamKind::Scalar(t) => {
+            SigParam::Plain(ParamKind::Scalar(t)) => {
                 let ty = rust_type(*t);
                 launch_params.push(quote_spanned! {ident.span()=> #ident: #ty });
                 launch_args.push(quote! { ::tlx::ScalarArg::kernel_arg(#ident) });
+            }
+            SigParam::Plain(ParamKind::TensorDesc(block)) => {
+                let ty = rust_type(block.elem());
+                launch_params
+                    .push(quote_spanned! {ident.span()=> #ident: &::tlx::TensorDesc<'_, #ty> });
+                launch_args.push(quote! { #ident.kernel_arg() });
+            }
+            SigParam::Desc { elem, .. } => {
+                let ty = rust_type(*elem);
+                launch_params
+                    .push(quote_spanned! {ident.span()=> #ident: &::tlx::TensorDesc<'_, #ty> });
+                launch_args.push(quote! { #ident.kernel_arg() });
             }
         }
     }
@@ -376,6 +404,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
     let arches = config.ptx.iter().map(|(a, _)| arch_tokens(*a));
     let texts = config.ptx.iter().map(|(_, p)| p.as_str());
     let ir = config.ir_text.as_str();
+    let params = config.params.iter().map(|k| param_kind_tokens(*k));
     quote! {
         ::tlx::__private::ConfigSpec {
             consts: &[#((#keys, #values)),*],
@@ -384,6 +413,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             shared_bytes: #shared_bytes,
             ptx: &[#((#arches, #texts)),*],
             ir: #ir,
+            params: &[#(#params),*],
         }
     }
 }
@@ -421,6 +451,15 @@ fn param_kind_tokens(kind: ParamKind) -> TokenStream {
         ParamKind::Scalar(t) => {
             let t = scalar_tokens(t);
             quote! { ::tlx::__private::ir::ParamKind::Scalar(#t) }
+        }
+        ParamKind::TensorDesc(block) => {
+            let t = scalar_tokens(block.elem());
+            let dims = block.shape().into_iter().map(|d| d as u32);
+            quote! {
+                ::tlx::__private::ir::ParamKind::TensorDesc(
+                    ::tlx::__private::ir::DescriptorBlock::from_dims(#t, &[#(#dims),*])
+                )
+            }
         }
     }
 }

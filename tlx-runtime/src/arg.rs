@@ -9,6 +9,7 @@ use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DeviceSlice};
 use tlx_core::ir::{ParamKind, ScalarType};
 
 use crate::buffer::{Buffer, BufferView};
+use crate::desc::TensorDescValue;
 use crate::Element;
 
 /// Which device a pointer belongs to.
@@ -89,14 +90,32 @@ impl ScalarValue {
 pub enum KernelArg<'a> {
     Ptr(PtrValue<'a>),
     Scalar(ScalarValue),
+    TensorDesc(TensorDescValue<'a>),
 }
 
 impl KernelArg<'_> {
-    /// The parameter kind this argument fits.
-    pub fn kind(&self) -> ParamKind {
+    /// Whether this argument can be passed for a parameter of `kind` (a
+    /// descriptor of the same element type and rank, whatever block the
+    /// kernel moves).
+    pub fn fits(&self, kind: ParamKind) -> bool {
+        match (self, kind) {
+            (KernelArg::Ptr(p), ParamKind::Ptr(t)) => p.elem == t,
+            (KernelArg::Scalar(s), ParamKind::Scalar(t)) => s.ty == t,
+            (KernelArg::TensorDesc(d), ParamKind::TensorDesc(block)) => {
+                d.elem == block.elem() && d.rank() == block.shape().len()
+            }
+            _ => false,
+        }
+    }
+
+    /// What the argument is, for messages.
+    pub fn describe(&self) -> String {
         match self {
-            KernelArg::Ptr(p) => ParamKind::Ptr(p.elem),
-            KernelArg::Scalar(s) => ParamKind::Scalar(s.ty),
+            KernelArg::Ptr(p) => format!("a pointer to {}", p.elem),
+            KernelArg::Scalar(s) => format!("a {} scalar", s.ty),
+            KernelArg::TensorDesc(d) => {
+                format!("a {}-d tensor descriptor of {}", d.rank(), d.elem)
+            }
         }
     }
 }
@@ -176,7 +195,8 @@ mod tests {
     #[test]
     fn scalars_keep_their_type_and_bits() {
         let arg = (-1i32).kernel_arg();
-        assert_eq!(arg.kind(), ParamKind::Scalar(ScalarType::I32));
+        assert!(arg.fits(ParamKind::Scalar(ScalarType::I32)));
+        assert!(!arg.fits(ParamKind::Scalar(ScalarType::U32)));
         assert_eq!(
             arg,
             KernelArg::Scalar(ScalarValue {
@@ -192,10 +212,9 @@ mod tests {
             panic!("a bool is a scalar argument");
         };
         assert_eq!((b.ty(), b.bits()), (ScalarType::Bool, 1));
-        assert_eq!(
-            (-2i64).kernel_arg().kind(),
-            ParamKind::Scalar(ScalarType::I64)
-        );
-        assert_eq!(7u32.kernel_arg().kind(), ParamKind::Scalar(ScalarType::U32));
+        assert!((-2i64)
+            .kernel_arg()
+            .fits(ParamKind::Scalar(ScalarType::I64)));
+        assert_eq!(7u32.kernel_arg().describe(), "a u32 scalar");
     }
 }

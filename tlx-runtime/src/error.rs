@@ -77,6 +77,9 @@ pub enum Error {
         count: usize,
     },
 
+    #[error("invalid tensor descriptor: {reason}")]
+    InvalidDescriptor { reason: String },
+
     #[error("kernel `{kernel}`: {reason}")]
     InvalidConfig {
         kernel: &'static str,

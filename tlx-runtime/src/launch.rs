@@ -84,16 +84,21 @@ fn check_args(
         });
     }
     for (param, arg) in spec.params.iter().zip(args) {
-        if arg.kind() != param.kind {
+        if !arg.fits(param.kind) {
             return Err(Error::ArgType {
                 kernel: spec.name,
                 param: param.name,
                 expected: describe_kind(param.kind),
-                got: describe_kind(arg.kind()),
+                got: arg.describe(),
             });
         }
-        if let KernelArg::Ptr(ptr) = arg {
-            let owner = ptr.target.device();
+        let target = match arg {
+            KernelArg::Ptr(ptr) => Some(ptr.target),
+            KernelArg::TensorDesc(desc) => Some(desc.target),
+            KernelArg::Scalar(_) => None,
+        };
+        if let Some(target) = target {
+            let owner = target.device();
             if owner != device.id() {
                 return Err(Error::WrongDevice {
                     kernel: spec.name,

@@ -35,6 +35,9 @@ pub struct ConfigSpec {
     pub ptx: &'static [(Arch, &'static str)],
     /// The kernel in `tlx_core::ir::text` form, for the CPU interpreter.
     pub ir: &'static str,
+    /// The parameters as this specialization takes them (a descriptor's
+    /// block depends on the constants).
+    pub params: &'static [ParamKind],
 }
 
 /// How a parameter kind reads in messages: `*f32` or `i32`.
@@ -42,5 +45,10 @@ pub(crate) fn describe_kind(kind: ParamKind) -> String {
     match kind {
         ParamKind::Ptr(s) => format!("a pointer to {s}"),
         ParamKind::Scalar(s) => format!("a {s} scalar"),
+        ParamKind::TensorDesc(block) => format!(
+            "a {}-d tensor descriptor of {}",
+            block.shape().len(),
+            block.elem()
+        ),
     }
 }

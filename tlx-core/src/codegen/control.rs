@@ -6,7 +6,8 @@
 use super::emit::llvm_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::LoopBounds;
-use crate::ir::{Block, Op, OpKind, ValueId};
+use crate::ir::{Block, Op, OpKind, Prim, ValueId};
+use crate::layout::wgmma_accumulator;
 
 /// Phis of loop-carried values, with the placeholders of their latch operands.
 struct CarriedPhis {
@@ -46,6 +47,19 @@ impl<'k> Lowerer<'k> {
                 .and_then(|y| body.ops.iter().find(|op| op.results.contains(y)));
             let hint = match producer {
                 Some(op) if matches!(op.kind, OpKind::Dot { .. }) => self.dot_result_layout(op)?,
+                // `async_dot` results live in wgmma's accumulator layout.
+                Some(Op {
+                    kind:
+                        OpKind::Prim {
+                            prim: Prim::AsyncDot | Prim::AsyncDotWait,
+                            ..
+                        },
+                    results,
+                    ..
+                }) => match self.ty(results[0]).shape() {
+                    &[m, n] => wgmma_accumulator(m, n, self.num_warps).ok(),
+                    _ => None,
+                },
                 _ => None,
             };
             let mut t = self.tensor(*v)?;

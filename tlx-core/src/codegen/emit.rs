@@ -158,8 +158,11 @@ impl FuncText {
         args: &[(&str, &str)],
     ) -> String {
         let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
+        // `convergent`: barriers and warp-collective instructions (`.aligned`)
+        // must stay where every thread reaches them; LLVM may otherwise copy
+        // one into both arms of a branch, which hangs `bar.sync`.
         let call = format!(
-            "call {ret} asm sideeffect \"{asm}\", \"{constraints}\"({})",
+            "call {ret} asm sideeffect \"{asm}\", \"{constraints}\"({}) convergent",
             list.join(", ")
         );
         if ret == "void" {
@@ -170,7 +173,8 @@ impl FuncText {
         }
     }
 
-    /// `asm` without `sideeffect`: a pure computation LLVM may move or delete.
+    /// `asm` without `sideeffect`: a pure computation LLVM may move or
+    /// delete, but not into a branch (warp-collective `mma.sync`).
     pub fn pure_asm(
         &mut self,
         ret: &str,
@@ -180,7 +184,7 @@ impl FuncText {
     ) -> String {
         let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
         self.inst(format!(
-            "call {ret} asm \"{asm}\", \"{constraints}\"({})",
+            "call {ret} asm \"{asm}\", \"{constraints}\"({}) convergent",
             list.join(", ")
         ))
     }

@@ -51,6 +51,22 @@ impl DescriptorBlock {
         })
     }
 
+    /// [`DescriptorBlock::new`] for a block already checked, in a constant
+    /// (the specs `#[tlx::kernel]` emits); dimensions past the fifth are ignored.
+    pub const fn from_dims(elem: ScalarType, shape: &[u32]) -> DescriptorBlock {
+        let mut dims = [0; 5];
+        let mut i = 0;
+        while i < shape.len() && i < 5 {
+            dims[i] = shape[i];
+            i += 1;
+        }
+        DescriptorBlock {
+            elem,
+            rank: i as u8,
+            dims,
+        }
+    }
+
     pub fn elem(&self) -> ScalarType {
         self.elem
     }

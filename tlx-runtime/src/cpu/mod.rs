@@ -78,6 +78,34 @@ impl CpuDevice {
     ) -> Result<ArgValue, Error> {
         match *arg {
             KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
+            KernelArg::TensorDesc(d) => match d.target {
+                PtrTarget::Cpu {
+                    buffer,
+                    offset_elems,
+                    ..
+                } => {
+                    let mut shape = [0i64; 5];
+                    let mut strides = [0i64; 5];
+                    for i in 0..d.rank() {
+                        shape[i] = d.shape[i] as i64;
+                        strides[i] = d.strides[i] as i64;
+                    }
+                    Ok(ArgValue::TensorDesc {
+                        buffer: BufferId(buffer),
+                        offset_elems: offset_elems as i64,
+                        elem: d.elem,
+                        rank: d.rank,
+                        shape,
+                        strides,
+                    })
+                }
+                PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
+                    kernel: spec.name,
+                    param,
+                    buffer_device: d.target.device().to_string(),
+                    device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
+                }),
+            },
             KernelArg::Ptr(p) => match p.target {
                 PtrTarget::Cpu {
                     buffer,

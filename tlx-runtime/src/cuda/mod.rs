@@ -17,6 +17,8 @@ use cudarc::driver::{result, CudaContext, CudaStream};
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::{ConfigSpec, KernelSpec};
 use crate::{Error, Grid};
+use tensor_map::EncodedTensorMap;
+use tlx_core::ir::ParamKind;
 
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
@@ -121,29 +123,60 @@ impl CudaDevice {
         args: &[KernelArg<'_>],
     ) -> Result<(), Error> {
         let function = self.function(spec, config_index, config)?;
-        // One 8-byte slot per parameter: the driver reads the parameter's own
-        // size from the start of its slot, and the low bytes come first.
-        let mut slots: Vec<u64> = spec
-            .params
-            .iter()
-            .zip(args)
-            .map(|(param, arg)| match *arg {
-                KernelArg::Scalar(s) => Ok(s.bits),
+        // One 8-byte slot per pointer or scalar parameter: the driver reads
+        // the parameter's own size from the start of its slot, and the low
+        // bytes come first. Descriptors are encoded for the block and swizzle
+        // this configuration was compiled with, each in a 64-byte aligned box.
+        let mut slots: Vec<u64> = Vec::with_capacity(args.len());
+        let mut maps: Vec<Box<EncodedTensorMap>> = Vec::new();
+        for (index, (param, arg)) in spec.params.iter().zip(args).enumerate() {
+            let wrong_device = |target: PtrTarget| Error::WrongDevice {
+                kernel: spec.name,
+                param: param.name,
+                buffer_device: target.device().to_string(),
+                device: format!("CUDA device {}", self.ordinal),
+            };
+            match *arg {
+                KernelArg::Scalar(s) => slots.push(s.bits),
                 KernelArg::Ptr(p) => match p.target {
-                    PtrTarget::Cuda { address, .. } => Ok(address),
-                    PtrTarget::Cpu { .. } => Err(Error::WrongDevice {
-                        kernel: spec.name,
-                        param: param.name,
-                        buffer_device: p.target.device().to_string(),
-                        device: format!("CUDA device {}", self.ordinal),
-                    }),
+                    PtrTarget::Cuda { address, .. } => slots.push(address),
+                    PtrTarget::Cpu { .. } => return Err(wrong_device(p.target)),
                 },
-            })
-            .collect::<Result<_, _>>()?;
-        let mut params: Vec<*mut c_void> = slots
+                KernelArg::TensorDesc(d) => {
+                    let PtrTarget::Cuda { address, .. } = d.target else {
+                        return Err(wrong_device(d.target));
+                    };
+                    let Some(ParamKind::TensorDesc(block)) = config.params.get(index) else {
+                        return Err(Error::InvalidConfig {
+                            kernel: spec.name,
+                            reason: format!(
+                                "parameter `{}` is not a descriptor in this configuration",
+                                param.name
+                            ),
+                        });
+                    };
+                    slots.push(0);
+                    maps.push(Box::new(d.tiled(address, block).encode_on(&self.ctx)?));
+                }
+            }
+        }
+        // Descriptors take their boxes in order; the rest their slots.
+        let mut next_map = maps.iter_mut();
+        let params: Vec<*mut c_void> = slots
             .iter_mut()
-            .map(|slot| (slot as *mut u64).cast::<c_void>())
-            .collect();
+            .zip(args)
+            .map(|(slot, arg)| match (arg, &mut next_map) {
+                (KernelArg::TensorDesc(_), maps) => maps
+                    .next()
+                    .map(|map| (&mut **map as *mut EncodedTensorMap).cast::<c_void>()),
+                _ => Some((slot as *mut u64).cast::<c_void>()),
+            })
+            .collect::<Option<_>>()
+            .ok_or(Error::InvalidConfig {
+                kernel: spec.name,
+                reason: "descriptor arguments and encodings out of step".into(),
+            })?;
+        let mut params = params;
         self.ctx
             .bind_to_thread()
             .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;

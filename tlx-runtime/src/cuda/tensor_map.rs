@@ -251,13 +251,18 @@ impl TiledTensorMap {
     /// this makes `device`'s context current on the calling thread, as a
     /// launch does.
     pub fn encode(&self, device: &Device) -> Result<EncodedTensorMap, TensorMapError> {
-        let args = self.driver_args()?;
         let Backend::Cuda(cuda) = device.backend() else {
             return Err(TensorMapError::NotCuda);
         };
+        self.encode_on(&cuda.ctx)
+    }
+
+    /// [`TiledTensorMap::encode`] with the context of an opened CUDA device.
+    pub(crate) fn encode_on(&self, ctx: &CudaContext) -> Result<EncodedTensorMap, TensorMapError> {
+        let args = self.driver_args()?;
         // Opening the device probed the driver library, so cudarc cannot
         // panic for want of it; the guard covers a driver lacking the encoder.
-        catch_unwind(AssertUnwindSafe(|| encode_in(&cuda.ctx, &args))).unwrap_or_else(|_| {
+        catch_unwind(AssertUnwindSafe(|| encode_in(ctx, &args))).unwrap_or_else(|_| {
             Err(TensorMapError::NoDriver(
                 "the CUDA bindings could not call cuTensorMapEncodeTiled".to_string(),
             ))
