@@ -60,10 +60,12 @@ impl<'a, T: Element> TensorDesc<'a, T> {
         });
         match last {
             Some(last) if last < buffer.len() => {}
-            _ => return Err(invalid(format!(
+            _ => {
+                return Err(invalid(format!(
                 "shape {shape:?} with strides {strides:?} reaches past the buffer's {} elements",
                 buffer.len()
-            ))),
+            )))
+            }
         }
         let mut value = TensorDescValue {
             elem: T::SCALAR,
