@@ -10,6 +10,12 @@
 //! correct configuration per shape is reported. `TLX_BENCH_ONLY=GH4` runs
 //! the shapes whose name starts with that.
 
+// Each example brings its own copy of `examples/common`, as it does when built alone.
+#![allow(clippy::duplicate_mod)]
+
+#[path = "../examples/hopper_gemm_pipelined.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_pipelined;
 #[path = "../examples/hopper_gemm_ws.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_ws;
@@ -115,8 +121,9 @@ trait GemmElement: tlx::Element + Copy {
 
 /// The candidates: the block-language kernel's configurations
 /// (`BLOCK_M x BLOCK_N x BLOCK_K`, warps, stages), then the TLX-style
-/// warp-specialized kernel of `examples/hopper_gemm_ws.rs` (bf16 only).
-const CONFIGS: [&str; 7] = [
+/// kernels of `examples/hopper_gemm_ws.rs` and `hopper_gemm_pipelined.rs`
+/// (bf16 only).
+const CONFIGS: [&str; 8] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -124,6 +131,7 @@ const CONFIGS: [&str; 7] = [
     "128x256x32 w8 s7",
     "256x128x64 w8 s4",
     "TLX ws 128x256x64 s3",
+    "TLX pipelined 128x256x64 s3",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -138,7 +146,7 @@ macro_rules! launch_tile {
 }
 
 macro_rules! gemm_element {
-    ($t:ty, $name:literal, $kernel:ident, $tlx:expr) => {
+    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr) => {
         impl GemmElement for $t {
             const NAME: &'static str = $name;
             fn from_f32(x: f32) -> Self {
@@ -165,6 +173,7 @@ macro_rules! gemm_element {
                     4 => launch_tile!($kernel, dev, shape, (a, b, c), 128, 256, 32, 8, 7),
                     5 => launch_tile!($kernel, dev, shape, (a, b, c), 256, 128, 64, 8, 4),
                     6 => return $tlx(dev, (a, b, c), shape),
+                    7 => return $pipelined(dev, (a, b, c), shape),
                     _ => return None,
                 })
             }
@@ -172,10 +181,14 @@ macro_rules! gemm_element {
     };
 }
 
-gemm_element!(bf16, "bf16", matmul_bf16, |dev, (a, b, c), shape| Some(
-    hopper_gemm_ws::gemm(dev, a, b, c, shape)
-));
-gemm_element!(f16, "f16", matmul_f16, |_, _, _| None);
+gemm_element!(
+    bf16,
+    "bf16",
+    matmul_bf16,
+    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm(dev, a, b, c, shape)),
+    |dev, (a, b, c), shape| Some(hopper_gemm_pipelined::gemm(dev, a, b, c, shape))
+);
+gemm_element!(f16, "f16", matmul_f16, |_, _, _| None, |_, _, _| None);
 
 /// xorshift64*: fresh (time-seeded) uniform inputs in [-1, 1).
 struct Rng(u64);

@@ -66,7 +66,7 @@ pub fn hopper_gemm_ws<
                     // The first pass over the ring finds every stage free.
                     barrier_wait(local_view(empty, slot), (it / NUM_STAGES) % 2 ^ 1);
                     let bar = local_view(full, slot);
-                    barrier_expect_bytes(bar, (BM * BK + BK * BN) * 2);
+                    barrier_expect_bytes(bar, (BM * BK + BK * BN) * size_of(dtype_of(a_desc)));
                     async_descriptor_load(a_desc, local_view(a_bufs, 2 * slot), [off_m, kk * BK], bar);
                     async_descriptor_load(a_desc, local_view(a_bufs, 2 * slot + 1), [off_m + 64, kk * BK], bar);
                     async_descriptor_load(b_desc, local_view(b_bufs, slot), [kk * BK, off_n], bar);

@@ -138,6 +138,7 @@ mod tests {
             shared_bytes: 0,
             ptx: &[],
             ir: "",
+            params: &[],
         }],
     };
 

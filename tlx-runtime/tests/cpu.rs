@@ -63,6 +63,7 @@ static ADD: KernelSpec = KernelSpec {
             shared_bytes: 0,
             ptx: &[],
             ir: ADD_IR,
+            params: &[],
         },
         ConfigSpec {
             consts: &[("BLOCK", 8)],
@@ -71,6 +72,7 @@ static ADD: KernelSpec = KernelSpec {
             shared_bytes: 0,
             ptx: &[],
             ir: "kernel \"add\" {\n  %1 = frobnicate\n}\n",
+            params: &[],
         },
     ],
 };

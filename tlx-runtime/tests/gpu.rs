@@ -126,6 +126,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             shared_bytes: 0,
             ptx: &[(Arch::Sm90a, SCALE_ADD_PTX)],
             ir: "",
+            params: &[],
         },
         ConfigSpec {
             consts: &[],
@@ -134,6 +135,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             shared_bytes: 0,
             ptx: &[(Arch::Sm100a, SCALE_ADD_PTX)],
             ir: "",
+            params: &[],
         },
     ],
 };
@@ -160,6 +162,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             shared_bytes: 200 * 1024,
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",
+            params: &[],
         },
         ConfigSpec {
             consts: &[],
@@ -168,6 +171,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             shared_bytes: 400 * 1024,
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",
+            params: &[],
         },
     ],
 };

@@ -32,6 +32,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
         shared_bytes: 0,
         ptx: &[(Arch::Sm90a, STORE_TO_NULL_PTX)],
         ir: "",
+        params: &[],
     }],
 };
 

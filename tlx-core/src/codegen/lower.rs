@@ -851,6 +851,11 @@ fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<u
         }
         let ptr = match &op.kind {
             OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } => *ptr,
+            OpKind::Prim {
+                prim: crate::ir::Prim::AsyncLoad,
+                args,
+                ..
+            } if !args.is_empty() => args[0],
             _ => continue,
         };
         let ty = kernel.type_of(ptr);

@@ -491,6 +491,61 @@ impl<'k> Lowerer<'k> {
         self.context.threads() as usize
     }
 
+    /// TLX's `async_load`: the tile `ptr` points at, copied with `cp.async`
+    /// into the buffer at byte `base` (an i32 operand) of the shared array in
+    /// placement `placed`, masked-off elements zero-filled; the copies join
+    /// this thread's open group.
+    pub fn async_copy_into(
+        &mut self,
+        ptr: ValueId,
+        mask: ValueId,
+        placed: &SharedLayout,
+        base: &str,
+    ) -> Result<()> {
+        let ptrs = self.tensor(ptr)?;
+        let bytes = mem_bytes(crate::ir::Elem::Scalar(
+            self.ty(ptr)
+                .elem()
+                .pointee()
+                .ok_or_else(|| super::lower::malformed("async_load of non-pointers"))?,
+        ));
+        let contiguity = self.axis.get(&ptr).map_or(1, |a| a.contiguity);
+        let chunk = vector_len(&ptrs.layout, contiguity, bytes)
+            .min(placed.contiguous_run(&ptrs.layout, bytes)?);
+        if !matches!(chunk * bytes, 4 | 8 | 16) {
+            return Err(CodegenError::Misuse {
+                message: format!(
+                    "`async_load` of a tile whose rows give {} contiguous bytes per thread",
+                    chunk * bytes
+                ),
+                hint: "cp.async moves 4, 8 or 16 contiguous bytes: load tiles whose last \
+                       dimension is contiguous in memory (build offsets with `arange` along it, \
+                       and `multiple_of` the row stride)"
+                    .into(),
+            });
+        }
+        let ring = RingRead {
+            layout: ptrs.layout.clone(),
+            chunk,
+            ring_offset: 0,
+            slot_bytes: 0,
+            read_slot: String::new(),
+            placement: Some(placed.compose(&ptrs.layout)?),
+        };
+        let masks = self.access_masks(Some(mask), &ring.layout, chunk)?;
+        let copy = TileCopy {
+            ring: &ring,
+            base,
+            ptrs: &ptrs.regs,
+            masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            valid: "true",
+            bytes,
+            align: self.known_alignment(ptr),
+        };
+        self.copy_tile(&copy, CacheModifier::None, EvictionPolicy::Normal);
+        Ok(())
+    }
+
     /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's
     /// base is filled in once the scratch size is known.
     fn slot_base(&mut self, ring: &RingRead, slot: &str) -> String {

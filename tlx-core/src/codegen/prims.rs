@@ -303,6 +303,26 @@ impl<'k> Lowerer<'k> {
                 );
                 Ok(())
             }
+            Prim::AsyncLoad => {
+                let m = self.buffer_type(arg(1)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(1)?)?;
+                self.async_copy_into(arg(0)?, arg(2)?, &placement, &base)
+            }
+            Prim::AsyncLoadCommitGroup => {
+                self.f
+                    .asm("void", "cp.async.commit_group;", "~{memory}", &[]);
+                Ok(())
+            }
+            Prim::AsyncLoadWaitGroup => {
+                let asm = format!("cp.async.wait_group {};", imm(0)?);
+                self.f.asm("void", &asm, "~{memory}", &[]);
+                // Each thread waited for its own copies: make them visible to
+                // the async proxy (wgmma) and to the task's other threads.
+                self.fence_async_shared();
+                self.barrier();
+                Ok(())
+            }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let step = if *prim == Prim::NamedBarrierWait {
                     "sync"

@@ -170,6 +170,15 @@ pub enum InterpError {
         task: String,
         buffer: usize,
     },
+    #[error(
+        "{at}, task `{task}`: read of shared buffer #{buffer} while an `async_load` of this task \
+         may still be filling it; commit the group and `async_load_wait_group` for it first"
+    )]
+    AsyncLoadPending {
+        at: Site,
+        task: String,
+        buffer: usize,
+    },
     #[error("{at}: index {index} of {count} buffers or barriers; `local_view` takes 0..{count}")]
     ViewIndex { at: Site, index: i64, count: usize },
     #[error("{at}, task `{task}`: {race}")]

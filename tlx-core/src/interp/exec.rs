@@ -89,6 +89,9 @@ pub(crate) struct Executor<'k> {
     replica: u32,
     /// The GPU threads the task stands for (named barriers count them).
     threads: u32,
+    /// Shared buffers this task's `async_load`s are filling: the open group,
+    /// then the committed groups not yet waited for, oldest first.
+    async_loads: prim::AsyncLoads,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -129,6 +132,7 @@ impl<'k> Executor<'k> {
             named_after_program: false,
             replica: 0,
             threads: kernel.options.num_warps * 32,
+            async_loads: prim::AsyncLoads::default(),
         }
     }
 
@@ -167,6 +171,7 @@ impl<'k> Executor<'k> {
                     named_after_program: self.named_after_program,
                     replica,
                     threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
+                    async_loads: prim::AsyncLoads::default(),
                 }));
             }
         }
@@ -208,6 +213,7 @@ impl<'k> Executor<'k> {
         self.env.iter_mut().for_each(|slot| *slot = None);
         self.flags.iter_mut().for_each(|slot| *slot = None);
         self.frames.clear();
+        self.async_loads = prim::AsyncLoads::default();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }

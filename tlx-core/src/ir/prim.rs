@@ -52,6 +52,16 @@ pub enum Prim {
     /// `async_dot_wait(pendings, acc)`: until at most `pendings` `async_dot`
     /// groups are in flight; gives `acc` back, now complete.
     AsyncDotWait,
+    /// `async_load(ptrs, buffer, mask)`: a `cp.async` copy of the elements
+    /// `ptrs` point at into `buffer` (masked-off ones read zero), in this
+    /// thread's open group.
+    AsyncLoad,
+    /// `async_load_commit_group()`: closes the open group of `async_load`s.
+    AsyncLoadCommitGroup,
+    /// `async_load_wait_group(pendings)`: until at most `pendings` committed
+    /// groups are in flight; the copies before them are then visible to the
+    /// whole task (and to the async proxy, for `async_dot`).
+    AsyncLoadWaitGroup,
     /// `named_barrier_wait(id, num_threads)`: hardware barrier `id`.
     NamedBarrierWait,
     /// `named_barrier_arrive(id, num_threads)`.
@@ -83,7 +93,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 16] = [
+    pub const ALL: [Prim; 19] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalLoad,
@@ -98,6 +108,9 @@ impl Prim {
         Prim::AsyncDescriptorStoreWait,
         Prim::AsyncDot,
         Prim::AsyncDotWait,
+        Prim::AsyncLoad,
+        Prim::AsyncLoadCommitGroup,
+        Prim::AsyncLoadWaitGroup,
         Prim::NamedBarrierWait,
         Prim::NamedBarrierArrive,
     ];
@@ -119,6 +132,9 @@ impl Prim {
             Prim::AsyncDescriptorStoreWait => "async_descriptor_store_wait",
             Prim::AsyncDot => "async_dot",
             Prim::AsyncDotWait => "async_dot_wait",
+            Prim::AsyncLoad => "async_load",
+            Prim::AsyncLoadCommitGroup => "async_load_commit_group",
+            Prim::AsyncLoadWaitGroup => "async_load_wait_group",
             Prim::NamedBarrierWait => "named_barrier_wait",
             Prim::NamedBarrierArrive => "named_barrier_arrive",
         }
@@ -150,6 +166,9 @@ impl Prim {
             Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings"], 0),
             Prim::AsyncDot => sig(&["a", "b", "acc"], &[], 1),
             Prim::AsyncDotWait => sig(&["acc"], &["pendings"], 1),
+            Prim::AsyncLoad => sig(&["ptrs", "buffer", "mask"], &[], 0),
+            Prim::AsyncLoadCommitGroup => sig(&[], &[], 0),
+            Prim::AsyncLoadWaitGroup => sig(&[], &["pendings"], 0),
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 sig(&[], &["id", "num_threads"], 0)
             }
@@ -203,6 +222,20 @@ impl Prim {
                 writes: super::MemorySpaces::only(Global),
                 async_role: Some(AsyncRole::Starts),
                 ..Effects::PURE
+            },
+            Prim::AsyncLoad => Effects {
+                reads: super::MemorySpaces::only(Global),
+                writes: super::MemorySpaces::only(Shared),
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::AsyncLoadCommitGroup => Effects {
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::AsyncLoadWaitGroup => Effects {
+                async_role: Some(AsyncRole::Completes),
+                ..syncs
             },
             Prim::AsyncDescriptorStoreWait | Prim::AsyncDotWait => Effects {
                 async_role: Some(AsyncRole::Completes),
@@ -347,6 +380,15 @@ impl Prim {
                 same(operands[2], &acc, "the accumulator")?;
                 same(results[0], &acc, "the result")
             }
+            Prim::AsyncLoad => {
+                let m = one_buffer(operands[1], "`async_load`")?;
+                let ptrs = Type::tensor(super::Elem::global_ptr(m.elem()), m.shape().to_vec());
+                same(operands[0], &ptrs, "the pointers")?;
+                let mask = Type::tensor(ScalarType::Bool.into(), m.shape().to_vec());
+                same(operands[2], &mask, "the mask")
+            }
+            Prim::AsyncLoadCommitGroup => Ok(()),
+            Prim::AsyncLoadWaitGroup => non_negative(imms[0], "pendings"),
             Prim::AsyncDotWait => {
                 non_negative(imms[0], "pendings")?;
                 same(results[0], operands[0], "the result")

@@ -1916,6 +1916,21 @@ mod tests {
             },
             vec![],
         );
+        // Every primitive, in the shape its row gives (types do not matter
+        // to the text): operands, a repeat of a variadic one, immediates.
+        for prim in crate::ir::Prim::ALL {
+            let sig = prim.signature();
+            let count = sig.operands.len() + usize::from(sig.variadic);
+            let imms = (0..sig.immediates.len() as i64).map(|i| i - 1).collect();
+            b.push(
+                OpKind::Prim {
+                    prim,
+                    args: vec![n; count],
+                    imms,
+                },
+                vec![t(I32, &[]); sig.results],
+            );
+        }
         b.finish()
     }
 

@@ -106,6 +106,13 @@ impl<'a> Lowerer<'a> {
                 }
                 Ok(Val::Ir(self.b.push1(OpKind::MultipleOf { value: x, factor: factor as u32 }, ty)))
             }
+            // TLX's `size_of(dtype)`: bytes per element, a compile-time integer
+            // (`barrier_expect_bytes(bar, size_of(dtype_of(desc)) * BM * BK)`).
+            "size_of" => {
+                let a = args.bind(&["dtype"], 1)?;
+                let dtype = self.dtype_of_expr(self.expr_arg(a[0])?)?;
+                Ok(Val::Const(ConstVal::Int(dtype.size_bytes() as i64)))
+            }
             "cluster_cta_rank" => {
                 args.bind(&[], 0)?;
                 Ok(Val::Ir(self.b.push1(OpKind::ClusterCtaRank, Type::scalar(ScalarType::I32))))

@@ -502,8 +502,34 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Ir(out))
     }
 
-    /// A dtype argument: a scalar type name such as `f32`.
+    /// A dtype argument: a scalar type name such as `f32`, or TLX's
+    /// `dtype_of(x)`: the element type of a variable (a tensor, pointer,
+    /// buffer or descriptor).
     pub(super) fn dtype_of_expr(&self, e: &Expr) -> R<ScalarType> {
+        if let Expr::Call(call) = e {
+            let is_dtype_of = matches!(&*call.func, Expr::Path(p) if p.path.is_ident("dtype_of"));
+            if let (true, Some(Expr::Path(arg))) = (is_dtype_of, call.args.first()) {
+                let name = arg
+                    .path
+                    .get_ident()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let elem = match self.lookup(&name) {
+                    Some(Val::Ir(v)) => {
+                        let t = self.ty(*v);
+                        t.elem().scalar().or_else(|| t.elem().pointee())
+                    }
+                    _ => None,
+                };
+                return elem.ok_or_else(|| {
+                    Diagnostic::new(
+                        arg.span(),
+                        format!("`dtype_of({name})`: `{name}` is not a value with an element type"),
+                    )
+                    .with_hint("pass a tensor, pointer, buffer or descriptor variable")
+                });
+            }
+        }
         if let Expr::Path(p) = e {
             if let Some(s) = p
                 .path

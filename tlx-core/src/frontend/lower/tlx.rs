@@ -152,6 +152,40 @@ impl<'a> Lowerer<'a> {
                 let result = self.ty(acc);
                 (vec![acc], vec![pendings], vec![result])
             }
+            Prim::AsyncLoad => {
+                let a = args.bind(&["ptrs", "buffer", "mask", "other"], 2)?;
+                let ptrs = self.ir_arg(a[0])?;
+                let buffer = self.ir_arg(a[1])?;
+                let shape = self.ty(buffer).shape().to_vec();
+                if let Some(other) = a[3] {
+                    let zero = matches!(self.eval_const(other, "`other`"), Ok(ConstVal::Int(0)))
+                        || matches!(self.eval_const(other, "`other`"), Ok(ConstVal::Float(f)) if f == 0.0);
+                    if !zero {
+                        return Err(Diagnostic::new(other.span(), "`async_load` fills masked-off elements with zeros only")
+                            .with_hint("drop `other` (or write `other = 0`); apply another value after `local_load` with `where`"));
+                    }
+                }
+                let mask = match a[2] {
+                    Some(e) => {
+                        let m = self.ir_arg(Some(e))?;
+                        self.broadcast_to(m, &shape, e.span())?
+                    }
+                    None => {
+                        let t = self.constant(ConstVal::Bool(true), Type::scalar(ScalarType::Bool));
+                        self.broadcast_to(t, &shape, span)?
+                    }
+                };
+                (vec![ptrs, buffer, mask], vec![], vec![])
+            }
+            Prim::AsyncLoadCommitGroup => {
+                args.bind(&[], 0)?;
+                (vec![], vec![], vec![])
+            }
+            Prim::AsyncLoadWaitGroup => {
+                let a = args.bind(&["pendings"], 1)?;
+                let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
+                (vec![], vec![pendings], vec![])
+            }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let a = args.bind(&["bar_id", "num_threads"], 2)?;
                 let id = self.const_int(self.expr_arg(a[0])?, "a named barrier id")?;

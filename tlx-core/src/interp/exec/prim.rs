@@ -18,6 +18,20 @@ use super::super::wait::{Wait, WaitReason};
 use super::super::{dot, global};
 use super::Executor;
 
+/// The shared buffers a task's `async_load`s (`cp.async`) are filling, by
+/// buffer id: the open group, and the committed groups not yet waited for.
+#[derive(Clone, Debug, Default)]
+pub(super) struct AsyncLoads {
+    open: Vec<usize>,
+    committed: std::collections::VecDeque<Vec<usize>>,
+}
+
+impl AsyncLoads {
+    fn filling(&self, buffer: usize) -> bool {
+        self.open.contains(&buffer) || self.committed.iter().any(|g| g.contains(&buffer))
+    }
+}
+
 /// Why a primitive did not complete.
 enum Stop {
     Fault(Fault),
@@ -233,6 +247,40 @@ impl<'k> Executor<'k> {
                 self.set(Self::result(op, 0)?, acc)?;
                 Ok(())
             }
+            Prim::AsyncLoad => {
+                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
+                let elem = shared.smem.elem(alloc)?;
+                let mask = Rc::clone(self.get(arg(2)?)?);
+                let zero = match Repr::of_scalar(elem) {
+                    Repr::Float => Data::Float(vec![0.0]),
+                    _ => Data::Int(vec![0]),
+                };
+                let ptrs = Rc::clone(self.get(arg(0)?)?);
+                let data = global::load(
+                    self.mem,
+                    self.check_uninit,
+                    elem,
+                    ptrs.ptrs()?,
+                    Some(mask.bools()?),
+                    Some(&zero),
+                )?;
+                shared.smem.store(alloc, buffer, data)?;
+                let id = shared.smem.buffer_id(alloc, buffer);
+                self.async_loads.open.push(id);
+                Ok(())
+            }
+            Prim::AsyncLoadCommitGroup => {
+                let group = std::mem::take(&mut self.async_loads.open);
+                self.async_loads.committed.push_back(group);
+                Ok(())
+            }
+            Prim::AsyncLoadWaitGroup => {
+                let pendings = imm(0)? as usize;
+                while self.async_loads.committed.len() > pendings {
+                    self.async_loads.committed.pop_front();
+                }
+                Ok(())
+            }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let (id, threads) = (imm(0)? as u32, imm(1)? as u32);
                 let wait = prim == Prim::NamedBarrierWait;
@@ -300,6 +348,13 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
+        if self.async_loads.filling(id) {
+            return Err(Stop::Error(InterpError::AsyncLoadPending {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                buffer: id,
+            }));
+        }
         if !shared.smem.written(alloc, buffer) {
             return Err(Stop::Error(InterpError::UnwrittenShared {
                 at: self.site(Some(op)),
