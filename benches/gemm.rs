@@ -13,6 +13,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/hopper_gemm_pipe.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_pipe;
 #[path = "../examples/hopper_gemm_pipelined.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_pipelined;
@@ -121,9 +124,9 @@ trait GemmElement: tlx::Element + Copy {
 
 /// The candidates: the block-language kernel's configurations
 /// (`BLOCK_M x BLOCK_N x BLOCK_K`, warps, stages), then the TLX-style
-/// kernels of `examples/hopper_gemm_ws.rs` and `hopper_gemm_pipelined.rs`
-/// (bf16 only).
-const CONFIGS: [&str; 8] = [
+/// kernels of `examples/hopper_gemm_ws.rs`, `hopper_gemm_pipelined.rs` and
+/// `hopper_gemm_pipe.rs` (bf16 only).
+const CONFIGS: [&str; 9] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -132,6 +135,7 @@ const CONFIGS: [&str; 8] = [
     "256x128x64 w8 s4",
     "TLX ws 128x256x64 s3",
     "TLX pipelined 128x256x64 s3",
+    "TLX pipe! 128x256x64 s3",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -146,7 +150,7 @@ macro_rules! launch_tile {
 }
 
 macro_rules! gemm_element {
-    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr) => {
+    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr, $pipe:expr) => {
         impl GemmElement for $t {
             const NAME: &'static str = $name;
             fn from_f32(x: f32) -> Self {
@@ -174,6 +178,7 @@ macro_rules! gemm_element {
                     5 => launch_tile!($kernel, dev, shape, (a, b, c), 256, 128, 64, 8, 4),
                     6 => return $tlx(dev, (a, b, c), shape),
                     7 => return $pipelined(dev, (a, b, c), shape),
+                    8 => return $pipe(dev, (a, b, c), shape),
                     _ => return None,
                 })
             }
@@ -186,9 +191,17 @@ gemm_element!(
     "bf16",
     matmul_bf16,
     |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm(dev, a, b, c, shape)),
-    |dev, (a, b, c), shape| Some(hopper_gemm_pipelined::gemm(dev, a, b, c, shape))
+    |dev, (a, b, c), shape| Some(hopper_gemm_pipelined::gemm(dev, a, b, c, shape)),
+    |dev, (a, b, c), shape| Some(hopper_gemm_pipe::gemm(dev, a, b, c, shape))
 );
-gemm_element!(f16, "f16", matmul_f16, |_, _, _| None, |_, _, _| None);
+gemm_element!(
+    f16,
+    "f16",
+    matmul_f16,
+    |_, _, _| None,
+    |_, _, _| None,
+    |_, _, _| None
+);
 
 /// xorshift64*: fresh (time-seeded) uniform inputs in [-1, 1).
 struct Rng(u64);

@@ -120,6 +120,29 @@ fn reject_nested_allocations(block: &Block) -> Result<()> {
     Ok(())
 }
 
+/// How a `local_slice` from `from` to `to` moves the base: along which
+/// dimension, and bytes per unit of its offset; `None` when the slice is not
+/// laid out in the buffer as a buffer of its own shape would be.
+fn slice_step(from: &SharedMemoryType, to: &SharedMemoryType) -> Option<(usize, usize)> {
+    let eb = from.elem().size_bytes();
+    let (f, t) = (from.shape(), to.shape());
+    let rest = |d: usize| f[d + 1..].iter().product::<usize>();
+    let sliced: Vec<usize> = (0..f.len()).filter(|&d| f[d] != t[d]).collect();
+    match (layout_swizzle(from.swizzle()), sliced.as_slice()) {
+        (_, []) => Some((0, 0)),
+        // Whole rows: row-major, or NVMMA with one column block.
+        (None, [0]) => Some((0, rest(0) * eb)),
+        (Some(s), [0]) if f.len() == 2 && f[1] * eb == s.atom_bytes() => Some((0, f[1] * eb)),
+        // Whole column blocks of an NVMMA buffer (all rows).
+        (Some(s), [1]) if f.len() == 2 && (t[1] * eb) % s.atom_bytes() == 0 => {
+            // One atom column block spans `rows * atom` bytes.
+            let atom_elems = s.atom_bytes() / eb;
+            Some((1, f[0] * s.atom_bytes() / atom_elems))
+        }
+        _ => None,
+    }
+}
+
 fn elem_of(m: &SharedMemoryType) -> Elem {
     Elem::Scalar(m.elem())
 }
@@ -168,6 +191,26 @@ impl<'k> Lowerer<'k> {
                 let base = self.register(arg(0)?)?;
                 let index = self.register(arg(1)?)?;
                 let delta = self.f.inst(format!("mul i32 {index}, {stride}"));
+                let at = self.f.inst(format!("add i32 {base}, {delta}"));
+                self.define_register(result()?, at)
+            }
+            Prim::LocalSlice => {
+                let from = self.buffer_type(arg(0)?)?;
+                let to = self.buffer_type(result()?)?;
+                let (dim, step) = slice_step(&from, &to).ok_or_else(|| CodegenError::Misuse {
+                    message: format!(
+                        "`local_slice` of a {:?} sub-tile of a {:?} buffer (line {})",
+                        to.shape(),
+                        from.shape(),
+                        op.loc.line
+                    ),
+                    hint: "slices are whole rows (all columns, at a row offset that is a multiple \
+                           of 8 for swizzled buffers) or whole column blocks of the swizzle atom"
+                        .into(),
+                })?;
+                let base = self.register(arg(0)?)?;
+                let offset = self.register(arg(1 + dim)?)?;
+                let delta = self.f.inst(format!("mul i32 {offset}, {step}"));
                 let at = self.f.inst(format!("add i32 {base}, {delta}"));
                 self.define_register(result()?, at)
             }

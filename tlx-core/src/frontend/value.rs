@@ -1,6 +1,8 @@
 //! Values during lowering: IR values, compile-time constants (literals,
 //! const generics, unrolled indices), tuples; and constant folding.
 
+use std::rc::Rc;
+
 use crate::ir::{BinaryOp, CmpPred, Literal, ScalarType, ValueId};
 
 /// A compile-time constant. It has no IR type until it meets a typed value
@@ -77,8 +79,38 @@ pub enum Val {
     Ir(ValueId),
     Const(ConstVal),
     Tuple(Vec<Val>),
+    /// A TLE pipe, one of its endpoints, or a slot (see `lower/pipe.rs`).
+    Pipe(PipeVal),
     /// What a statement-like expression (a call to `store`, a loop) gives.
     Unit,
+}
+
+/// A pipe value of the kernel language.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PipeVal {
+    Pipe(Rc<Pipe>),
+    Writer(Rc<Pipe>),
+    /// A reader endpoint, subscribed to `fields` (all when `None`).
+    Reader {
+        pipe: Rc<Pipe>,
+        fields: Option<Vec<String>>,
+    },
+    /// A stage's fields, by name, as buffer views.
+    Slot(Vec<(String, ValueId)>),
+}
+
+/// A pipe's fixed parts.
+#[derive(Debug, PartialEq)]
+pub struct Pipe {
+    pub(crate) id: usize,
+    pub(crate) capacity: i64,
+    /// Each field's name and its `capacity` buffers.
+    pub(crate) fields: Vec<(String, ValueId)>,
+    pub(crate) full: ValueId,
+    pub(crate) empty: ValueId,
+    pub(crate) one_shot: bool,
+    /// Reader names the pipe declared (`readers = ["mma", "epilogue"]`).
+    pub(crate) readers: Vec<String>,
 }
 
 /// Folds a binary operator on two constants; `None` when it does not apply

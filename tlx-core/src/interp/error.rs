@@ -179,6 +179,13 @@ pub enum InterpError {
         task: String,
         buffer: usize,
     },
+    #[error("{at}: a {shape:?} slice at {offsets:?} does not fit in a {of:?} buffer")]
+    SliceBounds {
+        at: Site,
+        offsets: Vec<i64>,
+        shape: Vec<usize>,
+        of: Vec<usize>,
+    },
     #[error("{at}: index {index} of {count} buffers or barriers; `local_view` takes 0..{count}")]
     ViewIndex { at: Site, index: i64, count: usize },
     #[error("{at}, task `{task}`: {race}")]

@@ -24,8 +24,14 @@ pub(crate) struct Ptr {
 /// descriptor value refers to.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Handle {
-    /// Buffers `first..` of allocation `alloc` (see `shared::SharedMemory`).
-    Shared { alloc: usize, first: usize },
+    /// Buffers `first..` of allocation `alloc` (see `shared::SharedMemory`);
+    /// with `window`, only those flat elements of buffer `first`, in the
+    /// order of the view (a `local_slice`).
+    Shared {
+        alloc: usize,
+        first: usize,
+        window: Option<std::sync::Arc<Vec<usize>>>,
+    },
     /// mbarriers `first..` of the program (or cluster) state.
     Barriers { first: usize },
     /// A global tensor that TMA copies read and write.

@@ -19,6 +19,9 @@ pub enum Prim {
     LocalAlloc,
     /// `local_view(buffers, i)`: buffer (or mbarrier) `i` of an allocation.
     LocalView,
+    /// `local_slice(buffer, offsets, shapes)`: the sub-tile of `shapes`
+    /// (the result type's) at `offsets` of a buffer, as a buffer.
+    LocalSlice,
     /// `local_load(buffer)`: a buffer's contents as a register tensor.
     LocalLoad,
     /// `local_store(buffer, value)`.
@@ -93,9 +96,10 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 19] = [
+    pub const ALL: [Prim; 20] = [
         Prim::LocalAlloc,
         Prim::LocalView,
+        Prim::LocalSlice,
         Prim::LocalLoad,
         Prim::LocalStore,
         Prim::AllocBarriers,
@@ -120,6 +124,7 @@ impl Prim {
         match self {
             Prim::LocalAlloc => "local_alloc",
             Prim::LocalView => "local_view",
+            Prim::LocalSlice => "local_slice",
             Prim::LocalLoad => "local_load",
             Prim::LocalStore => "local_store",
             Prim::AllocBarriers => "alloc_barriers",
@@ -148,6 +153,10 @@ impl Prim {
         match self {
             Prim::LocalAlloc => sig(&[], &[], 1),
             Prim::LocalView => sig(&["buffers", "index"], &[], 1),
+            Prim::LocalSlice => PrimSignature {
+                variadic: true,
+                ..sig(&["buffer", "offsets"], &[], 1)
+            },
             Prim::LocalLoad => sig(&["buffer"], &[], 1),
             Prim::LocalStore => sig(&["buffer", "value"], &[], 0),
             Prim::AllocBarriers => sig(&[], &["arrive_count"], 1),
@@ -188,7 +197,7 @@ impl Prim {
                 writes: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
             },
-            Prim::LocalView => Effects::PURE,
+            Prim::LocalView | Prim::LocalSlice => Effects::PURE,
             Prim::LocalLoad => Effects {
                 reads: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
@@ -289,6 +298,36 @@ impl Prim {
                     (Type::Barriers(_), Type::Barriers(one)) if one.count() == 1 => Ok(()),
                     (from, to) => Err(format!("`local_view` of {from} cannot give {to}")),
                 }
+            }
+            Prim::LocalSlice => {
+                let m = one_buffer(operands[0], "`local_slice`")?;
+                let Type::SharedMemory(r) = results[0] else {
+                    return Err(format!("`local_slice` gives a buffer, not {}", results[0]));
+                };
+                let fits = r.buffers() == 1
+                    && r.elem() == m.elem()
+                    && r.swizzle() == m.swizzle()
+                    && r.shape().len() == m.shape().len()
+                    && r.shape()
+                        .iter()
+                        .zip(m.shape())
+                        .all(|(a, b)| (1..=*b).contains(a));
+                if !fits {
+                    return Err(format!(
+                        "a slice of {} cannot be {}",
+                        operands[0], results[0]
+                    ));
+                }
+                if operands.len() - 1 != m.shape().len() {
+                    return Err(format!(
+                        "{} offsets for a {}-d buffer",
+                        operands.len() - 1,
+                        m.shape().len()
+                    ));
+                }
+                operands[1..]
+                    .iter()
+                    .try_for_each(|t| i32_scalar(t, "an offset"))
             }
             Prim::LocalLoad => {
                 let m = one_buffer(operands[0], "`local_load`")?;

@@ -12,6 +12,11 @@ use syn::spanned::Spanned;
 use syn::Expr;
 
 /// Builtins that may also be called as methods (`x.exp()`), receiver first.
+/// Methods of pipes, their endpoints and slots (see `pipe.rs`).
+const PIPE_METHODS: &[&str] = &[
+    "writer", "reader", "acquire", "commit", "wait", "release", "slot",
+];
+
 const METHODS: &[&str] = &[
     "to",
     "exp",
@@ -193,6 +198,13 @@ impl<'a> Lowerer<'a> {
                 Diagnostic::new(t.span(), "type arguments are not supported")
                     .with_hint("pass the dtype as an argument, e.g. `x.to(f16)`"),
             );
+        }
+        if PIPE_METHODS.contains(&name.as_str()) {
+            let receiver = self.lower_expr(&m.receiver)?;
+            let args = CallArgs::new(name.clone(), m.method.span(), None, m.args.iter())?;
+            if let Some(result) = self.pipe_method(&receiver, &args) {
+                return result;
+            }
         }
         if !METHODS.contains(&name.as_str()) {
             return Err(

@@ -240,7 +240,7 @@ impl<'a> Lowerer<'a> {
                 block.ops.push(self.b.op(kind, vec![id]));
                 id
             }
-            Val::Tuple(_) | Val::Unit => self.b.new_value(ty.clone()),
+            Val::Tuple(_) | Val::Pipe(_) | Val::Unit => self.b.new_value(ty.clone()),
         }
     }
 

@@ -124,6 +124,9 @@ impl<'a> Lowerer<'a> {
             Expr::Field(f) => {
                 let base = self.lower_expr(&f.base)?;
                 match (&f.member, base) {
+                    (syn::Member::Named(name), Val::Pipe(slot)) => {
+                        self.pipe_field(&slot, &name.to_string(), f.member.span())
+                    }
                     (syn::Member::Unnamed(i), Val::Tuple(items)) => {
                         items.into_iter().nth(i.index as usize).ok_or_else(|| {
                             Diagnostic::new(f.member.span(), "tuple index out of range")
@@ -181,6 +184,7 @@ impl<'a> Lowerer<'a> {
                 "references are not supported in kernels",
             )
             .with_hint("pass values directly; tensors are values")),
+            Expr::Macro(m) if m.mac.path.is_ident("pipe") => self.lower_pipe_macro(&m.mac),
             Expr::Macro(m) => Err(macro_error(&m.mac)),
             Expr::Array(a) => Err(Diagnostic::new(
                 a.span(),

@@ -7,6 +7,7 @@ mod calls;
 mod control;
 mod expr;
 mod memory;
+mod pipe;
 mod tasks;
 mod tlx;
 mod typing;
@@ -41,6 +42,12 @@ pub(super) struct Lowerer<'a> {
     task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
     /// Lowering the body of a task of `async_tasks!`.
     in_task: bool,
+    /// The task being lowered: its index in its region and its replicas.
+    current_task: Option<(usize, u32)>,
+    /// What lowering learned about each `pipe!`, by pipe id.
+    pipes: Vec<pipe::PipeState>,
+    /// Field views of acquired pipe stages, which TMA copies may fill.
+    slot_fields: HashMap<crate::ir::ValueId, pipe::SlotField>,
 }
 
 pub(super) fn lower_body(
@@ -99,13 +106,18 @@ pub(super) fn lower_body(
         cluster_barriers: Vec::new(),
         task_regions: &task_regions,
         in_task: false,
+        current_task: None,
+        pipes: Vec::new(),
+        slot_fields: HashMap::new(),
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);
     match result {
         Err(e) => errors.push(e),
         Ok(_) if errors.is_empty() => {
-            let kernel = lowerer.b.finish();
+            let pipes = std::mem::take(&mut lowerer.pipes);
+            let mut kernel = lowerer.b.finish();
+            pipe::finish_pipes(&pipes, &mut kernel.body);
             check_cluster_sync(&kernel, &lowerer.cluster_barriers, sig)?;
             return Ok(kernel);
         }

@@ -131,12 +131,14 @@ impl<'a> Lowerer<'a> {
         };
         let before = self.scopes().clone();
         let mut tasks = Vec::new();
-        for task in &parsed.tasks {
+        for (index, task) in parsed.tasks.iter().enumerate() {
             let region = self.task_options(task)?;
             self.b.begin_block(vec![]);
             self.push_scope();
             self.in_task = true;
+            self.current_task = Some((index, region.replicate));
             let lowered = self.lower_stmts(&task.body.stmts);
+            self.current_task = None;
             self.in_task = false;
             self.pop_scope();
             let body = self.b.end_block();

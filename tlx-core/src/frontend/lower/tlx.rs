@@ -77,6 +77,20 @@ impl<'a> Lowerer<'a> {
                 };
                 (vec![buffers, index], vec![], vec![view])
             }
+            Prim::LocalSlice => {
+                let a = args.bind(&["buffer", "offsets", "shapes"], 3)?;
+                let buffer = self.ir_arg(a[0])?;
+                let offsets = self.offsets_arg(self.expr_arg(a[1])?)?;
+                let shape = self.shape_arg(self.expr_arg(a[2])?)?;
+                let Type::SharedMemory(m) = self.ty(buffer) else {
+                    return Err(Diagnostic::new(span, "`local_slice` takes a shared buffer")
+                        .with_hint("pick one buffer with `local_view(buffers, i)` first"));
+                };
+                let sliced = SharedMemoryType::new(m.elem(), shape, 1, m.swizzle(), m.mutable());
+                let mut operands = vec![buffer];
+                operands.extend(offsets);
+                (operands, vec![], vec![Type::SharedMemory(sliced)])
+            }
             Prim::LocalLoad => {
                 let a = args.bind(&names(&[]), 1)?;
                 let buffer = self.ir_arg(a[0])?;
@@ -117,10 +131,24 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![], vec![])
             }
             Prim::AsyncDescriptorLoad => {
-                let a = args.bind(&["desc", "buffer", "offsets", "barrier"], 4)?;
+                let a = args.bind(&["desc", "buffer", "offsets", "barrier"], 3)?;
                 let desc = self.ir_arg(a[0])?;
                 let buffer = self.ir_arg(a[1])?;
-                let barrier = self.ir_arg(a[3])?;
+                let barrier = match a[3] {
+                    Some(e) => self.ir_arg(Some(e))?,
+                    None => {
+                        // Into a pipe stage: its `full` barrier, and its commit
+                        // announces these bytes.
+                        let t = self.ty(buffer);
+                        let bytes = (t.numel()
+                            * t.elem().scalar().map_or(1, ScalarType::size_bytes))
+                            as i64;
+                        self.pipe_copy_barrier(buffer, bytes).ok_or_else(|| {
+                            Diagnostic::new(span, "`async_descriptor_load` without a barrier")
+                                .with_hint("pass the mbarrier the copy completes on (`barrier = local_view(bars, i)`), or copy into a field of a pipe stage (`slot.x`), whose commit waits for it")
+                        })?
+                    }
+                };
                 let mut operands = vec![desc, buffer, barrier];
                 operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
                 (operands, vec![], vec![])
@@ -193,6 +221,22 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![id, threads], vec![])
             }
         };
+        Ok(match self.emit_prim(prim, operands, imms, results, span)? {
+            Some(v) => Val::Ir(v),
+            None => Val::Unit,
+        })
+    }
+
+    /// Appends a primitive after its row's typing rule accepted it; its
+    /// result, if it has one.
+    pub(super) fn emit_prim(
+        &mut self,
+        prim: Prim,
+        operands: Vec<ValueId>,
+        imms: Vec<i64>,
+        results: Vec<Type>,
+        span: proc_macro2::Span,
+    ) -> R<Option<ValueId>> {
         let operand_types: Vec<Type> = operands.iter().map(|&v| self.ty(v)).collect();
         let operand_refs: Vec<&Type> = operand_types.iter().collect();
         let result_refs: Vec<&Type> = results.iter().collect();
@@ -207,11 +251,7 @@ impl<'a> Lowerer<'a> {
             args: operands,
             imms,
         };
-        let ids = self.b.push(kind, results);
-        Ok(match ids.first() {
-            Some(&v) => Val::Ir(v),
-            None => Val::Unit,
-        })
+        Ok(self.b.push(kind, results).first().copied())
     }
 
     /// A compile-time integer argument, `default` when absent.

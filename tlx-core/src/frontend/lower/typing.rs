@@ -102,6 +102,11 @@ impl Lowerer<'_> {
                 Diagnostic::new(span, "a tuple cannot be used as a value here")
                     .with_hint("destructure it first: `let (a, b) = ...;`"),
             ),
+            Val::Pipe(_) => Err(Diagnostic::new(
+                span,
+                "a pipe, endpoint or slot cannot be used as a value here",
+            )
+            .with_hint("use a slot's fields (`slot.x`), or call the endpoint's methods")),
             Val::Unit => Err(Diagnostic::new(span, "this expression has no value")),
         }
     }

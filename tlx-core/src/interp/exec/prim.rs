@@ -103,7 +103,14 @@ impl<'k> Executor<'k> {
                 };
                 let numel = m.shape().iter().product();
                 let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
-                self.define_handle(op, Handle::Shared { alloc, first: 0 })
+                self.define_handle(
+                    op,
+                    Handle::Shared {
+                        alloc,
+                        first: 0,
+                        window: None,
+                    },
+                )
             }
             Prim::LocalView => {
                 let index = self.get(arg(1)?)?.scalar_int()?;
@@ -119,10 +126,18 @@ impl<'k> Executor<'k> {
                     }));
                 }
                 let view = match self.get(arg(0)?)?.handle()? {
-                    Handle::Shared { alloc, first } => Handle::Shared {
+                    Handle::Shared {
+                        alloc,
+                        first,
+                        window: None,
+                    } => Handle::Shared {
                         alloc: *alloc,
                         first: first + index as usize,
+                        window: None,
                     },
+                    Handle::Shared { .. } => {
+                        return Err(Fault::malformed("a view of a slice").into())
+                    }
                     Handle::Barriers { first } => Handle::Barriers {
                         first: first + index as usize,
                     },
@@ -132,17 +147,52 @@ impl<'k> Executor<'k> {
                 };
                 self.define_handle(op, view)
             }
+            Prim::LocalSlice => {
+                let Handle::Shared {
+                    alloc,
+                    first,
+                    window,
+                } = self.get(arg(0)?)?.handle()?.clone()
+                else {
+                    return Err(Fault::malformed("a slice of a non-buffer").into());
+                };
+                let from = self.type_of(arg(0)?)?.shape().to_vec();
+                let to = self.type_of(Self::result(op, 0)?)?.shape().to_vec();
+                let offsets = self.offsets(&args[1..])?;
+                let within = slice_indices(&from, &to, &offsets).ok_or_else(|| {
+                    Stop::Error(InterpError::SliceBounds {
+                        at: self.site(Some(op)),
+                        offsets: offsets.clone(),
+                        shape: to.clone(),
+                        of: from.clone(),
+                    })
+                })?;
+                // A slice of a slice picks from its parent's elements.
+                let flat = match window {
+                    Some(parent) => within.iter().map(|&i| parent[i]).collect(),
+                    None => within,
+                };
+                let window = Some(std::sync::Arc::new(flat));
+                self.define_handle(
+                    op,
+                    Handle::Shared {
+                        alloc,
+                        first,
+                        window,
+                    },
+                )
+            }
             Prim::LocalLoad => {
-                let (alloc, buffer) = self.buffer_of(arg(0)?)?;
-                self.check_read(op, shared, alloc, buffer, task)?;
-                let data = shared.smem.buffer(alloc, buffer)?.clone();
+                let view = self.buffer_view(arg(0)?)?;
+                self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                let data = view.read(shared)?;
                 self.define(op, 0, data)?;
                 Ok(())
             }
             Prim::LocalStore => {
-                let (alloc, buffer) = self.buffer_of(arg(0)?)?;
+                let view = self.buffer_view(arg(0)?)?;
                 let data = self.get(arg(1)?)?.data.clone();
-                shared.smem.store(alloc, buffer, data)?;
+                view.write(shared, data)?;
                 Ok(())
             }
             Prim::AllocBarriers => {
@@ -197,7 +247,8 @@ impl<'k> Executor<'k> {
             Prim::FenceAsyncShared | Prim::AsyncDescriptorStoreWait => Ok(()),
             Prim::AsyncDescriptorLoad => {
                 let desc = self.desc_of(arg(0)?)?;
-                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
+                let view = self.buffer_view(arg(1)?)?;
+                let (alloc, buffer) = (view.alloc, view.buffer);
                 let bar_id = self.barrier_of(arg(2)?)?;
                 let elem = shared.smem.elem(alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
@@ -208,7 +259,7 @@ impl<'k> Executor<'k> {
                     _ => Data::Int(vec![0]),
                 };
                 let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
-                shared.smem.store(alloc, buffer, data)?;
+                view.write(shared, data)?;
                 // TMA counts the whole box, clipped or not.
                 let bytes = (ptrs.len() * elem.size_bytes()) as u32;
                 let phase = barrier(shared, bar_id)?.phase();
@@ -222,14 +273,14 @@ impl<'k> Executor<'k> {
             }
             Prim::AsyncDescriptorStore => {
                 let desc = self.desc_of(arg(0)?)?;
-                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
-                self.check_read(op, shared, alloc, buffer, task)?;
-                let elem = shared.smem.elem(alloc)?;
+                let view = self.buffer_view(arg(1)?)?;
+                self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                let elem = shared.smem.elem(view.alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                let data = shared.smem.buffer(alloc, buffer)?;
-                global::store(self.mem, elem, &ptrs, data, Some(&inside))?;
+                let data = view.read(shared)?;
+                global::store(self.mem, elem, &ptrs, &data, Some(&inside))?;
                 Ok(())
             }
             Prim::AsyncDot => {
@@ -248,7 +299,8 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncLoad => {
-                let (alloc, buffer) = self.buffer_of(arg(1)?)?;
+                let view = self.buffer_view(arg(1)?)?;
+                let (alloc, buffer) = (view.alloc, view.buffer);
                 let elem = shared.smem.elem(alloc)?;
                 let mask = Rc::clone(self.get(arg(2)?)?);
                 let zero = match Repr::of_scalar(elem) {
@@ -264,7 +316,7 @@ impl<'k> Executor<'k> {
                     Some(mask.bools()?),
                     Some(&zero),
                 )?;
-                shared.smem.store(alloc, buffer, data)?;
+                view.write(shared, data)?;
                 let id = shared.smem.buffer_id(alloc, buffer);
                 self.async_loads.open.push(id);
                 Ok(())
@@ -313,9 +365,17 @@ impl<'k> Executor<'k> {
         self.get(v)?.scalar_bool()
     }
 
-    fn buffer_of(&self, v: ValueId) -> FaultResult<(usize, usize)> {
+    fn buffer_view(&self, v: ValueId) -> FaultResult<BufferView> {
         match self.get(v)?.handle()? {
-            Handle::Shared { alloc, first } => Ok((*alloc, *first)),
+            Handle::Shared {
+                alloc,
+                first,
+                window,
+            } => Ok(BufferView {
+                alloc: *alloc,
+                buffer: *first,
+                window: window.clone(),
+            }),
             _ => Err(Fault::malformed(format!("{v} is not a shared buffer"))),
         }
     }
@@ -380,9 +440,9 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<Rc<Tensor>> {
         if let Type::SharedMemory(m) = self.type_of(v)? {
-            let (alloc, buffer) = self.buffer_of(v)?;
-            self.check_read(op, shared, alloc, buffer, task)?;
-            let data = shared.smem.buffer(alloc, buffer)?.clone();
+            let view = self.buffer_view(v)?;
+            self.check_read(op, shared, view.alloc, view.buffer, task)?;
+            let data = view.read(shared)?;
             return Ok(Rc::new(Tensor::new(m.shape().to_vec(), data)?));
         }
         Ok(Rc::clone(self.get(v)?))
@@ -395,6 +455,50 @@ impl<'k> Executor<'k> {
             error,
         })
     }
+}
+
+/// One buffer, or the elements of it a slice shows.
+struct BufferView {
+    alloc: usize,
+    buffer: usize,
+    window: Option<std::sync::Arc<Vec<usize>>>,
+}
+
+impl BufferView {
+    fn read(&self, shared: &ProgramShared) -> FaultResult<Data> {
+        let data = shared.smem.buffer(self.alloc, self.buffer)?;
+        Ok(match &self.window {
+            Some(w) => data.gather(w),
+            None => data.clone(),
+        })
+    }
+
+    fn write(&self, shared: &mut ProgramShared, data: Data) -> FaultResult<()> {
+        let full = match &self.window {
+            Some(w) => {
+                let mut full = shared.smem.buffer(self.alloc, self.buffer)?.clone();
+                full.scatter(w, &data)?;
+                full
+            }
+            None => data,
+        };
+        shared.smem.store(self.alloc, self.buffer, full)
+    }
+}
+
+/// Flat row-major indices, in a buffer of shape `from`, of the sub-tile of
+/// shape `to` at `offsets`; `None` when it does not fit.
+fn slice_indices(from: &[usize], to: &[usize], offsets: &[i64]) -> Option<Vec<usize>> {
+    let mut base = 0usize;
+    let strides = super::super::value::strides_of(from);
+    for d in 0..from.len() {
+        let o = usize::try_from(*offsets.get(d)?).ok()?;
+        if o + to[d] > from[d] {
+            return None;
+        }
+        base += o * strides[d];
+    }
+    Some(super::super::value::strided_indices(to, &strides, base))
 }
 
 fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> {
