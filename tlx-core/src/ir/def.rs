@@ -484,7 +484,10 @@ mod tests {
         .collect();
         for code in OpCode::all() {
             // Added after the list: address ops like `program_id`.
-            let new = matches!(code, AsyncTaskReplicaId | Prim(crate::ir::Prim::LocalView));
+            let new = matches!(
+                code,
+                AsyncTaskReplicaId | Prim(crate::ir::Prim::LocalView | crate::ir::Prim::LocalSlice)
+            );
             assert_eq!(
                 code.effects().is_thread_local_pure(),
                 old.contains(&code) || new,

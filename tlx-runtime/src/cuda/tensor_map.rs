@@ -251,6 +251,8 @@ impl TiledTensorMap {
     /// this makes `device`'s context current on the calling thread, as a
     /// launch does.
     pub fn encode(&self, device: &Device) -> Result<EncodedTensorMap, TensorMapError> {
+        // A bad description is reported as such, whatever the device.
+        self.validate()?;
         let Backend::Cuda(cuda) = device.backend() else {
             return Err(TensorMapError::NotCuda);
         };
