@@ -126,7 +126,7 @@ trait GemmElement: tlx::Element + Copy {
 /// (`BLOCK_M x BLOCK_N x BLOCK_K`, warps, stages), then the TLX-style
 /// kernels of `examples/hopper_gemm_ws.rs`, `hopper_gemm_pipelined.rs` and
 /// `hopper_gemm_pipe.rs` (bf16 only).
-const CONFIGS: [&str; 10] = [
+const CONFIGS: [&str; 11] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -137,6 +137,7 @@ const CONFIGS: [&str; 10] = [
     "TLX pipelined 128x256x64 s3",
     "TLX pipe! 128x256x64 s3",
     "TLX ping-pong 64x256x64 s4",
+    "TLX ws autotuned",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -151,7 +152,7 @@ macro_rules! launch_tile {
 }
 
 macro_rules! gemm_element {
-    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr, $pipe:expr, $pingpong:expr) => {
+    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr, $pipe:expr, $pingpong:expr, $tuned:expr) => {
         impl GemmElement for $t {
             const NAME: &'static str = $name;
             fn from_f32(x: f32) -> Self {
@@ -181,6 +182,7 @@ macro_rules! gemm_element {
                     7 => return $pipelined(dev, (a, b, c), shape),
                     8 => return $pipe(dev, (a, b, c), shape),
                     9 => return $pingpong(dev, (a, b, c), shape),
+                    10 => return $tuned(dev, (a, b, c), shape),
                     _ => return None,
                 })
             }
@@ -195,12 +197,14 @@ gemm_element!(
     |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm(dev, a, b, c, shape)),
     |dev, (a, b, c), shape| Some(hopper_gemm_pipelined::gemm(dev, a, b, c, shape)),
     |dev, (a, b, c), shape| Some(hopper_gemm_pipe::gemm(dev, a, b, c, shape)),
-    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_pingpong(dev, a, b, c, shape))
+    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_pingpong(dev, a, b, c, shape)),
+    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_tuned(dev, a, b, c, shape))
 );
 gemm_element!(
     f16,
     "f16",
     matmul_f16,
+    |_, _, _| None,
     |_, _, _| None,
     |_, _, _| None,
     |_, _, _| None,

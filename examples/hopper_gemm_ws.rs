@@ -244,6 +244,24 @@ pub fn gemm_pingpong(
     )
 }
 
+/// [`gemm`] with the schedule the autotuner finds fastest for this shape
+/// on this GPU (timed on first use, then remembered; see `tlx::autotune`).
+pub fn gemm_tuned(
+    device: &Device,
+    a: &Buffer<bf16>,
+    b: &Buffer<bf16>,
+    c: &Buffer<bf16>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), tlx::Error> {
+    let key = format!("{m}x{n}x{k} bf16");
+    let schedules = ["cooperative", "ping-pong"];
+    tlx::autotune(device, "hopper_gemm_ws", &key, &schedules, |i| match i {
+        0 => gemm(device, a, b, c, (m, n, k)),
+        _ => gemm_pingpong(device, a, b, c, (m, n, k)),
+    })?;
+    Ok(())
+}
+
 /// Checks both schedules against an f64 CPU reference on fresh random inputs.
 pub fn run(device: &Device) -> Outcome {
     // Not multiples of the tiles, so TMA's zero fill and clipping matter

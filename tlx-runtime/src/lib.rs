@@ -9,6 +9,7 @@
 //! buffers nothing wrote.
 
 mod arg;
+mod autotune;
 mod buffer;
 mod cpu;
 mod cuda;
@@ -22,6 +23,7 @@ mod spec;
 pub mod testing;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
+pub use autotune::autotune;
 pub use buffer::{Buffer, BufferView};
 pub use cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap, TmaSwizzle};
 pub use desc::{TensorDesc, TensorDescValue};
