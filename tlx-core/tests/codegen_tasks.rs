@@ -111,7 +111,7 @@ fn tensors_from_before_the_region_stay_out_of_other_warps_tasks() {
     k.b.push(OpKind::AsyncTasks { tasks }, vec![]);
     let kernel = k.finish();
     match tlx_core::codegen::compile(&kernel, Arch::Sm90a) {
-        Err(tlx_core::codegen::CodegenError::Misuse { message, hint }) => {
+        Err(tlx_core::codegen::CodegenError::Misuse { message, hint, .. }) => {
             assert!(message.contains("runs on other warps"), "{message}");
             assert!(hint.contains("compute it inside the task"), "{hint}");
         }

@@ -109,7 +109,11 @@ fn values(seed: u64, len: usize) -> Vec<f32> {
         .collect()
 }
 
-fn run_gemm(src: &str, mnk: (usize, usize, usize)) -> Result<(Vec<f32>, Vec<f32>), InterpError> {
+/// Errors are boxed: an `InterpError` is large.
+fn run_gemm(
+    src: &str,
+    mnk: (usize, usize, usize),
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
     run_gemm_with(src, mnk, &InterpOptions::default())
 }
 
@@ -117,7 +121,7 @@ fn run_gemm_with(
     src: &str,
     (m, n, k): (usize, usize, usize),
     opts: &InterpOptions,
-) -> Result<(Vec<f32>, Vec<f32>), InterpError> {
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
     let kernel = compile(src);
     let mem = HostMemory::new();
     let a = values(1, m * k);
@@ -135,7 +139,7 @@ fn run_gemm_with(
         ArgValue::i32(k as i32),
     ];
     let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
-    run_kernel(&kernel, grid, &args, &mem, opts)?;
+    run_kernel(&kernel, grid, &args, &mem, opts).map_err(Box::new)?;
     let mut out = vec![0u8; m * n * 4];
     mem.read(c_id, 0, &mut out).expect("read back");
     let got = out
@@ -168,7 +172,10 @@ fn reading_a_tile_before_waiting_for_its_barrier_is_a_race() {
     let err = run_gemm(&src, (64, 64, 32)).expect_err("races");
     let text = err.to_string();
     // Round robin: the consumer gets there before the first copy is issued.
-    assert!(matches!(err, InterpError::UnwrittenShared { .. }), "{text}");
+    assert!(
+        matches!(*err, InterpError::UnwrittenShared { .. }),
+        "{text}"
+    );
     assert!(text.contains("op `async_dot`"), "{text}");
     // A schedule where the copy is issued first but the reader did not wait.
     let seeds = (0..64).map(|seed| {
@@ -180,7 +187,7 @@ fn reading_a_tile_before_waiting_for_its_barrier_is_a_race() {
     });
     let race = seeds
         .into_iter()
-        .find(|e| matches!(e, InterpError::SharedMemoryRace { .. }))
+        .find(|e| matches!(**e, InterpError::SharedMemoryRace { .. }))
         .expect("some schedule lands the copy before the read");
     assert!(
         race.to_string().contains("before waiting on its barrier"),
@@ -194,7 +201,7 @@ fn expecting_more_bytes_than_the_copies_bring_deadlocks() {
     let src = broken("(BM * BK + BK * BN) * 2", "(BM * BK + BK * BN) * 4");
     let err = run_gemm(&src, (64, 64, 32)).expect_err("never completes");
     let text = err.to_string();
-    assert!(matches!(err, InterpError::Deadlock { .. }), "{text}");
+    assert!(matches!(*err, InterpError::Deadlock { .. }), "{text}");
     assert!(text.contains("transaction bytes"), "{text}");
 }
 
@@ -202,7 +209,48 @@ fn expecting_more_bytes_than_the_copies_bring_deadlocks() {
 fn a_producer_waiting_on_the_wrong_parity_deadlocks() {
     let src = broken("phase ^ 1);", "phase);");
     let err = run_gemm(&src, (64, 64, 32)).expect_err("deadlocks");
-    assert!(matches!(err, InterpError::Deadlock { .. }), "{err}");
+    assert!(matches!(*err, InterpError::Deadlock { .. }), "{err}");
+}
+
+/// Rows `row..row + 8` of a buffer of ones, through `local_slice`.
+const SLICE_ROWS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn slice_rows(out: Ptr<f32>, row: i32) {
+    let bufs = local_alloc([16, 16], f32, 1);
+    let buf = local_view(bufs, 0);
+    local_store(buf, 1.0);
+    let part = local_load(local_slice(buf, [row, 0], [8, 16]));
+    let rows = arange(0, 8);
+    let cols = arange(0, 16);
+    store(out + rows[(.., None)] * 16 + cols[(None, ..)], part);
+}
+"#;
+
+fn run_slice_rows(row: i32) -> Result<Vec<f32>, Box<InterpError>> {
+    let kernel = compile(SLICE_ROWS);
+    let mem = HostMemory::new();
+    let out = mem.alloc(8 * 16 * 4);
+    let args = [ArgValue::ptr(out), ArgValue::i32(row)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).map_err(Box::new)?;
+    let mut bytes = vec![0u8; 8 * 16 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    Ok(bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect())
+}
+
+#[test]
+fn a_slice_past_its_buffer_is_reported_with_both_shapes() {
+    assert_eq!(run_slice_rows(8).expect("fits"), vec![1.0; 8 * 16]);
+    let err = run_slice_rows(12).expect_err("rows 12..20 of 16");
+    assert!(matches!(*err, InterpError::SliceBounds { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("a [8, 16] slice at [12, 0] does not fit in a [16, 16] buffer"),
+        "{text}"
+    );
+    assert!(text.contains("op `local_slice`"), "{text}");
 }
 
 /// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.

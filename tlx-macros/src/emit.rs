@@ -10,11 +10,11 @@
 use std::time::Instant;
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 use tlx_core::codegen;
 use tlx_core::diag::{Diagnostic, Diagnostics};
 use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
-use tlx_core::ir::{Arch, ParamKind, ScalarType};
+use tlx_core::ir::{Arch, ParamKind, ScalarType, SrcLoc};
 
 use crate::dump::DumpRequest;
 
@@ -126,6 +126,7 @@ fn compile_one(
     for &arch in &attr.arches {
         let compiled = codegen::compile(&kernel, arch).map_err(|e| {
             let name = &signature.name;
+            let mut span = name.span();
             let (message, hint) = match e {
                 codegen::CodegenError::SharedMemoryExceeded { needed, limit } => (
                     format!(
@@ -134,7 +135,16 @@ fn compile_one(
                     ),
                     "lower `num_stages` or the block sizes of this configuration".to_string(),
                 ),
-                codegen::CodegenError::Misuse { message, hint } => {
+                codegen::CodegenError::Misuse { message, hint, at } => {
+                    let found = at.and_then(|loc| span_at(function, loc));
+                    let message = match (found, at) {
+                        (Some(call), _) => {
+                            span = call;
+                            message
+                        }
+                        (None, Some(loc)) => format!("{message} (line {})", loc.line),
+                        (None, None) => message,
+                    };
                     (format!("kernel `{name}` with {}: {message}", config_label(config)), hint)
                 }
                 e => (
@@ -147,7 +157,7 @@ fn compile_one(
             };
             Diagnostics(vec![Diagnostic {
                 message,
-                span: name.span(),
+                span,
                 hint: Some(hint),
             }])
         })?;
@@ -176,6 +186,33 @@ fn compile_one(
         ir_text,
         params: kernel.params.iter().map(|p| p.kind).collect(),
     })
+}
+
+/// The token of the kernel body that starts at `loc` (an op's location is
+/// the start of the expression it came from, e.g. a call's name), so that
+/// a code-generation error points at the user's call.
+fn span_at(function: &syn::ItemFn, loc: SrcLoc) -> Option<proc_macro2::Span> {
+    fn find(tokens: TokenStream, loc: SrcLoc) -> Option<proc_macro2::Span> {
+        for tree in tokens {
+            let start = tree.span().start();
+            if start.line as u32 == loc.line && start.column as u32 == loc.col {
+                return Some(match &tree {
+                    proc_macro2::TokenTree::Group(g) => g.span_open(),
+                    other => other.span(),
+                });
+            }
+            if let proc_macro2::TokenTree::Group(g) = tree {
+                if let Some(span) = find(g.stream(), loc) {
+                    return Some(span);
+                }
+            }
+        }
+        None
+    }
+    if loc.line == 0 {
+        return None;
+    }
+    find(function.block.to_token_stream(), loc)
 }
 
 /// The configuration as its attribute writes it: `BLOCK = 1024, num_stages = 3`.

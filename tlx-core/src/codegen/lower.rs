@@ -749,6 +749,7 @@ impl<'k> Lowerer<'k> {
                 "a tensor computed before `async_tasks!` ({v} in the IR) is used inside a task that runs on other warps, whose threads do not hold it"
             ),
             hint: "compute it inside the task (values built from constants, `arange` and scalars may cross)".into(),
+            at: None,
         })
     }
 

@@ -73,9 +73,21 @@ pub enum CodegenError {
     #[error("needs {needed} bytes of shared memory; a program may use at most {limit}")]
     SharedMemoryExceeded { needed: u32, limit: u32 },
     /// Something the kernel asks for that the hardware cannot do, found
-    /// only once layouts are known: the user's to change, not a bug.
-    #[error("{message}")]
-    Misuse { message: String, hint: String },
+    /// only once layouts are known: the user's to change, not a bug; `at`
+    /// is the op's source location, when one op is at fault.
+    #[error("{message}{}", at_line(.at))]
+    Misuse {
+        message: String,
+        hint: String,
+        at: Option<ir::SrcLoc>,
+    },
+}
+
+fn at_line(at: &Option<ir::SrcLoc>) -> String {
+    match at {
+        Some(loc) => format!(" (line {})", loc.line),
+        None => String::new(),
+    }
 }
 
 /// Compile `kernel` to PTX for `arch`.

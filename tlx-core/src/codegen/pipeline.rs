@@ -494,13 +494,14 @@ impl<'k> Lowerer<'k> {
     /// TLX's `async_load`: the tile `ptr` points at, copied with `cp.async`
     /// into the buffer at byte `base` (an i32 operand) of the shared array in
     /// placement `placed`, masked-off elements zero-filled; the copies join
-    /// this thread's open group.
+    /// this thread's open group; `at` is the `async_load`'s source location.
     pub fn async_copy_into(
         &mut self,
         ptr: ValueId,
         mask: ValueId,
         placed: &SharedLayout,
         base: &str,
+        at: crate::ir::SrcLoc,
     ) -> Result<()> {
         let ptrs = self.tensor(ptr)?;
         let bytes = mem_bytes(crate::ir::Elem::Scalar(
@@ -522,6 +523,7 @@ impl<'k> Lowerer<'k> {
                        dimension is contiguous in memory (build offsets with `arange` along it, \
                        and `multiple_of` the row stride)"
                     .into(),
+                at: Some(at),
             });
         }
         let ring = RingRead {

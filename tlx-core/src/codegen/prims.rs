@@ -16,8 +16,8 @@ use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::wgmma::WgmmaPlan;
 use super::CodegenError;
 use crate::ir::{
-    Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox, Type,
-    ValueId,
+    Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox,
+    Type, ValueId,
 };
 use crate::layout::{self, SharedLayout};
 
@@ -103,14 +103,11 @@ fn reject_nested_allocations(block: &Block) -> Result<()> {
         } = op.kind
         {
             return Err(CodegenError::Misuse {
-                message: format!(
-                    "`{}` inside a loop, branch or task (line {})",
-                    prim.mnemonic(),
-                    op.loc.line
-                ),
+                message: format!("`{}` inside a loop, branch or task", prim.mnemonic()),
                 hint: "allocate shared buffers and barriers at the top of the kernel body, \
                        before `async_tasks!`, as TLX does"
                     .into(),
+                at: Some(op.loc),
             });
         }
         for nested in op.kind.blocks() {
@@ -199,14 +196,14 @@ impl<'k> Lowerer<'k> {
                 let to = self.buffer_type(result()?)?;
                 let (dim, step) = slice_step(&from, &to).ok_or_else(|| CodegenError::Misuse {
                     message: format!(
-                        "`local_slice` of a {:?} sub-tile of a {:?} buffer (line {})",
+                        "`local_slice` of a {:?} sub-tile of a {:?} buffer",
                         to.shape(),
                         from.shape(),
-                        op.loc.line
                     ),
                     hint: "slices are whole rows (all columns, at a row offset that is a multiple \
                            of 8 for swizzled buffers) or whole column blocks of the swizzle atom"
                         .into(),
+                    at: Some(op.loc),
                 })?;
                 let base = self.register(arg(0)?)?;
                 let offset = self.register(arg(1 + dim)?)?;
@@ -350,7 +347,7 @@ impl<'k> Lowerer<'k> {
                 let m = self.buffer_type(arg(1)?)?;
                 let placement = buffer_layout(&m)?;
                 let base = self.register(arg(1)?)?;
-                self.async_copy_into(arg(0)?, arg(2)?, &placement, &base)
+                self.async_copy_into(arg(0)?, arg(2)?, &placement, &base, op.loc)
             }
             Prim::AsyncLoadCommitGroup => {
                 self.f
@@ -389,11 +386,9 @@ impl<'k> Lowerer<'k> {
     ) -> Result<()> {
         let (Type::SharedMemory(ma), Type::SharedMemory(mb)) = (self.ty(a), self.ty(b)) else {
             return Err(CodegenError::Misuse {
-                message: format!(
-                    "`async_dot` with A in registers (line {}) is not supported yet",
-                    op.loc.line
-                ),
+                message: "`async_dot` with A in registers is not supported yet".into(),
                 hint: "keep A in a shared buffer (`local_store` it there first)".into(),
+                at: Some(op.loc),
             });
         };
         let (m, k) = (ma.shape()[0], ma.shape()[1]);
@@ -406,13 +401,15 @@ impl<'k> Lowerer<'k> {
             })
             .ok_or_else(|| CodegenError::Misuse {
                 message: format!(
-                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {} tiles on {warps} warps (line {}) does not map onto wgmma",
+                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {} tiles on {warps} warps does not map onto wgmma{}",
                     ma.elem(),
-                    op.loc.line
+                    wgmma_mismatch(self.arch, (ma.elem(), mb.elem(), acc_elem), (m, n, k), warps)
                 ),
-                hint: "wgmma takes f16/bf16 buffers on sm_90a, whole warp groups (num_warps a multiple of 4), \
-                       M a multiple of 64 per warp group, 64 <= N <= 256 and K a multiple of 16"
+                hint: "wgmma takes f16/bf16 buffers and an f32 accumulator on sm_90a, whole warp groups \
+                       (the task's num_warps a multiple of 4), M a multiple of 64 per warp group, \
+                       64 <= N <= 256 and K a multiple of 16"
                     .into(),
+                at: Some(op.loc),
             })?;
         let layout = plan.acc_layout()?;
         let acc_regs = self.get(acc, &layout)?;
@@ -545,6 +542,38 @@ impl<'k> Lowerer<'k> {
         );
         Ok(())
     }
+}
+
+/// Which of wgmma's requirements an `async_dot` misses, as `": reason"`
+/// (empty when none of these is the reason).
+fn wgmma_mismatch(
+    arch: Arch,
+    (a, b, acc): (ScalarType, ScalarType, ScalarType),
+    (m, n, k): (usize, usize, usize),
+    warps: u32,
+) -> String {
+    let groups = warps as usize / 4;
+    let reason = if arch != Arch::Sm90a {
+        format!("wgmma exists only on sm_90a, not {}", arch.name())
+    } else if !matches!(a, ScalarType::F16 | ScalarType::BF16) || a != b {
+        format!("the operands are {a} and {b}, not both f16 or both bf16")
+    } else if acc != ScalarType::F32 {
+        format!("the accumulator is {acc}, not f32")
+    } else if warps % 4 != 0 {
+        format!("{warps} warps are not whole warp groups of 4")
+    } else if m % (64 * groups) != 0 {
+        format!(
+            "M = {m} is not a multiple of 64 rows per warp group ({groups} warp group{})",
+            if groups == 1 { "" } else { "s" }
+        )
+    } else if !(64..=256).contains(&n) {
+        format!("N = {n} is not between 64 and 256")
+    } else if k % 16 != 0 {
+        format!("K = {k} is not a multiple of 16")
+    } else {
+        return String::new();
+    };
+    format!(": {reason}")
 }
 
 /// `$first, $first+1, ...`: `count` asm operand references.

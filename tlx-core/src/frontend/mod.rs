@@ -57,6 +57,8 @@ pub enum SigParam {
         elem: ir::ScalarType,
         block: Vec<BlockDim>,
         span: proc_macro2::Span,
+        /// Where each dimension of the block is written.
+        dim_spans: Vec<proc_macro2::Span>,
     },
 }
 

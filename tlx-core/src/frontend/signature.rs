@@ -129,11 +129,17 @@ fn param_kind(ty: &syn::Type) -> Option<SigParam> {
     match last.ident.to_string().as_str() {
         "Ptr" if args.args.len() == 1 => Some(SigParam::Plain(ParamKind::Ptr(elem))),
         "TensorDesc" if (2..=6).contains(&args.args.len()) => {
-            let block = generics.map(block_dim).collect::<Option<Vec<_>>>()?;
+            let dims: Vec<&syn::GenericArgument> = generics.collect();
+            let block = dims
+                .iter()
+                .copied()
+                .map(block_dim)
+                .collect::<Option<Vec<_>>>()?;
             Some(SigParam::Desc {
                 elem,
                 block,
                 span: ty.span(),
+                dim_spans: dims.iter().map(|d| d.span()).collect(),
             })
         }
         _ => None,

@@ -179,12 +179,16 @@ pub enum InterpError {
         task: String,
         buffer: usize,
     },
-    #[error("{at}: a {shape:?} slice at {offsets:?} does not fit in a {of:?} buffer")]
+    #[error(
+        "{at}: a {:?} slice at {:?} does not fit in a {:?} buffer",
+        .slice.shape,
+        .slice.offsets,
+        .slice.of
+    )]
     SliceBounds {
         at: Site,
-        offsets: Vec<i64>,
-        shape: Vec<usize>,
-        of: Vec<usize>,
+        // Boxed: three vectors would make every InterpError larger.
+        slice: Box<SliceWindow>,
     },
     #[error("{at}: index {index} of {count} buffers or barriers; `local_view` takes 0..{count}")]
     ViewIndex { at: Site, index: i64, count: usize },
@@ -195,6 +199,14 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A `local_slice` window: its offsets and shape, and its buffer's shape.
+#[derive(Clone, Debug)]
+pub struct SliceWindow {
+    pub offsets: Vec<i64>,
+    pub shape: Vec<usize>,
+    pub of: Vec<usize>,
 }
 
 fn in_file(file: &str) -> String {

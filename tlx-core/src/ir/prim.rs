@@ -347,12 +347,12 @@ impl Prim {
                 }
             }
             Prim::BarrierWait | Prim::BarrierExpectBytes => {
-                one_barrier(operands[0])?;
+                one_barrier(operands[0], &format!("`{}`", self.mnemonic()))?;
                 i32_scalar(operands[1], "the second operand")?;
                 bool_scalar(operands[2], "the predicate")
             }
             Prim::BarrierArrive => {
-                one_barrier(operands[0])?;
+                one_barrier(operands[0], "`barrier_arrive`")?;
                 positive(imms[0], "the arrive count")?;
                 bool_scalar(operands[1], "the predicate")
             }
@@ -361,16 +361,29 @@ impl Prim {
                 let Type::TensorDescriptor(d) = operands[0] else {
                     return Err(format!("a tensor descriptor, not {}", operands[0]));
                 };
-                let m = one_buffer(operands[1], self.mnemonic())?;
-                let swizzle = shared_swizzle(d.elem(), d.block_shape());
-                if m.elem() != d.elem() || m.shape() != d.block_shape() || m.swizzle() != swizzle {
+                let m = one_buffer(operands[1], &format!("`{}`", self.mnemonic()))?;
+                if m.elem() != d.elem() || m.shape() != d.block_shape() {
                     return Err(format!(
-                        "the buffer ({}) does not hold the descriptor's block ({})",
+                        "the buffer ({:?} {}) does not hold the descriptor's block ({:?} {}); \
+                         TMA moves whole blocks: allocate it as `local_alloc({:?}, {}, ..)`",
+                        m.shape(),
+                        m.elem(),
+                        d.block_shape(),
+                        d.elem(),
+                        d.block_shape(),
+                        d.elem()
+                    ));
+                }
+                let swizzle = shared_swizzle(d.elem(), d.block_shape());
+                if m.swizzle() != swizzle {
+                    return Err(format!(
+                        "the buffer ({}) does not hold the descriptor's block ({}): \
+                         its swizzle is not the one TMA uses for that block",
                         operands[1], operands[0]
                     ));
                 }
                 let offsets = if self == Prim::AsyncDescriptorLoad {
-                    one_barrier(operands[2])?;
+                    one_barrier(operands[2], "`async_descriptor_load`")?;
                     &operands[3..]
                 } else {
                     &operands[2..]
@@ -404,10 +417,17 @@ impl Prim {
                 let [k2, n] = b.shape()[..] else {
                     return Err("`async_dot`'s b is not a matrix".into());
                 };
-                if k != k2 || a_elem != b.elem() {
+                if k != k2 {
                     return Err(format!(
-                        "`async_dot` of {} and {} do not multiply",
-                        operands[0], operands[1]
+                        "inner dimensions differ: a is {a_shape:?}, b is {:?}; \
+                         a's columns (K) must equal b's rows",
+                        b.shape()
+                    ));
+                }
+                if a_elem != b.elem() {
+                    return Err(format!(
+                        "a holds {a_elem} and b holds {}; both operands must have one element type",
+                        b.elem()
                     ));
                 }
                 let acc_elem = if a_elem.is_float() {
@@ -422,7 +442,7 @@ impl Prim {
             Prim::AsyncLoad => {
                 let m = one_buffer(operands[1], "`async_load`")?;
                 let ptrs = Type::tensor(super::Elem::global_ptr(m.elem()), m.shape().to_vec());
-                same(operands[0], &ptrs, "the pointers")?;
+                same(operands[0], &ptrs, "the pointer tensor")?;
                 let mask = Type::tensor(ScalarType::Bool.into(), m.shape().to_vec());
                 same(operands[2], &mask, "the mask")
             }
@@ -438,7 +458,8 @@ impl Prim {
                 }
                 if imms[1] <= 0 || imms[1] % 32 != 0 {
                     return Err(format!(
-                        "{} threads is not a positive multiple of 32",
+                        "{} threads is not a positive multiple of 32 \
+                         (a named barrier counts whole warps)",
                         imms[1]
                     ));
                 }
@@ -537,20 +558,22 @@ fn non_negative(n: i64, what: &str) -> Result<(), String> {
 fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType, String> {
     match t {
         Type::SharedMemory(m) if m.buffers() == 1 => Ok(m),
-        Type::SharedMemory(_) => Err(format!(
-            "{user} takes one buffer, not {t}: pick one with `local_view(buffers, i)`"
+        Type::SharedMemory(m) => Err(format!(
+            "{user} takes one buffer, not all {} of an allocation: pick one with `local_view(buffers, i)`",
+            m.buffers()
         )),
         other => Err(format!("{user} takes a shared buffer, not {other}")),
     }
 }
 
-fn one_barrier(t: &Type) -> Result<(), String> {
+fn one_barrier(t: &Type, user: &str) -> Result<(), String> {
     match t {
         Type::Barriers(b) if b.count() == 1 => Ok(()),
-        Type::Barriers(_) => Err(format!(
-            "a barrier operation takes one barrier, not {t}: pick one with `local_view(bars, i)`"
+        Type::Barriers(b) => Err(format!(
+            "{user} takes one barrier, not all {} of an allocation: pick one with `local_view(bars, i)`",
+            b.count()
         )),
-        other => Err(format!("expected a barrier, not {other}")),
+        other => Err(format!("{user} takes a barrier, not {other}")),
     }
 }
 
@@ -610,9 +633,10 @@ mod tests {
         let (a, b) = (smem(vec![64, 64]), smem(vec![64, 128]));
         assert_eq!(Prim::AsyncDot.check(&[], &[&a, &b, &acc], &[&acc]), Ok(()));
         let wrong_k = smem(vec![32, 128]);
-        assert!(Prim::AsyncDot
+        let err = Prim::AsyncDot
             .check(&[], &[&a, &wrong_k, &acc], &[&acc])
-            .is_err());
+            .expect_err("K differs");
+        assert!(err.starts_with("inner dimensions differ"), "{err}");
     }
 
     #[test]

@@ -129,9 +129,14 @@ pub(super) fn lower_body(
 /// A parameter's kind in this config: a descriptor's block dimensions
 /// take the config's constants.
 fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind, Diagnostic> {
-    let (elem, block, span) = match param {
+    let (elem, block, span, dim_spans) = match param {
         SigParam::Plain(kind) => return Ok(*kind),
-        SigParam::Desc { elem, block, span } => (elem, block, span),
+        SigParam::Desc {
+            elem,
+            block,
+            span,
+            dim_spans,
+        } => (elem, block, span, dim_spans),
     };
     let mut shape = Vec::with_capacity(block.len());
     for dim in block {
@@ -140,7 +145,12 @@ fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind
             BlockDim::Const(name) => consts.iter().find(|(n, _)| n == name).map(|(_, v)| *v),
         };
         let Some(value) = value.and_then(|v| usize::try_from(v).ok()) else {
-            return Err(Diagnostic::new(*span, format!("{dim:?} is not a const generic of the kernel"))
+            let what = match dim {
+                BlockDim::Const(name) => format!("`{name}` is not a const generic of the kernel"),
+                BlockDim::Literal(n) => format!("{n} is not a block dimension"),
+            };
+            let at = dim_spans.get(shape.len()).unwrap_or(span);
+            return Err(Diagnostic::new(*at, what)
                 .with_hint("a descriptor's block is written with the kernel's const generics or literals, e.g. `TensorDesc<bf16, BLOCK_M, BLOCK_K>`"));
         };
         shape.push(value);
@@ -148,11 +158,23 @@ fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind
     DescriptorBlock::new(*elem, &shape)
         .map(ParamKind::TensorDesc)
         .ok_or_else(|| {
-            Diagnostic::new(
-                *span,
-                format!("a TMA block of {shape:?} is outside TMA's limits"),
+            let (message, at) = match shape.iter().position(|d| !(1..=256).contains(d)) {
+                Some(i) => (
+                    format!(
+                        "dimension {i} of the TMA block {shape:?} is {} elements; TMA moves at most 256 per dimension",
+                        shape[i]
+                    ),
+                    dim_spans.get(i).unwrap_or(span),
+                ),
+                None => (
+                    format!("a TMA block of {shape:?} is outside TMA's limits"),
+                    span,
+                ),
+            };
+            Diagnostic::new(*at, message).with_hint(
+                "a TMA block has 1 to 5 dimensions of 1 to 256 elements each: use a smaller block \
+                 and load a wider tile as several blocks (one `async_descriptor_load` each)",
             )
-            .with_hint("a TMA box has 1 to 5 dimensions of 1 to 256 elements each")
         })
 }
 

@@ -136,13 +136,17 @@ impl<'a> Lowerer<'a> {
                 .with_hint("name the buffers it carries: `pipe!(capacity = 2, x = x_bufs)`"));
         }
         for (name, buffers, field_span) in &fields {
-            match self.ty(*buffers) {
-                Type::SharedMemory(m) if i64::from(m.buffers()) == capacity => {}
-                other => {
-                    return Err(Diagnostic::new(*field_span, format!("field `{name}` is {other}, not {capacity} shared buffers"))
-                        .with_hint(format!("allocate it with `local_alloc(shape, dtype, {capacity})`: one buffer per stage")));
-                }
-            }
+            let message = match self.ty(*buffers) {
+                Type::SharedMemory(m) if i64::from(m.buffers()) == capacity => continue,
+                Type::SharedMemory(m) => format!(
+                    "field `{name}` holds {} shared buffers; a pipe of capacity {capacity} needs {capacity}",
+                    m.buffers()
+                ),
+                other => format!("field `{name}` is {other}, not {capacity} shared buffers"),
+            };
+            return Err(Diagnostic::new(*field_span, message).with_hint(format!(
+                "allocate it with `local_alloc(shape, dtype, {capacity})`: one buffer per stage"
+            )));
         }
         let bars = Type::Barriers(BarrierType::new(capacity as usize));
         let full = self.emit_prim(

@@ -21,15 +21,10 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(span, format!("`{}` inside a loop, branch or task", prim.mnemonic()))
                 .with_hint("allocate shared buffers and barriers once, at the top of the kernel body before `async_tasks!`, and pick one with `local_view(x, i)` where it is used"));
         }
-        let names = |extra: &[&'static str]| -> Vec<&'static str> {
-            let mut v = prim.signature().operands.to_vec();
-            v.extend_from_slice(prim.signature().immediates);
-            v.extend_from_slice(extra);
-            v
-        };
+        let (params, required) = arguments(prim);
+        let a = args.bind(params, required)?;
         let (operands, imms, results) = match prim {
             Prim::LocalAlloc => {
-                let a = args.bind(&["shape", "dtype", "num"], 2)?;
                 let shape = self.shape_arg(self.expr_arg(a[0])?)?;
                 let elem = self.dtype_of_expr(self.expr_arg(a[1])?)?;
                 let num = match a[2] {
@@ -45,7 +40,6 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![], vec![Type::SharedMemory(ty)])
             }
             Prim::AllocBarriers => {
-                let a = args.bind(&["num_barriers", "arrive_count"], 1)?;
                 let num = self.const_int(self.expr_arg(a[0])?, "the number of barriers")?;
                 if !(1..=1024).contains(&num) {
                     return Err(Diagnostic::new(span, format!("{num} barriers"))
@@ -56,7 +50,6 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![count], vec![ty])
             }
             Prim::LocalView => {
-                let a = args.bind(&names(&[]), 2)?;
                 let buffers = self.ir_arg(a[0])?;
                 let index = self.int_arg(a[1])?;
                 let view = match self.ty(buffers) {
@@ -78,7 +71,6 @@ impl<'a> Lowerer<'a> {
                 (vec![buffers, index], vec![], vec![view])
             }
             Prim::LocalSlice => {
-                let a = args.bind(&["buffer", "offsets", "shapes"], 3)?;
                 let buffer = self.ir_arg(a[0])?;
                 let offsets = self.offsets_arg(self.expr_arg(a[1])?)?;
                 let shape = self.shape_arg(self.expr_arg(a[2])?)?;
@@ -92,46 +84,37 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![], vec![Type::SharedMemory(sliced)])
             }
             Prim::LocalLoad => {
-                let a = args.bind(&names(&[]), 1)?;
                 let buffer = self.ir_arg(a[0])?;
                 let t = self.ty(buffer);
                 let result = Type::tensor(t.elem(), t.shape().to_vec());
                 (vec![buffer], vec![], vec![result])
             }
             Prim::LocalStore => {
-                let a = args.bind(&names(&[]), 2)?;
                 let buffer = self.ir_arg(a[0])?;
                 let t = self.ty(buffer);
                 let value = self.tile_arg(a[1], &t)?;
                 (vec![buffer, value], vec![], vec![])
             }
             Prim::BarrierWait => {
-                let a = args.bind(&names(&[]), 2)?;
                 let bar = self.ir_arg(a[0])?;
                 let phase = self.int_arg(a[1])?;
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, phase, pred], vec![], vec![])
             }
             Prim::BarrierArrive => {
-                let a = args.bind(&["bar", "arrive_count", "pred"], 1)?;
                 let bar = self.ir_arg(a[0])?;
                 let count = self.const_or(a[1], 1, "the arrive count")?;
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, pred], vec![count], vec![])
             }
             Prim::BarrierExpectBytes => {
-                let a = args.bind(&["bar", "bytes", "pred"], 2)?;
                 let bar = self.ir_arg(a[0])?;
                 let bytes = self.int_arg(a[1])?;
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, bytes, pred], vec![], vec![])
             }
-            Prim::FenceAsyncShared => {
-                args.bind(&[], 0)?;
-                (vec![], vec![], vec![])
-            }
+            Prim::FenceAsyncShared => (vec![], vec![], vec![]),
             Prim::AsyncDescriptorLoad => {
-                let a = args.bind(&["desc", "buffer", "offsets", "barrier"], 3)?;
                 let desc = self.ir_arg(a[0])?;
                 let buffer = self.ir_arg(a[1])?;
                 let barrier = match a[3] {
@@ -154,7 +137,6 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![], vec![])
             }
             Prim::AsyncDescriptorStore => {
-                let a = args.bind(&["desc", "buffer", "offsets"], 3)?;
                 let desc = self.ir_arg(a[0])?;
                 let buffer = self.ir_arg(a[1])?;
                 let mut operands = vec![desc, buffer];
@@ -162,11 +144,9 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![], vec![])
             }
             Prim::AsyncDescriptorStoreWait => {
-                let a = args.bind(&["pendings"], 0)?;
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
             }
             Prim::AsyncDot => {
-                let a = args.bind(&["a", "b", "acc"], 3)?;
                 let x = self.ir_arg(a[0])?;
                 let y = self.ir_arg(a[1])?;
                 let acc = self.ir_arg(a[2])?;
@@ -174,14 +154,12 @@ impl<'a> Lowerer<'a> {
                 (vec![x, y, acc], vec![], vec![result])
             }
             Prim::AsyncDotWait => {
-                let a = args.bind(&["pendings", "acc"], 2)?;
                 let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
                 let acc = self.ir_arg(a[1])?;
                 let result = self.ty(acc);
                 (vec![acc], vec![pendings], vec![result])
             }
             Prim::AsyncLoad => {
-                let a = args.bind(&["ptrs", "buffer", "mask", "other"], 2)?;
                 let ptrs = self.ir_arg(a[0])?;
                 let buffer = self.ir_arg(a[1])?;
                 let shape = self.ty(buffer).shape().to_vec();
@@ -205,17 +183,12 @@ impl<'a> Lowerer<'a> {
                 };
                 (vec![ptrs, buffer, mask], vec![], vec![])
             }
-            Prim::AsyncLoadCommitGroup => {
-                args.bind(&[], 0)?;
-                (vec![], vec![], vec![])
-            }
+            Prim::AsyncLoadCommitGroup => (vec![], vec![], vec![]),
             Prim::AsyncLoadWaitGroup => {
-                let a = args.bind(&["pendings"], 1)?;
                 let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
                 (vec![], vec![pendings], vec![])
             }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                let a = args.bind(&["bar_id", "num_threads"], 2)?;
                 let id = self.const_int(self.expr_arg(a[0])?, "a named barrier id")?;
                 let threads = self.const_int(self.expr_arg(a[1])?, "a thread count")?;
                 (vec![], vec![id, threads], vec![])
@@ -241,10 +214,14 @@ impl<'a> Lowerer<'a> {
         let operand_refs: Vec<&Type> = operand_types.iter().collect();
         let result_refs: Vec<&Type> = results.iter().collect();
         if let Err(message) = prim.check(&imms, &operand_refs, &result_refs) {
-            return Err(
-                Diagnostic::new(span, format!("`{}`: {message}", prim.mnemonic()))
-                    .with_hint(hint(prim)),
-            );
+            // The typing rule's message may already name the primitive.
+            let name = format!("`{}`", prim.mnemonic());
+            let message = if message.starts_with(&name) {
+                message
+            } else {
+                format!("{name}: {message}")
+            };
+            return Err(Diagnostic::new(span, message).with_hint(hint(prim)));
         }
         let kind = OpKind::Prim {
             prim,
@@ -319,10 +296,57 @@ impl<'a> Lowerer<'a> {
     }
 }
 
+/// A primitive's arguments as the kernel language takes them (TLX's names
+/// and order, which the IR's operand order need not follow), and how many
+/// are required; the rest have the defaults [`default_of`] gives.
+fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
+    match prim {
+        Prim::LocalAlloc => (&["shape", "dtype", "num"], 2),
+        Prim::LocalView => (&["buffers", "index"], 2),
+        Prim::LocalLoad => (&["buffer"], 1),
+        Prim::LocalStore => (&["buffer", "value"], 2),
+        Prim::LocalSlice => (&["buffer", "offsets", "shapes"], 3),
+        Prim::AllocBarriers => (&["num_barriers", "arrive_count"], 1),
+        Prim::BarrierWait => (&["bar", "phase", "pred"], 2),
+        Prim::BarrierArrive => (&["bar", "arrive_count", "pred"], 1),
+        Prim::BarrierExpectBytes => (&["bar", "bytes", "pred"], 2),
+        Prim::FenceAsyncShared => (&[], 0),
+        Prim::AsyncDescriptorLoad => (&["desc", "buffer", "offsets", "barrier"], 3),
+        Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets"], 3),
+        Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
+        Prim::AsyncDot => (&["a", "b", "acc"], 3),
+        Prim::AsyncDotWait => (&["pendings", "acc"], 2),
+        Prim::AsyncLoad => (&["ptrs", "buffer", "mask", "other"], 2),
+        Prim::AsyncLoadCommitGroup => (&[], 0),
+        Prim::AsyncLoadWaitGroup => (&["pendings"], 1),
+        Prim::NamedBarrierWait | Prim::NamedBarrierArrive => (&["bar_id", "num_threads"], 2),
+    }
+}
+
+/// The value an optional argument takes when it is left out.
+fn default_of(name: &str) -> &'static str {
+    match name {
+        "pred" | "mask" => "true",
+        "pendings" | "other" => "0",
+        // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
+        "barrier" => "the pipe slot's",
+        _ => "1",
+    }
+}
+
 fn hint(prim: Prim) -> String {
-    let s = prim.signature();
-    let mut params: Vec<&str> = s.operands.to_vec();
-    params.extend_from_slice(s.immediates);
+    let (params, required) = arguments(prim);
+    let params: Vec<String> = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if i < required {
+                p.to_string()
+            } else {
+                format!("{p} = {}", default_of(p))
+            }
+        })
+        .collect();
     format!(
         "`{}` takes ({}); see docs/language.md, \"TLX primitives\"",
         prim.mnemonic(),

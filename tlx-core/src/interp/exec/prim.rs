@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use crate::ir::{DotPrecision, Op, Prim, ScalarType, Type, ValueId};
 
-use super::super::error::{Fault, FaultResult, InterpError};
+use super::super::error::{Fault, FaultResult, InterpError, SliceWindow};
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ProgramShared, StepOutcome};
 use super::super::value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
@@ -35,9 +35,16 @@ impl AsyncLoads {
 /// Why a primitive did not complete.
 enum Stop {
     Fault(Fault),
-    /// A failure that names the task (barrier misuse, a race).
-    Error(InterpError),
+    /// A failure that names the task (barrier misuse, a race); boxed, as
+    /// an `InterpError` would make every `PrimResult` large.
+    Error(Box<InterpError>),
     Wait(WaitReason),
+}
+
+impl Stop {
+    fn error(e: InterpError) -> Stop {
+        Stop::Error(Box::new(e))
+    }
 }
 
 impl From<Fault> for Stop {
@@ -73,7 +80,7 @@ impl<'k> Executor<'k> {
                 reason,
             })),
             Err(Stop::Fault(fault)) => Err(fault.at(self.site(Some(op)))),
-            Err(Stop::Error(e)) => Err(e),
+            Err(Stop::Error(e)) => Err(*e),
         }
     }
 
@@ -119,7 +126,7 @@ impl<'k> Executor<'k> {
                     barriers => barriers.numel(),
                 };
                 if !(0..count as i64).contains(&index) {
-                    return Err(Stop::Error(InterpError::ViewIndex {
+                    return Err(Stop::error(InterpError::ViewIndex {
                         at: self.site(Some(op)),
                         index,
                         count,
@@ -160,11 +167,13 @@ impl<'k> Executor<'k> {
                 let to = self.type_of(Self::result(op, 0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[1..])?;
                 let within = slice_indices(&from, &to, &offsets).ok_or_else(|| {
-                    Stop::Error(InterpError::SliceBounds {
+                    Stop::error(InterpError::SliceBounds {
                         at: self.site(Some(op)),
-                        offsets: offsets.clone(),
-                        shape: to.clone(),
-                        of: from.clone(),
+                        slice: Box::new(SliceWindow {
+                            offsets: offsets.clone(),
+                            shape: to.clone(),
+                            of: from.clone(),
+                        }),
                     })
                 })?;
                 // A slice of a slice picks from its parent's elements.
@@ -342,7 +351,7 @@ impl<'k> Executor<'k> {
                 {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(reason)) => Err(Stop::Wait(reason)),
-                    Err(error) => Err(Stop::Error(InterpError::NamedBarrier {
+                    Err(error) => Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
                         task: self.name.clone(),
                         error,
@@ -409,21 +418,21 @@ impl<'k> Executor<'k> {
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
         if self.async_loads.filling(id) {
-            return Err(Stop::Error(InterpError::AsyncLoadPending {
+            return Err(Stop::error(InterpError::AsyncLoadPending {
                 at: self.site(Some(op)),
                 task: self.name.clone(),
                 buffer: id,
             }));
         }
         if !shared.smem.written(alloc, buffer) {
-            return Err(Stop::Error(InterpError::UnwrittenShared {
+            return Err(Stop::error(InterpError::UnwrittenShared {
                 at: self.site(Some(op)),
                 task: self.name.clone(),
                 buffer: id,
             }));
         }
         shared.async_writes.check_read(id, task).map_err(|race| {
-            Stop::Error(InterpError::SharedMemoryRace {
+            Stop::error(InterpError::SharedMemoryRace {
                 at: self.site(Some(op)),
                 task: self.name.clone(),
                 race: Box::new(race),
@@ -449,7 +458,7 @@ impl<'k> Executor<'k> {
     }
 
     fn mbarrier_error(&self, op: &Op, error: MBarrierError) -> Stop {
-        Stop::Error(InterpError::MBarrier {
+        Stop::error(InterpError::MBarrier {
             at: self.site(Some(op)),
             task: self.name.clone(),
             error,
