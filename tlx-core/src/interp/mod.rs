@@ -24,6 +24,7 @@ mod elementwise;
 mod error;
 mod exec;
 mod global;
+mod inflight;
 pub mod mbarrier;
 pub mod memory;
 pub mod race;

@@ -10,6 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::error::InterpError;
+use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
 use super::race::AsyncWrites;
 use super::shared::{NamedBarriers, SharedMemory};
@@ -66,6 +67,8 @@ pub(crate) struct ProgramShared {
     pub(crate) cluster_barrier: ClusterBarrier,
     pub(crate) smem: SharedMemory,
     pub(crate) named_barriers: NamedBarriers,
+    /// TMA copies issued and not yet landed.
+    pub(crate) in_flight: Vec<InFlightCopy>,
 }
 
 impl ProgramShared {
@@ -75,6 +78,7 @@ impl ProgramShared {
         self.async_writes.clear();
         self.smem.clear();
         self.named_barriers.clear();
+        self.in_flight.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
     }
 }
@@ -231,6 +235,21 @@ impl Picker {
         }
     }
 
+    /// Which in-flight copy (of `in_flight`) lands before the next task step,
+    /// if one does: the oldest, at once, in round robin; a random one at
+    /// random points otherwise. When no task can run, one always lands.
+    fn copy_to_land(&mut self, in_flight: usize, runnable: usize) -> Option<usize> {
+        if in_flight == 0 {
+            return None;
+        }
+        match self {
+            Picker::RoundRobin { .. } => Some(0),
+            Picker::Random(rng) => {
+                (runnable == 0 || rng.below(4) == 0).then(|| rng.below(in_flight))
+            }
+        }
+    }
+
     /// A runnable task, or `None` when there is none.
     fn pick(&mut self, states: &[TaskState], runnable: usize) -> Option<usize> {
         if runnable == 0 {
@@ -300,6 +319,18 @@ pub(crate) fn run_tasks<'t>(
     let mut blocked = 0;
     let mut picker = Picker::new(schedule, label.index);
     while runnable + blocked > 0 {
+        if let Some(copy) = picker.copy_to_land(shared.in_flight.len(), runnable) {
+            shared.land(copy)?;
+            // The landing may complete a phase a blocked task waits for.
+            for state in &mut states {
+                if matches!(state, TaskState::Blocked(_)) {
+                    *state = TaskState::Runnable;
+                }
+            }
+            runnable += blocked;
+            blocked = 0;
+            continue;
+        }
         let Some(chosen) = picker.pick(&states, runnable) else {
             return Err(label.deadlock(stuck_tasks(&states, &slots)));
         };

@@ -77,6 +77,26 @@ impl SharedMemory {
         Ok(())
     }
 
+    /// Writes `data` into buffer `index` of `alloc`, or into the elements
+    /// `window` picks (a slice's).
+    pub(crate) fn write_window(
+        &mut self,
+        alloc: usize,
+        index: usize,
+        window: Option<&[usize]>,
+        data: Data,
+    ) -> FaultResult<()> {
+        let full = match window {
+            Some(w) => {
+                let mut full = self.buffer(alloc, index)?.clone();
+                full.scatter(w, &data)?;
+                full
+            }
+            None => data,
+        };
+        self.store(alloc, index, full)
+    }
+
     /// Whether anything has written buffer `index` of `alloc`.
     pub(crate) fn written(&self, alloc: usize, index: usize) -> bool {
         self.allocations

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use crate::ir::{DotPrecision, Op, Prim, ScalarType, Type, ValueId};
 
 use super::super::error::{Fault, FaultResult, InterpError, SliceWindow};
+use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ProgramShared, StepOutcome};
 use super::super::value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
@@ -268,7 +269,6 @@ impl<'k> Executor<'k> {
                     _ => Data::Int(vec![0]),
                 };
                 let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
-                view.write(shared, data)?;
                 // TMA counts the whole box, clipped or not.
                 let bytes = (ptrs.len() * elem.size_bytes()) as u32;
                 let phase = barrier(shared, bar_id)?.phase();
@@ -276,8 +276,17 @@ impl<'k> Executor<'k> {
                 shared
                     .async_writes
                     .record_write(buffer_id, &self.name, op.loc.line, bar_id, phase);
-                let result = barrier(shared, bar_id)?.complete_tx(bytes);
-                result.map_err(|e| self.mbarrier_error(op, e))?;
+                // The copy lands later, when the scheduler says (see `inflight`).
+                shared.in_flight.push(InFlightCopy {
+                    alloc,
+                    buffer,
+                    window: view.window.clone(),
+                    data,
+                    barrier: bar_id,
+                    bytes,
+                    at: self.site(Some(op)),
+                    task: self.name.clone(),
+                });
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
@@ -483,15 +492,10 @@ impl BufferView {
     }
 
     fn write(&self, shared: &mut ProgramShared, data: Data) -> FaultResult<()> {
-        let full = match &self.window {
-            Some(w) => {
-                let mut full = shared.smem.buffer(self.alloc, self.buffer)?.clone();
-                full.scatter(w, &data)?;
-                full
-            }
-            None => data,
-        };
-        shared.smem.store(self.alloc, self.buffer, full)
+        let window = self.window.as_deref().map(Vec::as_slice);
+        shared
+            .smem
+            .write_window(self.alloc, self.buffer, window, data)
     }
 }
 

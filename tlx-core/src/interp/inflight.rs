@@ -1,0 +1,52 @@
+//! Asynchronous copies between their issue and their landing: a TMA load
+//! reads global memory when issued, and its bytes reach the shared buffer
+//! and complete on its mbarrier only when the scheduler lands it. Round
+//! robin lands each copy before the next task step (an instant copy engine);
+//! `TLX_SCHEDULE=random:<seed>` lands them in a seeded random order at
+//! random points, so a kernel that reads before its barrier says the data
+//! is there meets stale contents, and the race report names it.
+
+use std::sync::Arc;
+
+use super::error::{InterpError, Site};
+use super::schedule::ProgramShared;
+use super::value::Data;
+
+/// A TMA load on its way into shared memory.
+#[derive(Clone, Debug)]
+pub(crate) struct InFlightCopy {
+    pub(crate) alloc: usize,
+    pub(crate) buffer: usize,
+    /// The elements of the buffer a slice destination covers.
+    pub(crate) window: Option<Arc<Vec<usize>>>,
+    pub(crate) data: Data,
+    pub(crate) barrier: usize,
+    pub(crate) bytes: u32,
+    /// Where it was issued, and by which task, for errors at landing.
+    pub(crate) at: Site,
+    pub(crate) task: String,
+}
+
+impl ProgramShared {
+    /// Lands in-flight copy `index`: its bytes reach the buffer and complete
+    /// on its barrier.
+    pub(crate) fn land(&mut self, index: usize) -> Result<(), InterpError> {
+        if index >= self.in_flight.len() {
+            return Ok(());
+        }
+        let copy = self.in_flight.remove(index);
+        let window = copy.window.as_deref().map(Vec::as_slice);
+        self.smem
+            .write_window(copy.alloc, copy.buffer, window, copy.data)
+            .map_err(|fault| fault.at(copy.at.clone()))?;
+        let Some(bar) = self.barriers.get_mut(copy.barrier) else {
+            return Ok(());
+        };
+        bar.complete_tx(copy.bytes)
+            .map_err(|error| InterpError::MBarrier {
+                at: copy.at,
+                task: copy.task,
+                error,
+            })
+    }
+}
