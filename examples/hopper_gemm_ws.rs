@@ -172,13 +172,8 @@ pub fn hopper_gemm_pingpong<
                 let done = (tile - first) / stride * k_tiles;
                 // My turn on the tensor cores: after the other group's main
                 // loop (group 0 starts the very first one).
-                // (Barrier ids are compile-time constants: one per group.)
-                if me == 0 {
-                    if tile != first {
-                        named_barrier_wait(8, 256);
-                    }
-                } else {
-                    named_barrier_wait(9, 256);
+                if (tile != first) | (me == 1) {
+                    named_barrier_wait(8 + me, 256);
                 }
                 let mut acc = zeros([BM, BN], f32);
                 for kk in 0..k_tiles {
@@ -192,11 +187,7 @@ pub fn hopper_gemm_pingpong<
                 acc = async_dot_wait(0, acc);
                 barrier_arrive(local_view(empty, (done + k_tiles - 1) % NUM_STAGES));
                 // The other group's turn.
-                if me == 0 {
-                    named_barrier_arrive(9, 256);
-                } else {
-                    named_barrier_arrive(8, 256);
-                }
+                named_barrier_arrive(9 - me, 256);
                 async_descriptor_store_wait(0);
                 local_store(out, acc.to(bf16));
                 async_descriptor_store(c_desc, out, [off_m, off_n]);

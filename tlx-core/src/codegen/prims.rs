@@ -369,8 +369,9 @@ impl<'k> Lowerer<'k> {
                 } else {
                     "arrive"
                 };
-                let asm = format!("bar.{step} {}, {};", imm(0)?, imm(1)?);
-                self.f.asm("void", &asm, "~{memory}", &[]);
+                let id = self.register(arg(0)?)?;
+                let asm = format!("bar.{step} $0, {};", imm(0)?);
+                self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);
                 Ok(())
             }
         }

@@ -154,6 +154,8 @@ pub enum NamedBarrierError {
         arrived: u32,
         expected: u32,
     },
+    #[error("named barrier {id} is not one of the program's 16 (0..16)")]
+    BadId { id: i64 },
 }
 
 impl NamedBarriers {

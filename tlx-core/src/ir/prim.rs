@@ -179,7 +179,7 @@ impl Prim {
             Prim::AsyncLoadCommitGroup => sig(&[], &[], 0),
             Prim::AsyncLoadWaitGroup => sig(&[], &["pendings"], 0),
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                sig(&[], &["id", "num_threads"], 0)
+                sig(&["bar_id"], &["num_threads"], 0)
             }
         }
     }
@@ -452,15 +452,15 @@ impl Prim {
                 non_negative(imms[0], "pendings")?;
                 same(results[0], operands[0], "the result")
             }
+            // The id is a run-time value (PTX takes a register): the
+            // interpreter checks its range.
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                if !(0..16).contains(&imms[0]) {
-                    return Err(format!("named barrier {} is not one of 0..16", imms[0]));
-                }
-                if imms[1] <= 0 || imms[1] % 32 != 0 {
+                i32_scalar(operands[0], "the barrier id")?;
+                if imms[0] <= 0 || imms[0] % 32 != 0 {
                     return Err(format!(
                         "{} threads is not a positive multiple of 32 \
                          (a named barrier counts whole warps)",
-                        imms[1]
+                        imms[0]
                     ));
                 }
                 Ok(())

@@ -189,9 +189,16 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![pendings], vec![])
             }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                let id = self.const_int(self.expr_arg(a[0])?, "a named barrier id")?;
+                let id_expr = self.expr_arg(a[0])?;
+                if let Ok(ConstVal::Int(id)) = self.eval_const(id_expr, "a named barrier id") {
+                    if !(0..16).contains(&id) {
+                        return Err(Diagnostic::new(id_expr.span(), format!("named barrier {id} is not one of 0..16"))
+                            .with_hint("a program has 16 hardware barriers; 0 and one per task replica are the compiler's, so pick from the top (15, 14, ...)"));
+                    }
+                }
+                let id = self.int_arg(a[0])?;
                 let threads = self.const_int(self.expr_arg(a[1])?, "a thread count")?;
-                (vec![], vec![id, threads], vec![])
+                (vec![id], vec![threads], vec![])
             }
         };
         Ok(match self.emit_prim(prim, operands, imms, results, span)? {

@@ -14,6 +14,7 @@ use super::super::error::{Fault, FaultResult, InterpError, SliceWindow};
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ProgramShared, StepOutcome};
+use super::super::shared::NamedBarrierError;
 use super::super::value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
 use super::super::wait::{Wait, WaitReason};
 use super::super::{dot, global};
@@ -352,7 +353,15 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                let (id, threads) = (imm(0)? as u32, imm(1)? as u32);
+                let id = self.get(arg(0)?)?.scalar_int()?;
+                let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {
+                    return Err(Stop::error(InterpError::NamedBarrier {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        error: NamedBarrierError::BadId { id },
+                    }));
+                };
+                let threads = imm(0)? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
                 match shared
                     .named_barriers
