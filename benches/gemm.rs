@@ -13,6 +13,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/hopper_gemm_fp8.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_fp8;
 #[path = "../examples/hopper_gemm_pipe.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_pipe;
@@ -423,5 +426,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (log_sum / counted as f64).exp()
         );
     }
+    if "fp8".starts_with(&only) || only.is_empty() {
+        fp8_8192(&dev)?;
+    }
+    Ok(())
+}
+
+/// The fp8 (e4m3) TLX GEMM at 8192^3, bf16 out. cuBLAS's fp8 GEMM is not
+/// reachable through cudarc here: compare with `torch._scaled_mm` from
+/// `../shared/anchors.py`, run in the same sitting.
+fn fp8_8192(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
+    let (m, n, k) = (8192, 8192, 8192);
+    let mut rng = Rng::fresh();
+    let mut random = |len: usize| -> Vec<F8E4M3> {
+        (0..len)
+            .map(|_| F8E4M3::from_f32(2.0 * rng.uniform()))
+            .collect()
+    };
+    let (a, bt) = (dev.upload(&random(m * k))?, dev.upload(&random(n * k))?);
+    let c = dev.upload(&vec![bf16::NAN; m * n])?;
+    hopper_gemm_fp8::gemm(dev, &a, &bt, &c, (m, n, k))?;
+    let finite = c.download()?.iter().step_by(4099).all(|v| v.is_finite());
+    let ms = median_ms(dev, 10, || {
+        hopper_gemm_fp8::gemm(dev, &a, &bt, &c, (m, n, k))
+    })?;
+    let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+    println!(
+        "fp8 e4m3 8192^3 (TLX pipe!, bf16 out): {tflops:.1} TFLOP/s, outputs finite: {finite}"
+    );
     Ok(())
 }

@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/hopper_gemm_fp8.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_fp8;
 #[path = "../examples/hopper_gemm_pipe.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_pipe;
@@ -38,6 +41,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
 #[test]
 fn hopper_gemm_pipelined_matches_reference() {
     on_interpreter(hopper_gemm_pipelined::run);
+}
+
+#[test]
+fn hopper_gemm_fp8_matches_reference() {
+    on_interpreter(hopper_gemm_fp8::run);
 }
 
 #[test]

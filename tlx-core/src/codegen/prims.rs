@@ -55,13 +55,24 @@ fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
     }
 }
 
-/// The placement of one buffer's elements.
-fn buffer_layout(m: &SharedMemoryType) -> Result<SharedLayout> {
+/// The placement of one buffer's elements (for a `local_trans` view, the
+/// stored matrix's placement with the flat-index bits of rows and columns
+/// exchanged).
+pub(super) fn buffer_layout(m: &SharedMemoryType) -> Result<SharedLayout> {
     let eb = m.elem().size_bytes();
-    Ok(match layout_swizzle(m.swizzle()) {
-        Some(s) => SharedLayout::nvmma(m.shape(), eb, s)?,
-        None => SharedLayout::row_major(m.shape(), eb)?,
-    })
+    let stored: Vec<usize> = if m.transposed() {
+        m.shape().iter().rev().copied().collect()
+    } else {
+        m.shape().to_vec()
+    };
+    let layout = match layout_swizzle(m.swizzle()) {
+        Some(s) => SharedLayout::nvmma(&stored, eb, s)?,
+        None => SharedLayout::row_major(&stored, eb)?,
+    };
+    if m.transposed() {
+        return Ok(layout.transposed()?);
+    }
+    Ok(layout)
 }
 
 /// Places every allocation of the kernel body, in program order.
@@ -190,6 +201,11 @@ impl<'k> Lowerer<'k> {
                 let delta = self.f.inst(format!("mul i32 {index}, {stride}"));
                 let at = self.f.inst(format!("add i32 {base}, {delta}"));
                 self.define_register(result()?, at)
+            }
+            // The same bytes: only the type (and so the placement) changes.
+            Prim::LocalTrans => {
+                let base = self.register(arg(0)?)?;
+                self.define_register(result()?, base)
             }
             Prim::LocalSlice => {
                 let from = self.buffer_type(arg(0)?)?;
@@ -396,7 +412,8 @@ impl<'k> Lowerer<'k> {
         let n = mb.shape()[1];
         let acc_elem = self.ty(acc).elem().scalar().unwrap_or(ScalarType::F32);
         let warps = self.context.num_warps;
-        let plan = WgmmaPlan::new(self.arch, (ma.elem(), mb.elem(), acc_elem), (m, n, k), warps)
+        let types = (ma.elem(), mb.elem(), acc_elem);
+        let plan = WgmmaPlan::with_b_order(self.arch, types, (m, n, k), warps, mb.transposed())
             .filter(|p| {
                 buffer_layout(ma).is_ok_and(|l| l == p.a) && buffer_layout(mb).is_ok_and(|l| l == p.b)
             })
@@ -406,9 +423,11 @@ impl<'k> Lowerer<'k> {
                     ma.elem(),
                     wgmma_mismatch(self.arch, (ma.elem(), mb.elem(), acc_elem), (m, n, k), warps)
                 ),
-                hint: "wgmma takes f16/bf16 buffers and an f32 accumulator on sm_90a, whole warp groups \
-                       (the task's num_warps a multiple of 4), M a multiple of 64 per warp group, \
-                       64 <= N <= 256 and K a multiple of 16"
+                hint: "wgmma takes f16/bf16 buffers (or fp8 with B K-major: `local_trans` of an \
+                       [N, K] tile) and an f32 accumulator on sm_90a, whole warp groups (the \
+                       task's num_warps a multiple of 4), M a multiple of 64 per warp group, \
+                       N a multiple of 8 up to 256 (64 or more for an N-major B) and K a \
+                       multiple of 16 (32 for fp8)"
                     .into(),
                 at: Some(op.loc),
             })?;

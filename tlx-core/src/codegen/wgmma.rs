@@ -19,8 +19,8 @@ use super::pipeline::RingRead;
 use crate::ir::{Arch, Elem, ScalarType};
 use crate::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 
-/// K of one instruction for 16-bit inputs.
-const K_STEP: usize = 16;
+/// Bytes of K one instruction takes (k16 for 16-bit inputs, k32 for fp8).
+const K_STEP_BYTES: usize = 32;
 
 /// How one `acc + a @ b` maps onto wgmma instructions.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +34,9 @@ pub struct WgmmaPlan {
     pub a_swizzle: Swizzle,
     pub b: SharedLayout,
     pub b_swizzle: Swizzle,
+    /// B stored K-major (a `local_trans` view of an `[N, K]` tile) rather
+    /// than N-major; fp8 inputs need it.
+    pub b_k_major: bool,
     pub num_warps: u32,
 }
 
@@ -43,23 +46,49 @@ impl WgmmaPlan {
     /// cannot split, or operand rows narrower than a 32-byte swizzle).
     pub fn new(
         arch: Arch,
+        types: (ScalarType, ScalarType, ScalarType),
+        dims: (usize, usize, usize),
+        num_warps: u32,
+    ) -> Option<WgmmaPlan> {
+        WgmmaPlan::with_b_order(arch, types, dims, num_warps, false)
+    }
+
+    /// [`WgmmaPlan::new`], with B K-major when `b_k_major` (the only order
+    /// wgmma takes fp8 operands in).
+    pub fn with_b_order(
+        arch: Arch,
         (a, b, acc): (ScalarType, ScalarType, ScalarType),
         (m, n, k): (usize, usize, usize),
         num_warps: u32,
+        b_k_major: bool,
     ) -> Option<WgmmaPlan> {
-        let input_ok = matches!(a, ScalarType::F16 | ScalarType::BF16);
+        let sixteen_bit = matches!(a, ScalarType::F16 | ScalarType::BF16);
+        let fp8 = matches!(a, ScalarType::F8E4M3 | ScalarType::F8E5M2);
+        let input_ok = sixteen_bit || (fp8 && b_k_major);
         if arch != Arch::Sm90a || a != b || !input_ok || acc != ScalarType::F32 {
             return None;
         }
         wgmma_accumulator(m, n, num_warps).ok()?;
         let eb = a.size_bytes();
-        // B's 64-element column blocks are what its descriptor steps over;
-        // narrower B rows would need the other swizzles' N-major forms.
-        if k % K_STEP != 0 || n < 64 {
+        // An N-major B's 64-element column blocks are what its descriptor
+        // steps over; narrower rows would need the other swizzles' forms.
+        if k % (K_STEP_BYTES / eb) != 0 || (!b_k_major && n < 64) || n % 8 != 0 {
             return None;
         }
         let a_swizzle = Swizzle::widest_for(k * eb)?;
-        let b_swizzle = Swizzle::widest_for(n * eb)?;
+        let (b, b_swizzle) = if b_k_major {
+            let s = Swizzle::widest_for(k * eb)?;
+            (
+                SharedLayout::nvmma(&[n, k], eb, s)
+                    .ok()?
+                    .transposed()
+                    .ok()?,
+                s,
+            )
+        } else {
+            let s = Swizzle::widest_for(n * eb)?;
+            (SharedLayout::nvmma(&[k, n], eb, s).ok()?, s)
+        };
         Some(WgmmaPlan {
             m,
             n,
@@ -67,10 +96,16 @@ impl WgmmaPlan {
             input: a,
             a: SharedLayout::nvmma(&[m, k], eb, a_swizzle).ok()?,
             a_swizzle,
-            b: SharedLayout::nvmma(&[k, n], eb, b_swizzle).ok()?,
+            b,
             b_swizzle,
+            b_k_major,
             num_warps,
         })
+    }
+
+    /// K of one instruction.
+    fn k_step(&self) -> usize {
+        K_STEP_BYTES / self.input.size_bytes()
     }
 
     /// The accumulator's register layout.
@@ -100,6 +135,10 @@ impl WgmmaPlan {
     /// groups along K.
     fn b_descriptor_bits(&self) -> u64 {
         let atom = self.b_swizzle.atom_bytes();
+        if self.b_k_major {
+            // Like A: 8-row core groups of the stored [N, K] tile, SBO apart.
+            return descriptor_bits(1, 8 * atom as u64, self.b_swizzle);
+        }
         let lbo = (self.k * atom) as u64;
         let sbo = 8 * atom as u64;
         descriptor_bits(lbo, sbo, self.b_swizzle)
@@ -184,23 +223,34 @@ impl<'k> Lowerer<'k> {
         let (a_bits, b_bits) = (plan.a_descriptor_bits(), plan.b_descriptor_bits());
         let dtype = match plan.input {
             ScalarType::BF16 => "bf16",
+            ScalarType::F8E4M3 => "e4m3",
+            ScalarType::F8E5M2 => "e5m2",
             _ => "f16",
         };
         let instr = format!(
-            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{dtype}.{dtype}",
-            plan.n
+            "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{dtype}.{dtype}",
+            plan.n,
+            plan.k_step()
         );
+        // scale-d (accumulate), A and B not negated, then for 16-bit inputs
+        // the transposes: A K-major (0), B N-major (1) or K-major (0). fp8
+        // operands are K-major by definition and take no transpose flags.
+        let flags = match (plan.input.size_bytes(), plan.b_k_major) {
+            (1, _) => "p, 1, 1",
+            (_, true) => "p, 1, 1, 0, 0",
+            (_, false) => "p, 1, 1, 0, 1",
+        };
         self.wgmma_fence();
         let mut acc = acc;
-        for s in 0..plan.k / K_STEP {
-            let k0 = (s * K_STEP) as u32;
+        for s in 0..plan.k / plan.k_step() {
+            let k0 = (s * plan.k_step()) as u32;
             let b_desc = self.descriptor(b_bits, &b_base, plan.b.offset(k0 * plan.n as u32));
             for j in 0..plan.m_blocks() {
                 let row = (64 * plan.groups() * j) as u32;
                 let delta = plan.a.offset(row * plan.k as u32 + k0);
                 let a_desc = self.descriptor(a_bits, &a_group, delta);
                 let regs = acc[j * per_instr..(j + 1) * per_instr].to_vec();
-                let out = self.wgmma_instruction(&instr, &regs, &a_desc, &b_desc);
+                let out = self.wgmma_instruction(&instr, flags, &regs, &a_desc, &b_desc);
                 acc.splice(j * per_instr..(j + 1) * per_instr, out);
             }
         }
@@ -214,15 +264,15 @@ impl<'k> Lowerer<'k> {
     fn wgmma_instruction(
         &mut self,
         instr: &str,
+        flags: &str,
         acc: &[String],
         a_desc: &str,
         b_desc: &str,
     ) -> Vec<String> {
         let n = acc.len();
         let outs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
-        // scale-d 1 (accumulate), A and B not negated, A K-major, B N-major.
         let asm = format!(
-            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} {{{}}}, ${}, ${}, p, 1, 1, 0, 1; }}",
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} {{{}}}, ${}, ${}, {flags}; }}",
             outs.join(", "),
             n,
             n + 1

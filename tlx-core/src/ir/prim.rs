@@ -22,6 +22,9 @@ pub enum Prim {
     /// `local_slice(buffer, offsets, shapes)`: the sub-tile of `shapes`
     /// (the result type's) at `offsets` of a buffer, as a buffer.
     LocalSlice,
+    /// `local_trans(buffer)`: the transposed view of a matrix buffer (same
+    /// bytes), e.g. a K-major `[N, K]` tile as the `[K, N]` B of `async_dot`.
+    LocalTrans,
     /// `local_load(buffer)`: a buffer's contents as a register tensor.
     LocalLoad,
     /// `local_store(buffer, value)`.
@@ -96,10 +99,11 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 20] = [
+    pub const ALL: [Prim; 21] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
+        Prim::LocalTrans,
         Prim::LocalLoad,
         Prim::LocalStore,
         Prim::AllocBarriers,
@@ -125,6 +129,7 @@ impl Prim {
             Prim::LocalAlloc => "local_alloc",
             Prim::LocalView => "local_view",
             Prim::LocalSlice => "local_slice",
+            Prim::LocalTrans => "local_trans",
             Prim::LocalLoad => "local_load",
             Prim::LocalStore => "local_store",
             Prim::AllocBarriers => "alloc_barriers",
@@ -157,7 +162,7 @@ impl Prim {
                 variadic: true,
                 ..sig(&["buffer", "offsets"], &[], 1)
             },
-            Prim::LocalLoad => sig(&["buffer"], &[], 1),
+            Prim::LocalLoad | Prim::LocalTrans => sig(&["buffer"], &[], 1),
             Prim::LocalStore => sig(&["buffer", "value"], &[], 0),
             Prim::AllocBarriers => sig(&[], &["arrive_count"], 1),
             Prim::BarrierWait => sig(&["bar", "phase", "pred"], &[], 0),
@@ -197,7 +202,7 @@ impl Prim {
                 writes: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
             },
-            Prim::LocalView | Prim::LocalSlice => Effects::PURE,
+            Prim::LocalView | Prim::LocalSlice | Prim::LocalTrans => Effects::PURE,
             Prim::LocalLoad => Effects {
                 reads: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
@@ -305,6 +310,8 @@ impl Prim {
                     return Err(format!("`local_slice` gives a buffer, not {}", results[0]));
                 };
                 let fits = r.buffers() == 1
+                    && !m.transposed()
+                    && !r.transposed()
                     && r.elem() == m.elem()
                     && r.swizzle() == m.swizzle()
                     && r.shape().len() == m.shape().len()
@@ -328,6 +335,13 @@ impl Prim {
                 operands[1..]
                     .iter()
                     .try_for_each(|t| i32_scalar(t, "an offset"))
+            }
+            Prim::LocalTrans => {
+                let m = one_buffer(operands[0], "`local_trans`")?;
+                if m.shape().len() != 2 {
+                    return Err(format!("`local_trans` takes a matrix, not {}", operands[0]));
+                }
+                same(results[0], &Type::SharedMemory(m.transpose()), "the view")
             }
             Prim::LocalLoad => {
                 let m = one_buffer(operands[0], "`local_load`")?;

@@ -846,8 +846,23 @@ impl<'s> Parser<'s> {
                     ))
                 }
             };
+            let transposed = self.eat(",") && {
+                self.keyword("transposed")?;
+                true
+            };
             self.expect(">")?;
-            let memory = SharedMemoryType::new(elem, shape, buffers, swizzle, mutable);
+            let mut memory = SharedMemoryType::new(elem, shape, buffers, swizzle, mutable);
+            if transposed {
+                // Stored as the transpose of the shape just read.
+                memory = SharedMemoryType::new(
+                    memory.elem(),
+                    memory.shape().iter().rev().copied().collect(),
+                    buffers,
+                    swizzle,
+                    mutable,
+                )
+                .transpose();
+            }
             return Ok(Type::SharedMemory(memory));
         }
         if self.eat("barriers<") {

@@ -258,6 +258,9 @@ pub struct SharedMemoryType {
     buffers: u32,
     swizzle: Swizzle,
     mutable: bool,
+    /// A `local_trans` view: the matrix is stored as its transpose (rows of
+    /// the stored matrix are this view's columns).
+    transposed: bool,
 }
 
 impl SharedMemoryType {
@@ -274,7 +277,30 @@ impl SharedMemoryType {
             buffers,
             swizzle,
             mutable,
+            transposed: false,
         }
+    }
+
+    /// The transposed view of a matrix (TLX's `local_trans`): same bytes,
+    /// dimensions swapped.
+    pub fn transpose(&self) -> SharedMemoryType {
+        let mut t = self.clone();
+        t.shape.reverse();
+        t.transposed = !t.transposed;
+        t
+    }
+
+    /// One buffer of this allocation (what `local_view` gives).
+    pub fn one_buffer(&self) -> SharedMemoryType {
+        SharedMemoryType {
+            buffers: 1,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the view's matrix is stored transposed.
+    pub fn transposed(&self) -> bool {
+        self.transposed
     }
 
     pub fn elem(&self) -> ScalarType {
@@ -431,9 +457,10 @@ impl fmt::Display for Type {
                 write!(f, "smem<")?;
                 write_shaped(f, &m.shape, m.elem)?;
                 let access = if m.mutable { "mutable" } else { "immutable" };
+                let order = if m.transposed { ", transposed" } else { "" };
                 write!(
                     f,
-                    ", buffers {}, swizzle {}, {access}>",
+                    ", buffers {}, swizzle {}, {access}{order}>",
                     m.buffers,
                     m.swizzle.name()
                 )

@@ -140,6 +140,28 @@ impl SharedLayout {
         })
     }
 
+    /// The placement of this matrix's transpose over the same bytes: a
+    /// `[C, R]` view of this `[R, C]` tile, whose flat-index bits are the
+    /// row bits (low) then the column bits (high) of this one.
+    pub fn transposed(&self) -> Result<SharedLayout, LayoutError> {
+        let [rows, cols] = self.shape[..] else {
+            return Err(LayoutError::NotAMatrix(self.shape.clone()));
+        };
+        let (row_bits, col_bits) = (
+            rows.trailing_zeros() as usize,
+            cols.trailing_zeros() as usize,
+        );
+        let bases = (0..row_bits)
+            .map(|b| self.bases[col_bits + b])
+            .chain((0..col_bits).map(|b| self.bases[b]))
+            .collect();
+        Ok(SharedLayout {
+            shape: vec![cols, rows],
+            bases,
+            bytes: self.bytes,
+        })
+    }
+
     /// Elements a thread of `layout` holds in consecutive registers that
     /// this placement keeps consecutive in memory, at most 16 bytes' worth:
     /// the widest vector it can move per access.

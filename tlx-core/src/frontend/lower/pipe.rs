@@ -395,13 +395,7 @@ impl<'a> Lowerer<'a> {
 
     fn view(&mut self, of: ValueId, index: ValueId, span: Span) -> R<ValueId> {
         let ty = match self.ty(of) {
-            Type::SharedMemory(m) => Type::SharedMemory(crate::ir::SharedMemoryType::new(
-                m.elem(),
-                m.shape().to_vec(),
-                1,
-                m.swizzle(),
-                m.mutable(),
-            )),
+            Type::SharedMemory(m) => Type::SharedMemory(m.one_buffer()),
             _ => Type::Barriers(BarrierType::new(1)),
         };
         let v = self.emit_prim(Prim::LocalView, vec![of, index], vec![], vec![ty], span)?;

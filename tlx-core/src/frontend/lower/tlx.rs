@@ -53,13 +53,7 @@ impl<'a> Lowerer<'a> {
                 let buffers = self.ir_arg(a[0])?;
                 let index = self.int_arg(a[1])?;
                 let view = match self.ty(buffers) {
-                    Type::SharedMemory(m) => Type::SharedMemory(SharedMemoryType::new(
-                        m.elem(),
-                        m.shape().to_vec(),
-                        1,
-                        m.swizzle(),
-                        m.mutable(),
-                    )),
+                    Type::SharedMemory(m) => Type::SharedMemory(m.one_buffer()),
                     Type::Barriers(_) => Type::Barriers(BarrierType::new(1)),
                     other => {
                         return Err(Diagnostic::new(
@@ -69,6 +63,18 @@ impl<'a> Lowerer<'a> {
                     }
                 };
                 (vec![buffers, index], vec![], vec![view])
+            }
+            Prim::LocalTrans => {
+                let buffer = self.ir_arg(a[0])?;
+                let Type::SharedMemory(m) = self.ty(buffer) else {
+                    return Err(Diagnostic::new(span, "`local_trans` takes a shared buffer")
+                        .with_hint("pick one buffer with `local_view(buffers, i)` first"));
+                };
+                (
+                    vec![buffer],
+                    vec![],
+                    vec![Type::SharedMemory(m.transpose())],
+                )
             }
             Prim::LocalSlice => {
                 let buffer = self.ir_arg(a[0])?;
@@ -313,6 +319,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::LocalLoad => (&["buffer"], 1),
         Prim::LocalStore => (&["buffer", "value"], 2),
         Prim::LocalSlice => (&["buffer", "offsets", "shapes"], 3),
+        Prim::LocalTrans => (&["buffer"], 1),
         Prim::AllocBarriers => (&["num_barriers", "arrive_count"], 1),
         Prim::BarrierWait => (&["bar", "phase", "pred"], 2),
         Prim::BarrierArrive => (&["bar", "arrive_count", "pred"], 1),

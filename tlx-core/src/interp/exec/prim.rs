@@ -193,6 +193,33 @@ impl<'k> Executor<'k> {
                     },
                 )
             }
+            Prim::LocalTrans => {
+                let Handle::Shared {
+                    alloc,
+                    first,
+                    window,
+                } = self.get(arg(0)?)?.handle()?.clone()
+                else {
+                    return Err(Fault::malformed("a transpose of a non-buffer").into());
+                };
+                let &[rows, cols] = self.type_of(arg(0)?)?.shape() else {
+                    return Err(Fault::malformed("a transpose of a non-matrix").into());
+                };
+                // Element (i, j) of the `[cols, rows]` view is (j, i) of the operand.
+                let within = super::super::value::strided_indices(&[cols, rows], &[1, cols], 0);
+                let flat = match window {
+                    Some(parent) => within.iter().map(|&i| parent[i]).collect(),
+                    None => within,
+                };
+                self.define_handle(
+                    op,
+                    Handle::Shared {
+                        alloc,
+                        first,
+                        window: Some(std::sync::Arc::new(flat)),
+                    },
+                )
+            }
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
