@@ -486,7 +486,12 @@ mod tests {
             // Added after the list: address ops like `program_id`.
             let new = matches!(
                 code,
-                AsyncTaskReplicaId | Prim(crate::ir::Prim::LocalView | crate::ir::Prim::LocalSlice)
+                AsyncTaskReplicaId
+                    | Prim(
+                        crate::ir::Prim::LocalView
+                            | crate::ir::Prim::LocalSlice
+                            | crate::ir::Prim::LocalTrans
+                    )
             );
             assert_eq!(
                 code.effects().is_thread_local_pure(),
