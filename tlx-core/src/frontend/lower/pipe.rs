@@ -40,6 +40,10 @@ use syn::Expr;
 pub(super) struct PipeState {
     /// Bytes of TMA copies into the stage acquired last, not yet committed.
     pending_bytes: i64,
+    /// How deeply nested (loops, branches) the last `acquire` was: a copy or
+    /// `commit` at another depth would make `commit`'s byte count depend on
+    /// control flow it cannot see.
+    acquired_at_depth: Option<usize>,
     /// Tasks (by index in their region) that release, with their replicas;
     /// `usize::MAX` for code outside `async_tasks!`.
     releasers: HashMap<usize, u32>,
@@ -227,6 +231,7 @@ impl<'a> Lowerer<'a> {
                 }
                 let full = self.view(p.full, stage, span)?;
                 self.pipes[p.id].pending_bytes = 0;
+                self.pipes[p.id].acquired_at_depth = Some(self.b.depth());
                 let fields = self.field_views(p, None, stage, span)?;
                 for (_, view) in &fields {
                     self.slot_fields.insert(*view, SlotField { pipe: p.id, full });
@@ -234,6 +239,10 @@ impl<'a> Lowerer<'a> {
                 Ok(Val::Pipe(PipeVal::Slot(fields)))
             }
             (PipeVal::Writer(p), "commit") => {
+                if self.pipes[p.id].acquired_at_depth.is_some_and(|d| d != self.b.depth()) {
+                    return Err(Diagnostic::new(span, "`commit` inside a loop or branch that its `acquire` is not in")
+                        .with_hint("acquire, fill and commit a stage in the same block, so that every acquired stage is committed once with the bytes its copies bring"));
+                }
                 let it = self.iter_arg(args)?;
                 let (stage, _) = self.stage_and_phase(p, it, span)?;
                 let full = self.view(p.full, stage, span)?;
@@ -300,10 +309,25 @@ impl<'a> Lowerer<'a> {
     /// The barrier a TMA copy into `buffer` completes on, when `buffer` is a
     /// field of an acquired stage: the stage's `full`, whose commit will
     /// announce these bytes.
-    pub(super) fn pipe_copy_barrier(&mut self, buffer: ValueId, bytes: i64) -> Option<ValueId> {
-        let field = *self.slot_fields.get(&buffer)?;
-        self.pipes[field.pipe].pending_bytes += bytes;
-        Some(field.full)
+    /// `Ok(None)` when `buffer` is no stage's field; an error when the copy
+    /// sits in a loop or branch its stage's `acquire` is not in, where
+    /// `commit` could not know whether (or how often) it ran.
+    pub(super) fn pipe_copy_barrier(
+        &mut self,
+        buffer: ValueId,
+        bytes: i64,
+        span: Span,
+    ) -> R<Option<ValueId>> {
+        let Some(field) = self.slot_fields.get(&buffer).copied() else {
+            return Ok(None);
+        };
+        let state = &mut self.pipes[field.pipe];
+        if state.acquired_at_depth.is_some_and(|d| d != self.b.depth()) {
+            return Err(Diagnostic::new(span, "a copy into a pipe stage inside a loop or branch that the stage's `acquire` is not in")
+                .with_hint("`commit` announces the bytes of the copies between `acquire` and `commit`, which must run exactly once each: move the copy out of the `if`/loop, or pass the barrier and expected bytes by hand"));
+        }
+        state.pending_bytes += bytes;
+        Ok(Some(field.full))
     }
 
     fn field_names(&self, p: &Pipe, e: &Expr) -> R<Vec<String>> {

@@ -132,7 +132,7 @@ impl<'a> Lowerer<'a> {
                         let bytes = (t.numel()
                             * t.elem().scalar().map_or(1, ScalarType::size_bytes))
                             as i64;
-                        self.pipe_copy_barrier(buffer, bytes).ok_or_else(|| {
+                        self.pipe_copy_barrier(buffer, bytes, span)?.ok_or_else(|| {
                             Diagnostic::new(span, "`async_descriptor_load` without a barrier")
                                 .with_hint("pass the mbarrier the copy completes on (`barrier = local_view(bars, i)`), or copy into a field of a pipe stage (`slot.x`), whose commit waits for it")
                         })?
