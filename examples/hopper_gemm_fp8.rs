@@ -41,15 +41,21 @@ pub fn hopper_gemm_fp8<
     let num_tiles = tiles_m * tiles_n;
     let first = program_id(0);
     let stride = num_programs(0);
+    // A tile's first row and column, GROUP_M tile rows at a time so that
+    // neighbouring programs share A and B tiles in L2.
+    fn tile_origin(tile: i32, tiles_m: i32, tiles_n: i32) -> (i32, i32) {
+        let first_m = tile / (GROUP_M * tiles_n) * GROUP_M;
+        let rows = minimum(tiles_m - first_m, GROUP_M);
+        (
+            (first_m + tile % rows) * BM,
+            (tile % (GROUP_M * tiles_n)) / rows * BN,
+        )
+    }
     async_tasks! {
         task(default, num_regs = 40) {
             let writer = tiles.writer();
             for tile in (first..num_tiles).step_by(stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 let done = (tile - first) / stride * k_tiles;
                 for kk in 0..k_tiles {
                     let it = done + kk;
@@ -66,11 +72,7 @@ pub fn hopper_gemm_fp8<
             let reader = tiles.reader();
             let out = local_view(c_bufs, half);
             for tile in (first..num_tiles).step_by(stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 let done = (tile - first) / stride * k_tiles;
                 let mut acc = zeros([64, BN], f32);
                 for kk in 0..k_tiles {
@@ -137,14 +139,11 @@ pub fn run(device: &Device) -> Outcome {
     let dc = device.upload(&vec![bf16::NAN; m * n])?;
     gemm(device, &da, &dbt, &dc, (m, n, k))?;
     let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
-    let mut want = vec![0.0f64; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            want[i * n + j] = (0..k)
-                .map(|p| f64::from(a[i * k + p].to_f32()) * f64::from(bt[j * k + p].to_f32()))
-                .sum();
-        }
-    }
+    let want = common::matmul_f64(
+        (m, n, k),
+        |i, p| f64::from(a[i * k + p].to_f32()),
+        |p, j| f64::from(bt[j * k + p].to_f32()),
+    );
     // Exact sums, rounded once to bf16 (2^-8 relative).
     common::verdict(
         "hopper_gemm_fp8",

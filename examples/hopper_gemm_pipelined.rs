@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Outcome, Rng, Size};
+use common::{Outcome, Size};
 use tlx::prelude::*;
 
 #[tlx::kernel(arch = "sm_90a", configs = [
@@ -103,38 +103,11 @@ pub fn gemm(
 
 /// Checks the kernel against an f64 CPU reference on fresh random inputs.
 pub fn run(device: &Device) -> Outcome {
-    let (m, n, k) = match Size::for_device(device) {
+    let mnk = match Size::for_device(device) {
         Size::Gpu => (1000, 1032, 520),
         Size::Interpreter => (200, 296, 136),
     };
-    let mut rng = Rng::fresh("hopper_gemm_pipelined");
-    let mut random = |len: usize| -> Vec<bf16> {
-        rng.uniform_vec(len, -1.0, 1.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
-    let (a, b) = (random(m * k), random(k * n));
-    let (da, db) = (device.upload(&a)?, device.upload(&b)?);
-    let dc = device.upload(&vec![bf16::NAN; m * n])?;
-    gemm(device, &da, &db, &dc, (m, n, k))?;
-    let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
-    let mut want = vec![0.0f64; m * n];
-    for i in 0..m {
-        for p in 0..k {
-            let av = a[i * k + p].to_f64();
-            for j in 0..n {
-                want[i * n + j] += av * b[p * n + j].to_f64();
-            }
-        }
-    }
-    // bf16 output: half an ulp is 2^-8 relative; floor 1.0 for sums near zero.
-    common::verdict(
-        "hopper_gemm_pipelined",
-        &format!("{m}x{n}x{k}:"),
-        common::max_rel_error(&got, &want, 1.0),
-        8e-3,
-    )
+    common::check_bf16_gemms(device, "hopper_gemm_pipelined", mnk, &[("", gemm)])
 }
 
 #[allow(dead_code)]

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Outcome, Rng, Size};
+use common::{Outcome, Size};
 use tlx::prelude::*;
 
 #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
@@ -48,16 +48,21 @@ pub fn hopper_gemm_ws<
     let num_tiles = tiles_m * tiles_n;
     let first = program_id(0);
     let stride = num_programs(0);
+    // A tile's first row and column, GROUP_M tile rows at a time so that
+    // neighbouring programs share A and B tiles in L2.
+    fn tile_origin(tile: i32, tiles_m: i32, tiles_n: i32) -> (i32, i32) {
+        let first_m = tile / (GROUP_M * tiles_n) * GROUP_M;
+        let rows = minimum(tiles_m - first_m, GROUP_M);
+        (
+            (first_m + tile % rows) * BM,
+            (tile % (GROUP_M * tiles_n)) / rows * BN,
+        )
+    }
     async_tasks! {
         task(default, num_regs = 40) {
-            // Persistent: this program's tiles, GROUP_M tile rows at a time
-            // so that neighbours share A and B in L2.
+            // Persistent: this program's tiles, in `tile_origin`'s order.
             for tile in (first..num_tiles).step_by(stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 // The ring position continues from this program's earlier tiles.
                 let done = (tile - first) / stride * k_tiles;
                 for kk in 0..k_tiles {
@@ -77,11 +82,7 @@ pub fn hopper_gemm_ws<
             let half = async_task_replica_id();
             let out = local_view(c_bufs, half);
             for tile in (first..num_tiles).step_by(stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 let done = (tile - first) / stride * k_tiles;
                 let mut acc = zeros([64, BN], f32);
                 for kk in 0..k_tiles {
@@ -139,14 +140,20 @@ pub fn hopper_gemm_pingpong<
     let num_tiles = tiles_m * tiles_n;
     let first = program_id(0);
     let stride = num_programs(0);
+    // A tile's first row and column, GROUP_M tile rows at a time so that
+    // neighbouring programs share A and B tiles in L2.
+    fn tile_origin(tile: i32, tiles_m: i32, tiles_n: i32) -> (i32, i32) {
+        let first_m = tile / (GROUP_M * tiles_n) * GROUP_M;
+        let rows = minimum(tiles_m - first_m, GROUP_M);
+        (
+            (first_m + tile % rows) * BM,
+            (tile % (GROUP_M * tiles_n)) / rows * BN,
+        )
+    }
     async_tasks! {
         task(default, num_regs = 40) {
             for tile in (first..num_tiles).step_by(stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 let done = (tile - first) / stride * k_tiles;
                 for kk in 0..k_tiles {
                     let it = done + kk;
@@ -164,11 +171,7 @@ pub fn hopper_gemm_pingpong<
             let out = local_view(c_bufs, me);
             // This group's tiles: every other one of the program's.
             for tile in (first + me * stride..num_tiles).step_by(2 * stride) {
-                let group = tile / (GROUP_M * tiles_n);
-                let first_m = group * GROUP_M;
-                let rows = minimum(tiles_m - first_m, GROUP_M);
-                let off_m = (first_m + tile % rows) * BM;
-                let off_n = (tile % (GROUP_M * tiles_n)) / rows * BN;
+                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
                 let done = (tile - first) / stride * k_tiles;
                 // My turn on the tensor cores: after the other group's main
                 // loop (group 0 starts the very first one).
@@ -257,49 +260,13 @@ pub fn gemm_tuned(
 pub fn run(device: &Device) -> Outcome {
     // Not multiples of the tiles, so TMA's zero fill and clipping matter
     // (rows stay multiples of 16 bytes, as TMA requires of strides).
-    let (m, n, k) = match Size::for_device(device) {
+    let mnk = match Size::for_device(device) {
         Size::Gpu => (1000, 1032, 520),
         Size::Interpreter => (520, 600, 136),
     };
-    let mut rng = Rng::fresh("hopper_gemm_ws");
-    let mut random = |len: usize| -> Vec<bf16> {
-        rng.uniform_vec(len, -1.0, 1.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
-    let (a, b) = (random(m * k), random(k * n));
-    let (da, db) = (device.upload(&a)?, device.upload(&b)?);
-    let mut want = vec![0.0f64; m * n];
-    for i in 0..m {
-        for p in 0..k {
-            let av = a[i * k + p].to_f64();
-            for j in 0..n {
-                want[i * n + j] += av * b[p * n + j].to_f64();
-            }
-        }
-    }
-    type Gemm = fn(
-        &Device,
-        &Buffer<bf16>,
-        &Buffer<bf16>,
-        &Buffer<bf16>,
-        (usize, usize, usize),
-    ) -> Result<(), tlx::Error>;
-    let schedules: [(&str, Gemm); 2] = [("cooperative", gemm), ("ping-pong", gemm_pingpong)];
-    for (schedule, run_gemm) in schedules {
-        let dc = device.upload(&vec![bf16::NAN; m * n])?;
-        run_gemm(device, &da, &db, &dc, (m, n, k))?;
-        let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
-        // bf16 output: half an ulp is 2^-8 relative; floor 1.0 for sums near zero.
-        common::verdict(
-            "hopper_gemm_ws",
-            &format!("{schedule} {m}x{n}x{k}:"),
-            common::max_rel_error(&got, &want, 1.0),
-            8e-3,
-        )?;
-    }
-    Ok(())
+    let schedules: [(&str, common::Bf16Gemm); 2] =
+        [("cooperative ", gemm), ("ping-pong ", gemm_pingpong)];
+    common::check_bf16_gemms(device, "hopper_gemm_ws", mnk, &schedules)
 }
 
 #[allow(dead_code)]

@@ -76,15 +76,11 @@ pub fn run(device: &Device) -> Outcome {
         device, grid, &da, &db, &dc, m as i32, n as i32, k as i32, k as i32, n as i32, n as i32,
     )?;
     let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
-    let mut want = vec![0.0f64; m * n];
-    for i in 0..m {
-        for p in 0..k {
-            let av = a[i * k + p].to_f64();
-            for j in 0..n {
-                want[i * n + j] += av * b[p * n + j].to_f64();
-            }
-        }
-    }
+    let want = common::matmul_f64(
+        (m, n, k),
+        |i, p| a[i * k + p].to_f64(),
+        |p, j| b[p * n + j].to_f64(),
+    );
     // f16 output: half an ulp is 2^-11 relative; floor 1.0 for sums near zero.
     common::verdict(
         "matmul",

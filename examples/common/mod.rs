@@ -117,3 +117,66 @@ pub fn main_with(example: &str, run: fn(&tlx::Device) -> Outcome) -> std::proces
         }
     }
 }
+
+/// `A @ B` in f64 for an `[m, k]` A and a `[k, n]` B read through `a(i, p)`
+/// and `b(p, j)`: the reference every matmul example checks against.
+pub fn matmul_f64(
+    (m, n, k): (usize, usize, usize),
+    a: impl Fn(usize, usize) -> f64,
+    b: impl Fn(usize, usize) -> f64,
+) -> Vec<f64> {
+    let mut c = vec![0.0f64; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let av = a(i, p);
+            for j in 0..n {
+                c[i * n + j] += av * b(p, j);
+            }
+        }
+    }
+    c
+}
+
+/// A row-major bf16 GEMM `C = A @ B` on a device, as the Hopper examples
+/// expose theirs.
+pub type Bf16Gemm = fn(
+    &tlx::Device,
+    &tlx::Buffer<tlx::half::bf16>,
+    &tlx::Buffer<tlx::half::bf16>,
+    &tlx::Buffer<tlx::half::bf16>,
+    (usize, usize, usize),
+) -> Result<(), tlx::Error>;
+
+/// Checks each of `gemms` (labelled) on fresh `[m, k]` and `[k, n]` inputs
+/// in [-1, 1) against the f64 reference, C poisoned with NaN first; bf16
+/// output, so half an ulp is 2^-8 relative (floor 1.0 for sums near zero).
+pub fn check_bf16_gemms(
+    device: &tlx::Device,
+    example: &str,
+    (m, n, k): (usize, usize, usize),
+    gemms: &[(&str, Bf16Gemm)],
+) -> Outcome {
+    use tlx::half::bf16;
+    let mut rng = Rng::fresh(example);
+    let mut random = |len: usize| -> Vec<bf16> {
+        rng.uniform_vec(len, -1.0, 1.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (a, b) = (random(m * k), random(k * n));
+    let (da, db) = (device.upload(&a)?, device.upload(&b)?);
+    let want = matmul_f64(
+        (m, n, k),
+        |i, p| a[i * k + p].to_f64(),
+        |p, j| b[p * n + j].to_f64(),
+    );
+    for (label, gemm) in gemms {
+        let dc = device.upload(&vec![bf16::NAN; m * n])?;
+        gemm(device, &da, &db, &dc, (m, n, k))?;
+        let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
+        let what = format!("{label}{m}x{n}x{k}:");
+        verdict(example, &what, max_rel_error(&got, &want, 1.0), 8e-3)?;
+    }
+    Ok(())
+}
