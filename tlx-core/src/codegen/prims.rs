@@ -292,22 +292,7 @@ impl<'k> Lowerer<'k> {
                 let dst = self.shared_address_of(arg(1)?)?;
                 let bar = self.shared_address_of(arg(2)?)?;
                 let coords = self.registers(&args[3..])?;
-                let tma = TmaBox::new(m.elem(), m.shape());
-                let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
-                self.on_first_thread("true", |l| {
-                    for piece in 0..tma.pieces {
-                        let (at, coords) = l.tma_piece(&dst, &coords, &tma, piece, piece_bytes);
-                        let asm = format!(
-                            "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{}}}], [$2];",
-                            coords.len(),
-                            placeholders(3, coords.len())
-                        );
-                        let mut ops = vec![("i32", at.as_str()), ("i64", desc.as_str()), ("i32", bar.as_str())];
-                        ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
-                        let constraints = tma_constraints(coords.len());
-                        l.f.asm("void", &asm, &constraints, &ops);
-                    }
-                });
+                self.tma_block(&m, &desc, &dst, Some(&bar), &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
@@ -315,28 +300,10 @@ impl<'k> Lowerer<'k> {
                 let m = self.buffer_type(arg(1)?)?;
                 let src = self.shared_address_of(arg(1)?)?;
                 let coords = self.registers(&args[2..])?;
-                let tma = TmaBox::new(m.elem(), m.shape());
-                let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.fence_async_shared();
                 self.barrier();
-                self.on_first_thread("true", |l| {
-                    for piece in 0..tma.pieces {
-                        let (at, coords) = l.tma_piece(&src, &coords, &tma, piece, piece_bytes);
-                        let asm = format!(
-                            "cp.async.bulk.tensor.{}d.global.shared::cta.bulk_group [$1, {{{}}}], [$0];",
-                            coords.len(),
-                            placeholders(2, coords.len())
-                        );
-                        let mut ops = vec![("i32", at.as_str()), ("i64", desc.as_str())];
-                        ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
-                        let mut constraints = vec!["r", "l"];
-                        constraints.extend(std::iter::repeat_n("r", coords.len()));
-                        let constraints = constraints.join(",") + ",~{memory}";
-                        l.f.asm("void", &asm, &constraints, &ops);
-                    }
-                    l.f.asm("void", "cp.async.bulk.commit_group;", "~{memory}", &[]);
-                });
+                self.tma_block(&m, &desc, &src, None, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
@@ -503,6 +470,49 @@ impl<'k> Lowerer<'k> {
         }
     }
 
+    /// Issues, from the first thread, the TMA copies of one block between
+    /// global memory (through `desc`) and the buffer at shared address
+    /// `smem`: one per atom-wide box. With a `barrier`, loads completing on
+    /// it; without, stores, committed as one bulk group.
+    fn tma_block(
+        &mut self,
+        m: &SharedMemoryType,
+        desc: &str,
+        smem: &str,
+        barrier: Option<&str>,
+        coords: &[String],
+    ) {
+        let tma = TmaBox::new(m.elem(), m.shape());
+        let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
+        self.on_first_thread("true", |l| {
+            for piece in 0..tma.pieces {
+                let (at, coords) = l.tma_piece(smem, coords, &tma, piece, piece_bytes);
+                // Operands: the buffer, the descriptor, the barrier of a
+                // load, then the coordinates.
+                let mut ops = vec![("i32", at.as_str()), ("i64", desc)];
+                ops.extend(barrier.map(|b| ("i32", b)));
+                let first = ops.len();
+                ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
+                let (rank, at_coords) = (coords.len(), placeholders(first, coords.len()));
+                let asm = match barrier {
+                    Some(_) => format!(
+                        "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{at_coords}}}], [$2];"
+                    ),
+                    None => format!(
+                        "cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [$1, {{{at_coords}}}], [$0];"
+                    ),
+                };
+                let mut constraints = vec!["r", "l"];
+                constraints.extend(std::iter::repeat_n("r", ops.len() - 2));
+                let constraints = constraints.join(",") + ",~{memory}";
+                l.f.asm("void", &asm, &constraints, &ops);
+            }
+            if barrier.is_none() {
+                l.f.asm("void", "cp.async.bulk.commit_group;", "~{memory}", &[]);
+            }
+        });
+    }
+
     /// Destination (or source) address and coordinates of TMA box `piece`
     /// of a block cut along its inner dimension; coordinates innermost
     /// first, as PTX takes them.
@@ -602,11 +612,4 @@ fn placeholders(first: usize, count: usize) -> String {
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Constraints of a TMA load: destination, descriptor, barrier, coordinates.
-fn tma_constraints(coords: usize) -> String {
-    let mut c = vec!["r", "l", "r"];
-    c.extend(std::iter::repeat_n("r", coords));
-    c.join(",") + ",~{memory}"
 }

@@ -157,14 +157,7 @@ impl<'k> Executor<'k> {
                 self.define_handle(op, view)
             }
             Prim::LocalSlice => {
-                let Handle::Shared {
-                    alloc,
-                    first,
-                    window,
-                } = self.get(arg(0)?)?.handle()?.clone()
-                else {
-                    return Err(Fault::malformed("a slice of a non-buffer").into());
-                };
+                let view = self.buffer_view(arg(0)?)?;
                 let from = self.type_of(arg(0)?)?.shape().to_vec();
                 let to = self.type_of(Self::result(op, 0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[1..])?;
@@ -178,47 +171,16 @@ impl<'k> Executor<'k> {
                         }),
                     })
                 })?;
-                // A slice of a slice picks from its parent's elements.
-                let flat = match window {
-                    Some(parent) => within.iter().map(|&i| parent[i]).collect(),
-                    None => within,
-                };
-                let window = Some(std::sync::Arc::new(flat));
-                self.define_handle(
-                    op,
-                    Handle::Shared {
-                        alloc,
-                        first,
-                        window,
-                    },
-                )
+                self.define_handle(op, view.narrowed(&within))
             }
             Prim::LocalTrans => {
-                let Handle::Shared {
-                    alloc,
-                    first,
-                    window,
-                } = self.get(arg(0)?)?.handle()?.clone()
-                else {
-                    return Err(Fault::malformed("a transpose of a non-buffer").into());
-                };
+                let view = self.buffer_view(arg(0)?)?;
                 let &[rows, cols] = self.type_of(arg(0)?)?.shape() else {
                     return Err(Fault::malformed("a transpose of a non-matrix").into());
                 };
                 // Element (i, j) of the `[cols, rows]` view is (j, i) of the operand.
                 let within = super::super::value::strided_indices(&[cols, rows], &[1, cols], 0);
-                let flat = match window {
-                    Some(parent) => within.iter().map(|&i| parent[i]).collect(),
-                    None => within,
-                };
-                self.define_handle(
-                    op,
-                    Handle::Shared {
-                        alloc,
-                        first,
-                        window: Some(std::sync::Arc::new(flat)),
-                    },
-                )
+                self.define_handle(op, view.narrowed(&within))
             }
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
@@ -519,6 +481,20 @@ struct BufferView {
 }
 
 impl BufferView {
+    /// The view of this view's elements `within` (flat indices into it, in
+    /// the new view's order): a slice or transpose, of a slice or not.
+    fn narrowed(self, within: &[usize]) -> Handle {
+        let flat = match &self.window {
+            Some(parent) => within.iter().map(|&i| parent[i]).collect(),
+            None => within.to_vec(),
+        };
+        Handle::Shared {
+            alloc: self.alloc,
+            first: self.buffer,
+            window: Some(std::sync::Arc::new(flat)),
+        }
+    }
+
     fn read(&self, shared: &ProgramShared) -> FaultResult<Data> {
         let data = shared.smem.buffer(self.alloc, self.buffer)?;
         Ok(match &self.window {
