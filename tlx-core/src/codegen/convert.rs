@@ -26,6 +26,26 @@ pub fn bits_llvm_type(bytes: usize) -> &'static str {
     }
 }
 
+/// Which shared memory an address is in: this program's (a byte offset in
+/// its shared array) or, through the cluster window, a peer's (an absolute
+/// `shared::cluster` address).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SharedWindow {
+    Cta,
+    Cluster,
+}
+
+/// One contiguous run of a thread's elements of a tile in a shared buffer.
+pub struct PlacedRun {
+    /// Its first byte: the buffer's base plus its offset (i32 operand).
+    pub at: String,
+    /// Its elements packed into memory words (16-bit words for one byte).
+    pub words: Vec<String>,
+    pub word_bytes: usize,
+    /// Its length in bytes.
+    pub bytes: usize,
+}
+
 /// Where a tile's elements sit in a shared region: the tile's rows of `cols`
 /// elements are stored `stride` elements apart, or, when `transpose`, its
 /// columns are (column `c` becomes stored row `c`).
@@ -236,6 +256,59 @@ impl<'k> Lowerer<'k> {
         shared: &SharedLayout,
         base: &str,
     ) -> Result<()> {
+        self.store_placed_in(t, elem, shared, base, SharedWindow::Cta)
+    }
+
+    /// [`Lowerer::store_placed_at`] into `window`: with
+    /// [`SharedWindow::Cluster`], `base` is a `shared::cluster` address (a
+    /// peer program's buffer, from `mapa`) and the stores are
+    /// `st.shared::cluster`.
+    pub fn store_placed_in(
+        &mut self,
+        t: &Tensor,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+        window: SharedWindow,
+    ) -> Result<()> {
+        self.for_each_placed_run(t, elem, shared, base, |l, run| {
+            let p = match window {
+                SharedWindow::Cta => l.smem_ptr(&run.at),
+                SharedWindow::Cluster => {
+                    l.f.inst(format!("inttoptr i32 {} to ptr addrspace(7)", run.at))
+                }
+            };
+            let space = match window {
+                SharedWindow::Cta => 3,
+                SharedWindow::Cluster => 7,
+            };
+            let wty = super::memory::word_type(run.word_bytes);
+            let (ty, value) = word_vector(&mut l.f, wty, &run.words);
+            let (ty, value) = if run.bytes == 1 {
+                let b = l.f.inst(format!("trunc i16 {value} to i8"));
+                ("i8".to_string(), b)
+            } else {
+                (ty, value)
+            };
+            l.f.stmt(format!(
+                "store {ty} {value}, ptr addrspace({space}) {p}, align {}",
+                run.bytes.min(16)
+            ));
+            Ok(())
+        })
+    }
+
+    /// Calls `emit` for each run of a thread's registers that a placement
+    /// keeps contiguous (at most 16 bytes), skipping register replicas,
+    /// with its byte address (`base` plus its offset) and its packed words.
+    pub fn for_each_placed_run(
+        &mut self,
+        t: &Tensor,
+        elem: Elem,
+        shared: &SharedLayout,
+        base: &str,
+        mut emit: impl FnMut(&mut Self, PlacedRun) -> Result<()>,
+    ) -> Result<()> {
         let bytes = mem_bytes(elem);
         let offsets = shared.compose(&t.layout)?;
         let per = shared.contiguous_run(&t.layout, bytes)?;
@@ -247,25 +320,21 @@ impl<'k> Lowerer<'k> {
             let own = offsets.reg_offset(first);
             let at = self.f.inst(format!("xor i32 {thread}, {own}"));
             let at = self.f.inst(format!("add i32 {base}, {at}"));
-            let p = self.smem_ptr(&at);
             let bits: Vec<String> = t.regs[first..first + per]
                 .iter()
                 .map(|v| to_bits(&mut self.f, elem, v))
                 .collect();
             let (word, _) = super::memory::words_of(per, bytes);
-            let packed = self.pack(&bits, bytes, word);
-            let wty = super::memory::word_type(word);
-            let (ty, value) = word_vector(&mut self.f, wty, &packed);
-            let (ty, value) = if bytes == 1 && per == 1 {
-                let b = self.f.inst(format!("trunc i16 {value} to i8"));
-                ("i8".to_string(), b)
-            } else {
-                (ty, value)
-            };
-            self.f.stmt(format!(
-                "store {ty} {value}, ptr addrspace(3) {p}, align {}",
-                (per * bytes).min(16)
-            ));
+            let words = self.pack(&bits, bytes, word);
+            emit(
+                self,
+                PlacedRun {
+                    at,
+                    words,
+                    word_bytes: word,
+                    bytes: per * bytes,
+                },
+            )?;
         }
         Ok(())
     }

@@ -25,6 +25,7 @@
 
 mod atomics;
 mod axis;
+mod cluster;
 mod control;
 mod convert;
 mod debug;

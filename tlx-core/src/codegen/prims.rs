@@ -258,12 +258,27 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::BarrierArrive => {
-                let bar = self.shared_address_of(arg(0)?)?;
+                let remote = self.ty(arg(0)?).is_remote();
+                // A remote view's register is already its `shared::cluster` address.
+                let bar = if remote {
+                    self.register(arg(0)?)?
+                } else {
+                    self.shared_address_of(arg(0)?)?
+                };
                 let pred = self.register(arg(1)?)?;
                 let count = imm(0)?;
                 self.order_context_before_single_thread();
                 self.on_first_thread(&pred, |l| {
-                    let asm = format!("mbarrier.arrive.shared::cta.b64 _, [$0], {count};");
+                    let asm = if remote {
+                        // Release at cluster scope: what this program wrote
+                        // before (its remote stores included) is visible to
+                        // the peer's threads that wait on the phase.
+                        format!(
+                            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0], {count};"
+                        )
+                    } else {
+                        format!("mbarrier.arrive.shared::cta.b64 _, [$0], {count};")
+                    };
                     l.f.asm("void", &asm, "r,~{memory}", &[("i32", &bar)]);
                 });
                 Ok(())
@@ -292,7 +307,30 @@ impl<'k> Lowerer<'k> {
                 let dst = self.shared_address_of(arg(1)?)?;
                 let bar = self.shared_address_of(arg(2)?)?;
                 let coords = self.registers(&args[3..])?;
-                self.tma_block(&m, &desc, &dst, Some(&bar), &coords);
+                self.tma_block(&m, &desc, &dst, Some(&bar), None, &coords);
+                Ok(())
+            }
+            Prim::AsyncDescriptorLoadMulticast => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let dst = self.shared_address_of(arg(1)?)?;
+                let bar = self.shared_address_of(arg(2)?)?;
+                let mask = self.register(arg(3)?)?;
+                let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
+                let coords = self.registers(&args[4..])?;
+                self.tma_block(&m, &desc, &dst, Some(&bar), Some(&mask), &coords);
+                Ok(())
+            }
+            Prim::RemoteView => {
+                let local = self.shared_address_of(arg(0)?)?;
+                let rank = self.register(arg(1)?)?;
+                let remote = self.map_to_peer(&local, &rank);
+                self.define_register(result()?, remote)
+            }
+            Prim::RemoteShmemStore => self.remote_store(op, arg(0)?, arg(1)?),
+            Prim::AsyncRemoteShmemStore => self.async_remote_store(op, arg(0)?, arg(1)?, arg(2)?),
+            Prim::FenceMbarrierInitCluster => {
+                self.fence_mbarrier_init_cluster();
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
@@ -303,7 +341,7 @@ impl<'k> Lowerer<'k> {
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.fence_async_shared();
                 self.barrier();
-                self.tma_block(&m, &desc, &src, None, &coords);
+                self.tma_block(&m, &desc, &src, None, None, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
@@ -473,13 +511,16 @@ impl<'k> Lowerer<'k> {
     /// Issues, from the first thread, the TMA copies of one block between
     /// global memory (through `desc`) and the buffer at shared address
     /// `smem`: one per atom-wide box. With a `barrier`, loads completing on
-    /// it; without, stores, committed as one bulk group.
+    /// it (with a `multicast` mask, an i16 of cluster ranks, into the same
+    /// buffer and barrier of each of those programs); without, stores,
+    /// committed as one bulk group.
     fn tma_block(
         &mut self,
         m: &SharedMemoryType,
         desc: &str,
         smem: &str,
         barrier: Option<&str>,
+        multicast: Option<&str>,
         coords: &[String],
     ) {
         let tma = TmaBox::new(m.elem(), m.shape());
@@ -494,16 +535,24 @@ impl<'k> Lowerer<'k> {
                 let first = ops.len();
                 ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
                 let (rank, at_coords) = (coords.len(), placeholders(first, coords.len()));
-                let asm = match barrier {
-                    Some(_) => format!(
+                let asm = match (barrier, multicast) {
+                    (Some(_), None) => format!(
                         "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{at_coords}}}], [$2];"
                     ),
-                    None => format!(
+                    (Some(_), Some(_)) => format!(
+                        "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{{at_coords}}}], [$2], ${};",
+                        first + coords.len()
+                    ),
+                    (None, _) => format!(
                         "cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [$1, {{{at_coords}}}], [$0];"
                     ),
                 };
                 let mut constraints = vec!["r", "l"];
                 constraints.extend(std::iter::repeat_n("r", ops.len() - 2));
+                if let (Some(_), Some(mask)) = (barrier, multicast) {
+                    ops.push(("i16", mask));
+                    constraints.push("h");
+                }
                 let constraints = constraints.join(",") + ",~{memory}";
                 l.f.asm("void", &asm, &constraints, &ops);
             }
@@ -543,7 +592,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// The one register of a scalar, buffer, barrier or descriptor value.
-    fn register(&mut self, v: ValueId) -> Result<String> {
+    pub(super) fn register(&mut self, v: ValueId) -> Result<String> {
         let t = self.tensor(v)?;
         t.regs
             .first()

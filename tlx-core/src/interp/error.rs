@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use super::cluster::RemoteError;
 use super::mbarrier::MBarrierError;
 use super::memory::BufferId;
 use super::race::SharedRace;
@@ -154,6 +155,14 @@ pub enum InterpError {
         at: Site,
         task: String,
         error: MBarrierError,
+    },
+    /// A remote view used before the peer made its buffer or barrier
+    /// visible to the cluster, or of a program outside it.
+    #[error("{at}, task `{task}`: {error}")]
+    Remote {
+        at: Site,
+        task: String,
+        error: RemoteError,
     },
     #[error("{at}, task `{task}`: {error}")]
     NamedBarrier {

@@ -19,6 +19,7 @@
 //! without `other` and reports their observable uses
 //! ([`InterpError::UndefinedUse`]).
 
+mod cluster;
 mod dot;
 mod elementwise;
 mod error;
@@ -50,6 +51,7 @@ use std::sync::Mutex;
 use crate::ir::{self, ParamKind, ScalarType};
 use crate::numeric::{float_from_bits, int_from_bits};
 
+pub use cluster::RemoteError;
 pub use error::{InterpError, Site, SliceWindow};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};

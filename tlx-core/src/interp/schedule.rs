@@ -9,6 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::cluster::ClusterMap;
 use super::error::InterpError;
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
@@ -59,7 +60,8 @@ impl fmt::Display for Schedule {
 /// State shared by the tasks scheduled together: its mbarriers, shared
 /// buffers and their asynchronous-write records, named barriers, and the
 /// barrier of the cluster (the programs of a cluster run as tasks of one
-/// schedule).
+/// schedule, each with its own buffers and mbarriers here; `cluster` says
+/// whose each one is).
 #[derive(Debug, Default)]
 pub(crate) struct ProgramShared {
     pub(crate) barriers: Vec<MBarrier>,
@@ -69,6 +71,8 @@ pub(crate) struct ProgramShared {
     pub(crate) named_barriers: NamedBarriers,
     /// TMA copies issued and not yet landed.
     pub(crate) in_flight: Vec<InFlightCopy>,
+    /// Which program of the cluster made each allocation and barrier.
+    pub(crate) cluster: ClusterMap,
 }
 
 impl ProgramShared {
@@ -79,6 +83,7 @@ impl ProgramShared {
         self.smem.clear();
         self.named_barriers.clear();
         self.in_flight.clear();
+        self.cluster.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
     }
 }
@@ -100,6 +105,12 @@ impl ClusterBarrier {
             generation: 0,
             waiting: vec![None; members],
         }
+    }
+
+    /// How many generations have completed (the number of the one members
+    /// arrive in next).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Member `member` arrives (once per generation) and passes when its

@@ -34,6 +34,10 @@ pub(crate) enum Handle {
     },
     /// mbarriers `first..` of the program (or cluster) state.
     Barriers { first: usize },
+    /// A `remote_view`: the counterpart of `local` (this program's buffer or
+    /// barrier) in the cluster's program `rank`, found where it is used (the
+    /// peer may make it only later; see `cluster`).
+    Remote { rank: usize, local: Box<Handle> },
     /// A global tensor that TMA copies read and write.
     Desc(GlobalTensor),
 }

@@ -491,6 +491,7 @@ mod tests {
                         crate::ir::Prim::LocalView
                             | crate::ir::Prim::LocalSlice
                             | crate::ir::Prim::LocalTrans
+                            | crate::ir::Prim::RemoteView
                     )
             );
             assert_eq!(

@@ -1,5 +1,6 @@
 //! TLX's explicit primitives (shared buffers, mbarriers, TMA, wgmma, fences,
-//! named barriers) as one op family, [`OpKind::Prim`]: operands are SSA
+//! named barriers, and the cluster's remote views, distributed shared-memory
+//! stores and multicast copies) as one op family, [`OpKind::Prim`]: operands are SSA
 //! values, compile-time arguments are integer immediates, and each [`Prim`]
 //! is one row of this table: its mnemonic, its effects, the names of its
 //! operands and immediates, and its typing rule. The printer, parser and
@@ -72,6 +73,25 @@ pub enum Prim {
     NamedBarrierWait,
     /// `named_barrier_arrive(id, num_threads)`.
     NamedBarrierArrive,
+    /// `remote_view(local, rank)`: the same buffer or mbarrier in program
+    /// `rank` of the cluster (PTX `mapa`); a remote type, which only stores
+    /// and arrivals take.
+    RemoteView,
+    /// `remote_shmem_store(dst, value)`: writes a register tensor into a
+    /// remote buffer (`st.shared::cluster`), synchronously.
+    RemoteShmemStore,
+    /// `async_remote_shmem_store(dst, value, barrier)`: the same as an
+    /// asynchronous store whose bytes complete on `barrier`, a remote view of
+    /// a barrier of the same peer (`st.async ... complete_tx::bytes`).
+    AsyncRemoteShmemStore,
+    /// `fence_mbarrier_init_cluster()`: makes this program's barrier
+    /// initializations visible to the cluster (before a `cluster_barrier`
+    /// after which peers arrive on them).
+    FenceMbarrierInitCluster,
+    /// `async_descriptor_load(..., multicast_targets = ranks)`: a TMA copy
+    /// into `buffer` of every program of the cluster whose bit `cta_mask`
+    /// sets, completing its bytes on `barrier` of each (same offsets there).
+    AsyncDescriptorLoadMulticast,
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -99,7 +119,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 21] = [
+    pub const ALL: [Prim; 26] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -121,6 +141,11 @@ impl Prim {
         Prim::AsyncLoadWaitGroup,
         Prim::NamedBarrierWait,
         Prim::NamedBarrierArrive,
+        Prim::RemoteView,
+        Prim::RemoteShmemStore,
+        Prim::AsyncRemoteShmemStore,
+        Prim::FenceMbarrierInitCluster,
+        Prim::AsyncDescriptorLoadMulticast,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -147,6 +172,11 @@ impl Prim {
             Prim::AsyncLoadWaitGroup => "async_load_wait_group",
             Prim::NamedBarrierWait => "named_barrier_wait",
             Prim::NamedBarrierArrive => "named_barrier_arrive",
+            Prim::RemoteView => "remote_view",
+            Prim::RemoteShmemStore => "remote_shmem_store",
+            Prim::AsyncRemoteShmemStore => "async_remote_shmem_store",
+            Prim::FenceMbarrierInitCluster => "fence_mbarrier_init_cluster",
+            Prim::AsyncDescriptorLoadMulticast => "async_descriptor_load_multicast",
         }
     }
 
@@ -186,6 +216,18 @@ impl Prim {
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 sig(&["bar_id"], &["num_threads"], 0)
             }
+            Prim::RemoteView => sig(&["local", "remote_cta_rank"], &[], 1),
+            Prim::RemoteShmemStore => sig(&["dst", "value"], &[], 0),
+            Prim::AsyncRemoteShmemStore => sig(&["dst", "value", "barrier"], &[], 0),
+            Prim::FenceMbarrierInitCluster => sig(&[], &[], 0),
+            Prim::AsyncDescriptorLoadMulticast => PrimSignature {
+                variadic: true,
+                ..sig(
+                    &["desc", "buffer", "barrier", "cta_mask", "offsets"],
+                    &[],
+                    0,
+                )
+            },
         }
     }
 
@@ -195,6 +237,10 @@ impl Prim {
             sync: Some(SyncScope::Cta),
             ..Effects::PURE
         };
+        let syncs_cluster = Effects {
+            sync: Some(SyncScope::Cluster),
+            ..Effects::PURE
+        };
         match self {
             // An allocation is an identity, not a value: two are two buffers,
             // so it must not be merged or dropped like a pure op.
@@ -202,7 +248,10 @@ impl Prim {
                 writes: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
             },
-            Prim::LocalView | Prim::LocalSlice | Prim::LocalTrans => Effects::PURE,
+            // `mapa` is address arithmetic, as a view is.
+            Prim::LocalView | Prim::LocalSlice | Prim::LocalTrans | Prim::RemoteView => {
+                Effects::PURE
+            }
             Prim::LocalLoad => Effects {
                 reads: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
@@ -225,7 +274,7 @@ impl Prim {
             | Prim::FenceAsyncShared
             | Prim::NamedBarrierWait
             | Prim::NamedBarrierArrive => syncs,
-            Prim::AsyncDescriptorLoad => Effects {
+            Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorLoadMulticast => Effects {
                 reads: super::MemorySpaces::only(Global),
                 writes: super::MemorySpaces::only(Shared),
                 async_role: Some(AsyncRole::Starts),
@@ -261,6 +310,16 @@ impl Prim {
                 cross_thread: true,
                 ..Effects::PURE
             },
+            Prim::RemoteShmemStore => Effects {
+                writes: super::MemorySpaces::only(Shared),
+                ..Effects::PURE
+            },
+            Prim::AsyncRemoteShmemStore => Effects {
+                writes: super::MemorySpaces::only(Shared),
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::FenceMbarrierInitCluster => syncs_cluster,
         }
     }
 
@@ -291,16 +350,22 @@ impl Prim {
             },
             Prim::LocalView => {
                 i32_scalar(operands[1], "the index")?;
+                local(operands[0], "`local_view`")?;
                 match (operands[0], results[0]) {
                     (Type::SharedMemory(all), Type::SharedMemory(one))
                         if one.buffers() == 1
+                            && !one.remote()
                             && one.elem() == all.elem()
                             && one.shape() == all.shape()
                             && one.swizzle() == all.swizzle() =>
                     {
                         Ok(())
                     }
-                    (Type::Barriers(_), Type::Barriers(one)) if one.count() == 1 => Ok(()),
+                    (Type::Barriers(_), Type::Barriers(one))
+                        if one.count() == 1 && !one.remote() =>
+                    {
+                        Ok(())
+                    }
                     (from, to) => Err(format!("`local_view` of {from} cannot give {to}")),
                 }
             }
@@ -310,6 +375,7 @@ impl Prim {
                     return Err(format!("`local_slice` gives a buffer, not {}", results[0]));
                 };
                 let fits = r.buffers() == 1
+                    && !r.remote()
                     && !m.transposed()
                     && !r.transposed()
                     && r.elem() == m.elem()
@@ -366,12 +432,15 @@ impl Prim {
                 bool_scalar(operands[2], "the predicate")
             }
             Prim::BarrierArrive => {
-                one_barrier(operands[0], "`barrier_arrive`")?;
+                // The one barrier operation a peer may do remotely.
+                one_barrier_anywhere(operands[0], "`barrier_arrive`")?;
                 positive(imms[0], "the arrive count")?;
                 bool_scalar(operands[1], "the predicate")
             }
-            Prim::FenceAsyncShared => Ok(()),
-            Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorStore => {
+            Prim::FenceAsyncShared | Prim::FenceMbarrierInitCluster => Ok(()),
+            Prim::AsyncDescriptorLoad
+            | Prim::AsyncDescriptorLoadMulticast
+            | Prim::AsyncDescriptorStore => {
                 let Type::TensorDescriptor(d) = operands[0] else {
                     return Err(format!("a tensor descriptor, not {}", operands[0]));
                 };
@@ -396,11 +465,17 @@ impl Prim {
                         operands[1], operands[0]
                     ));
                 }
-                let offsets = if self == Prim::AsyncDescriptorLoad {
-                    one_barrier(operands[2], "`async_descriptor_load`")?;
-                    &operands[3..]
-                } else {
-                    &operands[2..]
+                let offsets = match self {
+                    Prim::AsyncDescriptorLoad => {
+                        one_barrier(operands[2], "`async_descriptor_load`")?;
+                        &operands[3..]
+                    }
+                    Prim::AsyncDescriptorLoadMulticast => {
+                        one_barrier(operands[2], "`async_descriptor_load`")?;
+                        i32_scalar(operands[3], "the multicast mask")?;
+                        &operands[4..]
+                    }
+                    _ => &operands[2..],
                 };
                 if offsets.len() != d.block_shape().len() {
                     return Err(format!(
@@ -465,6 +540,41 @@ impl Prim {
             Prim::AsyncDotWait => {
                 non_negative(imms[0], "pendings")?;
                 same(results[0], operands[0], "the result")
+            }
+            Prim::RemoteView => {
+                i32_scalar(operands[1], "the remote CTA rank")?;
+                let remote = match operands[0] {
+                    Type::SharedMemory(_) => {
+                        Type::SharedMemory(one_buffer(operands[0], "`remote_view`")?.to_remote())
+                    }
+                    Type::Barriers(b) => {
+                        one_barrier(operands[0], "`remote_view`")?;
+                        Type::Barriers(b.to_remote())
+                    }
+                    other => {
+                        return Err(format!(
+                            "`remote_view` takes one buffer or barrier, not {other}"
+                        ))
+                    }
+                };
+                same(results[0], &remote, "the remote view")
+            }
+            Prim::RemoteShmemStore | Prim::AsyncRemoteShmemStore => {
+                let user = format!("`{}`", self.mnemonic());
+                let m = remote_buffer(operands[0], &user)?;
+                let expected = Type::tensor(m.elem().into(), m.shape().to_vec());
+                same(operands[1], &expected, "the stored tensor")?;
+                if self == Prim::AsyncRemoteShmemStore {
+                    match operands[2] {
+                        Type::Barriers(b) if b.count() == 1 && b.remote() => {}
+                        other => {
+                            return Err(format!(
+                                "{user} completes on a remote view of one barrier of the same peer, not {other}"
+                            ))
+                        }
+                    }
+                }
+                Ok(())
             }
             // The id is a run-time value (PTX takes a register): the
             // interpreter checks its range.
@@ -569,7 +679,20 @@ fn non_negative(n: i64, what: &str) -> Result<(), String> {
     }
 }
 
+/// What a primitive that takes only this program's own buffers and
+/// barriers says of a remote view.
+fn local(t: &Type, user: &str) -> Result<(), String> {
+    if t.is_remote() {
+        return Err(format!(
+            "{user} cannot take a remote view ({t}): only `barrier_arrive` and the remote \
+             stores reach a peer program's shared memory"
+        ));
+    }
+    Ok(())
+}
+
 fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType, String> {
+    local(t, user)?;
     match t {
         Type::SharedMemory(m) if m.buffers() == 1 => Ok(m),
         Type::SharedMemory(m) => Err(format!(
@@ -580,7 +703,23 @@ fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType
     }
 }
 
+/// One buffer of a peer program (a `remote_view`).
+fn remote_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType, String> {
+    match t {
+        Type::SharedMemory(m) if m.buffers() == 1 && m.remote() => Ok(m),
+        other => Err(format!(
+            "{user} writes a remote view of one buffer (`remote_view(local_view(bufs, i), rank)`), not {other}"
+        )),
+    }
+}
+
 fn one_barrier(t: &Type, user: &str) -> Result<(), String> {
+    local(t, user)?;
+    one_barrier_anywhere(t, user)
+}
+
+/// One barrier, of this program or (a remote view) of a peer.
+fn one_barrier_anywhere(t: &Type, user: &str) -> Result<(), String> {
     match t {
         Type::Barriers(b) if b.count() == 1 => Ok(()),
         Type::Barriers(b) => Err(format!(
@@ -651,6 +790,80 @@ mod tests {
             .check(&[], &[&a, &wrong_k, &acc], &[&acc])
             .expect_err("K differs");
         assert!(err.starts_with("inner dimensions differ"), "{err}");
+    }
+
+    #[test]
+    fn remote_views_take_arrivals_and_stores_but_no_wait_or_load() {
+        let bar = Type::Barriers(BarrierType::new(1));
+        let bars = Type::Barriers(BarrierType::new(4));
+        let i32t = Type::scalar(ScalarType::I32);
+        let yes = Type::scalar(ScalarType::Bool);
+        let peer_bar = Type::Barriers(BarrierType::new(1).to_remote());
+        assert_eq!(
+            Prim::RemoteView.check(&[], &[&bar, &i32t], &[&peer_bar]),
+            Ok(())
+        );
+        let err = Prim::RemoteView
+            .check(&[], &[&bars, &i32t], &[&peer_bar])
+            .expect_err("all four barriers");
+        assert!(err.contains("pick one"), "{err}");
+        assert_eq!(
+            Prim::BarrierArrive.check(&[1], &[&peer_bar, &yes], &[]),
+            Ok(())
+        );
+        let err = Prim::BarrierWait
+            .check(&[], &[&peer_bar, &i32t, &yes], &[])
+            .expect_err("no remote wait");
+        assert!(err.contains("cannot take a remote view"), "{err}");
+        let buf = SharedMemoryType::new(ScalarType::F32, vec![64], 1, Swizzle::None, true);
+        let peer_buf = Type::SharedMemory(buf.to_remote());
+        let tile = Type::tensor(ScalarType::F32.into(), vec![64]);
+        assert_eq!(
+            Prim::RemoteShmemStore.check(&[], &[&peer_buf, &tile], &[]),
+            Ok(())
+        );
+        assert_eq!(
+            Prim::AsyncRemoteShmemStore.check(&[], &[&peer_buf, &tile, &peer_bar], &[]),
+            Ok(())
+        );
+        let err = Prim::AsyncRemoteShmemStore
+            .check(&[], &[&peer_buf, &tile, &bar], &[])
+            .expect_err("the barrier must be the peer's");
+        assert!(err.contains("remote view of one barrier"), "{err}");
+        let err = Prim::LocalLoad
+            .check(&[], &[&peer_buf], &[&tile])
+            .expect_err("no remote load");
+        assert!(err.contains("cannot take a remote view"), "{err}");
+        let own = Type::SharedMemory(buf);
+        let err = Prim::RemoteShmemStore
+            .check(&[], &[&own, &tile], &[])
+            .expect_err("a local destination");
+        assert!(err.contains("writes a remote view"), "{err}");
+    }
+
+    #[test]
+    fn a_multicast_copy_takes_a_mask_before_its_offsets() {
+        let desc =
+            Type::TensorDescriptor(TensorDescriptorType::new(ScalarType::BF16, vec![64, 64]));
+        let buf = Type::SharedMemory(SharedMemoryType::new(
+            ScalarType::BF16,
+            vec![64, 64],
+            1,
+            Swizzle::Bytes128,
+            true,
+        ));
+        let bar = Type::Barriers(BarrierType::new(1));
+        let i32t = Type::scalar(ScalarType::I32);
+        let ok = [&desc, &buf, &bar, &i32t, &i32t, &i32t];
+        assert_eq!(
+            Prim::AsyncDescriptorLoadMulticast.check(&[], &ok, &[]),
+            Ok(())
+        );
+        let peer_bar = Type::Barriers(BarrierType::new(1).to_remote());
+        let err = Prim::AsyncDescriptorLoadMulticast
+            .check(&[], &[&desc, &buf, &peer_bar, &i32t, &i32t, &i32t], &[])
+            .expect_err("the barrier names every target's own");
+        assert!(err.contains("cannot take a remote view"), "{err}");
     }
 
     #[test]

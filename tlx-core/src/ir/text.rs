@@ -31,7 +31,8 @@
 //! param, op or block arg defines (the builder can make them) are listed as
 //! `value %N : type` so that the type table survives; besides tensors
 //! (`tensor<64x32xptr<f16>>`, `ptr<f16, shared>`) types are written
-//! `smem<64x32xbf16, buffers 3, swizzle 128b, mutable>`, `barriers<4>`,
+//! `smem<64x32xbf16, buffers 3, swizzle 128b, mutable>` (with `, transposed`
+//! and `, remote` where they hold), `barriers<4>` (`barriers<1, remote>`),
 //! `tensordesc<128x64xf16>` and `token`. Op ids are not written: the parser
 //! numbers ops in pre-order, as `Builder::finish` does.
 
@@ -846,10 +847,20 @@ impl<'s> Parser<'s> {
                     ))
                 }
             };
-            let transposed = self.eat(",") && {
-                self.keyword("transposed")?;
-                true
-            };
+            // Then `, transposed` and `, remote`, each when it holds.
+            let mut transposed = false;
+            let mut remote = false;
+            while self.eat(",") {
+                match self.word() {
+                    "transposed" if !transposed && !remote => transposed = true,
+                    "remote" if !remote => remote = true,
+                    other => {
+                        return self.error(format!(
+                            "expected `transposed` or `remote`, found `{other}`"
+                        ))
+                    }
+                }
+            }
             self.expect(">")?;
             let mut memory = SharedMemoryType::new(elem, shape, buffers, swizzle, mutable);
             if transposed {
@@ -863,12 +874,24 @@ impl<'s> Parser<'s> {
                 )
                 .transpose();
             }
+            if remote {
+                memory = memory.to_remote();
+            }
             return Ok(Type::SharedMemory(memory));
         }
         if self.eat("barriers<") {
             let count = self.number("a barrier count")?;
+            let remote = self.eat(",") && {
+                self.keyword("remote")?;
+                true
+            };
             self.expect(">")?;
-            return Ok(Type::Barriers(BarrierType::new(count)));
+            let barriers = BarrierType::new(count);
+            return Ok(Type::Barriers(if remote {
+                barriers.to_remote()
+            } else {
+                barriers
+            }));
         }
         if self.eat("tensordesc<") {
             let shape = self.dims()?;
@@ -1577,6 +1600,9 @@ mod tests {
             vec![128, 64],
         )));
         b.new_value(Type::AsyncToken);
+        let peer_buffer = SharedMemoryType::new(BF16, vec![64, 32], 1, Swizzle::Bytes64, true);
+        b.new_value(Type::SharedMemory(peer_buffer.transpose().to_remote()));
+        b.new_value(Type::Barriers(BarrierType::new(1).to_remote()));
         b.set_loc(SrcLoc { line: 12, col: 5 });
         let i32s = t(I32, &[]);
         let mut consts = Vec::new();
@@ -2036,6 +2062,8 @@ mod tests {
         for ty in [
             "smem<64x32xbf16, buffers 3, swizzle 128b, immutable>",
             "barriers<4>",
+            "smem<32x64xbf16, buffers 1, swizzle 64b, mutable, transposed, remote>",
+            "barriers<1, remote>",
             "tensordesc<128x64xf8e4m3>",
             "token",
         ] {

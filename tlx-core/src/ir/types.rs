@@ -261,6 +261,10 @@ pub struct SharedMemoryType {
     /// A `local_trans` view: the matrix is stored as its transpose (rows of
     /// the stored matrix are this view's columns).
     transposed: bool,
+    /// A `remote_view`: the buffer of another program of the cluster,
+    /// addressed through the `shared::cluster` window. Only stores may reach
+    /// it, so the type keeps loads and MMAs away from it.
+    remote: bool,
 }
 
 impl SharedMemoryType {
@@ -278,7 +282,21 @@ impl SharedMemoryType {
             swizzle,
             mutable,
             transposed: false,
+            remote: false,
         }
+    }
+
+    /// The same buffer in a peer program of the cluster (TLX's `remote_view`).
+    pub fn to_remote(&self) -> SharedMemoryType {
+        SharedMemoryType {
+            remote: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this is a `remote_view` of a peer program's buffer.
+    pub fn remote(&self) -> bool {
+        self.remote
     }
 
     /// The transposed view of a matrix (TLX's `local_trans`): same bytes,
@@ -331,15 +349,33 @@ impl SharedMemoryType {
 pub struct BarrierType {
     /// As a shape, `[count]`, so that [`Type::shape`] can lend it.
     count: [usize; 1],
+    /// A `remote_view` of a peer program's barrier: it may be arrived at,
+    /// never waited on (PTX has no remote wait).
+    remote: bool,
 }
 
 impl BarrierType {
     pub fn new(count: usize) -> Self {
-        BarrierType { count: [count] }
+        BarrierType {
+            count: [count],
+            remote: false,
+        }
     }
 
     pub fn count(&self) -> usize {
         self.count[0]
+    }
+
+    /// The same barriers in a peer program of the cluster.
+    pub fn to_remote(&self) -> BarrierType {
+        BarrierType {
+            remote: true,
+            ..self.clone()
+        }
+    }
+
+    pub fn remote(&self) -> bool {
+        self.remote
     }
 }
 
@@ -421,6 +457,15 @@ impl Type {
         self.shape().iter().product()
     }
 
+    /// A `remote_view` of a buffer or barrier in a peer program.
+    pub fn is_remote(&self) -> bool {
+        match self {
+            Type::SharedMemory(m) => m.remote,
+            Type::Barriers(b) => b.remote,
+            Type::Tensor(_) | Type::TensorDescriptor(_) | Type::AsyncToken => false,
+        }
+    }
+
     /// A tensor of the same element type with another shape.
     pub fn with_shape(&self, shape: Vec<usize>) -> Type {
         Type::tensor(self.elem(), shape)
@@ -458,13 +503,15 @@ impl fmt::Display for Type {
                 write_shaped(f, &m.shape, m.elem)?;
                 let access = if m.mutable { "mutable" } else { "immutable" };
                 let order = if m.transposed { ", transposed" } else { "" };
+                let place = if m.remote { ", remote" } else { "" };
                 write!(
                     f,
-                    ", buffers {}, swizzle {}, {access}{order}>",
+                    ", buffers {}, swizzle {}, {access}{order}{place}>",
                     m.buffers,
                     m.swizzle.name()
                 )
             }
+            Type::Barriers(b) if b.remote => write!(f, "barriers<{}, remote>", b.count()),
             Type::Barriers(b) => write!(f, "barriers<{}>", b.count()),
             Type::TensorDescriptor(d) => {
                 write!(f, "tensordesc<")?;
@@ -518,8 +565,20 @@ mod tests {
             (Elem::Scalar(ScalarType::BF16), &[64, 32][..])
         );
         assert!(!smem.is_tensor());
+        let Type::SharedMemory(m) = &smem else {
+            unreachable!("built as shared memory")
+        };
+        let peer = Type::SharedMemory(m.one_buffer().to_remote());
+        assert_eq!(
+            peer.to_string(),
+            "smem<64x32xbf16, buffers 1, swizzle 128b, mutable, remote>"
+        );
+        assert!(peer.is_remote() && !smem.is_remote());
         let bars = Type::Barriers(BarrierType::new(2));
         assert_eq!(bars.to_string(), "barriers<2>");
+        let remote = Type::Barriers(BarrierType::new(1).to_remote());
+        assert_eq!(remote.to_string(), "barriers<1, remote>");
+        assert!(remote.is_remote() && !bars.is_remote());
         assert_eq!(bars.shape(), [2]);
         let desc =
             Type::TensorDescriptor(TensorDescriptorType::new(ScalarType::F16, vec![128, 64]));

@@ -1,15 +1,18 @@
 //! Calls of TLX primitives (`local_alloc`, `barrier_wait`,
-//! `async_descriptor_load`, `async_dot`, ...): arguments bound by TLX's
-//! names, compile-time ones evaluated, run-time ones converted to the types
-//! the primitive's row of the op table asks for, and the row's typing rule
-//! run at the call, so a misuse points at the user's tokens.
+//! `async_descriptor_load`, `async_dot`, `remote_view`, ...): arguments
+//! bound by TLX's names, compile-time ones evaluated, run-time ones converted
+//! to the types the primitive's row of the op table asks for, and the row's
+//! typing rule run at the call, so a misuse points at the user's tokens. A
+//! cluster peer's buffer or barrier (a `remote_view`) where only this
+//! program's own is allowed (a wait, a load) is reported at that argument.
 
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
-    shared_swizzle, BarrierType, OpKind, Prim, ScalarType, SharedMemoryType, Type, ValueId,
+    shared_swizzle, BarrierType, BinaryOp, OpKind, Prim, ScalarType, SharedMemoryType, Type,
+    ValueId,
 };
 use syn::spanned::Spanned;
 use syn::Expr;
@@ -50,7 +53,7 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![count], vec![ty])
             }
             Prim::LocalView => {
-                let buffers = self.ir_arg(a[0])?;
+                let buffers = self.local_arg(a[0], prim)?;
                 let index = self.int_arg(a[1])?;
                 let view = match self.ty(buffers) {
                     Type::SharedMemory(m) => Type::SharedMemory(m.one_buffer()),
@@ -65,7 +68,7 @@ impl<'a> Lowerer<'a> {
                 (vec![buffers, index], vec![], vec![view])
             }
             Prim::LocalTrans => {
-                let buffer = self.ir_arg(a[0])?;
+                let buffer = self.local_arg(a[0], prim)?;
                 let Type::SharedMemory(m) = self.ty(buffer) else {
                     return Err(Diagnostic::new(span, "`local_trans` takes a shared buffer")
                         .with_hint("pick one buffer with `local_view(buffers, i)` first"));
@@ -77,7 +80,7 @@ impl<'a> Lowerer<'a> {
                 )
             }
             Prim::LocalSlice => {
-                let buffer = self.ir_arg(a[0])?;
+                let buffer = self.local_arg(a[0], prim)?;
                 let offsets = self.offsets_arg(self.expr_arg(a[1])?)?;
                 let shape = self.shape_arg(self.expr_arg(a[2])?)?;
                 let Type::SharedMemory(m) = self.ty(buffer) else {
@@ -90,31 +93,34 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![], vec![Type::SharedMemory(sliced)])
             }
             Prim::LocalLoad => {
-                let buffer = self.ir_arg(a[0])?;
+                let buffer = self.local_arg(a[0], prim)?;
                 let t = self.ty(buffer);
                 let result = Type::tensor(t.elem(), t.shape().to_vec());
                 (vec![buffer], vec![], vec![result])
             }
             Prim::LocalStore => {
-                let buffer = self.ir_arg(a[0])?;
+                let buffer = self.local_arg(a[0], prim)?;
                 let t = self.ty(buffer);
                 let value = self.tile_arg(a[1], &t)?;
                 (vec![buffer, value], vec![], vec![])
             }
             Prim::BarrierWait => {
-                let bar = self.ir_arg(a[0])?;
+                let bar = self.local_arg(a[0], prim)?;
                 let phase = self.int_arg(a[1])?;
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, phase, pred], vec![], vec![])
             }
             Prim::BarrierArrive => {
-                let bar = self.ir_arg(a[0])?;
+                let mut bar = self.ir_arg(a[0])?;
                 let count = self.const_or(a[1], 1, "the arrive count")?;
-                let pred = self.pred_arg(a[2])?;
+                if let Some(rank) = a[2] {
+                    bar = self.remote_view_of(a[0], rank, span)?;
+                }
+                let pred = self.pred_arg(a[3])?;
                 (vec![bar, pred], vec![count], vec![])
             }
             Prim::BarrierExpectBytes => {
-                let bar = self.ir_arg(a[0])?;
+                let bar = self.local_arg(a[0], prim)?;
                 let bytes = self.int_arg(a[1])?;
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, bytes, pred], vec![], vec![])
@@ -122,9 +128,9 @@ impl<'a> Lowerer<'a> {
             Prim::FenceAsyncShared => (vec![], vec![], vec![]),
             Prim::AsyncDescriptorLoad => {
                 let desc = self.ir_arg(a[0])?;
-                let buffer = self.ir_arg(a[1])?;
+                let buffer = self.local_arg(a[1], prim)?;
                 let barrier = match a[3] {
-                    Some(e) => self.ir_arg(Some(e))?,
+                    Some(e) => self.local_arg(Some(e), prim)?,
                     None => {
                         // Into a pipe stage: its `full` barrier, and its commit
                         // announces these bytes.
@@ -139,12 +145,25 @@ impl<'a> Lowerer<'a> {
                     }
                 };
                 let mut operands = vec![desc, buffer, barrier];
+                let mask = match a[4] {
+                    Some(targets) => self.multicast_mask(targets)?,
+                    None => None,
+                };
+                let prim = match mask {
+                    Some(mask) => {
+                        operands.push(mask);
+                        Prim::AsyncDescriptorLoadMulticast
+                    }
+                    None => prim,
+                };
                 operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
-                (operands, vec![], vec![])
+                return self
+                    .emit_prim(prim, operands, vec![], vec![], span)
+                    .map(|_| Val::Unit);
             }
             Prim::AsyncDescriptorStore => {
                 let desc = self.ir_arg(a[0])?;
-                let buffer = self.ir_arg(a[1])?;
+                let buffer = self.local_arg(a[1], prim)?;
                 let mut operands = vec![desc, buffer];
                 operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
                 (operands, vec![], vec![])
@@ -153,8 +172,8 @@ impl<'a> Lowerer<'a> {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
             }
             Prim::AsyncDot => {
-                let x = self.ir_arg(a[0])?;
-                let y = self.ir_arg(a[1])?;
+                let x = self.local_arg(a[0], prim)?;
+                let y = self.local_arg(a[1], prim)?;
                 let acc = self.ir_arg(a[2])?;
                 let result = self.ty(acc);
                 (vec![x, y, acc], vec![], vec![result])
@@ -167,7 +186,7 @@ impl<'a> Lowerer<'a> {
             }
             Prim::AsyncLoad => {
                 let ptrs = self.ir_arg(a[0])?;
-                let buffer = self.ir_arg(a[1])?;
+                let buffer = self.local_arg(a[1], prim)?;
                 let shape = self.ty(buffer).shape().to_vec();
                 if let Some(other) = a[3] {
                     let zero = matches!(self.eval_const(other, "`other`"), Ok(ConstVal::Int(0)))
@@ -206,6 +225,25 @@ impl<'a> Lowerer<'a> {
                 let threads = self.const_int(self.expr_arg(a[1])?, "a thread count")?;
                 (vec![id], vec![threads], vec![])
             }
+            Prim::RemoteView => {
+                let view = self.remote_view_of(a[0], self.expr_arg(a[1])?, span)?;
+                return Ok(Val::Ir(view));
+            }
+            Prim::RemoteShmemStore | Prim::AsyncRemoteShmemStore => {
+                let rank = self.expr_arg(a[2])?;
+                let dst = self.remote_view_of(a[0], rank, span)?;
+                let value = self.tile_arg(a[1], &self.ty(dst))?;
+                let mut operands = vec![dst, value];
+                if prim == Prim::AsyncRemoteShmemStore {
+                    operands.push(self.remote_view_of(a[3], rank, span)?);
+                }
+                (operands, vec![], vec![])
+            }
+            Prim::FenceMbarrierInitCluster => (vec![], vec![], vec![]),
+            Prim::AsyncDescriptorLoadMulticast => {
+                return Err(Diagnostic::new(span, "`async_descriptor_load_multicast` is the IR's name of a multicast copy")
+                    .with_hint("write `async_descriptor_load(desc, buffer, offsets, barrier, multicast_targets = [r0, r1, ...])`, as TLX does"));
+            }
         };
         Ok(match self.emit_prim(prim, operands, imms, results, span)? {
             Some(v) => Val::Ir(v),
@@ -242,6 +280,128 @@ impl<'a> Lowerer<'a> {
             imms,
         };
         Ok(self.b.push(kind, results).first().copied())
+    }
+
+    /// A buffer or barrier argument of `prim` that must be this program's
+    /// own: a `remote_view` there is an error at the argument.
+    fn local_arg(&mut self, e: Option<&'a Expr>, prim: Prim) -> R<ValueId> {
+        let v = self.ir_arg(e)?;
+        if !self.ty(v).is_remote() {
+            return Ok(v);
+        }
+        let at = self.expr_arg(e)?.span();
+        let hint = match prim {
+            Prim::BarrierWait => "a program can arrive at a peer's mbarrier but not wait on it (PTX has no remote wait): wait on your own barrier, and have the peer arrive on it with `barrier_arrive(bar, 1, remote_cta_rank = r)` (\"arrive remote, wait local\")",
+            Prim::BarrierExpectBytes => "announce the bytes on your own barrier: a peer's multicast copies and `async_remote_shmem_store`s into your buffers complete on it",
+            Prim::LocalStore => "write a peer's buffer with `remote_shmem_store(dst, value, remote_cta_rank)`, which takes your own buffer and maps it to the peer's",
+            Prim::AsyncDescriptorLoad => "a TMA copy reaches peers through `multicast_targets = [r0, r1, ...]` with your own buffer and barrier: it lands in the same buffer of every target and completes on the same barrier there",
+            _ => "a remote view may only be written (`remote_shmem_store`) or arrived at (`barrier_arrive`): read your own buffer after the peer has stored into it and signalled one of your barriers",
+        };
+        Err(Diagnostic::new(
+            at,
+            format!(
+                "`{}` of a remote view ({}): a peer program's shared memory is not readable or waitable here",
+                prim.mnemonic(),
+                self.ty(v)
+            ),
+        )
+        .with_hint(hint))
+    }
+
+    /// `remote_view(local, rank)`: `local` (one buffer or one barrier of this
+    /// program) as seen in program `rank` of the cluster.
+    fn remote_view_of(
+        &mut self,
+        local: Option<&'a Expr>,
+        rank: &'a Expr,
+        span: proc_macro2::Span,
+    ) -> R<ValueId> {
+        let local_expr = self.expr_arg(local)?;
+        let view = self.ir_arg(local)?;
+        let ty = self.ty(view);
+        if ty.is_remote() {
+            return Err(Diagnostic::new(local_expr.span(), format!("a remote view of a remote view ({ty})"))
+                .with_hint("pass this program's own buffer or barrier with `remote_cta_rank`: the primitive maps it to the peer's"));
+        }
+        let remote = match &ty {
+            Type::SharedMemory(m) if m.buffers() == 1 => Type::SharedMemory(m.to_remote()),
+            Type::Barriers(b) if b.count() == 1 => Type::Barriers(b.to_remote()),
+            Type::SharedMemory(_) | Type::Barriers(_) => return Err(Diagnostic::new(
+                local_expr.span(),
+                format!("a remote view of all of {ty}"),
+            )
+            .with_hint(
+                "pick one buffer or barrier with `local_view(x, i)` first: a remote view names one",
+            )),
+            other => {
+                return Err(
+                    Diagnostic::new(local_expr.span(), format!("a remote view of {other}"))
+                        .with_hint(
+                        "only shared buffers and mbarriers live in a peer program's shared memory",
+                    ),
+                )
+            }
+        };
+        self.check_rank(rank)?;
+        let rank = self.int_arg(Some(rank))?;
+        let view = self.emit_prim(
+            Prim::RemoteView,
+            vec![view, rank],
+            vec![],
+            vec![remote],
+            span,
+        )?;
+        view.ok_or_else(|| Diagnostic::new(span, "internal: `remote_view` gave no value"))
+    }
+
+    /// A rank known at compile time must name a program of the cluster.
+    fn check_rank(&self, rank: &Expr) -> R<()> {
+        let size = i64::from(self.b.options().cluster_size());
+        if let Ok(ConstVal::Int(r)) = self.eval_const(rank, "a CTA rank") {
+            if !(0..size).contains(&r) {
+                return Err(Diagnostic::new(rank.span(), format!("CTA rank {r} is not in this cluster of {size}"))
+                    .with_hint("ranks run from 0 to `cluster_num_ctas() - 1`; set the cluster with `ctas_per_cga` in the kernel's attribute"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `multicast_targets = [r0, r1, ...]` as the i32 mask of those ranks
+    /// (PTX's `ctaMask`); `None` for an empty list (no multicast).
+    fn multicast_mask(&mut self, targets: &'a Expr) -> R<Option<ValueId>> {
+        let Expr::Array(list) = targets else {
+            return Err(Diagnostic::new(
+                targets.span(),
+                "expected the multicast targets as a list of CTA ranks, e.g. `[0, 1]`",
+            ));
+        };
+        let i32t = Type::scalar(ScalarType::I32);
+        let mut mask = None;
+        for rank in &list.elems {
+            self.check_rank(rank)?;
+            let r = self.int_arg(Some(rank))?;
+            let one = self.constant(ConstVal::Int(1), i32t.clone());
+            let bit = self.b.push1(
+                OpKind::Binary {
+                    op: BinaryOp::Shl,
+                    lhs: one,
+                    rhs: r,
+                },
+                i32t.clone(),
+            );
+            mask = Some(match mask {
+                None => bit,
+                Some(m) => self.b.push1(
+                    OpKind::Binary {
+                        op: BinaryOp::Or,
+                        lhs: m,
+                        rhs: bit,
+                    },
+                    i32t.clone(),
+                ),
+            });
+        }
+        Ok(mask)
     }
 
     /// A compile-time integer argument, `default` when absent.
@@ -322,10 +482,13 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::LocalTrans => (&["buffer"], 1),
         Prim::AllocBarriers => (&["num_barriers", "arrive_count"], 1),
         Prim::BarrierWait => (&["bar", "phase", "pred"], 2),
-        Prim::BarrierArrive => (&["bar", "arrive_count", "pred"], 1),
+        Prim::BarrierArrive => (&["bar", "arrive_count", "remote_cta_rank", "pred"], 1),
         Prim::BarrierExpectBytes => (&["bar", "bytes", "pred"], 2),
         Prim::FenceAsyncShared => (&[], 0),
-        Prim::AsyncDescriptorLoad => (&["desc", "buffer", "offsets", "barrier"], 3),
+        Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorLoadMulticast => (
+            &["desc", "buffer", "offsets", "barrier", "multicast_targets"],
+            3,
+        ),
         Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets"], 3),
         Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
         Prim::AsyncDot => (&["a", "b", "acc"], 3),
@@ -334,6 +497,10 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::AsyncLoadCommitGroup => (&[], 0),
         Prim::AsyncLoadWaitGroup => (&["pendings"], 1),
         Prim::NamedBarrierWait | Prim::NamedBarrierArrive => (&["bar_id", "num_threads"], 2),
+        Prim::RemoteView => (&["buffer", "remote_cta_rank"], 2),
+        Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 3),
+        Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 4),
+        Prim::FenceMbarrierInitCluster => (&[], 0),
     }
 }
 
@@ -344,6 +511,8 @@ fn default_of(name: &str) -> &'static str {
         "pendings" | "other" => "0",
         // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
         "barrier" => "the pipe slot's",
+        "remote_cta_rank" => "none (this program's own)",
+        "multicast_targets" => "[] (this program only)",
         _ => "1",
     }
 }

@@ -20,6 +20,8 @@ use super::super::wait::{Wait, WaitReason};
 use super::super::{dot, global};
 use super::Executor;
 
+mod cluster;
+
 /// The shared buffers a task's `async_load`s (`cp.async`) are filling, by
 /// buffer id: the open group, and the committed groups not yet waited for.
 #[derive(Clone, Debug, Default)]
@@ -112,6 +114,7 @@ impl<'k> Executor<'k> {
                 };
                 let numel = m.shape().iter().product();
                 let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
+                self.record_alloc(shared, alloc);
                 self.define_handle(
                     op,
                     Handle::Shared {
@@ -152,6 +155,9 @@ impl<'k> Executor<'k> {
                     },
                     Handle::Desc(_) => {
                         return Err(Fault::malformed("a view of a descriptor").into())
+                    }
+                    Handle::Remote { .. } => {
+                        return Err(Fault::malformed("a view of a remote view").into())
                     }
                 };
                 self.define_handle(op, view)
@@ -203,6 +209,7 @@ impl<'k> Executor<'k> {
                         MBarrier::new(imm(0)? as u32).map_err(|e| self.mbarrier_error(op, e))?;
                     shared.barriers.push(bar);
                 }
+                self.record_barriers(shared, first, count);
                 self.define_handle(op, Handle::Barriers { first })
             }
             Prim::BarrierWait => {
@@ -224,7 +231,7 @@ impl<'k> Executor<'k> {
                 if !self.predicate(arg(1)?)? {
                     return Ok(());
                 }
-                let id = self.barrier_of(arg(0)?)?;
+                let id = self.arrival_barrier(op, arg(0)?, shared)?;
                 let count = imm(0)? as u32;
                 let result = barrier(shared, id)?.arrive(count);
                 result.map_err(|e| self.mbarrier_error(op, e))?;
@@ -341,6 +348,11 @@ impl<'k> Executor<'k> {
                 }
                 Ok(())
             }
+            Prim::RemoteView
+            | Prim::RemoteShmemStore
+            | Prim::AsyncRemoteShmemStore
+            | Prim::FenceMbarrierInitCluster
+            | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, shared),
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let id = self.get(arg(0)?)?.scalar_int()?;
                 let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {

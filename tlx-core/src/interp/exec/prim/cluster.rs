@@ -1,0 +1,284 @@
+//! The cluster's primitives on the interpreter: `remote_view` (a handle
+//! naming the peer, resolved where it is used), arrivals on a peer's
+//! mbarrier, synchronous and asynchronous stores into a peer's buffer, the
+//! init fence, and multicast TMA copies, which land in the same buffer of
+//! every target program and complete their bytes on each target's own
+//! barrier. Every access to a peer checks that the peer has made the buffer
+//! or barrier visible to the cluster (see `interp::cluster`).
+
+use crate::ir::{Op, Prim, ValueId};
+
+use super::super::super::cluster::{ClusterMap, RemoteError};
+use super::super::super::error::{Fault, InterpError};
+use super::super::super::inflight::InFlightCopy;
+use super::super::super::schedule::ProgramShared;
+use super::super::super::value::{Data, Handle, Repr};
+use super::super::super::{global, linear_index};
+use super::super::Executor;
+use super::{barrier, box_addresses, BufferView, PrimResult, Stop};
+
+impl<'k> Executor<'k> {
+    /// This program's rank in its cluster (x fastest, as `cluster_cta_rank()`).
+    pub(super) fn cluster_rank(&self) -> usize {
+        let cluster = self.kernel.options.cluster.map(|d| d.max(1));
+        let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
+        linear_index(cluster, local)
+    }
+
+    fn cluster_size(&self) -> usize {
+        self.kernel.options.cluster_size().max(1) as usize
+    }
+
+    fn remote_error(&self, op: &Op, error: RemoteError) -> Stop {
+        Stop::error(InterpError::Remote {
+            at: self.site(Some(op)),
+            task: self.name.clone(),
+            error,
+        })
+    }
+
+    /// Cluster-barrier generations completed so far.
+    fn completed_generations(shared: &ProgramShared) -> u64 {
+        shared.cluster_barrier.generation()
+    }
+
+    /// Records a new allocation of this program (for peers' remote views).
+    pub(super) fn record_alloc(&self, shared: &mut ProgramShared, alloc: usize) {
+        let generation = Self::completed_generations(shared);
+        shared
+            .cluster
+            .record_alloc(self.cluster_rank(), alloc, generation);
+    }
+
+    /// Records new barriers `first..first + count` of this program.
+    pub(super) fn record_barriers(&self, shared: &mut ProgramShared, first: usize, count: usize) {
+        shared
+            .cluster
+            .record_barriers(self.cluster_rank(), first, count);
+    }
+
+    /// The barrier `v` names, in this program or (a remote view) in a peer
+    /// that has made it visible to the cluster: what `barrier_arrive` arrives on.
+    pub(super) fn arrival_barrier(
+        &self,
+        op: &Op,
+        v: ValueId,
+        shared: &ProgramShared,
+    ) -> PrimResult<usize> {
+        match self.get(v)?.handle()? {
+            Handle::Remote { rank, local } => match **local {
+                Handle::Barriers { first } => self.peer_barrier(op, shared, first, *rank),
+                _ => Err(Fault::malformed(format!("{v} is not a remote barrier")).into()),
+            },
+            _ => Ok(self.barrier_of(v)?),
+        }
+    }
+
+    fn peer_barrier(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        id: usize,
+        rank: usize,
+    ) -> PrimResult<usize> {
+        let completed = Self::completed_generations(shared);
+        shared
+            .cluster
+            .peer_barrier(id, rank, self.cluster_rank(), completed)
+            .map_err(|e| self.remote_error(op, e))
+    }
+
+    fn peer_buffer(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        view: &BufferView,
+        rank: usize,
+    ) -> PrimResult<BufferView> {
+        let completed = Self::completed_generations(shared);
+        let alloc = shared
+            .cluster
+            .peer_alloc(view.alloc, rank, self.cluster_rank(), completed)
+            .map_err(|e| self.remote_error(op, e))?;
+        Ok(BufferView {
+            alloc,
+            buffer: view.buffer,
+            window: view.window.clone(),
+        })
+    }
+
+    /// The remote view `v`: its peer's rank, and the local handle it maps.
+    fn remote_of(&self, v: ValueId) -> PrimResult<(usize, Handle)> {
+        match self.get(v)?.handle()? {
+            Handle::Remote { rank, local } => Ok((*rank, (**local).clone())),
+            _ => Err(Fault::malformed(format!("{v} is not a remote view")).into()),
+        }
+    }
+
+    /// Runs one of the cluster's primitives.
+    pub(super) fn cluster_prim(
+        &mut self,
+        op: &Op,
+        prim: Prim,
+        args: &[ValueId],
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let arg = |i: usize| -> PrimResult<ValueId> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| Fault::malformed("a primitive lacks an operand").into())
+        };
+        match prim {
+            Prim::RemoteView => {
+                let rank = self.get(arg(1)?)?.scalar_int()?;
+                let rank = ClusterMap::check_rank(rank, self.cluster_size())
+                    .map_err(|e| self.remote_error(op, e))?;
+                let local = self.get(arg(0)?)?.handle()?.clone();
+                if matches!(local, Handle::Remote { .. } | Handle::Desc(_)) {
+                    return Err(Fault::malformed("a remote view of a remote view").into());
+                }
+                self.define_handle(
+                    op,
+                    Handle::Remote {
+                        rank,
+                        local: Box::new(local),
+                    },
+                )
+            }
+            Prim::RemoteShmemStore => {
+                let (rank, local) = self.remote_of(arg(0)?)?;
+                let view = local_buffer(&local)?;
+                let peer = self.peer_buffer(op, shared, &view, rank)?;
+                let data = self.get(arg(1)?)?.data.clone();
+                peer.write(shared, data)?;
+                Ok(())
+            }
+            Prim::AsyncRemoteShmemStore => {
+                let (rank, local) = self.remote_of(arg(0)?)?;
+                let (bar_rank, bar) = self.remote_of(arg(2)?)?;
+                if bar_rank != rank {
+                    return Err(self.remote_error(
+                        op,
+                        RemoteError::PeersDiffer {
+                            buffer_rank: rank,
+                            barrier_rank: bar_rank,
+                        },
+                    ));
+                }
+                let Handle::Barriers { first } = bar else {
+                    return Err(Fault::malformed("a remote store's barrier is not one").into());
+                };
+                let peer = self.peer_buffer(op, shared, &local_buffer(&local)?, rank)?;
+                let peer_bar = self.peer_barrier(op, shared, first, rank)?;
+                let data = self.get(arg(1)?)?.data.clone();
+                let elem = shared.smem.elem(peer.alloc)?;
+                let bytes = (data.len() * elem.size_bytes()) as u32;
+                self.send(op, shared, peer, data, peer_bar, bytes)
+            }
+            Prim::FenceMbarrierInitCluster => {
+                let generation = Self::completed_generations(shared);
+                shared.cluster.fence(self.cluster_rank(), generation);
+                Ok(())
+            }
+            Prim::AsyncDescriptorLoadMulticast => self.multicast_load(op, args, shared),
+            _ => Err(
+                Fault::malformed(format!("`{}` is not a cluster primitive", prim.mnemonic()))
+                    .into(),
+            ),
+        }
+    }
+
+    /// A TMA copy of one block into the same buffer of each program whose
+    /// bit the mask sets, completing its bytes on each one's own barrier.
+    fn multicast_load(
+        &mut self,
+        op: &Op,
+        args: &[ValueId],
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let [desc, buffer, bar, mask, offsets @ ..] = args else {
+            return Err(Fault::malformed("a multicast copy lacks an operand").into());
+        };
+        let desc = self.desc_of(*desc)?;
+        let view = self.buffer_view(*buffer)?;
+        let bar_id = self.barrier_of(*bar)?;
+        let mask = self.get(*mask)?.scalar_int()?;
+        let size = self.cluster_size();
+        let targets: Vec<usize> = (0..64).filter(|r| mask >> r & 1 == 1).collect();
+        if let Some(&outside) = targets.iter().find(|&&r| r >= size) {
+            let error = RemoteError::BadRank {
+                rank: outside as i64,
+                size,
+            };
+            return Err(self.remote_error(op, error));
+        }
+        let elem = shared.smem.elem(view.alloc)?;
+        let block = self.type_of(*buffer)?.shape().to_vec();
+        let offsets = self.offsets(offsets)?;
+        let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+        let zero = match Repr::of_scalar(elem) {
+            Repr::Float => Data::Float(vec![0.0]),
+            _ => Data::Int(vec![0]),
+        };
+        let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
+        // Each target's barrier counts the whole box, clipped or not.
+        let bytes = (ptrs.len() * elem.size_bytes()) as u32;
+        // Resolve every target first, so a bad one sends nothing.
+        let mut sends = Vec::with_capacity(targets.len());
+        for &rank in &targets {
+            let to = self.peer_buffer(op, shared, &view, rank)?;
+            let to_bar = self.peer_barrier(op, shared, bar_id, rank)?;
+            sends.push((to, to_bar));
+        }
+        for (to, to_bar) in sends {
+            self.send(op, shared, to, data.clone(), to_bar, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Starts an asynchronous write of `data` into `to` whose `bytes`
+    /// complete on barrier `bar`: recorded for race reports, landed later by
+    /// the scheduler (see `inflight`).
+    fn send(
+        &self,
+        op: &Op,
+        shared: &mut ProgramShared,
+        to: BufferView,
+        data: Data,
+        bar: usize,
+        bytes: u32,
+    ) -> PrimResult<()> {
+        let phase = barrier(shared, bar)?.phase();
+        let buffer_id = shared.smem.buffer_id(to.alloc, to.buffer);
+        shared
+            .async_writes
+            .record_write(buffer_id, &self.name, op.loc.line, bar, phase);
+        shared.in_flight.push(InFlightCopy {
+            alloc: to.alloc,
+            buffer: to.buffer,
+            window: to.window,
+            data,
+            barrier: bar,
+            bytes,
+            at: self.site(Some(op)),
+            task: self.name.clone(),
+        });
+        Ok(())
+    }
+}
+
+/// The buffer a local handle names.
+fn local_buffer(handle: &Handle) -> Result<BufferView, Stop> {
+    match handle {
+        Handle::Shared {
+            alloc,
+            first,
+            window,
+        } => Ok(BufferView {
+            alloc: *alloc,
+            buffer: *first,
+            window: window.clone(),
+        }),
+        _ => Err(Fault::malformed("a remote store into something that is not a buffer").into()),
+    }
+}

@@ -1,0 +1,331 @@
+//! The cluster's TLX primitives end to end on the CPU interpreter: a
+//! two-program cluster that exchanges rows through distributed shared
+//! memory (`remote_shmem_store` and `async_remote_shmem_store`), signals
+//! the peer with a remote `barrier_arrive`, and shares a tile loaded half by
+//! each program with multicast TMA; checked against the host's arithmetic.
+//! Broken variants are reported: a missing `fence_mbarrier_init_cluster`
+//! or `cluster_barrier`, a rank outside the cluster, a read that did not
+//! wait; and the misuses the types show (a wait on or a load of a remote
+//! view) fail to compile. The same kernel goes through code generation and
+//! `ptxas`.
+
+#[cfg(feature = "llvm")]
+mod codegen_common;
+
+use tlx_core::frontend::compile_str;
+use tlx_core::interp::{
+    run_kernel, ArgValue, HostMemory, InterpError, InterpOptions, RemoteError, Schedule,
+};
+use tlx_core::ir::{Kernel, ScalarType};
+
+/// Programs `2c` and `2c + 1` form cluster `c`. Each sends its row of `x`,
+/// doubled, to the other's `inbox[0]` and arrives on the other's barrier 0;
+/// sends it plus one to `inbox[1]` asynchronously, completing on the other's
+/// barrier 1; and loads its half of the cluster's 16-row tile with TMA,
+/// multicast to both. Then each writes what it received.
+const EXCHANGE: &str = r#"
+#[tlx::kernel(num_warps = 4, ctas_per_cga = 2)]
+fn exchange(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>, sent: Ptr<f32>, tiles: Ptr<f32>) {
+    let inbox = local_alloc([64], f32, 2);
+    let tile = local_alloc([16, 32], f32, 1);
+    // 0: the peer's synchronous store is in; 1: its asynchronous one; 2: the tile.
+    let bars = alloc_barriers(3, 1);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let rank = cluster_cta_rank();
+    let peer = rank ^ 1;
+    barrier_expect_bytes(local_view(bars, 1), 64 * 4);
+    barrier_expect_bytes(local_view(bars, 2), 16 * 32 * 4);
+    let row = load(x + program_id(0) * 64 + arange(0, 64));
+    remote_shmem_store(local_view(inbox, 0), row * 2.0, peer);
+    barrier_arrive(local_view(bars, 0), 1, remote_cta_rank = peer);
+    async_remote_shmem_store(local_view(inbox, 1), row + 1.0, peer, local_view(bars, 1));
+    let half = local_slice(local_view(tile, 0), [rank * 8, 0], [8, 32]);
+    let first_row = program_id(0) / 2 * 16 + rank * 8;
+    async_descriptor_load(desc, half, [first_row, 0], local_view(bars, 2), multicast_targets = [rank, peer]);
+    barrier_wait(local_view(bars, 0), 0);
+    barrier_wait(local_view(bars, 1), 0);
+    barrier_wait(local_view(bars, 2), 0);
+    let offs = program_id(0) * 128 + arange(0, 64);
+    store(sent + offs, local_load(local_view(inbox, 0)));
+    store(sent + offs + 64, local_load(local_view(inbox, 1)));
+    let r = arange(0, 16);
+    let c = arange(0, 32);
+    store(tiles + program_id(0) * 512 + r[(.., None)] * 32 + c[(None, ..)], local_load(local_view(tile, 0)));
+    // No program leaves while a peer may still write into it.
+    cluster_barrier();
+}
+"#;
+
+const PROGRAMS: usize = 4;
+
+fn compile(src: &str) -> Kernel {
+    match compile_str(src) {
+        Ok(mut ks) => ks.remove(0),
+        Err(e) => panic!("compile failed:\n{e}"),
+    }
+}
+
+fn compile_error(src: &str) -> String {
+    match compile_str(src) {
+        Ok(_) => panic!("compiled, but should not have"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn broken(from: &str, to: &str) -> String {
+    assert!(EXCHANGE.contains(from), "{from}");
+    EXCHANGE.replacen(from, to, 1)
+}
+
+fn upload_f32(mem: &HostMemory, values: &[f32]) -> tlx_core::interp::BufferId {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let id = mem.alloc(bytes.len());
+    mem.write(id, 0, &bytes).expect("fresh buffer");
+    id
+}
+
+fn download_f32(mem: &HostMemory, id: tlx_core::interp::BufferId, len: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; len * 4];
+    mem.read(id, 0, &mut bytes).expect("read back");
+    bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
+}
+
+/// What the programs received: (rows sent to each, tiles), and the inputs.
+#[derive(Debug)]
+struct Exchanged {
+    x: Vec<f32>,
+    matrix: Vec<f32>,
+    sent: Vec<f32>,
+    tiles: Vec<f32>,
+}
+
+fn run_exchange(src: &str, opts: &InterpOptions) -> Result<Exchanged, Box<InterpError>> {
+    let kernel = compile(src);
+    let mem = HostMemory::new();
+    let x: Vec<f32> = (0..PROGRAMS * 64).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let rows = PROGRAMS / 2 * 16;
+    let matrix: Vec<f32> = (0..rows * 32).map(|i| (i % 97) as f32 - 40.0).collect();
+    let x_id = upload_f32(&mem, &x);
+    let m_id = upload_f32(&mem, &matrix);
+    let sent_id = upload_f32(&mem, &vec![f32::NAN; PROGRAMS * 128]);
+    let tiles_id = upload_f32(&mem, &vec![f32::NAN; PROGRAMS * 512]);
+    let args = [
+        ArgValue::ptr(x_id),
+        ArgValue::TensorDesc {
+            buffer: m_id,
+            offset_elems: 0,
+            elem: ScalarType::F32,
+            rank: 2,
+            shape: [rows as i64, 32, 0, 0, 0],
+            strides: [32, 1, 0, 0, 0],
+        },
+        ArgValue::ptr(sent_id),
+        ArgValue::ptr(tiles_id),
+    ];
+    run_kernel(&kernel, [PROGRAMS as u32, 1, 1], &args, &mem, opts).map_err(Box::new)?;
+    Ok(Exchanged {
+        x,
+        matrix,
+        sent: download_f32(&mem, sent_id, PROGRAMS * 128),
+        tiles: download_f32(&mem, tiles_id, PROGRAMS * 512),
+    })
+}
+
+fn check(got: &Exchanged, label: &str) {
+    for pid in 0..PROGRAMS {
+        let peer = pid ^ 1;
+        for i in 0..64 {
+            let from_peer = got.x[peer * 64 + i];
+            assert_eq!(
+                got.sent[pid * 128 + i],
+                from_peer * 2.0,
+                "{label}: program {pid} inbox 0 [{i}]"
+            );
+            assert_eq!(
+                got.sent[pid * 128 + 64 + i],
+                from_peer + 1.0,
+                "{label}: program {pid} inbox 1 [{i}]"
+            );
+        }
+        let cluster_rows = &got.matrix[pid / 2 * 512..pid / 2 * 512 + 512];
+        assert_eq!(
+            &got.tiles[pid * 512..pid * 512 + 512],
+            cluster_rows,
+            "{label}: program {pid}'s tile"
+        );
+    }
+}
+
+#[test]
+fn a_cluster_exchanges_rows_and_shares_a_multicast_tile() {
+    let got = run_exchange(EXCHANGE, &InterpOptions::default()).expect("runs");
+    check(&got, "round robin");
+    // Remote writes and multicast copies land at random points too.
+    for seed in 0..16 {
+        let opts = InterpOptions {
+            schedule: Schedule::Random { seed },
+            ..InterpOptions::default()
+        };
+        let got = run_exchange(EXCHANGE, &opts).expect("runs");
+        check(&got, &format!("seed {seed}"));
+    }
+}
+
+/// The line of `needle` in the kernel source (1-based, as reports count).
+fn line_of(src: &str, needle: &str) -> u32 {
+    src.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i as u32 + 1)
+        .expect("the needle is in the source")
+}
+
+#[test]
+fn a_remote_arrival_before_the_peer_fenced_its_barriers_is_reported() {
+    let src = broken("fence_mbarrier_init_cluster();", "");
+    let err = run_exchange(&src, &InterpOptions::default()).expect_err("not published");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &*err,
+            InterpError::Remote {
+                error: RemoteError::BarrierNotPublished { .. },
+                ..
+            }
+        ),
+        "{text}"
+    );
+    let line = line_of(
+        &src,
+        "barrier_arrive(local_view(bars, 0), 1, remote_cta_rank",
+    );
+    assert!(
+        text.contains(&format!("op `barrier_arrive` at line {line}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("task `default of program (0, 0, 0)`"),
+        "{text}"
+    );
+    assert!(text.contains("fence_mbarrier_init_cluster()"), "{text}");
+}
+
+#[test]
+fn a_remote_store_before_the_first_cluster_barrier_is_reported() {
+    let src = broken("    cluster_barrier();\n    let rank", "    let rank");
+    let err = run_exchange(&src, &InterpOptions::default()).expect_err("peer not known started");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &*err,
+            InterpError::Remote {
+                error: RemoteError::BufferNotPublished { .. } | RemoteError::NotMade { .. },
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("op `remote_shmem_store`"), "{text}");
+}
+
+#[test]
+fn a_rank_outside_the_cluster_is_reported() {
+    let src = broken("let peer = rank ^ 1;", "let peer = rank + 1;");
+    let err = run_exchange(&src, &InterpOptions::default()).expect_err("rank 2 of 2");
+    let text = err.to_string();
+    assert!(
+        matches!(
+            &*err,
+            InterpError::Remote {
+                error: RemoteError::BadRank { rank: 2, size: 2 },
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("program (1, 0, 0)"), "{text}");
+}
+
+#[test]
+fn reading_a_multicast_tile_without_waiting_is_reported() {
+    let src = broken("barrier_wait(local_view(bars, 2), 0);", "");
+    let err = run_exchange(&src, &InterpOptions::default()).expect_err("races");
+    assert!(
+        matches!(
+            &*err,
+            InterpError::SharedMemoryRace { .. } | InterpError::UnwrittenShared { .. }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wait_on_a_remote_barrier_does_not_compile() {
+    let src = broken(
+        "barrier_wait(local_view(bars, 0), 0);",
+        "barrier_wait(remote_view(local_view(bars, 0), peer), 0);",
+    );
+    let text = compile_error(&src);
+    assert!(text.contains("`barrier_wait` of a remote view"), "{text}");
+    assert!(text.contains("arrive remote, wait local"), "{text}");
+}
+
+#[test]
+fn a_load_of_a_remote_buffer_does_not_compile() {
+    let src = broken(
+        "local_load(local_view(inbox, 0))",
+        "local_load(remote_view(local_view(inbox, 0), peer))",
+    );
+    let text = compile_error(&src);
+    assert!(text.contains("`local_load` of a remote view"), "{text}");
+    assert!(text.contains("remote_shmem_store"), "{text}");
+}
+
+#[test]
+fn a_constant_rank_outside_the_cluster_does_not_compile() {
+    let src = broken("remote_cta_rank = peer)", "remote_cta_rank = 2)");
+    let text = compile_error(&src);
+    assert!(
+        text.contains("CTA rank 2 is not in this cluster of 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_ir_names_a_remote_view_in_its_type() {
+    let text = tlx_core::ir::print(&compile(EXCHANGE));
+    assert!(text.contains("remote_view"), "{text}");
+    assert!(text.contains(": barriers<1, remote>"), "{text}");
+    assert!(text.contains("swizzle none, mutable, remote>"), "{text}");
+    assert!(text.contains("async_descriptor_load_multicast"), "{text}");
+    let round_trip = tlx_core::ir::parse(&text).expect("parses");
+    assert_eq!(tlx_core::ir::print(&round_trip), text);
+}
+
+/// The kernel in PTX: one instruction of each primitive, and `ptxas`
+/// accepts it.
+#[cfg(feature = "llvm")]
+#[test]
+fn the_cluster_primitives_become_their_ptx_and_assemble() {
+    let kernel = compile(EXCHANGE);
+    for compiled in codegen_common::compile_all(&kernel) {
+        for needle in [
+            "mapa.shared::cluster.u32",
+            "fence.mbarrier_init.release.cluster;",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64",
+            "st.shared::cluster.",
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
+            "barrier.cluster.arrive",
+        ] {
+            assert!(
+                compiled.ptx.contains(needle),
+                "no `{needle}` in\n{}",
+                compiled.ptx
+            );
+        }
+    }
+}
