@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/hopper_gemm_cluster.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_cluster;
 #[path = "../examples/hopper_gemm_fp8.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_fp8;
@@ -51,6 +54,11 @@ fn hopper_gemm_fp8_matches_reference() {
 #[test]
 fn hopper_gemm_pipe_matches_reference() {
     on_interpreter(hopper_gemm_pipe::run);
+}
+
+#[test]
+fn hopper_gemm_cluster_matches_reference() {
+    on_interpreter(hopper_gemm_cluster::run);
 }
 
 #[test]

@@ -305,6 +305,128 @@ fn the_ir_names_a_remote_view_in_its_type() {
     assert_eq!(tlx_core::ir::print(&round_trip), text);
 }
 
+/// A ring of two stages that both programs of a cluster fill together: each
+/// loads half of a 16-row tile and multicasts it to both; each consumer sums
+/// the tiles, program 1's a little later than program 0's. A producer may
+/// refill a stage only when it is free in both programs (`pair_free`: one
+/// local and one remote arrival).
+const RING_SUM: &str = r#"
+#[tlx::kernel(num_warps = 4, ctas_per_cga = 2)]
+fn ring_sum(desc: TensorDesc<f32, 8, 32>, out: Ptr<f32>, steps: i32) {
+    let bufs = local_alloc([16, 32], f32, 2);
+    let full = alloc_barriers(2, 1);
+    let empty = alloc_barriers(2, 1);
+    let pair_free = alloc_barriers(2, 2);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let rank = cluster_cta_rank();
+    let peer = rank ^ 1;
+    async_tasks! {
+        task(default) {
+            let mut acc = zeros([16, 32], f32);
+            for i in 0..steps {
+                let slot = i % 2;
+                barrier_wait(local_view(full, slot), (i / 2) % 2);
+                // Program 1's consumer lags (as on a busier SM): more steps here.
+                for _ in 0..rank * 8 {
+                    acc = acc + 0.0;
+                }
+                acc = acc + local_load(local_view(bufs, slot));
+                barrier_arrive(local_view(empty, slot));
+            }
+            let r = arange(0, 16);
+            let c = arange(0, 32);
+            store(out + program_id(0) * 512 + r[(.., None)] * 32 + c[(None, ..)], acc);
+        }
+        task(num_warps = 1) {
+            for i in 0..steps {
+                let slot = i % 2;
+                let phase = (i / 2) % 2;
+                barrier_wait(local_view(empty, slot), phase ^ 1);
+                let bar = local_view(full, slot);
+                barrier_expect_bytes(bar, 16 * 32 * 4);
+                let free = local_view(pair_free, slot);
+                barrier_arrive(free);
+                barrier_arrive(free, 1, remote_cta_rank = peer);
+                barrier_wait(free, phase);
+                let half = local_slice(local_view(bufs, slot), [rank * 8, 0], [8, 32]);
+                async_descriptor_load(desc, half, [i * 16 + rank * 8, 0], bar, multicast_targets = [rank, peer]);
+            }
+        }
+    }
+    cluster_barrier();
+}
+"#;
+
+const STEPS: usize = 6;
+
+fn run_ring_sum(src: &str, opts: &InterpOptions) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
+    let kernel = compile(src);
+    let mem = HostMemory::new();
+    let rows = STEPS * 16;
+    let matrix: Vec<f32> = (0..rows * 32).map(|i| (i % 13) as f32 - 6.0).collect();
+    let m_id = upload_f32(&mem, &matrix);
+    let out_id = upload_f32(&mem, &vec![f32::NAN; 2 * 512]);
+    let args = [
+        ArgValue::TensorDesc {
+            buffer: m_id,
+            offset_elems: 0,
+            elem: ScalarType::F32,
+            rank: 2,
+            shape: [rows as i64, 32, 0, 0, 0],
+            strides: [32, 1, 0, 0, 0],
+        },
+        ArgValue::ptr(out_id),
+        ArgValue::i32(STEPS as i32),
+    ];
+    run_kernel(&kernel, [2, 1, 1], &args, &mem, opts).map_err(Box::new)?;
+    let mut want = vec![0f32; 512];
+    for step in 0..STEPS {
+        for (w, v) in want.iter_mut().zip(&matrix[step * 512..step * 512 + 512]) {
+            *w += v;
+        }
+    }
+    Ok((download_f32(&mem, out_id, 2 * 512), want))
+}
+
+fn random(seed: u64) -> InterpOptions {
+    InterpOptions {
+        schedule: Schedule::Random { seed },
+        ..InterpOptions::default()
+    }
+}
+
+#[test]
+fn a_ring_filled_by_multicast_sums_every_tile_in_both_programs() {
+    for opts in [InterpOptions::default(), random(1), random(2), random(3)] {
+        let (got, want) = run_ring_sum(RING_SUM, &opts).expect("runs");
+        assert_eq!(&got[..512], &want[..], "{:?}: program 0", opts.schedule);
+        assert_eq!(&got[512..], &want[..], "{:?}: program 1", opts.schedule);
+    }
+}
+
+#[test]
+fn a_multicast_into_a_stage_the_peer_still_reads_is_a_race() {
+    // Without the pair's handshake a producer refills the peer's stage as
+    // soon as its own consumer released it.
+    let mut src = RING_SUM.to_string();
+    for line in [
+        "barrier_arrive(free);",
+        "barrier_arrive(free, 1, remote_cta_rank = peer);",
+        "barrier_wait(free, phase);",
+    ] {
+        assert!(src.contains(line), "{line}");
+        src = src.replacen(line, "", 1);
+    }
+    let race = (0..64)
+        .filter_map(|seed| run_ring_sum(&src, &random(seed)).err())
+        .find(|e| matches!(**e, InterpError::SharedMemoryRace { .. }))
+        .expect("some schedule refills a stage the peer has not read yet");
+    let text = race.to_string();
+    assert!(text.contains("before waiting on its barrier"), "{text}");
+    assert!(text.contains("op `local_load`"), "{text}");
+}
+
 /// The kernel in PTX: one instruction of each primitive, and `ptxas`
 /// accepts it.
 #[cfg(feature = "llvm")]
