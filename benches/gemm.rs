@@ -13,6 +13,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/hopper_gemm_cluster.rs"]
+#[allow(dead_code)]
+mod hopper_gemm_cluster;
 #[path = "../examples/hopper_gemm_fp8.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_fp8;
@@ -127,9 +130,9 @@ trait GemmElement: tlx::Element + Copy {
 
 /// The candidates: the block-language kernel's configurations
 /// (`BLOCK_M x BLOCK_N x BLOCK_K`, warps, stages), then the TLX-style
-/// kernels of `examples/hopper_gemm_ws.rs`, `hopper_gemm_pipelined.rs` and
-/// `hopper_gemm_pipe.rs` (bf16 only).
-const CONFIGS: [&str; 11] = [
+/// kernels of `examples/hopper_gemm_ws.rs`, `hopper_gemm_pipelined.rs`,
+/// `hopper_gemm_pipe.rs` and `hopper_gemm_cluster.rs` (bf16 only).
+const CONFIGS: [&str; 12] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -141,6 +144,7 @@ const CONFIGS: [&str; 11] = [
     "TLX pipe! 128x256x64 s3",
     "TLX ping-pong 64x256x64 s4",
     "TLX ws autotuned",
+    "TLX ws cluster 2x1 multicast B 128x256x64 s3",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -155,7 +159,7 @@ macro_rules! launch_tile {
 }
 
 macro_rules! gemm_element {
-    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr, $pipe:expr, $pingpong:expr, $tuned:expr) => {
+    ($t:ty, $name:literal, $kernel:ident, $tlx:expr, $pipelined:expr, $pipe:expr, $pingpong:expr, $tuned:expr, $cluster:expr) => {
         impl GemmElement for $t {
             const NAME: &'static str = $name;
             fn from_f32(x: f32) -> Self {
@@ -186,6 +190,7 @@ macro_rules! gemm_element {
                     8 => return $pipe(dev, (a, b, c), shape),
                     9 => return $pingpong(dev, (a, b, c), shape),
                     10 => return $tuned(dev, (a, b, c), shape),
+                    11 => return $cluster(dev, (a, b, c), shape),
                     _ => return None,
                 })
             }
@@ -201,12 +206,14 @@ gemm_element!(
     |dev, (a, b, c), shape| Some(hopper_gemm_pipelined::gemm(dev, a, b, c, shape)),
     |dev, (a, b, c), shape| Some(hopper_gemm_pipe::gemm(dev, a, b, c, shape)),
     |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_pingpong(dev, a, b, c, shape)),
-    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_tuned(dev, a, b, c, shape))
+    |dev, (a, b, c), shape| Some(hopper_gemm_ws::gemm_tuned(dev, a, b, c, shape)),
+    |dev, (a, b, c), shape| Some(hopper_gemm_cluster::gemm(dev, a, b, c, shape))
 );
 gemm_element!(
     f16,
     "f16",
     matmul_f16,
+    |_, _, _| None,
     |_, _, _| None,
     |_, _, _| None,
     |_, _, _| None,

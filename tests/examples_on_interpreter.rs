@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/cluster_exchange.rs"]
+#[allow(dead_code)]
+mod cluster_exchange;
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_cluster;
@@ -54,6 +57,11 @@ fn hopper_gemm_fp8_matches_reference() {
 #[test]
 fn hopper_gemm_pipe_matches_reference() {
     on_interpreter(hopper_gemm_pipe::run);
+}
+
+#[test]
+fn cluster_exchange_matches_reference() {
+    on_interpreter(cluster_exchange::run);
 }
 
 #[test]

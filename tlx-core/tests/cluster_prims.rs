@@ -189,13 +189,7 @@ fn a_remote_arrival_before_the_peer_fenced_its_barriers_is_reported() {
     let err = run_exchange(&src, &InterpOptions::default()).expect_err("not published");
     let text = err.to_string();
     assert!(
-        matches!(
-            &*err,
-            InterpError::Remote {
-                error: RemoteError::BarrierNotPublished { .. },
-                ..
-            }
-        ),
+        matches!(&*err, InterpError::Remote { error, .. } if matches!(**error, RemoteError::BarrierNotPublished { .. })),
         "{text}"
     );
     let line = line_of(
@@ -219,13 +213,7 @@ fn a_remote_store_before_the_first_cluster_barrier_is_reported() {
     let err = run_exchange(&src, &InterpOptions::default()).expect_err("peer not known started");
     let text = err.to_string();
     assert!(
-        matches!(
-            &*err,
-            InterpError::Remote {
-                error: RemoteError::BufferNotPublished { .. } | RemoteError::NotMade { .. },
-                ..
-            }
-        ),
+        matches!(&*err, InterpError::Remote { error, .. } if matches!(**error, RemoteError::BufferNotPublished { .. } | RemoteError::NotMade { .. })),
         "{text}"
     );
     assert!(text.contains("op `remote_shmem_store`"), "{text}");
@@ -237,13 +225,7 @@ fn a_rank_outside_the_cluster_is_reported() {
     let err = run_exchange(&src, &InterpOptions::default()).expect_err("rank 2 of 2");
     let text = err.to_string();
     assert!(
-        matches!(
-            &*err,
-            InterpError::Remote {
-                error: RemoteError::BadRank { rank: 2, size: 2 },
-                ..
-            }
-        ),
+        matches!(&*err, InterpError::Remote { error, .. } if matches!(**error, RemoteError::BadRank { rank: 2, size: 2 })),
         "{text}"
     );
     assert!(text.contains("program (1, 0, 0)"), "{text}");
@@ -425,6 +407,44 @@ fn a_multicast_into_a_stage_the_peer_still_reads_is_a_race() {
     let text = race.to_string();
     assert!(text.contains("before waiting on its barrier"), "{text}");
     assert!(text.contains("op `local_load`"), "{text}");
+}
+
+/// Each program of a cluster has its own hardware named barriers: a task
+/// hands a buffer to another through barrier 9 in both programs at once.
+const HANDOFF: &str = r#"
+#[tlx::kernel(num_warps = 4, ctas_per_cga = 2)]
+fn handoff(out: Ptr<f32>) {
+    let bufs = local_alloc([64], f32, 1);
+    async_tasks! {
+        task(default) {
+            local_store(local_view(bufs, 0), program_id(0) * 64 + arange(0, 64));
+            named_barrier_arrive(9, 256);
+        }
+        task(num_warps = 4) {
+            named_barrier_wait(9, 256);
+            store(out + program_id(0) * 64 + arange(0, 64), local_load(local_view(bufs, 0)));
+        }
+    }
+}
+"#;
+
+#[test]
+fn named_barriers_are_per_program_in_a_cluster() {
+    let kernel = compile(HANDOFF);
+    for opts in [
+        InterpOptions::default(),
+        random(1),
+        random(2),
+        random(3),
+        random(4),
+    ] {
+        let mem = HostMemory::new();
+        let out = upload_f32(&mem, &[f32::NAN; 4 * 64]);
+        run_kernel(&kernel, [4, 1, 1], &[ArgValue::ptr(out)], &mem, &opts)
+            .unwrap_or_else(|e| panic!("{:?}: {e}", opts.schedule));
+        let want: Vec<f32> = (0..4 * 64).map(|i| i as f32).collect();
+        assert_eq!(download_f32(&mem, out, 4 * 64), want, "{:?}", opts.schedule);
+    }
 }
 
 /// The kernel in PTX: one instruction of each primitive, and `ptxas`

@@ -162,7 +162,8 @@ pub enum InterpError {
     Remote {
         at: Site,
         task: String,
-        error: RemoteError,
+        // Boxed: it would otherwise make every InterpError larger.
+        error: Box<RemoteError>,
     },
     #[error("{at}, task `{task}`: {error}")]
     NamedBarrier {

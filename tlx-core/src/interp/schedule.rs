@@ -68,7 +68,8 @@ pub(crate) struct ProgramShared {
     pub(crate) async_writes: AsyncWrites,
     pub(crate) cluster_barrier: ClusterBarrier,
     pub(crate) smem: SharedMemory,
-    pub(crate) named_barriers: NamedBarriers,
+    /// Per program of the cluster (by rank): its 16 hardware barriers.
+    named_barriers: Vec<NamedBarriers>,
     /// TMA copies issued and not yet landed.
     pub(crate) in_flight: Vec<InFlightCopy>,
     /// Which program of the cluster made each allocation and barrier.
@@ -82,9 +83,23 @@ impl ProgramShared {
         self.async_writes.clear();
         self.smem.clear();
         self.named_barriers.clear();
+        self.named_barriers
+            .resize_with(cluster_size, NamedBarriers::default);
         self.in_flight.clear();
         self.cluster.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
+    }
+}
+
+impl ProgramShared {
+    /// The named barriers of the cluster's program `rank`: each program has
+    /// its own, as each CTA has its own hardware barriers.
+    pub(crate) fn named_barriers(&mut self, rank: usize) -> &mut NamedBarriers {
+        if self.named_barriers.len() <= rank {
+            self.named_barriers
+                .resize_with(rank + 1, NamedBarriers::default);
+        }
+        &mut self.named_barriers[rank]
     }
 }
 

@@ -159,10 +159,6 @@ pub enum NamedBarrierError {
 }
 
 impl NamedBarriers {
-    pub(crate) fn clear(&mut self) {
-        self.barriers.clear();
-    }
-
     /// `threads` threads of `task` arrive at barrier `id` of `expected`
     /// threads; with `wait`, they then wait for the generation to complete.
     /// `Ok(Err(reason))` when the task must wait (poll again later).

@@ -364,10 +364,13 @@ impl<'k> Executor<'k> {
                 };
                 let threads = imm(0)? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
-                match shared
-                    .named_barriers
-                    .arrive(task, id, self.threads, threads, wait)
-                {
+                match shared.named_barriers(self.cluster_rank()).arrive(
+                    task,
+                    id,
+                    self.threads,
+                    threads,
+                    wait,
+                ) {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(reason)) => Err(Stop::Wait(reason)),
                     Err(error) => Err(Stop::error(InterpError::NamedBarrier {

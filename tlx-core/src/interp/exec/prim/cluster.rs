@@ -33,7 +33,7 @@ impl<'k> Executor<'k> {
         Stop::error(InterpError::Remote {
             at: self.site(Some(op)),
             task: self.name.clone(),
-            error,
+            error: Box::new(error),
         })
     }
 
