@@ -15,6 +15,14 @@
 //! Each program's `full` barrier expects the whole stage (its A halves and
 //! both halves of B), half of which the peer's copy brings.
 //!
+//! Measured on an H100 (2026-11-23, `benches/gemm.rs`): correct, and
+//! 523-555 TFLOP/s on GH1-GH6 (0.65-0.76x cuBLAS) against 650-796 for the
+//! one-program kernel of `hopper_gemm_ws.rs` in the same run, which is not
+//! limited by L2 there. The handshake costs a round trip between SMs in
+//! every producer step; having each consumer release the stage in both
+//! programs instead (an `empty` barrier of four arrivals, two of them
+//! remote), as CUTLASS does, is the next thing to try.
+//!
 //! `cargo run --release --example hopper_gemm_cluster`
 
 mod common;

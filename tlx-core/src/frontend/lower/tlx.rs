@@ -511,8 +511,8 @@ fn default_of(name: &str) -> &'static str {
         "pendings" | "other" => "0",
         // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
         "barrier" => "the pipe slot's",
-        "remote_cta_rank" => "none (this program's own)",
-        "multicast_targets" => "[] (this program only)",
+        "remote_cta_rank" => "none",
+        "multicast_targets" => "[]",
         _ => "1",
     }
 }
