@@ -447,6 +447,56 @@ fn named_barriers_are_per_program_in_a_cluster() {
     }
 }
 
+/// Program 0 stores into program 1 and arrives on its barrier; program 1
+/// waits for that, or (broken) does not and may leave first.
+const SEND_ONE_WAY: &str = r#"
+#[tlx::kernel(num_warps = 4, ctas_per_cga = 2)]
+fn send_one_way(out: Ptr<f32>) {
+    let inbox = local_alloc([64], f32, 1);
+    let bars = alloc_barriers(1, 1);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let rank = cluster_cta_rank();
+    if rank == 0 {
+        remote_shmem_store(local_view(inbox, 0), arange(0, 64), 1);
+        barrier_arrive(local_view(bars, 0), 1, remote_cta_rank = 1);
+    } else {
+        barrier_wait(local_view(bars, 0), 0);
+        store(out + arange(0, 64), local_load(local_view(inbox, 0)));
+    }
+}
+"#;
+
+fn run_send_one_way(src: &str, opts: &InterpOptions) -> Result<Vec<f32>, Box<InterpError>> {
+    let kernel = compile(src);
+    let mem = HostMemory::new();
+    let out = upload_f32(&mem, &[f32::NAN; 64]);
+    run_kernel(&kernel, [2, 1, 1], &[ArgValue::ptr(out)], &mem, opts).map_err(Box::new)?;
+    Ok(download_f32(&mem, out, 64))
+}
+
+#[test]
+fn a_remote_store_into_a_program_that_has_exited_is_reported() {
+    let want: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    for seed in 0..8 {
+        let got = run_send_one_way(SEND_ONE_WAY, &random(seed)).expect("runs");
+        assert_eq!(got, want, "seed {seed}");
+    }
+    let src = SEND_ONE_WAY.replace(
+        "        barrier_wait(local_view(bars, 0), 0);\n        store(out + arange(0, 64), local_load(local_view(inbox, 0)));\n",
+        "        store(out + arange(0, 64), 1.0);\n",
+    );
+    assert_ne!(src, SEND_ONE_WAY);
+    let err = run_send_one_way(&src, &InterpOptions::default()).expect_err("program 1 left");
+    let text = err.to_string();
+    assert!(
+        matches!(&*err, InterpError::Remote { error, .. } if matches!(**error, RemoteError::PeerExited { rank: 1, .. })),
+        "{text}"
+    );
+    assert!(text.contains("program (0, 0, 0)"), "{text}");
+    assert!(text.contains("has already exited"), "{text}");
+}
+
 /// The kernel in PTX: one instruction of each primitive, and `ptxas`
 /// accepts it.
 #[cfg(feature = "llvm")]

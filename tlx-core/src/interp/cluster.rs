@@ -14,7 +14,10 @@
 //! peers once its owner fenced it and a cluster-barrier generation that the
 //! owner entered after the fence has completed; a buffer, once a generation
 //! entered after its allocation has completed (the peer has started and
-//! made it). Anything earlier is reported.
+//! made it). Anything earlier is reported, and so is anything later than
+//! the peer's end: a program that has exited has no shared memory left, so
+//! a remote store, arrival or multicast landing there is undefined on the
+//! GPU (TLX kernels end with a `cluster_barrier()` to prevent it).
 
 use std::collections::HashMap;
 
@@ -41,6 +44,12 @@ pub enum RemoteError {
          that both programs passed after it was allocated (the peer may not have started)"
     )]
     BufferNotPublished { buffer: usize, rank: usize },
+    #[error(
+        "the {what} is remote (CTA rank {rank}), but that program has already exited: end the \
+         kernel with a `cluster_barrier()`, or have it wait for what peers send it, so that no \
+         program leaves while another may still write into it or arrive on its barriers"
+    )]
+    PeerExited { what: &'static str, rank: usize },
     #[error(
         "`async_remote_shmem_store`'s buffer is in CTA rank {buffer_rank} and its barrier in \
          CTA rank {barrier_rank}: both must be the same peer's"
@@ -83,6 +92,8 @@ pub(crate) struct ClusterMap {
     groups: Vec<Vec<BarrierGroup>>,
     /// Per barrier id.
     barriers: HashMap<usize, BarrierOwner>,
+    /// Ranks whose program has finished.
+    exited: Vec<usize>,
 }
 
 impl ClusterMap {
@@ -92,6 +103,36 @@ impl ClusterMap {
         self.alloc_owner.clear();
         self.groups.clear();
         self.barriers.clear();
+        self.exited.clear();
+    }
+
+    /// Program `rank` finished: its shared memory is gone.
+    pub(crate) fn exit(&mut self, rank: usize) {
+        self.exited.push(rank);
+    }
+
+    fn check_alive(&self, what: &'static str, rank: usize, me: usize) -> Result<(), RemoteError> {
+        if rank != me && self.exited.contains(&rank) {
+            return Err(RemoteError::PeerExited { what, rank });
+        }
+        Ok(())
+    }
+
+    /// Fails if allocation `alloc` or barrier `barrier` (where a copy lands)
+    /// belongs to a program that has exited.
+    pub(crate) fn check_landing(&self, alloc: usize, barrier: usize) -> Result<(), RemoteError> {
+        let owners = [
+            self.alloc_owner
+                .get(&alloc)
+                .map(|&(rank, _)| ("buffer", rank)),
+            self.barriers.get(&barrier).map(|o| ("barrier", o.rank)),
+        ];
+        for (what, rank) in owners.into_iter().flatten() {
+            if self.exited.contains(&rank) {
+                return Err(RemoteError::PeerExited { what, rank });
+            }
+        }
+        Ok(())
     }
 
     fn slot<T>(table: &mut Vec<Vec<T>>, rank: usize) -> &mut Vec<T> {
@@ -151,6 +192,7 @@ impl ClusterMap {
         me: usize,
         completed: u64,
     ) -> Result<usize, RemoteError> {
+        self.check_alive("buffer", rank, me)?;
         let not_made = RemoteError::NotMade {
             what: "buffer",
             rank,
@@ -179,6 +221,7 @@ impl ClusterMap {
         me: usize,
         completed: u64,
     ) -> Result<usize, RemoteError> {
+        self.check_alive("barrier", rank, me)?;
         let not_made = RemoteError::NotMade {
             what: "barrier",
             rank,
@@ -265,6 +308,16 @@ mod tests {
         );
         assert_eq!(map.peer_alloc(2, 1, 0, 2), Ok(3));
         assert_eq!(map.peer_alloc(0, 1, 0, 1), Ok(1));
+        assert_eq!(map.check_landing(1, 7), Ok(()));
+        map.exit(1);
+        assert_eq!(
+            map.peer_alloc(0, 1, 0, 2),
+            Err(RemoteError::PeerExited {
+                what: "buffer",
+                rank: 1
+            })
+        );
+        assert!(map.check_landing(1, 7).is_err(), "rank 1 made allocation 1");
         assert_eq!(
             ClusterMap::check_rank(2, 2),
             Err(RemoteError::BadRank { rank: 2, size: 2 })

@@ -35,6 +35,14 @@ impl ProgramShared {
             return Ok(());
         }
         let copy = self.in_flight.remove(index);
+        // A copy into a program of the cluster that has already exited.
+        if let Err(error) = self.cluster.check_landing(copy.alloc, copy.barrier) {
+            return Err(InterpError::Remote {
+                at: copy.at,
+                task: copy.task,
+                error: Box::new(error),
+            });
+        }
         let window = copy.window.as_deref().map(Vec::as_slice);
         self.smem
             .write_window(copy.alloc, copy.buffer, window, copy.data)

@@ -326,8 +326,9 @@ impl<'t> Slot<'_, 't> {
     }
 }
 
-/// Runs the tasks of one program, and those they fork, until all finish,
-/// one fails, or all live ones are blocked (a deadlock).
+/// Runs the tasks of one program (or the programs of one cluster, given in
+/// rank order), and those they fork, until all finish, one fails, or all
+/// live ones are blocked (a deadlock).
 pub(crate) fn run_tasks<'t>(
     tasks: &mut [&mut dyn Task<'t>],
     shared: &mut ProgramShared,
@@ -372,6 +373,11 @@ pub(crate) fn run_tasks<'t>(
             StepOutcome::Finished => {
                 states[chosen] = TaskState::Finished;
                 runnable -= 1;
+                if parents[chosen].is_none() {
+                    // A program's own task (given in rank order) ended:
+                    // the program has exited, and its shared memory with it.
+                    shared.cluster.exit(chosen);
+                }
                 if let Some(parent) = parents[chosen] {
                     if let TaskState::Joining { unfinished, .. } = &mut states[parent] {
                         *unfinished -= 1;
