@@ -19,6 +19,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut options = KernelOptions::default();
     let mut arches = None;
     let mut configs = Vec::new();
+    let mut check_protocol = true;
     let mut errors = Vec::new();
     for entry in &entries {
         let result = (|| -> Result<(), Diagnostic> {
@@ -35,12 +36,17 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     configs = parse_configs(value)?;
                     Ok(())
                 }
+                "check_protocol" => {
+                    check_protocol = parse_bool(value)?;
+                    Ok(())
+                }
                 _ => Err(Diagnostic::new(
                     entry.span(),
                     format!("unknown kernel attribute key `{key}`"),
                 )
                 .with_hint(
-                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch` and `configs`",
+                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
+                     `configs` and `check_protocol`",
                 )),
             }
         })();
@@ -72,7 +78,19 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         options,
         arches,
         configs,
+        check_protocol,
     })
+}
+
+/// `true` or `false`.
+fn parse_bool(value: &Expr) -> Result<bool, Diagnostic> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        }) => Ok(b.value),
+        _ => Err(Diagnostic::new(value.span(), "expected `true` or `false`")),
+    }
 }
 
 /// Marks a config option the config does not override (valid values are >= 1).

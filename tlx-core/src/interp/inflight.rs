@@ -19,7 +19,8 @@ pub(crate) struct InFlightCopy {
     pub(crate) buffer: usize,
     /// The elements of the buffer a slice destination covers.
     pub(crate) window: Option<Arc<Vec<usize>>>,
-    pub(crate) data: Data,
+    /// The box's contents; `None` in a skeleton run, which moves no data.
+    pub(crate) data: Option<Data>,
     pub(crate) barrier: usize,
     pub(crate) bytes: u32,
     /// Where it was issued, and by which task, for errors at landing.
@@ -36,9 +37,13 @@ impl ProgramShared {
         }
         let copy = self.in_flight.remove(index);
         let window = copy.window.as_deref().map(Vec::as_slice);
-        self.smem
-            .write_window(copy.alloc, copy.buffer, window, copy.data)
-            .map_err(|fault| fault.at(copy.at.clone()))?;
+        let written = match copy.data {
+            Some(data) => self
+                .smem
+                .write_window(copy.alloc, copy.buffer, window, data),
+            None => self.smem.mark_written(copy.alloc, copy.buffer),
+        };
+        written.map_err(|fault| fault.at(copy.at.clone()))?;
         let Some(bar) = self.barriers.get_mut(copy.barrier) else {
             return Ok(());
         };

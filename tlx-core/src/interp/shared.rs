@@ -97,6 +97,15 @@ impl SharedMemory {
         self.store(alloc, index, full)
     }
 
+    /// Records that buffer `index` of `alloc` was written, contents aside
+    /// (a skeleton run's buffers hold none).
+    pub(crate) fn mark_written(&mut self, alloc: usize, index: usize) -> FaultResult<()> {
+        let missing = || Fault::malformed(format!("buffer {index} of allocation #{alloc}"));
+        let allocation = self.allocations.get_mut(alloc).ok_or_else(missing)?;
+        *allocation.written.get_mut(index).ok_or_else(missing)? = true;
+        Ok(())
+    }
+
     /// Whether anything has written buffer `index` of `alloc`.
     pub(crate) fn written(&self, alloc: usize, index: usize) -> bool {
         self.allocations

@@ -110,7 +110,12 @@ impl<'k> Executor<'k> {
                 let Type::SharedMemory(m) = self.type_of(Self::result(op, 0)?)? else {
                     return Err(Fault::malformed("local_alloc of a non-buffer").into());
                 };
-                let numel = m.shape().iter().product();
+                // A skeleton run tracks buffers' state, not their contents.
+                let numel = if self.skeleton.is_some() {
+                    0
+                } else {
+                    m.shape().iter().product()
+                };
                 let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
                 self.define_handle(
                     op,
@@ -150,7 +155,7 @@ impl<'k> Executor<'k> {
                     Handle::Barriers { first } => Handle::Barriers {
                         first: first + index as usize,
                     },
-                    Handle::Desc(_) => {
+                    Handle::Desc(_) | Handle::Opaque => {
                         return Err(Fault::malformed("a view of a descriptor").into())
                     }
                 };
@@ -185,12 +190,18 @@ impl<'k> Executor<'k> {
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(self.define_opaque(op)?);
+                }
                 let data = view.read(shared)?;
                 self.define(op, 0, data)?;
                 Ok(())
             }
             Prim::LocalStore => {
                 let view = self.buffer_view(arg(0)?)?;
+                if self.skeleton.is_some() {
+                    return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
+                }
                 let data = self.get(arg(1)?)?.data.clone();
                 view.write(shared, data)?;
                 Ok(())
@@ -217,7 +228,25 @@ impl<'k> Executor<'k> {
                 }
                 // The phase that passed the wait: the latest completed one.
                 let completed = bar.phase().wrapping_sub(1);
+                let next_started = bar.phase_started();
                 shared.async_writes.record_wait(task, id, completed);
+                shared.observations.waited(task);
+                let phase = i64::from(completed as i32);
+                let Some(first_line) = shared.observations.observe(task, id, phase, op.loc.line)
+                else {
+                    return Ok(());
+                };
+                let stale = InterpError::StaleWait {
+                    at: self.site(Some(op)),
+                    task: self.name.clone(),
+                    barrier: id,
+                    phase,
+                    first_line,
+                };
+                if next_started {
+                    return Err(Stop::error(stale));
+                }
+                shared.observations.suspect(task, id, phase, stale);
                 Ok(())
             }
             Prim::BarrierArrive => {
@@ -226,8 +255,19 @@ impl<'k> Executor<'k> {
                 }
                 let id = self.barrier_of(arg(0)?)?;
                 let count = imm(0)? as u32;
-                let result = barrier(shared, id)?.arrive(count);
-                result.map_err(|e| self.mbarrier_error(op, e))?;
+                let bar = barrier(shared, id)?;
+                let phase = bar.phase();
+                bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
+                let completes = bar.phase() != phase;
+                if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line) {
+                    return Err(Stop::error(InterpError::EarlyArrive {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        barrier: id,
+                        phase,
+                        earlier,
+                    }));
+                }
                 Ok(())
             }
             Prim::BarrierExpectBytes => {
@@ -241,26 +281,38 @@ impl<'k> Executor<'k> {
                 let bar = barrier(shared, id)?;
                 let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
                 result.map_err(|e| self.mbarrier_error(op, e))?;
+                shared.expect_sites.insert(id, self.site(Some(op)));
                 Ok(())
             }
             // Proxy fences order what the interpreter already runs in order.
             Prim::FenceAsyncShared | Prim::AsyncDescriptorStoreWait => Ok(()),
             Prim::AsyncDescriptorLoad => {
-                let desc = self.desc_of(arg(0)?)?;
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let bar_id = self.barrier_of(arg(2)?)?;
                 let elem = shared.smem.elem(alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
-                let offsets = self.offsets(&args[3..])?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                let zero = match Repr::of_scalar(elem) {
-                    Repr::Float => Data::Float(vec![0.0]),
-                    _ => Data::Int(vec![0]),
-                };
-                let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
                 // TMA counts the whole box, clipped or not.
-                let bytes = (ptrs.len() * elem.size_bytes()) as u32;
+                let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
+                let data = if self.skeleton.is_some() {
+                    None
+                } else {
+                    let desc = self.desc_of(arg(0)?)?;
+                    let offsets = self.offsets(&args[3..])?;
+                    let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                    let zero = match Repr::of_scalar(elem) {
+                        Repr::Float => Data::Float(vec![0.0]),
+                        _ => Data::Int(vec![0]),
+                    };
+                    Some(global::load(
+                        self.mem,
+                        false,
+                        elem,
+                        &ptrs,
+                        Some(&inside),
+                        Some(&zero),
+                    )?)
+                };
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
                 shared
@@ -280,9 +332,12 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
-                let desc = self.desc_of(arg(0)?)?;
                 let view = self.buffer_view(arg(1)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(());
+                }
+                let desc = self.desc_of(arg(0)?)?;
                 let elem = shared.smem.elem(view.alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
@@ -294,6 +349,9 @@ impl<'k> Executor<'k> {
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
                 let b = self.dot_operand(op, shared, arg(1)?, task)?;
+                let (Some(a), Some(b)) = (a, b) else {
+                    return Ok(self.define_opaque(op)?);
+                };
                 let acc = Rc::clone(self.get(arg(2)?)?);
                 let input = self.scalar_type(arg(1)?)?;
                 let acc_ty = self.scalar_type(arg(2)?)?;
@@ -302,13 +360,19 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDotWait => {
-                let acc = Rc::clone(self.get(arg(0)?)?);
+                let acc = Rc::clone(self.get_any(arg(0)?)?);
                 self.set(Self::result(op, 0)?, acc)?;
                 Ok(())
             }
             Prim::AsyncLoad => {
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
+                let id = shared.smem.buffer_id(alloc, buffer);
+                if self.skeleton.is_some() {
+                    shared.smem.mark_written(alloc, buffer)?;
+                    self.async_loads.open.push(id);
+                    return Ok(());
+                }
                 let elem = shared.smem.elem(alloc)?;
                 let mask = Rc::clone(self.get(arg(2)?)?);
                 let zero = match Repr::of_scalar(elem) {
@@ -325,7 +389,6 @@ impl<'k> Executor<'k> {
                     Some(&zero),
                 )?;
                 view.write(shared, data)?;
-                let id = shared.smem.buffer_id(alloc, buffer);
                 self.async_loads.open.push(id);
                 Ok(())
             }
@@ -352,6 +415,9 @@ impl<'k> Executor<'k> {
                 };
                 let threads = imm(0)? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
+                if wait {
+                    shared.observations.waited(task);
+                }
                 match shared
                     .named_barriers
                     .arrive(task, id, self.threads, threads, wait)
@@ -418,7 +484,7 @@ impl<'k> Executor<'k> {
     fn check_read(
         &self,
         op: &Op,
-        shared: &ProgramShared,
+        shared: &mut ProgramShared,
         alloc: usize,
         buffer: usize,
         task: usize,
@@ -439,29 +505,40 @@ impl<'k> Executor<'k> {
             }));
         }
         shared.async_writes.check_read(id, task).map_err(|race| {
-            Stop::error(InterpError::SharedMemoryRace {
-                at: self.site(Some(op)),
-                task: self.name.clone(),
-                race: Box::new(race),
-            })
+            // A stale wait on the barrier that guards the buffer explains the race.
+            match shared.observations.take_suspect(task, race.barrier) {
+                Some(stale) => Stop::error(stale),
+                None => Stop::error(InterpError::SharedMemoryRace {
+                    at: self.site(Some(op)),
+                    task: self.name.clone(),
+                    race: Box::new(race),
+                }),
+            }
         })
     }
 
-    /// An `async_dot` operand: a register tensor, or a buffer's contents.
+    /// An `async_dot` operand: a register tensor, or a buffer's contents
+    /// (`None` in a skeleton run, which checks the read and moves no data).
     fn dot_operand(
         &self,
         op: &Op,
-        shared: &ProgramShared,
+        shared: &mut ProgramShared,
         v: ValueId,
         task: usize,
-    ) -> PrimResult<Rc<Tensor>> {
+    ) -> PrimResult<Option<Rc<Tensor>>> {
         if let Type::SharedMemory(m) = self.type_of(v)? {
             let view = self.buffer_view(v)?;
             self.check_read(op, shared, view.alloc, view.buffer, task)?;
+            if self.skeleton.is_some() {
+                return Ok(None);
+            }
             let data = view.read(shared)?;
-            return Ok(Rc::new(Tensor::new(m.shape().to_vec(), data)?));
+            return Ok(Some(Rc::new(Tensor::new(m.shape().to_vec(), data)?)));
         }
-        Ok(Rc::clone(self.get(v)?))
+        if self.skeleton.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(Rc::clone(self.get(v)?)))
     }
 
     fn mbarrier_error(&self, op: &Op, error: MBarrierError) -> Stop {
