@@ -5,27 +5,13 @@
 //! data: checker and interpreter share one model and must not disagree.
 
 use tlx_core::check::{check_protocol, ProtocolReport, Rule};
-use tlx_core::frontend::compile_str;
-use tlx_core::ir::Kernel;
+use tlx_core::interp::InterpError;
 
 mod kernels;
-use kernels::WS_GEMM;
-
-fn compile(src: &str) -> Kernel {
-    match compile_str(src) {
-        Ok(mut ks) => ks.remove(0),
-        Err(e) => panic!("compile failed:\n{e}"),
-    }
-}
+use kernels::{broken, compile, run_gemm, WS_GEMM};
 
 fn check(src: &str) -> ProtocolReport {
     check_protocol(&compile(src))
-}
-
-/// `WS_GEMM` with `from` replaced by `to` (which must occur).
-fn broken(from: &str, to: &str) -> String {
-    assert!(WS_GEMM.contains(from), "{from:?} not in the kernel");
-    WS_GEMM.replacen(from, to, 1)
 }
 
 /// The one error of `src`, which must break `rule` on the line of `call`.
@@ -54,7 +40,11 @@ fn a_correct_warp_specialized_gemm_passes() {
 #[test]
 fn a_producer_first_wait_with_phase_zero_is_a_deadlock() {
     let src = broken("phase ^ 1);", "phase);");
-    let text = expect_error(&src, Rule::Deadlock, "barrier_wait(local_view(empty, slot), phase)");
+    let text = expect_error(
+        &src,
+        Rule::Deadlock,
+        "barrier_wait(local_view(empty, slot), phase)",
+    );
     assert!(text.contains("start its phase at 1"), "{text}");
 }
 
@@ -64,7 +54,11 @@ fn a_forgotten_phase_flip_is_a_stale_wait() {
         "let phase = (i / NUM_STAGES) % 2;\n                barrier_wait(local_view(full",
         "let phase = 0;\n                barrier_wait(local_view(full",
     );
-    let text = expect_error(&src, Rule::StaleWait, "barrier_wait(local_view(full, slot), phase)");
+    let text = expect_error(
+        &src,
+        Rule::StaleWait,
+        "barrier_wait(local_view(full, slot), phase)",
+    );
     assert!(text.contains("phase ^= 1"), "{text}");
 }
 
@@ -77,15 +71,22 @@ fn expect_bytes_of_the_wrong_size_are_an_error_at_the_call() {
 
 #[test]
 fn a_missing_release_is_a_deadlock() {
-    let src = broken("                barrier_arrive(local_view(empty, slot));\n", "");
-    expect_error(&src, Rule::Deadlock, "barrier_wait(local_view(empty, slot), phase ^ 1)");
+    let src = broken(
+        "                barrier_arrive(local_view(empty, slot));\n",
+        "",
+    );
+    expect_error(
+        &src,
+        Rule::Deadlock,
+        "barrier_wait(local_view(empty, slot), phase ^ 1)",
+    );
 }
 
 #[test]
 fn too_many_arrivals_are_an_error() {
     let src = broken(
         "barrier_arrive(local_view(empty, slot));",
-        "barrier_arrive(local_view(empty, slot));\n                barrier_arrive(local_view(empty, slot));",
+        "barrier_arrive(local_view(empty, slot));\n                barrier_arrive(local_view(empty, slot)); // again",
     );
     expect_error(&src, Rule::ArriveCount, "// again");
 }
@@ -103,4 +104,39 @@ fn reading_before_the_wait_is_an_error() {
 fn reading_the_accumulator_before_its_wait_is_an_error() {
     let src = broken("acc = async_dot_wait(0, acc);", "acc = acc * 1.0;");
     expect_error(&src, Rule::AccumulatorBeforeWait, "acc = acc * 1.0;");
+}
+
+/// Every variant the checker rejects as a deadlock also deadlocks on the
+/// interpreter with real data, at the sizes the checker names.
+#[test]
+fn checker_deadlocks_are_interpreter_deadlocks() {
+    let variants = [
+        broken("phase ^ 1);", "phase);"),
+        broken(
+            "                barrier_arrive(local_view(empty, slot));\n",
+            "",
+        ),
+    ];
+    for src in variants {
+        let report = check(&src);
+        let finding = &report.errors[0];
+        assert_eq!(finding.rule, Rule::Deadlock, "{finding:#?}");
+        // "(found with k = 33, one program)": the same K on the interpreter.
+        let k: usize = finding
+            .message
+            .split("k = ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("no k in {}", finding.message));
+        let err = run_gemm(&src, (64, 64, k)).expect_err("deadlocks");
+        let InterpError::Deadlock { tasks, .. } = &*err else {
+            panic!("the interpreter reports {err}");
+        };
+        assert!(
+            tasks.iter().any(|t| t.wait.line == finding.at.line),
+            "the checker blames line {}, the interpreter's deadlock: {err}",
+            finding.at.line
+        );
+    }
 }

@@ -7,113 +7,15 @@
 #[cfg(feature = "llvm")]
 mod codegen_common;
 
-use tlx_core::frontend::compile_str;
-use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpError, InterpOptions};
-use tlx_core::ir::{Kernel, ScalarType};
+use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpError, InterpOptions};
 
 mod kernels;
-use kernels::WS_GEMM;
-
-fn compile(src: &str) -> Kernel {
-    match compile_str(src) {
-        Ok(mut ks) => ks.remove(0),
-        Err(e) => panic!("compile failed:\n{e}"),
-    }
-}
-
-fn bf16_bits(x: f32) -> u16 {
-    half::bf16::from_f32(x).to_bits()
-}
-
-fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
-    let bytes: Vec<u8> = values
-        .iter()
-        .flat_map(|&v| bf16_bits(v).to_le_bytes())
-        .collect();
-    let id = mem.alloc(bytes.len());
-    mem.write(id, 0, &bytes).expect("fresh buffer");
-    id
-}
-
-fn desc(buffer: BufferId, rows: i64, cols: i64) -> ArgValue {
-    ArgValue::TensorDesc {
-        buffer,
-        offset_elems: 0,
-        elem: ScalarType::BF16,
-        rank: 2,
-        shape: [rows, cols, 0, 0, 0],
-        strides: [cols, 1, 0, 0, 0],
-    }
-}
-
-/// Small pseudo-random values exactly representable in bf16.
-fn values(seed: u64, len: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state % 17) as f32 - 8.0) / 8.0
-        })
-        .collect()
-}
-
-/// Errors are boxed: an `InterpError` is large.
-fn run_gemm(
-    src: &str,
-    mnk: (usize, usize, usize),
-) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
-    run_gemm_with(src, mnk, &InterpOptions::default())
-}
-
-fn run_gemm_with(
-    src: &str,
-    (m, n, k): (usize, usize, usize),
-    opts: &InterpOptions,
-) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
-    let kernel = compile(src);
-    let mem = HostMemory::new();
-    let a = values(1, m * k);
-    let b = values(2, k * n);
-    let a_id = upload_bf16(&mem, &a);
-    let b_id = upload_bf16(&mem, &b);
-    let c_id = mem.alloc(m * n * 4);
-    mem.fill(c_id, 0xff).expect("fresh buffer");
-    let args = [
-        desc(a_id, m as i64, k as i64),
-        desc(b_id, k as i64, n as i64),
-        ArgValue::ptr(c_id),
-        ArgValue::i32(m as i32),
-        ArgValue::i32(n as i32),
-        ArgValue::i32(k as i32),
-    ];
-    let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
-    run_kernel(&kernel, grid, &args, &mem, opts).map_err(Box::new)?;
-    let mut out = vec![0u8; m * n * 4];
-    mem.read(c_id, 0, &mut out).expect("read back");
-    let got = out
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    let mut want = vec![0f32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            want[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
-        }
-    }
-    Ok((got, want))
-}
+use kernels::{broken, compile, run_gemm, run_gemm_with, WS_GEMM};
 
 #[test]
 fn warp_specialized_tma_gemm_matches_the_reference_with_ragged_edges() {
     let (got, want) = run_gemm(WS_GEMM, (80, 72, 40)).expect("runs");
     assert_eq!(got, want, "products of eighths sum exactly in f32");
-}
-
-fn broken(from: &str, to: &str) -> String {
-    assert!(WS_GEMM.contains(from), "{from}");
-    WS_GEMM.replacen(from, to, 1)
 }
 
 #[test]
@@ -146,13 +48,14 @@ fn reading_a_tile_before_waiting_for_its_barrier_is_a_race() {
 }
 
 #[test]
-fn expecting_more_bytes_than_the_copies_bring_deadlocks() {
+fn expecting_more_bytes_than_the_copies_bring_is_reported_at_the_expect() {
     // Four bytes per bf16 element: the phase waits for bytes no copy brings.
     let src = broken("(BM * BK + BK * BN) * 2", "(BM * BK + BK * BN) * 4");
     let err = run_gemm(&src, (64, 64, 32)).expect_err("never completes");
     let text = err.to_string();
-    assert!(matches!(*err, InterpError::Deadlock { .. }), "{text}");
-    assert!(text.contains("transaction bytes"), "{text}");
+    assert!(matches!(*err, InterpError::ExpectBytes { .. }), "{text}");
+    assert!(text.contains("announced 8192 bytes"), "{text}");
+    assert!(text.contains("brought 4096"), "{text}");
 }
 
 #[test]

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use super::error::{InterpError, Site};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
+use super::phases::Observations;
 use super::race::AsyncWrites;
 use super::shared::{NamedBarriers, SharedMemory};
-use super::phases::Observations;
 use super::wait::{BlockedTask, Wait, WaitReason};
 
 /// How the tasks of one program are interleaved.

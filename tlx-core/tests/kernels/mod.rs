@@ -1,5 +1,11 @@
-//! Kernels several test files run: the interpreter's tests of the TLX
-//! primitives and the protocol checker's.
+//! Kernels several test files run, and the harness that runs them on the
+//! interpreter: the tests of the TLX primitives and the protocol checker's.
+// Each test crate that includes this module uses a part of it.
+#![allow(dead_code)]
+
+use tlx_core::frontend::compile_str;
+use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpError, InterpOptions};
+use tlx_core::ir::{Kernel, ScalarType};
 
 /// A warp-specialized GEMM in the style of TLX's Hopper tutorial: a
 /// producer warp loads A and B tiles with TMA into a ring of `NUM_STAGES`
@@ -54,3 +60,99 @@ fn ws_gemm<const BM: usize, const BN: usize, const BK: usize, const NUM_STAGES: 
 }
 "#;
 
+pub fn compile(src: &str) -> Kernel {
+    match compile_str(src) {
+        Ok(mut ks) => ks.remove(0),
+        Err(e) => panic!("compile failed:\n{e}"),
+    }
+}
+
+fn bf16_bits(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+
+fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
+    let bytes: Vec<u8> = values
+        .iter()
+        .flat_map(|&v| bf16_bits(v).to_le_bytes())
+        .collect();
+    let id = mem.alloc(bytes.len());
+    mem.write(id, 0, &bytes).expect("fresh buffer");
+    id
+}
+
+fn desc(buffer: BufferId, rows: i64, cols: i64) -> ArgValue {
+    ArgValue::TensorDesc {
+        buffer,
+        offset_elems: 0,
+        elem: ScalarType::BF16,
+        rank: 2,
+        shape: [rows, cols, 0, 0, 0],
+        strides: [cols, 1, 0, 0, 0],
+    }
+}
+
+/// Small pseudo-random values exactly representable in bf16.
+fn values(seed: u64, len: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state % 17) as f32 - 8.0) / 8.0
+        })
+        .collect()
+}
+
+/// Errors are boxed: an `InterpError` is large.
+pub fn run_gemm(
+    src: &str,
+    mnk: (usize, usize, usize),
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
+    run_gemm_with(src, mnk, &InterpOptions::default())
+}
+
+pub fn run_gemm_with(
+    src: &str,
+    (m, n, k): (usize, usize, usize),
+    opts: &InterpOptions,
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
+    let kernel = compile(src);
+    let mem = HostMemory::new();
+    let a = values(1, m * k);
+    let b = values(2, k * n);
+    let a_id = upload_bf16(&mem, &a);
+    let b_id = upload_bf16(&mem, &b);
+    let c_id = mem.alloc(m * n * 4);
+    mem.fill(c_id, 0xff).expect("fresh buffer");
+    let args = [
+        desc(a_id, m as i64, k as i64),
+        desc(b_id, k as i64, n as i64),
+        ArgValue::ptr(c_id),
+        ArgValue::i32(m as i32),
+        ArgValue::i32(n as i32),
+        ArgValue::i32(k as i32),
+    ];
+    let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
+    run_kernel(&kernel, grid, &args, &mem, opts).map_err(Box::new)?;
+    let mut out = vec![0u8; m * n * 4];
+    mem.read(c_id, 0, &mut out).expect("read back");
+    let got = out
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut want = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            want[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    Ok((got, want))
+}
+
+/// `WS_GEMM` with `from` replaced by `to` (which must occur).
+pub fn broken(from: &str, to: &str) -> String {
+    assert!(WS_GEMM.contains(from), "{from:?} not in the kernel");
+    WS_GEMM.replacen(from, to, 1)
+}

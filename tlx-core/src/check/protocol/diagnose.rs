@@ -25,7 +25,8 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
         message: format!("{message} (found with {sample})"),
         hint: hint.to_owned(),
     };
-    let error_at = |rule, line, op, message, hint| Verdict::Error(with(rule, line, op, message, hint));
+    let error_at =
+        |rule, line, op, message, hint| Verdict::Error(with(rule, line, op, message, hint));
     match error {
         InterpError::Deadlock { tasks, .. } => match primary(kernel, tasks) {
             Some(task) => Verdict::Error(deadlock(kernel, task, tasks, sample)),
@@ -71,7 +72,11 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
                 "this wait on mbarrier #{barrier} returns at once: the phase it names ({}) \
                  already completed and this task waited for it at line {first_line}; the \
                  barrier has moved on, so the wait does not wait for the newer phase",
-                if *phase < 0 { "-1, before the first".to_owned() } else { phase.to_string() }
+                if *phase < 0 {
+                    "-1, before the first".to_owned()
+                } else {
+                    phase.to_string()
+                }
             ),
             "flip the phase each time the ring wraps around: `phase ^= 1` when the buffer index \
              returns to 0, or `phase = (iteration / STAGES) & 1`",
@@ -192,9 +197,9 @@ fn primary<'t>(kernel: &Kernel, tasks: &'t [BlockedTask]) -> Option<&'t BlockedT
     let roles = BarrierRoles::of(kernel);
     let barrier_waits = || {
         tasks.iter().filter_map(|t| match t.wait.reason {
-            WaitReason::MBarrier { phase, arrivals, .. } => {
-                Some((t, roles.of_wait(kernel, t.wait.line), phase, arrivals))
-            }
+            WaitReason::MBarrier {
+                phase, arrivals, ..
+            } => Some((t, roles.of_wait(kernel, t.wait.line), phase, arrivals)),
             _ => None,
         })
     };

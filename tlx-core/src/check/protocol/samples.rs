@@ -14,10 +14,11 @@
 //! `t` in `0..T`, and `1..=T`, with `T = 2S + 1` for the kernel's largest
 //! ring (`S` the most buffers or barriers one allocation holds): every loop
 //! sees each trip count from 1 to `T` (`ladder_gives_every_trip_count`
-//! checks it). Every size parameter takes
-//! the same value first, then each is varied alone with the others at a
-//! few trips, so producers and consumers (which share their bounds)
-//! iterate alike, and a persistent loop sees one and several tiles.
+//! checks it). Each size parameter runs up the ladder while the others
+//! sit at a pivot that gives every loop two trips or more (so a persistent
+//! loop carries its ring state across tiles), and all of them together run
+//! up to the pivot; producers and consumers share their bounds, so they
+//! iterate alike.
 
 use crate::interp::{ArgValue, Schedule};
 use crate::ir::{Kernel, OpKind, ParamKind, ScalarType, Type};
@@ -63,9 +64,14 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
     };
     let blocks: Vec<i64> = kernel.consts.iter().map(|(_, v)| *v).collect();
     let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
-    // A few trips of every loop.
-    let pivot = 2 * blocks.iter().copied().max().unwrap_or(1).max(1) + 1;
-    let mut assignments: Vec<Vec<i64>> = ladder.iter().map(|&v| vec![v; sized.len()]).collect();
+    // Two trips or more of every loop.
+    let pivot = blocks.iter().copied().max().unwrap_or(1).max(1) + 1;
+    let mut assignments: Vec<Vec<i64>> = ladder
+        .iter()
+        .filter(|&&v| v <= pivot)
+        .map(|&v| vec![v; sized.len()])
+        .collect();
+    let correlated = assignments.len();
     if sized.len() > 1 {
         for varied in 0..sized.len() {
             for &v in &ladder {
@@ -81,7 +87,7 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
     let mut out = Vec::new();
     for (index, values) in assignments.iter().enumerate() {
         // Varying one size at a time needs no more grids or schedules.
-        let correlated = index < ladder.len();
+        let correlated = index < correlated;
         for &programs in &grids[..if correlated { grids.len() } else { 1 }] {
             let grid = [0, 1, 2].map(|a| {
                 let clusters = if a == 0 { programs } else { 1 };
@@ -101,7 +107,12 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
 }
 
 /// The arguments: sampled sizes, `true` for needed flags, opaque the rest.
-fn args(kernel: &Kernel, skeleton: &Skeleton, sized: &[usize], values: &[i64]) -> Vec<Option<ArgValue>> {
+fn args(
+    kernel: &Kernel,
+    skeleton: &Skeleton,
+    sized: &[usize],
+    values: &[i64],
+) -> Vec<Option<ArgValue>> {
     kernel
         .params
         .iter()
@@ -172,9 +183,11 @@ pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
         .iter()
         .zip(&sample.args)
         .filter_map(|(p, a)| match a {
-            Some(ArgValue::Scalar(ty, bits)) if ty.is_int() => {
-                Some(format!("{} = {}", p.name, crate::numeric::int_from_bits(*ty, *bits)))
-            }
+            Some(ArgValue::Scalar(ty, bits)) if ty.is_int() => Some(format!(
+                "{} = {}",
+                p.name,
+                crate::numeric::int_from_bits(*ty, *bits)
+            )),
             _ => None,
         })
         .collect();

@@ -172,10 +172,7 @@ impl Slicer<'_> {
     /// Whether operand `index` of `prim` says when or where it acts rather
     /// than what data it moves.
     fn is_protocol_operand(&self, prim: Prim, index: usize, arg: ValueId) -> bool {
-        let tma = matches!(
-            prim,
-            Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorStore
-        );
+        let tma = matches!(prim, Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorStore);
         if tma && index + 1 >= prim.signature().operands.len() {
             return false;
         }
