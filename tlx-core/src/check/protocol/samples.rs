@@ -66,38 +66,41 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
     let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
     // Two trips or more of every loop.
     let pivot = blocks.iter().copied().max().unwrap_or(1).max(1) + 1;
-    let mut assignments: Vec<Vec<i64>> = ladder
-        .iter()
-        .filter(|&&v| v <= pivot)
-        .map(|&v| vec![v; sized.len()])
-        .collect();
-    let correlated = assignments.len();
-    if sized.len() > 1 {
-        for varied in 0..sized.len() {
-            for &v in &ladder {
-                let mut values = vec![pivot; sized.len()];
-                values[varied] = v;
-                assignments.push(values);
-            }
-        }
-    }
-    if sized.is_empty() {
-        assignments.truncate(1);
-    }
+    // All sizes together up to the pivot (one run when there are none)...
+    let together: Vec<Vec<i64>> = match sized.len() {
+        0 => vec![Vec::new()],
+        1 => Vec::new(),
+        n => ladder
+            .iter()
+            .filter(|&&v| v <= pivot)
+            .map(|&v| vec![v; n])
+            .collect(),
+    };
+    // ...then each up the whole ladder with the others at the pivot.
+    let count = sized.len();
+    let one_at_a_time = (0..count).flat_map(|varied| {
+        ladder.iter().map(move |&v| {
+            let mut values = vec![pivot; count];
+            values[varied] = v;
+            values
+        })
+    });
+    let both = [Schedule::RoundRobin, Schedule::Random { seed: 1 }];
+    let runs = together
+        .into_iter()
+        .map(|values| (values, &both[..]))
+        .chain(one_at_a_time.map(|values| (values, &both[..1])));
     let mut out = Vec::new();
-    for (index, values) in assignments.iter().enumerate() {
-        // Varying one size at a time needs no more grids or schedules.
-        let correlated = index < correlated;
-        for &programs in &grids[..if correlated { grids.len() } else { 1 }] {
+    for (values, schedules) in runs {
+        for &programs in &grids {
             let grid = [0, 1, 2].map(|a| {
                 let clusters = if a == 0 { programs } else { 1 };
                 clusters * kernel.options.cluster[a].max(1)
             });
-            let schedules = [Schedule::RoundRobin, Schedule::Random { seed: 1 }];
-            for &schedule in &schedules[..if correlated { 2 } else { 1 }] {
+            for &schedule in schedules {
                 out.push(Sample {
                     grid,
-                    args: args(kernel, skeleton, &sized, values),
+                    args: args(kernel, skeleton, &sized, &values),
                     schedule,
                 });
             }
