@@ -152,19 +152,19 @@ pub enum InterpError {
         tasks: Vec<BlockedTask>,
     },
     #[error(
-        "{at}: `barrier_expect_bytes` announced {expected} bytes for phase {phase} of \
-         mbarrier #{barrier}, but the copies completing on it brought {landed}, so the phase \
-         never completes; blocked:{}",
-        list_blocked(tasks)
+        "{at}: `barrier_expect_bytes` announced {} bytes for phase {} of mbarrier #{}, but the \
+         copies completing on it brought {}, so the phase never completes; blocked:{}",
+        .shortfall.expected,
+        .shortfall.phase,
+        .shortfall.barrier,
+        .shortfall.landed,
+        list_blocked(&.shortfall.tasks)
     )]
     ExpectBytes {
         /// The `barrier_expect_bytes` of the phase.
         at: Site,
-        barrier: usize,
-        phase: u32,
-        expected: i64,
-        landed: i64,
-        tasks: Vec<BlockedTask>,
+        // Boxed: the blocked tasks would make every InterpError larger.
+        shortfall: Box<BytesShortfall>,
     },
     #[error(
         "kernel `{kernel}`, program {}: the checker's run of the synchronization skeleton \
@@ -254,6 +254,16 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A phase whose announced transaction bytes differ from what landed.
+#[derive(Clone, Debug)]
+pub struct BytesShortfall {
+    pub barrier: usize,
+    pub phase: u32,
+    pub expected: i64,
+    pub landed: i64,
+    pub tasks: Vec<BlockedTask>,
 }
 
 /// A `local_slice` window: its offsets and shape, and its buffer's shape.

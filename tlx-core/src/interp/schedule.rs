@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use std::collections::HashMap;
 
-use super::error::{InterpError, Site};
+use super::error::{BytesShortfall, InterpError, Site};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
 use super::phases::Observations;
@@ -211,11 +211,13 @@ impl ProgramLabel<'_> {
         if let Some((at, barrier, phase, landed, expected)) = short_of_bytes {
             return InterpError::ExpectBytes {
                 at,
-                barrier,
-                phase,
-                expected,
-                landed,
-                tasks,
+                shortfall: Box::new(BytesShortfall {
+                    barrier,
+                    phase,
+                    expected,
+                    landed,
+                    tasks,
+                }),
             };
         }
         InterpError::Deadlock {

@@ -37,8 +37,8 @@ struct InFlight {
 
 impl InFlight {
     fn mark(&mut self, v: ValueId, origin: SrcLoc) {
-        if !self.origin.contains_key(&v) {
-            self.origin.insert(v, origin);
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.origin.entry(v) {
+            slot.insert(origin);
             self.changed = true;
         }
     }

@@ -38,21 +38,15 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
                 "",
             )),
         },
-        InterpError::ExpectBytes {
-            at,
-            barrier,
-            phase,
-            expected,
-            landed,
-            ..
-        } => error_at(
+        InterpError::ExpectBytes { at, shortfall } => error_at(
             Rule::ExpectBytes,
             at.line,
             at.op,
             format!(
-                "this `barrier_expect_bytes` announces {expected} bytes for phase {phase} of \
-                 mbarrier #{barrier}, but the copies completing on that phase bring {landed}: \
-                 the phase never completes and its waiters hang"
+                "this `barrier_expect_bytes` announces {} bytes for phase {} of mbarrier #{}, but \
+                 the copies completing on that phase bring {}: the phase never completes and its \
+                 waiters hang",
+                shortfall.expected, shortfall.phase, shortfall.barrier, shortfall.landed
             ),
             "announce exactly the bytes of the copies that complete on the barrier: the sum of \
              each copy's full box, `size_of(dtype) * rows * cols` (a box clipped at the tensor's \
