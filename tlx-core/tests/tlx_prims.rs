@@ -141,6 +141,37 @@ mod codegen {
             None => println!("skipped: ptxas not found"),
         }
     }
+
+    /// `mbar_timeout_ns` gives every `barrier_wait` a deadline that prints
+    /// the wait's line and traps; without it, the waits are the plain loop
+    /// (no clock read, no trap: the option costs nothing when off).
+    #[test]
+    fn timed_waits_read_the_clock_and_trap_only_when_asked() {
+        let plain = super::compile(super::WS_GEMM);
+        let timed_src = super::WS_GEMM.replacen(
+            "#[tlx::kernel(num_warps = 4,",
+            "#[tlx::kernel(num_warps = 4, mbar_timeout_ns = 500000000,",
+            1,
+        );
+        let timed = super::compile(&timed_src);
+        assert_eq!(timed.options.mbar_timeout_ns, Some(500_000_000));
+        let ptx = |k: &tlx_core::ir::Kernel| {
+            tlx_core::codegen::compile(k, Arch::Sm90a)
+                .expect("compiles")
+                .ptx
+        };
+        let (plain, timed_ptx) = (ptx(&plain), ptx(&timed));
+        for needle in ["%globaltimer", "trap;", "vprintf"] {
+            assert!(!plain.contains(needle), "`{needle}` without the option");
+            assert!(timed_ptx.contains(needle), "no `{needle}` with the option");
+        }
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                codegen_common::ptxas_verbose(&ptxas, &timed_ptx);
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
 }
 
 /// Copies land at random points under a random schedule; a kernel that waits

@@ -54,6 +54,12 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         frontend::check_configs(&attr, function)?;
         compile_all(&attr, function, &signature)
     });
+    // Naming the variable makes rustc track it: changing it rebuilds the
+    // kernels with or without timed waits.
+    let tracked = quote! {
+        const _: ::core::option::Option<&str> = ::core::option_env!("TLX_MBAR_TIMEOUT_NS");
+    };
+    let tracked_and = |rest: TokenStream| quote! { #tracked #rest };
     match compiled {
         Ok(configs) => {
             let warnings = configs
@@ -62,11 +68,16 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
                 .enumerate()
                 .map(|(i, w)| warning_tokens(i, w))
                 .collect();
-            launcher(function, &signature, Some(&configs), warnings)
+            launcher(function, &signature, Some(&configs), tracked_and(warnings))
         }
         // The launcher is still emitted (with no artifacts) so IDEs and the
         // rest of the crate see the kernel's type and signature.
-        Err(diags) => launcher(function, &signature, None, diags.to_compile_errors()),
+        Err(diags) => launcher(
+            function,
+            &signature,
+            None,
+            tracked_and(diags.to_compile_errors()),
+        ),
     }
 }
 

@@ -142,6 +142,10 @@ pub struct KernelOptions {
     /// Triton's `maxnreg`: at most this many registers per thread (PTX
     /// `.maxnreg`), so that more programs fit on an SM; `None`: ptxas chooses.
     pub maxnreg: Option<u32>,
+    /// Compile every `barrier_wait` with this timeout: a wait that spins
+    /// longer prints its source line, barrier and phase, and traps, so a
+    /// hang becomes an error with a location; `None`: plain waits.
+    pub mbar_timeout_ns: Option<u64>,
 }
 
 impl KernelOptions {
@@ -160,6 +164,7 @@ impl Default for KernelOptions {
             num_stages: 1,
             cluster: [1, 1, 1],
             maxnreg: None,
+            mbar_timeout_ns: None,
         }
     }
 }

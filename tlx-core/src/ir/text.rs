@@ -166,6 +166,9 @@ impl Printer<'_> {
         if let Some(n) = k.options.maxnreg {
             self.out += &format!(" maxnreg {n}");
         }
+        if let Some(ns) = k.options.mbar_timeout_ns {
+            self.out += &format!(" mbar_timeout_ns {ns}");
+        }
         self.out += "\n";
         for (name, value) in &k.consts {
             self.out += &format!("  const {} {value}\n", quote(name));
@@ -992,6 +995,10 @@ impl<'s> Parser<'s> {
                     if self.peek_word() == "maxnreg" {
                         self.word();
                         kernel.options.maxnreg = Some(self.number("a register count")?);
+                    }
+                    if self.peek_word() == "mbar_timeout_ns" {
+                        self.word();
+                        kernel.options.mbar_timeout_ns = Some(self.number("nanoseconds")?);
                     }
                 }
                 "const" => {
