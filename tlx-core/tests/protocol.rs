@@ -140,3 +140,39 @@ fn checker_deadlocks_are_interpreter_deadlocks() {
         );
     }
 }
+
+#[test]
+fn releasing_a_stage_before_the_wgmma_reading_it_is_waited_for_is_an_error() {
+    let src = broken(
+        "                acc = async_dot_wait(0, acc);\n                barrier_arrive(local_view(empty, slot));\n",
+        "                barrier_arrive(local_view(empty, slot));\n                acc = async_dot_wait(0, acc);\n",
+    );
+    // The wgmma's read of the stage ends at the wait, after the release.
+    let text = expect_error(
+        &src,
+        Rule::OverwriteBeforeRelease,
+        "async_descriptor_load(a_desc",
+    );
+    assert!(text.contains("released its read of it at line"), "{text}");
+}
+
+#[test]
+fn releasing_a_stage_before_reading_it_is_an_error() {
+    let src = broken(
+        "                acc = async_dot(local_view(a_bufs, slot), local_view(b_bufs, slot), acc);\n                acc = async_dot_wait(0, acc);\n                barrier_arrive(local_view(empty, slot));\n",
+        "                barrier_arrive(local_view(empty, slot));\n                acc = async_dot(local_view(a_bufs, slot), local_view(b_bufs, slot), acc);\n                acc = async_dot_wait(0, acc);\n",
+    );
+    let report = check(&src);
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    // Whichever comes first in the skeleton run: the producer's refill
+    // over the unfinished read, or the consumer's read of the refill.
+    assert!(
+        matches!(
+            finding.rule,
+            Rule::OverwriteBeforeRelease | Rule::UnorderedRead
+        ),
+        "{finding:#?}"
+    );
+}

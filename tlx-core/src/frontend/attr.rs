@@ -438,6 +438,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
+                mbar_timeout_ns: None,
             }
         );
         assert_eq!(attr.configs.len(), 2);
@@ -449,6 +450,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
+                mbar_timeout_ns: None,
             }
         );
         assert_eq!(
@@ -458,6 +460,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [2, 2, 1],
                 maxnreg: Some(80),
+                mbar_timeout_ns: None,
             }
         );
     }

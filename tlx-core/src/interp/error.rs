@@ -247,6 +247,21 @@ pub enum InterpError {
          compute (it depends on memory or on data)"
     )]
     Undecidable { at: Site, value: ValueId },
+    #[error(
+        "{at}, task `{task}`: this write into shared buffer #{buffer} is not ordered after \
+         task `{reader}`'s read of it at line {read_line}{}: nothing the reader arrived on \
+         after reading was waited for before writing, so it may overwrite data still in use",
+        if *.in_flight { " (an `async_dot` not yet waited for)" } else { "" }
+    )]
+    OverwriteBeforeRelease {
+        at: Site,
+        task: String,
+        buffer: usize,
+        reader: String,
+        read_line: u32,
+        /// Whether the read was still going on (a wgmma not yet waited for).
+        in_flight: bool,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,

@@ -100,6 +100,9 @@ pub(crate) struct Executor<'k> {
     async_loads: prim::AsyncLoads,
     /// In a skeleton run, the ops to execute; `None` in a normal run.
     skeleton: Option<&'k HashSet<OpId>>,
+    /// The shared buffers each `async_dot` group of this task reads, oldest
+    /// first, until an `async_dot_wait` retires it.
+    wgmma_groups: std::collections::VecDeque<Vec<usize>>,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -143,6 +146,7 @@ impl<'k> Executor<'k> {
             threads: kernel.options.num_warps * 32,
             async_loads: prim::AsyncLoads::default(),
             skeleton,
+            wgmma_groups: Default::default(),
         }
     }
 
@@ -183,6 +187,7 @@ impl<'k> Executor<'k> {
                     threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
                     async_loads: prim::AsyncLoads::default(),
                     skeleton: self.skeleton,
+                    wgmma_groups: Default::default(),
                 }));
             }
         }
@@ -225,6 +230,7 @@ impl<'k> Executor<'k> {
         self.flags.iter_mut().for_each(|slot| *slot = None);
         self.frames.clear();
         self.async_loads = prim::AsyncLoads::default();
+        self.wgmma_groups.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }

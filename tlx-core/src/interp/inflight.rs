@@ -23,6 +23,8 @@ pub(crate) struct InFlightCopy {
     pub(crate) data: Option<Data>,
     pub(crate) barrier: usize,
     pub(crate) bytes: u32,
+    /// The issuer's vector clock: what the copy's landing publishes.
+    pub(crate) clock: Vec<u64>,
     /// Where it was issued, and by which task, for errors at landing.
     pub(crate) at: Site,
     pub(crate) task: String,
@@ -47,6 +49,7 @@ impl ProgramShared {
         let Some(bar) = self.barriers.get_mut(copy.barrier) else {
             return Ok(());
         };
+        self.clocks.publish(copy.barrier, bar.phase(), &copy.clock);
         bar.complete_tx(copy.bytes)
             .map_err(|error| InterpError::MBarrier {
                 at: copy.at,

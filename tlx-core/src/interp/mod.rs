@@ -19,6 +19,7 @@
 //! without `other` and reports their observable uses
 //! ([`InterpError::UndefinedUse`]).
 
+mod clocks;
 mod dot;
 mod elementwise;
 mod error;

@@ -110,6 +110,14 @@ impl Observations {
         Some(self.suspects.swap_remove(at).error)
     }
 
+    /// Any suspect re-observation by `task`, taken out: a reader that runs
+    /// ahead of its producer on a stale wait is the cause of the overwrite
+    /// that follows.
+    pub(crate) fn take_suspect_of(&mut self, task: usize) -> Option<InterpError> {
+        let at = self.suspects.iter().position(|s| s.task == task)?;
+        Some(self.suspects.swap_remove(at).error)
+    }
+
     /// At the end of a program: the first suspect whose barrier moved past
     /// the phase after the one re-observed.
     pub(crate) fn take_stale(&mut self, barriers: &[MBarrier]) -> Option<InterpError> {

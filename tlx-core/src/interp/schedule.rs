@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use std::collections::HashMap;
 
+use super::clocks::Clocks;
 use super::error::{BytesShortfall, InterpError, Site};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
@@ -74,6 +75,8 @@ pub(crate) struct ProgramShared {
     pub(crate) in_flight: Vec<InFlightCopy>,
     /// The phases each task's waits passed on, to find stale waits.
     pub(crate) observations: Observations,
+    /// Happens-before between the tasks, for overwrites of unreleased buffers.
+    pub(crate) clocks: Clocks,
     /// Per mbarrier, the latest `barrier_expect_bytes` on it.
     pub(crate) expect_sites: HashMap<usize, Site>,
     /// Steps a skeleton run may still take (it must end even if the kernel
@@ -91,6 +94,7 @@ impl ProgramShared {
         self.in_flight.clear();
         self.observations.clear();
         self.expect_sites.clear();
+        self.clocks.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
     }
 }
@@ -398,6 +402,7 @@ pub(crate) fn run_tasks<'t>(
                 states[chosen] = TaskState::Finished;
                 runnable -= 1;
                 if let Some(parent) = parents[chosen] {
+                    shared.clocks.join_child(parent, chosen);
                     if let TaskState::Joining { unfinished, .. } = &mut states[parent] {
                         *unfinished -= 1;
                         if *unfinished == 0 {
@@ -418,6 +423,7 @@ pub(crate) fn run_tasks<'t>(
                     };
                     runnable += children.len() - 1;
                     for child in children {
+                        shared.clocks.fork(chosen, slots.len());
                         slots.push(Slot::Forked(child));
                         states.push(TaskState::Runnable);
                         parents.push(Some(chosen));

@@ -172,6 +172,17 @@ impl NamedBarriers {
         self.barriers.clear();
     }
 
+    /// The generation of barrier `id` that `task` is in (or would arrive in).
+    pub(crate) fn arrival_generation(&self, task: usize, id: u32) -> (u64, bool) {
+        match self.barriers.get(&id) {
+            Some(bar) => match bar.waiting.get(&task) {
+                Some(&generation) => (generation, true),
+                None => (bar.generation, false),
+            },
+            None => (0, false),
+        }
+    }
+
     /// `threads` threads of `task` arrive at barrier `id` of `expected`
     /// threads; with `wait`, they then wait for the generation to complete.
     /// `Ok(Err(reason))` when the task must wait (poll again later).

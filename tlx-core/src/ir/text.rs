@@ -1561,6 +1561,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [2, 1, 4],
                 maxnreg: Some(96),
+                mbar_timeout_ns: Some(250_000_000),
             },
         );
         b.set_source_file("src/ké rnel.rs\t\u{1}");

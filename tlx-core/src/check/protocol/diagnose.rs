@@ -125,6 +125,31 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             "`barrier_wait` on the buffer's full barrier with the phase of this fill before \
              reading it",
         ),
+        InterpError::OverwriteBeforeRelease {
+            at,
+            buffer,
+            reader,
+            read_line,
+            in_flight,
+            ..
+        } => error_at(
+            Rule::OverwriteBeforeRelease,
+            at.line,
+            at.op,
+            format!(
+                "this writes shared buffer #{buffer} before task `{reader}` released its read of \
+                 it at line {read_line}{}: no arrive of the reader after that read was waited \
+                 for here, so the write may clobber data still in use",
+                if *in_flight {
+                    " (an `async_dot` still reading it)"
+                } else {
+                    ""
+                }
+            ),
+            "wait on the stage's \"empty\" barrier before refilling it, and have the reader \
+             arrive on it only after its last read (after the `async_dot_wait` that retires an \
+             `async_dot` reading it)",
+        ),
         InterpError::UnwrittenShared { at, buffer, .. } => error_at(
             Rule::UnorderedRead,
             at.line,

@@ -35,6 +35,8 @@ pub enum Rule {
     NamedBarrier,
     /// A read of a shared buffer not ordered after the write that fills it.
     UnorderedRead,
+    /// A write into a shared buffer not ordered after its readers' release.
+    OverwriteBeforeRelease,
     /// A buffer or barrier index outside its allocation.
     RingIndex,
     /// An `async_dot` result read before `async_dot_wait` completes it.
@@ -53,6 +55,7 @@ impl Rule {
             Rule::ArriveCount => "arrive-count",
             Rule::NamedBarrier => "named-barrier",
             Rule::UnorderedRead => "unordered-read",
+            Rule::OverwriteBeforeRelease => "overwrite-before-release",
             Rule::RingIndex => "ring-index",
             Rule::AccumulatorBeforeWait => "accumulator-before-wait",
             Rule::Undecidable => "undecidable",
@@ -86,7 +89,9 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
         warnings: Vec::new(),
     };
     let skeleton = slice::skeleton(kernel);
-    if skeleton.is_empty() {
+    // An accumulator read early also leaves its operands' reads open: the
+    // skeleton would report the overwrite that follows, not the cause.
+    if skeleton.is_empty() || !report.errors.is_empty() {
         return report;
     }
     for sample in samples::samples(kernel, &skeleton) {

@@ -212,6 +212,8 @@ impl<'k> Executor<'k> {
             }
             Prim::LocalStore => {
                 let view = self.buffer_view(arg(0)?)?;
+                let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
                 }
@@ -243,6 +245,7 @@ impl<'k> Executor<'k> {
                 let completed = bar.phase().wrapping_sub(1);
                 let next_started = bar.phase_started();
                 shared.async_writes.record_wait(task, id, completed);
+                shared.clocks.acquire(task, id, completed);
                 shared.observations.waited(task);
                 let phase = i64::from(completed as i32);
                 let Some(first_line) = shared.observations.observe(task, id, phase, op.loc.line)
@@ -272,6 +275,7 @@ impl<'k> Executor<'k> {
                 let phase = bar.phase();
                 bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
                 let completes = bar.phase() != phase;
+                shared.clocks.arrive(task, id, phase);
                 if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line)
                 {
                     return Err(Stop::error(InterpError::EarlyArrive {
@@ -293,8 +297,10 @@ impl<'k> Executor<'k> {
                 let bytes = u32::try_from(bytes)
                     .map_err(|_| Fault::malformed(format!("{bytes} expected bytes")))?;
                 let bar = barrier(shared, id)?;
+                let phase = bar.phase();
                 let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
                 result.map_err(|e| self.mbarrier_error(op, e))?;
+                shared.clocks.arrive(task, id, phase);
                 shared.expect_sites.insert(id, self.site(Some(op)));
                 Ok(())
             }
@@ -329,6 +335,7 @@ impl<'k> Executor<'k> {
                 };
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
+                self.check_write(op, shared, buffer_id, task)?;
                 shared
                     .async_writes
                     .record_write(buffer_id, &self.name, op.loc.line, bar_id, phase);
@@ -340,6 +347,7 @@ impl<'k> Executor<'k> {
                     data,
                     barrier: bar_id,
                     bytes,
+                    clock: shared.clocks.snapshot(task),
                     at: self.site(Some(op)),
                     task: self.name.clone(),
                 });
@@ -363,6 +371,12 @@ impl<'k> Executor<'k> {
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
                 let b = self.dot_operand(op, shared, arg(1)?, task)?;
+                let group = [arg(0)?, arg(1)?]
+                    .into_iter()
+                    .filter_map(|v| self.buffer_view(v).ok())
+                    .map(|view| shared.smem.buffer_id(view.alloc, view.buffer))
+                    .collect();
+                self.wgmma_groups.push_back(group);
                 let (Some(a), Some(b)) = (a, b) else {
                     return Ok(self.define_opaque(op)?);
                 };
@@ -374,6 +388,12 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDotWait => {
+                let pendings = imm(0)? as usize;
+                while self.wgmma_groups.len() > pendings {
+                    if let Some(retired) = self.wgmma_groups.pop_front() {
+                        shared.clocks.end_reads(task, &retired);
+                    }
+                }
                 let acc = Rc::clone(self.get_any(arg(0)?)?);
                 self.set(Self::result(op, 0)?, acc)?;
                 Ok(())
@@ -382,6 +402,7 @@ impl<'k> Executor<'k> {
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let id = shared.smem.buffer_id(alloc, buffer);
+                self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     shared.smem.mark_written(alloc, buffer)?;
                     self.async_loads.open.push(id);
@@ -432,11 +453,20 @@ impl<'k> Executor<'k> {
                 if wait {
                     shared.observations.waited(task);
                 }
+                let (generation, polled) = shared.named_barriers.arrival_generation(task, id);
+                if !polled {
+                    shared.clocks.named_arrive(task, id, generation);
+                }
                 match shared
                     .named_barriers
                     .arrive(task, id, self.threads, threads, wait)
                 {
-                    Ok(Ok(())) => Ok(()),
+                    Ok(Ok(())) => {
+                        if wait {
+                            shared.clocks.named_acquire(task, id, generation);
+                        }
+                        Ok(())
+                    }
                     Ok(Err(reason)) => Err(Stop::Wait(reason)),
                     Err(error) => Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
@@ -504,6 +534,15 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
+        // An `async_dot` operand is read until its group is waited for.
+        let open = matches!(
+            op.kind,
+            crate::ir::OpKind::Prim {
+                prim: Prim::AsyncDot,
+                ..
+            }
+        );
+        shared.clocks.read(task, &self.name, op.loc.line, id, open);
         if self.async_loads.filling(id) {
             return Err(Stop::error(InterpError::AsyncLoadPending {
                 at: self.site(Some(op)),
@@ -528,6 +567,31 @@ impl<'k> Executor<'k> {
                     race: Box::new(race),
                 }),
             }
+        })
+    }
+
+    /// A write into buffer `id` by `task`: every read of it by another task
+    /// must happen before (the reader released the buffer, the writer
+    /// waited for that release).
+    fn check_write(
+        &self,
+        op: &Op,
+        shared: &mut ProgramShared,
+        id: usize,
+        task: usize,
+    ) -> PrimResult<()> {
+        shared.clocks.write(task, id).map_err(|race| {
+            if let Some(stale) = shared.observations.take_suspect_of(race.reader_task) {
+                return Stop::error(stale);
+            }
+            Stop::error(InterpError::OverwriteBeforeRelease {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                buffer: id,
+                reader: race.reader,
+                read_line: race.line,
+                in_flight: race.open,
+            })
         })
     }
 
