@@ -165,6 +165,11 @@ pub enum NamedBarrierError {
     },
     #[error("named barrier {id} is not one of the program's 16 (0..16)")]
     BadId { id: i64 },
+    #[error(
+        "named barrier {id} is the compiler's: it synchronizes the whole program (0) or one \
+         task replica (1..={last}) of this kernel's `async_tasks!`"
+    )]
+    Reserved { id: u32, last: u32 },
 }
 
 impl NamedBarriers {

@@ -189,6 +189,23 @@ impl Kernel {
         &self.types[v.index()]
     }
 
+    /// The highest hardware barrier id the compiler uses: 0 synchronizes
+    /// the program, and replica `i` of an `async_tasks` region has `i + 1`;
+    /// named barriers of the kernel's own take ids above it.
+    pub fn named_barriers_reserved(&self) -> u32 {
+        self.body
+            .ops
+            .iter()
+            .filter_map(|op| match &op.kind {
+                super::OpKind::AsyncTasks { tasks } => {
+                    Some(tasks.iter().map(|t| t.replicate).sum::<u32>())
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Warps a program launches with: the kernel's own, and those of the
     /// tasks of its `async_tasks` regions.
     pub fn total_warps(&self) -> u32 {

@@ -109,9 +109,9 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             at.line,
             at.op,
             error.to_string(),
-            "use ids 0..16 (ids below 8 are free for you if no other protocol uses them), \
-             thread counts that are multiples of 32, and the same count in the matching \
-             `named_barrier_arrive` and `named_barrier_wait`",
+            "use ids below 16 and above the compiler's (0, and one per task replica of \
+             `async_tasks!`), thread counts that are multiples of 32, and the same count in \
+             the matching `named_barrier_arrive` and `named_barrier_wait`",
         ),
         InterpError::SharedMemoryRace { at, race, .. } => error_at(
             Rule::UnorderedRead,

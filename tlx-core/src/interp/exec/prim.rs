@@ -448,6 +448,14 @@ impl<'k> Executor<'k> {
                         error: NamedBarrierError::BadId { id },
                     }));
                 };
+                let last = self.kernel.named_barriers_reserved();
+                if id <= last {
+                    return Err(Stop::error(InterpError::NamedBarrier {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        error: NamedBarrierError::Reserved { id, last },
+                    }));
+                }
                 let threads = imm(0)? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
                 if wait {
