@@ -176,3 +176,88 @@ fn releasing_a_stage_before_reading_it_is_an_error() {
         "{finding:#?}"
     );
 }
+
+/// `WS_GEMM`'s protocol written with `pipe!`.
+const PIPE_GEMM: &str = r#"
+#[tlx::kernel(num_warps = 4, configs = [(BM = 64, BN = 64, BK = 16, NUM_STAGES = 2)])]
+fn pipe_gemm<const BM: usize, const BN: usize, const BK: usize, const NUM_STAGES: usize>(
+    a_desc: TensorDesc<bf16, BM, BK>,
+    b_desc: TensorDesc<bf16, BK, BN>,
+    c: Ptr<f32>,
+    n: i32,
+    k: i32,
+) {
+    let a_bufs = local_alloc([BM, BK], bf16, NUM_STAGES);
+    let b_bufs = local_alloc([BK, BN], bf16, NUM_STAGES);
+    let tiles = pipe!(capacity = NUM_STAGES, a = a_bufs, b = b_bufs);
+    let off_m = program_id(0) * BM;
+    let off_n = program_id(1) * BN;
+    let k_tiles = (k + BK - 1) / BK;
+    async_tasks! {
+        task(default) {
+            let reader = tiles.reader();
+            let mut acc = zeros([BM, BN], f32);
+            for i in 0..k_tiles {
+                let ready = reader.wait(i);
+                acc = async_dot(ready.a, ready.b, acc);
+                acc = async_dot_wait(0, acc);
+                reader.release(i);
+            }
+            let rows = off_m + arange(0, BM);
+            let cols = off_n + arange(0, BN);
+            store(c + rows[(.., None)] * n + cols[(None, ..)], acc);
+        }
+        task(num_warps = 1) {
+            let writer = tiles.writer();
+            for i in 0..k_tiles {
+                let slot = writer.acquire(i);
+                async_descriptor_load(a_desc, slot.a, [off_m, i * BK]);
+                async_descriptor_load(b_desc, slot.b, [i * BK, off_n]);
+                writer.commit(i);
+            }
+        }
+    }
+}
+"#;
+
+fn broken_pipe(from: &str, to: &str) -> String {
+    assert!(PIPE_GEMM.contains(from), "{from:?} not in the kernel");
+    PIPE_GEMM.replacen(from, to, 1)
+}
+
+#[test]
+fn a_correct_pipe_passes() {
+    assert_eq!(check(PIPE_GEMM), ProtocolReport::default());
+}
+
+#[test]
+fn a_reader_iterating_past_the_writer_deadlocks() {
+    let src = broken_pipe(
+        "            for i in 0..k_tiles {\n                let ready",
+        "            for i in 0..k_tiles + 1 {\n                let ready",
+    );
+    expect_error(&src, Rule::Deadlock, "let ready = reader.wait(i);");
+}
+
+#[test]
+fn reading_a_slot_after_releasing_it_is_an_error() {
+    let src = broken_pipe(
+        "                acc = async_dot_wait(0, acc);\n                reader.release(i);\n",
+        "                reader.release(i);\n                acc = async_dot_wait(0, acc);\n",
+    );
+    expect_error(
+        &src,
+        Rule::OverwriteBeforeRelease,
+        "async_descriptor_load(a_desc, slot.a",
+    );
+}
+
+#[test]
+fn a_reader_skipping_a_phase_is_a_stale_wait() {
+    // Waiting on iteration 0's phase forever: wraps onto a completed phase.
+    let src = broken_pipe(
+        "let ready = reader.wait(i);",
+        "let ready = reader.wait(i % NUM_STAGES);",
+    );
+    expect_error(&src, Rule::StaleWait, "let ready = reader.wait(");
+}
