@@ -261,3 +261,18 @@ fn a_reader_skipping_a_phase_is_a_stale_wait() {
     );
     expect_error(&src, Rule::StaleWait, "let ready = reader.wait(");
 }
+
+#[test]
+fn a_phase_loaded_from_memory_is_a_warning_not_a_silent_pass() {
+    let src = broken(
+        "                barrier_wait(local_view(full, slot), phase);",
+        "                barrier_wait(local_view(full, slot), load(c + i).to(i32));",
+    );
+    let report = check(&src);
+    assert!(report.errors.is_empty(), "{report:#?}");
+    let [warning] = report.warnings.as_slice() else {
+        panic!("expected one warning, got {report:#?}");
+    };
+    assert_eq!(warning.rule, Rule::Undecidable);
+    assert!(warning.hint.contains("check_protocol = false"), "{warning:#?}");
+}
