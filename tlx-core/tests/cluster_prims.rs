@@ -497,6 +497,29 @@ fn a_remote_store_into_a_program_that_has_exited_is_reported() {
     assert!(text.contains("has already exited"), "{text}");
 }
 
+#[test]
+fn the_protocol_checker_passes_the_cluster_kernels_and_rejects_a_missing_fence() {
+    use tlx_core::check::{check_protocol, ProtocolReport, Rule};
+    for src in [EXCHANGE, RING_SUM, SEND_ONE_WAY, HANDOFF] {
+        assert_eq!(check_protocol(&compile(src)), ProtocolReport::default());
+    }
+    let src = broken("fence_mbarrier_init_cluster();", "");
+    let report = check_protocol(&compile(&src));
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    assert_eq!(finding.rule, Rule::ClusterAccess, "{finding:#?}");
+    let line = line_of(
+        &src,
+        "barrier_arrive(local_view(bars, 0), 1, remote_cta_rank",
+    );
+    assert_eq!(finding.at.line, line, "{finding:#?}");
+    assert!(
+        finding.hint.contains("fence_mbarrier_init_cluster()"),
+        "{finding:#?}"
+    );
+}
+
 /// The kernel in PTX: one instruction of each primitive, and `ptxas`
 /// accepts it.
 #[cfg(feature = "llvm")]

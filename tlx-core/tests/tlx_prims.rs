@@ -7,163 +7,15 @@
 #[cfg(feature = "llvm")]
 mod codegen_common;
 
-use tlx_core::frontend::compile_str;
-use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpError, InterpOptions};
-use tlx_core::ir::{Kernel, ScalarType};
+use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpError, InterpOptions};
 
-/// A warp-specialized GEMM in the style of TLX's Hopper tutorial: a
-/// producer warp loads A and B tiles with TMA into a ring of `NUM_STAGES`
-/// buffers guarded by full/empty mbarriers; the default warp group
-/// multiplies them with `async_dot`.
-const WS_GEMM: &str = r#"
-#[tlx::kernel(num_warps = 4, configs = [(BM = 64, BN = 64, BK = 16, NUM_STAGES = 2)])]
-fn ws_gemm<const BM: usize, const BN: usize, const BK: usize, const NUM_STAGES: usize>(
-    a_desc: TensorDesc<bf16, BM, BK>,
-    b_desc: TensorDesc<bf16, BK, BN>,
-    c: Ptr<f32>,
-    m: i32,
-    n: i32,
-    k: i32,
-) {
-    let a_bufs = local_alloc([BM, BK], bf16, NUM_STAGES);
-    let b_bufs = local_alloc([BK, BN], bf16, NUM_STAGES);
-    let full = alloc_barriers(NUM_STAGES, 1);
-    let empty = alloc_barriers(NUM_STAGES, 1);
-    let off_m = program_id(0) * BM;
-    let off_n = program_id(1) * BN;
-    let k_tiles = (k + BK - 1) / BK;
-    async_tasks! {
-        task(default) {
-            let mut acc = zeros([BM, BN], f32);
-            for i in 0..k_tiles {
-                let slot = i % NUM_STAGES;
-                let phase = (i / NUM_STAGES) % 2;
-                barrier_wait(local_view(full, slot), phase);
-                acc = async_dot(local_view(a_bufs, slot), local_view(b_bufs, slot), acc);
-                acc = async_dot_wait(0, acc);
-                barrier_arrive(local_view(empty, slot));
-            }
-            let rows = off_m + arange(0, BM);
-            let cols = off_n + arange(0, BN);
-            let ptrs = c + rows[(.., None)] * n + cols[(None, ..)];
-            let mask = (rows[(.., None)] < m) & (cols[(None, ..)] < n);
-            store(ptrs, acc, mask = mask);
-        }
-        task(num_warps = 1) {
-            for i in 0..k_tiles {
-                let slot = i % NUM_STAGES;
-                let phase = (i / NUM_STAGES) % 2;
-                barrier_wait(local_view(empty, slot), phase ^ 1);
-                let bar = local_view(full, slot);
-                barrier_expect_bytes(bar, (BM * BK + BK * BN) * 2);
-                async_descriptor_load(a_desc, local_view(a_bufs, slot), [off_m, i * BK], bar);
-                async_descriptor_load(b_desc, local_view(b_bufs, slot), [i * BK, off_n], bar);
-            }
-        }
-    }
-}
-"#;
-
-fn compile(src: &str) -> Kernel {
-    match compile_str(src) {
-        Ok(mut ks) => ks.remove(0),
-        Err(e) => panic!("compile failed:\n{e}"),
-    }
-}
-
-fn bf16_bits(x: f32) -> u16 {
-    half::bf16::from_f32(x).to_bits()
-}
-
-fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
-    let bytes: Vec<u8> = values
-        .iter()
-        .flat_map(|&v| bf16_bits(v).to_le_bytes())
-        .collect();
-    let id = mem.alloc(bytes.len());
-    mem.write(id, 0, &bytes).expect("fresh buffer");
-    id
-}
-
-fn desc(buffer: BufferId, rows: i64, cols: i64) -> ArgValue {
-    ArgValue::TensorDesc {
-        buffer,
-        offset_elems: 0,
-        elem: ScalarType::BF16,
-        rank: 2,
-        shape: [rows, cols, 0, 0, 0],
-        strides: [cols, 1, 0, 0, 0],
-    }
-}
-
-/// Small pseudo-random values exactly representable in bf16.
-fn values(seed: u64, len: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state % 17) as f32 - 8.0) / 8.0
-        })
-        .collect()
-}
-
-/// Errors are boxed: an `InterpError` is large.
-fn run_gemm(
-    src: &str,
-    mnk: (usize, usize, usize),
-) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
-    run_gemm_with(src, mnk, &InterpOptions::default())
-}
-
-fn run_gemm_with(
-    src: &str,
-    (m, n, k): (usize, usize, usize),
-    opts: &InterpOptions,
-) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
-    let kernel = compile(src);
-    let mem = HostMemory::new();
-    let a = values(1, m * k);
-    let b = values(2, k * n);
-    let a_id = upload_bf16(&mem, &a);
-    let b_id = upload_bf16(&mem, &b);
-    let c_id = mem.alloc(m * n * 4);
-    mem.fill(c_id, 0xff).expect("fresh buffer");
-    let args = [
-        desc(a_id, m as i64, k as i64),
-        desc(b_id, k as i64, n as i64),
-        ArgValue::ptr(c_id),
-        ArgValue::i32(m as i32),
-        ArgValue::i32(n as i32),
-        ArgValue::i32(k as i32),
-    ];
-    let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
-    run_kernel(&kernel, grid, &args, &mem, opts).map_err(Box::new)?;
-    let mut out = vec![0u8; m * n * 4];
-    mem.read(c_id, 0, &mut out).expect("read back");
-    let got = out
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    let mut want = vec![0f32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            want[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
-        }
-    }
-    Ok((got, want))
-}
+mod kernels;
+use kernels::{broken, compile, run_gemm, run_gemm_with, WS_GEMM};
 
 #[test]
 fn warp_specialized_tma_gemm_matches_the_reference_with_ragged_edges() {
     let (got, want) = run_gemm(WS_GEMM, (80, 72, 40)).expect("runs");
     assert_eq!(got, want, "products of eighths sum exactly in f32");
-}
-
-fn broken(from: &str, to: &str) -> String {
-    assert!(WS_GEMM.contains(from), "{from}");
-    WS_GEMM.replacen(from, to, 1)
 }
 
 #[test]
@@ -196,13 +48,14 @@ fn reading_a_tile_before_waiting_for_its_barrier_is_a_race() {
 }
 
 #[test]
-fn expecting_more_bytes_than_the_copies_bring_deadlocks() {
+fn expecting_more_bytes_than_the_copies_bring_is_reported_at_the_expect() {
     // Four bytes per bf16 element: the phase waits for bytes no copy brings.
     let src = broken("(BM * BK + BK * BN) * 2", "(BM * BK + BK * BN) * 4");
     let err = run_gemm(&src, (64, 64, 32)).expect_err("never completes");
     let text = err.to_string();
-    assert!(matches!(*err, InterpError::Deadlock { .. }), "{text}");
-    assert!(text.contains("transaction bytes"), "{text}");
+    assert!(matches!(*err, InterpError::ExpectBytes { .. }), "{text}");
+    assert!(text.contains("announced 8192 bytes"), "{text}");
+    assert!(text.contains("brought 4096"), "{text}");
 }
 
 #[test]
@@ -284,6 +137,37 @@ mod codegen {
                     !report.contains("spill stores") || report.contains("0 bytes spill stores"),
                     "{report}"
                 );
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
+
+    /// `mbar_timeout_ns` gives every `barrier_wait` a deadline that prints
+    /// the wait's line and traps; without it, the waits are the plain loop
+    /// (no clock read, no trap: the option costs nothing when off).
+    #[test]
+    fn timed_waits_read_the_clock_and_trap_only_when_asked() {
+        let plain = super::compile(super::WS_GEMM);
+        let timed_src = super::WS_GEMM.replacen(
+            "#[tlx::kernel(num_warps = 4,",
+            "#[tlx::kernel(num_warps = 4, mbar_timeout_ns = 500000000,",
+            1,
+        );
+        let timed = super::compile(&timed_src);
+        assert_eq!(timed.options.mbar_timeout_ns, Some(500_000_000));
+        let ptx = |k: &tlx_core::ir::Kernel| {
+            tlx_core::codegen::compile(k, Arch::Sm90a)
+                .expect("compiles")
+                .ptx
+        };
+        let (plain, timed_ptx) = (ptx(&plain), ptx(&timed));
+        for needle in ["%globaltimer", "trap;", "vprintf"] {
+            assert!(!plain.contains(needle), "`{needle}` without the option");
+            assert!(timed_ptx.contains(needle), "no `{needle}` with the option");
+        }
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                codegen_common::ptxas_verbose(&ptxas, &timed_ptx);
             }
             None => println!("skipped: ptxas not found"),
         }

@@ -28,6 +28,8 @@ struct CompiledConfig {
     ir_text: String,
     /// The parameters as this configuration takes them.
     params: Vec<ParamKind>,
+    /// What the protocol checker could not decide, as warnings.
+    warnings: Vec<Diagnostic>,
 }
 
 pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
@@ -52,11 +54,30 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         frontend::check_configs(&attr, function)?;
         compile_all(&attr, function, &signature)
     });
+    // Naming the variable makes rustc track it: changing it rebuilds the
+    // kernels with or without timed waits.
+    let tracked = quote! {
+        const _: ::core::option::Option<&str> = ::core::option_env!("TLX_MBAR_TIMEOUT_NS");
+    };
+    let tracked_and = |rest: TokenStream| quote! { #tracked #rest };
     match compiled {
-        Ok(configs) => launcher(function, &signature, Some(&configs), TokenStream::new()),
+        Ok(configs) => {
+            let warnings = configs
+                .iter()
+                .flat_map(|c| &c.warnings)
+                .enumerate()
+                .map(|(i, w)| warning_tokens(i, w))
+                .collect();
+            launcher(function, &signature, Some(&configs), tracked_and(warnings))
+        }
         // The launcher is still emitted (with no artifacts) so IDEs and the
         // rest of the crate see the kernel's type and signature.
-        Err(diags) => launcher(function, &signature, None, diags.to_compile_errors()),
+        Err(diags) => launcher(
+            function,
+            &signature,
+            None,
+            tracked_and(diags.to_compile_errors()),
+        ),
     }
 }
 
@@ -119,6 +140,13 @@ fn compile_one(
 ) -> Result<CompiledConfig, Diagnostics> {
     let started = Instant::now();
     let kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
+    let checked = Instant::now();
+    let warnings = if attr.check_protocol {
+        protocol_findings(function, signature, config, &kernel)?
+    } else {
+        Vec::new()
+    };
+    let check_time = checked.elapsed();
     let stem = config_stem(&signature.name.to_string(), &config.consts);
     let ir_text = kernel.to_string();
     let mut ptx = Vec::new();
@@ -172,9 +200,10 @@ fn compile_one(
     if let Some(dump) = dump {
         dump.write("ir", &stem, "tlxir", &ir_text);
         dump.record_timing(&format!(
-            "{stem}: {:.1} ms for {} arch(es)",
+            "{stem}: {:.1} ms for {} arch(es), of which protocol check {:.1} ms",
             started.elapsed().as_secs_f64() * 1e3,
-            attr.arches.len()
+            attr.arches.len(),
+            check_time.as_secs_f64() * 1e3
         ));
     }
     Ok(CompiledConfig {
@@ -185,7 +214,63 @@ fn compile_one(
         ptx,
         ir_text,
         params: kernel.params.iter().map(|p| p.kind).collect(),
+        warnings,
     })
+}
+
+/// Runs the protocol checker: its errors fail the build, each at the call
+/// it is about; what it could not decide comes back as warnings.
+fn protocol_findings(
+    function: &syn::ItemFn,
+    signature: &Signature,
+    config: &ConfigAttr,
+    kernel: &tlx_core::ir::Kernel,
+) -> Result<Vec<Diagnostic>, Diagnostics> {
+    let report = tlx_core::check::check_protocol(kernel);
+    let name = &signature.name;
+    let diagnostic = |f: &tlx_core::check::Finding| {
+        let (span, line) = match span_at(function, f.at) {
+            Some(span) => (span, String::new()),
+            None if f.at.line == 0 => (name.span(), String::new()),
+            None => (name.span(), format!(" (line {})", f.at.line)),
+        };
+        let label = if config.consts.is_empty() {
+            String::new()
+        } else {
+            format!(" with {}", config_label(config))
+        };
+        Diagnostic {
+            message: format!(
+                "barrier protocol of `{name}`{label}, rule `{}`: {}{line}",
+                f.rule.name(),
+                f.message
+            ),
+            span,
+            hint: Some(f.hint.clone()),
+        }
+    };
+    if !report.errors.is_empty() {
+        return Err(Diagnostics(report.errors.iter().map(diagnostic).collect()));
+    }
+    Ok(report.warnings.iter().map(diagnostic).collect())
+}
+
+/// A warning at the user's tokens: stable Rust lets a macro warn only
+/// through a lint, so this names a deprecated item whose note is the text.
+fn warning_tokens(index: usize, warning: &Diagnostic) -> TokenStream {
+    let note = match &warning.hint {
+        Some(hint) => format!("{}\n  = help: {hint}", warning.message),
+        None => warning.message.clone(),
+    };
+    let item = format_ident!("__tlx_protocol_warning_{}", index);
+    quote_spanned! {warning.span=>
+        const _: () = {
+            #[deprecated(note = #note)]
+            #[allow(non_camel_case_types)]
+            struct #item;
+            let _ = #item;
+        };
+    }
 }
 
 /// The token of the kernel body that starts at `loc` (an op's location is

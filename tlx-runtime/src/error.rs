@@ -168,10 +168,12 @@ fn hint_for(name: &str) -> &'static str {
         "CUDA_ERROR_ASSERT" => {
             ": a device_assert failed in a kernel: run with TLX_INTERPRET=1 to see which"
         }
-        // tlx lowers a failed device_assert to a printed message and `trap`.
+        // tlx lowers a failed device_assert, and a barrier_wait past its
+        // mbar_timeout_ns, to a printed message and `trap`.
         "CUDA_ERROR_ILLEGAL_INSTRUCTION" | "CUDA_ERROR_LAUNCH_FAILED" => {
-            ": a kernel trapped, as a failed device_assert does (its message is printed above): \
-             run with TLX_INTERPRET=1 to see the program and line"
+            ": a kernel trapped, as a failed device_assert or a barrier_wait past its \
+             mbar_timeout_ns does (the message printed above names the line): run with \
+             TLX_INTERPRET=1 to see the program, or the deadlocked tasks"
         }
         "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" => {
             ": too many registers or threads per block: lower num_warps"

@@ -6,9 +6,11 @@
 //!   `cluster_barrier()` alike.
 
 mod cluster;
+pub mod protocol;
 mod tasks;
 mod verify;
 
 pub use cluster::{check_cluster_sync, ClusterSyncError};
+pub use protocol::{check_protocol, Finding, ProtocolReport, Rule};
 pub use tasks::{check_task_region, TaskRuleError};
 pub use verify::{verify, VerifyError, VerifyErrorKind};

@@ -23,7 +23,7 @@ fn llvm_c_string(text: &str) -> (String, usize) {
 }
 
 /// `%` directives are the user's text, not conversions.
-fn escape_percent(text: &str) -> String {
+pub(super) fn escape_percent(text: &str) -> String {
     text.replace('%', "%%")
 }
 
@@ -40,7 +40,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// `vprintf(format, args)` with the args packed as C varargs would be.
-    fn vprintf(&mut self, format: &str, args: &[(&str, String)]) {
+    pub(super) fn vprintf(&mut self, format: &str, args: &[(&str, String)]) {
         let fmt = self.global_string(format);
         self.f.declare("declare i32 @vprintf(ptr, ptr)");
         if args.is_empty() {

@@ -254,7 +254,10 @@ impl<'k> Lowerer<'k> {
                 let bar = self.shared_address_of(arg(0)?)?;
                 let phase = self.register(arg(1)?)?;
                 let pred = self.register(arg(2)?)?;
-                self.wait_parity(&bar, &phase, &pred);
+                match self.kernel.options.mbar_timeout_ns {
+                    Some(timeout) => self.wait_parity_or_trap(&bar, &phase, &pred, timeout, op),
+                    None => self.wait_parity(&bar, &phase, &pred),
+                }
                 Ok(())
             }
             Prim::BarrierArrive => {
@@ -482,6 +485,71 @@ impl<'k> Lowerer<'k> {
         let passed = self.f.inst(format!("icmp ne i32 {ok}, 0"));
         self.f
             .stmt(format!("br i1 {passed}, label %{done}, label %{head}"));
+        self.enter_block(&done);
+    }
+
+    /// `wait_parity` with a deadline (`mbar_timeout_ns`): past `timeout`
+    /// nanoseconds of `%globaltimer`, the context's first thread prints
+    /// where it hangs and traps, which ends the grid with an error; the
+    /// other threads spin until then.
+    fn wait_parity_or_trap(&mut self, bar: &str, phase: &str, pred: &str, timeout: u64, op: &Op) {
+        let start = self.f.fresh("mbar_start");
+        let head = self.f.fresh("mbar_wait");
+        let check = self.f.fresh("mbar_clock");
+        let late = self.f.fresh("mbar_late");
+        let report = self.f.fresh("mbar_report");
+        let done = self.f.fresh("mbar_done");
+        let clock = |l: &mut Self| {
+            l.f.asm("i64", "mov.u64 $0, %globaltimer;", "=l,~{memory}", &[])
+        };
+        self.f
+            .stmt(format!("br i1 {pred}, label %{start}, label %{done}"));
+        self.enter_block(&start);
+        let started = clock(self);
+        self.f.stmt(format!("br label %{head}"));
+        self.enter_block(&head);
+        let ok = self.f.asm(
+            "i32",
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+            "=r,r,r,~{memory}",
+            &[("i32", bar), ("i32", phase)],
+        );
+        let passed = self.f.inst(format!("icmp ne i32 {ok}, 0"));
+        self.f
+            .stmt(format!("br i1 {passed}, label %{done}, label %{check}"));
+        self.enter_block(&check);
+        let now = clock(self);
+        let waited = self.f.inst(format!("sub i64 {now}, {started}"));
+        let over = self.f.inst(format!("icmp ugt i64 {waited}, {timeout}"));
+        self.f
+            .stmt(format!("br i1 {over}, label %{late}, label %{head}"));
+        self.enter_block(&late);
+        let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
+        self.f
+            .stmt(format!("br i1 {first}, label %{report}, label %{head}"));
+        self.enter_block(&report);
+        let site = format!(
+            "{}:{}:{}: barrier_wait timed out after %llu ns (mbar_timeout_ns): the mbarrier at \
+             shared address %u never completed the phase of parity %u; program (%u, %u, %u)\n",
+            super::debug::escape_percent(&self.kernel.source_file),
+            op.loc.line,
+            op.loc.col
+        );
+        let mut args = vec![
+            ("i64", waited),
+            ("i32", bar.to_owned()),
+            ("i32", phase.to_owned()),
+        ];
+        for d in ["x", "y", "z"] {
+            let id = self
+                .f
+                .call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{d}"), &[]);
+            args.push(("i32", id));
+        }
+        self.vprintf(&site, &args);
+        self.f.declare("declare void @llvm.trap()");
+        self.f.stmt("call void @llvm.trap()");
+        self.f.stmt("unreachable");
         self.enter_block(&done);
     }
 

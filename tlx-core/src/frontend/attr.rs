@@ -19,6 +19,8 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut options = KernelOptions::default();
     let mut arches = None;
     let mut configs = Vec::new();
+    let mut check_protocol = true;
+    let mut mbar_timeout_ns = None;
     let mut errors = Vec::new();
     for entry in &entries {
         let result = (|| -> Result<(), Diagnostic> {
@@ -35,12 +37,21 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     configs = parse_configs(value)?;
                     Ok(())
                 }
+                "check_protocol" => {
+                    check_protocol = parse_bool(value)?;
+                    Ok(())
+                }
+                "mbar_timeout_ns" => {
+                    mbar_timeout_ns = Some(timeout_value(value)?);
+                    Ok(())
+                }
                 _ => Err(Diagnostic::new(
                     entry.span(),
                     format!("unknown kernel attribute key `{key}`"),
                 )
                 .with_hint(
-                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch` and `configs`",
+                    "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
+                     `configs`, `check_protocol` and `mbar_timeout_ns`",
                 )),
             }
         })();
@@ -55,6 +66,10 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         Some(a) => a,
         None => arches_from_env()?,
     };
+    options.mbar_timeout_ns = match mbar_timeout_ns {
+        Some(ns) => Some(ns),
+        None => timeout_from_env()?,
+    };
     // Options given at the top apply to every config unless the config overrides them.
     for config in &mut configs {
         if config.options.num_warps == UNSET {
@@ -67,12 +82,60 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
             config.options.cluster = options.cluster;
         }
         config.options.maxnreg = config.options.maxnreg.or(options.maxnreg);
+        config.options.mbar_timeout_ns = options.mbar_timeout_ns;
     }
     Ok(KernelAttr {
         options,
         arches,
         configs,
+        check_protocol,
     })
+}
+
+/// `TLX_MBAR_TIMEOUT_NS`: the timeout of every kernel that does not set one.
+fn timeout_from_env() -> Result<Option<u64>, Diagnostic> {
+    match std::env::var("TLX_MBAR_TIMEOUT_NS") {
+        Ok(text) if !text.trim().is_empty() => match text.trim().parse::<u64>() {
+            Ok(ns) if ns > 0 => Ok(Some(ns)),
+            _ => Err(Diagnostic::new(
+                Span::call_site(),
+                format!("TLX_MBAR_TIMEOUT_NS={text} is not a positive number of nanoseconds"),
+            )
+            .with_hint("e.g. TLX_MBAR_TIMEOUT_NS=1000000000 for one second, or unset it")),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// A positive number of nanoseconds.
+fn timeout_value(value: &Expr) -> Result<u64, Diagnostic> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => match i.base10_parse::<u64>() {
+            Ok(ns) if ns > 0 => Ok(ns),
+            _ => Err(Diagnostic::new(
+                value.span(),
+                "mbar_timeout_ns must be a positive number of nanoseconds",
+            )),
+        },
+        _ => Err(
+            Diagnostic::new(value.span(), "expected a number of nanoseconds")
+                .with_hint("e.g. `mbar_timeout_ns = 1_000_000_000` for one second"),
+        ),
+    }
+}
+
+/// `true` or `false`.
+fn parse_bool(value: &Expr) -> Result<bool, Diagnostic> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        }) => Ok(b.value),
+        _ => Err(Diagnostic::new(value.span(), "expected `true` or `false`")),
+    }
 }
 
 /// Marks a config option the config does not override (valid values are >= 1).
@@ -337,6 +400,7 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
             num_stages: partial.num_stages.unwrap_or(UNSET),
             cluster: partial.cluster.unwrap_or([UNSET; 3]),
             maxnreg: partial.maxnreg,
+            mbar_timeout_ns: None,
         },
     })
 }
@@ -374,6 +438,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
+                mbar_timeout_ns: None,
             }
         );
         assert_eq!(attr.configs.len(), 2);
@@ -385,6 +450,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
+                mbar_timeout_ns: None,
             }
         );
         assert_eq!(
@@ -394,6 +460,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [2, 2, 1],
                 maxnreg: Some(80),
+                mbar_timeout_ns: None,
             }
         );
     }

@@ -28,6 +28,8 @@ pub struct KernelAttr {
     pub options: ir::KernelOptions,
     pub arches: Vec<ir::Arch>,
     pub configs: Vec<ConfigAttr>,
+    /// Whether the protocol checker runs (`check_protocol = false` opts out).
+    pub check_protocol: bool,
 }
 
 /// One entry of `configs = [...]`: a value per const generic and the options

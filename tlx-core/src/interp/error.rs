@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::ir::ValueId;
+
 use super::cluster::RemoteError;
 use super::mbarrier::MBarrierError;
 use super::memory::BufferId;
@@ -150,6 +152,27 @@ pub enum InterpError {
         program: [u32; 3],
         tasks: Vec<BlockedTask>,
     },
+    #[error(
+        "{at}: `barrier_expect_bytes` announced {} bytes for phase {} of mbarrier #{}, but the \
+         copies completing on it brought {}, so the phase never completes; blocked:{}",
+        .shortfall.expected,
+        .shortfall.phase,
+        .shortfall.barrier,
+        .shortfall.landed,
+        list_blocked(&.shortfall.tasks)
+    )]
+    ExpectBytes {
+        /// The `barrier_expect_bytes` of the phase.
+        at: Site,
+        // Boxed: the blocked tasks would make every InterpError larger.
+        shortfall: Box<BytesShortfall>,
+    },
+    #[error(
+        "kernel `{kernel}`, program {}: the checker's run of the synchronization skeleton \
+         took too many steps (a loop that does not end for these sizes?)",
+        program_text(*program)
+    )]
+    StepBudget { kernel: String, program: [u32; 3] },
     #[error("{at}, task `{task}`: {error}")]
     MBarrier {
         at: Site,
@@ -202,6 +225,53 @@ pub enum InterpError {
     },
     #[error("{at}: index {index} of {count} buffers or barriers; `local_view` takes 0..{count}")]
     ViewIndex { at: Site, index: i64, count: usize },
+    #[error(
+        "{at}, task `{task}`: this wait on mbarrier #{barrier} passes at once on phase \
+         {}, which this task already waited for at line {first_line}, while the barrier \
+         has moved on (a phase that was not flipped?)",
+        phase_text(*.phase)
+    )]
+    StaleWait {
+        at: Site,
+        task: String,
+        barrier: usize,
+        /// The completed phase the wait passed on (-1: the one before init).
+        phase: i64,
+        /// The line of the wait that first passed on it.
+        first_line: u32,
+    },
+    #[error(
+        "{at}, task `{task}`: this arrive on mbarrier #{barrier} lands in phase {phase}, but \
+         this task's arrive at line {earlier} completed the phase before and the task has not \
+         waited since: one release counted for two phases"
+    )]
+    EarlyArrive {
+        at: Site,
+        task: String,
+        barrier: usize,
+        phase: u32,
+        earlier: u32,
+    },
+    #[error(
+        "{at}: the synchronization skeleton needs {value}, which the checker does not \
+         compute (it depends on memory or on data)"
+    )]
+    Undecidable { at: Site, value: ValueId },
+    #[error(
+        "{at}, task `{task}`: this write into shared buffer #{buffer} is not ordered after \
+         task `{reader}`'s read of it at line {read_line}{}: nothing the reader arrived on \
+         after reading was waited for before writing, so it may overwrite data still in use",
+        if *.in_flight { " (an `async_dot` not yet waited for)" } else { "" }
+    )]
+    OverwriteBeforeRelease {
+        at: Site,
+        task: String,
+        buffer: usize,
+        reader: String,
+        read_line: u32,
+        /// Whether the read was still going on (a wgmma not yet waited for).
+        in_flight: bool,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,
@@ -209,6 +279,16 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A phase whose announced transaction bytes differ from what landed.
+#[derive(Clone, Debug)]
+pub struct BytesShortfall {
+    pub barrier: usize,
+    pub phase: u32,
+    pub expected: i64,
+    pub landed: i64,
+    pub tasks: Vec<BlockedTask>,
 }
 
 /// A `local_slice` window: its offsets and shape, and its buffer's shape.
@@ -224,6 +304,14 @@ fn in_file(file: &str) -> String {
         String::new()
     } else {
         format!(" ({file})")
+    }
+}
+
+fn phase_text(phase: i64) -> String {
+    if phase < 0 {
+        "-1 (the phase before the barrier's first)".to_owned()
+    } else {
+        phase.to_string()
     }
 }
 
@@ -274,6 +362,10 @@ pub(crate) enum Fault {
     },
     NonPositiveStep {
         step: i64,
+    },
+    /// A skeleton run read a value it does not compute.
+    Undecidable {
+        value: ValueId,
     },
     /// IR the frontend should never produce (wrong operand kinds or shapes,
     /// undefined values); reported, never panicked on.
@@ -348,6 +440,7 @@ impl Fault {
             },
             Fault::DivisionByZero { element } => InterpError::DivisionByZero { at, element },
             Fault::NonPositiveStep { step } => InterpError::NonPositiveStep { at, step },
+            Fault::Undecidable { value } => InterpError::Undecidable { at, value },
             Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
         }
     }

@@ -4,11 +4,17 @@
 //! the scheduler advances one op at a time (it is a [`Task`]) rather than a
 //! Rust call tree. In checked mode it also keeps each value's undefined
 //! elements (see `undef`) beside the value and checks the uses that observe them.
+//!
+//! A skeleton run (the protocol checker's, see `check::protocol`) executes
+//! only the ops of the kernel's synchronization skeleton: the others leave
+//! an opaque stand-in as their results, and primitives skip the data they
+//! would move, keeping every barrier, phase and buffer-state rule.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, Op, OpId, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site};
@@ -92,6 +98,11 @@ pub(crate) struct Executor<'k> {
     /// Shared buffers this task's `async_load`s are filling: the open group,
     /// then the committed groups not yet waited for, oldest first.
     async_loads: prim::AsyncLoads,
+    /// In a skeleton run, the ops to execute; `None` in a normal run.
+    skeleton: Option<&'k HashSet<OpId>>,
+    /// The shared buffers each `async_dot` group of this task reads, oldest
+    /// first, until an `async_dot_wait` retires it.
+    wgmma_groups: std::collections::VecDeque<Vec<usize>>,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -118,6 +129,7 @@ impl<'k> Executor<'k> {
         mem: &'k HostMemory,
         check_uninit: bool,
         grid: [u32; 3],
+        skeleton: Option<&'k HashSet<OpId>>,
     ) -> Self {
         Executor {
             kernel,
@@ -133,6 +145,8 @@ impl<'k> Executor<'k> {
             replica: 0,
             threads: kernel.options.num_warps * 32,
             async_loads: prim::AsyncLoads::default(),
+            skeleton,
+            wgmma_groups: Default::default(),
         }
     }
 
@@ -172,6 +186,8 @@ impl<'k> Executor<'k> {
                     replica,
                     threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
                     async_loads: prim::AsyncLoads::default(),
+                    skeleton: self.skeleton,
+                    wgmma_groups: Default::default(),
                 }));
             }
         }
@@ -214,6 +230,7 @@ impl<'k> Executor<'k> {
         self.flags.iter_mut().for_each(|slot| *slot = None);
         self.frames.clear();
         self.async_loads = prim::AsyncLoads::default();
+        self.wgmma_groups.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }
@@ -256,11 +273,30 @@ impl<'k> Executor<'k> {
         })
     }
 
+    /// The value of `v`; in a skeleton run, a value the run did not compute
+    /// is `Fault::Undecidable`.
     fn get(&self, v: ValueId) -> FaultResult<&Rc<Tensor>> {
+        let value = self.get_any(v)?;
+        if self.skeleton.is_some() && value.is_opaque() {
+            return Err(Fault::Undecidable { value: v });
+        }
+        Ok(value)
+    }
+
+    /// The value of `v`, opaque or not (values passed along unread).
+    fn get_any(&self, v: ValueId) -> FaultResult<&Rc<Tensor>> {
         self.env
             .get(v.index())
             .and_then(Option::as_ref)
             .ok_or_else(|| Fault::malformed(format!("{v} used before it is defined")))
+    }
+
+    /// Gives every result of `op` the skeleton run's opaque stand-in.
+    fn define_opaque(&mut self, op: &Op) -> FaultResult<()> {
+        let opaque = Rc::new(Tensor::opaque());
+        op.results
+            .iter()
+            .try_for_each(|&r| self.set(r, Rc::clone(&opaque)))
     }
 
     fn set(&mut self, v: ValueId, value: Rc<Tensor>) -> FaultResult<()> {
@@ -319,7 +355,7 @@ impl<'k> Executor<'k> {
 
     fn values(&self, ids: &[ValueId]) -> FaultResult<Vec<Carried>> {
         ids.iter()
-            .map(|&v| Ok((self.get(v)?.clone(), self.flags_of(v).clone())))
+            .map(|&v| Ok((self.get_any(v)?.clone(), self.flags_of(v).clone())))
             .collect()
     }
 
@@ -433,6 +469,12 @@ impl<'k> Executor<'k> {
     }
 
     fn execute(&mut self, op: &'k Op) -> FaultResult<()> {
+        if let Some(keep) = self.skeleton {
+            let terminator = matches!(op.kind, OpKind::Yield(_) | OpKind::Condition(_));
+            if !terminator && !keep.contains(&op.id) {
+                return self.define_opaque(op);
+            }
+        }
         if self.check_uninit {
             self.check_uses(op)?;
         }
@@ -511,6 +553,10 @@ impl<'k> Executor<'k> {
                     .get(usize::from(*axis))
                     .ok_or_else(|| Fault::malformed(format!("axis {axis} of a 3-d grid")))?;
                 Data::Int(vec![i64::from(*v)])
+            }
+            // The checker's sampled sizes need not keep the kernel's promises.
+            OpKind::MultipleOf { value, .. } if self.skeleton.is_some() => {
+                self.get(*value)?.data.clone()
             }
             OpKind::MultipleOf { value, factor } => {
                 let v = self.get(*value)?;

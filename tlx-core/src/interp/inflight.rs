@@ -19,9 +19,12 @@ pub(crate) struct InFlightCopy {
     pub(crate) buffer: usize,
     /// The elements of the buffer a slice destination covers.
     pub(crate) window: Option<Arc<Vec<usize>>>,
-    pub(crate) data: Data,
+    /// The box's contents; `None` in a skeleton run, which moves no data.
+    pub(crate) data: Option<Data>,
     pub(crate) barrier: usize,
     pub(crate) bytes: u32,
+    /// The issuer's vector clock: what the copy's landing publishes.
+    pub(crate) clock: Vec<u64>,
     /// Where it was issued, and by which task, for errors at landing.
     pub(crate) at: Site,
     pub(crate) task: String,
@@ -44,12 +47,17 @@ impl ProgramShared {
             });
         }
         let window = copy.window.as_deref().map(Vec::as_slice);
-        self.smem
-            .write_window(copy.alloc, copy.buffer, window, copy.data)
-            .map_err(|fault| fault.at(copy.at.clone()))?;
+        let written = match copy.data {
+            Some(data) => self
+                .smem
+                .write_window(copy.alloc, copy.buffer, window, data),
+            None => self.smem.mark_written(copy.alloc, copy.buffer),
+        };
+        written.map_err(|fault| fault.at(copy.at.clone()))?;
         let Some(bar) = self.barriers.get_mut(copy.barrier) else {
             return Ok(());
         };
+        self.clocks.publish(copy.barrier, bar.phase(), &copy.clock);
         bar.complete_tx(copy.bytes)
             .map_err(|error| InterpError::MBarrier {
                 at: copy.at,

@@ -53,6 +53,13 @@ impl MBarrier {
         self.phase
     }
 
+    /// Whether the current phase has seen an arrival or transaction bytes.
+    pub fn phase_started(&self) -> bool {
+        self.pending_arrivals < self.expected_arrivals
+            || self.expected_tx != 0
+            || self.completed_tx != 0
+    }
+
     fn tx_count(&self) -> i64 {
         self.expected_tx - self.completed_tx
     }

@@ -19,6 +19,7 @@
 //! without `other` and reports their observable uses
 //! ([`InterpError::UndefinedUse`]).
 
+mod clocks;
 mod cluster;
 mod dot;
 mod elementwise;
@@ -28,6 +29,7 @@ mod global;
 mod inflight;
 pub mod mbarrier;
 pub mod memory;
+mod phases;
 pub mod race;
 mod reduce;
 mod schedule;
@@ -44,6 +46,7 @@ mod task_tests;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -52,7 +55,7 @@ use crate::ir::{self, ParamKind, ScalarType};
 use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use cluster::RemoteError;
-pub use error::{InterpError, Site, SliceWindow};
+pub use error::{BytesShortfall, InterpError, Site, SliceWindow};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use wait::{BlockedTask, Wait, WaitReason};
@@ -169,72 +172,84 @@ fn bind_args(kernel: &ir::Kernel, args: &[ArgValue]) -> Result<Vec<Tensor>, Inte
             got: args.len(),
         });
     }
-    let mut values = Vec::with_capacity(args.len());
-    for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
-        let data = match (param.kind, *arg) {
-            (
-                ParamKind::Ptr(pointee),
-                ArgValue::Ptr {
-                    buffer,
-                    offset_elems,
-                },
-            ) => Data::Ptr(vec![Ptr {
+    kernel
+        .params
+        .iter()
+        .zip(args)
+        .enumerate()
+        .map(|(index, (param, arg))| bind_arg(kernel, index, param, *arg))
+        .collect()
+}
+
+/// Checks argument `index` against its parameter and turns it into a value.
+fn bind_arg(
+    kernel: &ir::Kernel,
+    index: usize,
+    param: &ir::Param,
+    arg: ArgValue,
+) -> Result<Tensor, InterpError> {
+    let data = match (param.kind, arg) {
+        (
+            ParamKind::Ptr(pointee),
+            ArgValue::Ptr {
                 buffer,
-                byte_offset: offset_elems.wrapping_mul(pointee.size_bytes() as i64),
-            }]),
-            (
-                ParamKind::TensorDesc(block),
-                ArgValue::TensorDesc {
+                offset_elems,
+            },
+        ) => Data::Ptr(vec![Ptr {
+            buffer,
+            byte_offset: offset_elems.wrapping_mul(pointee.size_bytes() as i64),
+        }]),
+        (
+            ParamKind::TensorDesc(block),
+            ArgValue::TensorDesc {
+                buffer,
+                offset_elems,
+                elem,
+                rank,
+                shape,
+                strides,
+            },
+        ) if block.elem() == elem && block.shape().len() == usize::from(rank) => {
+            let rank = usize::from(rank);
+            Data::Handle(vec![Handle::Desc(GlobalTensor {
+                base: Ptr {
                     buffer,
-                    offset_elems,
-                    elem,
-                    rank,
-                    shape,
-                    strides,
+                    byte_offset: offset_elems.wrapping_mul(elem.size_bytes() as i64),
                 },
-            ) if block.elem() == elem && block.shape().len() == usize::from(rank) => {
-                let rank = usize::from(rank);
-                Data::Handle(vec![Handle::Desc(GlobalTensor {
-                    base: Ptr {
-                        buffer,
-                        byte_offset: offset_elems.wrapping_mul(elem.size_bytes() as i64),
-                    },
-                    shape: shape[..rank].to_vec(),
-                    strides: strides[..rank].to_vec(),
-                })])
+                shape: shape[..rank].to_vec(),
+                strides: strides[..rank].to_vec(),
+            })])
+        }
+        (ParamKind::Scalar(expected), ArgValue::Scalar(ty, bits)) if expected == ty => {
+            match Repr::of_scalar(ty) {
+                Repr::Float => Data::Float(vec![float_from_bits(ty, bits)]),
+                Repr::Bool => Data::Bool(vec![bits & 1 != 0]),
+                Repr::Int => Data::Int(vec![int_from_bits(ty, bits)]),
             }
-            (ParamKind::Scalar(expected), ArgValue::Scalar(ty, bits)) if expected == ty => {
-                match Repr::of_scalar(ty) {
-                    Repr::Float => Data::Float(vec![float_from_bits(ty, bits)]),
-                    Repr::Bool => Data::Bool(vec![bits & 1 != 0]),
-                    Repr::Int => Data::Int(vec![int_from_bits(ty, bits)]),
-                }
-            }
-            _ => {
-                let expected = match param.kind {
-                    ParamKind::Ptr(p) => format!("a pointer to {p}"),
-                    ParamKind::Scalar(s) => format!("a {s} scalar"),
-                    ParamKind::TensorDesc(block) => format!(
-                        "a {}-d tensor descriptor of {}",
-                        block.shape().len(),
-                        block.elem()
-                    ),
-                };
-                return Err(InterpError::ArgMismatch {
-                    kernel: kernel.name.clone(),
-                    index,
-                    param: param.name.clone(),
-                    expected,
-                    got: arg.describe(),
-                });
-            }
-        };
-        values.push(Tensor {
-            shape: Vec::new(),
-            data,
-        });
-    }
-    Ok(values)
+        }
+        _ => {
+            let expected = match param.kind {
+                ParamKind::Ptr(p) => format!("a pointer to {p}"),
+                ParamKind::Scalar(s) => format!("a {s} scalar"),
+                ParamKind::TensorDesc(block) => format!(
+                    "a {}-d tensor descriptor of {}",
+                    block.shape().len(),
+                    block.elem()
+                ),
+            };
+            return Err(InterpError::ArgMismatch {
+                kernel: kernel.name.clone(),
+                index,
+                param: param.name.clone(),
+                expected,
+                got: arg.describe(),
+            });
+        }
+    };
+    Ok(Tensor {
+        shape: Vec::new(),
+        data,
+    })
 }
 
 /// The program id of the `index`-th program, x fastest.
@@ -275,6 +290,60 @@ pub fn run_kernel(
     mem: &HostMemory,
     opts: &InterpOptions,
 ) -> Result<(), InterpError> {
+    let params = bind_args(kernel, args)?;
+    run_programs(kernel, grid, &params, mem, opts, None)
+}
+
+/// Runs the synchronization skeleton of `kernel` (the protocol checker's
+/// abstract execution): only the ops in `keep` execute, the others and the
+/// arguments given as `None` are opaque, no data moves, and barriers,
+/// phases, transaction bytes and buffer states follow the same rules as in
+/// [`run_kernel`], so both report the same errors for the same protocol.
+/// One OS thread; the programs of `grid` run one after another.
+pub fn run_skeleton(
+    kernel: &ir::Kernel,
+    keep: &HashSet<ir::OpId>,
+    grid: [u32; 3],
+    args: &[Option<ArgValue>],
+    schedule: Schedule,
+) -> Result<(), InterpError> {
+    if args.len() != kernel.params.len() {
+        return Err(InterpError::ArgCount {
+            kernel: kernel.name.clone(),
+            expected: kernel.params.len(),
+            got: args.len(),
+        });
+    }
+    let params = kernel
+        .params
+        .iter()
+        .zip(args)
+        .enumerate()
+        .map(|(index, (param, arg))| match arg {
+            Some(arg) => bind_arg(kernel, index, param, *arg),
+            None => Ok(Tensor::opaque()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = InterpOptions {
+        threads: 1,
+        check_uninit: false,
+        schedule,
+    };
+    run_programs(kernel, grid, &params, &HostMemory::new(), &opts, Some(keep))
+}
+
+/// The most task steps a skeleton run takes before giving up.
+const SKELETON_STEPS: u64 = 4_000_000;
+
+/// `run_kernel` with bound parameters, in a skeleton run or not.
+fn run_programs(
+    kernel: &ir::Kernel,
+    grid: [u32; 3],
+    params: &[Tensor],
+    mem: &HostMemory,
+    opts: &InterpOptions,
+    skeleton: Option<&HashSet<ir::OpId>>,
+) -> Result<(), InterpError> {
     if grid.contains(&0) {
         return Err(InterpError::EmptyGrid {
             kernel: kernel.name.clone(),
@@ -289,7 +358,6 @@ pub fn run_kernel(
             cluster,
         });
     }
-    let params = bind_args(kernel, args)?;
     let cluster_grid = [0, 1, 2].map(|a| grid[a] / cluster[a]);
     let members = cluster.iter().map(|&d| d as usize).product::<usize>();
     let clusters = cluster_grid.iter().map(|&d| d as usize).product::<usize>();
@@ -305,9 +373,12 @@ pub fn run_kernel(
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
         let mut executors: Vec<Executor> = (0..members)
-            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid))
+            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid, skeleton))
             .collect();
-        let mut shared = ProgramShared::default();
+        let mut shared = ProgramShared {
+            steps_left: skeleton.map(|_| SKELETON_STEPS),
+            ..ProgramShared::default()
+        };
         while !stop.load(Ordering::Relaxed) {
             let index = next.fetch_add(1, Ordering::Relaxed);
             if index >= clusters {

@@ -9,10 +9,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::collections::HashMap;
+
+use super::clocks::Clocks;
 use super::cluster::ClusterMap;
-use super::error::InterpError;
+use super::error::{BytesShortfall, InterpError, Site};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
+use super::phases::Observations;
 use super::race::AsyncWrites;
 use super::shared::{NamedBarriers, SharedMemory};
 use super::wait::{BlockedTask, Wait, WaitReason};
@@ -69,11 +73,20 @@ pub(crate) struct ProgramShared {
     pub(crate) cluster_barrier: ClusterBarrier,
     pub(crate) smem: SharedMemory,
     /// Per program of the cluster (by rank): its 16 hardware barriers.
-    named_barriers: Vec<NamedBarriers>,
+    pub(crate) named_barriers: Vec<NamedBarriers>,
     /// TMA copies issued and not yet landed.
     pub(crate) in_flight: Vec<InFlightCopy>,
     /// Which program of the cluster made each allocation and barrier.
     pub(crate) cluster: ClusterMap,
+    /// The phases each task's waits passed on, to find stale waits.
+    pub(crate) observations: Observations,
+    /// Happens-before between the tasks, for overwrites of unreleased buffers.
+    pub(crate) clocks: Clocks,
+    /// Per mbarrier, the latest `barrier_expect_bytes` on it.
+    pub(crate) expect_sites: HashMap<usize, Site>,
+    /// Steps a skeleton run may still take (it must end even if the kernel
+    /// loops forever for some sample); `None`: unbounded.
+    pub(crate) steps_left: Option<u64>,
 }
 
 impl ProgramShared {
@@ -87,6 +100,9 @@ impl ProgramShared {
             .resize_with(cluster_size, NamedBarriers::default);
         self.in_flight.clear();
         self.cluster.clear();
+        self.observations.clear();
+        self.expect_sites.clear();
+        self.clocks.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
     }
 }
@@ -203,7 +219,37 @@ pub(crate) struct ProgramLabel<'a> {
 }
 
 impl ProgramLabel<'_> {
-    fn deadlock(&self, tasks: Vec<BlockedTask>) -> InterpError {
+    /// The error for a program whose live tasks are all blocked: a phase
+    /// whose arrivals are all in but whose transaction bytes never match
+    /// what was expected is a wrong `barrier_expect_bytes`, named at that
+    /// call; any other is a deadlock listing every blocked task.
+    fn deadlock(&self, shared: &ProgramShared, tasks: Vec<BlockedTask>) -> InterpError {
+        let short_of_bytes = tasks.iter().find_map(|t| match t.wait.reason {
+            WaitReason::MBarrier {
+                barrier,
+                phase,
+                arrivals,
+                expected_arrivals,
+                tx_bytes,
+                expected_tx_bytes,
+            } if arrivals == expected_arrivals && tx_bytes != expected_tx_bytes => {
+                let at = shared.expect_sites.get(&barrier)?.clone();
+                Some((at, barrier, phase, tx_bytes, expected_tx_bytes))
+            }
+            _ => None,
+        });
+        if let Some((at, barrier, phase, landed, expected)) = short_of_bytes {
+            return InterpError::ExpectBytes {
+                at,
+                shortfall: Box::new(BytesShortfall {
+                    barrier,
+                    phase,
+                    expected,
+                    landed,
+                    tasks,
+                }),
+            };
+        }
         InterpError::Deadlock {
             kernel: self.kernel.to_owned(),
             file: self.file.to_owned(),
@@ -359,8 +405,17 @@ pub(crate) fn run_tasks<'t>(
             continue;
         }
         let Some(chosen) = picker.pick(&states, runnable) else {
-            return Err(label.deadlock(stuck_tasks(&states, &slots)));
+            return Err(label.deadlock(shared, stuck_tasks(&states, &slots)));
         };
+        if let Some(left) = &mut shared.steps_left {
+            if *left == 0 {
+                return Err(InterpError::StepBudget {
+                    kernel: label.kernel.to_owned(),
+                    program: label.program,
+                });
+            }
+            *left -= 1;
+        }
         let outcome = slots[chosen].task().step(chosen, shared)?;
         let made_progress = !matches!(outcome, StepOutcome::Blocked(_));
         match outcome {
@@ -379,6 +434,7 @@ pub(crate) fn run_tasks<'t>(
                     shared.cluster.exit(chosen);
                 }
                 if let Some(parent) = parents[chosen] {
+                    shared.clocks.join_child(parent, chosen);
                     if let TaskState::Joining { unfinished, .. } = &mut states[parent] {
                         *unfinished -= 1;
                         if *unfinished == 0 {
@@ -399,6 +455,7 @@ pub(crate) fn run_tasks<'t>(
                     };
                     runnable += children.len() - 1;
                     for child in children {
+                        shared.clocks.fork(chosen, slots.len());
                         slots.push(Slot::Forked(child));
                         states.push(TaskState::Runnable);
                         parents.push(Some(chosen));
@@ -417,7 +474,10 @@ pub(crate) fn run_tasks<'t>(
             blocked = 0;
         }
     }
-    Ok(())
+    match shared.observations.take_stale(&shared.barriers) {
+        Some(stale) => Err(stale),
+        None => Ok(()),
+    }
 }
 
 /// The deadlock report's tasks: the blocked ones, and those waiting for

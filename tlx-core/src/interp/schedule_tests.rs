@@ -485,7 +485,7 @@ fn the_kernel_body_runs_as_one_task_among_others() -> Result<(), InterpError> {
             .into_iter()
             .map(Rc::new)
             .collect();
-        let mut executor = Executor::new(&kernel, &mem, true, [1, 1, 1]);
+        let mut executor = Executor::new(&kernel, &mem, true, [1, 1, 1], None);
         executor.start_program([0, 0, 0], &params)?;
         let mut pipe = pipeline(2, 6, bug)?;
         let mut tasks: Vec<&mut dyn Task> = vec![&mut executor];

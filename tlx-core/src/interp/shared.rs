@@ -97,6 +97,15 @@ impl SharedMemory {
         self.store(alloc, index, full)
     }
 
+    /// Records that buffer `index` of `alloc` was written, contents aside
+    /// (a skeleton run's buffers hold none).
+    pub(crate) fn mark_written(&mut self, alloc: usize, index: usize) -> FaultResult<()> {
+        let missing = || Fault::malformed(format!("buffer {index} of allocation #{alloc}"));
+        let allocation = self.allocations.get_mut(alloc).ok_or_else(missing)?;
+        *allocation.written.get_mut(index).ok_or_else(missing)? = true;
+        Ok(())
+    }
+
     /// Whether anything has written buffer `index` of `alloc`.
     pub(crate) fn written(&self, alloc: usize, index: usize) -> bool {
         self.allocations
@@ -156,9 +165,25 @@ pub enum NamedBarrierError {
     },
     #[error("named barrier {id} is not one of the program's 16 (0..16)")]
     BadId { id: i64 },
+    #[error(
+        "named barrier {id} is the compiler's: it synchronizes the whole program (0) or one \
+         task replica (1..={last}) of this kernel's `async_tasks!`"
+    )]
+    Reserved { id: u32, last: u32 },
 }
 
 impl NamedBarriers {
+    /// The generation of barrier `id` that `task` is in (or would arrive in).
+    pub(crate) fn arrival_generation(&self, task: usize, id: u32) -> (u64, bool) {
+        match self.barriers.get(&id) {
+            Some(bar) => match bar.waiting.get(&task) {
+                Some(&generation) => (generation, true),
+                None => (bar.generation, false),
+            },
+            None => (0, false),
+        }
+    }
+
     /// `threads` threads of `task` arrive at barrier `id` of `expected`
     /// threads; with `wait`, they then wait for the generation to complete.
     /// `Ok(Err(reason))` when the task must wait (poll again later).

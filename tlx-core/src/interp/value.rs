@@ -40,6 +40,10 @@ pub(crate) enum Handle {
     Remote { rank: usize, local: Box<Handle> },
     /// A global tensor that TMA copies read and write.
     Desc(GlobalTensor),
+    /// In a skeleton run (the protocol checker's): a value the run does not
+    /// compute (data, or a parameter it has no sample for). Reading one
+    /// where the protocol needs it is `Fault::Undecidable`.
+    Opaque,
 }
 
 /// A tensor in global memory as a descriptor sees it: where element 0 is,
@@ -133,6 +137,18 @@ pub(crate) struct Tensor {
 }
 
 impl Tensor {
+    /// A skeleton run's stand-in for a value it does not compute.
+    pub(crate) fn opaque() -> Tensor {
+        Tensor {
+            shape: Vec::new(),
+            data: Data::Handle(vec![Handle::Opaque]),
+        }
+    }
+
+    pub(crate) fn is_opaque(&self) -> bool {
+        matches!(&self.data, Data::Handle(h) if matches!(h.as_slice(), [Handle::Opaque]))
+    }
+
     pub(crate) fn new(shape: Vec<usize>, data: Data) -> FaultResult<Tensor> {
         let numel: usize = shape.iter().product();
         if numel != data.len() {

@@ -142,6 +142,10 @@ pub struct KernelOptions {
     /// Triton's `maxnreg`: at most this many registers per thread (PTX
     /// `.maxnreg`), so that more programs fit on an SM; `None`: ptxas chooses.
     pub maxnreg: Option<u32>,
+    /// Compile every `barrier_wait` with this timeout: a wait that spins
+    /// longer prints its source line, barrier and phase, and traps, so a
+    /// hang becomes an error with a location; `None`: plain waits.
+    pub mbar_timeout_ns: Option<u64>,
 }
 
 impl KernelOptions {
@@ -160,6 +164,7 @@ impl Default for KernelOptions {
             num_stages: 1,
             cluster: [1, 1, 1],
             maxnreg: None,
+            mbar_timeout_ns: None,
         }
     }
 }
@@ -182,6 +187,23 @@ pub struct Kernel {
 impl Kernel {
     pub fn type_of(&self, v: ValueId) -> &Type {
         &self.types[v.index()]
+    }
+
+    /// The highest hardware barrier id the compiler uses: 0 synchronizes
+    /// the program, and replica `i` of an `async_tasks` region has `i + 1`;
+    /// named barriers of the kernel's own take ids above it.
+    pub fn named_barriers_reserved(&self) -> u32 {
+        self.body
+            .ops
+            .iter()
+            .filter_map(|op| match &op.kind {
+                super::OpKind::AsyncTasks { tasks } => {
+                    Some(tasks.iter().map(|t| t.replicate).sum::<u32>())
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Warps a program launches with: the kernel's own, and those of the

@@ -167,6 +167,9 @@ impl Printer<'_> {
         if let Some(n) = k.options.maxnreg {
             self.out += &format!(" maxnreg {n}");
         }
+        if let Some(ns) = k.options.mbar_timeout_ns {
+            self.out += &format!(" mbar_timeout_ns {ns}");
+        }
         self.out += "\n";
         for (name, value) in &k.consts {
             self.out += &format!("  const {} {value}\n", quote(name));
@@ -1016,6 +1019,10 @@ impl<'s> Parser<'s> {
                         self.word();
                         kernel.options.maxnreg = Some(self.number("a register count")?);
                     }
+                    if self.peek_word() == "mbar_timeout_ns" {
+                        self.word();
+                        kernel.options.mbar_timeout_ns = Some(self.number("nanoseconds")?);
+                    }
                 }
                 "const" => {
                     self.word();
@@ -1577,6 +1584,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [2, 1, 4],
                 maxnreg: Some(96),
+                mbar_timeout_ns: Some(250_000_000),
             },
         );
         b.set_source_file("src/ké rnel.rs\t\u{1}");

@@ -112,7 +112,12 @@ impl<'k> Executor<'k> {
                 let Type::SharedMemory(m) = self.type_of(Self::result(op, 0)?)? else {
                     return Err(Fault::malformed("local_alloc of a non-buffer").into());
                 };
-                let numel = m.shape().iter().product();
+                // A skeleton run tracks buffers' state, not their contents.
+                let numel = if self.skeleton.is_some() {
+                    0
+                } else {
+                    m.shape().iter().product()
+                };
                 let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
                 self.record_alloc(shared, alloc);
                 self.define_handle(
@@ -153,7 +158,7 @@ impl<'k> Executor<'k> {
                     Handle::Barriers { first } => Handle::Barriers {
                         first: first + index as usize,
                     },
-                    Handle::Desc(_) => {
+                    Handle::Desc(_) | Handle::Opaque => {
                         return Err(Fault::malformed("a view of a descriptor").into())
                     }
                     Handle::Remote { .. } => {
@@ -167,6 +172,16 @@ impl<'k> Executor<'k> {
                 let from = self.type_of(arg(0)?)?.shape().to_vec();
                 let to = self.type_of(Self::result(op, 0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[1..])?;
+                let fits = from.len() == to.len()
+                    && (0..from.len()).all(|d| {
+                        offsets.get(d).is_some_and(|&o| {
+                            usize::try_from(o).is_ok_and(|o| o + to[d] <= from[d])
+                        })
+                    });
+                // A skeleton run tracks whole buffers: the view is its buffer.
+                if fits && self.skeleton.is_some() {
+                    return self.define_handle(op, view.narrowed(&[]));
+                }
                 let within = slice_indices(&from, &to, &offsets).ok_or_else(|| {
                     Stop::error(InterpError::SliceBounds {
                         at: self.site(Some(op)),
@@ -184,6 +199,9 @@ impl<'k> Executor<'k> {
                 let &[rows, cols] = self.type_of(arg(0)?)?.shape() else {
                     return Err(Fault::malformed("a transpose of a non-matrix").into());
                 };
+                if self.skeleton.is_some() {
+                    return self.define_handle(op, view.narrowed(&[]));
+                }
                 // Element (i, j) of the `[cols, rows]` view is (j, i) of the operand.
                 let within = super::super::value::strided_indices(&[cols, rows], &[1, cols], 0);
                 self.define_handle(op, view.narrowed(&within))
@@ -191,12 +209,20 @@ impl<'k> Executor<'k> {
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(self.define_opaque(op)?);
+                }
                 let data = view.read(shared)?;
                 self.define(op, 0, data)?;
                 Ok(())
             }
             Prim::LocalStore => {
                 let view = self.buffer_view(arg(0)?)?;
+                let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                self.check_write(op, shared, id, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
+                }
                 let data = self.get(arg(1)?)?.data.clone();
                 view.write(shared, data)?;
                 Ok(())
@@ -224,7 +250,26 @@ impl<'k> Executor<'k> {
                 }
                 // The phase that passed the wait: the latest completed one.
                 let completed = bar.phase().wrapping_sub(1);
+                let next_started = bar.phase_started();
                 shared.async_writes.record_wait(task, id, completed);
+                shared.clocks.acquire(task, id, completed);
+                shared.observations.waited(task);
+                let phase = i64::from(completed as i32);
+                let Some(first_line) = shared.observations.observe(task, id, phase, op.loc.line)
+                else {
+                    return Ok(());
+                };
+                let stale = InterpError::StaleWait {
+                    at: self.site(Some(op)),
+                    task: self.name.clone(),
+                    barrier: id,
+                    phase,
+                    first_line,
+                };
+                if next_started {
+                    return Err(Stop::error(stale));
+                }
+                shared.observations.suspect(task, id, phase, stale);
                 Ok(())
             }
             Prim::BarrierArrive => {
@@ -233,8 +278,21 @@ impl<'k> Executor<'k> {
                 }
                 let id = self.arrival_barrier(op, arg(0)?, shared)?;
                 let count = imm(0)? as u32;
-                let result = barrier(shared, id)?.arrive(count);
-                result.map_err(|e| self.mbarrier_error(op, e))?;
+                let bar = barrier(shared, id)?;
+                let phase = bar.phase();
+                bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
+                let completes = bar.phase() != phase;
+                shared.clocks.arrive(task, id, phase);
+                if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line)
+                {
+                    return Err(Stop::error(InterpError::EarlyArrive {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        barrier: id,
+                        phase,
+                        earlier,
+                    }));
+                }
                 Ok(())
             }
             Prim::BarrierExpectBytes => {
@@ -246,30 +304,45 @@ impl<'k> Executor<'k> {
                 let bytes = u32::try_from(bytes)
                     .map_err(|_| Fault::malformed(format!("{bytes} expected bytes")))?;
                 let bar = barrier(shared, id)?;
+                let phase = bar.phase();
                 let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
                 result.map_err(|e| self.mbarrier_error(op, e))?;
+                shared.clocks.arrive(task, id, phase);
+                shared.expect_sites.insert(id, self.site(Some(op)));
                 Ok(())
             }
             // Proxy fences order what the interpreter already runs in order.
             Prim::FenceAsyncShared | Prim::AsyncDescriptorStoreWait => Ok(()),
             Prim::AsyncDescriptorLoad => {
-                let desc = self.desc_of(arg(0)?)?;
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let bar_id = self.barrier_of(arg(2)?)?;
                 let elem = shared.smem.elem(alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
-                let offsets = self.offsets(&args[3..])?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                let zero = match Repr::of_scalar(elem) {
-                    Repr::Float => Data::Float(vec![0.0]),
-                    _ => Data::Int(vec![0]),
-                };
-                let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
                 // TMA counts the whole box, clipped or not.
-                let bytes = (ptrs.len() * elem.size_bytes()) as u32;
+                let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
+                let data = if self.skeleton.is_some() {
+                    None
+                } else {
+                    let desc = self.desc_of(arg(0)?)?;
+                    let offsets = self.offsets(&args[3..])?;
+                    let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                    let zero = match Repr::of_scalar(elem) {
+                        Repr::Float => Data::Float(vec![0.0]),
+                        _ => Data::Int(vec![0]),
+                    };
+                    Some(global::load(
+                        self.mem,
+                        false,
+                        elem,
+                        &ptrs,
+                        Some(&inside),
+                        Some(&zero),
+                    )?)
+                };
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
+                self.check_write(op, shared, buffer_id, task)?;
                 shared
                     .async_writes
                     .record_write(buffer_id, &self.name, op.loc.line, bar_id, phase);
@@ -281,15 +354,19 @@ impl<'k> Executor<'k> {
                     data,
                     barrier: bar_id,
                     bytes,
+                    clock: shared.clocks.snapshot(task),
                     at: self.site(Some(op)),
                     task: self.name.clone(),
                 });
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
-                let desc = self.desc_of(arg(0)?)?;
                 let view = self.buffer_view(arg(1)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(());
+                }
+                let desc = self.desc_of(arg(0)?)?;
                 let elem = shared.smem.elem(view.alloc)?;
                 let block = self.type_of(arg(1)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
@@ -301,6 +378,15 @@ impl<'k> Executor<'k> {
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
                 let b = self.dot_operand(op, shared, arg(1)?, task)?;
+                let group = [arg(0)?, arg(1)?]
+                    .into_iter()
+                    .filter_map(|v| self.buffer_view(v).ok())
+                    .map(|view| shared.smem.buffer_id(view.alloc, view.buffer))
+                    .collect();
+                self.wgmma_groups.push_back(group);
+                let (Some(a), Some(b)) = (a, b) else {
+                    return Ok(self.define_opaque(op)?);
+                };
                 let acc = Rc::clone(self.get(arg(2)?)?);
                 let input = self.scalar_type(arg(1)?)?;
                 let acc_ty = self.scalar_type(arg(2)?)?;
@@ -309,13 +395,26 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDotWait => {
-                let acc = Rc::clone(self.get(arg(0)?)?);
+                let pendings = imm(0)? as usize;
+                while self.wgmma_groups.len() > pendings {
+                    if let Some(retired) = self.wgmma_groups.pop_front() {
+                        shared.clocks.end_reads(task, &retired);
+                    }
+                }
+                let acc = Rc::clone(self.get_any(arg(0)?)?);
                 self.set(Self::result(op, 0)?, acc)?;
                 Ok(())
             }
             Prim::AsyncLoad => {
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
+                let id = shared.smem.buffer_id(alloc, buffer);
+                self.check_write(op, shared, id, task)?;
+                if self.skeleton.is_some() {
+                    shared.smem.mark_written(alloc, buffer)?;
+                    self.async_loads.open.push(id);
+                    return Ok(());
+                }
                 let elem = shared.smem.elem(alloc)?;
                 let mask = Rc::clone(self.get(arg(2)?)?);
                 let zero = match Repr::of_scalar(elem) {
@@ -332,7 +431,6 @@ impl<'k> Executor<'k> {
                     Some(&zero),
                 )?;
                 view.write(shared, data)?;
-                let id = shared.smem.buffer_id(alloc, buffer);
                 self.async_loads.open.push(id);
                 Ok(())
             }
@@ -352,7 +450,7 @@ impl<'k> Executor<'k> {
             | Prim::RemoteShmemStore
             | Prim::AsyncRemoteShmemStore
             | Prim::FenceMbarrierInitCluster
-            | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, shared),
+            | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, task, shared),
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let id = self.get(arg(0)?)?.scalar_int()?;
                 let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {
@@ -362,16 +460,35 @@ impl<'k> Executor<'k> {
                         error: NamedBarrierError::BadId { id },
                     }));
                 };
+                let last = self.kernel.named_barriers_reserved();
+                if id <= last {
+                    return Err(Stop::error(InterpError::NamedBarrier {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        error: NamedBarrierError::Reserved { id, last },
+                    }));
+                }
                 let threads = imm(0)? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
-                match shared.named_barriers(self.cluster_rank()).arrive(
-                    task,
-                    id,
-                    self.threads,
-                    threads,
-                    wait,
-                ) {
-                    Ok(Ok(())) => Ok(()),
+                if wait {
+                    shared.observations.waited(task);
+                }
+                // Each program of a cluster has its own hardware barriers.
+                let rank = self.cluster_rank();
+                let (generation, polled) = shared.named_barriers(rank).arrival_generation(task, id);
+                if !polled {
+                    shared.clocks.named_arrive(task, id, generation);
+                }
+                match shared
+                    .named_barriers(rank)
+                    .arrive(task, id, self.threads, threads, wait)
+                {
+                    Ok(Ok(())) => {
+                        if wait {
+                            shared.clocks.named_acquire(task, id, generation);
+                        }
+                        Ok(())
+                    }
                     Ok(Err(reason)) => Err(Stop::Wait(reason)),
                     Err(error) => Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
@@ -433,12 +550,21 @@ impl<'k> Executor<'k> {
     fn check_read(
         &self,
         op: &Op,
-        shared: &ProgramShared,
+        shared: &mut ProgramShared,
         alloc: usize,
         buffer: usize,
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
+        // An `async_dot` operand is read until its group is waited for.
+        let open = matches!(
+            op.kind,
+            crate::ir::OpKind::Prim {
+                prim: Prim::AsyncDot,
+                ..
+            }
+        );
+        shared.clocks.read(task, &self.name, op.loc.line, id, open);
         if self.async_loads.filling(id) {
             return Err(Stop::error(InterpError::AsyncLoadPending {
                 at: self.site(Some(op)),
@@ -454,29 +580,65 @@ impl<'k> Executor<'k> {
             }));
         }
         shared.async_writes.check_read(id, task).map_err(|race| {
-            Stop::error(InterpError::SharedMemoryRace {
+            // A stale wait on the barrier that guards the buffer explains the race.
+            match shared.observations.take_suspect(task, race.barrier) {
+                Some(stale) => Stop::error(stale),
+                None => Stop::error(InterpError::SharedMemoryRace {
+                    at: self.site(Some(op)),
+                    task: self.name.clone(),
+                    race: Box::new(race),
+                }),
+            }
+        })
+    }
+
+    /// A write into buffer `id` by `task`: every read of it by another task
+    /// must happen before (the reader released the buffer, the writer
+    /// waited for that release).
+    fn check_write(
+        &self,
+        op: &Op,
+        shared: &mut ProgramShared,
+        id: usize,
+        task: usize,
+    ) -> PrimResult<()> {
+        shared.clocks.write(task, id).map_err(|race| {
+            if let Some(stale) = shared.observations.take_suspect_of(race.reader_task) {
+                return Stop::error(stale);
+            }
+            Stop::error(InterpError::OverwriteBeforeRelease {
                 at: self.site(Some(op)),
                 task: self.name.clone(),
-                race: Box::new(race),
+                buffer: id,
+                reader: race.reader,
+                read_line: race.line,
+                in_flight: race.open,
             })
         })
     }
 
-    /// An `async_dot` operand: a register tensor, or a buffer's contents.
+    /// An `async_dot` operand: a register tensor, or a buffer's contents
+    /// (`None` in a skeleton run, which checks the read and moves no data).
     fn dot_operand(
         &self,
         op: &Op,
-        shared: &ProgramShared,
+        shared: &mut ProgramShared,
         v: ValueId,
         task: usize,
-    ) -> PrimResult<Rc<Tensor>> {
+    ) -> PrimResult<Option<Rc<Tensor>>> {
         if let Type::SharedMemory(m) = self.type_of(v)? {
             let view = self.buffer_view(v)?;
             self.check_read(op, shared, view.alloc, view.buffer, task)?;
+            if self.skeleton.is_some() {
+                return Ok(None);
+            }
             let data = view.read(shared)?;
-            return Ok(Rc::new(Tensor::new(m.shape().to_vec(), data)?));
+            return Ok(Some(Rc::new(Tensor::new(m.shape().to_vec(), data)?)));
         }
-        Ok(Rc::clone(self.get(v)?))
+        if self.skeleton.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(Rc::clone(self.get(v)?)))
     }
 
     fn mbarrier_error(&self, op: &Op, error: MBarrierError) -> Stop {

@@ -4,7 +4,9 @@
 //! init fence, and multicast TMA copies, which land in the same buffer of
 //! every target program and complete their bytes on each target's own
 //! barrier. Every access to a peer checks that the peer has made the buffer
-//! or barrier visible to the cluster (see `interp::cluster`).
+//! or barrier visible to the cluster (see `interp::cluster`). Writes into a
+//! peer's buffer follow the rules of local ones (ordered after its readers'
+//! release; recorded for race reports); a skeleton run moves no data.
 
 use crate::ir::{Op, Prim, ValueId};
 
@@ -121,6 +123,7 @@ impl<'k> Executor<'k> {
         op: &Op,
         prim: Prim,
         args: &[ValueId],
+        task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
         let arg = |i: usize| -> PrimResult<ValueId> {
@@ -149,6 +152,11 @@ impl<'k> Executor<'k> {
                 let (rank, local) = self.remote_of(arg(0)?)?;
                 let view = local_buffer(&local)?;
                 let peer = self.peer_buffer(op, shared, &view, rank)?;
+                let id = shared.smem.buffer_id(peer.alloc, peer.buffer);
+                self.check_write(op, shared, id, task)?;
+                if self.skeleton.is_some() {
+                    return Ok(shared.smem.mark_written(peer.alloc, peer.buffer)?);
+                }
                 let data = self.get(arg(1)?)?.data.clone();
                 peer.write(shared, data)?;
                 Ok(())
@@ -170,17 +178,20 @@ impl<'k> Executor<'k> {
                 };
                 let peer = self.peer_buffer(op, shared, &local_buffer(&local)?, rank)?;
                 let peer_bar = self.peer_barrier(op, shared, first, rank)?;
-                let data = self.get(arg(1)?)?.data.clone();
                 let elem = shared.smem.elem(peer.alloc)?;
-                let bytes = (data.len() * elem.size_bytes()) as u32;
-                self.send(op, shared, peer, data, peer_bar, bytes)
+                let bytes = (self.type_of(arg(1)?)?.numel() * elem.size_bytes()) as u32;
+                let data = match self.skeleton {
+                    Some(_) => None,
+                    None => Some(self.get(arg(1)?)?.data.clone()),
+                };
+                self.send(op, (task, shared), peer, data, peer_bar, bytes)
             }
             Prim::FenceMbarrierInitCluster => {
                 let generation = Self::completed_generations(shared);
                 shared.cluster.fence(self.cluster_rank(), generation);
                 Ok(())
             }
-            Prim::AsyncDescriptorLoadMulticast => self.multicast_load(op, args, shared),
+            Prim::AsyncDescriptorLoadMulticast => self.multicast_load(op, args, task, shared),
             _ => Err(
                 Fault::malformed(format!("`{}` is not a cluster primitive", prim.mnemonic()))
                     .into(),
@@ -194,12 +205,12 @@ impl<'k> Executor<'k> {
         &mut self,
         op: &Op,
         args: &[ValueId],
+        task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
         let [desc, buffer, bar, mask, offsets @ ..] = args else {
             return Err(Fault::malformed("a multicast copy lacks an operand").into());
         };
-        let desc = self.desc_of(*desc)?;
         let view = self.buffer_view(*buffer)?;
         let bar_id = self.barrier_of(*bar)?;
         let mask = self.get(*mask)?.scalar_int()?;
@@ -214,15 +225,28 @@ impl<'k> Executor<'k> {
         }
         let elem = shared.smem.elem(view.alloc)?;
         let block = self.type_of(*buffer)?.shape().to_vec();
-        let offsets = self.offsets(offsets)?;
-        let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-        let zero = match Repr::of_scalar(elem) {
-            Repr::Float => Data::Float(vec![0.0]),
-            _ => Data::Int(vec![0]),
-        };
-        let data = global::load(self.mem, false, elem, &ptrs, Some(&inside), Some(&zero))?;
         // Each target's barrier counts the whole box, clipped or not.
-        let bytes = (ptrs.len() * elem.size_bytes()) as u32;
+        let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
+        let data = match self.skeleton {
+            Some(_) => None,
+            None => {
+                let desc = self.desc_of(*desc)?;
+                let offsets = self.offsets(offsets)?;
+                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let zero = match Repr::of_scalar(elem) {
+                    Repr::Float => Data::Float(vec![0.0]),
+                    _ => Data::Int(vec![0]),
+                };
+                Some(global::load(
+                    self.mem,
+                    false,
+                    elem,
+                    &ptrs,
+                    Some(&inside),
+                    Some(&zero),
+                )?)
+            }
+        };
         // Resolve every target first, so a bad one sends nothing.
         let mut sends = Vec::with_capacity(targets.len());
         for &rank in &targets {
@@ -231,25 +255,27 @@ impl<'k> Executor<'k> {
             sends.push((to, to_bar));
         }
         for (to, to_bar) in sends {
-            self.send(op, shared, to, data.clone(), to_bar, bytes)?;
+            self.send(op, (task, shared), to, data.clone(), to_bar, bytes)?;
         }
         Ok(())
     }
 
-    /// Starts an asynchronous write of `data` into `to` whose `bytes`
-    /// complete on barrier `bar`: recorded for race reports, landed later by
-    /// the scheduler (see `inflight`).
+    /// Starts an asynchronous write by `task` of `data` (none in a skeleton
+    /// run) into `to` whose `bytes` complete on barrier `bar`: ordered after
+    /// the buffer's readers, recorded for race reports, landed later by the
+    /// scheduler (see `inflight`).
     fn send(
         &self,
         op: &Op,
-        shared: &mut ProgramShared,
+        (task, shared): (usize, &mut ProgramShared),
         to: BufferView,
-        data: Data,
+        data: Option<Data>,
         bar: usize,
         bytes: u32,
     ) -> PrimResult<()> {
         let phase = barrier(shared, bar)?.phase();
         let buffer_id = shared.smem.buffer_id(to.alloc, to.buffer);
+        self.check_write(op, shared, buffer_id, task)?;
         shared
             .async_writes
             .record_write(buffer_id, &self.name, op.loc.line, bar, phase);
@@ -260,6 +286,7 @@ impl<'k> Executor<'k> {
             data,
             barrier: bar,
             bytes,
+            clock: shared.clocks.snapshot(task),
             at: self.site(Some(op)),
             task: self.name.clone(),
         });

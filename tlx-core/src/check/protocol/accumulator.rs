@@ -1,0 +1,178 @@
+//! `async_dot` results in flight: the value `async_dot` returns is complete
+//! only after an `async_dot_wait` that covers it (`pendings = 0`, or one
+//! that leaves fewer groups in flight than were issued after it). Until
+//! then it may only feed another `async_dot` as its accumulator, travel
+//! through a loop or branch, or be waited for: any other use reads
+//! registers the tensor cores are still writing. Tracked statically, to a
+//! fixed point over loop-carried values; a wait with `pendings > 0` leaves
+//! its result in flight, since the newest groups are not covered.
+
+use std::collections::HashMap;
+
+use crate::ir::{Block, Kernel, Op, OpKind, Prim, SrcLoc, ValueId};
+
+use super::{Finding, Rule};
+
+/// Every use of an `async_dot` result before its wait.
+pub(crate) fn check(kernel: &Kernel) -> Vec<Finding> {
+    let mut flight = InFlight::default();
+    loop {
+        flight.changed = false;
+        flight.block(&kernel.body);
+        if !flight.changed {
+            break;
+        }
+    }
+    let mut findings = Vec::new();
+    flight.uses(&kernel.body, &mut findings);
+    findings
+}
+
+/// Values in flight, each with the `async_dot` it comes from.
+#[derive(Default)]
+struct InFlight {
+    origin: HashMap<ValueId, SrcLoc>,
+    changed: bool,
+}
+
+impl InFlight {
+    fn mark(&mut self, v: ValueId, origin: SrcLoc) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.origin.entry(v) {
+            slot.insert(origin);
+            self.changed = true;
+        }
+    }
+
+    /// Marks values in a group (a carried value at its points) as in
+    /// flight if one is.
+    fn carried(&mut self, group: &[Option<ValueId>]) {
+        let origin = group
+            .iter()
+            .flatten()
+            .find_map(|v| self.origin.get(v).copied());
+        if let Some(origin) = origin {
+            for &v in group.iter().flatten() {
+                self.mark(v, origin);
+            }
+        }
+    }
+
+    fn block(&mut self, block: &Block) {
+        for op in &block.ops {
+            for nested in op.kind.blocks() {
+                self.block(nested);
+            }
+            match &op.kind {
+                OpKind::Prim {
+                    prim: Prim::AsyncDot,
+                    ..
+                } => {
+                    if let Some(&r) = op.results.first() {
+                        self.mark(r, op.loc);
+                    }
+                }
+                OpKind::Prim {
+                    prim: Prim::AsyncDotWait,
+                    args,
+                    imms,
+                } if imms.first().is_some_and(|&p| p > 0) => {
+                    let origin = args.first().and_then(|a| self.origin.get(a).copied());
+                    if let (Some(origin), Some(&r)) = (origin, op.results.first()) {
+                        self.mark(r, origin);
+                    }
+                }
+                OpKind::For { inits, body, .. } => {
+                    let yields = yielded(body);
+                    for (i, &init) in inits.iter().enumerate() {
+                        self.carried(&[
+                            Some(init),
+                            body.args.get(i + 1).copied(),
+                            yields.get(i).copied(),
+                            op.results.get(i).copied(),
+                        ]);
+                    }
+                }
+                OpKind::While { inits, cond, body } => {
+                    let yields = yielded(body);
+                    for (i, &init) in inits.iter().enumerate() {
+                        self.carried(&[
+                            Some(init),
+                            cond.args.get(i).copied(),
+                            body.args.get(i).copied(),
+                            yields.get(i).copied(),
+                            op.results.get(i).copied(),
+                        ]);
+                    }
+                }
+                OpKind::If {
+                    then_block,
+                    else_block,
+                    ..
+                } => {
+                    let (t, e) = (yielded(then_block), yielded(else_block));
+                    for (i, &r) in op.results.iter().enumerate() {
+                        self.carried(&[Some(r), t.get(i).copied(), e.get(i).copied()]);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The uses that read an in-flight value.
+    fn uses(&self, block: &Block, findings: &mut Vec<Finding>) {
+        for op in &block.ops {
+            for nested in op.kind.blocks() {
+                self.uses(nested, findings);
+            }
+            for (i, v) in op.kind.operands().into_iter().enumerate() {
+                let Some(&origin) = self.origin.get(&v) else {
+                    continue;
+                };
+                if allowed(op, i) {
+                    continue;
+                }
+                findings.push(Finding {
+                    rule: Rule::AccumulatorBeforeWait,
+                    at: op.loc,
+                    message: format!(
+                        "this reads the result of the `async_dot` at line {} before an \
+                         `async_dot_wait` completes it: the tensor cores may still be writing it",
+                        origin.line
+                    ),
+                    hint: "wait first: `let acc = async_dot_wait(0, acc);` (pendings 0 covers \
+                           every `async_dot` issued before it), then use `acc`"
+                        .to_owned(),
+                });
+                break;
+            }
+        }
+    }
+}
+
+/// Uses that leave a value in flight: the accumulator of the next
+/// `async_dot`, a wait, a loop's init, a yield.
+fn allowed(op: &Op, operand: usize) -> bool {
+    match &op.kind {
+        OpKind::Prim {
+            prim: Prim::AsyncDot,
+            ..
+        } => operand == 2,
+        OpKind::Prim {
+            prim: Prim::AsyncDotWait,
+            ..
+        } => true,
+        OpKind::Yield(_) => true,
+        // Operands 0..3 of `for` are its bounds; the rest are inits.
+        OpKind::For { .. } => operand >= 3,
+        OpKind::While { .. } => true,
+        _ => false,
+    }
+}
+
+fn yielded(block: &Block) -> Vec<ValueId> {
+    match block.ops.last().map(|op| &op.kind) {
+        Some(OpKind::Yield(values)) => values.clone(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,414 @@
+//! From the interpreter's report on a skeleton run to the checker's
+//! finding: which rule the kernel broke, at which call, and what to write
+//! instead. The interpreter and the checker share one model, so the
+//! finding names the same barrier and line the interpreter's report does.
+
+use crate::interp::{BlockedTask, InterpError, WaitReason};
+use std::collections::HashMap;
+
+use crate::ir::{Block, Kernel, Op, OpKind, Prim, SrcLoc, ValueId};
+
+use super::{Finding, Rule};
+
+/// What a failed skeleton run means: an error in the kernel's protocol, or
+/// something the checker could not follow (a warning).
+pub(crate) enum Verdict {
+    Error(Finding),
+    Undecided(Finding),
+}
+
+/// The verdict on `error`, found with the sizes `sample` describes.
+pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
+    let with = |rule, line: u32, op: &str, message: String, hint: &str| Finding {
+        rule,
+        at: locate(kernel, line, op),
+        message: format!("{message} (found with {sample})"),
+        hint: hint.to_owned(),
+    };
+    let error_at =
+        |rule, line, op, message, hint| Verdict::Error(with(rule, line, op, message, hint));
+    match error {
+        InterpError::Deadlock { tasks, .. } => match primary(kernel, tasks) {
+            Some(task) => Verdict::Error(deadlock(kernel, task, tasks, sample)),
+            None => Verdict::Undecided(with(
+                Rule::Deadlock,
+                0,
+                "",
+                format!("every task blocks:{}", list(tasks)),
+                "",
+            )),
+        },
+        InterpError::ExpectBytes { at, shortfall } => error_at(
+            Rule::ExpectBytes,
+            at.line,
+            at.op,
+            format!(
+                "this `barrier_expect_bytes` announces {} bytes for phase {} of mbarrier #{}, but \
+                 the copies completing on that phase bring {}: the phase never completes and its \
+                 waiters hang",
+                shortfall.expected, shortfall.phase, shortfall.barrier, shortfall.landed
+            ),
+            "announce exactly the bytes of the copies that complete on the barrier: the sum of \
+             each copy's full box, `size_of(dtype) * rows * cols` (a box clipped at the tensor's \
+             edge still counts in full)",
+        ),
+        InterpError::StaleWait {
+            at,
+            barrier,
+            phase,
+            first_line,
+            ..
+        } => error_at(
+            Rule::StaleWait,
+            at.line,
+            at.op,
+            format!(
+                "this wait on mbarrier #{barrier} returns at once: the phase it names ({}) \
+                 already completed and this task waited for it at line {first_line}; the \
+                 barrier has moved on, so the wait does not wait for the newer phase",
+                if *phase < 0 {
+                    "-1, before the first".to_owned()
+                } else {
+                    phase.to_string()
+                }
+            ),
+            "flip the phase each time the ring wraps around: `phase ^= 1` when the buffer index \
+             returns to 0, or `phase = (iteration / STAGES) & 1`",
+        ),
+        InterpError::MBarrier { at, error, .. } => error_at(
+            Rule::ArriveCount,
+            at.line,
+            at.op,
+            format!("{error}: the phase would complete early and release its waiters too soon"),
+            "make the arrivals per phase match `alloc_barriers`' arrive count: each \
+             `barrier_arrive` counts once per task replica that runs it (not per thread), and \
+             `barrier_expect_bytes` arrives once",
+        ),
+        InterpError::EarlyArrive {
+            at,
+            barrier,
+            phase,
+            earlier,
+            ..
+        } => error_at(
+            Rule::ArriveCount,
+            at.line,
+            at.op,
+            format!(
+                "this arrive on mbarrier #{barrier} counts towards phase {phase}: this task's \
+                 arrive at line {earlier} already completed the phase before, and the task has \
+                 not waited since, so the phase completes early with an arrival meant for the \
+                 last one"
+            ),
+            "arrive once per phase per task (as many arrivals per phase as `alloc_barriers`' \
+             arrive count), and wait for the stage to come round again before arriving on it \
+             again",
+        ),
+        InterpError::NamedBarrier { at, error, .. } => error_at(
+            Rule::NamedBarrier,
+            at.line,
+            at.op,
+            error.to_string(),
+            "use ids below 16 and above the compiler's (0, and one per task replica of \
+             `async_tasks!`), thread counts that are multiples of 32, and the same count in \
+             the matching `named_barrier_arrive` and `named_barrier_wait`",
+        ),
+        InterpError::SharedMemoryRace { at, race, .. } => error_at(
+            Rule::UnorderedRead,
+            at.line,
+            at.op,
+            format!(
+                "this reads shared buffer #{} before waiting on the barrier its asynchronous \
+                 write (line {}) completes on: mbarrier #{} phase {}",
+                race.buffer, race.line, race.barrier, race.phase
+            ),
+            "`barrier_wait` on the buffer's full barrier with the phase of this fill before \
+             reading it",
+        ),
+        InterpError::OverwriteBeforeRelease {
+            at,
+            buffer,
+            reader,
+            read_line,
+            in_flight,
+            ..
+        } => error_at(
+            Rule::OverwriteBeforeRelease,
+            at.line,
+            at.op,
+            format!(
+                "this writes shared buffer #{buffer} before task `{reader}` released its read of \
+                 it at line {read_line}{}: no arrive of the reader after that read was waited \
+                 for here, so the write may clobber data still in use",
+                if *in_flight {
+                    " (an `async_dot` still reading it)"
+                } else {
+                    ""
+                }
+            ),
+            "wait on the stage's \"empty\" barrier before refilling it, and have the reader \
+             arrive on it only after its last read (after the `async_dot_wait` that retires an \
+             `async_dot` reading it)",
+        ),
+        InterpError::UnwrittenShared { at, buffer, .. } => error_at(
+            Rule::UnorderedRead,
+            at.line,
+            at.op,
+            format!("this reads shared buffer #{buffer}, which nothing has written yet"),
+            "wait for the copy that fills it (`barrier_wait` on its barrier, or \
+             `async_load_wait_group`) before reading; a buffer read in a later iteration than \
+             it is filled needs the same ring index on both sides",
+        ),
+        InterpError::AsyncLoadPending { at, buffer, .. } => error_at(
+            Rule::UnorderedRead,
+            at.line,
+            at.op,
+            format!("this reads shared buffer #{buffer} while an `async_load` still fills it"),
+            "`async_load_commit_group()` then `async_load_wait_group(n)` with `n` small enough \
+             to cover the group that fills it",
+        ),
+        InterpError::ViewIndex { at, index, count } => error_at(
+            Rule::RingIndex,
+            at.line,
+            at.op,
+            format!("`local_view` index {index} is outside the {count} buffers or barriers"),
+            "take the ring index modulo the number of stages",
+        ),
+        InterpError::SliceBounds { at, slice } => error_at(
+            Rule::RingIndex,
+            at.line,
+            at.op,
+            format!(
+                "a {:?} slice at {:?} does not fit in the {:?} buffer",
+                slice.shape, slice.offsets, slice.of
+            ),
+            "keep `local_slice`'s offsets plus shape within the buffer",
+        ),
+        InterpError::Remote { at, error, .. } => error_at(
+            Rule::ClusterAccess,
+            at.line,
+            at.op,
+            error.to_string(),
+            "after `alloc_barriers`, call `fence_mbarrier_init_cluster()` and then \
+             `cluster_barrier()` in every program before peers arrive on, store into or \
+             multicast onto its buffers and barriers; end the kernel with `cluster_barrier()`; \
+             keep ranks below `cluster_num_ctas()`",
+        ),
+        InterpError::Undecidable { at, .. } => Verdict::Undecided(with(
+            Rule::Undecidable,
+            at.line,
+            at.op,
+            "the barrier protocol depends on a value loaded from memory or computed from data \
+             here, which the checker does not follow"
+                .to_owned(),
+            "compute phases, ring indices, predicates and loop bounds from loop counters, \
+             program ids and scalar parameters; or opt out with `check_protocol = false` in \
+             `#[tlx::kernel(...)]`",
+        )),
+        other => Verdict::Undecided(with(
+            Rule::Undecidable,
+            0,
+            "",
+            format!("the checker could not run this kernel's synchronization skeleton: {other}"),
+            "opt out with `check_protocol = false` in `#[tlx::kernel(...)]` if this persists, \
+             and report the kernel",
+        )),
+    }
+}
+
+/// The blocked task to blame. A deadlock is a cycle of waits, so this is
+/// a choice: first a wait on barriers nothing in the kernel arrives on,
+/// then a producer's wait on a fresh "empty" barrier (one no copy
+/// completes on) that nobody has arrived on yet, the classic wrong first
+/// parity, then any mbarrier wait, then any other (not the join at the end
+/// of `async_tasks`).
+fn primary<'t>(kernel: &Kernel, tasks: &'t [BlockedTask]) -> Option<&'t BlockedTask> {
+    let roles = BarrierRoles::of(kernel);
+    let barrier_waits = || {
+        tasks.iter().filter_map(|t| match t.wait.reason {
+            WaitReason::MBarrier {
+                phase, arrivals, ..
+            } => Some((t, roles.of_wait(kernel, t.wait.line), phase, arrivals)),
+            _ => None,
+        })
+    };
+    barrier_waits()
+        .find(|(_, role, ..)| role.is_some_and(|r| !r.arrived))
+        .or_else(|| {
+            barrier_waits().find(|(_, role, phase, arrivals)| {
+                role.is_some_and(|r| !r.filled_by_copies) && *phase == 0 && *arrivals == 0
+            })
+        })
+        .or_else(|| barrier_waits().next())
+        .map(|(t, ..)| t)
+        .or_else(|| {
+            tasks
+                .iter()
+                .find(|t| !matches!(t.wait.reason, WaitReason::Tasks { .. }))
+        })
+}
+
+/// What the kernel's text does with each `alloc_barriers` allocation.
+#[derive(Copy, Clone, Debug, Default)]
+struct Role {
+    /// Some `barrier_arrive` or `barrier_expect_bytes` names it.
+    arrived: bool,
+    /// Some `barrier_expect_bytes` names it: copies complete on it.
+    filled_by_copies: bool,
+}
+
+struct BarrierRoles {
+    /// Per allocation (its value), its role.
+    roles: HashMap<ValueId, Role>,
+    /// The allocation each barrier view comes from.
+    root: HashMap<ValueId, ValueId>,
+}
+
+impl BarrierRoles {
+    fn of(kernel: &Kernel) -> BarrierRoles {
+        let mut roles = BarrierRoles {
+            roles: HashMap::new(),
+            root: HashMap::new(),
+        };
+        roles.walk(&kernel.body);
+        roles
+    }
+
+    fn walk(&mut self, block: &Block) {
+        for op in &block.ops {
+            if let OpKind::Prim { prim, args, .. } = &op.kind {
+                match prim {
+                    Prim::AllocBarriers => {
+                        if let Some(&r) = op.results.first() {
+                            self.root.insert(r, r);
+                            self.roles.insert(r, Role::default());
+                        }
+                    }
+                    Prim::LocalView => {
+                        let root = args.first().and_then(|a| self.root.get(a)).copied();
+                        if let (Some(root), Some(&r)) = (root, op.results.first()) {
+                            self.root.insert(r, root);
+                        }
+                    }
+                    Prim::BarrierArrive | Prim::BarrierExpectBytes => {
+                        let root = args.first().and_then(|a| self.root.get(a)).copied();
+                        if let Some(role) = root.and_then(|r| self.roles.get_mut(&r)) {
+                            role.arrived = true;
+                            role.filled_by_copies |= *prim == Prim::BarrierExpectBytes;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for nested in op.kind.blocks() {
+                self.walk(nested);
+            }
+        }
+    }
+
+    /// The role of the barrier the `barrier_wait` on `line` waits on.
+    fn of_wait(&self, kernel: &Kernel, line: u32) -> Option<Role> {
+        let wait = find_op(&kernel.body, &|op| {
+            op.loc.line == line
+                && matches!(
+                    op.kind,
+                    OpKind::Prim {
+                        prim: Prim::BarrierWait,
+                        ..
+                    }
+                )
+        })?;
+        let OpKind::Prim { args, .. } = &wait.kind else {
+            return None;
+        };
+        let root = self.root.get(args.first()?)?;
+        self.roles.get(root).copied()
+    }
+}
+
+fn find_op<'k>(block: &'k Block, pred: &dyn Fn(&Op) -> bool) -> Option<&'k Op> {
+    block.ops.iter().find_map(|op| {
+        if pred(op) {
+            return Some(op);
+        }
+        op.kind.blocks().into_iter().find_map(|b| find_op(b, pred))
+    })
+}
+
+fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &str) -> Finding {
+    let role = BarrierRoles::of(kernel).of_wait(kernel, task.wait.line);
+    let (message, hint) = match task.wait.reason {
+        WaitReason::MBarrier { barrier, .. } if role.is_some_and(|r| !r.arrived) => (
+            format!(
+                "this wait can never pass: nothing in the kernel arrives on mbarrier #{barrier} \
+                 (the kernel deadlocks; blocked:{})",
+                list(all)
+            ),
+            "release the stage once its data is consumed: `barrier_arrive` on this barrier \
+             (in the task that reads the buffer it guards)",
+        ),
+        WaitReason::MBarrier {
+            barrier,
+            phase,
+            arrivals,
+            expected_arrivals,
+            ..
+        } => (
+            format!(
+                "this wait can never pass: it waits for phase {phase} of mbarrier #{barrier}, \
+                 which gets {arrivals} of its {expected_arrivals} arrivals and nothing else \
+                 arrives (the kernel deadlocks; blocked:{})",
+                list(all)
+            ),
+            if phase == 0 && arrivals == 0 {
+                "a producer's first wait on an empty ring must pass at once: start its phase at \
+                 1 (the phase before a barrier's first counts as completed); otherwise make \
+                 sure some task arrives on this barrier before anyone waits for it"
+            } else {
+                "check that every phase gets `alloc_barriers`' arrive count of arrivals (each \
+                 task replica's `barrier_arrive` counts once, `barrier_expect_bytes` once), \
+                 and that waiter and arriver agree on the ring index and phase"
+            },
+        ),
+        WaitReason::NamedBarrier {
+            barrier,
+            arrived_threads,
+            expected_threads,
+        } => (
+            format!(
+                "this named barrier {barrier} waits for {expected_threads} threads, but only \
+                 {arrived_threads} ever arrive (the kernel deadlocks; blocked:{})",
+                list(all)
+            ),
+            "the thread count must equal the threads of all the tasks that arrive or wait on \
+             the id (128 per warp group)",
+        ),
+        WaitReason::ClusterBarrier { .. } | WaitReason::Tasks { .. } => (
+            format!("the kernel deadlocks; blocked:{}", list(all)),
+            "every program of a cluster must reach each `cluster_barrier()`",
+        ),
+    };
+    let rule = match task.wait.reason {
+        WaitReason::NamedBarrier { .. } => Rule::NamedBarrier,
+        _ => Rule::Deadlock,
+    };
+    Finding {
+        rule,
+        at: locate(kernel, task.wait.line, task.wait.op),
+        message: format!("{message} (found with {sample})"),
+        hint: hint.to_owned(),
+    }
+}
+
+fn list(tasks: &[BlockedTask]) -> String {
+    tasks.iter().map(|t| format!("\n  {t}")).collect()
+}
+
+/// The location of the op named `op` on `line` (the interpreter reports
+/// lines; messages point at the call's first token).
+fn locate(kernel: &Kernel, line: u32, op: &str) -> SrcLoc {
+    find_op(&kernel.body, &|o| {
+        o.loc.line == line && o.kind.code().source_name() == op
+    })
+    .map_or(SrcLoc { line, col: 0 }, |o| o.loc)
+}

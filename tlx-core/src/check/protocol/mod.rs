@@ -1,0 +1,121 @@
+//! The compile-time protocol checker: barrier phases, arrive counts,
+//! transaction bytes, named barriers and the ordering of shared-memory
+//! reads after asynchronous writes, checked while the kernel compiles.
+//!
+//! It runs the kernel's synchronization skeleton (`slice`) on the
+//! interpreter ([`crate::interp::run_skeleton`]): the same barrier, phase
+//! and buffer-state model as a normal interpreter run, minus the data, so
+//! the checker and the interpreter never disagree. Run-time sizes are
+//! unknown at compile time; `samples` says which values are tried and why
+//! they decide for every trip count. What the skeleton cannot follow (a
+//! phase loaded from memory) is reported as a warning, never passed
+//! silently. `accumulator` adds one rule the interpreter has no run-time
+//! form of: an `async_dot` result used before the wait that completes it.
+
+mod accumulator;
+mod diagnose;
+mod samples;
+mod slice;
+
+use crate::interp::run_skeleton;
+use crate::ir::{Kernel, SrcLoc};
+
+/// The protocol rules, one per class of bug the checker rejects.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// A wait for a phase no task will complete.
+    Deadlock,
+    /// A wait that passes at once on a phase it already passed on.
+    StaleWait,
+    /// `barrier_expect_bytes` that differs from the bytes the copies bring.
+    ExpectBytes,
+    /// More arrivals in a phase than the barrier was allocated for.
+    ArriveCount,
+    /// Named barrier misuse: ids, thread counts, mismatched arrive and wait.
+    NamedBarrier,
+    /// A read of a shared buffer not ordered after the write that fills it.
+    UnorderedRead,
+    /// A write into a shared buffer not ordered after its readers' release.
+    OverwriteBeforeRelease,
+    /// A buffer or barrier index outside its allocation.
+    RingIndex,
+    /// An `async_dot` result read before `async_dot_wait` completes it.
+    AccumulatorBeforeWait,
+    /// A cluster peer's buffer or barrier reached before the peer made it
+    /// visible (init fence and cluster barrier) or after the peer exited,
+    /// or a rank outside the cluster.
+    ClusterAccess,
+    /// Something the checker cannot follow (a warning).
+    Undecidable,
+}
+
+impl Rule {
+    /// The rule's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Deadlock => "deadlock",
+            Rule::StaleWait => "stale-wait",
+            Rule::ExpectBytes => "expect-bytes",
+            Rule::ArriveCount => "arrive-count",
+            Rule::NamedBarrier => "named-barrier",
+            Rule::UnorderedRead => "unordered-read",
+            Rule::OverwriteBeforeRelease => "overwrite-before-release",
+            Rule::RingIndex => "ring-index",
+            Rule::AccumulatorBeforeWait => "accumulator-before-wait",
+            Rule::ClusterAccess => "cluster-access",
+            Rule::Undecidable => "undecidable",
+        }
+    }
+}
+
+/// One finding, at the call it is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: Rule,
+    pub at: SrcLoc,
+    pub message: String,
+    /// What to write instead.
+    pub hint: String,
+}
+
+/// What the checker found in one kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtocolReport {
+    /// Protocol errors: the kernel would hang or read stale data.
+    pub errors: Vec<Finding>,
+    /// Constructs the checker could not decide.
+    pub warnings: Vec<Finding>,
+}
+
+/// Checks the synchronization protocol of `kernel`.
+pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
+    let mut report = ProtocolReport {
+        errors: accumulator::check(kernel),
+        warnings: Vec::new(),
+    };
+    let skeleton = slice::skeleton(kernel);
+    // An accumulator read early also leaves its operands' reads open: the
+    // skeleton would report the overwrite that follows, not the cause.
+    if skeleton.is_empty() || !report.errors.is_empty() {
+        return report;
+    }
+    for sample in samples::samples(kernel, &skeleton) {
+        let Err(error) = run_skeleton(
+            kernel,
+            &skeleton.keep,
+            sample.grid,
+            &sample.args,
+            sample.schedule,
+        ) else {
+            continue;
+        };
+        let described = samples::describe(kernel, &sample);
+        match diagnose::diagnose(kernel, &error, &described) {
+            diagnose::Verdict::Error(finding) => report.errors.push(finding),
+            diagnose::Verdict::Undecided(finding) => report.warnings.push(finding),
+        }
+        // The smallest failing sizes explain the bug best; one is enough.
+        break;
+    }
+    report
+}

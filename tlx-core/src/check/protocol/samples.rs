@@ -1,0 +1,223 @@
+//! The run-time values a skeleton run is tried with. Integer parameters the
+//! skeleton needs (sizes that set trip counts: `K`, `M`, `N`, a tile count)
+//! take values from a ladder; the grid takes one and three clusters when
+//! the skeleton reads `program_id` or `num_programs` (persistent kernels).
+//!
+//! Why concrete values decide for every trip count: barrier phases are
+//! parities and ring indices are counters modulo the stage count, so the
+//! skeleton's state at the head of a loop over a ring of `S` stages repeats
+//! with period `2S` in the iteration number; a protocol error shows within
+//! the first `2S + 1` iterations of the loop or never, since later
+//! iterations see no state the earlier ones did not. Trip counts are
+//! `ceil(n / B)` for a block `B` among the kernel's constants (or `n`
+//! itself), so the ladder holds `B * t + 1` for every constant `B` and
+//! `t` in `0..T`, and `1..=T`, with `T = 2S + 1` for the kernel's largest
+//! ring (`S` the most buffers or barriers one allocation holds): every loop
+//! sees each trip count from 1 to `T` (`ladder_gives_every_trip_count`
+//! checks it). Each size parameter runs up the ladder while the others
+//! sit at a pivot that gives every loop two trips or more (so a persistent
+//! loop carries its ring state across tiles), and all of them together run
+//! up to the pivot; producers and consumers share their bounds, so they
+//! iterate alike.
+
+use crate::interp::{ArgValue, Schedule};
+use crate::ir::{Kernel, OpKind, ParamKind, ScalarType, Type};
+
+use super::slice::Skeleton;
+
+/// One skeleton run's inputs.
+#[derive(Clone, Debug)]
+pub(crate) struct Sample {
+    pub(crate) grid: [u32; 3],
+    /// `None`: a parameter the skeleton does not need (opaque).
+    pub(crate) args: Vec<Option<ArgValue>>,
+    pub(crate) schedule: Schedule,
+}
+
+/// Sizes tried for integer parameters, smallest first: every trip count
+/// `1..=max_trips` of `ceil(n / B)` for each block `B` in `blocks`.
+pub(crate) fn ladder(blocks: &[i64], max_trips: i64) -> Vec<i64> {
+    let mut values: Vec<i64> = (1..=max_trips).collect();
+    for &b in blocks.iter().filter(|&&b| b > 1) {
+        values.extend((0..max_trips).map(|t| b * t + 1));
+    }
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+/// The samples for `kernel`, in the order to try them (small first, so the
+/// first failure is the simplest to explain).
+pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
+    let sized: Vec<usize> = kernel
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| skeleton.needed.contains(&p.value))
+        .filter(|(_, p)| matches!(p.kind, ParamKind::Scalar(s) if s.is_int()))
+        .map(|(i, _)| i)
+        .collect();
+    let grids = if reads_program(kernel, skeleton) {
+        vec![1, 3]
+    } else {
+        vec![1]
+    };
+    let blocks: Vec<i64> = kernel.consts.iter().map(|(_, v)| *v).collect();
+    let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
+    // Two trips or more of every loop.
+    let pivot = blocks.iter().copied().max().unwrap_or(1).max(1) + 1;
+    // All sizes together up to the pivot (one run when there are none)...
+    let together: Vec<Vec<i64>> = match sized.len() {
+        0 => vec![Vec::new()],
+        1 => Vec::new(),
+        n => ladder
+            .iter()
+            .filter(|&&v| v <= pivot)
+            .map(|&v| vec![v; n])
+            .collect(),
+    };
+    // ...then each up the whole ladder with the others at the pivot.
+    let count = sized.len();
+    let one_at_a_time = (0..count).flat_map(|varied| {
+        ladder.iter().map(move |&v| {
+            let mut values = vec![pivot; count];
+            values[varied] = v;
+            values
+        })
+    });
+    let both = [Schedule::RoundRobin, Schedule::Random { seed: 1 }];
+    let runs = together
+        .into_iter()
+        .map(|values| (values, &both[..]))
+        .chain(one_at_a_time.map(|values| (values, &both[..1])));
+    let mut out = Vec::new();
+    for (values, schedules) in runs {
+        for &programs in &grids {
+            let grid = [0, 1, 2].map(|a| {
+                let clusters = if a == 0 { programs } else { 1 };
+                clusters * kernel.options.cluster[a].max(1)
+            });
+            for &schedule in schedules {
+                out.push(Sample {
+                    grid,
+                    args: args(kernel, skeleton, &sized, &values),
+                    schedule,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The arguments: sampled sizes, `true` for needed flags, opaque the rest.
+fn args(
+    kernel: &Kernel,
+    skeleton: &Skeleton,
+    sized: &[usize],
+    values: &[i64],
+) -> Vec<Option<ArgValue>> {
+    kernel
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if !skeleton.needed.contains(&p.value) {
+                return None;
+            }
+            match p.kind {
+                ParamKind::Scalar(ty) if ty.is_int() => {
+                    let at = sized.iter().position(|&s| s == i)?;
+                    Some(ArgValue::Scalar(ty, values[at] as u64 & mask(ty)))
+                }
+                ParamKind::Scalar(ScalarType::Bool) => Some(ArgValue::bool(true)),
+                ParamKind::Scalar(ScalarType::F32) => Some(ArgValue::f32(1.0)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn mask(ty: ScalarType) -> u64 {
+    match ty.size_bytes() {
+        8 => u64::MAX,
+        n => (1u64 << (8 * n)) - 1,
+    }
+}
+
+/// The most buffers or mbarriers one allocation holds: the longest ring.
+fn largest_ring(kernel: &Kernel) -> u32 {
+    fn walk(kernel: &Kernel, block: &crate::ir::Block) -> u32 {
+        block
+            .ops
+            .iter()
+            .map(|op| {
+                let own = match op.results.first().map(|&r| kernel.type_of(r)) {
+                    Some(Type::SharedMemory(m)) => m.buffers(),
+                    Some(Type::Barriers(b)) => b.count() as u32,
+                    _ => 0,
+                };
+                let nested = op.kind.blocks().into_iter().map(|b| walk(kernel, b));
+                nested.fold(own, u32::max)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+    walk(kernel, &kernel.body)
+}
+
+/// Whether the skeleton depends on which program runs it.
+fn reads_program(kernel: &Kernel, skeleton: &Skeleton) -> bool {
+    fn walk(block: &crate::ir::Block, skeleton: &Skeleton) -> bool {
+        block.ops.iter().any(|op| {
+            let reads = matches!(
+                op.kind,
+                OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } | OpKind::ClusterCtaRank
+            ) && skeleton.keep.contains(&op.id);
+            reads || op.kind.blocks().into_iter().any(|b| walk(b, skeleton))
+        })
+    }
+    walk(&kernel.body, skeleton)
+}
+
+/// The sample's sizes and grid, for messages: `K = 65, a grid of 3 programs`.
+pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
+    let mut parts: Vec<String> = kernel
+        .params
+        .iter()
+        .zip(&sample.args)
+        .filter_map(|(p, a)| match a {
+            Some(ArgValue::Scalar(ty, bits)) if ty.is_int() => Some(format!(
+                "{} = {}",
+                p.name,
+                crate::numeric::int_from_bits(*ty, *bits)
+            )),
+            _ => None,
+        })
+        .collect();
+    let programs: u32 = sample.grid.iter().product();
+    parts.push(if programs == 1 {
+        "one program".to_owned()
+    } else {
+        format!("a grid of {programs} programs")
+    });
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladder_gives_every_trip_count() {
+        let blocks = [16, 64, 128, 256];
+        let ladder = ladder(&blocks, 9);
+        for block in blocks.iter().chain(&[1]) {
+            for trips in 1..=9 {
+                assert!(
+                    ladder.iter().any(|&n| (n + block - 1) / block == trips),
+                    "no ladder value gives {trips} trips of {block}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! The compile-time protocol checker (`check::check_protocol`) on kernels
+//! written in the language: correct kernels pass with no finding, and each
+//! class of protocol bug is an error at the offending call. Every kernel
+//! rejected as deadlocking also deadlocks on the interpreter with real
+//! data: checker and interpreter share one model and must not disagree.
+
+use tlx_core::check::{check_protocol, ProtocolReport, Rule};
+use tlx_core::interp::InterpError;
+
+mod kernels;
+use kernels::{broken, compile, run_gemm, WS_GEMM};
+
+fn check(src: &str) -> ProtocolReport {
+    check_protocol(&compile(src))
+}
+
+/// The one error of `src`, which must break `rule` on the line of `call`.
+fn expect_error(src: &str, rule: Rule, call: &str) -> String {
+    let report = check(src);
+    assert!(report.warnings.is_empty(), "{report:#?}");
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    assert_eq!(finding.rule, rule, "{finding:#?}");
+    let line = src
+        .lines()
+        .position(|l| l.contains(call))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("{call:?} not in the kernel"));
+    assert_eq!(finding.at.line, line, "{finding:#?}");
+    format!("{}\nhelp: {}", finding.message, finding.hint)
+}
+
+#[test]
+fn a_correct_warp_specialized_gemm_passes() {
+    let report = check(WS_GEMM);
+    assert_eq!(report, ProtocolReport::default());
+}
+
+#[test]
+fn a_producer_first_wait_with_phase_zero_is_a_deadlock() {
+    let src = broken("phase ^ 1);", "phase);");
+    let text = expect_error(
+        &src,
+        Rule::Deadlock,
+        "barrier_wait(local_view(empty, slot), phase)",
+    );
+    assert!(text.contains("start its phase at 1"), "{text}");
+}
+
+#[test]
+fn a_forgotten_phase_flip_is_a_stale_wait() {
+    let src = broken(
+        "let phase = (i / NUM_STAGES) % 2;\n                barrier_wait(local_view(full",
+        "let phase = 0;\n                barrier_wait(local_view(full",
+    );
+    let text = expect_error(
+        &src,
+        Rule::StaleWait,
+        "barrier_wait(local_view(full, slot), phase)",
+    );
+    assert!(text.contains("phase ^= 1"), "{text}");
+}
+
+#[test]
+fn expect_bytes_of_the_wrong_size_are_an_error_at_the_call() {
+    let src = broken("(BM * BK + BK * BN) * 2", "(BM * BK + BK * BN) * 4");
+    let text = expect_error(&src, Rule::ExpectBytes, "barrier_expect_bytes");
+    assert!(text.contains("announces 8192 bytes"), "{text}");
+}
+
+#[test]
+fn a_missing_release_is_a_deadlock() {
+    let src = broken(
+        "                barrier_arrive(local_view(empty, slot));\n",
+        "",
+    );
+    expect_error(
+        &src,
+        Rule::Deadlock,
+        "barrier_wait(local_view(empty, slot), phase ^ 1)",
+    );
+}
+
+#[test]
+fn too_many_arrivals_are_an_error() {
+    let src = broken(
+        "barrier_arrive(local_view(empty, slot));",
+        "barrier_arrive(local_view(empty, slot));\n                barrier_arrive(local_view(empty, slot)); // again",
+    );
+    expect_error(&src, Rule::ArriveCount, "// again");
+}
+
+#[test]
+fn reading_before_the_wait_is_an_error() {
+    let src = broken(
+        "                barrier_wait(local_view(full, slot), phase);\n",
+        "",
+    );
+    expect_error(&src, Rule::UnorderedRead, "acc = async_dot(");
+}
+
+#[test]
+fn reading_the_accumulator_before_its_wait_is_an_error() {
+    let src = broken("acc = async_dot_wait(0, acc);", "acc = acc * 1.0;");
+    expect_error(&src, Rule::AccumulatorBeforeWait, "acc = acc * 1.0;");
+}
+
+/// Every variant the checker rejects as a deadlock also deadlocks on the
+/// interpreter with real data, at the sizes the checker names.
+#[test]
+fn checker_deadlocks_are_interpreter_deadlocks() {
+    let variants = [
+        broken("phase ^ 1);", "phase);"),
+        broken(
+            "                barrier_arrive(local_view(empty, slot));\n",
+            "",
+        ),
+    ];
+    for src in variants {
+        let report = check(&src);
+        let finding = &report.errors[0];
+        assert_eq!(finding.rule, Rule::Deadlock, "{finding:#?}");
+        // "(found with k = 33, one program)": the same K on the interpreter.
+        let k: usize = finding
+            .message
+            .split("k = ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("no k in {}", finding.message));
+        let err = run_gemm(&src, (64, 64, k)).expect_err("deadlocks");
+        let InterpError::Deadlock { tasks, .. } = &*err else {
+            panic!("the interpreter reports {err}");
+        };
+        assert!(
+            tasks.iter().any(|t| t.wait.line == finding.at.line),
+            "the checker blames line {}, the interpreter's deadlock: {err}",
+            finding.at.line
+        );
+    }
+}
+
+#[test]
+fn releasing_a_stage_before_the_wgmma_reading_it_is_waited_for_is_an_error() {
+    let src = broken(
+        "                acc = async_dot_wait(0, acc);\n                barrier_arrive(local_view(empty, slot));\n",
+        "                barrier_arrive(local_view(empty, slot));\n                acc = async_dot_wait(0, acc);\n",
+    );
+    // The wgmma's read of the stage ends at the wait, after the release.
+    let text = expect_error(
+        &src,
+        Rule::OverwriteBeforeRelease,
+        "async_descriptor_load(a_desc",
+    );
+    assert!(text.contains("released its read of it at line"), "{text}");
+}
+
+#[test]
+fn releasing_a_stage_before_reading_it_is_an_error() {
+    let src = broken(
+        "                acc = async_dot(local_view(a_bufs, slot), local_view(b_bufs, slot), acc);\n                acc = async_dot_wait(0, acc);\n                barrier_arrive(local_view(empty, slot));\n",
+        "                barrier_arrive(local_view(empty, slot));\n                acc = async_dot(local_view(a_bufs, slot), local_view(b_bufs, slot), acc);\n                acc = async_dot_wait(0, acc);\n",
+    );
+    let report = check(&src);
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    // Whichever comes first in the skeleton run: the producer's refill
+    // over the unfinished read, or the consumer's read of the refill.
+    assert!(
+        matches!(
+            finding.rule,
+            Rule::OverwriteBeforeRelease | Rule::UnorderedRead
+        ),
+        "{finding:#?}"
+    );
+}
+
+/// `WS_GEMM`'s protocol written with `pipe!`.
+const PIPE_GEMM: &str = r#"
+#[tlx::kernel(num_warps = 4, configs = [(BM = 64, BN = 64, BK = 16, NUM_STAGES = 2)])]
+fn pipe_gemm<const BM: usize, const BN: usize, const BK: usize, const NUM_STAGES: usize>(
+    a_desc: TensorDesc<bf16, BM, BK>,
+    b_desc: TensorDesc<bf16, BK, BN>,
+    c: Ptr<f32>,
+    n: i32,
+    k: i32,
+) {
+    let a_bufs = local_alloc([BM, BK], bf16, NUM_STAGES);
+    let b_bufs = local_alloc([BK, BN], bf16, NUM_STAGES);
+    let tiles = pipe!(capacity = NUM_STAGES, a = a_bufs, b = b_bufs);
+    let off_m = program_id(0) * BM;
+    let off_n = program_id(1) * BN;
+    let k_tiles = (k + BK - 1) / BK;
+    async_tasks! {
+        task(default) {
+            let reader = tiles.reader();
+            let mut acc = zeros([BM, BN], f32);
+            for i in 0..k_tiles {
+                let ready = reader.wait(i);
+                acc = async_dot(ready.a, ready.b, acc);
+                acc = async_dot_wait(0, acc);
+                reader.release(i);
+            }
+            let rows = off_m + arange(0, BM);
+            let cols = off_n + arange(0, BN);
+            store(c + rows[(.., None)] * n + cols[(None, ..)], acc);
+        }
+        task(num_warps = 1) {
+            let writer = tiles.writer();
+            for i in 0..k_tiles {
+                let slot = writer.acquire(i);
+                async_descriptor_load(a_desc, slot.a, [off_m, i * BK]);
+                async_descriptor_load(b_desc, slot.b, [i * BK, off_n]);
+                writer.commit(i);
+            }
+        }
+    }
+}
+"#;
+
+fn broken_pipe(from: &str, to: &str) -> String {
+    assert!(PIPE_GEMM.contains(from), "{from:?} not in the kernel");
+    PIPE_GEMM.replacen(from, to, 1)
+}
+
+#[test]
+fn a_correct_pipe_passes() {
+    assert_eq!(check(PIPE_GEMM), ProtocolReport::default());
+}
+
+#[test]
+fn a_reader_iterating_past_the_writer_deadlocks() {
+    let src = broken_pipe(
+        "            for i in 0..k_tiles {\n                let ready",
+        "            for i in 0..k_tiles + 1 {\n                let ready",
+    );
+    expect_error(&src, Rule::Deadlock, "let ready = reader.wait(i);");
+}
+
+#[test]
+fn reading_a_slot_after_releasing_it_is_an_error() {
+    let src = broken_pipe(
+        "                acc = async_dot_wait(0, acc);\n                reader.release(i);\n",
+        "                reader.release(i);\n                acc = async_dot_wait(0, acc);\n",
+    );
+    expect_error(
+        &src,
+        Rule::OverwriteBeforeRelease,
+        "async_descriptor_load(a_desc, slot.a",
+    );
+}
+
+#[test]
+fn a_reader_skipping_a_phase_is_a_stale_wait() {
+    // Waiting on iteration 0's phase forever: wraps onto a completed phase.
+    let src = broken_pipe(
+        "let ready = reader.wait(i);",
+        "let ready = reader.wait(i % NUM_STAGES);",
+    );
+    expect_error(&src, Rule::StaleWait, "let ready = reader.wait(");
+}
+
+#[test]
+fn a_phase_loaded_from_memory_is_a_warning_not_a_silent_pass() {
+    let src = broken(
+        "                barrier_wait(local_view(full, slot), phase);",
+        "                barrier_wait(local_view(full, slot), load(c + i).to(i32));",
+    );
+    let report = check(&src);
+    assert!(report.errors.is_empty(), "{report:#?}");
+    let [warning] = report.warnings.as_slice() else {
+        panic!("expected one warning, got {report:#?}");
+    };
+    assert_eq!(warning.rule, Rule::Undecidable);
+    assert!(
+        warning.hint.contains("check_protocol = false"),
+        "{warning:#?}"
+    );
+}
