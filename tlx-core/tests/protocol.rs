@@ -274,5 +274,8 @@ fn a_phase_loaded_from_memory_is_a_warning_not_a_silent_pass() {
         panic!("expected one warning, got {report:#?}");
     };
     assert_eq!(warning.rule, Rule::Undecidable);
-    assert!(warning.hint.contains("check_protocol = false"), "{warning:#?}");
+    assert!(
+        warning.hint.contains("check_protocol = false"),
+        "{warning:#?}"
+    );
 }

@@ -53,7 +53,7 @@ use std::sync::Mutex;
 use crate::ir::{self, ParamKind, ScalarType};
 use crate::numeric::{float_from_bits, int_from_bits};
 
-pub use error::{BytesShortfall, InterpError, Site, SliceWindow};
+pub use error::{BytesShortfall, InterpError, Site, SliceWindow, UnreleasedRead};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use wait::{BlockedTask, Wait, WaitReason};
