@@ -624,6 +624,7 @@ mod tests {
                 num_stages: 2,
                 cluster: [2, 1, 1],
                 maxnreg: Some(64),
+                mbar_timeout_ns: None,
             },
         };
         assert_eq!(

@@ -476,16 +476,21 @@ impl<'k> Lowerer<'k> {
         self.f
             .stmt(format!("br i1 {pred}, label %{head}, label %{done}"));
         self.enter_block(&head);
+        let passed = self.try_wait_parity(bar, phase);
+        self.f
+            .stmt(format!("br i1 {passed}, label %{done}, label %{head}"));
+        self.enter_block(&done);
+    }
+
+    /// One `mbarrier.try_wait.parity`: whether the phase of parity `phase` completed.
+    fn try_wait_parity(&mut self, bar: &str, phase: &str) -> String {
         let ok = self.f.asm(
             "i32",
             "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
             "=r,r,r,~{memory}",
             &[("i32", bar), ("i32", phase)],
         );
-        let passed = self.f.inst(format!("icmp ne i32 {ok}, 0"));
-        self.f
-            .stmt(format!("br i1 {passed}, label %{done}, label %{head}"));
-        self.enter_block(&done);
+        self.f.inst(format!("icmp ne i32 {ok}, 0"))
     }
 
     /// `wait_parity` with a deadline (`mbar_timeout_ns`): past `timeout`
@@ -508,13 +513,7 @@ impl<'k> Lowerer<'k> {
         let started = clock(self);
         self.f.stmt(format!("br label %{head}"));
         self.enter_block(&head);
-        let ok = self.f.asm(
-            "i32",
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
-            "=r,r,r,~{memory}",
-            &[("i32", bar), ("i32", phase)],
-        );
-        let passed = self.f.inst(format!("icmp ne i32 {ok}, 0"));
+        let passed = self.try_wait_parity(bar, phase);
         self.f
             .stmt(format!("br i1 {passed}, label %{done}, label %{check}"));
         self.enter_block(&check);

@@ -259,18 +259,18 @@ pub enum InterpError {
     Undecidable { at: Site, value: ValueId },
     #[error(
         "{at}, task `{task}`: this write into shared buffer #{buffer} is not ordered after \
-         task `{reader}`'s read of it at line {read_line}{}: nothing the reader arrived on \
-         after reading was waited for before writing, so it may overwrite data still in use",
-        if *.in_flight { " (an `async_dot` not yet waited for)" } else { "" }
+         task `{}`'s read of it at line {}{}: nothing the reader arrived on after reading was \
+         waited for before writing, so it may overwrite data still in use",
+        .read.reader,
+        .read.line,
+        if .read.in_flight { " (an `async_dot` not yet waited for)" } else { "" }
     )]
     OverwriteBeforeRelease {
         at: Site,
         task: String,
         buffer: usize,
-        reader: String,
-        read_line: u32,
-        /// Whether the read was still going on (a wgmma not yet waited for).
-        in_flight: bool,
+        // Boxed: the reader's name would make every InterpError larger.
+        read: Box<UnreleasedRead>,
     },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
@@ -279,6 +279,15 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A read of a shared buffer that a later write was not ordered after.
+#[derive(Clone, Debug)]
+pub struct UnreleasedRead {
+    pub reader: String,
+    pub line: u32,
+    /// Whether the read was still going on (a wgmma not yet waited for).
+    pub in_flight: bool,
 }
 
 /// A phase whose announced transaction bytes differ from what landed.

@@ -490,6 +490,67 @@ impl OpKind {
         }
     }
 
+    /// For `for`, `while` and `if`: each value the op carries, as the
+    /// values that hold it at each point (the init, the blocks' arguments,
+    /// what the blocks yield, the op's result). Analyses that follow values
+    /// through control flow treat each group as one.
+    pub fn carried_values(&self, results: &[ValueId]) -> Vec<Vec<ValueId>> {
+        fn ends(block: &Block) -> &[ValueId] {
+            match block.ops.last().map(|op| &op.kind) {
+                Some(OpKind::Yield(values)) => values,
+                _ => &[],
+            }
+        }
+        let at = |vs: &[ValueId], i: usize| vs.get(i).copied();
+        match self {
+            OpKind::For { inits, body, .. } => (0..inits.len())
+                .map(|i| {
+                    // The body's first argument is the counter.
+                    [
+                        at(inits, i),
+                        at(&body.args, i + 1),
+                        at(ends(body), i),
+                        at(results, i),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+                })
+                .collect(),
+            OpKind::While { inits, cond, body } => (0..inits.len())
+                .map(|i| {
+                    [
+                        at(inits, i),
+                        at(&cond.args, i),
+                        at(&body.args, i),
+                        at(ends(body), i),
+                        at(results, i),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+                })
+                .collect(),
+            OpKind::If {
+                then_block,
+                else_block,
+                ..
+            } => (0..results.len())
+                .map(|i| {
+                    [
+                        at(results, i),
+                        at(ends(then_block), i),
+                        at(ends(else_block), i),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// [`OpKind::blocks`], mutable.
     pub fn blocks_mut(&mut self) -> Vec<&mut Block> {
         match self {

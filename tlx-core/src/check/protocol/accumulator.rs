@@ -43,20 +43,6 @@ impl InFlight {
         }
     }
 
-    /// Marks values in a group (a carried value at its points) as in
-    /// flight if one is.
-    fn carried(&mut self, group: &[Option<ValueId>]) {
-        let origin = group
-            .iter()
-            .flatten()
-            .find_map(|v| self.origin.get(v).copied());
-        if let Some(origin) = origin {
-            for &v in group.iter().flatten() {
-                self.mark(v, origin);
-            }
-        }
-    }
-
     fn block(&mut self, block: &Block) {
         for op in &block.ops {
             for nested in op.kind.blocks() {
@@ -81,37 +67,14 @@ impl InFlight {
                         self.mark(r, origin);
                     }
                 }
-                OpKind::For { inits, body, .. } => {
-                    let yields = yielded(body);
-                    for (i, &init) in inits.iter().enumerate() {
-                        self.carried(&[
-                            Some(init),
-                            body.args.get(i + 1).copied(),
-                            yields.get(i).copied(),
-                            op.results.get(i).copied(),
-                        ]);
-                    }
-                }
-                OpKind::While { inits, cond, body } => {
-                    let yields = yielded(body);
-                    for (i, &init) in inits.iter().enumerate() {
-                        self.carried(&[
-                            Some(init),
-                            cond.args.get(i).copied(),
-                            body.args.get(i).copied(),
-                            yields.get(i).copied(),
-                            op.results.get(i).copied(),
-                        ]);
-                    }
-                }
-                OpKind::If {
-                    then_block,
-                    else_block,
-                    ..
-                } => {
-                    let (t, e) = (yielded(then_block), yielded(else_block));
-                    for (i, &r) in op.results.iter().enumerate() {
-                        self.carried(&[Some(r), t.get(i).copied(), e.get(i).copied()]);
+                OpKind::For { .. } | OpKind::While { .. } | OpKind::If { .. } => {
+                    for group in op.kind.carried_values(&op.results) {
+                        let origin = group.iter().find_map(|v| self.origin.get(v).copied());
+                        if let Some(origin) = origin {
+                            for v in group {
+                                self.mark(v, origin);
+                            }
+                        }
                     }
                 }
                 _ => {}
@@ -167,12 +130,5 @@ fn allowed(op: &Op, operand: usize) -> bool {
         OpKind::For { .. } => operand >= 3,
         OpKind::While { .. } => true,
         _ => false,
-    }
-}
-
-fn yielded(block: &Block) -> Vec<ValueId> {
-    match block.ops.last().map(|op| &op.kind) {
-        Some(OpKind::Yield(values)) => values.clone(),
-        _ => Vec::new(),
     }
 }

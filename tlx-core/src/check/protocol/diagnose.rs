@@ -126,21 +126,18 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
              reading it",
         ),
         InterpError::OverwriteBeforeRelease {
-            at,
-            buffer,
-            reader,
-            read_line,
-            in_flight,
-            ..
+            at, buffer, read, ..
         } => error_at(
             Rule::OverwriteBeforeRelease,
             at.line,
             at.op,
             format!(
-                "this writes shared buffer #{buffer} before task `{reader}` released its read of \
-                 it at line {read_line}{}: no arrive of the reader after that read was waited \
-                 for here, so the write may clobber data still in use",
-                if *in_flight {
+                "this writes shared buffer #{buffer} before task `{}` released its read of it at \
+                 line {}{}: no arrive of the reader after that read was waited for here, so the \
+                 write may clobber data still in use",
+                read.reader,
+                read.line,
+                if read.in_flight {
                     " (an `async_dot` still reading it)"
                 } else {
                     ""

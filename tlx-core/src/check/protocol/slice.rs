@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use crate::ir::{Block, Kernel, OpId, OpKind, Prim, Type, ValueId};
+use crate::ir::{Block, Kernel, Op, OpId, OpKind, Prim, Type, ValueId};
 
 /// The ops to execute and the values they need.
 #[derive(Debug, Default)]
@@ -85,61 +85,24 @@ impl Slicer<'_> {
                 // needed as far as the values they carry are.
                 OpKind::Yield(_) | OpKind::Condition(_) => false,
                 OpKind::For {
-                    lower,
-                    upper,
-                    step,
-                    inits,
-                    body,
+                    lower, upper, step, ..
                 } if nested || result_needed => {
                     for v in [*lower, *upper, *step] {
                         self.need(v);
                     }
-                    // Carried value i: init i, body argument i + 1 (after the
-                    // counter), the body's yield i and result i.
-                    let yields = yielded(body);
-                    for (i, &init) in inits.iter().enumerate() {
-                        let group = [
-                            Some(init),
-                            body.args.get(i + 1).copied(),
-                            yields.get(i).copied(),
-                            op.results.get(i).copied(),
-                        ];
-                        self.carried(&group);
-                    }
+                    self.carried(op);
                     true
                 }
-                OpKind::While { inits, cond, body } if nested || result_needed => {
-                    if let Some(go_on) = condition(cond) {
-                        self.need(go_on);
+                OpKind::While { cond, .. } if nested || result_needed => {
+                    if let Some(OpKind::Condition(go_on)) = cond.ops.last().map(|o| &o.kind) {
+                        self.need(*go_on);
                     }
-                    let yields = yielded(body);
-                    for (i, &init) in inits.iter().enumerate() {
-                        let group = [
-                            Some(init),
-                            cond.args.get(i).copied(),
-                            body.args.get(i).copied(),
-                            yields.get(i).copied(),
-                            op.results.get(i).copied(),
-                        ];
-                        self.carried(&group);
-                    }
+                    self.carried(op);
                     true
                 }
-                OpKind::If {
-                    cond,
-                    then_block,
-                    else_block,
-                } if nested || result_needed => {
+                OpKind::If { cond, .. } if nested || result_needed => {
                     self.need(*cond);
-                    let (then_yields, else_yields) = (yielded(then_block), yielded(else_block));
-                    for (i, &r) in op.results.iter().enumerate() {
-                        let group = [
-                            Some(r),
-                            then_yields.get(i).copied(),
-                            else_yields.get(i).copied(),
-                        ];
-                        self.carried(&group);
-                    }
+                    self.carried(op);
                     true
                 }
                 OpKind::For { .. } | OpKind::While { .. } | OpKind::If { .. } => false,
@@ -159,12 +122,13 @@ impl Slicer<'_> {
         any
     }
 
-    /// Values that are one carried value at different points: if one is
-    /// needed, all are.
-    fn carried(&mut self, group: &[Option<ValueId>]) {
-        if group.iter().flatten().any(|&v| self.needed(v)) {
-            for &v in group.iter().flatten() {
-                self.need(v);
+    /// A carried value is needed at every point if it is at one.
+    fn carried(&mut self, op: &Op) {
+        for group in op.kind.carried_values(&op.results) {
+            if group.iter().any(|&v| self.needed(v)) {
+                for v in group {
+                    self.need(v);
+                }
             }
         }
     }
@@ -186,19 +150,5 @@ impl Slicer<'_> {
             Some(_) => true,
             None => false,
         }
-    }
-}
-
-fn yielded(block: &Block) -> Vec<ValueId> {
-    match block.ops.last().map(|op| &op.kind) {
-        Some(OpKind::Yield(values)) => values.clone(),
-        _ => Vec::new(),
-    }
-}
-
-fn condition(block: &Block) -> Option<ValueId> {
-    match block.ops.last().map(|op| &op.kind) {
-        Some(OpKind::Condition(v)) => Some(*v),
-        _ => None,
     }
 }

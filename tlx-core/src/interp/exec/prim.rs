@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use crate::ir::{DotPrecision, Op, Prim, ScalarType, Type, ValueId};
 
-use super::super::error::{Fault, FaultResult, InterpError, SliceWindow};
+use super::super::error::{Fault, FaultResult, InterpError, SliceWindow, UnreleasedRead};
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ProgramShared, StepOutcome};
@@ -610,9 +610,11 @@ impl<'k> Executor<'k> {
                 at: self.site(Some(op)),
                 task: self.name.clone(),
                 buffer: id,
-                reader: race.reader,
-                read_line: race.line,
-                in_flight: race.open,
+                read: Box::new(UnreleasedRead {
+                    reader: race.reader,
+                    line: race.line,
+                    in_flight: race.open,
+                }),
             })
         })
     }
