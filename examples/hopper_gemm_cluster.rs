@@ -18,10 +18,13 @@
 //! Measured on an H100 (2026-11-23, `benches/gemm.rs`): correct, and
 //! 523-555 TFLOP/s on GH1-GH6 (0.65-0.76x cuBLAS) against 650-796 for the
 //! one-program kernel of `hopper_gemm_ws.rs` in the same run, which is not
-//! limited by L2 there. The handshake costs a round trip between SMs in
-//! every producer step; having each consumer release the stage in both
-//! programs instead (an `empty` barrier of four arrivals, two of them
-//! remote), as CUTLASS does, is the next thing to try.
+//! limited by L2 there. Two suspects, neither measured yet: the grid of
+//! `SMs / 2` clusters may exceed the clusters that fit at once (pairs of
+//! SMs must share a GPC), leaving a second wave; `cuOccupancyMaxActiveClusters`
+//! would size it. And the handshake puts a round trip between SMs in every
+//! producer step; having each consumer release the stage in both programs
+//! instead (an `empty` barrier of four arrivals, two of them remote), as
+//! CUTLASS does, removes it.
 //!
 //! `cargo run --release --example hopper_gemm_cluster`
 
