@@ -476,8 +476,10 @@ impl<'k> Executor<'k> {
                 // Each program of a cluster has its own hardware barriers.
                 let rank = self.cluster_rank();
                 let (generation, polled) = shared.named_barriers(rank).arrival_generation(task, id);
+                // The clocks key barriers across the cluster: rank's own 16.
+                let clock_id = id + 16 * rank as u32;
                 if !polled {
-                    shared.clocks.named_arrive(task, id, generation);
+                    shared.clocks.named_arrive(task, clock_id, generation);
                 }
                 match shared
                     .named_barriers(rank)
@@ -485,7 +487,7 @@ impl<'k> Executor<'k> {
                 {
                     Ok(Ok(())) => {
                         if wait {
-                            shared.clocks.named_acquire(task, id, generation);
+                            shared.clocks.named_acquire(task, clock_id, generation);
                         }
                         Ok(())
                     }
