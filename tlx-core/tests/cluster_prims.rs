@@ -175,6 +175,29 @@ fn a_cluster_exchanges_rows_and_shares_a_multicast_tile() {
     }
 }
 
+#[test]
+fn remote_stores_take_remote_views_as_well_as_ranks() {
+    let mut src = broken(
+        "remote_shmem_store(local_view(inbox, 0), row * 2.0, peer);",
+        "remote_shmem_store(remote_view(local_view(inbox, 0), peer), row * 2.0);",
+    );
+    let old =
+        "async_remote_shmem_store(local_view(inbox, 1), row + 1.0, peer, local_view(bars, 1));";
+    assert!(src.contains(old));
+    src = src.replace(
+        old,
+        "async_remote_shmem_store(remote_view(local_view(inbox, 1), peer), row + 1.0, barrier = remote_view(local_view(bars, 1), peer));",
+    );
+    let got = run_exchange(&src, &InterpOptions::default()).expect("runs");
+    check(&got, "remote views");
+    let own = broken(
+        "remote_shmem_store(local_view(inbox, 0), row * 2.0, peer);",
+        "remote_shmem_store(local_view(inbox, 0), row * 2.0);",
+    );
+    let text = compile_error(&own);
+    assert!(text.contains("without `remote_cta_rank`"), "{text}");
+}
+
 /// The line of `needle` in the kernel source (1-based, as reports count).
 fn line_of(src: &str, needle: &str) -> u32 {
     src.lines()

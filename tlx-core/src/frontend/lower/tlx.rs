@@ -230,12 +230,15 @@ impl<'a> Lowerer<'a> {
                 return Ok(Val::Ir(view));
             }
             Prim::RemoteShmemStore | Prim::AsyncRemoteShmemStore => {
-                let rank = self.expr_arg(a[2])?;
-                let dst = self.remote_view_of(a[0], rank, span)?;
+                let dst = self.remote_target(a[0], a[2], span)?;
                 let value = self.tile_arg(a[1], &self.ty(dst))?;
                 let mut operands = vec![dst, value];
                 if prim == Prim::AsyncRemoteShmemStore {
-                    operands.push(self.remote_view_of(a[3], rank, span)?);
+                    if a[3].is_none() {
+                        return Err(Diagnostic::new(span, "`async_remote_shmem_store` without a barrier")
+                            .with_hint("pass the barrier its bytes complete on: `barrier = local_view(bars, i)` (mapped to the peer's with `remote_cta_rank`), or a remote view of the peer's"));
+                    }
+                    operands.push(self.remote_target(a[3], a[2], span)?);
                 }
                 (operands, vec![], vec![])
             }
@@ -352,6 +355,31 @@ impl<'a> Lowerer<'a> {
             span,
         )?;
         view.ok_or_else(|| Diagnostic::new(span, "internal: `remote_view` gave no value"))
+    }
+
+    /// A remote store's destination or barrier: this program's own mapped
+    /// to the peer of rank `rank`, or, without a rank, a remote view already.
+    fn remote_target(
+        &mut self,
+        e: Option<&'a Expr>,
+        rank: Option<&'a Expr>,
+        span: proc_macro2::Span,
+    ) -> R<ValueId> {
+        if let Some(rank) = rank {
+            return self.remote_view_of(e, rank, span);
+        }
+        let v = self.ir_arg(e)?;
+        if self.ty(v).is_remote() {
+            return Ok(v);
+        }
+        Err(Diagnostic::new(
+            self.expr_arg(e)?.span(),
+            format!(
+                "a remote store into this program's own {} without `remote_cta_rank`",
+                self.ty(v)
+            ),
+        )
+        .with_hint("name the peer with `remote_cta_rank = r`, or pass `remote_view(x, r)`"))
     }
 
     /// A rank known at compile time must name a program of the cluster.
@@ -498,8 +526,10 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::AsyncLoadWaitGroup => (&["pendings"], 1),
         Prim::NamedBarrierWait | Prim::NamedBarrierArrive => (&["bar_id", "num_threads"], 2),
         Prim::RemoteView => (&["buffer", "remote_cta_rank"], 2),
-        Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 3),
-        Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 4),
+        // `remote_cta_rank` may be left out when `dst` (and `barrier`) are
+        // remote views already.
+        Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 2),
+        Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
         Prim::FenceMbarrierInitCluster => (&[], 0),
     }
 }
@@ -511,7 +541,7 @@ fn default_of(name: &str) -> &'static str {
         "pendings" | "other" => "0",
         // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
         "barrier" => "the pipe slot's",
-        "remote_cta_rank" => "none",
+        "remote_cta_rank" => "none (a remote view's)",
         "multicast_targets" => "[]",
         _ => "1",
     }
