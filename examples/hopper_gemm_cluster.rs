@@ -6,25 +6,22 @@
 //! (`multicast_targets = [rank, peer]`), halving B's traffic from L2.
 //!
 //! A multicast writes into the peer's shared memory, so a stage may be
-//! refilled only when it is free in both programs: each producer, once its
-//! own consumers have released the stage, arrives on its own `pair_free`
-//! barrier and on the peer's (`barrier_arrive(.., remote_cta_rank = peer)`,
-//! "arrive remote, wait local") and waits on its own for both arrivals.
-//! The peer's barriers must be initialized before anyone arrives on them:
+//! refilled only when it is free in both programs: each consumer warp group
+//! releases a stage in its own program and in the peer's
+//! (`barrier_arrive(.., remote_cta_rank = peer)`, "arrive remote, wait
+//! local"), so each `empty` barrier counts four arrivals, and a producer
+//! that waited on its own knows the stage is free in both. The peer's
+//! barriers must be initialized before anyone arrives on them:
 //! `fence_mbarrier_init_cluster()` then `cluster_barrier()` at the start.
 //! Each program's `full` barrier expects the whole stage (its A halves and
 //! both halves of B), half of which the peer's copy brings.
 //!
-//! Measured on an H100 (2026-11-23, `benches/gemm.rs`): correct, and
+//! Measured on an H100 (2026-11-23, `benches/gemm.rs`): correct, and with
+//! a producer-side handshake instead (each producer arriving on both
+//! programs' `pair_free` barrier and waiting for both before multicasting)
 //! 523-555 TFLOP/s on GH1-GH6 (0.65-0.76x cuBLAS) against 650-796 for the
-//! one-program kernel of `hopper_gemm_ws.rs` in the same run, which is not
-//! limited by L2 there. Two suspects, neither measured yet: the grid of
-//! `SMs / 2` clusters may exceed the clusters that fit at once (pairs of
-//! SMs must share a GPC), leaving a second wave; `cuOccupancyMaxActiveClusters`
-//! would size it. And the handshake puts a round trip between SMs in every
-//! producer step; having each consumer release the stage in both programs
-//! instead (an `empty` barrier of four arrivals, two of them remote), as
-//! CUTLASS does, removes it.
+//! one-program kernel of `hopper_gemm_ws.rs`; see BENCHMARKS.md for the
+//! consumer-side release.
 //!
 //! `cargo run --release --example hopper_gemm_cluster`
 
@@ -56,10 +53,9 @@ pub fn hopper_gemm_cluster<
     let b_bufs = local_alloc([BK, BN], bf16, NUM_STAGES);
     let c_bufs = local_alloc([64, BN], bf16, 2);
     let full = alloc_barriers(NUM_STAGES, 1);
-    let empty = alloc_barriers(NUM_STAGES, 2);
-    // A stage is free in both programs: one arrival from each producer.
-    let pair_free = alloc_barriers(NUM_STAGES, 2);
-    // The peer arrives on `pair_free` and its copies complete on `full`.
+    // A stage is free in both programs: both programs' two consumer groups.
+    let empty = alloc_barriers(NUM_STAGES, 4);
+    // The peer arrives on `empty` and its copies complete on `full`.
     fence_mbarrier_init_cluster();
     cluster_barrier();
     let rank = cluster_cta_rank();
@@ -95,11 +91,7 @@ pub fn hopper_gemm_cluster<
                     barrier_expect_bytes(bar, (BM * BK + BK * BN) * size_of(dtype_of(a_desc)));
                     async_descriptor_load(a_desc, local_view(a_bufs, 2 * slot), [off_m, kk * BK], bar);
                     async_descriptor_load(a_desc, local_view(a_bufs, 2 * slot + 1), [off_m + 64, kk * BK], bar);
-                    // My half of B lands in the peer's stage too: wait until it is free there.
-                    let free = local_view(pair_free, slot);
-                    barrier_arrive(free);
-                    barrier_arrive(free, 1, remote_cta_rank = peer);
-                    barrier_wait(free, phase);
+                    // My half of B lands in the peer's stage too, which `empty` says is free.
                     let half = local_slice(local_view(b_bufs, slot), [0, rank * B_HALF], [BK, B_HALF]);
                     async_descriptor_load(b_desc, half, [kk * BK, off_n + rank * B_HALF], bar,
                         multicast_targets = [rank, peer]);
@@ -120,7 +112,9 @@ pub fn hopper_gemm_cluster<
                     barrier_wait(local_view(full, slot), (it / NUM_STAGES) % 2);
                     acc = async_dot(local_view(a_bufs, 2 * slot + half), local_view(b_bufs, slot), acc);
                     acc = async_dot_wait(1, acc);
-                    barrier_arrive(local_view(empty, (it + NUM_STAGES - 1) % NUM_STAGES), pred = it > 0);
+                    let done_with = local_view(empty, (it + NUM_STAGES - 1) % NUM_STAGES);
+                    barrier_arrive(done_with, pred = it > 0);
+                    barrier_arrive(done_with, 1, remote_cta_rank = peer, pred = it > 0);
                 }
                 acc = async_dot_wait(0, acc);
                 async_descriptor_store_wait(0);
