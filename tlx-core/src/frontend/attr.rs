@@ -118,7 +118,8 @@ fn timeout_value(value: &Expr) -> Result<u64, Diagnostic> {
             _ => Err(Diagnostic::new(
                 value.span(),
                 "mbar_timeout_ns must be a positive number of nanoseconds",
-            )),
+            )
+            .with_hint("e.g. `mbar_timeout_ns = 1_000_000_000` for one second")),
         },
         _ => Err(
             Diagnostic::new(value.span(), "expected a number of nanoseconds")
@@ -134,7 +135,8 @@ fn parse_bool(value: &Expr) -> Result<bool, Diagnostic> {
             lit: syn::Lit::Bool(b),
             ..
         }) => Ok(b.value),
-        _ => Err(Diagnostic::new(value.span(), "expected `true` or `false`")),
+        _ => Err(Diagnostic::new(value.span(), "expected `true` or `false`")
+            .with_hint("e.g. `check_protocol = false` to turn the protocol checker off")),
     }
 }
 
