@@ -429,9 +429,7 @@ impl<'k> Lowerer<'k> {
         let types = (a_elem, mb.elem(), acc_elem);
         if a_buffer.is_none() && !is_16_bit_float(a_elem) {
             return Err(CodegenError::Misuse {
-                message: format!(
-                    "`async_dot` with A in registers takes f16 or bf16, not {a_elem}"
-                ),
+                message: format!("`async_dot` with A in registers takes f16 or bf16, not {a_elem}"),
                 hint: "wgmma reads only 16-bit A operands from registers: `local_store` A into \
                        a shared buffer for fp8, tf32 (f32) and 8-bit integer inputs, or cast it \
                        (`.to(bf16)`)"

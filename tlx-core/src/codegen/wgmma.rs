@@ -86,11 +86,20 @@ impl WgmmaPlan {
         let sixteen_bit = is_16_bit_float(a);
         let k_major_only = matches!(
             a,
-            ScalarType::F8E4M3 | ScalarType::F8E5M2 | ScalarType::F32 | ScalarType::I8 | ScalarType::U8
+            ScalarType::F8E4M3
+                | ScalarType::F8E5M2
+                | ScalarType::F32
+                | ScalarType::I8
+                | ScalarType::U8
         );
         let input_ok = sixteen_bit || (k_major_only && b_k_major);
         let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
-        let acc_ok = acc == if integer { ScalarType::I32 } else { ScalarType::F32 };
+        let acc_ok = acc
+            == if integer {
+                ScalarType::I32
+            } else {
+                ScalarType::F32
+            };
         if arch != Arch::Sm90a || a != b || !input_ok || !acc_ok {
             return None;
         }
@@ -303,6 +312,15 @@ impl<'k> Lowerer<'k> {
             (_, Some(_)) => format!("p, 1, 1, 0, {trans_b}"),
             (_, None) => format!("p, 1, 1, {trans_b}"),
         };
+        // A register operands are packed before the fence: PTX wants one
+        // between a register's last write and the wgmma that reads it.
+        let packed_a: Vec<Vec<String>> = match &a {
+            WgmmaA::Registers(regs) => regs
+                .chunks(8)
+                .map(|elems| self.pack_pairs(plan.input, elems))
+                .collect(),
+            WgmmaA::Shared(_) => Vec::new(),
+        };
         self.wgmma_fence();
         let mut acc = acc;
         for s in 0..plan.k / plan.k_step() {
@@ -315,10 +333,10 @@ impl<'k> Lowerer<'k> {
                         let delta = plan.a.offset(row * plan.k as u32 + k0);
                         WgmmaOperandA::Descriptor(self.descriptor(a_bits, a_group, delta))
                     }
-                    (WgmmaA::Registers(regs), None) => {
-                        let first = j * a_regs_per_block + 8 * s;
-                        let elems = &regs[first..first + 8];
-                        WgmmaOperandA::Packed(self.pack_pairs(plan.input, elems))
+                    (WgmmaA::Registers(_), None) => {
+                        // Eight elements per (M block, K step), in that order.
+                        let chunk = (j * a_regs_per_block + 8 * s) / 8;
+                        WgmmaOperandA::Packed(packed_a[chunk].clone())
                     }
                     (WgmmaA::Shared(_), None) => return Err(malformed("wgmma A")),
                 };
@@ -369,7 +387,13 @@ impl<'k> Lowerer<'k> {
         let (a_text, mut extra, constraints): (String, Vec<(&str, &str)>, Vec<&str>) = match &a {
             WgmmaOperandA::Descriptor(d) => (format!("${n}"), vec![("i64", d.as_str())], vec!["l"]),
             WgmmaOperandA::Packed(regs) => (
-                format!("{{{}}}", (n..n + regs.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")),
+                format!(
+                    "{{{}}}",
+                    (n..n + regs.len())
+                        .map(|i| format!("${i}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 regs.iter().map(|r| ("i32", r.as_str())).collect(),
                 vec!["r"; regs.len()],
             ),

@@ -121,11 +121,7 @@ pub fn wgmma_register_a(m: usize, k: usize, num_warps: u32) -> Result<LinearLayo
     check_shape(m, k, num_warps)?;
     let groups = num_warps as usize / 4;
     if num_warps % 4 != 0 || k % 16 != 0 || m % (64 * groups) != 0 {
-        return Err(LayoutError::NoTensorCoreLayout {
-            m,
-            n: k,
-            num_warps,
-        });
+        return Err(LayoutError::NoTensorCoreLayout { m, n: k, num_warps });
     }
     let (regs, lanes) = core(k);
     let regs = repeats(regs, k, (64 * groups, m), (8, k));
@@ -239,7 +235,11 @@ mod tests {
                             + (lane / 4) as usize
                             + 8 * (i / 2 % 2);
                         let col = 16 * step + 2 * (lane % 4) as usize + i % 2 + 8 * (i / 4);
-                        assert_eq!(l.coords(reg, lane, w), vec![row, col], "{m}x{k} w{num_warps}");
+                        assert_eq!(
+                            l.coords(reg, lane, w),
+                            vec![row, col],
+                            "{m}x{k} w{num_warps}"
+                        );
                     }
                 }
             }
