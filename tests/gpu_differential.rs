@@ -474,7 +474,8 @@ fn register_a_async_dot_agrees() {
 }
 
 /// tf32 and s8 `async_dot`. The tf32 inputs are exact in tf32: wgmma reads
-/// only an f32's top 19 bits, the interpreter rounds to nearest.
+/// the f32 bits as tf32 without rounding them, the interpreter rounds to
+/// nearest.
 #[test]
 fn tf32_and_i8_async_dots_agree() {
     let Some(dev) = gpu() else { return };
