@@ -293,7 +293,7 @@ impl<'k> Lowerer<'k> {
             ScalarType::F32 => ("f32", "tf32"),
             ScalarType::I8 => ("s32", "s8"),
             ScalarType::U8 => ("s32", "u8"),
-            other => return Err(malformed(&format!("wgmma of {other} inputs"))),
+            other => return Err(malformed(format!("wgmma of {other} inputs"))),
         };
         let instr = format!(
             "wgmma.mma_async.sync.aligned.m64n{}k{}.{dtype}.{itype}.{itype}",
