@@ -132,6 +132,74 @@ fn masked_matmul<const BM: usize, const BN: usize, const BK: usize, const NW: us
     store(c + rm[(.., None)] * n + rn[(None, ..)], acc, mask = ok);
 }
 
+/// Flash attention's inner step on one tile: `S = Q @ K^T` (wgmma from
+/// shared memory), `P = exp2(S - rowmax(S))` in S's accumulator registers,
+/// then `O = P @ V` with P as wgmma's register A.
+#[tlx::kernel(arch = "sm_90a", configs = [
+    (BM = 64, NW = 4, num_warps = NW),
+    (BM = 128, NW = 4, num_warps = NW),
+    (BM = 128, NW = 8, num_warps = NW),
+])]
+fn attention_tile<const BM: usize, const NW: usize>(
+    q: Ptr<bf16>,
+    k: Ptr<bf16>,
+    v: Ptr<bf16>,
+    out: Ptr<f32>,
+) {
+    let q_buf = local_view(local_alloc([BM, 64], bf16, 1), 0);
+    let k_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let v_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let rows = arange(0, BM);
+    let keys = arange(0, 64);
+    let cols = arange(0, 64);
+    let q_at = rows[(.., None)] * 64 + cols[(None, ..)];
+    let kv_at = keys[(.., None)] * 64 + cols[(None, ..)];
+    async_load(q + q_at, q_buf);
+    async_load(k + kv_at, k_buf);
+    async_load(v + kv_at, v_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let s = async_dot(q_buf, local_trans(k_buf), zeros([BM, 64], f32));
+    let s = async_dot_wait(0, s);
+    let p = exp2(s - max(s, axis = 1)[(.., None)]);
+    let o = async_dot(p.to(bf16), v_buf, zeros([BM, 64], f32));
+    let o = async_dot_wait(0, o);
+    store(out + q_at, o);
+}
+
+/// `async_dot` on tf32 (`f32` buffers, k8) and s8 (k32, i32 sums) tiles,
+/// both with B K-major (`local_trans` of B^T).
+#[tlx::kernel(arch = "sm_90a", configs = [(T = 64, K = 64)], num_warps = 4)]
+fn async_dot_kinds<const T: usize, const K: usize>(
+    af: Ptr<f32>,
+    btf: Ptr<f32>,
+    cf: Ptr<f32>,
+    ai: Ptr<i8>,
+    bti: Ptr<i8>,
+    ci: Ptr<i32>,
+) {
+    let af_buf = local_view(local_alloc([T, K], f32, 1), 0);
+    let btf_buf = local_view(local_alloc([T, K], f32, 1), 0);
+    let ai_buf = local_view(local_alloc([T, K], i8, 1), 0);
+    let bti_buf = local_view(local_alloc([T, K], i8, 1), 0);
+    let rows = arange(0, T);
+    let ks = arange(0, K);
+    let at = rows[(.., None)] * K + ks[(None, ..)];
+    async_load(af + at, af_buf);
+    async_load(btf + at, btf_buf);
+    async_load(ai + at, ai_buf);
+    async_load(bti + at, bti_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let c_at = rows[(.., None)] * T + rows[(None, ..)];
+    let f = async_dot(af_buf, local_trans(btf_buf), zeros([T, T], f32));
+    let f = async_dot_wait(0, f);
+    store(cf + c_at, f);
+    let i = async_dot(ai_buf, local_trans(bti_buf), zeros([T, T], i32));
+    let i = async_dot_wait(0, i);
+    store(ci + c_at, i);
+}
+
 #[tlx::kernel(configs = [(BLOCK = 256)])]
 fn histogram<const BLOCK: usize>(x: Ptr<i32>, bins: Ptr<i32>, n: i32) {
     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -368,6 +436,69 @@ fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
             );
         }
     }
+}
+
+/// `async_dot` with A in registers: P, computed in S's accumulator
+/// registers, multiplies V without moving between threads; one and two
+/// warp groups, one and two 64-row instructions per warp group.
+#[test]
+fn register_a_async_dot_agrees() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = fresh_rng();
+    let mut tile = |rows: usize| -> Vec<bf16> {
+        rng.vec(rows * 64, 2.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (q, k, v) = (tile(128), tile(64), tile(64));
+    for config in 0..3 {
+        let bm = if config == 0 { 64 } else { 128 };
+        let (g, c) = on_both(&dev, |d| {
+            let (dq, dk, dv) = (d.upload(&q[..bm * 64])?, d.upload(&k)?, d.upload(&v)?);
+            let out = d.upload(&vec![f32::NAN; bm * 64])?;
+            match config {
+                0 => attention_tile::<64, 4>::launch(d, 1u32, &dq, &dk, &dv, &out)?,
+                1 => attention_tile::<128, 4>::launch(d, 1u32, &dq, &dk, &dv, &out)?,
+                _ => attention_tile::<128, 8>::launch(d, 1u32, &dq, &dk, &dv, &out)?,
+            }
+            out.download()
+        });
+        // exp2 is approximate on the GPU, and a P element that lands on a
+        // bf16 rounding boundary may round either way (2^-8 relative); a
+        // misplaced fragment is off by O(1).
+        let worst = max_rel_diff(&g, &c);
+        println!("register-A attention tile, config {config}: max relative difference {worst:e}");
+        assert!(worst < 2e-2, "config {config} differs by {worst}");
+    }
+}
+
+/// tf32 and s8 `async_dot`. The tf32 inputs are exact in tf32: wgmma reads
+/// the f32 bits as tf32 without rounding them, the interpreter rounds to
+/// nearest.
+#[test]
+fn tf32_and_i8_async_dots_agree() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = fresh_rng();
+    let (t, k) = (64, 64);
+    let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1fff);
+    let af: Vec<f32> = rng.vec(t * k, 1.0).into_iter().map(tf32).collect();
+    let btf: Vec<f32> = rng.vec(t * k, 1.0).into_iter().map(tf32).collect();
+    let ai: Vec<i8> = rng.vec(t * k, 127.0).iter().map(|x| *x as i8).collect();
+    let bti: Vec<i8> = rng.vec(t * k, 127.0).iter().map(|x| *x as i8).collect();
+    let (g, c) = on_both(&dev, |d| {
+        let (daf, dbf) = (d.upload(&af)?, d.upload(&btf)?);
+        let (dai, dbi) = (d.upload(&ai)?, d.upload(&bti)?);
+        let cf = d.upload(&vec![f32::NAN; t * t])?;
+        let ci = d.upload(&vec![i32::MIN; t * t])?;
+        async_dot_kinds::<64, 64>::launch(d, 1u32, &daf, &dbf, &cf, &dai, &dbi, &ci)?;
+        Ok((cf.download()?, ci.download()?))
+    });
+    let worst = max_rel_diff(&g.0, &c.0);
+    println!("tf32 async_dot: max relative difference {worst:e}");
+    assert!(worst < 1e-5, "tf32 async_dot differs by {worst}");
+    assert_eq!(g.1, c.1, "s8 async_dot");
+    assert!(c.1.iter().all(|v| *v != i32::MIN));
 }
 
 #[test]

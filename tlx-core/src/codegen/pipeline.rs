@@ -367,7 +367,9 @@ impl<'k> Lowerer<'k> {
         self.pipelines_open -= 1;
         for (t, v) in carried.iter_mut().zip(yielded(body)) {
             if self.wgmma_in_flight.contains(&v) {
-                t.regs = self.wgmma_wait(0, &t.regs);
+                // Pipelined dots read N-major B, so 16-bit inputs and f32
+                // accumulators only.
+                t.regs = self.wgmma_wait(0, crate::ir::ScalarType::F32, &t.regs);
             }
         }
     }

@@ -13,13 +13,13 @@
 use std::collections::HashMap;
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::wgmma::WgmmaPlan;
+use super::wgmma::{is_16_bit_float, WgmmaA, WgmmaPlan};
 use super::CodegenError;
 use crate::ir::{
     Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox,
     Type, ValueId,
 };
-use crate::layout::{self, SharedLayout};
+use crate::layout::{self, wgmma_register_a, SharedLayout};
 
 /// Where each `local_alloc` and `alloc_barriers` result lives.
 #[derive(Clone, Debug, Default)]
@@ -357,7 +357,8 @@ impl<'k> Lowerer<'k> {
             Prim::AsyncDot => self.lower_async_dot(op, arg(0)?, arg(1)?, arg(2)?, result()?),
             Prim::AsyncDotWait => {
                 let acc = self.tensor(arg(0)?)?;
-                let regs = self.wgmma_wait(imm(0)? as usize, &acc.regs);
+                let acc_type = self.ty(arg(0)?).elem().scalar().unwrap_or(ScalarType::F32);
+                let regs = self.wgmma_wait(imm(0)? as usize, acc_type, &acc.regs);
                 self.define_value(
                     result()?,
                     Tensor {
@@ -409,41 +410,67 @@ impl<'k> Lowerer<'k> {
         acc: ValueId,
         result: ValueId,
     ) -> Result<()> {
-        let (Type::SharedMemory(ma), Type::SharedMemory(mb)) = (self.ty(a), self.ty(b)) else {
-            return Err(CodegenError::Misuse {
-                message: "`async_dot` with A in registers is not supported yet".into(),
-                hint: "keep A in a shared buffer (`local_store` it there first)".into(),
-                at: Some(op.loc),
-            });
+        let Type::SharedMemory(mb) = self.ty(b) else {
+            return Err(malformed("`async_dot`'s b is not a buffer"));
         };
-        let (m, k) = (ma.shape()[0], ma.shape()[1]);
+        let (a_elem, a_shape, a_buffer) = match self.ty(a) {
+            Type::SharedMemory(ma) => (ma.elem(), ma.shape().to_vec(), Some(ma)),
+            t => match t.elem().scalar() {
+                Some(s) => (s, t.shape().to_vec(), None),
+                None => return Err(malformed("`async_dot`'s a")),
+            },
+        };
+        let [m, k] = a_shape[..] else {
+            return Err(malformed("`async_dot`'s a is not a matrix"));
+        };
         let n = mb.shape()[1];
         let acc_elem = self.ty(acc).elem().scalar().unwrap_or(ScalarType::F32);
         let warps = self.context.num_warps;
-        let types = (ma.elem(), mb.elem(), acc_elem);
+        let types = (a_elem, mb.elem(), acc_elem);
+        if a_buffer.is_none() && !is_16_bit_float(a_elem) {
+            return Err(CodegenError::Misuse {
+                message: format!("`async_dot` with A in registers takes f16 or bf16, not {a_elem}"),
+                hint: "wgmma reads only 16-bit A operands from registers: `local_store` A into \
+                       a shared buffer for fp8, tf32 (f32) and 8-bit integer inputs, or cast it \
+                       (`.to(bf16)`)"
+                    .into(),
+                at: Some(op.loc),
+            });
+        }
         let plan = WgmmaPlan::with_b_order(self.arch, types, (m, n, k), warps, mb.transposed())
             .filter(|p| {
-                buffer_layout(ma).is_ok_and(|l| l == p.a) && buffer_layout(mb).is_ok_and(|l| l == p.b)
+                a_buffer.is_none_or(|ma| buffer_layout(ma).is_ok_and(|l| l == p.a))
+                    && buffer_layout(mb).is_ok_and(|l| l == p.b)
             })
             .ok_or_else(|| CodegenError::Misuse {
                 message: format!(
-                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {} tiles on {warps} warps does not map onto wgmma{}",
-                    ma.elem(),
-                    wgmma_mismatch(self.arch, (ma.elem(), mb.elem(), acc_elem), (m, n, k), warps)
+                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {a_elem} tiles on {warps} warps does not map onto wgmma{}",
+                    wgmma_mismatch(self.arch, types, (m, n, k), warps, mb.transposed())
                 ),
-                hint: "wgmma takes f16/bf16 buffers (or fp8 with B K-major: `local_trans` of an \
-                       [N, K] tile) and an f32 accumulator on sm_90a, whole warp groups (the \
-                       task's num_warps a multiple of 4), M a multiple of 64 per warp group, \
-                       N a multiple of 8 up to 256 (64 or more for an N-major B) and K a \
-                       multiple of 16 (32 for fp8)"
+                hint: "wgmma takes f16/bf16 buffers (A may be a register tensor) with an f32 \
+                       accumulator; fp8 or f32 (tf32) buffers with an f32 accumulator and \
+                       s8/u8 buffers with an i32 one, all three with B K-major (`local_trans` \
+                       of an [N, K] tile); on sm_90a, whole warp groups (the task's num_warps \
+                       a multiple of 4), M a multiple of 64 per warp group, N a multiple of 8 \
+                       up to 256 (64 or more for an N-major B, a multiple of 16 above 32 for \
+                       8-bit integers) and K a whole number of 32-byte steps (16 for 16-bit \
+                       inputs, 32 for 8-bit, 8 for tf32)"
                     .into(),
                 at: Some(op.loc),
             })?;
         let layout = plan.acc_layout()?;
         let acc_regs = self.get(acc, &layout)?;
-        let a_at = self.register(a)?;
         let b_at = self.register(b)?;
-        let regs = self.wgmma_issue(&plan, acc_regs, &a_at, &b_at)?;
+        let regs = if a_buffer.is_some() {
+            let a_at = self.register(a)?;
+            self.wgmma_issue(&plan, acc_regs, WgmmaA::Shared(&a_at), &b_at)?
+        } else {
+            // Free when A already sits in this layout, as an accumulator of
+            // N = K (cast to 16 bits) does.
+            let a_layout = wgmma_register_a(m, k, warps)?;
+            let a_regs = self.get(a, &a_layout)?;
+            self.wgmma_issue(&plan, acc_regs, WgmmaA::Registers(&a_regs), &b_at)?
+        };
         self.define_value(result, Tensor { layout, regs });
         Ok(())
     }
@@ -697,13 +724,26 @@ fn wgmma_mismatch(
     (a, b, acc): (ScalarType, ScalarType, ScalarType),
     (m, n, k): (usize, usize, usize),
     warps: u32,
+    b_k_major: bool,
 ) -> String {
     let groups = warps as usize / 4;
+    let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
+    let k_major_only = matches!(
+        a,
+        ScalarType::F8E4M3 | ScalarType::F8E5M2 | ScalarType::F32 | ScalarType::I8 | ScalarType::U8
+    );
+    let k_step = 32 / a.size_bytes();
     let reason = if arch != Arch::Sm90a {
         format!("wgmma exists only on sm_90a, not {}", arch.name())
-    } else if !matches!(a, ScalarType::F16 | ScalarType::BF16) || a != b {
-        format!("the operands are {a} and {b}, not both f16 or both bf16")
-    } else if acc != ScalarType::F32 {
+    } else if a != b {
+        format!("the operands are {a} and {b}, not one type")
+    } else if !is_16_bit_float(a) && !k_major_only {
+        format!("wgmma has no {a} inputs")
+    } else if k_major_only && !b_k_major {
+        format!("{a} operands must be K-major: B must be `local_trans` of an [N, K] buffer")
+    } else if integer && acc != ScalarType::I32 {
+        format!("the accumulator is {acc}, not i32")
+    } else if !integer && acc != ScalarType::F32 {
         format!("the accumulator is {acc}, not f32")
     } else if warps % 4 != 0 {
         format!("{warps} warps are not whole warp groups of 4")
@@ -712,10 +752,12 @@ fn wgmma_mismatch(
             "M = {m} is not a multiple of 64 rows per warp group ({groups} warp group{})",
             if groups == 1 { "" } else { "s" }
         )
-    } else if !(64..=256).contains(&n) {
-        format!("N = {n} is not between 64 and 256")
-    } else if k % 16 != 0 {
-        format!("K = {k} is not a multiple of 16")
+    } else if n > 256 || n % 8 != 0 || (!b_k_major && n < 64) {
+        format!("N = {n} is not a multiple of 8 up to 256 (at least 64 for an N-major B)")
+    } else if integer && n > 32 && n % 16 != 0 {
+        format!("N = {n}: 8-bit integer wgmma has N = 8, 16, 24, 32 or a multiple of 16")
+    } else if k % k_step != 0 {
+        format!("K = {k} is not a multiple of {k_step}")
     } else {
         return String::new();
     };

@@ -13,14 +13,32 @@
 //! and multiplied at once (`wait_group 0`); operands a pipelined loop copied
 //! straight into swizzled ring slots (see `pipeline.rs`) are multiplied in
 //! place, the loop keeping one group of instructions in flight.
+//!
+//! TLX's `async_dot` also takes A from registers (16-bit inputs, in the
+//! layout of [`crate::layout::wgmma_register_a`]): each instruction then
+//! reads four 32-bit registers of packed pairs instead of A's descriptor.
+//! Besides f16/bf16, `async_dot` takes fp8 and tf32 (`f32` buffers, k8)
+//! with an f32 accumulator and s8/u8 (k32) with an i32 one; those forms read
+//! both operands K-major, so B is a `local_trans` view of an `[N, K]` tile.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::RingRead;
 use crate::ir::{Arch, Elem, ScalarType};
 use crate::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 
-/// Bytes of K one instruction takes (k16 for 16-bit inputs, k32 for fp8).
+/// Bytes of K one instruction takes (k16 for 16-bit inputs, k32 for fp8 and
+/// 8-bit integers, k8 for tf32).
 const K_STEP_BYTES: usize = 32;
+
+/// Where one wgmma group reads its A operand.
+pub enum WgmmaA<'r> {
+    /// A tile in shared memory at this byte offset (an i32 operand) of the
+    /// dynamic shared buffer, in the plan's `a` placement.
+    Shared(&'r str),
+    /// The registers of an `[m, k]` tensor in the layout of
+    /// [`crate::layout::wgmma_register_a`] (16-bit elements).
+    Registers(&'r [String]),
+}
 
 /// How one `acc + a @ b` maps onto wgmma instructions.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,14 +46,17 @@ pub struct WgmmaPlan {
     pub m: usize,
     pub n: usize,
     pub k: usize,
-    /// The input type (f16 or bf16, both operands).
+    /// The input type (both operands): f16, bf16, fp8, f32 (read as tf32),
+    /// s8 or u8.
     pub input: ScalarType,
+    /// The accumulator type: f32, or i32 for 8-bit integer inputs.
+    pub acc: ScalarType,
     pub a: SharedLayout,
     pub a_swizzle: Swizzle,
     pub b: SharedLayout,
     pub b_swizzle: Swizzle,
     /// B stored K-major (a `local_trans` view of an `[N, K]` tile) rather
-    /// than N-major; fp8 inputs need it.
+    /// than N-major; every input but f16/bf16 needs it.
     pub b_k_major: bool,
     pub num_warps: u32,
 }
@@ -54,7 +75,7 @@ impl WgmmaPlan {
     }
 
     /// [`WgmmaPlan::new`], with B K-major when `b_k_major` (the only order
-    /// wgmma takes fp8 operands in).
+    /// wgmma takes fp8, tf32 and 8-bit integer operands in).
     pub fn with_b_order(
         arch: Arch,
         (a, b, acc): (ScalarType, ScalarType, ScalarType),
@@ -62,10 +83,24 @@ impl WgmmaPlan {
         num_warps: u32,
         b_k_major: bool,
     ) -> Option<WgmmaPlan> {
-        let sixteen_bit = matches!(a, ScalarType::F16 | ScalarType::BF16);
-        let fp8 = matches!(a, ScalarType::F8E4M3 | ScalarType::F8E5M2);
-        let input_ok = sixteen_bit || (fp8 && b_k_major);
-        if arch != Arch::Sm90a || a != b || !input_ok || acc != ScalarType::F32 {
+        let sixteen_bit = is_16_bit_float(a);
+        let k_major_only = matches!(
+            a,
+            ScalarType::F8E4M3
+                | ScalarType::F8E5M2
+                | ScalarType::F32
+                | ScalarType::I8
+                | ScalarType::U8
+        );
+        let input_ok = sixteen_bit || (k_major_only && b_k_major);
+        let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
+        let acc_ok = acc
+            == if integer {
+                ScalarType::I32
+            } else {
+                ScalarType::F32
+            };
+        if arch != Arch::Sm90a || a != b || !input_ok || !acc_ok {
             return None;
         }
         wgmma_accumulator(m, n, num_warps).ok()?;
@@ -73,6 +108,10 @@ impl WgmmaPlan {
         // An N-major B's 64-element column blocks are what its descriptor
         // steps over; narrower rows would need the other swizzles' forms.
         if k % (K_STEP_BYTES / eb) != 0 || (!b_k_major && n < 64) || n % 8 != 0 {
+            return None;
+        }
+        // Integer wgmma has N = 8, 16, 24, 32, then multiples of 16 only.
+        if integer && n > 32 && n % 16 != 0 {
             return None;
         }
         let a_swizzle = Swizzle::widest_for(k * eb)?;
@@ -94,6 +133,7 @@ impl WgmmaPlan {
             n,
             k,
             input: a,
+            acc,
             a: SharedLayout::nvmma(&[m, k], eb, a_swizzle).ok()?,
             a_swizzle,
             b,
@@ -155,6 +195,18 @@ impl WgmmaPlan {
     }
 }
 
+/// f16 or bf16: the inputs wgmma reads A of from registers, and the only
+/// ones it transposes.
+pub fn is_16_bit_float(t: ScalarType) -> bool {
+    matches!(t, ScalarType::F16 | ScalarType::BF16)
+}
+
+/// One instruction's A: a descriptor (i64) or four packed registers (i32).
+enum WgmmaOperandA {
+    Descriptor(String),
+    Packed(Vec<String>),
+}
+
 /// A descriptor without its start address: offsets in 16-byte units, the
 /// swizzle mode in bits 62-63, base offset 0 (buffers start on a period).
 fn descriptor_bits(lbo: u64, sbo: u64, swizzle: Swizzle) -> u64 {
@@ -195,50 +247,79 @@ impl<'k> Lowerer<'k> {
             .asm("void", "fence.proxy.async.shared::cta;", "~{memory}", &[]);
     }
 
-    /// Issues the instructions of `plan` for one `acc + a @ b` whose operands
-    /// start at byte offsets `a_at` and `b_at` (i32 operands) of the shared
-    /// buffer, and commits them as one group; returns the accumulator
-    /// registers, which are not valid before a `wgmma.wait_group` covers
-    /// the group.
+    /// Issues the instructions of `plan` for one `acc + a @ b` whose B
+    /// starts at byte offset `b_at` (an i32 operand) of the shared buffer,
+    /// and commits them as one group; returns the accumulator registers,
+    /// which are not valid before a `wgmma.wait_group` covers the group.
     pub fn wgmma_issue(
         &mut self,
         plan: &WgmmaPlan,
         acc: Vec<String>,
-        a_at: &str,
+        a: WgmmaA<'_>,
         b_at: &str,
     ) -> Result<Vec<String>> {
         let per_instr = plan.n / 2;
         if acc.len() != per_instr * plan.m_blocks() {
             return Err(malformed("wgmma accumulator register count"));
         }
-        let a_base = self.shared_address(a_at);
+        // Per instruction of a register A: 8 elements, 4 packed registers.
+        let a_regs_per_block = plan.k / 2;
+        let a_group = match a {
+            WgmmaA::Shared(a_at) => {
+                let a_base = self.shared_address(a_at);
+                // This warp group's first row of A.
+                let warp = self.warp.clone();
+                let group = self.f.inst(format!("lshr i32 {warp}, 2"));
+                let group_rows = self.f.inst(format!("mul i32 {group}, 64"));
+                let row_bytes = plan.a_swizzle.atom_bytes();
+                let group_offset = self.f.inst(format!("mul i32 {group_rows}, {row_bytes}"));
+                Some(self.f.inst(format!("add i32 {a_base}, {group_offset}")))
+            }
+            WgmmaA::Registers(regs) => {
+                if !is_16_bit_float(plan.input) || regs.len() != a_regs_per_block * plan.m_blocks()
+                {
+                    return Err(malformed("wgmma register A"));
+                }
+                None
+            }
+        };
         let b_base = self.shared_address(b_at);
-        // This warp group's first row of A.
-        let warp = self.warp.clone();
-        let group = self.f.inst(format!("lshr i32 {warp}, 2"));
-        let group_rows = self.f.inst(format!("mul i32 {group}, 64"));
-        let row_bytes = plan.a_swizzle.atom_bytes();
-        let group_offset = self.f.inst(format!("mul i32 {group_rows}, {row_bytes}"));
-        let a_group = self.f.inst(format!("add i32 {a_base}, {group_offset}"));
         let (a_bits, b_bits) = (plan.a_descriptor_bits(), plan.b_descriptor_bits());
-        let dtype = match plan.input {
-            ScalarType::BF16 => "bf16",
-            ScalarType::F8E4M3 => "e4m3",
-            ScalarType::F8E5M2 => "e5m2",
-            _ => "f16",
+        let (dtype, itype) = match plan.input {
+            ScalarType::BF16 => ("f32", "bf16"),
+            ScalarType::F16 => ("f32", "f16"),
+            ScalarType::F8E4M3 => ("f32", "e4m3"),
+            ScalarType::F8E5M2 => ("f32", "e5m2"),
+            ScalarType::F32 => ("f32", "tf32"),
+            ScalarType::I8 => ("s32", "s8"),
+            ScalarType::U8 => ("s32", "u8"),
+            other => return Err(malformed(format!("wgmma of {other} inputs"))),
         };
         let instr = format!(
-            "wgmma.mma_async.sync.aligned.m64n{}k{}.f32.{dtype}.{dtype}",
+            "wgmma.mma_async.sync.aligned.m64n{}k{}.{dtype}.{itype}.{itype}",
             plan.n,
             plan.k_step()
         );
-        // scale-d (accumulate), A and B not negated, then for 16-bit inputs
-        // the transposes: A K-major (0), B N-major (1) or K-major (0). fp8
-        // operands are K-major by definition and take no transpose flags.
-        let flags = match (plan.input.size_bytes(), plan.b_k_major) {
-            (1, _) => "p, 1, 1",
-            (_, true) => "p, 1, 1, 0, 0",
-            (_, false) => "p, 1, 1, 0, 1",
+        // scale-d (accumulate); for float inputs A and B not negated; for
+        // 16-bit inputs then the transposes: A K-major (0, and none for a
+        // register A), B N-major (1) or K-major (0). The other inputs are
+        // K-major by definition and take no transpose flags; integer ones
+        // take no negation either.
+        let trans_b = if plan.b_k_major { 0 } else { 1 };
+        let flags = match (plan.input, &a_group) {
+            (ScalarType::I8 | ScalarType::U8, _) => "p".to_string(),
+            (t, _) if !is_16_bit_float(t) => "p, 1, 1".to_string(),
+            (_, Some(_)) => format!("p, 1, 1, 0, {trans_b}"),
+            (_, None) => format!("p, 1, 1, {trans_b}"),
+        };
+        // A register operands are packed before the fence: PTX wants one
+        // between a register's last write and the wgmma that reads it.
+        let packed_a: Vec<Vec<String>> = match &a {
+            WgmmaA::Registers(regs) => regs
+                .chunks(8)
+                .map(|elems| self.pack_pairs(plan.input, elems))
+                .collect(),
+            WgmmaA::Shared(_) => Vec::new(),
         };
         self.wgmma_fence();
         let mut acc = acc;
@@ -246,11 +327,22 @@ impl<'k> Lowerer<'k> {
             let k0 = (s * plan.k_step()) as u32;
             let b_desc = self.descriptor(b_bits, &b_base, plan.b.offset(k0 * plan.n as u32));
             for j in 0..plan.m_blocks() {
-                let row = (64 * plan.groups() * j) as u32;
-                let delta = plan.a.offset(row * plan.k as u32 + k0);
-                let a_desc = self.descriptor(a_bits, &a_group, delta);
+                let a_operand = match (&a, &a_group) {
+                    (_, Some(a_group)) => {
+                        let row = (64 * plan.groups() * j) as u32;
+                        let delta = plan.a.offset(row * plan.k as u32 + k0);
+                        WgmmaOperandA::Descriptor(self.descriptor(a_bits, a_group, delta))
+                    }
+                    (WgmmaA::Registers(_), None) => {
+                        // Eight elements per (M block, K step), in that order.
+                        let chunk = (j * a_regs_per_block + 8 * s) / 8;
+                        WgmmaOperandA::Packed(packed_a[chunk].clone())
+                    }
+                    (WgmmaA::Shared(_), None) => return Err(malformed("wgmma A")),
+                };
                 let regs = acc[j * per_instr..(j + 1) * per_instr].to_vec();
-                let out = self.wgmma_instruction(&instr, flags, &regs, &a_desc, &b_desc);
+                let out =
+                    self.wgmma_instruction(&instr, &flags, plan.acc, &regs, a_operand, &b_desc);
                 acc.splice(j * per_instr..(j + 1) * per_instr, out);
             }
         }
@@ -259,44 +351,89 @@ impl<'k> Lowerer<'k> {
         Ok(acc)
     }
 
-    /// One `wgmma.mma_async` reading A and B through descriptors, the
-    /// accumulators tied in and out.
+    /// Packs 16-bit elements two to a 32-bit register, the first in the low
+    /// half, as wgmma's register operands hold them.
+    fn pack_pairs(&mut self, elem: ScalarType, elems: &[String]) -> Vec<String> {
+        let t = super::emit::scalar_type(elem);
+        elems
+            .chunks(2)
+            .map(|pair| {
+                let v = format!("<2 x {t}>");
+                let lo = self
+                    .f
+                    .inst(format!("insertelement {v} poison, {t} {}, i32 0", pair[0]));
+                let both = self
+                    .f
+                    .inst(format!("insertelement {v} {lo}, {t} {}, i32 1", pair[1]));
+                self.f.inst(format!("bitcast {v} {both} to i32"))
+            })
+            .collect()
+    }
+
+    /// One `wgmma.mma_async` reading B through a descriptor and A through a
+    /// descriptor or four packed registers, the accumulators (of type
+    /// `acc_type`) tied in and out.
     fn wgmma_instruction(
         &mut self,
         instr: &str,
         flags: &str,
+        acc_type: ScalarType,
         acc: &[String],
-        a_desc: &str,
+        a: WgmmaOperandA,
         b_desc: &str,
     ) -> Vec<String> {
         let n = acc.len();
         let outs: Vec<String> = (0..n).map(|i| format!("${i}")).collect();
+        let (a_text, mut extra, constraints): (String, Vec<(&str, &str)>, Vec<&str>) = match &a {
+            WgmmaOperandA::Descriptor(d) => (format!("${n}"), vec![("i64", d.as_str())], vec!["l"]),
+            WgmmaOperandA::Packed(regs) => (
+                format!(
+                    "{{{}}}",
+                    (n..n + regs.len())
+                        .map(|i| format!("${i}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                regs.iter().map(|r| ("i32", r.as_str())).collect(),
+                vec!["r"; regs.len()],
+            ),
+        };
+        let b_index = n + extra.len();
+        extra.push(("i64", b_desc));
+        let mut extra_constraints = constraints;
+        extra_constraints.push("l");
         let asm = format!(
-            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} {{{}}}, ${}, ${}, {flags}; }}",
+            "{{ .reg .pred p; setp.ne.b32 p, 1, 0; {instr} {{{}}}, {a_text}, ${b_index}, {flags}; }}",
             outs.join(", "),
-            n,
-            n + 1
         );
-        self.tied_asm(&asm, acc, &[("i64", a_desc), ("i64", b_desc)], "l")
+        self.tied_asm(&asm, acc_type, acc, &extra, &extra_constraints)
     }
 
-    /// Inline asm whose `f32` registers `regs` are read and written (outputs
-    /// `$0..`, tied inputs after `extra`); returns the new registers.
+    /// Inline asm whose accumulator registers `regs` (f32 or i32, as
+    /// `acc_type`) are read and written (outputs `$0..`, tied inputs after
+    /// `extra`, whose constraints are `extra_constraints`); returns the new
+    /// registers.
     fn tied_asm(
         &mut self,
         asm: &str,
+        acc_type: ScalarType,
         regs: &[String],
         extra: &[(&str, &str)],
-        extra_constraint: &str,
+        extra_constraints: &[&str],
     ) -> Vec<String> {
+        let (ty, out) = if acc_type == ScalarType::I32 {
+            ("i32", "=r")
+        } else {
+            ("float", "=f")
+        };
         let n = regs.len();
-        let mut constraints = vec!["=f".to_string(); n];
-        constraints.extend(extra.iter().map(|_| extra_constraint.to_string()));
+        let mut constraints = vec![out.to_string(); n];
+        constraints.extend(extra_constraints.iter().map(|c| c.to_string()));
         constraints.extend((0..n).map(|i| i.to_string()));
         constraints.push("~{memory}".to_string());
         let mut args: Vec<(&str, &str)> = extra.to_vec();
-        args.extend(regs.iter().map(|r| ("float", r.as_str())));
-        let ret = format!("{{ {} }}", vec!["float"; n].join(", "));
+        args.extend(regs.iter().map(|r| (ty, r.as_str())));
+        let ret = format!("{{ {} }}", vec![ty; n].join(", "));
         let r = self.f.asm(&ret, asm, &constraints.join(","), &args);
         (0..n)
             .map(|i| self.f.inst(format!("extractvalue {ret} {r}, {i}")))
@@ -304,12 +441,18 @@ impl<'k> Lowerer<'k> {
     }
 
     /// `wgmma.wait_group pending`: at most `pending` groups stay in flight.
-    /// The accumulators pass through it, so their later uses follow it.
-    pub fn wgmma_wait(&mut self, pending: usize, acc: &[String]) -> Vec<String> {
+    /// The accumulators (of type `acc_type`) pass through it, so their later
+    /// uses follow it.
+    pub fn wgmma_wait(
+        &mut self,
+        pending: usize,
+        acc_type: ScalarType,
+        acc: &[String],
+    ) -> Vec<String> {
         let asm = format!("wgmma.wait_group.sync.aligned {pending};");
         // One asm per instruction's registers keeps operand lists short.
         acc.chunks(128)
-            .flat_map(|chunk| self.tied_asm(&asm, chunk, &[], ""))
+            .flat_map(|chunk| self.tied_asm(&asm, acc_type, chunk, &[], &[]))
             .collect()
     }
 
@@ -326,8 +469,8 @@ impl<'k> Lowerer<'k> {
     ) -> Result<Tensor> {
         let a_at = a.slot_base(self, &a.read_slot);
         let b_at = b.slot_base(self, &b.read_slot);
-        let out = self.wgmma_issue(plan, acc, &a_at, &b_at)?;
-        let regs = self.wgmma_wait(usize::from(in_flight), &out);
+        let out = self.wgmma_issue(plan, acc, WgmmaA::Shared(&a_at), &b_at)?;
+        let regs = self.wgmma_wait(usize::from(in_flight), plan.acc, &out);
         Ok(Tensor {
             layout: plan.acc_layout()?,
             regs,
@@ -355,8 +498,8 @@ impl<'k> Lowerer<'k> {
             self.scratch(0).to_string(),
             self.scratch(plan.a_bytes_aligned()).to_string(),
         );
-        let out = self.wgmma_issue(plan, acc, &a_at, &b_at)?;
-        let regs = self.wgmma_wait(0, &out);
+        let out = self.wgmma_issue(plan, acc, WgmmaA::Shared(&a_at), &b_at)?;
+        let regs = self.wgmma_wait(0, plan.acc, &out);
         Ok(Tensor {
             layout: plan.acc_layout()?,
             regs,

@@ -5,6 +5,10 @@
 //! Both share one 16x8 core: register bits own (col 1, row 8), lane bits
 //! (col 2, col 4, row 1, row 2, row 4). They differ in how warps and further
 //! registers tile the rest of the accumulator.
+//!
+//! wgmma's A operand held in registers (16-bit inputs) uses the same core:
+//! per k16 step each warp owns 16 rows as in `mma.sync`'s m16n8k16 A
+//! fragment, which is the accumulator's fragment of a 16-column block.
 
 use super::{dim_bits, LayoutError, LinearLayout};
 
@@ -106,6 +110,32 @@ pub fn wgmma_accumulator(m: usize, n: usize, num_warps: u32) -> Result<LinearLay
     })
 }
 
+/// The register layout of wgmma's A operand `[m, k]` read from registers
+/// (f16/bf16 inputs): for K step `s` (16 columns) and M block `j` (64 rows
+/// per warp group), a thread's eight elements are its registers
+/// `j * k / 2 + 8 * s ..+ 8`, packed in pairs into the instruction's four
+/// 32-bit operands. Its bases are those of [`wgmma_accumulator`] of an
+/// `[m, k]` tile, so an accumulator whose N equals this K converts into it
+/// without moving data (flash attention's `P = softmax(S)` fed back as A).
+pub fn wgmma_register_a(m: usize, k: usize, num_warps: u32) -> Result<LinearLayout, LayoutError> {
+    check_shape(m, k, num_warps)?;
+    let groups = num_warps as usize / 4;
+    if num_warps % 4 != 0 || k % 16 != 0 || m % (64 * groups) != 0 {
+        return Err(LayoutError::NoTensorCoreLayout { m, n: k, num_warps });
+    }
+    let (regs, lanes) = core(k);
+    let regs = repeats(regs, k, (64 * groups, m), (8, k));
+    let warps = (0..num_warps.trailing_zeros())
+        .map(|bit| at(k, 16 << bit, 0))
+        .collect();
+    Ok(LinearLayout {
+        shape: vec![m, k],
+        regs,
+        lanes,
+        warps,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +215,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn wgmma_register_a_matches_the_ptx_fragment_of_a() {
+        // PTX's m64nNk16 A fragment (16-bit inputs): thread t (warp w, lane
+        // l) holds a_i at row 16w + l/4 + 8 * (i/2 % 2), column
+        // 2 * (l % 4) + i % 2 + 8 * (i / 4) of the 64x16 block.
+        for (m, k, num_warps) in [(64, 16, 4), (64, 64, 4), (128, 128, 8), (128, 512, 4)] {
+            let l = wgmma_register_a(m, k, num_warps).unwrap();
+            covers_once(&l, num_warps);
+            let groups = num_warps as usize / 4;
+            for w in 0..num_warps {
+                for lane in 0..32u32 {
+                    for reg in 0..l.num_regs() {
+                        let (block, step, i) = (reg / (k / 2), reg % (k / 2) / 8, reg % 8);
+                        let row = 64 * (block * groups + (w / 4) as usize)
+                            + 16 * (w % 4) as usize
+                            + (lane / 4) as usize
+                            + 8 * (i / 2 % 2);
+                        let col = 16 * step + 2 * (lane % 4) as usize + i % 2 + 8 * (i / 4);
+                        assert_eq!(
+                            l.coords(reg, lane, w),
+                            vec![row, col],
+                            "{m}x{k} w{num_warps}"
+                        );
+                    }
+                }
+            }
+        }
+        // An accumulator with N = K is already in A's layout.
+        assert_eq!(
+            wgmma_register_a(128, 128, 8).unwrap(),
+            wgmma_accumulator(128, 128, 8).unwrap()
+        );
+        assert!(wgmma_register_a(64, 8, 4).is_err());
+        assert!(wgmma_register_a(32, 16, 4).is_err());
     }
 
     #[test]
