@@ -7,6 +7,9 @@
 #[path = "../examples/cluster_exchange.rs"]
 #[allow(dead_code)]
 mod cluster_exchange;
+#[path = "../examples/hopper_fa_fwd.rs"]
+#[allow(dead_code)]
+mod hopper_fa_fwd;
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_cluster;
@@ -42,6 +45,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
     if let Err(e) = run(&tlx::Device::cpu()) {
         panic!("{e}");
     }
+}
+
+#[test]
+fn hopper_fa_fwd_matches_reference() {
+    on_interpreter(hopper_fa_fwd::run);
 }
 
 #[test]

@@ -445,7 +445,7 @@ impl Prim {
                     return Err(format!("a tensor descriptor, not {}", operands[0]));
                 };
                 let m = one_buffer(operands[1], &format!("`{}`", self.mnemonic()))?;
-                if m.elem() != d.elem() || m.shape() != d.block_shape() {
+                if m.elem() != d.elem() || !holds_block(m.shape(), d.block_shape()) {
                     return Err(format!(
                         "the buffer ({:?} {}) does not hold the descriptor's block ({:?} {}); \
                          TMA moves whole blocks: allocate it as `local_alloc({:?}, {}, ..)`",
@@ -453,7 +453,7 @@ impl Prim {
                         m.elem(),
                         d.block_shape(),
                         d.elem(),
-                        d.block_shape(),
+                        without_leading_ones(d.block_shape()),
                         d.elem()
                     ));
                 }
@@ -609,12 +609,33 @@ pub fn nvmma_swizzle(row_bytes: usize) -> Swizzle {
 /// gets the NVMMA swizzle, which TMA, wgmma and `local_load`/`local_store`
 /// all handle, so producer and consumers always agree).
 pub fn shared_swizzle(elem: ScalarType, shape: &[usize]) -> Swizzle {
-    match shape {
+    match without_leading_ones(shape) {
         [rows, cols] if *rows >= 8 && rows.is_power_of_two() && cols.is_power_of_two() => {
             nvmma_swizzle(cols * elem.size_bytes())
         }
         _ => Swizzle::None,
     }
+}
+
+/// `shape` without its leading unit dimensions (all but the last): the
+/// matrix that a TMA block of `[1, 1, BN, D]` (one head of a `[B, H, S, D]`
+/// tensor) really moves.
+pub fn without_leading_ones(shape: &[usize]) -> &[usize] {
+    let first = shape
+        .iter()
+        .position(|&d| d != 1)
+        .unwrap_or(shape.len())
+        .min(shape.len().saturating_sub(1));
+    &shape[first..]
+}
+
+/// Whether a buffer of `buffer` shape holds a TMA block of `block`: the
+/// same extents, or the block's with leading unit dimensions left out
+/// (Triton's descriptor loads of `[1, BM, D]` blocks into `[BM, D]` tiles).
+fn holds_block(buffer: &[usize], block: &[usize]) -> bool {
+    buffer.len() <= block.len()
+        && block[block.len() - buffer.len()..] == *buffer
+        && block[..block.len() - buffer.len()].iter().all(|&d| d == 1)
 }
 
 /// How TMA moves one block of a descriptor into a buffer of
@@ -874,6 +895,20 @@ mod tests {
         assert_eq!(nvmma_swizzle(16), Swizzle::None);
         assert_eq!(shared_swizzle(ScalarType::BF16, &[4, 64]), Swizzle::None);
         assert_eq!(shared_swizzle(ScalarType::F32, &[64]), Swizzle::None);
+        assert_eq!(
+            shared_swizzle(ScalarType::BF16, &[1, 1, 64, 128]),
+            Swizzle::Bytes128
+        );
+    }
+
+    #[test]
+    fn buffers_hold_blocks_with_leading_unit_dimensions_left_out() {
+        assert!(holds_block(&[64, 128], &[1, 1, 64, 128]));
+        assert!(holds_block(&[1, 64, 128], &[1, 1, 64, 128]));
+        assert!(holds_block(&[64, 128], &[64, 128]));
+        assert!(!holds_block(&[64, 128], &[2, 64, 128]));
+        assert!(!holds_block(&[1, 64, 128], &[64, 128]));
+        assert_eq!(without_leading_ones(&[1, 1, 1]), &[1]);
     }
 
     #[test]

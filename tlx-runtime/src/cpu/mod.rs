@@ -138,7 +138,8 @@ impl CpuDevice {
             source,
         })?;
         let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
-        let spec_kinds: Vec<_> = spec.params.iter().map(|p| p.kind).collect();
+        // Descriptor blocks may depend on the configuration's constants.
+        let spec_kinds = spec.configs.get(config).map_or(&[][..], |c| c.params);
         if kinds != spec_kinds {
             return Err(Error::InvalidConfig {
                 kernel: spec.name,

@@ -318,7 +318,9 @@ impl<'k> Executor<'k> {
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let bar_id = self.barrier_of(arg(2)?)?;
                 let elem = shared.smem.elem(alloc)?;
-                let block = self.type_of(arg(1)?)?.shape().to_vec();
+                // The descriptor's block: the buffer's shape, perhaps with
+                // leading unit dimensions (one head of a 4-d tensor).
+                let block = self.type_of(arg(0)?)?.shape().to_vec();
                 // TMA counts the whole box, clipped or not.
                 let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
                 let data = if self.skeleton.is_some() {
@@ -368,7 +370,7 @@ impl<'k> Executor<'k> {
                 }
                 let desc = self.desc_of(arg(0)?)?;
                 let elem = shared.smem.elem(view.alloc)?;
-                let block = self.type_of(arg(1)?)?.shape().to_vec();
+                let block = self.type_of(arg(0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let data = view.read(shared)?;

@@ -224,7 +224,7 @@ impl<'k> Executor<'k> {
             return Err(self.remote_error(op, error));
         }
         let elem = shared.smem.elem(view.alloc)?;
-        let block = self.type_of(*buffer)?.shape().to_vec();
+        let block = self.type_of(*desc)?.shape().to_vec();
         // Each target's barrier counts the whole box, clipped or not.
         let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
         let data = match self.skeleton {
