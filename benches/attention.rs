@@ -12,14 +12,15 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "../examples/common/mod.rs"]
-mod common;
-#[path = "../examples/hopper_fa_fwd.rs"]
+#[path = "../examples/hopper_fa_bwd.rs"]
 #[allow(dead_code)]
-mod hopper_fa_fwd;
+mod hopper_fa_bwd;
 
+use common::attention::Shape;
 use half::bf16;
-use hopper_fa_fwd::Shape;
+use hopper_fa_bwd::forward as hopper_fa_fwd;
+use hopper_fa_bwd::forward::common;
+use hopper_fa_bwd::{Grads, Saved};
 use tlx::prelude::*;
 
 /// Median milliseconds of `f` over `reps` runs after two warm-up runs.
@@ -38,21 +39,32 @@ fn median_ms(
     Ok(times[reps / 2])
 }
 
-/// Times one shape and checks sampled rows; returns TFLOP/s and the largest
-/// relative error on the sample.
-fn run_shape(dev: &Device, shape: Shape) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+/// What one shape measured: forward and backward TFLOP/s (the backward
+/// counted as 2.5 forwards, FA's convention: five products to two), and
+/// the forward's largest relative error on the sampled rows.
+struct Measured {
+    forward: f64,
+    backward: f64,
+    error: f64,
+}
+
+/// Times one shape's forward and backward and checks the forward's output
+/// on sampled rows.
+fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error::Error>> {
     let mut rng = common::Rng::fresh("attention bench");
-    let q_len = shape.batch * shape.heads * shape.seq_q * shape.head_dim;
-    let kv_len = shape.batch * shape.kv_heads * shape.seq_kv * shape.head_dim;
+    let (q_len, kv_len) = (shape.q_len(), shape.kv_len());
     let mut random =
         |n: usize| -> Vec<bf16> { rng.normal_vec(n).into_iter().map(bf16::from_f32).collect() };
-    let (q, k, v) = (random(q_len), random(kv_len), random(kv_len));
-    let (dq, dk, dv) = (dev.upload(&q)?, dev.upload(&k)?, dev.upload(&v)?);
+    let (q, k, v, d_o) = (random(q_len), random(kv_len), random(kv_len), random(q_len));
+    let up = |t: &[bf16]| dev.upload(t);
+    let (dq_in, dk_in, dv_in, do_in) = (up(&q)?, up(&k)?, up(&v)?, up(&d_o)?);
     let o = dev.upload(&vec![bf16::NAN; q_len])?;
-    let lse = dev.upload(&vec![f32::NAN; shape.batch * shape.heads * shape.seq_q])?;
+    let rows = shape.batch * shape.heads * shape.seq_q;
+    let lse = dev.upload(&vec![f32::NAN; rows])?;
     let sm_scale = 1.0 / (shape.head_dim as f32).sqrt();
-    let call = || hopper_fa_fwd::attention(dev, (&dq, &dk, &dv), (&o, &lse), shape, sm_scale);
-    call()?;
+    let forward =
+        || hopper_fa_fwd::attention(dev, (&dq_in, &dk_in, &dv_in), (&o, &lse), shape, sm_scale);
+    forward()?;
     let got = o.download()?;
     let d = shape.head_dim;
     let mut worst: f64 = 0.0;
@@ -60,14 +72,41 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<(f64, f64), Box<dyn std::erro
     for (b, h) in [(0, 0), last] {
         for i in [0, 1, shape.seq_q / 2, shape.seq_q - 1] {
             let (want, _) =
-                hopper_fa_fwd::reference_row((&q, &k, &v), shape, sm_scale as f64, (b, h, i));
+                common::attention::reference_row((&q, &k, &v), shape, sm_scale as f64, (b, h, i));
             let at = ((b * shape.heads + h) * shape.seq_q + i) * d;
             let row: Vec<f32> = got[at..at + d].iter().map(|x| x.to_f32()).collect();
             worst = worst.max(common::max_rel_error(&row, &want, 0.1));
         }
     }
-    let ms = median_ms(dev, 20, call)?;
-    Ok((shape.flops() / ms / 1e9, worst))
+    let forward_ms = median_ms(dev, 20, forward)?;
+    let (dq, dk, dv) = (
+        dev.upload(&vec![bf16::NAN; q_len])?,
+        dev.upload(&vec![bf16::NAN; kv_len])?,
+        dev.upload(&vec![bf16::NAN; kv_len])?,
+    );
+    let delta = dev.upload(&vec![f32::NAN; rows])?;
+    let saved = Saved {
+        q: &dq_in,
+        k: &dk_in,
+        v: &dv_in,
+        o: &o,
+        lse: &lse,
+        d_o: &do_in,
+    };
+    let grads = Grads {
+        dq: &dq,
+        dk: &dk,
+        dv: &dv,
+        delta: &delta,
+    };
+    let backward_ms = median_ms(dev, 10, || {
+        hopper_fa_bwd::attention_backward(dev, &saved, &grads, shape, sm_scale)
+    })?;
+    Ok(Measured {
+        forward: shape.flops() / forward_ms / 1e9,
+        backward: 2.5 * shape.flops() / backward_ms / 1e9,
+        error: worst,
+    })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -80,6 +119,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("device: {}", dev.name());
     let only = std::env::var("TLX_BENCH_ONLY").unwrap_or_default();
+    // Both passes checked in full against the f64 reference on the
+    // examples' problems first (a full check at 16k tokens would take hours
+    // on the CPU); the timed shapes check the forward on sampled rows.
+    hopper_fa_fwd::run(&dev)?;
+    hopper_fa_bwd::run(&dev)?;
     let mut rows = Vec::new();
     for (head_dim, heads) in [(128, 16), (64, 32)] {
         if !head_dim.to_string().starts_with(&only) {
@@ -96,19 +140,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     head_dim,
                     causal,
                 };
-                let (tflops, error) = run_shape(&dev, shape)?;
+                let m = run_shape(&dev, shape)?;
                 println!(
-                    "attn fwd d{head_dim} causal {causal} S {seq}: {tflops:.1} TFLOP/s (max rel error {error:.1e})"
+                    "attn d{head_dim} causal {causal} S {seq}: fwd {:.1} bwd {:.1} TFLOP/s (fwd max rel error {:.1e})",
+                    m.forward, m.backward, m.error
                 );
-                rows.push((head_dim, causal, seq, tflops, error));
+                rows.push((head_dim, causal, seq, m));
             }
         }
     }
     println!();
-    println!("| head dim | causal | seq | tlx TFLOP/s | max rel error |");
-    println!("| --- | --- | --- | --- | --- |");
-    for (d, causal, seq, tflops, error) in rows {
-        println!("| {d} | {causal} | {seq} | {tflops:.0} | {error:.1e} |");
+    println!("| head dim | causal | seq | tlx fwd TFLOP/s | tlx bwd TFLOP/s | fwd max rel error |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (d, causal, seq, m) in rows {
+        println!(
+            "| {d} | {causal} | {seq} | {:.0} | {:.0} | {:.1e} |",
+            m.forward, m.backward, m.error
+        );
     }
     Ok(())
 }

@@ -19,8 +19,9 @@
 //!
 //! `cargo run --release --example hopper_fa_fwd`
 
-mod common;
+pub mod common;
 
+use common::attention::{head_desc, reference_row, Shape};
 use common::{Outcome, Rng, Size};
 use tlx::half::bf16;
 use tlx::prelude::*;
@@ -134,50 +135,6 @@ pub fn hopper_fa_fwd<const D: usize, const BN: usize, const STAGES: usize, const
     }
 }
 
-/// An attention problem: `[batch, heads, seq_q, head_dim]` queries against
-/// `[batch, kv_heads, seq_kv, head_dim]` keys and values.
-#[derive(Copy, Clone, Debug)]
-pub struct Shape {
-    pub batch: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub seq_q: usize,
-    pub seq_kv: usize,
-    pub head_dim: usize,
-    pub causal: bool,
-}
-
-impl Shape {
-    fn q_len(&self) -> usize {
-        self.batch * self.heads * self.seq_q * self.head_dim
-    }
-
-    fn kv_len(&self) -> usize {
-        self.batch * self.kv_heads * self.seq_kv * self.head_dim
-    }
-
-    /// Multiply-adds of both products (causal: those the mask leaves).
-    pub fn flops(&self) -> f64 {
-        let full = 4.0 * (self.batch * self.heads) as f64 * (self.seq_q * self.seq_kv) as f64;
-        full * self.head_dim as f64 / if self.causal { 2.0 } else { 1.0 }
-    }
-}
-
-/// A `[batch, heads, seq, head_dim]` tensor as a descriptor.
-fn head_desc(
-    buf: &Buffer<bf16>,
-    batch: usize,
-    heads: usize,
-    seq: usize,
-    head_dim: usize,
-) -> Result<TensorDesc<'_, bf16>, tlx::Error> {
-    TensorDesc::new(
-        buf,
-        &[batch, heads, seq, head_dim],
-        &[heads * seq * head_dim, seq * head_dim, head_dim, 1],
-    )
-}
-
 /// `o = attention(q, k, v)` and the rows' log-sum-exp on `device`.
 pub fn attention(
     device: &Device,
@@ -236,55 +193,6 @@ pub fn attention(
         }
     }
     Ok(())
-}
-
-/// Attention in f64 on the CPU for query row `i` of head `h` of batch `b`:
-/// its output and natural log-sum-exp.
-pub fn reference_row(
-    (q, k, v): (&[bf16], &[bf16], &[bf16]),
-    shape: Shape,
-    sm_scale: f64,
-    (b, h, i): (usize, usize, usize),
-) -> (Vec<f64>, f64) {
-    let Shape {
-        heads,
-        kv_heads,
-        seq_q,
-        seq_kv,
-        head_dim: d,
-        causal,
-        ..
-    } = shape;
-    let kvh = h / (heads / kv_heads);
-    let query = &q[((b * heads + h) * seq_q + i) * d..][..d];
-    let kv_row = |t: &'_ [bf16], j: usize| -> Vec<f64> {
-        t[((b * kv_heads + kvh) * seq_kv + j) * d..][..d]
-            .iter()
-            .map(|x| x.to_f64())
-            .collect()
-    };
-    let seen = if causal { (i + 1).min(seq_kv) } else { seq_kv };
-    let scores: Vec<f64> = (0..seen)
-        .map(|j| {
-            let key = kv_row(k, j);
-            query
-                .iter()
-                .zip(&key)
-                .map(|(x, y)| x.to_f64() * y)
-                .sum::<f64>()
-                * sm_scale
-        })
-        .collect();
-    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-    let total: f64 = weights.iter().sum();
-    let mut out = vec![0.0; d];
-    for (j, w) in weights.iter().enumerate() {
-        for (o, x) in out.iter_mut().zip(kv_row(v, j)) {
-            *o += w * x / total;
-        }
-    }
-    (out, max + total.ln())
 }
 
 /// Runs `shape` on fresh inputs and checks output and log-sum-exp against

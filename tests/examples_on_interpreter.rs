@@ -7,6 +7,9 @@
 #[path = "../examples/cluster_exchange.rs"]
 #[allow(dead_code)]
 mod cluster_exchange;
+#[path = "../examples/hopper_fa_bwd.rs"]
+#[allow(dead_code)]
+mod hopper_fa_bwd;
 #[path = "../examples/hopper_fa_fwd.rs"]
 #[allow(dead_code)]
 mod hopper_fa_fwd;
@@ -45,6 +48,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
     if let Err(e) = run(&tlx::Device::cpu()) {
         panic!("{e}");
     }
+}
+
+#[test]
+fn hopper_fa_bwd_matches_reference() {
+    on_interpreter(hopper_fa_bwd::run);
 }
 
 #[test]

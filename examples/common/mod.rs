@@ -7,6 +7,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod attention;
+
 /// How big an example's problem is: full size for a GPU, smaller for the
 /// CPU interpreter (CI runs every example there).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

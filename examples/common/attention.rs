@@ -1,0 +1,151 @@
+//! What the attention examples share: the problem's shape, descriptors
+//! over `[batch, heads, seq, head_dim]` tensors, and f64 CPU references of
+//! the forward pass (per row) and of the backward pass.
+
+use tlx::half::bf16;
+use tlx::{Buffer, TensorDesc};
+
+/// An attention problem: `[batch, heads, seq_q, head_dim]` queries against
+/// `[batch, kv_heads, seq_kv, head_dim]` keys and values.
+#[derive(Copy, Clone, Debug)]
+pub struct Shape {
+    pub batch: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub seq_q: usize,
+    pub seq_kv: usize,
+    pub head_dim: usize,
+    pub causal: bool,
+}
+
+impl Shape {
+    pub fn q_len(&self) -> usize {
+        self.batch * self.heads * self.seq_q * self.head_dim
+    }
+
+    pub fn kv_len(&self) -> usize {
+        self.batch * self.kv_heads * self.seq_kv * self.head_dim
+    }
+
+    /// Multiply-adds of both products (causal: those the mask leaves).
+    pub fn flops(&self) -> f64 {
+        let full = 4.0 * (self.batch * self.heads) as f64 * (self.seq_q * self.seq_kv) as f64;
+        full * self.head_dim as f64 / if self.causal { 2.0 } else { 1.0 }
+    }
+}
+
+/// A `[batch, heads, seq, head_dim]` tensor as a descriptor.
+pub fn head_desc(
+    buf: &Buffer<bf16>,
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    head_dim: usize,
+) -> Result<TensorDesc<'_, bf16>, tlx::Error> {
+    TensorDesc::new(
+        buf,
+        &[batch, heads, seq, head_dim],
+        &[heads * seq * head_dim, seq * head_dim, head_dim, 1],
+    )
+}
+
+/// Attention in f64 on the CPU for query row `i` of head `h` of batch `b`:
+/// its output and natural log-sum-exp.
+pub fn reference_row(
+    (q, k, v): (&[bf16], &[bf16], &[bf16]),
+    shape: Shape,
+    sm_scale: f64,
+    (b, h, i): (usize, usize, usize),
+) -> (Vec<f64>, f64) {
+    let Shape {
+        heads,
+        kv_heads,
+        seq_q,
+        seq_kv,
+        head_dim: d,
+        causal,
+        ..
+    } = shape;
+    let kvh = h / (heads / kv_heads);
+    let query = &q[((b * heads + h) * seq_q + i) * d..][..d];
+    let kv_row = |t: &'_ [bf16], j: usize| -> Vec<f64> {
+        t[((b * kv_heads + kvh) * seq_kv + j) * d..][..d]
+            .iter()
+            .map(|x| x.to_f64())
+            .collect()
+    };
+    let seen = if causal { (i + 1).min(seq_kv) } else { seq_kv };
+    let scores: Vec<f64> = (0..seen)
+        .map(|j| {
+            let key = kv_row(k, j);
+            query
+                .iter()
+                .zip(&key)
+                .map(|(x, y)| x.to_f64() * y)
+                .sum::<f64>()
+                * sm_scale
+        })
+        .collect();
+    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    let mut out = vec![0.0; d];
+    for (j, w) in weights.iter().enumerate() {
+        for (o, x) in out.iter_mut().zip(kv_row(v, j)) {
+            *o += w * x / total;
+        }
+    }
+    (out, max + total.ln())
+}
+
+/// The gradients of attention in f64 on the CPU: `(dq, dk, dv)` for output
+/// gradient `d_o`, laid out as `q`, `k` and `v` (a key/value head sums the
+/// gradients of every query head that reads it).
+pub fn reference_backward(
+    (q, k, v, d_o): (&[bf16], &[bf16], &[bf16], &[bf16]),
+    shape: Shape,
+    sm_scale: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let Shape {
+        batch,
+        heads,
+        kv_heads,
+        seq_q,
+        seq_kv,
+        head_dim: d,
+        causal,
+    } = shape;
+    let f = |t: &[bf16]| -> Vec<f64> { t.iter().map(|x| x.to_f64()).collect() };
+    let (q, k, v, d_o) = (f(q), f(k), f(v), f(d_o));
+    let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
+    let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
+    for b in 0..batch {
+        for h in 0..heads {
+            let kvh = h / (heads / kv_heads);
+            let q_row = |i: usize| ((b * heads + h) * seq_q + i) * d;
+            let kv_row = |j: usize| ((b * kv_heads + kvh) * seq_kv + j) * d;
+            for i in 0..seq_q {
+                let seen = if causal { (i + 1).min(seq_kv) } else { seq_kv };
+                let qi = &q[q_row(i)..][..d];
+                let gi = &d_o[q_row(i)..][..d];
+                let scores: Vec<f64> = (0..seen)
+                    .map(|j| dot(qi, &k[kv_row(j)..][..d]) * sm_scale)
+                    .collect();
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+                let p: Vec<f64> = scores.iter().map(|s| (s - max).exp() / total).collect();
+                let dp: Vec<f64> = (0..seen).map(|j| dot(gi, &v[kv_row(j)..][..d])).collect();
+                let delta = dot(&p, &dp);
+                for j in 0..seen {
+                    let ds = p[j] * (dp[j] - delta);
+                    for c in 0..d {
+                        dq[q_row(i) + c] += sm_scale * ds * k[kv_row(j) + c];
+                        dk[kv_row(j) + c] += sm_scale * ds * qi[c];
+                        dv[kv_row(j) + c] += p[j] * gi[c];
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
