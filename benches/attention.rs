@@ -67,6 +67,8 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
     forward()?;
     let got = o.download()?;
     let d = shape.head_dim;
+    let wide = |t: &[bf16]| common::attention::widen(t, bf16::to_f32);
+    let (q, k, v) = (wide(&q), wide(&k), wide(&v));
     let mut worst: f64 = 0.0;
     let last = (shape.batch - 1, shape.heads - 1);
     for (b, h) in [(0, 0), last] {

@@ -26,277 +26,382 @@
 #[path = "hopper_fa_fwd.rs"]
 pub mod forward;
 
-use common::attention::{head_desc, reference_backward, Shape};
+use common::attention::{head_desc, reference_backward, widen, Shape};
 use common::{Outcome, Rng, Size};
-use forward::common;
-use tlx::half::bf16;
+use forward::{common, AttentionElement};
+use tlx::half::{bf16, f16};
 use tlx::prelude::*;
 
-/// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`.
-#[tlx::kernel(num_warps = 4, configs = [(D = 64, BM = 64), (D = 128, BM = 64)])]
-pub fn fa_bwd_preprocess<const D: usize, const BM: usize>(
-    o: Ptr<bf16>,
-    d_o: Ptr<bf16>,
-    delta: Ptr<f32>,
-    rows: i32,
-) {
-    let r = program_id(0) * BM + arange(0, BM);
-    let at = r[(.., None)] * D + arange(0, D)[(None, ..)];
-    let inside = r[(.., None)] < rows;
-    let out = load(o + at, mask = inside).to(f32);
-    let grad = load(d_o + at, mask = inside).to(f32);
-    store(delta + r, sum(out * grad, axis = 1), mask = r < rows);
-}
-
-#[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
-    (D = 64, STAGES = 2, CAUSAL = false),
-    (D = 64, STAGES = 2, CAUSAL = true),
-    (D = 128, STAGES = 2, CAUSAL = false),
-    (D = 128, STAGES = 2, CAUSAL = true),
-])]
-pub fn fa_bwd_dkdv<const D: usize, const STAGES: usize, const CAUSAL: bool>(
-    q_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    k_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    v_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    do_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    dk_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    dv_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    lse: Ptr<f32>,
-    delta: Ptr<f32>,
-    sm_scale: f32,
-    heads: i32,
-    kv_heads: i32,
-    seq_q: i32,
-    seq_kv: i32,
-) {
-    // Each consumer's 64 keys and values, loaded once; they take dK and dV
-    // at the end.
-    let k_bufs = local_alloc([64, D], bf16, 2);
-    let v_bufs = local_alloc([64, D], bf16, 2);
-    let q_bufs = local_alloc([64, D], bf16, STAGES);
-    let do_bufs = local_alloc([64, D], bf16, STAGES);
-    let kv_full = alloc_barriers(1, 1);
-    let q_full = alloc_barriers(STAGES, 1);
-    let do_full = alloc_barriers(STAGES, 1);
-    // Both consumers read every query tile.
-    let q_empty = alloc_barriers(STAGES, 2);
-    let do_empty = alloc_barriers(STAGES, 2);
-    let off_n = program_id(0) * 128;
-    let batch_kv_head = program_id(1);
-    let batch = batch_kv_head / kv_heads;
-    let kv_head = batch_kv_head % kv_heads;
-    let group = heads / kv_heads;
-    // Causal: queries before this program's first key see none of its keys.
-    let first_q_tile = if CAUSAL { off_n / 64 } else { 0 };
-    let q_tiles = maximum(cdiv(seq_q, 64) - first_q_tile, 0);
-    // Every query head of the group, each over its query tiles.
-    let steps = group * q_tiles;
-    async_tasks! {
-        task(default, num_regs = 24) {
-            let bar = local_view(kv_full, 0);
-            barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(k_desc)));
-            for half in static_range(0, 2) {
-                let key0 = off_n + half * 64;
-                async_descriptor_load(k_desc, local_view(k_bufs, half), [batch, kv_head, key0, 0], bar);
-                async_descriptor_load(v_desc, local_view(v_bufs, half), [batch, kv_head, key0, 0], bar);
-            }
-            for it in 0..steps {
-                let head = kv_head * group + it / q_tiles;
-                let q0 = (first_q_tile + it % q_tiles) * 64;
-                let slot = it % STAGES;
-                let free = (it / STAGES) % 2 ^ 1;
-                let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
-                barrier_wait(local_view(q_empty, slot), free);
-                let q_bar = local_view(q_full, slot);
-                barrier_expect_bytes(q_bar, tile_bytes);
-                async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
-                barrier_wait(local_view(do_empty, slot), free);
-                let do_bar = local_view(do_full, slot);
-                barrier_expect_bytes(do_bar, tile_bytes);
-                async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
-            }
+/// The backward kernels for element type `$t`.
+macro_rules! fa_backward_kernels {
+    ($pre:ident, $dkdv:ident, $dq:ident, $t:ident) => {
+        /// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`.
+        #[tlx::kernel(num_warps = 4, configs = [(D = 64, BM = 64), (D = 128, BM = 64)])]
+        pub fn $pre<const D: usize, const BM: usize>(
+            o: Ptr<$t>,
+            d_o: Ptr<$t>,
+            delta: Ptr<f32>,
+            rows: i32,
+        ) {
+            let r = program_id(0) * BM + arange(0, BM);
+            let at = r[(.., None)] * D + arange(0, D)[(None, ..)];
+            let inside = r[(.., None)] < rows;
+            let out = load(o + at, mask = inside).to(f32);
+            let grad = load(d_o + at, mask = inside).to(f32);
+            store(delta + r, sum(out * grad, axis = 1), mask = r < rows);
         }
-        task(num_warps = 4, num_regs = 240, replicate = 2) {
-            let half = async_task_replica_id();
-            let key0 = off_n + half * 64;
-            let keys = key0 + arange(0, 64);
-            let k_buf = local_view(k_bufs, half);
-            let v_buf = local_view(v_bufs, half);
-            let log2e = 1.4426950408889634;
-            let qk_scale = sm_scale * log2e;
-            let mut dk = zeros([64, D], f32);
-            let mut dv = zeros([64, D], f32);
-            barrier_wait(local_view(kv_full, 0), 0);
-            for it in 0..steps {
-                let head = kv_head * group + it / q_tiles;
-                let queries = (first_q_tile + it % q_tiles) * 64 + arange(0, 64);
-                let row = (batch * heads + head) * seq_q + queries;
-                // Past the end, an infinite lse makes P zero.
-                let valid = queries < seq_q;
-                let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
-                let delta_q = load(delta + row, mask = valid);
-                let slot = it % STAGES;
-                let phase = (it / STAGES) % 2;
-                barrier_wait(local_view(q_full, slot), phase);
-                let q_buf = local_view(q_bufs, slot);
-                let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
-                let st = async_dot_wait(0, st);
-                let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
-                if CAUSAL {
-                    pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
+
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
+            (D = 64, STAGES = 2, CAUSAL = false),
+            (D = 64, STAGES = 2, CAUSAL = true),
+            (D = 128, STAGES = 2, CAUSAL = false),
+            (D = 128, STAGES = 2, CAUSAL = true),
+        ])]
+        pub fn $dkdv<const D: usize, const STAGES: usize, const CAUSAL: bool>(
+            q_desc: TensorDesc<$t, 1, 1, 64, D>,
+            k_desc: TensorDesc<$t, 1, 1, 64, D>,
+            v_desc: TensorDesc<$t, 1, 1, 64, D>,
+            do_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dk_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dv_desc: TensorDesc<$t, 1, 1, 64, D>,
+            lse: Ptr<f32>,
+            delta: Ptr<f32>,
+            sm_scale: f32,
+            heads: i32,
+            kv_heads: i32,
+            seq_q: i32,
+            seq_kv: i32,
+        ) {
+            // Each consumer's 64 keys and values, loaded once; they take dK and dV
+            // at the end.
+            let k_bufs = local_alloc([64, D], $t, 2);
+            let v_bufs = local_alloc([64, D], $t, 2);
+            let q_bufs = local_alloc([64, D], $t, STAGES);
+            let do_bufs = local_alloc([64, D], $t, STAGES);
+            let kv_full = alloc_barriers(1, 1);
+            let q_full = alloc_barriers(STAGES, 1);
+            let do_full = alloc_barriers(STAGES, 1);
+            // Both consumers read every query tile.
+            let q_empty = alloc_barriers(STAGES, 2);
+            let do_empty = alloc_barriers(STAGES, 2);
+            let off_n = program_id(0) * 128;
+            let batch_kv_head = program_id(1);
+            let batch = batch_kv_head / kv_heads;
+            let kv_head = batch_kv_head % kv_heads;
+            let group = heads / kv_heads;
+            // Causal: queries before this program's first key see none of its keys.
+            let first_q_tile = if CAUSAL { off_n / 64 } else { 0 };
+            let q_tiles = maximum(cdiv(seq_q, 64) - first_q_tile, 0);
+            // Every query head of the group, each over its query tiles.
+            let steps = group * q_tiles;
+            async_tasks! {
+                task(default, num_regs = 24) {
+                    let bar = local_view(kv_full, 0);
+                    barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(k_desc)));
+                    for half in static_range(0, 2) {
+                        let key0 = off_n + half * 64;
+                        async_descriptor_load(k_desc, local_view(k_bufs, half), [batch, kv_head, key0, 0], bar);
+                        async_descriptor_load(v_desc, local_view(v_bufs, half), [batch, kv_head, key0, 0], bar);
+                    }
+                    for it in 0..steps {
+                        let head = kv_head * group + it / q_tiles;
+                        let q0 = (first_q_tile + it % q_tiles) * 64;
+                        let slot = it % STAGES;
+                        let free = (it / STAGES) % 2 ^ 1;
+                        let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
+                        barrier_wait(local_view(q_empty, slot), free);
+                        let q_bar = local_view(q_full, slot);
+                        barrier_expect_bytes(q_bar, tile_bytes);
+                        async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
+                        barrier_wait(local_view(do_empty, slot), free);
+                        let do_bar = local_view(do_full, slot);
+                        barrier_expect_bytes(do_bar, tile_bytes);
+                        async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
+                    }
                 }
-                barrier_wait(local_view(do_full, slot), phase);
-                let do_buf = local_view(do_bufs, slot);
-                dv = async_dot(pt.to(bf16), do_buf, dv);
-                let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
-                let dpt = async_dot_wait(0, dpt);
-                let dst = pt * (dpt - delta_q[(None, ..)]);
-                dk = async_dot(dst.to(bf16), q_buf, dk);
-                dk = async_dot_wait(0, dk);
-                dv = async_dot_wait(0, dv);
-                barrier_arrive(local_view(q_empty, slot));
-                barrier_arrive(local_view(do_empty, slot));
+                task(num_warps = 4, num_regs = 240, replicate = 2) {
+                    let half = async_task_replica_id();
+                    let key0 = off_n + half * 64;
+                    let keys = key0 + arange(0, 64);
+                    let k_buf = local_view(k_bufs, half);
+                    let v_buf = local_view(v_bufs, half);
+                    let log2e = 1.4426950408889634;
+                    let qk_scale = sm_scale * log2e;
+                    let mut dk = zeros([64, D], f32);
+                    let mut dv = zeros([64, D], f32);
+                    barrier_wait(local_view(kv_full, 0), 0);
+                    for it in 0..steps {
+                        let head = kv_head * group + it / q_tiles;
+                        let queries = (first_q_tile + it % q_tiles) * 64 + arange(0, 64);
+                        let row = (batch * heads + head) * seq_q + queries;
+                        // Past the end, an infinite lse makes P zero.
+                        let valid = queries < seq_q;
+                        let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
+                        let delta_q = load(delta + row, mask = valid);
+                        let slot = it % STAGES;
+                        let phase = (it / STAGES) % 2;
+                        barrier_wait(local_view(q_full, slot), phase);
+                        let q_buf = local_view(q_bufs, slot);
+                        let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
+                        let st = async_dot_wait(0, st);
+                        let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
+                        if CAUSAL {
+                            pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
+                        }
+                        barrier_wait(local_view(do_full, slot), phase);
+                        let do_buf = local_view(do_bufs, slot);
+                        dv = async_dot(pt.to($t), do_buf, dv);
+                        let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
+                        let dpt = async_dot_wait(0, dpt);
+                        let dst = pt * (dpt - delta_q[(None, ..)]);
+                        dk = async_dot(dst.to($t), q_buf, dk);
+                        dk = async_dot_wait(0, dk);
+                        dv = async_dot_wait(0, dv);
+                        barrier_arrive(local_view(q_empty, slot));
+                        barrier_arrive(local_view(do_empty, slot));
+                    }
+                    local_store(k_buf, (dk * sm_scale).to($t));
+                    async_descriptor_store(dk_desc, k_buf, [batch, kv_head, key0, 0]);
+                    local_store(v_buf, dv.to($t));
+                    async_descriptor_store(dv_desc, v_buf, [batch, kv_head, key0, 0]);
+                    async_descriptor_store_wait(0);
+                }
             }
-            local_store(k_buf, (dk * sm_scale).to(bf16));
-            async_descriptor_store(dk_desc, k_buf, [batch, kv_head, key0, 0]);
-            local_store(v_buf, dv.to(bf16));
-            async_descriptor_store(dv_desc, v_buf, [batch, kv_head, key0, 0]);
-            async_descriptor_store_wait(0);
         }
-    }
-}
 
-#[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
-    (D = 64, BN = 64, STAGES = 2, CAUSAL = false),
-    (D = 64, BN = 64, STAGES = 2, CAUSAL = true),
-    (D = 128, BN = 64, STAGES = 2, CAUSAL = false),
-    (D = 128, BN = 64, STAGES = 2, CAUSAL = true),
-])]
-pub fn fa_bwd_dq<const D: usize, const BN: usize, const STAGES: usize, const CAUSAL: bool>(
-    q_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    k_desc: TensorDesc<bf16, 1, 1, BN, D>,
-    v_desc: TensorDesc<bf16, 1, 1, BN, D>,
-    do_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    dq_desc: TensorDesc<bf16, 1, 1, 64, D>,
-    lse: Ptr<f32>,
-    delta: Ptr<f32>,
-    sm_scale: f32,
-    heads: i32,
-    kv_heads: i32,
-    seq_q: i32,
-    seq_kv: i32,
-) {
-    // Each consumer's 64 query rows and their output gradients, loaded
-    // once; the Q buffer takes dQ at the end.
-    let q_bufs = local_alloc([64, D], bf16, 2);
-    let do_bufs = local_alloc([64, D], bf16, 2);
-    let k_bufs = local_alloc([BN, D], bf16, STAGES);
-    let v_bufs = local_alloc([BN, D], bf16, STAGES);
-    let q_full = alloc_barriers(1, 1);
-    let k_full = alloc_barriers(STAGES, 1);
-    let v_full = alloc_barriers(STAGES, 1);
-    let k_empty = alloc_barriers(STAGES, 2);
-    let v_empty = alloc_barriers(STAGES, 2);
-    let off_m = program_id(0) * 128;
-    let batch_head = program_id(1);
-    let batch = batch_head / heads;
-    let head = batch_head % heads;
-    let kv_head = head / (heads / kv_heads);
-    let kv_end = if CAUSAL {
-        minimum(seq_kv, off_m + 128)
-    } else {
-        seq_kv
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
+            (D = 64, BN = 64, STAGES = 2, CAUSAL = false),
+            (D = 64, BN = 64, STAGES = 2, CAUSAL = true),
+            (D = 128, BN = 64, STAGES = 2, CAUSAL = false),
+            (D = 128, BN = 64, STAGES = 2, CAUSAL = true),
+        ])]
+        pub fn $dq<const D: usize, const BN: usize, const STAGES: usize, const CAUSAL: bool>(
+            q_desc: TensorDesc<$t, 1, 1, 64, D>,
+            k_desc: TensorDesc<$t, 1, 1, BN, D>,
+            v_desc: TensorDesc<$t, 1, 1, BN, D>,
+            do_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dq_desc: TensorDesc<$t, 1, 1, 64, D>,
+            lse: Ptr<f32>,
+            delta: Ptr<f32>,
+            sm_scale: f32,
+            heads: i32,
+            kv_heads: i32,
+            seq_q: i32,
+            seq_kv: i32,
+        ) {
+            // Each consumer's 64 query rows and their output gradients, loaded
+            // once; the Q buffer takes dQ at the end.
+            let q_bufs = local_alloc([64, D], $t, 2);
+            let do_bufs = local_alloc([64, D], $t, 2);
+            let k_bufs = local_alloc([BN, D], $t, STAGES);
+            let v_bufs = local_alloc([BN, D], $t, STAGES);
+            let q_full = alloc_barriers(1, 1);
+            let k_full = alloc_barriers(STAGES, 1);
+            let v_full = alloc_barriers(STAGES, 1);
+            let k_empty = alloc_barriers(STAGES, 2);
+            let v_empty = alloc_barriers(STAGES, 2);
+            let off_m = program_id(0) * 128;
+            let batch_head = program_id(1);
+            let batch = batch_head / heads;
+            let head = batch_head % heads;
+            let kv_head = head / (heads / kv_heads);
+            let kv_end = if CAUSAL {
+                minimum(seq_kv, off_m + 128)
+            } else {
+                seq_kv
+            };
+            let kv_tiles = cdiv(kv_end, BN);
+            async_tasks! {
+                task(default, num_regs = 40) {
+                    let bar = local_view(q_full, 0);
+                    barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(q_desc)));
+                    for half in static_range(0, 2) {
+                        let row0 = off_m + half * 64;
+                        async_descriptor_load(q_desc, local_view(q_bufs, half), [batch, head, row0, 0], bar);
+                        async_descriptor_load(do_desc, local_view(do_bufs, half), [batch, head, row0, 0], bar);
+                    }
+                    for j in 0..kv_tiles {
+                        let slot = j % STAGES;
+                        let free = (j / STAGES) % 2 ^ 1;
+                        let tile_bytes = BN * D * size_of(dtype_of(k_desc));
+                        barrier_wait(local_view(k_empty, slot), free);
+                        let k_bar = local_view(k_full, slot);
+                        barrier_expect_bytes(k_bar, tile_bytes);
+                        async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch, kv_head, j * BN, 0], k_bar);
+                        barrier_wait(local_view(v_empty, slot), free);
+                        let v_bar = local_view(v_full, slot);
+                        barrier_expect_bytes(v_bar, tile_bytes);
+                        async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch, kv_head, j * BN, 0], v_bar);
+                    }
+                }
+                task(num_warps = 4, num_regs = 232, replicate = 2) {
+                    let half = async_task_replica_id();
+                    let row0 = off_m + half * 64;
+                    let queries = row0 + arange(0, 64);
+                    let q_buf = local_view(q_bufs, half);
+                    let do_buf = local_view(do_bufs, half);
+                    let log2e = 1.4426950408889634;
+                    let qk_scale = sm_scale * log2e;
+                    let row = batch_head * seq_q + queries;
+                    let valid = queries < seq_q;
+                    let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
+                    let delta_q = load(delta + row, mask = valid);
+                    let mut dq = zeros([64, D], f32);
+                    barrier_wait(local_view(q_full, 0), 0);
+                    for j in 0..kv_tiles {
+                        let slot = j % STAGES;
+                        let phase = (j / STAGES) % 2;
+                        let keys = j * BN + arange(0, BN);
+                        barrier_wait(local_view(k_full, slot), phase);
+                        let k_buf = local_view(k_bufs, slot);
+                        let s = async_dot(q_buf, local_trans(k_buf), zeros([64, BN], f32));
+                        let s = async_dot_wait(0, s);
+                        let mut visible = keys[(None, ..)] < seq_kv;
+                        if CAUSAL {
+                            visible = visible & (keys[(None, ..)] <= queries[(.., None)]);
+                        }
+                        let p = select(visible, exp2(s * qk_scale - lse_q[(.., None)]), 0.0);
+                        barrier_wait(local_view(v_full, slot), phase);
+                        let dp = async_dot(do_buf, local_trans(local_view(v_bufs, slot)), zeros([64, BN], f32));
+                        let dp = async_dot_wait(0, dp);
+                        barrier_arrive(local_view(v_empty, slot));
+                        let ds = p * (dp - delta_q[(.., None)]);
+                        dq = async_dot(ds.to($t), k_buf, dq);
+                        dq = async_dot_wait(0, dq);
+                        barrier_arrive(local_view(k_empty, slot));
+                    }
+                    local_store(q_buf, (dq * sm_scale).to($t));
+                    async_descriptor_store(dq_desc, q_buf, [batch, head, row0, 0]);
+                    async_descriptor_store_wait(0);
+                }
+            }
+        }
     };
-    let kv_tiles = cdiv(kv_end, BN);
-    async_tasks! {
-        task(default, num_regs = 40) {
-            let bar = local_view(q_full, 0);
-            barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(q_desc)));
-            for half in static_range(0, 2) {
-                let row0 = off_m + half * 64;
-                async_descriptor_load(q_desc, local_view(q_bufs, half), [batch, head, row0, 0], bar);
-                async_descriptor_load(do_desc, local_view(do_bufs, half), [batch, head, row0, 0], bar);
-            }
-            for j in 0..kv_tiles {
-                let slot = j % STAGES;
-                let free = (j / STAGES) % 2 ^ 1;
-                let tile_bytes = BN * D * size_of(dtype_of(k_desc));
-                barrier_wait(local_view(k_empty, slot), free);
-                let k_bar = local_view(k_full, slot);
-                barrier_expect_bytes(k_bar, tile_bytes);
-                async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch, kv_head, j * BN, 0], k_bar);
-                barrier_wait(local_view(v_empty, slot), free);
-                let v_bar = local_view(v_full, slot);
-                barrier_expect_bytes(v_bar, tile_bytes);
-                async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch, kv_head, j * BN, 0], v_bar);
-            }
-        }
-        task(num_warps = 4, num_regs = 232, replicate = 2) {
-            let half = async_task_replica_id();
-            let row0 = off_m + half * 64;
-            let queries = row0 + arange(0, 64);
-            let q_buf = local_view(q_bufs, half);
-            let do_buf = local_view(do_bufs, half);
-            let log2e = 1.4426950408889634;
-            let qk_scale = sm_scale * log2e;
-            let row = batch_head * seq_q + queries;
-            let valid = queries < seq_q;
-            let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
-            let delta_q = load(delta + row, mask = valid);
-            let mut dq = zeros([64, D], f32);
-            barrier_wait(local_view(q_full, 0), 0);
-            for j in 0..kv_tiles {
-                let slot = j % STAGES;
-                let phase = (j / STAGES) % 2;
-                let keys = j * BN + arange(0, BN);
-                barrier_wait(local_view(k_full, slot), phase);
-                let k_buf = local_view(k_bufs, slot);
-                let s = async_dot(q_buf, local_trans(k_buf), zeros([64, BN], f32));
-                let s = async_dot_wait(0, s);
-                let mut visible = keys[(None, ..)] < seq_kv;
-                if CAUSAL {
-                    visible = visible & (keys[(None, ..)] <= queries[(.., None)]);
-                }
-                let p = select(visible, exp2(s * qk_scale - lse_q[(.., None)]), 0.0);
-                barrier_wait(local_view(v_full, slot), phase);
-                let dp = async_dot(do_buf, local_trans(local_view(v_bufs, slot)), zeros([64, BN], f32));
-                let dp = async_dot_wait(0, dp);
-                barrier_arrive(local_view(v_empty, slot));
-                let ds = p * (dp - delta_q[(.., None)]);
-                dq = async_dot(ds.to(bf16), k_buf, dq);
-                dq = async_dot_wait(0, dq);
-                barrier_arrive(local_view(k_empty, slot));
-            }
-            local_store(q_buf, (dq * sm_scale).to(bf16));
-            async_descriptor_store(dq_desc, q_buf, [batch, head, row0, 0]);
-            async_descriptor_store_wait(0);
-        }
-    }
 }
+
+fa_backward_kernels!(fa_bwd_preprocess, fa_bwd_dkdv, fa_bwd_dq, bf16);
+fa_backward_kernels!(fa_bwd_preprocess_f16, fa_bwd_dkdv_f16, fa_bwd_dq_f16, f16);
 
 /// The forward pass's tensors and the output gradient, on a device.
-pub struct Saved<'b> {
-    pub q: &'b Buffer<bf16>,
-    pub k: &'b Buffer<bf16>,
-    pub v: &'b Buffer<bf16>,
-    pub o: &'b Buffer<bf16>,
+pub struct Saved<'b, T: AttentionElement> {
+    pub q: &'b Buffer<T>,
+    pub k: &'b Buffer<T>,
+    pub v: &'b Buffer<T>,
+    pub o: &'b Buffer<T>,
     pub lse: &'b Buffer<f32>,
-    pub d_o: &'b Buffer<bf16>,
+    pub d_o: &'b Buffer<T>,
 }
 
 /// Where the gradients go, and the scratch `delta` (one f32 per query row).
-pub struct Grads<'b> {
-    pub dq: &'b Buffer<bf16>,
-    pub dk: &'b Buffer<bf16>,
-    pub dv: &'b Buffer<bf16>,
+pub struct Grads<'b, T: AttentionElement> {
+    pub dq: &'b Buffer<T>,
+    pub dk: &'b Buffer<T>,
+    pub dv: &'b Buffer<T>,
     pub delta: &'b Buffer<f32>,
 }
 
+/// The descriptors of one backward pass: Q, K, V, dO, dQ, dK, dV.
+type Descs<'d, 'b, T> = [&'d TensorDesc<'b, T>; 7];
+
+/// The element types the backward kernels are compiled for.
+pub trait BackwardElement: AttentionElement {
+    /// Launches the three kernels for this type; `sizes` are heads,
+    /// kv_heads, seq_q and seq_kv, `config` the head dim and causality.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_backward(
+        device: &Device,
+        saved: &Saved<Self>,
+        grads: &Grads<Self>,
+        descs: Descs<Self>,
+        sizes: (i32, i32, i32, i32),
+        grids: (u32, (u32, u32), (u32, u32)),
+        sm_scale: f32,
+        config: (usize, bool),
+    ) -> Result<(), tlx::Error>;
+}
+
+macro_rules! backward_element {
+    ($t:ident, $pre:ident, $dkdv:ident, $dq:ident) => {
+        impl BackwardElement for $t {
+            fn launch_backward(
+                device: &Device,
+                saved: &Saved<Self>,
+                grads: &Grads<Self>,
+                [q, k, v, d_o, dq, dk, dv]: Descs<Self>,
+                (heads, kv_heads, seq_q, seq_kv): (i32, i32, i32, i32),
+                (rows_grid, kv_grid, q_grid): (u32, (u32, u32), (u32, u32)),
+                sm_scale: f32,
+                (head_dim, causal): (usize, bool),
+            ) -> Result<(), tlx::Error> {
+                let rows = saved.lse.len() as i32;
+                macro_rules! launch {
+                    ($d:literal, $causal:literal) => {{
+                        $pre::<$d, 64>::launch(
+                            device,
+                            rows_grid,
+                            saved.o,
+                            saved.d_o,
+                            grads.delta,
+                            rows,
+                        )?;
+                        $dkdv::<$d, 2, $causal>::launch(
+                            device,
+                            kv_grid,
+                            q,
+                            k,
+                            v,
+                            d_o,
+                            dk,
+                            dv,
+                            saved.lse,
+                            grads.delta,
+                            sm_scale,
+                            heads,
+                            kv_heads,
+                            seq_q,
+                            seq_kv,
+                        )?;
+                        $dq::<$d, 64, 2, $causal>::launch(
+                            device,
+                            q_grid,
+                            q,
+                            k,
+                            v,
+                            d_o,
+                            dq,
+                            saved.lse,
+                            grads.delta,
+                            sm_scale,
+                            heads,
+                            kv_heads,
+                            seq_q,
+                            seq_kv,
+                        )
+                    }};
+                }
+                match (head_dim, causal) {
+                    (64, false) => launch!(64, false),
+                    (64, true) => launch!(64, true),
+                    (128, false) => launch!(128, false),
+                    (128, true) => launch!(128, true),
+                    _ => Err(tlx::Error::InvalidConfig {
+                        kernel: stringify!($dkdv),
+                        reason: format!("head_dim {head_dim}: compiled for 64 and 128"),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+backward_element!(bf16, fa_bwd_preprocess, fa_bwd_dkdv, fa_bwd_dq);
+backward_element!(f16, fa_bwd_preprocess_f16, fa_bwd_dkdv_f16, fa_bwd_dq_f16);
+
 /// The three kernels of the backward pass for `shape`, on `device`.
-pub fn attention_backward(
+pub fn attention_backward<T: BackwardElement>(
     device: &Device,
-    saved: &Saved,
-    grads: &Grads,
+    saved: &Saved<T>,
+    grads: &Grads<T>,
     shape: Shape,
     sm_scale: f32,
 ) -> Result<(), tlx::Error> {
@@ -309,40 +414,20 @@ pub fn attention_backward(
         head_dim,
         causal,
     } = shape;
-    let invalid = |reason: String| tlx::Error::InvalidConfig {
-        kernel: "hopper_fa_bwd",
-        reason,
-    };
     if kv_heads == 0 || heads % kv_heads != 0 {
-        return Err(invalid(format!(
-            "{heads} query heads do not split evenly over {kv_heads} key/value heads"
-        )));
-    }
-    if head_dim != 64 && head_dim != 128 {
-        return Err(invalid(format!(
-            "head_dim {head_dim}: compiled for 64 and 128"
-        )));
+        return Err(tlx::Error::InvalidConfig {
+            kernel: "hopper_fa_bwd",
+            reason: format!(
+                "{heads} query heads do not split evenly over {kv_heads} key/value heads"
+            ),
+        });
     }
     let rows = batch * heads * seq_q;
-    let grid = rows.div_ceil(64) as u32;
-    if head_dim == 64 {
-        fa_bwd_preprocess::<64, 64>::launch(
-            device,
-            grid,
-            saved.o,
-            saved.d_o,
-            grads.delta,
-            rows as i32,
-        )?;
-    } else {
-        fa_bwd_preprocess::<128, 64>::launch(
-            device,
-            grid,
-            saved.o,
-            saved.d_o,
-            grads.delta,
-            rows as i32,
-        )?;
+    if saved.lse.len() != rows || grads.delta.len() != rows {
+        return Err(tlx::Error::InvalidConfig {
+            kernel: "hopper_fa_bwd",
+            reason: format!("lse and delta need {rows} elements (batch x heads x seq_q)"),
+        });
     }
     let q = head_desc(saved.q, batch, heads, seq_q, head_dim)?;
     let k = head_desc(saved.k, batch, kv_heads, seq_kv, head_dim)?;
@@ -352,59 +437,30 @@ pub fn attention_backward(
     let dk = head_desc(grads.dk, batch, kv_heads, seq_kv, head_dim)?;
     let dv = head_desc(grads.dv, batch, kv_heads, seq_kv, head_dim)?;
     let sizes = (heads as i32, kv_heads as i32, seq_q as i32, seq_kv as i32);
-    let kv_grid = (seq_kv.div_ceil(128) as u32, (batch * kv_heads) as u32);
-    let q_grid = (seq_q.div_ceil(128) as u32, (batch * heads) as u32);
-    macro_rules! launch {
-        ($d:literal, $causal:literal) => {{
-            fa_bwd_dkdv::<$d, 2, $causal>::launch(
-                device,
-                kv_grid,
-                &q,
-                &k,
-                &v,
-                &d_o,
-                &dk,
-                &dv,
-                saved.lse,
-                grads.delta,
-                sm_scale,
-                sizes.0,
-                sizes.1,
-                sizes.2,
-                sizes.3,
-            )?;
-            fa_bwd_dq::<$d, 64, 2, $causal>::launch(
-                device,
-                q_grid,
-                &q,
-                &k,
-                &v,
-                &d_o,
-                &dq,
-                saved.lse,
-                grads.delta,
-                sm_scale,
-                sizes.0,
-                sizes.1,
-                sizes.2,
-                sizes.3,
-            )
-        }};
-    }
-    match (head_dim, causal) {
-        (64, false) => launch!(64, false),
-        (64, true) => launch!(64, true),
-        (128, false) => launch!(128, false),
-        _ => launch!(128, true),
-    }
+    let grids = (
+        rows.div_ceil(64) as u32,
+        (seq_kv.div_ceil(128) as u32, (batch * kv_heads) as u32),
+        (seq_q.div_ceil(128) as u32, (batch * heads) as u32),
+    );
+    let descs = [&q, &k, &v, &d_o, &dq, &dk, &dv];
+    T::launch_backward(
+        device,
+        saved,
+        grads,
+        descs,
+        sizes,
+        grids,
+        sm_scale,
+        (head_dim, causal),
+    )
 }
 
 /// Runs `shape` on fresh inputs (the forward kernel giving the output and
-/// log-sum-exp) and checks the three gradients against the f64
-/// reference, outputs poisoned first.
-pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
-    let random = |rng: &mut Rng, n: usize| -> Vec<bf16> {
-        rng.normal_vec(n).into_iter().map(bf16::from_f32).collect()
+/// log-sum-exp) and checks the three gradients against the f64 reference,
+/// outputs poisoned first.
+pub fn check<T: BackwardElement>(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
+    let random = |rng: &mut Rng, n: usize| -> Vec<T> {
+        rng.normal_vec(n).into_iter().map(T::from_f32).collect()
     };
     let (q_len, kv_len) = (shape.q_len(), shape.kv_len());
     let (q, k, v, d_o) = (
@@ -414,11 +470,12 @@ pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
         random(rng, q_len),
     );
     let sm_scale = 1.0 / (shape.head_dim as f32).sqrt();
-    let up = |t: &[bf16]| device.upload(t);
+    let up = |t: &[T]| device.upload(t);
     let (dq_in, dk_in, dv_in, do_in) = (up(&q)?, up(&k)?, up(&v)?, up(&d_o)?);
     // The forward kernel's output and log-sum-exp, as in training.
-    let o_in = device.upload(&vec![bf16::NAN; q_len])?;
-    let lse_in = device.upload(&vec![f32::NAN; shape.batch * shape.heads * shape.seq_q])?;
+    let rows = shape.batch * shape.heads * shape.seq_q;
+    let o_in = device.upload(&vec![T::nan(); q_len])?;
+    let lse_in = device.upload(&vec![f32::NAN; rows])?;
     forward::attention(
         device,
         (&dq_in, &dk_in, &dv_in),
@@ -426,10 +483,10 @@ pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
         shape,
         sm_scale,
     )?;
-    let dq = device.upload(&vec![bf16::NAN; q_len])?;
-    let dk = device.upload(&vec![bf16::NAN; kv_len])?;
-    let dv = device.upload(&vec![bf16::NAN; kv_len])?;
-    let delta = device.upload(&vec![f32::NAN; shape.batch * shape.heads * shape.seq_q])?;
+    let dq = device.upload(&vec![T::nan(); q_len])?;
+    let dk = device.upload(&vec![T::nan(); kv_len])?;
+    let dv = device.upload(&vec![T::nan(); kv_len])?;
+    let delta = device.upload(&vec![f32::NAN; rows])?;
     let saved = Saved {
         q: &dq_in,
         k: &dk_in,
@@ -445,10 +502,15 @@ pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
         delta: &delta,
     };
     attention_backward(device, &saved, &grads, shape, sm_scale)?;
-    let (want_dq, want_dk, want_dv) =
-        reference_backward((&q, &k, &v, &d_o), shape, sm_scale as f64);
+    let wide = |t: &[T]| widen(t, T::to_f32);
+    let (want_dq, want_dk, want_dv) = reference_backward(
+        (&wide(&q), &wide(&k), &wide(&v), &wide(&d_o)),
+        shape,
+        sm_scale as f64,
+    );
     let what = format!(
-        "{}x{}/{}x{}x{} over {} keys{}",
+        "{} {}x{}/{}x{}x{} over {} keys{}",
+        T::NAME,
         shape.batch,
         shape.heads,
         shape.kv_heads,
@@ -458,13 +520,13 @@ pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
         if shape.causal { ", causal" } else { "" }
     );
     // Relative to each gradient's largest element: P and dS are rounded to
-    // bf16 before their products, as every flash-attention backward does.
+    // 16 bits before their products, as every flash-attention backward does.
     for (name, got, want) in [
         ("dQ", dq, want_dq),
         ("dK", dk, want_dk),
         ("dV", dv, want_dv),
     ] {
-        let got: Vec<f32> = got.download()?.iter().map(|x| x.to_f32()).collect();
+        let got: Vec<f32> = got.download()?.iter().map(|&x| x.to_f32()).collect();
         let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         let error = common::max_rel_error(&got, &want, scale);
         common::verdict("hopper_fa_bwd", &format!("{what}: {name}"), error, 2e-2)?;
@@ -472,24 +534,27 @@ pub fn check(device: &Device, rng: &mut Rng, shape: Shape) -> Outcome {
     Ok(())
 }
 
-/// Head dims 64 and 128, causal and not, GQA, and lengths that are not
-/// multiples of the tiles (and differ between queries and keys).
+/// Head dims 64 and 128, causal and not, GQA, bf16 and f16, and lengths
+/// that are not multiples of the tiles (and differ between queries and keys).
 pub fn run(device: &Device) -> Outcome {
     let mut rng = Rng::fresh("hopper_fa_bwd");
-    let shapes: &[(usize, usize, usize, usize, usize, usize, bool)] = match Size::for_device(device)
-    {
+    // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
+    type Case = (usize, usize, usize, usize, usize, usize, bool, bool);
+    let cases: &[Case] = match Size::for_device(device) {
         Size::Gpu => &[
-            (2, 4, 2, 1000, 1000, 128, false),
-            (2, 4, 2, 1000, 1000, 128, true),
-            (1, 4, 4, 777, 1500, 64, false),
-            (1, 4, 1, 1500, 777, 64, true),
+            (2, 4, 2, 1000, 1000, 128, false, false),
+            (2, 4, 2, 1000, 1000, 128, true, false),
+            (1, 4, 4, 777, 1500, 64, false, false),
+            (1, 4, 1, 1500, 777, 64, true, false),
+            (1, 4, 2, 1000, 1000, 128, true, true),
         ],
         Size::Interpreter => &[
-            (1, 2, 1, 200, 150, 64, false),
-            (1, 2, 2, 190, 190, 128, true),
+            (1, 2, 1, 200, 150, 64, false, false),
+            (1, 2, 2, 190, 190, 128, true, false),
+            (2, 2, 1, 130, 260, 64, true, true),
         ],
     };
-    for &(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal) in shapes {
+    for &(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, half) in cases {
         let shape = Shape {
             batch,
             heads,
@@ -499,7 +564,11 @@ pub fn run(device: &Device) -> Outcome {
             head_dim,
             causal,
         };
-        check(device, &mut rng, shape)?;
+        if half {
+            check::<f16>(device, &mut rng, shape)?;
+        } else {
+            check::<bf16>(device, &mut rng, shape)?;
+        }
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! What the attention examples share: the problem's shape, descriptors
 //! over `[batch, heads, seq, head_dim]` tensors, and f64 CPU references of
-//! the forward pass (per row) and of the backward pass.
+//! the forward pass (per row) and of the backward pass (on inputs widened
+//! to f64 once, with [`widen`]).
 
-use tlx::half::bf16;
 use tlx::{Buffer, TensorDesc};
 
 /// An attention problem: `[batch, heads, seq_q, head_dim]` queries against
@@ -35,13 +35,13 @@ impl Shape {
 }
 
 /// A `[batch, heads, seq, head_dim]` tensor as a descriptor.
-pub fn head_desc(
-    buf: &Buffer<bf16>,
+pub fn head_desc<T: tlx::Element>(
+    buf: &Buffer<T>,
     batch: usize,
     heads: usize,
     seq: usize,
     head_dim: usize,
-) -> Result<TensorDesc<'_, bf16>, tlx::Error> {
+) -> Result<TensorDesc<'_, T>, tlx::Error> {
     TensorDesc::new(
         buf,
         &[batch, heads, seq, head_dim],
@@ -51,8 +51,8 @@ pub fn head_desc(
 
 /// Attention in f64 on the CPU for query row `i` of head `h` of batch `b`:
 /// its output and natural log-sum-exp.
-pub fn reference_row(
-    (q, k, v): (&[bf16], &[bf16], &[bf16]),
+pub fn reference_row<'a>(
+    (q, k, v): (&'a [f64], &'a [f64], &'a [f64]),
     shape: Shape,
     sm_scale: f64,
     (b, h, i): (usize, usize, usize),
@@ -68,22 +68,14 @@ pub fn reference_row(
     } = shape;
     let kvh = h / (heads / kv_heads);
     let query = &q[((b * heads + h) * seq_q + i) * d..][..d];
-    let kv_row = |t: &'_ [bf16], j: usize| -> Vec<f64> {
-        t[((b * kv_heads + kvh) * seq_kv + j) * d..][..d]
-            .iter()
-            .map(|x| x.to_f64())
-            .collect()
+    let kv_row = |t: &'a [f64], j: usize| -> &'a [f64] {
+        &t[((b * kv_heads + kvh) * seq_kv + j) * d..][..d]
     };
     let seen = if causal { (i + 1).min(seq_kv) } else { seq_kv };
     let scores: Vec<f64> = (0..seen)
         .map(|j| {
             let key = kv_row(k, j);
-            query
-                .iter()
-                .zip(&key)
-                .map(|(x, y)| x.to_f64() * y)
-                .sum::<f64>()
-                * sm_scale
+            query.iter().zip(key).map(|(x, y)| x * y).sum::<f64>() * sm_scale
         })
         .collect();
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -102,7 +94,7 @@ pub fn reference_row(
 /// gradient `d_o`, laid out as `q`, `k` and `v` (a key/value head sums the
 /// gradients of every query head that reads it).
 pub fn reference_backward(
-    (q, k, v, d_o): (&[bf16], &[bf16], &[bf16], &[bf16]),
+    (q, k, v, d_o): (&[f64], &[f64], &[f64], &[f64]),
     shape: Shape,
     sm_scale: f64,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
@@ -115,8 +107,6 @@ pub fn reference_backward(
         head_dim: d,
         causal,
     } = shape;
-    let f = |t: &[bf16]| -> Vec<f64> { t.iter().map(|x| x.to_f64()).collect() };
-    let (q, k, v, d_o) = (f(q), f(k), f(v), f(d_o));
     let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
     let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
     for b in 0..batch {
@@ -148,4 +138,9 @@ pub fn reference_backward(
         }
     }
     (dq, dk, dv)
+}
+
+/// Elements as f64, for the references.
+pub fn widen<T: Copy>(t: &[T], to_f32: impl Fn(T) -> f32) -> Vec<f64> {
+    t.iter().map(|&x| to_f32(x) as f64).collect()
 }

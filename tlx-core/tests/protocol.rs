@@ -106,6 +106,45 @@ fn reading_the_accumulator_before_its_wait_is_an_error() {
     expect_error(&src, Rule::AccumulatorBeforeWait, "acc = acc * 1.0;");
 }
 
+/// Two products in flight, then `async_dot_wait(1, ..)`: the older one is
+/// complete (groups retire in order), the newer one is not.
+const TWO_GROUPS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn two_groups(a: Ptr<bf16>, out: Ptr<f32>) {
+    let buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let at = arange(0, 64)[(.., None)] * 64 + arange(0, 64)[(None, ..)];
+    local_store(buf, load(a + at));
+    fence_async_shared();
+    let first = async_dot(buf, buf, zeros([64, 64], f32));
+    let second = async_dot(buf, buf, zeros([64, 64], f32));
+    let first = async_dot_wait(1, first);
+    let early = first * 2.0;
+    let second = async_dot_wait(0, second);
+    store(out + at, early + second);
+}
+"#;
+
+#[test]
+fn a_wait_leaving_only_later_groups_in_flight_completes_the_earlier() {
+    assert_eq!(check(TWO_GROUPS), ProtocolReport::default());
+    let src = TWO_GROUPS
+        .replace(
+            "let first = async_dot_wait(1, first);",
+            "let second = async_dot_wait(1, second);",
+        )
+        .replace("let early = first * 2.0;", "let early = second * 2.0;")
+        .replace(
+            "let second = async_dot_wait(0, second);",
+            "let first = async_dot_wait(0, first);",
+        )
+        .replace("early + second", "early + first");
+    expect_error(
+        &src,
+        Rule::AccumulatorBeforeWait,
+        "let early = second * 2.0;",
+    );
+}
+
 /// Every variant the checker rejects as a deadlock also deadlocks on the
 /// interpreter with real data, at the sizes the checker names.
 #[test]

@@ -44,6 +44,15 @@ const fn ptr(name: &'static str) -> ParamSpec {
     }
 }
 
+/// What each configuration of `add` takes (descriptor blocks could differ
+/// between configurations; here nothing does).
+const ADD_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr(ScalarType::F32),
+    ParamKind::Ptr(ScalarType::F32),
+    ParamKind::Ptr(ScalarType::F32),
+    ParamKind::Scalar(ScalarType::I32),
+];
+
 static ADD: KernelSpec = KernelSpec {
     name: "add",
     params: &[
@@ -63,7 +72,7 @@ static ADD: KernelSpec = KernelSpec {
             shared_bytes: 0,
             ptx: &[],
             ir: ADD_IR,
-            params: &[],
+            params: ADD_PARAMS,
         },
         ConfigSpec {
             consts: &[("BLOCK", 8)],

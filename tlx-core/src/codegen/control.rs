@@ -3,11 +3,25 @@
 //! values are brought to it. Phi operands from the loop latch are not known
 //! until the body is lowered, so they are written as placeholders and filled in.
 
+use std::collections::HashMap;
+
 use super::emit::llvm_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::LoopBounds;
 use crate::ir::{Block, Op, OpKind, Prim, ValueId};
-use crate::layout::wgmma_accumulator;
+use crate::layout::{wgmma_accumulator, LinearLayout};
+
+/// Every op of `block` and its nested blocks by the values it defines.
+fn index_producers<'k>(block: &'k Block, producers: &mut HashMap<ValueId, &'k Op>) {
+    for op in &block.ops {
+        for &r in &op.results {
+            producers.insert(r, op);
+        }
+        for nested in op.kind.blocks() {
+            index_producers(nested, producers);
+        }
+    }
+}
 
 /// Phis of loop-carried values, with the placeholders of their latch operands.
 struct CarriedPhis {
@@ -37,30 +51,17 @@ impl<'k> Lowerer<'k> {
     }
 
     /// The initial carried values, in the layout the loop keeps them in: a value the
-    /// body replaces by a `Dot` result stays in the `Dot`'s layout.
+    /// body replaces by one derived from a tensor-core result stays in the
+    /// layout that result comes in (see [`Lowerer::derived_layout`]).
     fn carried_inits(&mut self, inits: &[ValueId], body: &'k Block) -> Result<Vec<Tensor>> {
         let yielded = super::pipeline::yielded(body);
+        let mut producers = HashMap::new();
+        index_producers(body, &mut producers);
         let mut out = Vec::new();
         for (i, v) in inits.iter().enumerate() {
-            let producer = yielded
-                .get(i)
-                .and_then(|y| body.ops.iter().find(|op| op.results.contains(y)));
-            let hint = match producer {
-                Some(op) if matches!(op.kind, OpKind::Dot { .. }) => self.dot_result_layout(op)?,
-                // `async_dot` results live in wgmma's accumulator layout.
-                Some(Op {
-                    kind:
-                        OpKind::Prim {
-                            prim: Prim::AsyncDot | Prim::AsyncDotWait,
-                            ..
-                        },
-                    results,
-                    ..
-                }) => match self.ty(results[0]).shape() {
-                    &[m, n] => wgmma_accumulator(m, n, self.num_warps).ok(),
-                    _ => None,
-                },
-                _ => None,
+            let hint = match yielded.get(i) {
+                Some(&y) => self.derived_layout(&producers, y, 0)?,
+                None => None,
             };
             let mut t = self.tensor(*v)?;
             if let Some(layout) = hint {
@@ -70,6 +71,64 @@ impl<'k> Lowerer<'k> {
             out.push(t);
         }
         Ok(out)
+    }
+
+    /// The layout `v` will be computed in when it derives from a `dot` or
+    /// `async_dot` result of the loop body: through elementwise ops of the
+    /// same shape (the result's own layout), reductions (its slice) and
+    /// branches. Carrying the value in that layout spares a conversion
+    /// through shared memory, and a barrier, every iteration (flash
+    /// attention's rescaled `O`, its row max and sum, its `P`).
+    fn derived_layout(
+        &self,
+        producers: &HashMap<ValueId, &'k Op>,
+        v: ValueId,
+        depth: usize,
+    ) -> Result<Option<LinearLayout>> {
+        let Some(op) = producers.get(&v) else {
+            return Ok(None);
+        };
+        if depth > 32 {
+            return Ok(None);
+        }
+        let same_shape = |o: &ValueId| self.ty(*o).shape() == self.ty(v).shape();
+        let from_operands = |operands: Vec<ValueId>| -> Result<Option<LinearLayout>> {
+            for o in operands.iter().filter(|o| same_shape(o)) {
+                if let Some(layout) = self.derived_layout(producers, *o, depth + 1)? {
+                    return Ok(Some(layout));
+                }
+            }
+            Ok(None)
+        };
+        match &op.kind {
+            OpKind::Dot { .. } => self.dot_result_layout(op),
+            OpKind::Prim {
+                prim: Prim::AsyncDot | Prim::AsyncDotWait,
+                ..
+            } => Ok(match self.ty(v).shape() {
+                &[m, n] => wgmma_accumulator(m, n, self.num_warps).ok(),
+                _ => None,
+            }),
+            OpKind::Reduce { value, axis, .. } => Ok(self
+                .derived_layout(producers, *value, depth + 1)?
+                .and_then(|l| l.sliced(*axis).ok())),
+            OpKind::Binary { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Select { .. }
+            | OpKind::Fma { .. }
+            | OpKind::Cast(_)
+            | OpKind::Bitcast(_) => from_operands(op.kind.operands()),
+            OpKind::If { .. } => {
+                let group = op
+                    .kind
+                    .carried_values(&op.results)
+                    .into_iter()
+                    .find(|g| g.contains(&v))
+                    .unwrap_or_default();
+                from_operands(group.into_iter().filter(|&o| o != v).collect())
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Phis in the current (header) block for each init, entering from `pre`.

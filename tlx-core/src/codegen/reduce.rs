@@ -233,14 +233,15 @@ impl<'k> Lowerer<'k> {
 
         // Warps of the CTA.
         let result_layout = layout.sliced(axis)?;
+        let sliced: Vec<usize> = bases
+            .iter()
+            .map(|&b| layout.sliced_register(axis, b))
+            .collect::<std::result::Result<_, _>>()?;
         if warp_mask != 0 {
             reduced =
-                self.reduce_across_warps(kind, acc_s, &result_layout, &bases, reduced, warp_mask)?;
+                self.reduce_across_warps(kind, acc_s, &result_layout, &sliced, reduced, warp_mask)?;
         }
 
-        let mut regs = Vec::with_capacity(n);
-        let position: std::collections::HashMap<usize, usize> =
-            bases.iter().enumerate().map(|(i, &b)| (b, i)).collect();
         let out_s = self.ty(result).elem().scalar().unwrap_or(ScalarType::I32);
         let mut finals = Vec::with_capacity(reduced.len());
         for p in &reduced {
@@ -262,9 +263,10 @@ impl<'k> Lowerer<'k> {
             );
             return Ok(());
         }
-        for r in 0..n {
-            let i = position[&(r & !(reg_mask as usize))];
-            regs.push(finals[i].clone());
+        // Bases that differ only in replicated registers give the same one.
+        let mut regs = vec![String::new(); result_layout.num_regs()];
+        for (&k, value) in sliced.iter().zip(finals) {
+            regs[k] = value;
         }
         self.values.insert(
             result,
@@ -281,7 +283,7 @@ impl<'k> Lowerer<'k> {
         kind: ReduceKind,
         s: ScalarType,
         result_layout: &crate::layout::LinearLayout,
-        bases: &[usize],
+        sliced: &[usize],
         reduced: Vec<Partial>,
         warp_mask: u32,
     ) -> Result<Vec<Partial>> {
@@ -307,8 +309,8 @@ impl<'k> Lowerer<'k> {
         let group_base = self.f.inst(format!("mul i32 {group}, {numel}"));
         self.barrier();
         let mut flats = Vec::new();
-        for (p, &b) in reduced.iter().zip(bases) {
-            let flat = self.flat_index(result_layout, b);
+        for (p, &k) in reduced.iter().zip(sliced) {
+            let flat = self.flat_index(result_layout, k);
             let slot = self.f.inst(format!("add i32 {group_base}, {flat}"));
             self.smem_store(elem, 0, &slot, &p.value);
             if let Some(i) = &p.index {
@@ -383,7 +385,8 @@ mod tests {
         for (t, regs) in partial.iter().enumerate() {
             let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
             for r in (0..n).filter(|r| r & reg_mask as usize == 0) {
-                let slot = &mut slots[group_of(warp)][result.flat_index(r, lane, warp) as usize];
+                let k = layout.sliced_register(axis, r).unwrap();
+                let slot = &mut slots[group_of(warp)][result.flat_index(k, lane, warp) as usize];
                 assert!(slot.is_none_or(|v| v == regs[r]), "replicas disagree");
                 *slot = Some(regs[r]);
             }
@@ -401,7 +404,8 @@ mod tests {
         for t in 0..threads {
             let (lane, warp) = (t as u32 % WARP_SIZE, t as u32 / WARP_SIZE);
             for r in 0..n {
-                let at = result.flat_index(r & !(reg_mask as usize), lane, warp) as usize;
+                let k = layout.sliced_register(axis, r).unwrap();
+                let at = result.flat_index(k, lane, warp) as usize;
                 let total: u64 = (0..groups)
                     .map(|g| slots[g][at].expect("slot written"))
                     .sum();

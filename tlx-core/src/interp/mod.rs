@@ -300,12 +300,15 @@ pub fn run_kernel(
 /// phases, transaction bytes and buffer states follow the same rules as in
 /// [`run_kernel`], so both report the same errors for the same protocol.
 /// One OS thread; the programs of `grid` run one after another.
+/// A run that takes more than `max_steps` task steps stops with
+/// [`InterpError::StepBudget`].
 pub fn run_skeleton(
     kernel: &ir::Kernel,
     keep: &HashSet<ir::OpId>,
     grid: [u32; 3],
     args: &[Option<ArgValue>],
     schedule: Schedule,
+    max_steps: u64,
 ) -> Result<(), InterpError> {
     if args.len() != kernel.params.len() {
         return Err(InterpError::ArgCount {
@@ -329,11 +332,9 @@ pub fn run_skeleton(
         check_uninit: false,
         schedule,
     };
-    run_programs(kernel, grid, &params, &HostMemory::new(), &opts, Some(keep))
+    let skeleton = Some((keep, max_steps));
+    run_programs(kernel, grid, &params, &HostMemory::new(), &opts, skeleton)
 }
-
-/// The most task steps a skeleton run takes before giving up.
-const SKELETON_STEPS: u64 = 4_000_000;
 
 /// `run_kernel` with bound parameters, in a skeleton run or not.
 fn run_programs(
@@ -342,8 +343,12 @@ fn run_programs(
     params: &[Tensor],
     mem: &HostMemory,
     opts: &InterpOptions,
-    skeleton: Option<&HashSet<ir::OpId>>,
+    skeleton: Option<(&HashSet<ir::OpId>, u64)>,
 ) -> Result<(), InterpError> {
+    let (skeleton, max_steps) = match skeleton {
+        Some((keep, steps)) => (Some(keep), Some(steps)),
+        None => (None, None),
+    };
     if grid.contains(&0) {
         return Err(InterpError::EmptyGrid {
             kernel: kernel.name.clone(),
@@ -376,7 +381,7 @@ fn run_programs(
             .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid, skeleton))
             .collect();
         let mut shared = ProgramShared {
-            steps_left: skeleton.map(|_| SKELETON_STEPS),
+            steps_left: max_steps,
             ..ProgramShared::default()
         };
         while !stop.load(Ordering::Relaxed) {

@@ -182,12 +182,31 @@ impl LinearLayout {
     }
 
     /// The layout of the result of reducing `axis`: bases lose that dimension's bits
-    /// (Triton's slice layout). Bases lying wholly in `axis` become replicas.
+    /// (Triton's slice layout). Lane and warp bases lying wholly in `axis` become
+    /// replicas; register ones are dropped, since a thread holding the same value
+    /// in several registers only multiplies the work done on it (a row max of a
+    /// wgmma accumulator: two values per thread, not sixty-four).
     pub fn sliced(&self, axis: usize) -> Result<LinearLayout, LayoutError> {
         let mut shape = self.shape.clone();
         shape.remove(axis);
         let map = drop_dim_bits(&self.shape, axis)?;
-        Ok(self.map_bases(shape, &map))
+        let mut sliced = self.map_bases(shape, &map);
+        sliced.regs.retain(|&b| b != 0);
+        Ok(sliced)
+    }
+
+    /// The register of [`LinearLayout::sliced`]`(axis)` that holds what
+    /// register `reg` of this layout holds once `axis` is reduced away.
+    pub fn sliced_register(&self, axis: usize, reg: usize) -> Result<usize, LayoutError> {
+        let map = drop_dim_bits(&self.shape, axis)?;
+        Ok(self
+            .regs
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| map(b) != 0)
+            .enumerate()
+            .map(|(j, (i, _))| (reg >> i & 1) << j)
+            .sum())
     }
 
     /// Which bases carry `axis` bits, as masks of register, lane and warp bits.
@@ -389,7 +408,8 @@ mod tests {
                     for r in 0..parent.num_regs() {
                         let mut c = parent.coords(r, lane, w);
                         c.remove(axis);
-                        assert_eq!(slice.coords(r, lane, w), c);
+                        let sr = parent.sliced_register(axis, r).unwrap();
+                        assert_eq!(slice.coords(sr, lane, w), c);
                     }
                 }
             }

@@ -5,7 +5,8 @@
 //! through a loop or branch, or be waited for: any other use reads
 //! registers the tensor cores are still writing. Tracked statically, to a
 //! fixed point over loop-carried values; a wait with `pendings > 0` leaves
-//! its result in flight, since the newest groups are not covered.
+//! its result in flight unless at least `pendings` later `async_dot`s of
+//! the same block were issued after it (groups retire in order).
 
 use std::collections::HashMap;
 
@@ -44,7 +45,7 @@ impl InFlight {
     }
 
     fn block(&mut self, block: &Block) {
-        for op in &block.ops {
+        for (at, op) in block.ops.iter().enumerate() {
             for nested in op.kind.blocks() {
                 self.block(nested);
             }
@@ -62,8 +63,12 @@ impl InFlight {
                     args,
                     imms,
                 } if imms.first().is_some_and(|&p| p > 0) => {
+                    let pendings = imms[0] as usize;
+                    let covered = args
+                        .first()
+                        .is_some_and(|&a| issued_after(block, a, at) >= pendings);
                     let origin = args.first().and_then(|a| self.origin.get(a).copied());
-                    if let (Some(origin), Some(&r)) = (origin, op.results.first()) {
+                    if let (Some(origin), Some(&r), false) = (origin, op.results.first(), covered) {
                         self.mark(r, origin);
                     }
                 }
@@ -111,6 +116,31 @@ impl InFlight {
             }
         }
     }
+}
+
+/// How many `async_dot`s `block` surely issues after the one that gives
+/// `value` and before op `at`: those at the block's own level (nested loops
+/// and branches may add more, never fewer). A wait leaving fewer than that
+/// in flight covers `value` (FA's `S_j` issued before `O += P V`, then
+/// `async_dot_wait(1, s)`). Zero when `value` does not come from an
+/// `async_dot` of this block.
+fn issued_after(block: &Block, value: ValueId, at: usize) -> usize {
+    let is_async_dot = |op: &Op| {
+        matches!(
+            op.kind,
+            OpKind::Prim {
+                prim: Prim::AsyncDot,
+                ..
+            }
+        )
+    };
+    let before = &block.ops[..at.min(block.ops.len())];
+    before
+        .iter()
+        .rposition(|op| is_async_dot(op) && op.results.first() == Some(&value))
+        .map_or(0, |d| {
+            before[d + 1..].iter().filter(|op| is_async_dot(op)).count()
+        })
 }
 
 /// Uses that leave a value in flight: the accumulator of the next

@@ -17,7 +17,7 @@ mod diagnose;
 mod samples;
 mod slice;
 
-use crate::interp::run_skeleton;
+use crate::interp::{run_skeleton, InterpError};
 use crate::ir::{Kernel, SrcLoc};
 
 /// The protocol rules, one per class of bug the checker rejects.
@@ -87,6 +87,13 @@ pub struct ProtocolReport {
     pub warnings: Vec<Finding>,
 }
 
+/// Task steps of one sample's run before it counts as endless (a loop that
+/// does not end for those sizes: reported as undecidable).
+const SAMPLE_STEPS: u64 = 4_000_000;
+
+/// Task steps of the run that picks the pivot.
+const PROBE_STEPS: u64 = 250_000;
+
 /// Checks the synchronization protocol of `kernel`.
 pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     let mut report = ProtocolReport {
@@ -99,14 +106,30 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     if skeleton.is_empty() || !report.errors.is_empty() {
         return report;
     }
-    for sample in samples::samples(kernel, &skeleton) {
-        let Err(error) = run_skeleton(
+    let run = |sample: &samples::Sample, max_steps: u64| {
+        run_skeleton(
             kernel,
             &skeleton.keep,
             sample.grid,
             &sample.args,
             sample.schedule,
-        ) else {
+            max_steps,
+        )
+    };
+    // The pivot: the highest whose run of every size at it stays short
+    // (a persistent kernel multiplies its sizes; see `samples`).
+    let mut lowered = 0;
+    while let Some(probe) = samples::all_at_pivot(kernel, &skeleton, lowered) {
+        match run(&probe, PROBE_STEPS) {
+            Err(InterpError::StepBudget { .. }) if samples::has_pivot(kernel, lowered + 1) => {
+                lowered += 1
+            }
+            _ => break,
+        }
+    }
+    for sample in samples::samples(kernel, &skeleton, lowered) {
+        let error = run(&sample, SAMPLE_STEPS).err();
+        let Some(error) = error else {
             continue;
         };
         let described = samples::describe(kernel, &sample);

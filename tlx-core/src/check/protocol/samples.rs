@@ -19,6 +19,12 @@
 //! loop carries its ring state across tiles), and all of them together run
 //! up to the pivot; producers and consumers share their bounds, so they
 //! iterate alike.
+//!
+//! A persistent kernel multiplies its sizes (batch × heads × tiles of one
+//! program), so the pivot can make runs very long. The checker then lowers
+//! it (`pivot`: the next smaller `B + 1`, down to 2) until a run with every
+//! size at the pivot stays short: the varied size still climbs its whole
+//! ladder, and loops over the others still run, with fewer trips.
 
 use crate::interp::{ArgValue, Schedule};
 use crate::ir::{Kernel, OpKind, ParamKind, ScalarType, Type};
@@ -46,17 +52,10 @@ pub(crate) fn ladder(blocks: &[i64], max_trips: i64) -> Vec<i64> {
     values
 }
 
-/// The samples for `kernel`, in the order to try them (small first, so the
-/// first failure is the simplest to explain).
-pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
-    let sized: Vec<usize> = kernel
-        .params
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| skeleton.needed.contains(&p.value))
-        .filter(|(_, p)| matches!(p.kind, ParamKind::Scalar(s) if s.is_int()))
-        .map(|(i, _)| i)
-        .collect();
+/// The samples for `kernel` around pivot number `level`, in the order to
+/// try them (small first, so the first failure is the simplest to explain).
+pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec<Sample> {
+    let sized = sized_params(kernel, skeleton);
     // Two programs (or clusters) already split a persistent loop's tiles
     // unevenly for odd tile counts, which the ladder gives.
     let grids = if reads_program(kernel, skeleton) {
@@ -66,10 +65,9 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
     };
     let blocks: Vec<i64> = kernel.consts.iter().map(|(_, v)| *v).collect();
     let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
-    // Two trips or more of every loop.
-    let pivot = blocks.iter().copied().max().unwrap_or(1).max(1) + 1;
+    let pivot = pivot(kernel, level);
     // All sizes together up to the pivot (one run when there are none)...
-    let together: Vec<Vec<i64>> = match sized.len() {
+    let together = match sized.len() {
         0 => vec![Vec::new()],
         1 => Vec::new(),
         n => ladder
@@ -96,7 +94,7 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
             let at_pivot = values.iter().all(|&v| v == pivot);
             (values, &both[..if at_pivot { 2 } else { 1 }])
         })
-        .chain(one_at_a_time.map(|values| (values, &both[..1])));
+        .chain(one_at_a_time.map(|run| (run, &both[..1])));
     let mut out = Vec::new();
     for (values, schedules) in runs {
         for &programs in &grids {
@@ -114,6 +112,58 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton) -> Vec<Sample> {
         }
     }
     out
+}
+
+/// The pivots, highest first: `B + 1` for each of the kernel's constants
+/// `B` (two trips or more of every loop at the first), then 2.
+fn pivots(kernel: &Kernel) -> Vec<i64> {
+    let mut pivots: Vec<i64> = kernel
+        .consts
+        .iter()
+        .map(|&(_, b)| b.max(1) + 1)
+        .chain([2])
+        .collect();
+    pivots.sort_unstable_by(|a, b| b.cmp(a));
+    pivots.dedup();
+    pivots
+}
+
+/// Pivot number `level` (0 the highest), the lowest past the end.
+pub(crate) fn pivot(kernel: &Kernel, level: usize) -> i64 {
+    let pivots = pivots(kernel);
+    pivots[level.min(pivots.len() - 1)]
+}
+
+/// Whether there is a pivot number `level`.
+pub(crate) fn has_pivot(kernel: &Kernel, level: usize) -> bool {
+    level < pivots(kernel).len()
+}
+
+/// One program with every size at pivot number `level`: the longest run
+/// the samples make at that pivot. `None` when no size is sampled.
+pub(crate) fn all_at_pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Option<Sample> {
+    let sized = sized_params(kernel, skeleton);
+    if sized.is_empty() {
+        return None;
+    }
+    let values = vec![pivot(kernel, level); sized.len()];
+    Some(Sample {
+        grid: kernel.options.cluster.map(|c| c.max(1)),
+        args: args(kernel, skeleton, &sized, &values),
+        schedule: Schedule::RoundRobin,
+    })
+}
+
+/// The integer parameters the skeleton needs, by index.
+fn sized_params(kernel: &Kernel, skeleton: &Skeleton) -> Vec<usize> {
+    kernel
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| skeleton.needed.contains(&p.value))
+        .filter(|(_, p)| matches!(p.kind, ParamKind::Scalar(s) if s.is_int()))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The arguments: sampled sizes, `true` for needed flags, opaque the rest.
