@@ -29,7 +29,7 @@ for line in sys.stdin:
 collect examples build "${targets[@]}"
 collect tests test --workspace --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
-cp scripts/torch_fp8.py .gpu/
+cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py .gpu/
 # The trybuild suite needs cargo and the proc-macro's tests the toolchain's
 # libstd, neither of which the GPU machine has; neither needs a GPU.
 rm -f .gpu/tests/ui .gpu/tests/tlx_macros

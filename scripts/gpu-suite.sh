@@ -38,6 +38,13 @@ done
 if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f .gpu/anchors.py ]; then
   step anchors 200 python3 .gpu/anchors.py
 fi
+# Attention: cuDNN and torch flash forward and backward in the same sitting,
+# then the combined table and plot.
+if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f .gpu/attention_anchors.py ]; then
+  step attention-anchors 300 python3 .gpu/attention_anchors.py
+  [ -f "$out/bench-attention.log" ] && python3 .gpu/attention_table.py \
+    "$out/bench-attention.log" "$out/attention-anchors.log" "$out/attention" > "$out/attention-table.md" 2>&1
+fi
 echo "device: $(cat "$out/device.txt")"
 for b in "$out"/bench-*.log; do [ -f "$b" ] && { echo "== $b"; grep '^|' "$b"; }; done
 echo "| step | result | time | verdict lines |"
