@@ -31,6 +31,13 @@ if [ "${TLX_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for ex in "$bin"/examples/*; do
     [ -x "$ex" ] && step "memcheck-$(basename "$ex")" 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$ex"
   done
+  # The warp-specialized kernels' shared-memory races and barrier misuse
+  # (slow: TLX_SANITIZE=2 only).
+  [ "${TLX_SANITIZE:-1}" = 2 ] && for ex in "$bin"/examples/hopper_fa_* "$bin"/examples/hopper_gemm_ws "$bin"/examples/cluster_exchange; do
+    for tool in racecheck synccheck; do
+      [ -x "$ex" ] && step "$tool-$(basename "$ex")" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$ex"
+    done
+  done
 fi
 for b in "$bin"/benches/*; do
   [ -x "$b" ] && step "bench-$(basename "$b")" 300 "$b"
