@@ -106,6 +106,34 @@ fn a_slice_past_its_buffer_is_reported_with_both_shapes() {
     assert!(text.contains("op `local_slice`"), "{text}");
 }
 
+/// Cycles spent on a stretch of the kernel, read twice with `clock64()`.
+const TIMED: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn timed(x: Ptr<f32>, out: Ptr<f32>, cycles: Ptr<i64>) {
+    let start = clock64();
+    let offs = arange(0, 128);
+    store(out + offs, load(x + offs) * 2.0);
+    let end = clock64();
+    store(cycles, end - start);
+}
+"#;
+
+#[test]
+fn clock64_counts_forward_over_a_stretch_of_the_kernel() {
+    let kernel = compile(TIMED);
+    let mem = HostMemory::new();
+    let x = mem.alloc(128 * 4);
+    mem.write(x, 0, &vec![7u8; 128 * 4]).expect("write");
+    let (out, cycles) = (mem.alloc(128 * 4), mem.alloc(8));
+    let args = [ArgValue::ptr(x), ArgValue::ptr(out), ArgValue::ptr(cycles)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut bytes = [0u8; 8];
+    mem.read(cycles, 0, &mut bytes).expect("read back");
+    // The interpreter's cycles are ops: the stretch runs at least its
+    // load, multiply and store.
+    assert!(i64::from_le_bytes(bytes) >= 3, "{bytes:?}");
+}
+
 /// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.
 #[cfg(feature = "llvm")]
 mod codegen {
@@ -140,6 +168,24 @@ mod codegen {
             }
             None => println!("skipped: ptxas not found"),
         }
+    }
+
+    /// Each `clock64()` is its own read of the cycle counter, in program
+    /// order around the work it times: never merged into one.
+    #[test]
+    fn clock64_reads_are_kept_apart() {
+        let kernel = super::compile(super::TIMED);
+        let ptx = tlx_core::codegen::compile(&kernel, Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        assert_eq!(ptx.matches("%clock64").count(), 2, "{ptx}");
+        let first = ptx.find("%clock64").unwrap_or(0);
+        let last = ptx.rfind("%clock64").unwrap_or(0);
+        let store = ptx.find("st.global").unwrap_or(0);
+        assert!(
+            first < store && store < last,
+            "the reads do not bracket the store"
+        );
     }
 
     /// `mbar_timeout_ns` gives every `barrier_wait` a deadline that prints

@@ -336,6 +336,13 @@ impl<'k> Lowerer<'k> {
                 self.fence_mbarrier_init_cluster();
                 Ok(())
             }
+            Prim::Clock64 => {
+                // Volatile: two reads are two instructions, in program order.
+                let now = self
+                    .f
+                    .asm("i64", "mov.u64 $0, %clock64;", "=l,~{memory}", &[]);
+                self.define_register(result()?, now)
+            }
             Prim::AsyncDescriptorStore => {
                 let desc = self.register(arg(0)?)?;
                 let m = self.buffer_type(arg(1)?)?;

@@ -103,6 +103,8 @@ pub(crate) struct Executor<'k> {
     /// The shared buffers each `async_dot` group of this task reads, oldest
     /// first, until an `async_dot_wait` retires it.
     wgmma_groups: std::collections::VecDeque<Vec<usize>>,
+    /// Ops this task has executed: its `clock64()`.
+    ops_run: u64,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -147,6 +149,7 @@ impl<'k> Executor<'k> {
             async_loads: prim::AsyncLoads::default(),
             skeleton,
             wgmma_groups: Default::default(),
+            ops_run: 0,
         }
     }
 
@@ -188,6 +191,7 @@ impl<'k> Executor<'k> {
                     async_loads: prim::AsyncLoads::default(),
                     skeleton: self.skeleton,
                     wgmma_groups: Default::default(),
+                    ops_run: self.ops_run,
                 }));
             }
         }
@@ -469,6 +473,7 @@ impl<'k> Executor<'k> {
     }
 
     fn execute(&mut self, op: &'k Op) -> FaultResult<()> {
+        self.ops_run += 1;
         if let Some(keep) = self.skeleton {
             let terminator = matches!(op.kind, OpKind::Yield(_) | OpKind::Condition(_));
             if !terminator && !keep.contains(&op.id) {

@@ -70,6 +70,9 @@ pub struct Effects {
     /// A result element may come from an operand element another thread
     /// holds, so code generation moves data between threads.
     pub cross_thread: bool,
+    /// Reads state that changes by itself (a clock): never merged with
+    /// another read, removed or moved.
+    pub volatile: bool,
 }
 
 impl Effects {
@@ -83,6 +86,7 @@ impl Effects {
         regions: false,
         terminator: false,
         cross_thread: false,
+        volatile: false,
     };
 
     /// Pure, but a result element may depend on elements other threads hold.
@@ -146,6 +150,7 @@ impl Effects {
             && !self.host
             && !self.regions
             && !self.terminator
+            && !self.volatile
     }
 
     /// Pure, and each thread computes its result elements from the operand

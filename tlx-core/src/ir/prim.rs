@@ -92,6 +92,9 @@ pub enum Prim {
     /// into `buffer` of every program of the cluster whose bit `cta_mask`
     /// sets, completing its bytes on `barrier` of each (same offsets there).
     AsyncDescriptorLoadMulticast,
+    /// `clock64()`: this SM's 64-bit cycle counter (i64), for timing a
+    /// stretch of a kernel.
+    Clock64,
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -119,7 +122,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 26] = [
+    pub const ALL: [Prim; 27] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -145,6 +148,7 @@ impl Prim {
         Prim::RemoteShmemStore,
         Prim::AsyncRemoteShmemStore,
         Prim::FenceMbarrierInitCluster,
+        Prim::Clock64,
         Prim::AsyncDescriptorLoadMulticast,
     ];
 
@@ -176,6 +180,7 @@ impl Prim {
             Prim::RemoteShmemStore => "remote_shmem_store",
             Prim::AsyncRemoteShmemStore => "async_remote_shmem_store",
             Prim::FenceMbarrierInitCluster => "fence_mbarrier_init_cluster",
+            Prim::Clock64 => "clock64",
             Prim::AsyncDescriptorLoadMulticast => "async_descriptor_load_multicast",
         }
     }
@@ -220,6 +225,7 @@ impl Prim {
             Prim::RemoteShmemStore => sig(&["dst", "value"], &[], 0),
             Prim::AsyncRemoteShmemStore => sig(&["dst", "value", "barrier"], &[], 0),
             Prim::FenceMbarrierInitCluster => sig(&[], &[], 0),
+            Prim::Clock64 => sig(&[], &[], 1),
             Prim::AsyncDescriptorLoadMulticast => PrimSignature {
                 variadic: true,
                 ..sig(
@@ -320,6 +326,10 @@ impl Prim {
                 ..Effects::PURE
             },
             Prim::FenceMbarrierInitCluster => syncs_cluster,
+            Prim::Clock64 => Effects {
+                volatile: true,
+                ..Effects::PURE
+            },
         }
     }
 
@@ -438,6 +448,10 @@ impl Prim {
                 bool_scalar(operands[1], "the predicate")
             }
             Prim::FenceAsyncShared | Prim::FenceMbarrierInitCluster => Ok(()),
+            Prim::Clock64 => match results {
+                [t] if **t == Type::scalar(ScalarType::I64) => Ok(()),
+                _ => Err("`clock64` gives one i64 scalar".into()),
+            },
             Prim::AsyncDescriptorLoad
             | Prim::AsyncDescriptorLoadMulticast
             | Prim::AsyncDescriptorStore => {

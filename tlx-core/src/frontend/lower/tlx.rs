@@ -243,6 +243,7 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![], vec![])
             }
             Prim::FenceMbarrierInitCluster => (vec![], vec![], vec![]),
+            Prim::Clock64 => (vec![], vec![], vec![Type::scalar(ScalarType::I64)]),
             Prim::AsyncDescriptorLoadMulticast => {
                 return Err(Diagnostic::new(span, "`async_descriptor_load_multicast` is the IR's name of a multicast copy")
                     .with_hint("write `async_descriptor_load(desc, buffer, offsets, barrier, multicast_targets = [r0, r1, ...])`, as TLX does"));
@@ -530,7 +531,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         // remote views already.
         Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 2),
         Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
-        Prim::FenceMbarrierInitCluster => (&[], 0),
+        Prim::FenceMbarrierInitCluster | Prim::Clock64 => (&[], 0),
     }
 }
 

@@ -448,6 +448,11 @@ impl<'k> Executor<'k> {
                 }
                 Ok(())
             }
+            // The interpreter's cycles are the ops the task has run.
+            Prim::Clock64 => {
+                let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
+                Ok(self.define(op, 0, Data::Int(vec![now]))?)
+            }
             Prim::RemoteView
             | Prim::RemoteShmemStore
             | Prim::AsyncRemoteShmemStore
