@@ -208,6 +208,20 @@ fn histogram<const BLOCK: usize>(x: Ptr<i32>, bins: Ptr<i32>, n: i32) {
     atomic_add(bins + (v % 16), 1, mask = mask);
 }
 
+/// The math functions beyond the basics, each in its own row of `out`.
+#[tlx::kernel(configs = [(BLOCK = 1024)])]
+fn math<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
+    let i = program_id(0) * BLOCK + arange(0, BLOCK);
+    let m = i < n;
+    let v = load(x + i, mask = m);
+    store(out + i, tanh(v), mask = m);
+    store(out + n + i, round(v), mask = m);
+    store(out + 2 * n + i, trunc(v), mask = m);
+    store(out + 3 * n + i, sigmoid(v), mask = m);
+    store(out + 4 * n + i, softplus(v), mask = m);
+    store(out + 5 * n + i, clamp(v, -1.5, 2.0), mask = m);
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -307,6 +321,38 @@ fn casts_are_bit_identical() {
     assert_eq!(g.2, c.2, "fp8 e4m3");
     assert_eq!(g.3, c.3, "fp8 e5m2");
     assert_eq!(g.4, c.4, "f32 to i32");
+}
+
+/// `round`, `trunc` and `clamp` are exact on both; `tanh` is the GPU's
+/// `tanh.approx.f32` (about 2^-11 relative) against a correctly rounded
+/// one; `sigmoid` and `softplus` inherit the `.approx` exp and log.
+#[test]
+fn math_functions_agree() {
+    let Some(dev) = gpu() else { return };
+    let n = 5000;
+    let mut x = fresh_rng().vec(n, 12.0);
+    x[0] = 2.5;
+    x[1] = -0.5;
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 6 * n])?;
+        math::<1024>::launch(d, n.div_ceil(1024) as u32, &dx, &out, n as i32)?;
+        out.download()
+    });
+    for (row, name) in ["tanh", "round", "trunc", "sigmoid", "softplus", "clamp"]
+        .into_iter()
+        .enumerate()
+    {
+        let (g, c) = (&g[row * n..][..n], &c[row * n..][..n]);
+        let diff = max_rel_diff(g, c);
+        println!("{name}: max relative difference {diff:.1e}");
+        let bound = match name {
+            "round" | "trunc" | "clamp" => 0.0,
+            "tanh" => 1e-3,
+            _ => 1e-5,
+        };
+        assert!(diff <= bound, "{name} differs by {diff}");
+    }
 }
 
 #[test]

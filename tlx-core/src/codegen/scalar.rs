@@ -179,12 +179,17 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
         UnaryOp::Abs if s.is_signed_int() => {
             f.call(ty, &format!("llvm.abs.{ty}"), &[(ty, x), ("i1", "false")])
         }
-        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil if s.is_int() => x.to_string(),
-        UnaryOp::Floor | UnaryOp::Ceil if float => {
-            let name = if op == UnaryOp::Floor {
-                "floor"
-            } else {
-                "ceil"
+        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc
+            if s.is_int() =>
+        {
+            x.to_string()
+        }
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc if float => {
+            let name = match op {
+                UnaryOp::Floor => "floor",
+                UnaryOp::Ceil => "ceil",
+                UnaryOp::Round => "roundeven",
+                _ => "trunc",
             };
             in_f32(f, s, x, |f, w| {
                 f.call("float", &format!("llvm.{name}.f32"), &[("float", w)])
@@ -212,6 +217,7 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
         UnaryOp::Rsqrt if float => in_f32(f, s, x, |f, w| approx(f, "rsqrt.approx", w)),
         UnaryOp::Sin if float => in_f32(f, s, x, |f, w| approx(f, "sin.approx", w)),
         UnaryOp::Cos if float => in_f32(f, s, x, |f, w| approx(f, "cos.approx", w)),
+        UnaryOp::Tanh if float => in_f32(f, s, x, |f, w| approx(f, "tanh.approx", w)),
         _ => return Err(unsupported(format!("{op:?} on {s}"))),
     })
 }

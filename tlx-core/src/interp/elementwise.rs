@@ -222,6 +222,9 @@ fn float_unary(op: UnaryOp, ty: ScalarType, v: &[f32]) -> FaultResult<Vec<f32>> 
         UnaryOp::Rsqrt => |x| 1.0 / x.sqrt(),
         UnaryOp::Sin => f32::sin,
         UnaryOp::Cos => f32::cos,
+        UnaryOp::Tanh => f32::tanh,
+        UnaryOp::Round => f32::round_ties_even,
+        UnaryOp::Trunc => f32::trunc,
         UnaryOp::Not => return Err(mismatch("not on floats")),
     };
     Ok(if ty == ScalarType::F32 {
@@ -240,7 +243,7 @@ pub(crate) fn unary(op: UnaryOp, ty: ScalarType, value: &Data) -> FaultResult<Da
                 UnaryOp::Neg => i64::wrapping_neg,
                 UnaryOp::Not => |x| !x,
                 UnaryOp::Abs => i64::wrapping_abs,
-                UnaryOp::Floor | UnaryOp::Ceil => |x| x,
+                UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => |x| x,
                 _ => return Err(mismatch("transcendental on integers")),
             };
             Data::Int(v.iter().map(|&x| wrap_int(ty, f(x))).collect())

@@ -351,7 +351,7 @@ impl BinaryOp {
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 13] = [
+    pub const ALL: [UnaryOp; 16] = [
         UnaryOp::Neg,
         UnaryOp::Not,
         UnaryOp::Exp,
@@ -365,6 +365,9 @@ impl UnaryOp {
         UnaryOp::Abs,
         UnaryOp::Floor,
         UnaryOp::Ceil,
+        UnaryOp::Tanh,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
     ];
 
     pub fn mnemonic(self) -> &'static str {
@@ -382,6 +385,9 @@ impl UnaryOp {
             UnaryOp::Abs => "abs",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Round => "round",
+            UnaryOp::Trunc => "trunc",
         }
     }
 }

@@ -109,6 +109,12 @@ pub enum UnaryOp {
     Abs,
     Floor,
     Ceil,
+    /// Hyperbolic tangent (`tanh.approx.f32` on the GPU: about 2^-11 relative).
+    Tanh,
+    /// To the nearest integer, ties to even.
+    Round,
+    /// Toward zero.
+    Trunc,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -31,6 +31,9 @@ fn unary_math(name: &str) -> Option<UnaryOp> {
         "abs" => UnaryOp::Abs,
         "floor" => UnaryOp::Floor,
         "ceil" => UnaryOp::Ceil,
+        "tanh" => UnaryOp::Tanh,
+        "round" => UnaryOp::Round,
+        "trunc" => UnaryOp::Trunc,
         _ => return None,
     })
 }
@@ -68,6 +71,10 @@ impl<'a> Lowerer<'a> {
         if let Some(op) = unary_math(name) {
             let a = args.bind(&["x"], 1)?;
             return self.math(op, a[0], args.span);
+        }
+        if matches!(name, "sigmoid" | "softplus") {
+            let a = args.bind(&["x"], 1)?;
+            return self.activation(name, a[0], args.span);
         }
         if let Some(kind) = reduce_kind(name) {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
@@ -244,19 +251,19 @@ impl<'a> Lowerer<'a> {
                 let shape = perm.iter().map(|&p| ty.shape()[p]).collect();
                 Ok(Val::Ir(self.b.push1(OpKind::Trans { value: x, perm }, ty.with_shape(shape))))
             }
+            "clamp" => {
+                // `minimum(maximum(x, lo), hi)`, as Triton's `clamp`.
+                let a = args.bind(&["x", "min", "max"], 3)?;
+                let x = self.val_arg(a[0])?;
+                let (lo, hi) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
+                let at_least = self.extremum(crate::ir::BinaryOp::Max, x, lo, args.span)?;
+                self.extremum(crate::ir::BinaryOp::Min, at_least, hi, args.span)
+            }
             "maximum" | "minimum" => {
                 let a = args.bind(&["x", "y"], 2)?;
                 let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
                 let op = if name == "maximum" { crate::ir::BinaryOp::Max } else { crate::ir::BinaryOp::Min };
-                if let (Val::Const(p), Val::Const(q)) = (&x, &y) {
-                    return crate::frontend::value::fold_binary(op, *p, *q).map(Val::Const)
-                        .ok_or_else(|| Diagnostic::new(args.span, "invalid constant operands"));
-                }
-                let ids = self.unify(&[&x, &y], args.span)?;
-                if self.scalar_elem(ids[0], args.span, "an operand")? == ScalarType::Bool {
-                    return Err(Diagnostic::new(args.span, format!("`{name}` needs numbers, not bools")));
-                }
-                Ok(Val::Ir(self.binary_op(op, ids[0], ids[1])))
+                self.extremum(op, x, y, args.span)
             }
             "fma" => {
                 let a = args.bind(&["a", "b", "c"], 3)?;
@@ -405,20 +412,115 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    fn math(&mut self, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
-        let x = self.ir_arg(x)?;
-        let s = self.scalar_elem(x, span, "a math operand")?;
-        let x = if s.is_float() || (op == UnaryOp::Abs && s.is_int()) {
-            x
-        } else if s.is_int() {
-            self.cast(x, ScalarType::F32, span)?
-        } else {
+    /// `maximum` or `minimum` of two values (folded when both are constants).
+    fn extremum(&mut self, op: crate::ir::BinaryOp, x: Val, y: Val, span: Span) -> R<Val> {
+        if let (Val::Const(p), Val::Const(q)) = (&x, &y) {
+            return crate::frontend::value::fold_binary(op, *p, *q)
+                .map(Val::Const)
+                .ok_or_else(|| Diagnostic::new(span, "invalid constant operands"));
+        }
+        let ids = self.unify(&[&x, &y], span)?;
+        if self.scalar_elem(ids[0], span, "an operand")? == ScalarType::Bool {
             return Err(Diagnostic::new(
                 span,
-                "math functions need numbers, not bools",
+                "`maximum`, `minimum` and `clamp` need numbers, not bools",
             ));
-        };
+        }
+        Ok(Val::Ir(self.binary_op(op, ids[0], ids[1])))
+    }
+
+    /// `sigmoid(x) = 1 / (1 + exp(-x))` and `softplus(x) = log(1 + exp(x))`,
+    /// the latter as `max(x, 0) + log(1 + exp(-|x|))` so that large `x`
+    /// neither overflows nor loses `x`; built from `exp` and `log`, so the
+    /// GPU and the interpreter agree as closely as those do.
+    fn activation(&mut self, name: &str, x: Option<&'a Expr>, span: Span) -> R<Val> {
+        let x = self.ir_arg(x)?;
+        let x = self.math_operand(UnaryOp::Exp, x, span)?;
+        let (add, div) = (
+            syn::BinOp::Add(Default::default()),
+            syn::BinOp::Div(Default::default()),
+        );
+        let one = Val::Const(ConstVal::Float(1.0));
+        let exp_of = |this: &mut Self, v: ValueId| Val::Ir(this.unary(UnaryOp::Exp, v));
+        match name {
+            "sigmoid" => {
+                let neg = self.unary(UnaryOp::Neg, x);
+                let e = exp_of(self, neg);
+                let denom = self.binary(&add, one.clone(), e, span)?;
+                self.binary(&div, one, denom, span)
+            }
+            _ => {
+                let abs = self.unary(UnaryOp::Abs, x);
+                let neg = self.unary(UnaryOp::Neg, abs);
+                let e = exp_of(self, neg);
+                let log1p = self.log1p(e, span)?;
+                let positive = self.extremum(
+                    crate::ir::BinaryOp::Max,
+                    Val::Ir(x),
+                    Val::Const(ConstVal::Float(0.0)),
+                    span,
+                )?;
+                self.binary(&add, positive, log1p, span)
+            }
+        }
+    }
+
+    /// `log(1 + e)` for `e >= 0`, accurate when `e` is tiny (where `1 + e`
+    /// rounds to 1): `log(u) * e / (u - 1)` with `u = 1 + e`, and `e`
+    /// itself when `u` is 1 (Goldberg's correction).
+    fn log1p(&mut self, e: Val, span: Span) -> R<Val> {
+        let one = Val::Const(ConstVal::Float(1.0));
+        let (add, sub) = (
+            syn::BinOp::Add(Default::default()),
+            syn::BinOp::Sub(Default::default()),
+        );
+        let (mul, div) = (
+            syn::BinOp::Mul(Default::default()),
+            syn::BinOp::Div(Default::default()),
+        );
+        let u = self.binary(&add, one.clone(), e.clone(), span)?;
+        let u_id = self.materialize(&u, span)?;
+        let log_u = Val::Ir(self.unary(UnaryOp::Log, u_id));
+        let scaled = self.binary(&mul, log_u, e.clone(), span)?;
+        let spread = self.binary(&sub, u.clone(), one.clone(), span)?;
+        let ratio = self.binary(&div, scaled, spread, span)?;
+        let exact = self.binary(&syn::BinOp::Eq(Default::default()), u, one, span)?;
+        let (cond, on_true, on_false) = (
+            self.materialize(&exact, span)?,
+            self.materialize(&e, span)?,
+            self.materialize(&ratio, span)?,
+        );
+        let ty = self.ty(on_true);
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Select {
+                cond,
+                on_true,
+                on_false,
+            },
+            ty,
+        )))
+    }
+
+    fn math(&mut self, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
+        let x = self.ir_arg(x)?;
+        let x = self.math_operand(op, x, span)?;
         Ok(Val::Ir(self.unary(op, x)))
+    }
+
+    /// `x` as `op` takes it: floats as they are, integers converted to f32
+    /// (but kept for `abs`), bools rejected.
+    fn math_operand(&mut self, op: UnaryOp, x: ValueId, span: Span) -> R<ValueId> {
+        let s = self.scalar_elem(x, span, "a math operand")?;
+        if s.is_float() || (op == UnaryOp::Abs && s.is_int()) {
+            Ok(x)
+        } else if s.is_int() {
+            self.cast(x, ScalarType::F32, span)
+        } else {
+            Err(Diagnostic::new(
+                span,
+                "math functions need numbers, not bools",
+            ))
+        }
     }
 
     /// Sums of bools and 8-bit ints accumulate in i32, as in Triton.
