@@ -24,20 +24,48 @@ fn math(x: Ptr<f32>, out: Ptr<f32>) {
     store(out + 768 + i, sigmoid(v));
     store(out + 1024 + i, softplus(v));
     store(out + 1280 + i, clamp(v, -1.5, 2.0));
+    store(out + 1536 + i, log1p(abs(v) * 1e-6));
+    store(out + 1792 + i, expm1(v * 1e-6));
+    store(out + 2048 + i, expm1(v));
+    store(out + 2304 + i, erf(v * 0.05));
+    store(out + 2560 + i, pow(abs(v) + 0.5, 1.5));
 }
 "#;
 
-/// What each row of `out` holds, in f64.
-fn references(x: f64) -> [f64; 6] {
+/// What each row of `out` holds, in f64, and its tolerance in f32 ulps of
+/// the value (negative: `erf`'s absolute bound, 3e-7).
+fn references(x: f64) -> [(f64, f64); ROWS] {
     let softplus = x.max(0.0) + (-x.abs()).exp().ln_1p();
+    // The inputs as the kernel rounds them to f32 before the function.
+    let f = |v: f64| f64::from(v as f32);
     [
-        x.tanh(),
-        x.round_ties_even(),
-        x.trunc(),
-        1.0 / (1.0 + (-x).exp()),
-        softplus,
-        x.clamp(-1.5, 2.0),
+        (x.tanh(), 4.0),
+        (x.round_ties_even(), 0.0),
+        (x.trunc(), 0.0),
+        (1.0 / (1.0 + (-x).exp()), 4.0),
+        (softplus, 8.0),
+        (x.clamp(-1.5, 2.0), 0.0),
+        (f(x.abs() * 1e-6).ln_1p(), 8.0),
+        (f(x * 1e-6).exp_m1(), 8.0),
+        (x.exp_m1(), 64.0),
+        (erf(f(x * 0.05)), -1.0),
+        (f(x.abs() + 0.5).powf(1.5), 64.0),
     ]
+}
+
+/// Rows of `out`, one per function.
+const ROWS: usize = 11;
+
+/// erf in f64: its series, exact to f64 rounding for the |x| <= 2 the
+/// test feeds it.
+fn erf(x: f64) -> f64 {
+    let mut term = x;
+    let mut sum = x;
+    for n in 1..200 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * std::f64::consts::FRAC_2_SQRT_PI
 }
 
 fn compile(src: &str) -> Kernel {
@@ -78,22 +106,38 @@ fn math_functions_match_f64_references() {
     let x = mem.alloc(256 * 4);
     let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
     mem.write(x, 0, &bytes).expect("write");
-    let out = mem.alloc(6 * 256 * 4);
-    mem.write(out, 0, &vec![0xff; 6 * 256 * 4]).expect("poison");
+    let out = mem.alloc(ROWS * 256 * 4);
+    mem.write(out, 0, &vec![0xff; ROWS * 256 * 4])
+        .expect("poison");
     let args = [ArgValue::ptr(x), ArgValue::ptr(out)];
     run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut got = vec![0u8; 6 * 256 * 4];
+    let mut got = vec![0u8; ROWS * 256 * 4];
     mem.read(out, 0, &mut got).expect("read back");
     let got: Vec<f32> = got
         .chunks(4)
         .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
         .collect();
-    let names = ["tanh", "round", "trunc", "sigmoid", "softplus", "clamp"];
+    let names = [
+        "tanh",
+        "round",
+        "trunc",
+        "sigmoid",
+        "softplus",
+        "clamp",
+        "log1p",
+        "expm1 (tiny)",
+        "expm1",
+        "erf",
+        "pow",
+    ];
     for (i, &v) in xs.iter().enumerate() {
-        for (row, want) in references(f64::from(v)).into_iter().enumerate() {
+        for (row, (want, ulps)) in references(f64::from(v)).into_iter().enumerate() {
             let have = f64::from(got[row * 256 + i]);
-            // f32 arithmetic: a few ulp of the larger of the value and 1e-30.
-            let tolerance = 4.0 * f64::from(f32::EPSILON) * want.abs().max(1e-30);
+            let tolerance = if ulps < 0.0 {
+                3e-7
+            } else {
+                ulps.max(0.5) * f64::from(f32::EPSILON) * want.abs().max(1e-30)
+            };
             assert!(
                 (have - want).abs() <= tolerance,
                 "{}({v}) = {have}, want {want}",

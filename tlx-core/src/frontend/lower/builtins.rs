@@ -72,9 +72,8 @@ impl<'a> Lowerer<'a> {
             let a = args.bind(&["x"], 1)?;
             return self.math(op, a[0], args.span);
         }
-        if matches!(name, "sigmoid" | "softplus") {
-            let a = args.bind(&["x"], 1)?;
-            return self.activation(name, a[0], args.span);
+        if super::composite::FUNCTIONS.contains(&name) {
+            return self.composite_math(args);
         }
         if let Some(kind) = reduce_kind(name) {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
@@ -413,7 +412,13 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `maximum` or `minimum` of two values (folded when both are constants).
-    fn extremum(&mut self, op: crate::ir::BinaryOp, x: Val, y: Val, span: Span) -> R<Val> {
+    pub(super) fn extremum(
+        &mut self,
+        op: crate::ir::BinaryOp,
+        x: Val,
+        y: Val,
+        span: Span,
+    ) -> R<Val> {
         if let (Val::Const(p), Val::Const(q)) = (&x, &y) {
             return crate::frontend::value::fold_binary(op, *p, *q)
                 .map(Val::Const)
@@ -429,78 +434,6 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Ir(self.binary_op(op, ids[0], ids[1])))
     }
 
-    /// `sigmoid(x) = 1 / (1 + exp(-x))` and `softplus(x) = log(1 + exp(x))`,
-    /// the latter as `max(x, 0) + log(1 + exp(-|x|))` so that large `x`
-    /// neither overflows nor loses `x`; built from `exp` and `log`, so the
-    /// GPU and the interpreter agree as closely as those do.
-    fn activation(&mut self, name: &str, x: Option<&'a Expr>, span: Span) -> R<Val> {
-        let x = self.ir_arg(x)?;
-        let x = self.math_operand(UnaryOp::Exp, x, span)?;
-        let (add, div) = (
-            syn::BinOp::Add(Default::default()),
-            syn::BinOp::Div(Default::default()),
-        );
-        let one = Val::Const(ConstVal::Float(1.0));
-        let exp_of = |this: &mut Self, v: ValueId| Val::Ir(this.unary(UnaryOp::Exp, v));
-        match name {
-            "sigmoid" => {
-                let neg = self.unary(UnaryOp::Neg, x);
-                let e = exp_of(self, neg);
-                let denom = self.binary(&add, one.clone(), e, span)?;
-                self.binary(&div, one, denom, span)
-            }
-            _ => {
-                let abs = self.unary(UnaryOp::Abs, x);
-                let neg = self.unary(UnaryOp::Neg, abs);
-                let e = exp_of(self, neg);
-                let log1p = self.log1p(e, span)?;
-                let positive = self.extremum(
-                    crate::ir::BinaryOp::Max,
-                    Val::Ir(x),
-                    Val::Const(ConstVal::Float(0.0)),
-                    span,
-                )?;
-                self.binary(&add, positive, log1p, span)
-            }
-        }
-    }
-
-    /// `log(1 + e)` for `e >= 0`, accurate when `e` is tiny (where `1 + e`
-    /// rounds to 1): `log(u) * e / (u - 1)` with `u = 1 + e`, and `e`
-    /// itself when `u` is 1 (Goldberg's correction).
-    fn log1p(&mut self, e: Val, span: Span) -> R<Val> {
-        let one = Val::Const(ConstVal::Float(1.0));
-        let (add, sub) = (
-            syn::BinOp::Add(Default::default()),
-            syn::BinOp::Sub(Default::default()),
-        );
-        let (mul, div) = (
-            syn::BinOp::Mul(Default::default()),
-            syn::BinOp::Div(Default::default()),
-        );
-        let u = self.binary(&add, one.clone(), e.clone(), span)?;
-        let u_id = self.materialize(&u, span)?;
-        let log_u = Val::Ir(self.unary(UnaryOp::Log, u_id));
-        let scaled = self.binary(&mul, log_u, e.clone(), span)?;
-        let spread = self.binary(&sub, u.clone(), one.clone(), span)?;
-        let ratio = self.binary(&div, scaled, spread, span)?;
-        let exact = self.binary(&syn::BinOp::Eq(Default::default()), u, one, span)?;
-        let (cond, on_true, on_false) = (
-            self.materialize(&exact, span)?,
-            self.materialize(&e, span)?,
-            self.materialize(&ratio, span)?,
-        );
-        let ty = self.ty(on_true);
-        Ok(Val::Ir(self.b.push1(
-            OpKind::Select {
-                cond,
-                on_true,
-                on_false,
-            },
-            ty,
-        )))
-    }
-
     fn math(&mut self, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
         let x = self.ir_arg(x)?;
         let x = self.math_operand(op, x, span)?;
@@ -509,7 +442,7 @@ impl<'a> Lowerer<'a> {
 
     /// `x` as `op` takes it: floats as they are, integers converted to f32
     /// (but kept for `abs`), bools rejected.
-    fn math_operand(&mut self, op: UnaryOp, x: ValueId, span: Span) -> R<ValueId> {
+    pub(super) fn math_operand(&mut self, op: UnaryOp, x: ValueId, span: Span) -> R<ValueId> {
         let s = self.scalar_elem(x, span, "a math operand")?;
         if s.is_float() || (op == UnaryOp::Abs && s.is_int()) {
             Ok(x)

@@ -4,6 +4,7 @@
 
 mod builtins;
 mod calls;
+mod composite;
 mod control;
 mod expr;
 mod memory;
