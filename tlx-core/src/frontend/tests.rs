@@ -989,3 +989,46 @@ fn misuse_is_reported_not_panicked() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+#[test]
+fn const_items_are_compile_time_constants() {
+    let k = compile_one(&kernel_with(
+        "const ROWS: usize = 2 * 8;\n    const SCALE: f32 = 3;\n    static_assert(ROWS % 16 == 0, \"whole tiles\");\n    store(p + arange(0, ROWS), full([ROWS], SCALE, f32));",
+    ));
+    // The shape came from the constant, and the store's value is 3.0.
+    assert!(!find(&k, |o| matches!(o, OpKind::Arange { end: 16, .. })).is_empty());
+    assert!(!find(
+        &k,
+        |o| matches!(o, OpKind::Constant(Literal::Float(f)) if *f == 3.0)
+    )
+    .is_empty());
+}
+
+#[test]
+fn a_const_item_needs_a_compile_time_value() {
+    let d = expect_error(
+        "const N: usize = n;",
+        "n;",
+        "`const N` needs a value known at compile time",
+    );
+    assert!(d.hint.as_deref().is_some_and(|h| h.contains("`let`")));
+    expect_error(
+        "const F: bool = 2;",
+        "bool",
+        "`const F`: this type cannot hold `2`",
+    );
+}
+
+#[test]
+fn a_failed_static_assert_stops_the_build_with_its_message() {
+    expect_error(
+        "const B: usize = 24;\n    static_assert(B % 16 == 0, \"B must be a multiple of 16\");",
+        "B % 16",
+        "B must be a multiple of 16",
+    );
+    expect_error(
+        "static_assert(n > 0);",
+        "n > 0",
+        "a `static_assert` condition",
+    );
+}

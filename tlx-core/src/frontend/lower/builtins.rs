@@ -258,6 +258,24 @@ impl<'a> Lowerer<'a> {
                 let at_least = self.extremum(crate::ir::BinaryOp::Max, x, lo, args.span)?;
                 self.extremum(crate::ir::BinaryOp::Min, at_least, hi, args.span)
             }
+            "static_assert" => {
+                // Triton's `tl.static_assert`: a failed one stops the build here.
+                let a = args.bind(&["cond", "msg"], 1)?;
+                let cond = self.expr_arg(a[0])?;
+                let ConstVal::Bool(holds) = self.eval_const(cond, "a `static_assert` condition")? else {
+                    return Err(Diagnostic::new(cond.span(), "`static_assert` needs a `bool` condition")
+                        .with_hint("compare constants, e.g. `static_assert(BLOCK % 16 == 0, \"...\")`"));
+                };
+                if !holds {
+                    let message = match a[1] {
+                        Some(m) => str_arg(m)?,
+                        None => "a `static_assert` failed".to_string(),
+                    };
+                    return Err(Diagnostic::new(cond.span(), message)
+                        .with_hint("this configuration breaks the kernel's own requirement; change the constants it is compiled with"));
+                }
+                Ok(Val::Unit)
+            }
             "maximum" | "minimum" => {
                 let a = args.bind(&["x", "y"], 2)?;
                 let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);

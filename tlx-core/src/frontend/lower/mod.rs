@@ -19,6 +19,7 @@ use super::{BlockDim, SigParam, Signature};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::ir::{Builder, DescriptorBlock, Kernel, KernelOptions, ParamKind, ScalarType, SrcLoc};
 use proc_macro2::Span;
+use quote::ToTokens;
 use std::collections::HashMap;
 use syn::spanned::Spanned;
 
@@ -327,9 +328,13 @@ impl<'a> Lowerer<'a> {
                 Ok(Val::Unit)
             }
             syn::Stmt::Item(syn::Item::Fn(_)) => Ok(Val::Unit),
+            syn::Stmt::Item(syn::Item::Const(item)) => {
+                self.lower_const_item(item)?;
+                Ok(Val::Unit)
+            }
             syn::Stmt::Item(other) => Err(Diagnostic::new(
                 other.span(),
-                "only helper `fn`s may be declared inside a kernel",
+                "only helper `fn`s and `const` items may be declared inside a kernel",
             )
             .with_hint("use a `let` binding or a const generic instead")),
             syn::Stmt::Expr(e, semi) => {
@@ -342,6 +347,40 @@ impl<'a> Lowerer<'a> {
             }
             syn::Stmt::Macro(m) => Err(macro_error(&m.mac)),
         }
+    }
+
+    /// `const NAME: T = value;`: a compile-time constant of the kernel's
+    /// constants and literals (from its declaration on).
+    fn lower_const_item(&mut self, item: &'a syn::ItemConst) -> R<()> {
+        let value = self.lower_expr(&item.expr)?;
+        let Val::Const(c) = value else {
+            return Err(Diagnostic::new(
+                item.expr.span(),
+                format!("`const {}` needs a value known at compile time", item.ident),
+            )
+            .with_hint("build it from literals, const generics and other constants; use `let` for run-time values"));
+        };
+        let ty = match &*item.ty {
+            syn::Type::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            _ => None,
+        };
+        // Constants stay constants (usable as shapes and in `static_assert`);
+        // the type only says integer, float or bool.
+        let value = match (ty.as_deref(), c) {
+            (Some("usize" | "isize" | "u64" | "i64" | "u32" | "i32" | "u16" | "i16" | "u8" | "i8"), ConstVal::Int(v)) => ConstVal::Int(v),
+            (Some("f32" | "f64" | "f16" | "bf16"), ConstVal::Float(v)) => ConstVal::Float(v),
+            (Some("f32" | "f64" | "f16" | "bf16"), ConstVal::Int(v)) => ConstVal::Float(v as f64),
+            (Some("bool"), ConstVal::Bool(v)) => ConstVal::Bool(v),
+            _ => {
+                return Err(Diagnostic::new(
+                    item.ty.span(),
+                    format!("`const {}`: this type cannot hold `{}`", item.ident, item.expr.to_token_stream()),
+                )
+                .with_hint("integer constants are `usize` (or another integer type), float ones `f32`, flags `bool`"))
+            }
+        };
+        self.define(item.ident.to_string(), Val::Const(value));
+        Ok(())
     }
 
     fn lower_local(&mut self, local: &'a syn::Local) -> R<()> {
