@@ -9,9 +9,20 @@ use syn::visit::Visit;
 /// It cannot clash with a Rust identifier.
 pub const RETURNED: &str = "#returned";
 
+/// The flag `break` sets: this loop stops (its remaining iterations do nothing).
+pub const BROKEN: &str = "#broken";
+
+/// The flag `continue` sets: the rest of this iteration is skipped.
+pub const CONTINUED: &str = "#continued";
+
+/// The flags that, once set, skip the rest of a statement list.
+pub const EXIT_FLAGS: [&str; 3] = [RETURNED, BROKEN, CONTINUED];
+
 #[derive(Default)]
 struct Assigned {
     names: BTreeSet<String>,
+    /// Loops entered: a `break` or `continue` inside one belongs to it.
+    loop_depth: usize,
 }
 
 impl<'ast> Visit<'ast> for Assigned {
@@ -34,6 +45,31 @@ impl<'ast> Visit<'ast> for Assigned {
     fn visit_expr_return(&mut self, e: &'ast syn::ExprReturn) {
         self.names.insert(RETURNED.to_string());
         syn::visit::visit_expr_return(self, e);
+    }
+
+    fn visit_expr_break(&mut self, e: &'ast syn::ExprBreak) {
+        if self.loop_depth == 0 {
+            self.names.insert(BROKEN.to_string());
+        }
+        syn::visit::visit_expr_break(self, e);
+    }
+
+    fn visit_expr_continue(&mut self, _: &'ast syn::ExprContinue) {
+        if self.loop_depth == 0 {
+            self.names.insert(CONTINUED.to_string());
+        }
+    }
+
+    fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        self.loop_depth += 1;
+        syn::visit::visit_expr_for_loop(self, e);
+        self.loop_depth -= 1;
+    }
+
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        self.loop_depth += 1;
+        syn::visit::visit_expr_while(self, e);
+        self.loop_depth -= 1;
     }
 
     // `name = value` inside a call is a keyword argument, not an assignment.
@@ -104,8 +140,11 @@ pub fn assigned_in_expr(e: &syn::Expr) -> BTreeSet<String> {
     v.names
 }
 
-pub fn stmt_returns(s: &syn::Stmt) -> bool {
-    assigned_in_stmts(std::slice::from_ref(s)).contains(RETURNED)
+/// Whether `s` may `return`, or `break` or `continue` the loop it is in:
+/// the statements after it then run only while no exit flag is set.
+pub fn stmt_exits(s: &syn::Stmt) -> bool {
+    let assigned = assigned_in_stmts(std::slice::from_ref(s));
+    EXIT_FLAGS.iter().any(|f| assigned.contains(*f))
 }
 
 /// Every helper `fn` declared anywhere in the kernel body.
@@ -143,8 +182,8 @@ mod tests {
         });
         let names: Vec<String> = assigned_in_stmts(&block.stmts).into_iter().collect();
         assert_eq!(names, vec![RETURNED.to_string(), "acc".into(), "x".into()]);
-        assert!(stmt_returns(&block.stmts[2]));
-        assert!(!stmt_returns(&block.stmts[0]));
+        assert!(stmt_exits(&block.stmts[2]));
+        assert!(!stmt_exits(&block.stmts[0]));
         assert_eq!(helper_fns(&block).len(), 1);
     }
 }

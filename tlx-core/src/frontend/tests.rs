@@ -720,12 +720,13 @@ fn match_is_rejected() {
 }
 
 #[test]
-fn loop_and_break_are_rejected() {
+fn loop_is_rejected_and_break_needs_a_loop() {
     expect_error("loop { }", "loop", "`loop` is not supported");
+    expect_error("break;", "break", "`break` outside a loop");
     expect_error(
-        "for i in 0..n { break; }",
-        "break",
-        "`break` is not supported",
+        "for i in 0..n { continue 'outer; }",
+        "continue",
+        "a labelled or valued `continue` is not supported",
     );
 }
 

@@ -4,13 +4,22 @@
 
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::scan::{self, RETURNED};
+use crate::frontend::scan::{self, BROKEN, CONTINUED, RETURNED};
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{Block, OpKind, ScalarType, Type, ValueId};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::spanned::Spanned;
 use syn::Expr;
+
+/// Whether the rest of a statement list runs, given the exit flags
+/// (`return`, `break`, `continue`).
+pub(super) enum Go {
+    Always,
+    Never,
+    /// While this `bool` holds.
+    If(ValueId),
+}
 
 /// One arm of an `if`: a block, the tail of a statement list, an `else if`, or nothing.
 #[derive(Clone, Copy)]
@@ -391,11 +400,13 @@ impl<'a> Lowerer<'a> {
             step,
             unrolled,
         } = self.loop_range(f)?;
-        if unrolled {
-            self.unroll(f, var, lower, upper, step)
-        } else {
-            self.runtime_for(f, var, lower, upper, step)
-        }
+        self.breakable(&f.body.stmts, |this| {
+            if unrolled {
+                this.unroll(f, var, lower, upper, step)
+            } else {
+                this.runtime_for(f, var, lower, upper, step)
+            }
+        })
     }
 
     fn unroll(
@@ -432,18 +443,78 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Unit)
     }
 
-    /// A loop body; once the kernel has returned, the rest of the iterations do nothing.
+    /// A loop body; once the kernel has returned or the loop was broken,
+    /// the rest of the iterations do nothing. A `continue` skips the rest
+    /// of its own iteration only.
     fn guarded_body(&mut self, stmts: &'a [syn::Stmt], span: Span) -> R<()> {
-        let returns = scan::assigned_in_stmts(stmts).contains(RETURNED);
-        match self.lookup(RETURNED).cloned() {
-            Some(Val::Ir(flag)) if returns => {
-                let go = self.logical_not(flag);
-                self.lower_if(go, Branch::Stmts(stmts), Branch::Empty, span)
-                    .map(drop)
-            }
-            Some(Val::Const(ConstVal::Bool(true))) => Ok(()),
-            _ => self.lower_stmts(stmts).map(drop),
+        let assigned = scan::assigned_in_stmts(stmts);
+        if assigned.contains(CONTINUED) {
+            self.define(CONTINUED.to_string(), Val::Const(ConstVal::Bool(false)));
         }
+        let carried: Vec<&str> = [RETURNED, BROKEN]
+            .into_iter()
+            .filter(|f| assigned.contains(*f))
+            .collect();
+        match self.keep_going(&carried) {
+            Go::If(go) => self
+                .lower_if(go, Branch::Stmts(stmts), Branch::Empty, span)
+                .map(drop),
+            Go::Never => Ok(()),
+            Go::Always => self.lower_stmts(stmts).map(drop),
+        }
+    }
+
+    /// Whether to go on, given exit `flags` (those defined): never once
+    /// one is known set, always while none can be, else while none is.
+    pub(super) fn keep_going(&mut self, flags: &[&str]) -> Go {
+        let mut set = Vec::new();
+        for flag in flags {
+            match self.lookup(flag).cloned() {
+                Some(Val::Const(ConstVal::Bool(true))) => return Go::Never,
+                Some(Val::Ir(v)) => set.push(v),
+                _ => {}
+            }
+        }
+        let Some((&first, rest)) = set.split_first() else {
+            return Go::Always;
+        };
+        let any = rest.iter().fold(first, |acc, &v| {
+            self.binary_op(crate::ir::BinaryOp::Or, acc, v)
+        });
+        Go::If(self.logical_not(any))
+    }
+
+    /// Lowers a loop (`lower`) whose body may `break`: the flag lives
+    /// around the loop, carried through its iterations.
+    fn breakable(&mut self, body: &[syn::Stmt], lower: impl FnOnce(&mut Self) -> R<Val>) -> R<Val> {
+        if !scan::assigned_in_stmts(body).contains(BROKEN) {
+            return lower(self);
+        }
+        self.push_scope();
+        self.define(BROKEN.to_string(), Val::Const(ConstVal::Bool(false)));
+        let result = lower(self);
+        self.pop_scope();
+        result
+    }
+
+    /// `break` and `continue`: set the loop's flag.
+    pub(super) fn lower_loop_exit(&mut self, flag: &str, label: bool, span: Span) -> R<Val> {
+        let word = if flag == BROKEN { "break" } else { "continue" };
+        if label {
+            return Err(Diagnostic::new(
+                span,
+                format!("a labelled or valued `{word}` is not supported"),
+            )
+            .with_hint(format!(
+                "write a plain `{word};`, which leaves the innermost loop"
+            )));
+        }
+        if !self.is_local(flag) {
+            return Err(Diagnostic::new(span, format!("`{word}` outside a loop"))
+                .with_hint("`break` and `continue` work in the `for` and `while` loops of the kernel itself, not in helper functions"));
+        }
+        self.assign(flag, Val::Const(ConstVal::Bool(true)), span)?;
+        Ok(Val::Unit)
     }
 
     fn runtime_for(
@@ -548,6 +619,10 @@ impl<'a> Lowerer<'a> {
                 "loop labels are not supported",
             ));
         }
+        self.breakable(&w.body.stmts, |this| this.lower_while_loop(w))
+    }
+
+    fn lower_while_loop(&mut self, w: &'a syn::ExprWhile) -> R<Val> {
         let span = w.while_token.span;
         let mut assigned = scan::assigned_in_stmts(&w.body.stmts);
         assigned.extend(scan::assigned_in_expr(&w.cond));
@@ -608,13 +683,19 @@ impl<'a> Lowerer<'a> {
             Val::Ir(id) => id,
             other => self.materialize(&other, cond.span())?,
         };
-        // Only a loop that can return carries the flag; it then stops the loop.
-        match self.lookup(RETURNED).cloned() {
-            Some(Val::Ir(flag)) if names.iter().any(|n| n == RETURNED) => {
-                let go = self.logical_not(flag);
-                Ok(self.binary_op(crate::ir::BinaryOp::And, c, go))
-            }
-            _ => Ok(c),
+        // Only a loop that can return or break carries those flags; they
+        // then stop the loop.
+        let carried: Vec<&str> = [RETURNED, BROKEN]
+            .into_iter()
+            .filter(|f| names.iter().any(|n| n == f))
+            .collect();
+        match self.keep_going(&carried) {
+            Go::If(go) => Ok(self.binary_op(crate::ir::BinaryOp::And, c, go)),
+            Go::Never => Ok(self.constant(
+                ConstVal::Bool(false),
+                Type::scalar(crate::ir::ScalarType::Bool),
+            )),
+            Go::Always => Ok(c),
         }
     }
 

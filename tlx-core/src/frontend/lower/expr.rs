@@ -169,16 +169,16 @@ impl<'a> Lowerer<'a> {
                 "`loop` is not supported in kernels",
             )
             .with_hint("use `while cond { ... }` or `for i in 0..n { ... }`")),
-            Expr::Break(b) => Err(Diagnostic::new(
+            Expr::Break(b) => self.lower_loop_exit(
+                crate::frontend::scan::BROKEN,
+                b.label.is_some() || b.expr.is_some(),
                 b.break_token.span,
-                "`break` is not supported in kernels",
-            )
-            .with_hint("make the exit a `while` condition")),
-            Expr::Continue(c) => Err(Diagnostic::new(
+            ),
+            Expr::Continue(c) => self.lower_loop_exit(
+                crate::frontend::scan::CONTINUED,
+                c.label.is_some(),
                 c.continue_token.span,
-                "`continue` is not supported in kernels",
-            )
-            .with_hint("guard the rest of the loop body with `if`")),
+            ),
             Expr::Reference(r) => Err(Diagnostic::new(
                 r.and_token.span,
                 "references are not supported in kernels",

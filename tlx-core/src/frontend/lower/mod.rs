@@ -290,13 +290,13 @@ impl<'a> Lowerer<'a> {
             if i + 1 == stmts.len() {
                 return Ok(value);
             }
-            if scan::stmt_returns(stmt) {
-                // The rest of this block runs only if the kernel has not returned.
-                match self.lookup(RETURNED).cloned() {
-                    Some(Val::Const(ConstVal::Bool(true))) => return Ok(Val::Unit),
-                    Some(Val::Ir(flag)) => {
-                        self.b.set_loc(loc_of(stmt.span()));
-                        let keep_going = self.logical_not(flag);
+            if scan::stmt_exits(stmt) {
+                // The rest of this block runs only if the kernel has not
+                // returned and the loop was not broken or continued.
+                self.b.set_loc(loc_of(stmt.span()));
+                match self.keep_going(&scan::EXIT_FLAGS) {
+                    control::Go::Never => return Ok(Val::Unit),
+                    control::Go::If(keep_going) => {
                         self.lower_if(
                             keep_going,
                             control::Branch::Stmts(&stmts[i + 1..]),
@@ -305,7 +305,7 @@ impl<'a> Lowerer<'a> {
                         )?;
                         return Ok(Val::Unit);
                     }
-                    _ => {}
+                    control::Go::Always => {}
                 }
             }
         }
@@ -318,7 +318,7 @@ impl<'a> Lowerer<'a> {
         self.frames.len() == 1
             && self.b.depth() == 0
             && matches!(stmt, syn::Stmt::Expr(_, Some(_)) | syn::Stmt::Macro(_))
-            && !scan::stmt_returns(stmt)
+            && !scan::stmt_exits(stmt)
     }
 
     fn lower_stmt(&mut self, stmt: &'a syn::Stmt) -> R<Val> {
