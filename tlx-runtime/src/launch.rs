@@ -39,6 +39,7 @@ pub fn launch(
     grid.validate()?;
     check_cluster(spec, config_spec.cluster, grid)?;
     check_args(device, spec, args)?;
+    crate::dump::on_launch(spec, config, config_spec);
     match device.backend() {
         Backend::Cuda(cuda) => cuda.launch(spec, config, config_spec, grid, args),
         Backend::Cpu(cpu) => cpu.launch(spec, config, grid, args),

@@ -15,6 +15,7 @@ mod cpu;
 mod cuda;
 mod desc;
 mod device;
+mod dump;
 mod element;
 mod error;
 mod grid;
