@@ -171,3 +171,52 @@ mod codegen {
         }
     }
 }
+
+/// Row means of a `[4, 64]` tile (also as a method, with `keep_dims`),
+/// and the mean of an integer tile, which is a float.
+const MEANS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn means(x: Ptr<f32>, out: Ptr<f32>) {
+    let rows = arange(0, 4);
+    let cols = arange(0, 64);
+    let v = load(x + rows[(.., None)] * 64 + cols[(None, ..)]);
+    store(out + rows, mean(v, axis = 1));
+    let kept = v.mean(1, keep_dims = true);
+    store(out + 4 + rows[(.., None)], kept);
+    store(out + 8, mean(cols));
+}
+"#;
+
+#[test]
+fn means_divide_sums_by_their_counts() {
+    let kernel = compile(MEANS);
+    let mem = HostMemory::new();
+    let xs: Vec<f32> = inputs();
+    let x = mem.alloc(256 * 4);
+    let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    mem.write(x, 0, &bytes).expect("write");
+    let out = mem.alloc(9 * 4);
+    mem.write(out, 0, &[0xff; 36]).expect("poison");
+    let args = [ArgValue::ptr(x), ArgValue::ptr(out)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut got = [0u8; 36];
+    mem.read(out, 0, &mut got).expect("read back");
+    let got: Vec<f64> = got
+        .chunks(4)
+        .map(|w| f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+        .collect();
+    for row in 0..4 {
+        let want = xs[row * 64..][..64]
+            .iter()
+            .map(|&v| f64::from(v))
+            .sum::<f64>()
+            / 64.0;
+        for have in [got[row], got[4 + row]] {
+            assert!(
+                (have - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "row {row}: {have} vs {want}"
+            );
+        }
+    }
+    assert_eq!(got[8], 31.5);
+}

@@ -75,6 +75,10 @@ impl<'a> Lowerer<'a> {
         if super::composite::FUNCTIONS.contains(&name) {
             return self.composite_math(args);
         }
+        if name == "mean" {
+            let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
+            return self.mean(&a, args.span);
+        }
         if let Some(kind) = reduce_kind(name) {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
             return self.reduce(kind, &a, args.span);
@@ -485,7 +489,33 @@ impl<'a> Lowerer<'a> {
     }
 
     fn reduce(&mut self, kind: ReduceKind, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
-        let mut x = self.ir_arg(a[0])?;
+        let x = self.ir_arg(a[0])?;
+        self.reduce_value(kind, x, a, span)
+    }
+
+    /// `mean(x, axis, keep_dims)`: the sum over the count, in f32 for
+    /// integer and bool inputs.
+    fn mean(&mut self, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
+        let x = self.ir_arg(a[0])?;
+        let x = self.math_operand(UnaryOp::Exp, x, span)?;
+        let ty = self.ty(x);
+        let count = match a[1] {
+            Some(_) if !ty.is_scalar() => ty.shape()[self.axis_arg(a[1], ty.rank())?],
+            _ => ty.numel(),
+        };
+        let sum = self.reduce_value(ReduceKind::Sum, x, a, span)?;
+        let div = syn::BinOp::Div(Default::default());
+        self.binary(&div, sum, Val::Const(ConstVal::Float(count as f64)), span)
+    }
+
+    /// [`Lowerer::reduce`] of a value already lowered (`a[0]` is not read).
+    fn reduce_value(
+        &mut self,
+        kind: ReduceKind,
+        mut x: ValueId,
+        a: &[Option<&'a Expr>],
+        span: Span,
+    ) -> R<Val> {
         if kind == ReduceKind::Sum {
             x = self.widen_for_sum(x, span)?;
         }

@@ -43,6 +43,7 @@ const METHODS: &[&str] = &[
     "min",
     "argmax",
     "argmin",
+    "mean",
     "cumsum",
     "expand_dims",
     "broadcast_to",
