@@ -26,7 +26,7 @@
 #[path = "hopper_fa_fwd.rs"]
 pub mod forward;
 
-use common::attention::{head_desc, reference_backward, widen, Shape};
+use common::attention::{cases, head_desc, reference_backward, widen, Shape};
 use common::{Outcome, Rng, Size};
 use forward::{common, AttentionElement};
 use tlx::half::{bf16, f16};
@@ -534,40 +534,14 @@ pub fn check<T: BackwardElement>(device: &Device, rng: &mut Rng, shape: Shape) -
     Ok(())
 }
 
-/// Head dims 64 and 128, causal and not, GQA, bf16 and f16, and lengths
-/// that are not multiples of the tiles (and differ between queries and keys).
+/// Every problem of [`cases`], against the f64 reference.
 pub fn run(device: &Device) -> Outcome {
     let mut rng = Rng::fresh("hopper_fa_bwd");
-    // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
-    type Case = (usize, usize, usize, usize, usize, usize, bool, bool);
-    let cases: &[Case] = match Size::for_device(device) {
-        Size::Gpu => &[
-            (2, 4, 2, 1000, 1000, 128, false, false),
-            (2, 4, 2, 1000, 1000, 128, true, false),
-            (1, 4, 4, 777, 1500, 64, false, false),
-            (1, 4, 1, 1500, 777, 64, true, false),
-            (1, 4, 2, 1000, 1000, 128, true, true),
-        ],
-        Size::Interpreter => &[
-            (1, 2, 1, 200, 150, 64, false, false),
-            (1, 2, 2, 190, 190, 128, true, false),
-            (2, 2, 1, 130, 260, 64, true, true),
-        ],
-    };
-    for &(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, half) in cases {
-        let shape = Shape {
-            batch,
-            heads,
-            kv_heads,
-            seq_q,
-            seq_kv,
-            head_dim,
-            causal,
-        };
-        if half {
-            check::<f16>(device, &mut rng, shape)?;
+    for case in cases(Size::for_device(device)) {
+        if case.f16 {
+            check::<f16>(device, &mut rng, case.shape)?;
         } else {
-            check::<bf16>(device, &mut rng, shape)?;
+            check::<bf16>(device, &mut rng, case.shape)?;
         }
     }
     Ok(())

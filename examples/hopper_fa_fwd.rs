@@ -29,7 +29,7 @@
 
 pub mod common;
 
-use common::attention::{head_desc, reference_row, widen, Shape};
+use common::attention::{cases, head_desc, reference_row, widen, Shape};
 use common::{Outcome, Rng, Size};
 use tlx::half::{bf16, f16};
 use tlx::prelude::*;
@@ -426,42 +426,14 @@ pub fn check<T: AttentionElement>(device: &Device, rng: &mut Rng, shape: Shape) 
     common::verdict("hopper_fa_fwd", &format!("{what}: LSE"), lse_error, 1e-3)
 }
 
-/// Head dims 64 and 128, causal and not, GQA, bf16 and f16, and lengths
-/// that are not multiples of the tiles (and differ between queries and keys).
+/// Every problem of [`cases`], against the f64 reference.
 pub fn run(device: &Device) -> Outcome {
     let mut rng = Rng::fresh("hopper_fa_fwd");
-    // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
-    type Case = (usize, usize, usize, usize, usize, usize, bool, bool);
-    let cases: &[Case] = match Size::for_device(device) {
-        Size::Gpu => &[
-            (2, 8, 2, 1000, 1000, 128, false, false),
-            (2, 8, 2, 1000, 1000, 128, true, false),
-            (1, 4, 4, 777, 1500, 64, false, false),
-            (1, 4, 1, 1500, 777, 64, true, false),
-            (1, 2, 2, 4096, 4096, 128, true, false),
-            (2, 4, 2, 1000, 1000, 128, true, true),
-            (1, 4, 4, 777, 1500, 64, false, true),
-        ],
-        Size::Interpreter => &[
-            (1, 2, 1, 200, 150, 64, false, false),
-            (1, 2, 2, 190, 190, 128, true, false),
-            (2, 2, 1, 130, 260, 64, true, true),
-        ],
-    };
-    for &(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, half) in cases {
-        let shape = Shape {
-            batch,
-            heads,
-            kv_heads,
-            seq_q,
-            seq_kv,
-            head_dim,
-            causal,
-        };
-        if half {
-            check::<f16>(device, &mut rng, shape)?;
+    for case in cases(Size::for_device(device)) {
+        if case.f16 {
+            check::<f16>(device, &mut rng, case.shape)?;
         } else {
-            check::<bf16>(device, &mut rng, shape)?;
+            check::<bf16>(device, &mut rng, case.shape)?;
         }
     }
     Ok(())

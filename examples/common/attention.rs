@@ -5,6 +5,8 @@
 
 use tlx::{Buffer, TensorDesc};
 
+use super::Size;
+
 /// An attention problem: `[batch, heads, seq_q, head_dim]` queries against
 /// `[batch, kv_heads, seq_kv, head_dim]` keys and values.
 #[derive(Copy, Clone, Debug)]
@@ -143,4 +145,50 @@ pub fn reference_backward(
 /// Elements as f64, for the references.
 pub fn widen<T: Copy>(t: &[T], to_f32: impl Fn(T) -> f32) -> Vec<f64> {
     t.iter().map(|&x| to_f32(x) as f64).collect()
+}
+
+/// One problem the attention examples check: its shape, in f16 or bf16.
+pub struct Case {
+    pub shape: Shape,
+    pub f16: bool,
+}
+
+/// Head dims 64 and 128, causal and not, GQA, bf16 and f16, and lengths
+/// that are not multiples of the tiles (and differ between queries and
+/// keys); smaller on the interpreter.
+pub fn cases(size: Size) -> Vec<Case> {
+    // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
+    let table: &[(usize, usize, usize, usize, usize, usize, bool, bool)] = match size {
+        Size::Gpu => &[
+            (2, 8, 2, 1000, 1000, 128, false, false),
+            (2, 8, 2, 1000, 1000, 128, true, false),
+            (1, 4, 4, 777, 1500, 64, false, false),
+            (1, 4, 1, 1500, 777, 64, true, false),
+            (1, 2, 2, 4096, 4096, 128, true, false),
+            (2, 4, 2, 1000, 1000, 128, true, true),
+            (1, 4, 4, 777, 1500, 64, false, true),
+        ],
+        Size::Interpreter => &[
+            (1, 2, 1, 200, 150, 64, false, false),
+            (1, 2, 2, 190, 190, 128, true, false),
+            (2, 2, 1, 130, 260, 64, true, true),
+        ],
+    };
+    table
+        .iter()
+        .map(
+            |&(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)| Case {
+                shape: Shape {
+                    batch,
+                    heads,
+                    kv_heads,
+                    seq_q,
+                    seq_kv,
+                    head_dim,
+                    causal,
+                },
+                f16,
+            },
+        )
+        .collect()
 }
