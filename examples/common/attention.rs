@@ -158,7 +158,8 @@ pub struct Case {
 /// keys); smaller on the interpreter.
 pub fn cases(size: Size) -> Vec<Case> {
     // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
-    let table: &[(usize, usize, usize, usize, usize, usize, bool, bool)] = match size {
+    type Row = (usize, usize, usize, usize, usize, usize, bool, bool);
+    let table: &[Row] = match size {
         Size::Gpu => &[
             (2, 8, 2, 1000, 1000, 128, false, false),
             (2, 8, 2, 1000, 1000, 128, true, false),
