@@ -25,7 +25,8 @@ for ex in "$bin"/examples/*; do
   [ -x "$ex" ] && step "example-$(basename "$ex")" 120 "$ex"
 done
 for t in "$bin"/tests/*; do
-  [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1 --nocapture
+  # GPU-only tests are #[ignore]d so that runs without a GPU show them as not run.
+  [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1 --nocapture --include-ignored
 done
 if [ "${TLX_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for ex in "$bin"/examples/*; do

@@ -17,6 +17,7 @@ fn checked_scale(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn print_runs_and_a_failed_assert_fails_the_launch() {
     let dev = match Device::cuda(0) {
         Ok(d) => d,

@@ -287,6 +287,7 @@ fn max_ulp_diff(a: &[f32], b: &[f32]) -> u32 {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn casts_are_bit_identical() {
     let Some(dev) = gpu() else { return };
     let n = 5000;
@@ -331,6 +332,7 @@ fn casts_are_bit_identical() {
 /// `tanh.approx.f32` (about 2^-11 relative) against a correctly rounded
 /// one; `sigmoid` and `softplus` inherit the `.approx` exp and log.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn math_functions_agree() {
     let Some(dev) = gpu() else { return };
     let n = 5000;
@@ -362,6 +364,7 @@ fn math_functions_agree() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn reductions_scan_and_softmax_agree() {
     let Some(dev) = gpu() else { return };
     let (rows, n) = (37, 1000);
@@ -382,6 +385,7 @@ fn reductions_scan_and_softmax_agree() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tensor_core_dot_agrees() {
     let Some(dev) = gpu() else { return };
     let k = 256;
@@ -414,6 +418,7 @@ fn tensor_core_dot_agrees() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tf32_and_i8_dots_agree() {
     let Some(dev) = gpu() else { return };
     let mut rng = fresh_rng();
@@ -442,6 +447,7 @@ fn tf32_and_i8_dots_agree() {
 /// aligned rows (16-byte `cp.async` chunks) and unaligned ones (the
 /// element-wise fallback into the swizzled slots).
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
     let Some(dev) = gpu() else { return };
     let mut rng = fresh_rng();
@@ -494,6 +500,7 @@ fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
 /// registers, multiplies V without moving between threads; one and two
 /// warp groups, one and two 64-row instructions per warp group.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn register_a_async_dot_agrees() {
     let Some(dev) = gpu() else { return };
     let mut rng = fresh_rng();
@@ -529,6 +536,7 @@ fn register_a_async_dot_agrees() {
 /// the f32 bits as tf32 without rounding them, the interpreter rounds to
 /// nearest.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tf32_and_i8_async_dots_agree() {
     let Some(dev) = gpu() else { return };
     let mut rng = fresh_rng();
@@ -554,6 +562,7 @@ fn tf32_and_i8_async_dots_agree() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn atomics_agree() {
     let Some(dev) = gpu() else { return };
     let n = 100_000;
@@ -573,6 +582,7 @@ fn atomics_agree() {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn a_sixteen_program_cluster_agrees() {
     let Some(dev) = gpu() else { return };
     let x: Vec<bf16> = fresh_rng()
@@ -588,6 +598,7 @@ fn a_sixteen_program_cluster_agrees() {
 /// Warp-specialized tasks (`async_tasks!`) on the GPU: each replica on warps
 /// of its own, with named barriers and `setmaxnreg`, as on the interpreter.
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn warp_specialized_tasks_agree() {
     let Some(dev) = gpu() else { return };
     let x = fresh_rng().vec(6 * 2 * warp_specialized::ROW, 1.0);

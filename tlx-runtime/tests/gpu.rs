@@ -190,6 +190,7 @@ fn scale_add_reference(x: &[f32], a: f32, n: usize, bias: i64) -> Vec<f32> {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn every_abi_size_reaches_the_kernel() -> Result<(), Error> {
     let Some(device) = gpu_or_skip() else {
         return Ok(());
@@ -226,6 +227,7 @@ fn every_abi_size_reaches_the_kernel() -> Result<(), Error> {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn cudarc_slices_are_kernel_arguments() -> Result<(), Error> {
     let Some(device) = gpu_or_skip() else {
         return Ok(());
@@ -256,6 +258,7 @@ fn cudarc_slices_are_kernel_arguments() -> Result<(), Error> {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn device_limits_and_architectures_are_checked() -> Result<(), Error> {
     let Some(device) = gpu_or_skip() else {
         return Ok(());
@@ -311,6 +314,7 @@ fn device_limits_and_architectures_are_checked() -> Result<(), Error> {
 }
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn timing_measures_gpu_work() -> Result<(), Error> {
     let Some(device) = gpu_or_skip() else {
         return Ok(());

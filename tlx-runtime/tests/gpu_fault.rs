@@ -37,6 +37,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
 };
 
 #[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn an_illegal_address_is_reported_with_a_hint() {
     let Some(device) = gpu_or_skip() else {
         return;
