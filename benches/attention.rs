@@ -12,6 +12,8 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+mod timing;
+
 #[path = "../examples/hopper_fa_bwd.rs"]
 #[allow(dead_code)]
 mod hopper_fa_bwd;
@@ -21,23 +23,8 @@ use half::bf16;
 use hopper_fa_bwd::forward as hopper_fa_fwd;
 use hopper_fa_bwd::forward::common;
 use hopper_fa_bwd::{Grads, Saved};
+use timing::median_ms;
 use tlx::prelude::*;
-
-/// Median milliseconds of `f` over `reps` runs after two warm-up runs.
-fn median_ms(
-    dev: &Device,
-    reps: usize,
-    mut f: impl FnMut() -> Result<(), tlx::Error>,
-) -> Result<f64, tlx::Error> {
-    f()?;
-    f()?;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        times.push(dev.time(&mut f)? as f64);
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[reps / 2])
-}
 
 /// What one shape measured: forward and backward TFLOP/s (the backward
 /// counted as 2.5 forwards, FA's convention: five products to two), and

@@ -13,6 +13,8 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+mod timing;
+
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_cluster;
@@ -31,6 +33,7 @@ mod hopper_gemm_ws;
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use half::{bf16, f16};
+use timing::median_ms;
 use tlx::prelude::*;
 
 /// The tutorial kernel, generic over nothing but its tile configuration:
@@ -239,22 +242,6 @@ impl Rng {
         let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
         bits as f32 / (1u64 << 23) as f32 - 1.0
     }
-}
-
-/// Median milliseconds of `f` over `reps` runs after two warm-up runs.
-fn median_ms(
-    dev: &Device,
-    reps: usize,
-    mut f: impl FnMut() -> Result<(), Error>,
-) -> Result<f64, Error> {
-    f()?;
-    f()?;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        times.push(dev.time(&mut f)? as f64);
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[reps / 2])
 }
 
 /// Largest relative difference between `got` and `want` over a sample of

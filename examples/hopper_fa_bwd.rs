@@ -414,14 +414,7 @@ pub fn attention_backward<T: BackwardElement>(
         head_dim,
         causal,
     } = shape;
-    if kv_heads == 0 || heads % kv_heads != 0 {
-        return Err(tlx::Error::InvalidConfig {
-            kernel: "hopper_fa_bwd",
-            reason: format!(
-                "{heads} query heads do not split evenly over {kv_heads} key/value heads"
-            ),
-        });
-    }
+    shape.check_heads("hopper_fa_bwd")?;
     let rows = batch * heads * seq_q;
     if saved.lse.len() != rows || grads.delta.len() != rows {
         return Err(tlx::Error::InvalidConfig {
@@ -508,17 +501,7 @@ pub fn check<T: BackwardElement>(device: &Device, rng: &mut Rng, shape: Shape) -
         shape,
         sm_scale as f64,
     );
-    let what = format!(
-        "{} {}x{}/{}x{}x{} over {} keys{}",
-        T::NAME,
-        shape.batch,
-        shape.heads,
-        shape.kv_heads,
-        shape.seq_q,
-        shape.head_dim,
-        shape.seq_kv,
-        if shape.causal { ", causal" } else { "" }
-    );
+    let what = format!("{} {shape}", T::NAME);
     // Relative to each gradient's largest element: P and dS are rounded to
     // 16 bits before their products, as every flash-attention backward does.
     for (name, got, want) in [

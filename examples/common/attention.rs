@@ -21,6 +21,20 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// `Err` unless the query heads split evenly over the key/value heads.
+    pub fn check_heads(&self, kernel: &'static str) -> Result<(), tlx::Error> {
+        let (heads, kv_heads) = (self.heads, self.kv_heads);
+        if kv_heads == 0 || heads % kv_heads != 0 {
+            return Err(tlx::Error::InvalidConfig {
+                kernel,
+                reason: format!(
+                    "{heads} query heads do not split evenly over {kv_heads} key/value heads"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     pub fn q_len(&self) -> usize {
         self.batch * self.heads * self.seq_q * self.head_dim
     }
@@ -33,6 +47,24 @@ impl Shape {
     pub fn flops(&self) -> f64 {
         let full = 4.0 * (self.batch * self.heads) as f64 * (self.seq_q * self.seq_kv) as f64;
         full * self.head_dim as f64 / if self.causal { 2.0 } else { 1.0 }
+    }
+}
+
+/// `2x8/2x1000x128 over 1000 keys, causal`: batch x heads / kv heads x
+/// query rows x head dim, for the examples' verdict lines.
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x{}/{}x{}x{} over {} keys{}",
+            self.batch,
+            self.heads,
+            self.kv_heads,
+            self.seq_q,
+            self.head_dim,
+            self.seq_kv,
+            if self.causal { ", causal" } else { "" }
+        )
     }
 }
 
