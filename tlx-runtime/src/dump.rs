@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once, PoisonError};
+use std::sync::{Mutex, Once, OnceLock, PoisonError};
 
 use crate::spec::{ConfigSpec, KernelSpec};
 
@@ -51,7 +51,9 @@ static DUMPED: Mutex<Option<HashSet<(usize, usize)>>> = Mutex::new(None);
 /// process has not yet. Dumping is a debugging aid: failures are reported
 /// on stderr, never fatal.
 pub(crate) fn on_launch(spec: &'static KernelSpec, config: usize, config_spec: &ConfigSpec) {
-    let Some(settings) = DumpSettings::from_env() else {
+    // Read once: launches are a hot path, and the environment does not change.
+    static SETTINGS: OnceLock<Option<DumpSettings>> = OnceLock::new();
+    let Some(settings) = SETTINGS.get_or_init(DumpSettings::from_env) else {
         return;
     };
     let key = (spec as *const KernelSpec as usize, config);
@@ -60,7 +62,7 @@ pub(crate) fn on_launch(spec: &'static KernelSpec, config: usize, config_spec: &
         return;
     }
     drop(dumped);
-    match write(&settings, spec.name, config_spec) {
+    match write(settings, spec.name, config_spec) {
         Ok(()) => {
             static SAID: Once = Once::new();
             SAID.call_once(|| {

@@ -94,7 +94,7 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
             let at_pivot = values.iter().all(|&v| v == pivot);
             (values, &both[..if at_pivot { 2 } else { 1 }])
         })
-        .chain(one_at_a_time.map(|run| (run, &both[..1])));
+        .chain(one_at_a_time.map(|values| (values, &both[..1])));
     let mut out = Vec::new();
     for (values, schedules) in runs {
         for &programs in &grids {

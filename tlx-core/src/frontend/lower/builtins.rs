@@ -4,7 +4,6 @@
 
 use super::calls::{choice, str_arg, CallArgs};
 use super::expr::is_power_of_two;
-use super::typing::broadcast_shapes;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
@@ -304,13 +303,7 @@ impl<'a> Lowerer<'a> {
                     return Err(Diagnostic::new(self.expr_arg(a[0])?.span(), "the condition of `select` must be `bool`")
                         .with_hint("compare to get a bool, e.g. `x > 0`"));
                 }
-                let ids = self.unify(&[&x, &y], args.span)?;
-                let shape = broadcast_shapes(self.ty(cond_id).shape(), self.ty(ids[0]).shape(), args.span)?;
-                let cond_id = self.broadcast_to(cond_id, &shape, args.span)?;
-                let on_true = self.broadcast_to(ids[0], &shape, args.span)?;
-                let on_false = self.broadcast_to(ids[1], &shape, args.span)?;
-                let ty = self.ty(on_true);
-                Ok(Val::Ir(self.b.push1(OpKind::Select { cond: cond_id, on_true, on_false }, ty)))
+                self.select_val(Val::Ir(cond_id), x, y, args.span)
             }
             "cdiv" => {
                 let a = args.bind(&["x", "div"], 2)?;

@@ -7,6 +7,7 @@
 use proc_macro2::Span;
 
 use super::calls::CallArgs;
+use super::typing::broadcast_shapes;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
@@ -167,11 +168,12 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Ir(self.unary(op, x)))
     }
 
-    /// `select(cond, a, b)` with `a` and `b` of `cond`'s shape or scalars.
-    fn select_val(&mut self, cond: Val, a: Val, b: Val, span: Span) -> R<Val> {
+    /// `select(cond, a, b)`, all three broadcast to one shape.
+    pub(super) fn select_val(&mut self, cond: Val, a: Val, b: Val, span: Span) -> R<Val> {
         let cond = self.materialize(&cond, span)?;
         let ids = self.unify(&[&a, &b], span)?;
-        let shape = self.ty(cond).shape().to_vec();
+        let shape = broadcast_shapes(self.ty(cond).shape(), self.ty(ids[0]).shape(), span)?;
+        let cond = self.broadcast_to(cond, &shape, span)?;
         let on_true = self.broadcast_to(ids[0], &shape, span)?;
         let on_false = self.broadcast_to(ids[1], &shape, span)?;
         let ty = self.ty(on_true);
