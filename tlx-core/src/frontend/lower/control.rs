@@ -506,7 +506,7 @@ impl<'a> Lowerer<'a> {
                 format!("a labelled or valued `{word}` is not supported"),
             )
             .with_hint(format!(
-                "write a plain `{word};`, which leaves the innermost loop"
+                "write a plain `{word};`, which acts on the innermost loop"
             )));
         }
         if !self.is_local(flag) {
