@@ -64,7 +64,7 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
                 common::attention::reference_row((&q, &k, &v), shape, sm_scale as f64, (b, h, i));
             let at = ((b * shape.heads + h) * shape.seq_q + i) * d;
             let row: Vec<f32> = got[at..at + d].iter().map(|x| x.to_f32()).collect();
-            worst = worst.max(common::max_rel_error(&row, &want, 0.1));
+            worst = worst.max(common::attention::output_error(&row, &want, d));
         }
     }
     let forward_ms = median_ms(dev, 20, forward)?;

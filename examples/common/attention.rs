@@ -174,6 +174,21 @@ pub fn reference_backward(
     (dq, dk, dv)
 }
 
+/// The largest error of attention outputs (rows of `head_dim`) against the
+/// reference. P and the output are rounded to 16 bits, so the error is about
+/// 2^-8 of the values a row averages; the row's mean magnitude (at least 0.1)
+/// stands for their scale. Causal rows near the top average a few values of
+/// order 1, and their near-zero outputs carry errors of that order.
+pub fn output_error(got: &[f32], want: &[f64], head_dim: usize) -> f64 {
+    got.chunks(head_dim)
+        .zip(want.chunks(head_dim))
+        .map(|(got, want)| {
+            let scale = want.iter().map(|w| w.abs()).sum::<f64>() / head_dim as f64;
+            super::max_rel_error(got, want, scale.max(0.1))
+        })
+        .fold(0.0, f64::max)
+}
+
 /// Elements as f64, for the references.
 pub fn widen<T: Copy>(t: &[T], to_f32: impl Fn(T) -> f32) -> Vec<f64> {
     t.iter().map(|&x| to_f32(x) as f64).collect()
