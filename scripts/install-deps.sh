@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building tlx needs and is missing: LLVM 22 (Debian's
 # llvm-22-dev, for the PTX code generator) and, with --ptxas, NVIDIA's ptxas
-# from the PyPI wheel (the tests assemble every kernel's PTX with it).
+# from the PyPI wheel into target/ptxas (the tests assemble every kernel's
+# PTX with it).
 # Prints `export TLX_PTXAS=...` guidance when it installs ptxas.
 set -euo pipefail
 
@@ -29,8 +30,11 @@ fi
 
 if [ "$want_ptxas" -eq 1 ] && [ -z "${TLX_PTXAS:-}" ] && ! command -v ptxas >/dev/null 2>&1; then
   if ! scripts/find-ptxas.sh >/dev/null 2>&1; then
-    echo "tlx: installing ptxas (PyPI nvidia-cuda-nvcc-cu12==12.9.86)"
-    python3 -m pip install -q --disable-pip-version-check nvidia-cuda-nvcc-cu12==12.9.86 2>&1 \
+    # Into the project's target folder, not the system's Python: `cargo clean`
+    # removes it, and nothing outside the checkout changes.
+    echo "tlx: installing ptxas (PyPI nvidia-cuda-nvcc-cu12==12.9.86) into target/ptxas"
+    python3 -m pip install -q --disable-pip-version-check --no-deps \
+        --target target/ptxas nvidia-cuda-nvcc-cu12==12.9.86 2>&1 \
       | grep -v "Running pip as the 'root' user" || true
   fi
   scripts/find-ptxas.sh >/dev/null || { echo "tlx: ptxas not found after installing" >&2; exit 1; }
