@@ -79,8 +79,8 @@ macro_rules! fa_forward_kernel {
             // Without a mask, tiles run head-major (neighbouring programs
             // share K and V in L2). Causal tiles differ in length, so
             // they run longest first across all heads, and every other
-            // full round of programs goes backwards: each program's
-            // total work is then within a tile of every other's.
+            // full round of programs goes backwards, so that no program
+            // keeps drawing the longer tiles of every round.
             fn tile_coords(
                 tile: i32,
                 stride: i32,

@@ -3,7 +3,7 @@
 # llvm-22-dev, for the PTX code generator) and, with --ptxas, NVIDIA's ptxas
 # from the PyPI wheel into target/ptxas (the tests assemble every kernel's
 # PTX with it).
-# Prints `export TLX_PTXAS=...` guidance when it installs ptxas.
+# scripts/find-ptxas.sh finds the installed copy (scripts/test.sh uses it).
 set -euo pipefail
 
 want_ptxas=0
