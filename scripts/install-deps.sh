@@ -18,7 +18,18 @@ sudo_if_needed() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-if [ ! -x /usr/lib/llvm-22/bin/llvm-config ]; then
+# LLVM is linked statically into the proc macro (see Cargo.toml), which also
+# needs zlib's and zstd's development libraries.
+have_llvm_dev() {
+  [ -x /usr/lib/llvm-22/bin/llvm-config ] || return 1
+  if command -v dpkg-query >/dev/null 2>&1; then
+    installed=$(dpkg-query -W -f='${Status}\n' zlib1g-dev libzstd-dev 2>/dev/null | grep -c "install ok installed" || true)
+    [ "$installed" -eq 2 ] || return 1
+  fi
+  return 0
+}
+
+if ! have_llvm_dev; then
   echo "tlx: installing LLVM 22 (llvm-22-dev) from Debian's packages"
   sudo_if_needed apt-get update -qq
   if ! sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
