@@ -383,7 +383,7 @@ impl<'k> Checker<'k> {
                 use crate::ir::BinaryOp as B;
                 let ok = match bop {
                     B::And | B::Or | B::Xor => !s.is_float(),
-                    B::Shl | B::Shr => s.is_int(),
+                    B::Shl | B::Shr | B::MulHi => s.is_int(),
                     _ => s != ScalarType::Bool,
                 };
                 ensure(ok, || format!("{bop:?} does not apply to {s}"))?;

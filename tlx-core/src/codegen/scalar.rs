@@ -154,6 +154,17 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
         BinaryOp::Shl => "shl",
         BinaryOp::Shr if signed => "ashr",
         BinaryOp::Shr => "lshr",
+        BinaryOp::MulHi => {
+            // The double-width product's high half: NVPTX selects `mul.hi`.
+            let bits = s.size_bytes() * 8;
+            let wide = format!("i{}", 2 * bits);
+            let extend = if signed { "sext" } else { "zext" };
+            let wa = f.inst(format!("{extend} {ty} {a} to {wide}"));
+            let wb = f.inst(format!("{extend} {ty} {b} to {wide}"));
+            let product = f.inst(format!("mul {wide} {wa}, {wb}"));
+            let high = f.inst(format!("lshr {wide} {product}, {bits}"));
+            return Ok(f.inst(format!("trunc {wide} {high} to {ty}")));
+        }
         BinaryOp::Max | BinaryOp::Min => {
             let name = match (op == BinaryOp::Max, signed) {
                 (true, true) => "smax",

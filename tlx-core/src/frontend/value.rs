@@ -131,6 +131,9 @@ pub fn fold_binary(op: BinaryOp, a: ConstVal, b: ConstVal) -> Option<ConstVal> {
             BinaryOp::Xor => x ^ y,
             BinaryOp::Shl => x.checked_shl(u32::try_from(y).ok()?)?,
             BinaryOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
+            // Constants have no width of their own: `umulhi` of two
+            // constants is left to the typed op.
+            BinaryOp::MulHi => return None,
         })),
         (Bool(x), Bool(y)) => Some(Bool(match op {
             BinaryOp::And => x & y,

@@ -158,6 +158,9 @@ pub(crate) fn int_combine(op: BinaryOp, ty: ScalarType, a: i64, b: i64) -> Optio
                 a.wrapping_shl(s as u32)
             }
         }
+        // Canonical values are the mathematical ones (unsigned types are
+        // non-negative), so the wide product is exact in i128.
+        BinaryOp::MulHi => ((i128::from(a) * i128::from(b)) >> bits) as i64,
         BinaryOp::Shr => {
             let s = shift_amount(ty, b).min(bits - 1);
             if ty.is_signed_int() {

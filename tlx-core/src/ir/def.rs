@@ -317,7 +317,7 @@ impl OpCode {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 12] = [
+    pub const ALL: [BinaryOp; 13] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -330,6 +330,7 @@ impl BinaryOp {
         BinaryOp::Xor,
         BinaryOp::Shl,
         BinaryOp::Shr,
+        BinaryOp::MulHi,
     ];
 
     pub fn mnemonic(self) -> &'static str {
@@ -346,6 +347,7 @@ impl BinaryOp {
             BinaryOp::Xor => "xor",
             BinaryOp::Shl => "shl",
             BinaryOp::Shr => "shr",
+            BinaryOp::MulHi => "mulhi",
         }
     }
 }

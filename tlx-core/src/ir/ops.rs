@@ -91,6 +91,9 @@ pub enum BinaryOp {
     Shl,
     /// Arithmetic for signed integers, logical for unsigned.
     Shr,
+    /// Integers: the high half of the double-width product (Triton's
+    /// `umulhi`), signed or unsigned as the type is.
+    MulHi,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

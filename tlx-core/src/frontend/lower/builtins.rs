@@ -74,6 +74,9 @@ impl<'a> Lowerer<'a> {
         if super::composite::FUNCTIONS.contains(&name) {
             return self.composite_math(args);
         }
+        if super::random::FUNCTIONS.contains(&name) {
+            return self.random(args);
+        }
         if name == "mean" {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
             return self.mean(&a, args.span);
@@ -278,6 +281,18 @@ impl<'a> Lowerer<'a> {
                         .with_hint("this configuration breaks the kernel's own requirement; change the constants it is compiled with"));
                 }
                 Ok(Val::Unit)
+            }
+            "umulhi" => {
+                // Triton's `umulhi`: the high half of the double-width product.
+                let a = args.bind(&["x", "y"], 2)?;
+                let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
+                let elem = self.common_elem(&[&x, &y], args.span)?;
+                if !elem.is_int() {
+                    return Err(Diagnostic::new(args.span, format!("`umulhi` takes integers, found `{elem}`"))
+                        .with_hint("`umulhi(x, y)` is the high 32 (or 64) bits of the integer product `x * y`"));
+                }
+                let ids = self.unify_as(&[&x, &y], elem, args.span)?;
+                Ok(Val::Ir(self.binary_op(crate::ir::BinaryOp::MulHi, ids[0], ids[1])))
             }
             "maximum" | "minimum" => {
                 let a = args.bind(&["x", "y"], 2)?;

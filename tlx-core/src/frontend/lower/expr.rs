@@ -361,7 +361,7 @@ impl<'a> Lowerer<'a> {
                 let s = self.scalar_elem(ids[0], span, "an operand")?;
                 let valid = match o {
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !s.is_float(),
-                    BinaryOp::Shl | BinaryOp::Shr => s.is_int(),
+                    BinaryOp::Shl | BinaryOp::Shr | BinaryOp::MulHi => s.is_int(),
                     _ => s != ScalarType::Bool,
                 };
                 if !valid {

@@ -9,6 +9,7 @@ mod control;
 mod expr;
 mod memory;
 mod pipe;
+mod random;
 mod tasks;
 mod tlx;
 mod typing;
