@@ -7,6 +7,9 @@
 #[path = "../examples/cluster_exchange.rs"]
 #[allow(dead_code)]
 mod cluster_exchange;
+#[path = "../examples/dropout.rs"]
+#[allow(dead_code)]
+mod dropout;
 #[path = "../examples/hopper_fa_bwd.rs"]
 #[allow(dead_code)]
 mod hopper_fa_bwd;
@@ -48,6 +51,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
     if let Err(e) = run(&tlx::Device::cpu()) {
         panic!("{e}");
     }
+}
+
+#[test]
+fn dropout_matches_reference() {
+    on_interpreter(dropout::run);
 }
 
 #[test]

@@ -226,6 +226,20 @@ fn math<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
     store(out + 9 * n + i, pow(abs(v) + 0.5, 1.5), mask = m);
 }
 
+/// Triton's random numbers: the four Philox words, `rand` and `randn`.
+#[tlx::kernel(configs = [(BLOCK = 1024)])]
+fn random<const BLOCK: usize>(words: Ptr<u32>, floats: Ptr<f32>, n: i32, seed: i64) {
+    let i = program_id(0) * BLOCK + arange(0, BLOCK);
+    let m = i < n;
+    let (a, b, c, d) = randint4x(seed, i);
+    store(words + i, a, mask = m);
+    store(words + n + i, b, mask = m);
+    store(words + 2 * n + i, c, mask = m);
+    store(words + 3 * n + i, umulhi(d, a), mask = m);
+    store(floats + i, rand(seed, i), mask = m);
+    store(floats + n + i, randn(seed, i), mask = m);
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -361,6 +375,30 @@ fn math_functions_agree() {
         };
         assert!(diff <= bound, "{name} differs by {diff}");
     }
+}
+
+/// The Philox words, `umulhi` and `rand` are integer and exact float math:
+/// bit-identical. `randn` goes through the GPU's `.approx` log, sin and cos.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn random_numbers_agree() {
+    const POISON: u32 = 0xa5a5_a5a5;
+    let Some(dev) = gpu() else { return };
+    let n = 5000;
+    let seed = fresh_rng().0 as i64;
+    let (g, c) = on_both(&dev, |d| {
+        let words = d.upload(&vec![POISON; 4 * n])?;
+        let floats = d.upload(&vec![f32::NAN; 2 * n])?;
+        random::<1024>::launch(d, n.div_ceil(1024) as u32, &words, &floats, n as i32, seed)?;
+        Ok((words.download()?, floats.download()?))
+    });
+    // A word equal to the poison is a 1 in 200,000 chance: an unwritten one.
+    assert!(!g.0.contains(&POISON), "an unwritten word");
+    assert_eq!(g.0, c.0, "randint4x and umulhi");
+    assert_eq!(max_ulp_diff(&g.1[..n], &c.1[..n]), 0, "rand");
+    let diff = max_rel_diff(&g.1[n..], &c.1[n..]);
+    println!("randn: max relative difference {diff:.1e}");
+    assert!(diff <= 1e-4, "randn differs by {diff}");
 }
 
 #[test]
