@@ -9,6 +9,9 @@ TLX_PTXAS=$(bash scripts/find-ptxas.sh)
 export TLX_PTXAS
 echo "tlx: ptxas is $TLX_PTXAS ($("$TLX_PTXAS" --version | tail -n 1))"
 cargo test --workspace
+echo "tlx: the test suite took $SECONDS s so far"
 # The examples once more in the interpreter's checked mode: reads of memory
 # nobody wrote and uses of undefined masked-off lanes are errors there.
-TLX_CHECK_UNINIT=1 cargo test --test examples_on_interpreter
+# `--workspace` again, so that features resolve as above and nothing rebuilds.
+TLX_CHECK_UNINIT=1 cargo test --workspace --test examples_on_interpreter
+echo "tlx: all tests passed in $SECONDS s"

@@ -116,10 +116,11 @@ fn cumsum_forward_and_reverse_assemble() {
                 let px = k.add_ptr(x, offs);
                 let v = k.load(px, None, None);
                 let r = k.b.push(
-                    OpKind::Cumsum {
+                    OpKind::Scan {
                         value: v,
                         axis: 0,
                         reverse,
+                        combine: BinaryOp::Add,
                     },
                     vec![ty(s, &[n]), ty(s, &[])],
                 );
@@ -233,10 +234,11 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
     let t = ty(ScalarType::F32, &[4, 4]);
     let zero = k.b.push1(OpKind::Constant(Literal::Float(0.0)), t.clone());
     k.b.push(
-        OpKind::Cumsum {
+        OpKind::Scan {
             value: zero,
             axis: 1,
             reverse: false,
+            combine: BinaryOp::Add,
         },
         vec![t, ty(ScalarType::F32, &[4])],
     );

@@ -471,8 +471,20 @@ impl<'k> Checker<'k> {
                 ensure(scalar(t).is_some(), || "cannot reduce pointers".into())?;
                 self.result_is(op, &Type::tensor(elem, shape))
             }
-            Cumsum { value, axis, .. } => {
+            Scan {
+                value,
+                axis,
+                combine,
+                ..
+            } => {
                 let t = self.ty(*value)?;
+                use crate::ir::BinaryOp as B;
+                ensure(matches!(combine, B::Add | B::Mul | B::Max | B::Min), || {
+                    format!("a scan cannot combine by {combine:?}")
+                })?;
+                ensure(scalar(t).is_some_and(|s| s != ScalarType::Bool), || {
+                    format!("cannot scan {t}")
+                })?;
                 ensure(*axis < t.rank(), || {
                     format!("axis {axis} out of range for {t}")
                 })?;

@@ -441,7 +441,7 @@ impl<'k> Lowerer<'k> {
             OpKind::While { .. } => self.lower_while(op),
             OpKind::If { .. } => self.lower_if(op),
             OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
-            OpKind::Cumsum { .. } => self.lower_cumsum(op),
+            OpKind::Scan { .. } => self.lower_scan(op),
             OpKind::Dot { .. } => self.lower_dot(op),
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),

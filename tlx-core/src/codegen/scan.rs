@@ -1,7 +1,9 @@
-//! TLE's `cumsum` of a rank-1 tensor: a Hillis-Steele inclusive scan in
-//! shared memory (log2(n) steps, each a read, a barrier and a write), from
-//! which each element takes its exclusive prefix and every thread the total.
-//! f16/bf16 accumulate in f32; `reverse` scans from the end.
+//! Scans of a rank-1 tensor (TLE's `cumsum`; the prefixes behind `cumprod`,
+//! `cummax`, `cummin`): a Hillis-Steele inclusive scan in shared memory
+//! (log2(n) steps, each a read, a barrier and a write), from which each
+//! element takes its exclusive prefix (the combine's identity first) and
+//! every thread the total. f16/bf16 combine in f32; `reverse` scans from the
+//! end.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar;
@@ -9,30 +11,31 @@ use super::CodegenError;
 use crate::ir::{BinaryOp, Elem, Literal, Op, OpKind, ScalarType};
 
 impl<'k> Lowerer<'k> {
-    pub fn lower_cumsum(&mut self, op: &'k Op) -> Result<()> {
-        let OpKind::Cumsum {
+    pub fn lower_scan(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Scan {
             value,
             axis,
             reverse,
+            combine,
         } = &op.kind
         else {
-            return Err(malformed("not a cumsum"));
+            return Err(malformed("not a scan"));
         };
         let (Some(&prefix_id), Some(&total_id)) = (op.results.first(), op.results.get(1)) else {
-            return Err(malformed("cumsum needs two results"));
+            return Err(malformed("a scan needs two results"));
         };
         let ty = self.ty(*value);
         if ty.rank() != 1 || *axis != 0 {
             return Err(CodegenError::Unsupported(
-                "cumsum of a tensor of rank above 1".into(),
+                "a scan of a tensor of rank above 1".into(),
             ));
         }
         let s = ty
             .elem()
             .scalar()
-            .ok_or_else(|| malformed("cumsum of pointers"))?;
+            .ok_or_else(|| malformed("a scan of pointers"))?;
         if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
-            return Err(CodegenError::Unsupported(format!("cumsum of {s}")));
+            return Err(CodegenError::Unsupported(format!("a scan of {s}")));
         }
         let acc_s = if s.is_float() { ScalarType::F32 } else { s };
         let acc = Elem::Scalar(acc_s);
@@ -58,7 +61,7 @@ impl<'k> Lowerer<'k> {
         for (r, v) in running.iter().enumerate() {
             self.smem_store(acc, 0, &positions[r], v);
         }
-        let zero = scalar::literal(&mut self.f, acc, Literal::Int(0))?;
+        let identity = scalar::literal(&mut self.f, acc, scan_identity(*combine, acc_s))?;
         let mut step = 1;
         while step < n {
             self.barrier();
@@ -70,17 +73,13 @@ impl<'k> Lowerer<'k> {
                 let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
                 let earlier = self.smem_load(acc, 0, &at);
                 let earlier = self.f.inst(format!(
-                    "select i1 {has}, {} {earlier}, {} {zero}",
+                    "select i1 {has}, {} {earlier}, {} {identity}",
                     super::emit::scalar_type(acc_s),
                     super::emit::scalar_type(acc_s)
                 ));
-                next.push(scalar::binary(
-                    &mut self.f,
-                    BinaryOp::Add,
-                    acc_s,
-                    v,
-                    &earlier,
-                )?);
+                // `earlier` first: for a reverse scan it is the later element,
+                // which only matters to non-commutative combines (none here).
+                next.push(scalar::binary(&mut self.f, *combine, acc_s, &earlier, v)?);
             }
             self.barrier();
             for (r, v) in next.iter().enumerate() {
@@ -98,7 +97,7 @@ impl<'k> Lowerer<'k> {
             let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
             let earlier = self.smem_load(acc, 0, &at);
             let exclusive = self.f.inst(format!(
-                "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {zero}"
+                "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {identity}"
             ));
             prefix.push(scalar::cast(&mut self.f, acc_s, s, &exclusive)?);
         }
@@ -121,5 +120,27 @@ impl<'k> Lowerer<'k> {
             },
         );
         Ok(())
+    }
+}
+
+/// The value a scan by `combine` starts from, in the accumulator's type.
+fn scan_identity(combine: BinaryOp, acc: ScalarType) -> Literal {
+    let float = acc.is_float();
+    match combine {
+        BinaryOp::Mul if float => Literal::Float(1.0),
+        BinaryOp::Mul => Literal::Int(1),
+        BinaryOp::Max if float => Literal::Float(f64::NEG_INFINITY),
+        BinaryOp::Min if float => Literal::Float(f64::INFINITY),
+        BinaryOp::Max | BinaryOp::Min => {
+            let bits = acc.size_bytes() * 8;
+            let (low, high) = if acc.is_signed_int() {
+                (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
+            let pick = if combine == BinaryOp::Max { low } else { high };
+            Literal::Int(pick as i64)
+        }
+        _ => Literal::Int(0),
     }
 }

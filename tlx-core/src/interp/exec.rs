@@ -679,16 +679,18 @@ impl<'k> Executor<'k> {
             OpKind::Reduce { value, axis, kind } => {
                 reduce::reduce(self.get(*value)?, self.scalar_type(*value)?, *axis, *kind)?
             }
-            OpKind::Cumsum {
+            OpKind::Scan {
                 value,
                 axis,
                 reverse,
+                combine,
             } => {
-                let (prefix, total) = reduce::cumsum(
+                let (prefix, total) = reduce::scan_exclusive(
                     self.get(*value)?,
                     self.scalar_type(*value)?,
                     *axis,
                     *reverse,
+                    *combine,
                 )?;
                 self.define(op, 1, total)?;
                 prefix
@@ -915,10 +917,11 @@ impl<'k> Executor<'k> {
             OpKind::Reduce { value, axis, .. } => {
                 undef::reduced(self.flags_of(*value), shape_of(*value)?, *axis)?
             }
-            OpKind::Cumsum {
+            OpKind::Scan {
                 value,
                 axis,
                 reverse,
+                ..
             } => {
                 let (prefix, total) =
                     undef::scanned(self.flags_of(*value), shape_of(*value)?, *axis, *reverse)?;

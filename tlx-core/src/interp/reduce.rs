@@ -1,10 +1,12 @@
-//! Reductions along one axis (sum, max, min, argmax, argmin) and TLE's
-//! cumsum. Float sums accumulate in f32 and round to the element type once
-//! (f16/bf16/fp8); integer sums wrap; max/min propagate NaN.
+//! Reductions along one axis (sum, max, min, argmax, argmin) and scans (TLE's
+//! cumsum, cumprod, cummax, cummin). Float sums accumulate in f32 and round
+//! to the element type once (f16/bf16/fp8); integer sums wrap; max/min
+//! propagate NaN.
 
-use crate::ir::{ReduceKind, ScalarType};
+use crate::ir::{BinaryOp, ReduceKind, ScalarType};
 use crate::numeric::{round_f32, wrap_int};
 
+use super::elementwise::{float_combine, int_combine};
 use super::error::{Fault, FaultResult};
 use super::value::{Data, Tensor};
 
@@ -224,28 +226,57 @@ fn scan<T: Copy>(
     (prefix, totals)
 }
 
-/// TLE's cumsum: the exclusive prefix sums (same shape) and the totals (axis dropped).
-pub(crate) fn cumsum(
+/// The exclusive prefixes by `combine` (same shape; its identity first) and
+/// the totals (axis dropped): TLE's cumsum for `Add`, and the scans behind
+/// `cumprod`, `cummax` and `cummin`. Floats combine in f32 and round once.
+pub(crate) fn scan_exclusive(
     value: &Tensor,
     ty: ScalarType,
     axis: usize,
     reverse: bool,
+    combine: BinaryOp,
 ) -> FaultResult<(Data, Data)> {
     let dims = split_at_axis(&value.shape, axis)?;
     Ok(match &value.data {
         Data::Float(v) => {
-            let (prefix, totals) = scan(v, dims, reverse, 0.0f32, |a, b| a + b);
+            let f = float_combine(combine)
+                .ok_or_else(|| Fault::malformed("a scan by a bit operation"))?;
+            let identity = match combine {
+                BinaryOp::Mul => 1.0,
+                BinaryOp::Max => f32::NEG_INFINITY,
+                BinaryOp::Min => f32::INFINITY,
+                _ => 0.0,
+            };
+            let (prefix, totals) = scan(v, dims, reverse, identity, f);
             let round =
                 |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
             (round(prefix), round(totals))
         }
         Data::Int(v) => {
-            let (prefix, totals) = scan(v, dims, reverse, 0i64, i64::wrapping_add);
-            let wrap = |xs: Vec<i64>| Data::Int(xs.into_iter().map(|x| wrap_int(ty, x)).collect());
-            (wrap(prefix), wrap(totals))
+            let identity = match combine {
+                BinaryOp::Mul => 1,
+                BinaryOp::Max => int_range(ty).0,
+                BinaryOp::Min => int_range(ty).1,
+                _ => 0,
+            };
+            let step = |a, b| int_combine(combine, ty, a, b).map_or(a, |r| wrap_int(ty, r));
+            let (prefix, totals) = scan(v, dims, reverse, identity, step);
+            (Data::Int(prefix), Data::Int(totals))
         }
-        _ => return Err(Fault::malformed("cumsum of a non-numeric tile")),
+        _ => return Err(Fault::malformed("a scan of a non-numeric tile")),
     })
+}
+
+/// The smallest and largest values of an integer type.
+fn int_range(ty: ScalarType) -> (i64, i64) {
+    let bits = ty.size_bytes() * 8;
+    if ty.is_signed_int() {
+        (-(1i64 << (bits - 1)), ((1u64 << (bits - 1)) - 1) as i64)
+    } else if bits == 64 {
+        (0, i64::MAX)
+    } else {
+        (0, (1i64 << bits) - 1)
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +351,8 @@ mod tests {
     #[test]
     fn cumsum_is_exclusive_in_both_directions() {
         let t = grid();
+        let cumsum =
+            |t: &Tensor, ty, axis, reverse| scan_exclusive(t, ty, axis, reverse, BinaryOp::Add);
         let (p, tot) = cumsum(&t, ScalarType::I32, 1, false).expect("ints");
         assert_eq!(p, Data::Int(vec![0, 3, 12, 0, 7, 8]));
         assert_eq!(tot, Data::Int(vec![21, 15]));
@@ -329,5 +362,34 @@ mod tests {
         let (p, tot) = cumsum(&t, ScalarType::I32, 0, false).expect("ints");
         assert_eq!(p, Data::Int(vec![0, 0, 0, 3, 9, 9]));
         assert_eq!(tot, Data::Int(vec![10, 10, 16]));
+    }
+
+    #[test]
+    fn scans_start_from_their_combines_identity() {
+        let t = grid();
+        let by = |combine, reverse| {
+            scan_exclusive(&t, ScalarType::I32, 1, reverse, combine).expect("ints")
+        };
+        let (p, tot) = by(BinaryOp::Max, false);
+        assert_eq!(
+            p,
+            Data::Int(vec![i64::from(i32::MIN), 3, 9, i64::from(i32::MIN), 7, 7])
+        );
+        assert_eq!(tot, Data::Int(vec![9, 7]));
+        let (p, tot) = by(BinaryOp::Min, true);
+        assert_eq!(
+            p,
+            Data::Int(vec![9, 9, i64::from(i32::MAX), 1, 7, i64::from(i32::MAX)])
+        );
+        assert_eq!(tot, Data::Int(vec![3, 1]));
+        let (p, tot) = by(BinaryOp::Mul, false);
+        assert_eq!(p, Data::Int(vec![1, 3, 27, 1, 7, 7]));
+        assert_eq!(tot, Data::Int(vec![243, 49]));
+        let u8s = Tensor {
+            shape: vec![3],
+            data: Data::Int(vec![5, 200, 7]),
+        };
+        let (p, _) = scan_exclusive(&u8s, ScalarType::U8, 0, false, BinaryOp::Min).expect("u8");
+        assert_eq!(p, Data::Int(vec![255, 5, 5]));
     }
 }

@@ -1026,10 +1026,11 @@ fn cumsum_defines_prefix_and_total() {
         let v = k.load(p, None, None);
         let ty = k.ty(v);
         let results = k.b.push(
-            OpKind::Cumsum {
+            OpKind::Scan {
                 value: v,
                 axis: 0,
                 reverse,
+                combine: BinaryOp::Add,
             },
             vec![ty, Type::scalar(ScalarType::I32)],
         );

@@ -199,7 +199,7 @@ pub(crate) fn reduced(flags: &Flags, shape: &[usize], axis: usize) -> FaultResul
     })
 }
 
-/// Cumsum's (prefix, total): an exclusive prefix is undefined once an earlier
+/// A scan's (prefix, total): an exclusive prefix is undefined once an earlier
 /// element of its line (in scan order) is; a total when any element is.
 pub(crate) fn scanned(
     flags: &Flags,
@@ -213,7 +213,13 @@ pub(crate) fn scanned(
     // Counting undefined elements with the scan itself keeps the axis walk in one place.
     let counts = Data::Int(undef.lanes.iter().map(|&u| i64::from(u)).collect());
     let tile = Tensor::new(shape.to_vec(), counts)?;
-    let (prefix, totals) = reduce::cumsum(&tile, ScalarType::I64, axis, reverse)?;
+    let (prefix, totals) = reduce::scan_exclusive(
+        &tile,
+        ScalarType::I64,
+        axis,
+        reverse,
+        crate::ir::BinaryOp::Add,
+    )?;
     let positive = |d: Data| match d {
         Data::Int(v) => Ok(from_lanes(
             v.into_iter().map(|c| c > 0).collect(),

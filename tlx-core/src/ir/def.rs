@@ -202,7 +202,7 @@ op_codes! {
     Load,
     Store,
     Reduce,
-    Cumsum,
+    Scan,
     Dot,
     AtomicRmw,
     AtomicCas,
@@ -263,7 +263,7 @@ impl OpCode {
             Load => "load",
             Store => "store",
             Reduce => "reduce",
-            Cumsum => "cumsum",
+            Scan => "scan",
             Dot => "dot",
             AtomicRmw => "atomic_rmw",
             AtomicCas => "atomic_cas",
@@ -300,9 +300,7 @@ impl OpCode {
             Binary(_) | Unary(_) | Constant | ProgramId | NumPrograms | MultipleOf
             | ClusterCtaRank | Arange | Splat | Broadcast | ExpandDims | Cast | Bitcast
             | Compare | Select | Fma | AddPtr | AsyncTaskReplicaId => Effects::PURE,
-            Reshape | Trans | Reduce | Cumsum | Dot | ExtractTile | InsertTile => {
-                Effects::MOVES_DATA
-            }
+            Reshape | Trans | Reduce | Scan | Dot | ExtractTile | InsertTile => Effects::MOVES_DATA,
             Load => Effects::reads(Global),
             Store => Effects::writes(Global),
             AtomicRmw | AtomicCas => Effects::read_modify_write(Global),
@@ -422,7 +420,7 @@ impl OpKind {
             OpKind::Load { .. } => OpCode::Load,
             OpKind::Store { .. } => OpCode::Store,
             OpKind::Reduce { .. } => OpCode::Reduce,
-            OpKind::Cumsum { .. } => OpCode::Cumsum,
+            OpKind::Scan { .. } => OpCode::Scan,
             OpKind::Dot { .. } => OpCode::Dot,
             OpKind::AtomicRmw { .. } => OpCode::AtomicRmw,
             OpKind::AtomicCas { .. } => OpCode::AtomicCas,

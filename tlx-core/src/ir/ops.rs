@@ -316,12 +316,16 @@ pub enum OpKind {
         axis: usize,
         kind: ReduceKind,
     },
-    /// TLE's `cumsum`: results are the exclusive prefix sum (operand's shape) and the
-    /// total (the operand's shape without `axis`). `reverse` scans from the end.
-    Cumsum {
+    /// A scan by `combine` (`Add`, `Mul`, `Max` or `Min`): results are the
+    /// exclusive prefix (operand's shape; the combine's identity first) and the
+    /// total (the operand's shape without `axis`). `reverse` scans from the
+    /// end. TLE's `cumsum` is the `Add` scan; `cummax`, `cummin` and `cumprod`
+    /// combine the prefix with the element.
+    Scan {
         value: ValueId,
         axis: usize,
         reverse: bool,
+        combine: BinaryOp,
     },
     /// `acc + a @ b` for rank-2 tiles `[M, K] x [K, N] -> [M, N]`, accumulated in the
     /// accumulator's type (f32 for float inputs, i32 for i8).
@@ -435,7 +439,7 @@ impl OpKind {
             | Trans { value, .. }
             | Unary { value, .. }
             | Reduce { value, .. }
-            | Cumsum { value, .. }
+            | Scan { value, .. }
             | ExtractTile { value, .. } => vec![*value],
             Binary { lhs, rhs, .. } | Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
             Select {

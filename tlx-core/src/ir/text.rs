@@ -68,6 +68,14 @@ const CMP_PREDS: [(CmpPred, &str); 6] = [
     (CmpPred::Ge, "ge"),
 ];
 
+/// The combines a scan takes, by their binary ops' mnemonics.
+const SCAN_COMBINES: [(BinaryOp, &str); 4] = [
+    (BinaryOp::Add, "add"),
+    (BinaryOp::Mul, "mul"),
+    (BinaryOp::Max, "max"),
+    (BinaryOp::Min, "min"),
+];
+
 const REDUCE_KINDS: [(ReduceKind, &str); 5] = [
     (ReduceKind::Sum, "sum"),
     (ReduceKind::Max, "max"),
@@ -403,13 +411,14 @@ fn op_operands(kind: &OpKind) -> String {
         Reduce { value, axis, kind } => {
             format!("{} {value}, axis {axis}", name_of(&REDUCE_KINDS, *kind))
         }
-        Cumsum {
+        Scan {
             value,
             axis,
             reverse,
+            combine,
         } => {
             let reverse = if *reverse { " reverse" } else { "" };
-            format!("{value}, axis {axis}{reverse}")
+            format!("{} {value}, axis {axis}{reverse}", combine.mnemonic())
         }
         Dot {
             a,
@@ -1281,17 +1290,19 @@ impl<'s> Parser<'s> {
                 let axis = self.axis()?;
                 Reduce { value, axis, kind }
             }
-            OpCode::Cumsum => {
+            OpCode::Scan => {
+                let combine = self.lookup(&SCAN_COMBINES, "scan combine")?;
                 let value = self.operand()?;
                 let axis = self.axis()?;
                 let reverse = self.peek_word() == "reverse";
                 if reverse {
                     self.word();
                 }
-                Cumsum {
+                Scan {
                     value,
                     axis,
                     reverse,
+                    combine,
                 }
             }
             OpCode::Dot => {
@@ -1768,10 +1779,15 @@ mod tests {
         }
         for reverse in [false, true] {
             b.push(
-                OpKind::Cumsum {
+                OpKind::Scan {
                     value: tile,
                     axis: 1,
                     reverse,
+                    combine: if reverse {
+                        BinaryOp::Max
+                    } else {
+                        BinaryOp::Add
+                    },
                 },
                 vec![t(F32, &[4, 8]), t(F32, &[4])],
             );

@@ -330,27 +330,7 @@ impl<'a> Lowerer<'a> {
                 let sum = self.binary(&sub, sum, Val::Const(ConstVal::Int(1)), args.span)?;
                 self.binary(&div, sum, d, args.span)
             }
-            "cumsum" => {
-                let a = args.bind(&["x", "axis", "reverse"], 1)?;
-                let x = self.ir_arg(a[0])?;
-                let x = self.widen_for_sum(x, args.span)?;
-                let ty = self.ty(x);
-                if ty.rank() != 1 {
-                    // TLE's cumsum is defined on rank-1 block tensors (axis 0), and
-                    // so is the code generator's scan.
-                    return Err(Diagnostic::new(
-                        args.span,
-                        format!("`cumsum` takes a 1-D tensor, found shape {:?}", ty.shape()),
-                    )
-                    .with_hint("scan a row at a time: `reshape` or `extract_tile` the row first"));
-                }
-                let axis = match a[1] { Some(_) => self.axis_arg(a[1], ty.rank())?, None => 0 };
-                let reverse = match a[2] { Some(e) => self.const_bool(e)?, None => false };
-                let mut total_shape = ty.shape().to_vec();
-                total_shape.remove(axis);
-                let results = self.b.push(OpKind::Cumsum { value: x, axis, reverse }, vec![ty.clone(), ty.with_shape(total_shape)]);
-                Ok(Val::Tuple(results.into_iter().map(Val::Ir).collect()))
-            }
+            "cumsum" | "cumprod" | "cummax" | "cummin" => self.scan(args),
             "extract_tile" => {
                 let a = args.bind(&["x", "index", "tile_shape"], 3)?;
                 let x = self.ir_arg(a[0])?;
@@ -442,6 +422,64 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `maximum` or `minimum` of two values (folded when both are constants).
+    /// TLE's `cumsum` (exclusive prefix and total) and Triton's inclusive
+    /// `cumprod`, `cummax` and `cummin`, all on one scan op.
+    fn scan(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        use crate::ir::BinaryOp;
+        let name = args.name.as_str();
+        let a = args.bind(&["x", "axis", "reverse"], 1)?;
+        let x = self.ir_arg(a[0])?;
+        let combine = match name {
+            "cumsum" => BinaryOp::Add,
+            "cumprod" => BinaryOp::Mul,
+            "cummax" => BinaryOp::Max,
+            _ => BinaryOp::Min,
+        };
+        let x = match combine {
+            BinaryOp::Add | BinaryOp::Mul => self.widen_for_sum(x, args.span)?,
+            _ => x,
+        };
+        if self.scalar_elem(x, args.span, "a scanned tensor")? == ScalarType::Bool {
+            return Err(
+                Diagnostic::new(args.span, format!("`{name}` needs numbers, not bools"))
+                    .with_hint("convert first: `x.to(i32)`"),
+            );
+        }
+        let ty = self.ty(x);
+        if ty.rank() != 1 {
+            // The code generator's scan is defined on rank-1 block tensors (axis 0).
+            return Err(Diagnostic::new(
+                args.span,
+                format!("`{name}` takes a 1-D tensor, found shape {:?}", ty.shape()),
+            )
+            .with_hint("scan a row at a time: `reshape` or `extract_tile` the row first"));
+        }
+        let axis = match a[1] {
+            Some(_) => self.axis_arg(a[1], ty.rank())?,
+            None => 0,
+        };
+        let reverse = match a[2] {
+            Some(e) => self.const_bool(e)?,
+            None => false,
+        };
+        let mut total_shape = ty.shape().to_vec();
+        total_shape.remove(axis);
+        let results = self.b.push(
+            OpKind::Scan {
+                value: x,
+                axis,
+                reverse,
+                combine,
+            },
+            vec![ty.clone(), ty.with_shape(total_shape)],
+        );
+        if combine == BinaryOp::Add {
+            return Ok(Val::Tuple(results.into_iter().map(Val::Ir).collect()));
+        }
+        // Triton's scans are inclusive: each element joins its prefix.
+        Ok(Val::Ir(self.binary_op(combine, results[0], x)))
+    }
+
     pub(super) fn extremum(
         &mut self,
         op: crate::ir::BinaryOp,

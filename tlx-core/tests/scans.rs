@@ -1,0 +1,188 @@
+//! Triton's inclusive scans `cumprod`, `cummax` and `cummin` (forward and
+//! reversed, on floats and integers) next to TLE's exclusive `cumsum`, on the
+//! interpreter against scans written here in plain Rust over fresh inputs;
+//! the same kernel through code generation and `ptxas`.
+
+#[cfg(feature = "llvm")]
+mod codegen_common;
+
+use tlx_core::frontend::compile_str;
+use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
+use tlx_core::ir::Kernel;
+
+const N: usize = 256;
+
+const SCANS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn scans(x: Ptr<f32>, k: Ptr<i32>, out: Ptr<f32>, iout: Ptr<i32>) {
+    let i = arange(0, 256);
+    let v = load(x + i);
+    let w = load(k + i);
+    store(out + i, cumprod(v));
+    store(out + 256 + i, cummax(v));
+    store(out + 512 + i, cummin(v, reverse = true));
+    let (excl, total) = cumsum(v);
+    store(out + 768 + i, excl);
+    store(out + 1024, total);
+    store(iout + i, cummax(w, reverse = true));
+    store(iout + 256 + i, cummin(w));
+    store(iout + 512 + i, w.cumprod(0));
+}
+"#;
+
+fn compile(src: &str) -> Kernel {
+    match compile_str(src) {
+        Ok(mut kernels) => kernels.remove(0),
+        Err(e) => panic!("compile failed:\n{e}"),
+    }
+}
+
+/// Inclusive scan of `v` by `f`, from the end when `reverse`.
+fn inclusive<T: Copy>(v: &[T], reverse: bool, f: impl Fn(T, T) -> T) -> Vec<T> {
+    let mut out = v.to_vec();
+    let order: Vec<usize> = if reverse {
+        (0..v.len()).rev().collect()
+    } else {
+        (0..v.len()).collect()
+    };
+    for pair in order.windows(2) {
+        out[pair[1]] = f(out[pair[0]], v[pair[1]]);
+    }
+    out
+}
+
+fn fresh() -> impl FnMut() -> u64 {
+    let mut state = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(5, |d| d.as_nanos() as u64)
+        | 1;
+    println!("seed {state}");
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
+#[test]
+fn inclusive_scans_match_plain_rust() {
+    let kernel = compile(SCANS);
+    let mut next = fresh();
+    // Factors near 1 keep the product in range over 256 steps.
+    let x: Vec<f32> = (0..N)
+        .map(|_| 0.9 + (next() >> 40) as f32 / (1u64 << 24) as f32 * 0.2)
+        .collect();
+    // Small odd-and-even integers: the i32 product wraps, as it does on the GPU.
+    let k: Vec<i32> = (0..N).map(|_| (next() % 61) as i32 - 30).collect();
+    let mem = HostMemory::new();
+    let buffer = |bytes: Vec<u8>| {
+        let id = mem.alloc(bytes.len());
+        mem.write(id, 0, &bytes).expect("write");
+        id
+    };
+    let dx = buffer(x.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let dk = buffer(k.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let out = buffer(vec![0xff; (4 * N + 1) * 4]);
+    let iout = buffer(vec![0xa5; 3 * N * 4]);
+    let args = [
+        ArgValue::ptr(dx),
+        ArgValue::ptr(dk),
+        ArgValue::ptr(out),
+        ArgValue::ptr(iout),
+    ];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let read = |id, words: usize| {
+        let mut bytes = vec![0u8; words * 4];
+        mem.read(id, 0, &mut bytes).expect("read back");
+        bytes
+            .chunks(4)
+            .map(|w| [w[0], w[1], w[2], w[3]])
+            .collect::<Vec<_>>()
+    };
+    let floats: Vec<f32> = read(out, 4 * N + 1)
+        .into_iter()
+        .map(f32::from_le_bytes)
+        .collect();
+    let ints: Vec<i32> = read(iout, 3 * N)
+        .into_iter()
+        .map(i32::from_le_bytes)
+        .collect();
+
+    // Products in f32, one rounding per step, as both scans take them.
+    let prod = inclusive(&x, false, |a, b| a * b);
+    let max = inclusive(&x, false, f32::max);
+    let min_rev = inclusive(&x, true, f32::min);
+    for i in 0..N {
+        let rel = |have: f32, want: f32| f64::from((have - want).abs() / want.abs());
+        // The scan tree multiplies in another order than the running product.
+        assert!(
+            rel(floats[i], prod[i]) < 2e-5,
+            "cumprod[{i}] = {} vs {}",
+            floats[i],
+            prod[i]
+        );
+        assert_eq!(floats[N + i], max[i], "cummax[{i}]");
+        assert_eq!(floats[2 * N + i], min_rev[i], "reversed cummin[{i}]");
+    }
+    let mut running = 0.0f64;
+    for i in 0..N {
+        let have = f64::from(floats[3 * N + i]);
+        assert!(
+            (have - running).abs() < 1e-4 * running.max(1.0),
+            "cumsum[{i}] = {have} vs {running}"
+        );
+        running += f64::from(x[i]);
+    }
+    assert!(
+        (f64::from(floats[4 * N]) - running).abs() < 1e-4 * running,
+        "cumsum total"
+    );
+
+    let imax_rev = inclusive(&k, true, i32::max);
+    let imin = inclusive(&k, false, i32::min);
+    let iprod = inclusive(&k, false, i32::wrapping_mul);
+    assert_eq!(&ints[..N], &imax_rev[..], "reversed cummax of i32");
+    assert_eq!(&ints[N..2 * N], &imin[..], "cummin of i32");
+    assert_eq!(&ints[2 * N..], &iprod[..], "cumprod of i32 (wrapping)");
+}
+
+#[test]
+fn scans_of_bools_and_2d_tiles_are_reported() {
+    for (call, message) in [
+        ("cummax(i < 5)", "`cummax` needs numbers, not bools"),
+        (
+            "cumprod(i[(.., None)] + i[(None, ..)])",
+            "`cumprod` takes a 1-D tensor",
+        ),
+    ] {
+        let src = format!(
+            "#[tlx::kernel]\nfn k(out: Ptr<i32>) {{ let i = arange(0, 32); let s = {call}; }}"
+        );
+        let err = match compile_str(&src) {
+            Ok(_) => panic!("`{call}` compiled"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(message), "`{call}`: {err}");
+    }
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn scans_compile_and_assemble() {
+    let kernel = compile(SCANS);
+    let ptx = tlx_core::codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
+        .expect("compiles")
+        .ptx;
+    // cummax/cummin over f32 keep NaN: LLVM's maximum/minimum become max.NaN.
+    assert!(
+        ptx.contains("max.NaN.f32") || ptx.contains("max.f32"),
+        "no float max:\n{ptx}"
+    );
+    match codegen_common::ptxas() {
+        Some(ptxas) => {
+            codegen_common::ptxas_verbose(&ptxas, &ptx);
+        }
+        None => println!("skipped: ptxas not found"),
+    }
+}
