@@ -240,6 +240,17 @@ fn random<const BLOCK: usize>(words: Ptr<u32>, floats: Ptr<f32>, n: i32, seed: i
     store(floats + n + i, randn(seed, i), mask = m);
 }
 
+/// The inclusive scans, forward and reversed, one row each.
+#[tlx::kernel(configs = [(BLOCK = 1024)])]
+fn scans<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
+    let i = arange(0, BLOCK);
+    let v = load(x + i);
+    store(out + i, cumprod(v));
+    store(out + BLOCK + i, cummax(v));
+    store(out + 2 * BLOCK + i, cummin(v, reverse = true));
+    store(out + 3 * BLOCK + i, cumprod(v.to(i32) + 3, reverse = true).to(f32));
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -399,6 +410,26 @@ fn random_numbers_agree() {
     let diff = max_rel_diff(&g.1[n..], &c.1[n..]);
     println!("randn: max relative difference {diff:.1e}");
     assert!(diff <= 1e-4, "randn differs by {diff}");
+}
+
+/// `cummax`, `cummin` and the integer `cumprod` are exact; the f32
+/// `cumprod` multiplies in the same tree on both.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn scans_agree() {
+    let Some(dev) = gpu() else { return };
+    let x: Vec<f32> = fresh_rng().vec(1024, 0.1).into_iter().map(|v| 1.0 + v).collect();
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 4 * 1024])?;
+        scans::<1024>::launch(d, 1, &dx, &out)?;
+        out.download()
+    });
+    assert!(!g.iter().any(|v| v.is_nan()), "an unwritten element");
+    let ulps = max_ulp_diff(&g[..1024], &c[..1024]);
+    println!("cumprod: max {ulps} ulp apart");
+    assert!(ulps <= 4, "cumprod differs by {ulps} ulp");
+    assert_eq!(max_ulp_diff(&g[1024..], &c[1024..]), 0, "cummax, cummin, integer cumprod");
 }
 
 #[test]
