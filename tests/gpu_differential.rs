@@ -248,7 +248,29 @@ fn scans<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     store(out + i, cumprod(v));
     store(out + BLOCK + i, cummax(v));
     store(out + 2 * BLOCK + i, cummin(v, reverse = true));
-    store(out + 3 * BLOCK + i, cumprod(v.to(i32) + 3, reverse = true).to(f32));
+    store(
+        out + 3 * BLOCK + i,
+        cumprod(v.to(i32) + 3, reverse = true).to(f32),
+    );
+}
+
+/// `interleave`, `join` and `split`, with the size-2 dimension in registers
+/// and (after `trans`) across warps.
+#[tlx::kernel(configs = [(BLOCK = 512)])]
+fn pairs<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
+    let i = arange(0, BLOCK);
+    let a = load(x + i);
+    let b = load(x + BLOCK + i);
+    store(out + arange(0, 2 * BLOCK), interleave(a, b));
+    let (even, odd) = reshape(load(x + arange(0, 2 * BLOCK)), [BLOCK, 2]).split();
+    store(out + 2 * BLOCK + i, odd - even);
+    let half = arange(0, BLOCK / 2);
+    let rows = load(x + arange(0, 2)[(.., None)] * (BLOCK / 2) + half[(None, ..)]);
+    let (first, second) = trans(rows).split();
+    store(out + 3 * BLOCK + half, first * 3.0 + second);
+    store(out + 3 * BLOCK + BLOCK / 2 + half, 0.0);
+    let (p, q) = split(join(a * 2.0, b));
+    store(out + 4 * BLOCK + i, p + q);
 }
 
 struct Rng(u64);
@@ -418,7 +440,11 @@ fn random_numbers_agree() {
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn scans_agree() {
     let Some(dev) = gpu() else { return };
-    let x: Vec<f32> = fresh_rng().vec(1024, 0.1).into_iter().map(|v| 1.0 + v).collect();
+    let x: Vec<f32> = fresh_rng()
+        .vec(1024, 0.1)
+        .into_iter()
+        .map(|v| 1.0 + v)
+        .collect();
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
         let out = d.upload(&vec![f32::NAN; 4 * 1024])?;
@@ -429,7 +455,27 @@ fn scans_agree() {
     let ulps = max_ulp_diff(&g[..1024], &c[..1024]);
     println!("cumprod: max {ulps} ulp apart");
     assert!(ulps <= 4, "cumprod differs by {ulps} ulp");
-    assert_eq!(max_ulp_diff(&g[1024..], &c[1024..]), 0, "cummax, cummin, integer cumprod");
+    assert_eq!(
+        max_ulp_diff(&g[1024..], &c[1024..]),
+        0,
+        "cummax, cummin, integer cumprod"
+    );
+}
+
+/// Moving elements only: bit-identical.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn join_split_and_interleave_agree() {
+    let Some(dev) = gpu() else { return };
+    let x = fresh_rng().vec(1024, 4.0);
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 5 * 512])?;
+        pairs::<512>::launch(d, 1, &dx, &out)?;
+        out.download()
+    });
+    assert!(!g.iter().any(|v| v.is_nan()), "an unwritten element");
+    assert_eq!(max_ulp_diff(&g, &c), 0, "join, split, interleave");
 }
 
 #[test]

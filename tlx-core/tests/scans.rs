@@ -1,7 +1,8 @@
 //! Triton's inclusive scans `cumprod`, `cummax` and `cummin` (forward and
-//! reversed, on floats and integers) next to TLE's exclusive `cumsum`, on the
-//! interpreter against scans written here in plain Rust over fresh inputs;
-//! the same kernel through code generation and `ptxas`.
+//! reversed, on floats and integers) next to TLE's exclusive `cumsum`, and
+//! the shape ops `join`, `split` and `interleave`, on the interpreter against
+//! plain Rust over fresh inputs; the same kernels through code generation and
+//! `ptxas`.
 
 #[cfg(feature = "llvm")]
 mod codegen_common;
@@ -164,6 +165,119 @@ fn scans_of_bools_and_2d_tiles_are_reported() {
             Err(e) => e.to_string(),
         };
         assert!(err.contains(message), "`{call}`: {err}");
+    }
+}
+
+const PAIRS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn pairs(x: Ptr<f32>, out: Ptr<f32>) {
+    let r = arange(0, 32);
+    let c = arange(0, 16);
+    let a = load(x + r[(.., None)] * 16 + c[(None, ..)]);
+    let b = load(x + 512 + r[(.., None)] * 16 + c[(None, ..)]);
+    // [32, 16, 2] back to [32, 32]: a and b alternate along each row.
+    let mixed = interleave(a, b);
+    let cols = arange(0, 32);
+    store(out + r[(.., None)] * 32 + cols[(None, ..)], mixed);
+    // Splitting a loaded [.., 2] tile: even and odd elements of each row.
+    let whole = load(x + arange(0, 1024));
+    let (even, odd) = reshape(whole, [512, 2]).split();
+    store(out + 1024 + arange(0, 512), odd - even);
+    // A join split again round-trips, also of scalars.
+    let (p, q) = split(join(a * 2.0, b));
+    store(out + 1536 + r[(.., None)] * 16 + c[(None, ..)], p + q);
+    let (s, t) = split(join(1.5, 2.5));
+    store(out + 2048, s * t);
+    // The size-2 dimension held across warps: split converts first.
+    let rows = load(x + arange(0, 2)[(.., None)] * 256 + arange(0, 256)[(None, ..)]);
+    let (first, second) = trans(rows).split();
+    store(out + 2049 + arange(0, 256), first * 3.0 + second);
+}
+"#;
+
+#[test]
+fn join_split_and_interleave_move_the_right_elements() {
+    let kernel = compile(PAIRS);
+    let mut next = fresh();
+    let x: Vec<f32> = (0..1024)
+        .map(|_| (next() >> 40) as f32 / (1u64 << 20) as f32 - 8.0)
+        .collect();
+    let mem = HostMemory::new();
+    let dx = mem.alloc(1024 * 4);
+    mem.write(
+        dx,
+        0,
+        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .expect("write");
+    let out = mem.alloc(2561 * 4);
+    mem.write(out, 0, &vec![0xff; 2561 * 4]).expect("poison");
+    run_kernel(
+        &kernel,
+        [1, 1, 1],
+        &[ArgValue::ptr(dx), ArgValue::ptr(out)],
+        &mem,
+        &InterpOptions::default(),
+    )
+    .expect("runs");
+    let mut bytes = vec![0u8; 2561 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    let got: Vec<f32> = bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    for row in 0..32 {
+        for col in 0..32 {
+            let want = x[(col % 2) * 512 + row * 16 + col / 2];
+            assert_eq!(got[row * 32 + col], want, "interleave at ({row}, {col})");
+        }
+        for col in 0..16 {
+            let at = row * 16 + col;
+            assert_eq!(
+                got[1536 + at],
+                x[at] * 2.0 + x[512 + at],
+                "join then split at {at}"
+            );
+        }
+    }
+    for i in 0..512 {
+        assert_eq!(got[1024 + i], x[2 * i + 1] - x[2 * i], "split at {i}");
+    }
+    assert_eq!(got[2048], 3.75, "scalars joined and split");
+    for i in 0..256 {
+        assert_eq!(
+            got[2049 + i],
+            x[i] * 3.0 + x[256 + i],
+            "split of a transposed tile at {i}"
+        );
+    }
+}
+
+#[test]
+fn split_needs_a_last_dimension_of_two() {
+    let src = "#[tlx::kernel]\nfn k(out: Ptr<f32>) { let (a, b) = split(arange(0, 32)); }";
+    let err = match compile_str(src) {
+        Ok(_) => panic!("compiled"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("`split` needs a last dimension of size 2"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn join_and_split_assemble() {
+    let kernel = compile(PAIRS);
+    let ptx = tlx_core::codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
+        .expect("compiles")
+        .ptx;
+    match codegen_common::ptxas() {
+        Some(ptxas) => {
+            codegen_common::ptxas_verbose(&ptxas, &ptx);
+        }
+        None => println!("skipped: ptxas not found"),
     }
 }
 

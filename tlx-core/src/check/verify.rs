@@ -536,6 +536,24 @@ impl<'k> Checker<'k> {
                 })?;
                 self.result_is(op, v)
             }
+            Join { a, b } => {
+                let (x, y) = (self.ty(*a)?, self.ty(*b)?);
+                ensure(x == y, || format!("operands differ: {x} and {y}"))?;
+                let mut shape = x.shape().to_vec();
+                shape.push(2);
+                self.result_is(op, &x.with_shape(shape))
+            }
+            Split(value) => {
+                let t = self.ty(*value)?;
+                ensure(t.shape().last() == Some(&2), || {
+                    format!("the last dimension of {t} is not 2")
+                })?;
+                let half = t.with_shape(t.shape()[..t.rank() - 1].to_vec());
+                let got = self.result_types(op)?;
+                ensure(got.len() == 2 && got.iter().all(|r| **r == half), || {
+                    format!("results must be two {half}")
+                })
+            }
             ExtractTile { value, index } => {
                 let (t, r) = (self.ty(*value)?, self.one_result(op)?);
                 ensure(t.elem() == r.elem(), || "element types differ".into())?;

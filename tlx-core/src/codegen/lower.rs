@@ -445,6 +445,7 @@ impl<'k> Lowerer<'k> {
             OpKind::Dot { .. } => self.lower_dot(op),
             OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
             OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
+            OpKind::Join { .. } | OpKind::Split(_) => self.lower_join_split(op),
             OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
             OpKind::AsyncTasks { .. } => self.lower_async_tasks(op),
             OpKind::Prim { .. } => self.lower_prim(op),

@@ -31,6 +31,7 @@ mod convert;
 mod debug;
 mod dot;
 mod emit;
+mod join;
 mod llvm;
 mod lower;
 mod memory;

@@ -736,6 +736,12 @@ impl<'k> Executor<'k> {
                 &self.get(*cmp)?.data,
                 &self.get(*value)?.data,
             )?,
+            OpKind::Join { a, b } => shape::join(&self.get(*a)?.data, &self.get(*b)?.data)?,
+            OpKind::Split(value) => {
+                let second = shape::split_half(self.get(*value)?, 1)?;
+                self.define(op, 1, second)?;
+                shape::split_half(self.get(*value)?, 0)?
+            }
             OpKind::ExtractTile { value, index } => {
                 let ty = self.type_of(Self::result(op, 0)?)?;
                 shape::extract_tile(self.get(*value)?, ty.shape(), index)?
@@ -862,6 +868,17 @@ impl<'k> Executor<'k> {
                 undef::moved(self.flags_of(*value), shape_of(*value)?, |t| {
                     shape::trans(t, perm)
                 })?
+            }
+            OpKind::Join { a, b } => undef::joined(self.flags_of(*a), self.flags_of(*b), numel)?,
+            OpKind::Split(value) => {
+                let flags = self.flags_of(*value);
+                let halves = [0, 1].map(|which| {
+                    undef::moved(flags, shape_of(*value)?, |t| shape::split_half(t, which))
+                });
+                let [first, second] = halves;
+                let first = first?;
+                self.set_flags(Self::result(op, 1)?, second?);
+                first
             }
             OpKind::ExtractTile { value, index } => {
                 undef::moved(self.flags_of(*value), shape_of(*value)?, |t| {

@@ -86,6 +86,32 @@ fn tile_indices(whole: &[usize], tile: &[usize], index: &[usize]) -> FaultResult
     Ok(strided_indices(tile, &strides, base))
 }
 
+/// `a` and `b` (same length) interleaved: Triton's `join` along a new last
+/// dimension of size 2.
+pub(crate) fn join(a: &Data, b: &Data) -> FaultResult<Data> {
+    let n = a.len();
+    if b.len() != n {
+        return Err(Fault::malformed("join of tensors of different sizes"));
+    }
+    let mut out = a.gather(&(0..2 * n).map(|k| k / 2).collect::<Vec<_>>());
+    let odd: Vec<usize> = (0..n).map(|k| 2 * k + 1).collect();
+    out.scatter(&odd, b)?;
+    Ok(out)
+}
+
+/// Half `which` (0 or 1) of a tensor whose last dimension has size 2.
+pub(crate) fn split_half(value: &Tensor, which: usize) -> FaultResult<Data> {
+    if value.shape.last() != Some(&2) {
+        return Err(Fault::malformed(
+            "split of a tensor whose last dimension is not 2",
+        ));
+    }
+    let n = value.data.len() / 2;
+    Ok(value
+        .data
+        .gather(&(0..n).map(|k| 2 * k + which).collect::<Vec<_>>()))
+}
+
 /// The tile of shape `tile_shape` at grid coordinates `index`.
 pub(crate) fn extract_tile(
     value: &Tensor,

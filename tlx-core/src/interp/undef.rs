@@ -231,6 +231,20 @@ pub(crate) fn scanned(
 }
 
 /// `insert_tile`: the value's flags with the tile's flags written over the slot.
+/// `join`'s flags: the operands' interleaved.
+pub(crate) fn joined(a: &Flags, b: &Flags, numel: usize) -> FaultResult<Flags> {
+    if a.is_none() && b.is_none() {
+        return Ok(None);
+    }
+    let half = numel / 2;
+    let lanes_of = |f: &Flags| f.as_ref().map_or(vec![false; half], |u| u.lanes.clone());
+    let origin = a.as_ref().or(b.as_ref()).map_or(0, |u| u.origin_line);
+    match super::shape::join(&Data::Bool(lanes_of(a)), &Data::Bool(lanes_of(b)))? {
+        Data::Bool(lanes) => Ok(from_lanes(lanes, origin)),
+        _ => Err(Fault::malformed("flags joined into a non-bool tile")),
+    }
+}
+
 pub(crate) fn inserted(
     (value, value_shape): (&Flags, &[usize]),
     (tile, tile_shape): (&Flags, &[usize]),

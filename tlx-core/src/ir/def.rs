@@ -206,6 +206,8 @@ op_codes! {
     Dot,
     AtomicRmw,
     AtomicCas,
+    Join,
+    Split,
     ExtractTile,
     InsertTile,
     For,
@@ -267,6 +269,8 @@ impl OpCode {
             Dot => "dot",
             AtomicRmw => "atomic_rmw",
             AtomicCas => "atomic_cas",
+            Join => "join",
+            Split => "split",
             ExtractTile => "extract_tile",
             InsertTile => "insert_tile",
             For => "for",
@@ -300,7 +304,9 @@ impl OpCode {
             Binary(_) | Unary(_) | Constant | ProgramId | NumPrograms | MultipleOf
             | ClusterCtaRank | Arange | Splat | Broadcast | ExpandDims | Cast | Bitcast
             | Compare | Select | Fma | AddPtr | AsyncTaskReplicaId => Effects::PURE,
-            Reshape | Trans | Reduce | Scan | Dot | ExtractTile | InsertTile => Effects::MOVES_DATA,
+            Reshape | Trans | Reduce | Scan | Dot | Join | Split | ExtractTile | InsertTile => {
+                Effects::MOVES_DATA
+            }
             Load => Effects::reads(Global),
             Store => Effects::writes(Global),
             AtomicRmw | AtomicCas => Effects::read_modify_write(Global),
@@ -424,6 +430,8 @@ impl OpKind {
             OpKind::Dot { .. } => OpCode::Dot,
             OpKind::AtomicRmw { .. } => OpCode::AtomicRmw,
             OpKind::AtomicCas { .. } => OpCode::AtomicCas,
+            OpKind::Join { .. } => OpCode::Join,
+            OpKind::Split(_) => OpCode::Split,
             OpKind::ExtractTile { .. } => OpCode::ExtractTile,
             OpKind::InsertTile { .. } => OpCode::InsertTile,
             OpKind::For { .. } => OpCode::For,

@@ -352,6 +352,15 @@ pub enum OpKind {
         sem: MemSem,
         scope: MemScope,
     },
+    /// Triton's `join`: two tensors of one shape side by side along a new
+    /// last dimension of size 2 (`a` at index 0).
+    Join {
+        a: ValueId,
+        b: ValueId,
+    },
+    /// Triton's `split`: a tensor whose last dimension has size 2, as its two
+    /// halves along it (two results, that dimension dropped).
+    Split(ValueId),
     /// TLE's `extract_tile`: the operand split into tiles of the result's shape,
     /// and the tile at grid coordinates `index` taken.
     ExtractTile {
@@ -433,7 +442,7 @@ impl OpKind {
             | Arange { .. }
             | AsyncTasks { .. }
             | AsyncTaskReplicaId => vec![],
-            Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) => vec![*v],
+            Splat(v) | Broadcast(v) | Reshape(v) | Cast(v) | Bitcast(v) | Split(v) => vec![*v],
             MultipleOf { value, .. } => vec![*value],
             ExpandDims { value, .. }
             | Trans { value, .. }
@@ -442,6 +451,7 @@ impl OpKind {
             | Scan { value, .. }
             | ExtractTile { value, .. } => vec![*value],
             Binary { lhs, rhs, .. } | Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
+            Join { a, b } => vec![*a, *b],
             Select {
                 cond,
                 on_true,

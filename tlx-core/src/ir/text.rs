@@ -453,6 +453,8 @@ fn op_operands(kind: &OpKind) -> String {
             push_sem_scope(&mut s, *sem, *scope);
             s
         }
+        Join { a, b } => format!("{a}, {b}"),
+        Split(value) => value.to_string(),
         ExtractTile { value, index } => {
             format!("{value}, index {}", index_list(index))
         }
@@ -1343,6 +1345,13 @@ impl<'s> Parser<'s> {
                     scope,
                 }
             }
+            OpCode::Join => {
+                let a = self.operand()?;
+                self.expect(",")?;
+                let b = self.operand()?;
+                Join { a, b }
+            }
+            OpCode::Split => Split(self.operand()?),
             OpCode::ExtractTile => {
                 let value = self.operand()?;
                 self.expect(",")?;
@@ -1832,6 +1841,8 @@ mod tests {
                 t(F32, &[8]),
             );
         }
+        let pair = b.push1(OpKind::Join { a: tile, b: tile }, t(F32, &[4, 8, 2]));
+        b.push(OpKind::Split(pair), vec![t(F32, &[4, 8]), t(F32, &[4, 8])]);
         let part = b.push1(
             OpKind::ExtractTile {
                 value: tile,

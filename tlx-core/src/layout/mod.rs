@@ -289,6 +289,42 @@ impl LinearLayout {
         Ok(self.map_bases(shape, &map))
     }
 
+    /// The layout of `join`'s result for operands in this layout: the new last
+    /// dimension (flat bit 0) in the lowest register bit, so register `2r + j`
+    /// holds element `j` of what register `r` holds here.
+    pub fn joined(&self) -> LinearLayout {
+        let mut shape = self.shape.clone();
+        shape.push(2);
+        let mut joined = self.map_bases(shape, &|b| b << 1);
+        joined.regs.insert(0, 1);
+        joined
+    }
+
+    /// The inverse of [`LinearLayout::joined`] when this layout has that form
+    /// (some register bit alone carries the last dimension, a size-2 one, and
+    /// no other basis touches it): the halves' layout and that register bit.
+    pub fn split_halves(&self) -> Option<(LinearLayout, usize)> {
+        if self.shape.last() != Some(&2) {
+            return None;
+        }
+        let bit = self.regs.iter().position(|&b| b == 1)?;
+        let others = self
+            .regs
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != bit)
+            .map(|(_, &b)| b)
+            .chain(self.lanes.iter().copied())
+            .chain(self.warps.iter().copied());
+        if others.clone().any(|b| b & 1 != 0) {
+            return None;
+        }
+        let shape = self.shape[..self.shape.len() - 1].to_vec();
+        let mut halves = self.map_bases(shape, &|b| b >> 1);
+        halves.regs.remove(bit);
+        Some((halves, bit))
+    }
+
     fn map_bases(&self, shape: Vec<usize>, map: &dyn Fn(u32) -> u32) -> LinearLayout {
         let apply = |bases: &[u32]| bases.iter().map(|&b| map(b)).collect();
         LinearLayout {
@@ -491,5 +527,35 @@ mod tests {
             l.transposed(&[1]),
             Err(LayoutError::BadPermutation { .. })
         ));
+    }
+
+    #[test]
+    fn joined_layouts_split_back_and_hold_the_interleaved_elements() {
+        for (shape, warps) in [(vec![64usize], 2u32), (vec![16, 32], 4), (vec![], 1)] {
+            let layout = LinearLayout::blocked(&shape, 4, warps).expect("layout");
+            let joined = layout.joined();
+            assert_eq!(joined.num_regs(), 2 * layout.num_regs());
+            for r in 0..layout.num_regs() {
+                for (lane, warp) in [(0, 0), (5, warps - 1), (31, 0)] {
+                    let flat = layout.flat_index(r, lane, warp);
+                    for j in 0..2 {
+                        assert_eq!(
+                            joined.flat_index(2 * r + j, lane, warp),
+                            2 * flat + j as u32
+                        );
+                    }
+                }
+            }
+            assert_eq!(joined.split_halves(), Some((layout.clone(), 0)));
+        }
+        // The size-2 dimension across lanes: no register split.
+        let across = LinearLayout::blocked(&[32, 2], 1, 1).expect("layout");
+        assert_eq!(across.split_halves(), None);
+        // A [2, 256] tile over 4 warps, transposed: the size-2 dimension in a warp bit.
+        let rows = LinearLayout::blocked(&[2, 256], 4, 4).expect("layout");
+        assert_eq!(
+            rows.transposed(&[1, 0]).expect("transposed").split_halves(),
+            None
+        );
     }
 }

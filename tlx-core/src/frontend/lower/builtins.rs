@@ -331,6 +331,41 @@ impl<'a> Lowerer<'a> {
                 self.binary(&div, sum, d, args.span)
             }
             "cumsum" | "cumprod" | "cummax" | "cummin" => self.scan(args),
+            "join" | "interleave" => {
+                // Triton's `join` (a new last dimension of 2) and `interleave`
+                // (the same, merged into the last dimension).
+                let a = args.bind(&["a", "b"], 2)?;
+                let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
+                let ids = self.unify(&[&x, &y], args.span)?;
+                let ty = self.ty(ids[0]);
+                if name == "interleave" && ty.rank() == 0 {
+                    return Err(Diagnostic::new(args.span, "`interleave` takes tensors, not scalars")
+                        .with_hint("`join(a, b)` pairs two scalars into a tensor of 2"));
+                }
+                let mut shape = ty.shape().to_vec();
+                shape.push(2);
+                let joined = self.b.push1(OpKind::Join { a: ids[0], b: ids[1] }, ty.with_shape(shape.clone()));
+                if name == "join" {
+                    return Ok(Val::Ir(joined));
+                }
+                shape.pop();
+                if let Some(last) = shape.last_mut() {
+                    *last *= 2;
+                }
+                Ok(Val::Ir(self.b.push1(OpKind::Reshape(joined), ty.with_shape(shape))))
+            }
+            "split" => {
+                let a = args.bind(&["x"], 1)?;
+                let x = self.ir_arg(a[0])?;
+                let ty = self.ty(x);
+                if ty.shape().last() != Some(&2) {
+                    return Err(Diagnostic::new(args.span, format!("`split` needs a last dimension of size 2, found shape {:?}", ty.shape()))
+                        .with_hint("reshape first, e.g. `reshape(x, [n / 2, 2])`, to split even and odd elements"));
+                }
+                let half = ty.with_shape(ty.shape()[..ty.rank() - 1].to_vec());
+                let results = self.b.push(OpKind::Split(x), vec![half.clone(), half]);
+                Ok(Val::Tuple(results.into_iter().map(Val::Ir).collect()))
+            }
             "extract_tile" => {
                 let a = args.bind(&["x", "index", "tile_shape"], 3)?;
                 let x = self.ir_arg(a[0])?;

@@ -48,6 +48,7 @@ const METHODS: &[&str] = &[
     "cumprod",
     "cummax",
     "cummin",
+    "split",
     "expand_dims",
     "broadcast_to",
     "reshape",
