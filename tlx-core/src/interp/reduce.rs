@@ -200,27 +200,47 @@ pub(crate) fn reduce(
     })
 }
 
-/// Exclusive prefix sums along `axis` (from the end when `reverse`) and the totals.
+/// Exclusive prefixes by `combine` along `axis` (from the end when
+/// `reverse`) and the totals.
 fn scan<T: Copy>(
     v: &[T],
     (outer, len, inner): (usize, usize, usize),
     reverse: bool,
-    zero: T,
-    add: impl Fn(T, T) -> T,
+    identity: T,
+    combine: impl Fn(T, T) -> T,
 ) -> (Vec<T>, Vec<T>) {
-    let mut prefix = vec![zero; v.len()];
+    let mut prefix = vec![identity; v.len()];
     let mut totals = Vec::with_capacity(outer * inner);
     for o in 0..outer {
         let base = o * len * inner;
         for i in 0..inner {
-            let mut acc = zero;
-            for step in 0..len {
+            // The line in scan order, scanned as the GPU does it (Hillis and
+            // Steele: at step s each element takes in the one s before it), so
+            // that float results round the same way on both.
+            let at = |step: usize| {
                 let k = if reverse { len - 1 - step } else { step };
-                let at = base + k * inner + i;
-                prefix[at] = acc;
-                acc = add(acc, v[at]);
+                base + k * inner + i
+            };
+            let mut running: Vec<T> = (0..len).map(|step| v[at(step)]).collect();
+            let mut shift = 1;
+            while shift < len {
+                let before = running.clone();
+                for pos in 0..len {
+                    // The first `shift` take in the identity, as on the GPU
+                    // (where `0 + -0.0` makes the zero positive).
+                    let earlier = if pos >= shift {
+                        before[pos - shift]
+                    } else {
+                        identity
+                    };
+                    running[pos] = combine(earlier, before[pos]);
+                }
+                shift *= 2;
             }
-            totals.push(acc);
+            for pos in 1..len {
+                prefix[at(pos)] = running[pos - 1];
+            }
+            totals.push(running.last().copied().unwrap_or(identity));
         }
     }
     (prefix, totals)
