@@ -273,6 +273,28 @@ fn pairs<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     store(out + 4 * BLOCK + i, p + q);
 }
 
+/// `reduce` with combine functions: one of a single tensor along each axis,
+/// and an argmax of one's own over a (values, indices) pair.
+#[tlx::kernel(configs = [(BLOCK = 64)])]
+fn combines<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, iout: Ptr<i32>) {
+    fn larger_magnitude(a: f32, b: f32) -> f32 {
+        select(abs(b) > abs(a), b, a)
+    }
+    fn argmax_pair(v: f32, i: i32, w: f32, j: i32) -> (f32, i32) {
+        let right = w > v;
+        (select(right, w, v), select(right, j, i))
+    }
+    let r = arange(0, 16);
+    let c = arange(0, BLOCK);
+    let tile = load(x + r[(.., None)] * BLOCK + c[(None, ..)]);
+    store(out + r, reduce(tile, 1, larger_magnitude));
+    store(out + 16 + c, reduce(tile, 0, larger_magnitude));
+    let cols = broadcast_to(c[(None, ..)], [16, BLOCK]);
+    let (best, at) = reduce((tile, cols), 1, argmax_pair);
+    store(out + 16 + BLOCK + r, best);
+    store(iout + r, at);
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -454,6 +476,24 @@ fn scans_agree() {
     assert_eq!(max_ulp_diff(&g[..1024], &c[..1024]), 0, "cumprod");
     let rest = max_ulp_diff(&g[1024..], &c[1024..]);
     assert_eq!(rest, 0, "cummax, cummin, integer cumprod");
+}
+
+/// Selections only: bit-identical.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn reduce_with_combine_functions_agrees() {
+    let Some(dev) = gpu() else { return };
+    let x = fresh_rng().vec(1024, 4.0);
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 96])?;
+        let iout = d.upload(&vec![-1i32; 16])?;
+        combines::<64>::launch(d, 1, &dx, &out, &iout)?;
+        Ok((out.download()?, iout.download()?))
+    });
+    assert!(!g.0.iter().any(|v| v.is_nan()), "an unwritten element");
+    assert_eq!(max_ulp_diff(&g.0, &c.0), 0, "reduce");
+    assert_eq!(g.1, c.1, "argmax of one's own");
 }
 
 /// Moving elements only: bit-identical.

@@ -1,8 +1,8 @@
 //! Triton's inclusive scans `cumprod`, `cummax` and `cummin` (forward and
-//! reversed, on floats and integers) next to TLE's exclusive `cumsum`, and
-//! the shape ops `join`, `split` and `interleave`, on the interpreter against
-//! plain Rust over fresh inputs; the same kernels through code generation and
-//! `ptxas`.
+//! reversed, on floats and integers) next to TLE's exclusive `cumsum`, the
+//! shape ops `join`, `split` and `interleave`, and `reduce` with a combine
+//! function, on the interpreter against plain Rust over fresh inputs; the
+//! same kernels through code generation and `ptxas`.
 
 #[cfg(feature = "llvm")]
 mod codegen_common;
@@ -264,6 +264,151 @@ fn split_needs_a_last_dimension_of_two() {
         err.contains("`split` needs a last dimension of size 2"),
         "{err}"
     );
+}
+
+const COMBINES: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn combines(x: Ptr<f32>, out: Ptr<f32>, iout: Ptr<i32>) {
+    fn larger_magnitude(a: f32, b: f32) -> f32 {
+        select(abs(b) > abs(a), b, a)
+    }
+    // Associative, not commutative: the first non-zero in order.
+    fn first_nonzero(a: f32, b: f32) -> f32 {
+        select(a != 0.0, a, b)
+    }
+    fn argmax_pair(v: f32, i: i32, w: f32, j: i32) -> (f32, i32) {
+        let right = w > v;
+        (select(right, w, v), select(right, j, i))
+    }
+    let r = arange(0, 16);
+    let c = arange(0, 64);
+    let tile = load(x + r[(.., None)] * 64 + c[(None, ..)]);
+    store(out + r, reduce(tile, 1, larger_magnitude));
+    store(out + 16 + c, reduce(tile, 0, first_nonzero));
+    let cols = broadcast_to(c[(None, ..)], [16, 64]);
+    let (best, at) = reduce((tile, cols), 1, argmax_pair);
+    store(out + 80 + r, best);
+    store(iout + r, at);
+    store(out + 96, reduce(tile, None, larger_magnitude));
+    let kept = reduce(tile, 0, first_nonzero, keep_dims = true);
+    store(out + 97 + c[(None, ..)], kept);
+}
+"#;
+
+#[test]
+fn reduce_with_a_combine_function_matches_plain_rust() {
+    let kernel = compile(COMBINES);
+    let mut next = fresh();
+    // A third zeros, so `first_nonzero` has leading zeros to skip.
+    let x: Vec<f32> = (0..1024)
+        .map(|_| {
+            let u = next();
+            if u % 3 == 0 {
+                0.0
+            } else {
+                (u >> 40) as f32 / (1u64 << 20) as f32 - 8.0
+            }
+        })
+        .collect();
+    let mem = HostMemory::new();
+    let dx = mem.alloc(1024 * 4);
+    mem.write(
+        dx,
+        0,
+        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
+    )
+    .expect("write");
+    let out = mem.alloc(161 * 4);
+    mem.write(out, 0, &vec![0xff; 161 * 4]).expect("poison");
+    let iout = mem.alloc(16 * 4);
+    mem.write(iout, 0, &[0xa5; 64]).expect("poison");
+    let args = [ArgValue::ptr(dx), ArgValue::ptr(out), ArgValue::ptr(iout)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut bytes = vec![0u8; 161 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    let got: Vec<f32> = bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut ibytes = vec![0u8; 64];
+    mem.read(iout, 0, &mut ibytes).expect("read back");
+    let at: Vec<i32> = ibytes
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    // Ties of magnitude keep the earlier element in every tree, as in this fold.
+    let larger = |a: f32, b: f32| if b.abs() > a.abs() { b } else { a };
+    for row in 0..16 {
+        let line = &x[row * 64..][..64];
+        let want = line.iter().copied().reduce(larger).expect("a row");
+        assert_eq!(got[row], want, "larger magnitude of row {row}");
+        let (best, idx) =
+            line.iter().enumerate().fold(
+                (line[0], 0),
+                |(v, i), (j, &w)| if w > v { (w, j) } else { (v, i) },
+            );
+        assert_eq!(
+            (got[80 + row], at[row]),
+            (best, idx as i32),
+            "argmax of row {row}"
+        );
+    }
+    for col in 0..64 {
+        let want = (0..16)
+            .map(|r| x[r * 64 + col])
+            .find(|&v| v != 0.0)
+            .unwrap_or(0.0);
+        assert_eq!(got[16 + col], want, "first non-zero of column {col}");
+        assert_eq!(got[97 + col], want, "kept dims, column {col}");
+    }
+    assert_eq!(
+        got[96],
+        x.iter().copied().reduce(larger).expect("all"),
+        "over all elements"
+    );
+}
+
+#[test]
+fn reduce_misuse_is_reported() {
+    for (body, message) in [
+        (
+            "reduce(v, 0, nothing)",
+            "the combine function must name a helper",
+        ),
+        ("reduce(v, 0, wrong_type)", "the combine function returns"),
+        (
+            "reduce((v, v), 0, pick)",
+            "the combine function returns 1 value for 2 reduced tensors",
+        ),
+        (
+            "reduce((v, v), 0, wrong_type)",
+            "`wrong_type` takes 2 arguments, but a combine function for 2 tensors takes 4",
+        ),
+    ] {
+        let src = format!(
+            "#[tlx::kernel]\nfn k(out: Ptr<f32>) {{\n fn wrong_type(a: f32, b: f32) -> i32 {{ (a + b).to(i32) }}\n fn pick(a: f32, b: f32, c: f32, d: f32) -> f32 {{ a }}\n let v = arange(0, 32).to(f32); let s = {body}; }}"
+        );
+        let err = match compile_str(&src) {
+            Ok(_) => panic!("`{body}` compiled"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(message), "`{body}`: {err}");
+    }
+}
+
+#[cfg(feature = "llvm")]
+#[test]
+fn reduce_with_a_combine_function_assembles() {
+    let kernel = compile(COMBINES);
+    let ptx = tlx_core::codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
+        .expect("compiles")
+        .ptx;
+    match codegen_common::ptxas() {
+        Some(ptxas) => {
+            codegen_common::ptxas_verbose(&ptxas, &ptx);
+        }
+        None => println!("skipped: ptxas not found"),
+    }
 }
 
 #[cfg(feature = "llvm")]

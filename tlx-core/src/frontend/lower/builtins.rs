@@ -331,6 +331,7 @@ impl<'a> Lowerer<'a> {
                 self.binary(&div, sum, d, args.span)
             }
             "cumsum" | "cumprod" | "cummax" | "cummin" => self.scan(args),
+            "reduce" => self.reduce_with_combine(args),
             "join" | "interleave" => {
                 // Triton's `join` (a new last dimension of 2) and `interleave`
                 // (the same, merged into the last dimension).

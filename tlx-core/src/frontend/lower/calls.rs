@@ -231,6 +231,30 @@ impl<'a> Lowerer<'a> {
 
     fn inline_helper(&mut self, helper: &'a syn::ItemFn, call: &'a syn::ExprCall) -> R<Val> {
         let span = call.func.span();
+        let mut args = Vec::with_capacity(call.args.len());
+        for arg in &call.args {
+            if let Expr::Assign(kw) = arg {
+                return Err(Diagnostic::new(
+                    kw.left.span(),
+                    "helper functions take positional arguments only",
+                ));
+            }
+            let value = self.lower_expr(arg)?;
+            if matches!(value, Val::Unit) {
+                return Err(Diagnostic::new(arg.span(), "this argument has no value"));
+            }
+            args.push(value);
+        }
+        self.inline_helper_with(helper, args, span)
+    }
+
+    /// `helper`'s body lowered with its parameters bound to `args`.
+    pub(super) fn inline_helper_with(
+        &mut self,
+        helper: &'a syn::ItemFn,
+        args: Vec<Val>,
+        span: Span,
+    ) -> R<Val> {
         if self.frames.len() > MAX_INLINE_DEPTH {
             return Err(Diagnostic::new(
                 span,
@@ -239,14 +263,14 @@ impl<'a> Lowerer<'a> {
             .with_hint("helpers are inlined, so they cannot be recursive"));
         }
         let params = &helper.sig.inputs;
-        if params.len() != call.args.len() {
+        if params.len() != args.len() {
             return Err(Diagnostic::new(
                 span,
                 format!(
                     "`{}` takes {} arguments, {} given",
                     helper.sig.ident,
                     params.len(),
-                    call.args.len()
+                    args.len()
                 ),
             ));
         }
@@ -258,13 +282,7 @@ impl<'a> Lowerer<'a> {
             )
             .with_hint("pass constants as ordinary arguments"));
         }
-        for (param, arg) in params.iter().zip(&call.args) {
-            if let Expr::Assign(kw) = arg {
-                return Err(Diagnostic::new(
-                    kw.left.span(),
-                    "helper functions take positional arguments only",
-                ));
-            }
+        for (param, value) in params.iter().zip(args) {
             let syn::FnArg::Typed(pt) = param else {
                 return Err(Diagnostic::new(
                     param.span(),
@@ -277,10 +295,6 @@ impl<'a> Lowerer<'a> {
                     "a helper parameter must be a plain name",
                 ));
             };
-            let value = self.lower_expr(arg)?;
-            if matches!(value, Val::Unit) {
-                return Err(Diagnostic::new(arg.span(), "this argument has no value"));
-            }
             bindings.insert(id.ident.to_string(), value);
         }
         self.frames.push(vec![bindings]);

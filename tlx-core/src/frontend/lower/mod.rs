@@ -4,6 +4,7 @@
 
 mod builtins;
 mod calls;
+mod combine;
 mod composite;
 mod control;
 mod expr;
