@@ -295,6 +295,30 @@ fn combines<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, iout: Ptr<i32>) {
     store(iout + r, at);
 }
 
+/// `associative_scan` with combine functions, forward and reversed, along
+/// either axis, and over a tuple (a linear recurrence).
+#[tlx::kernel(configs = [(BLOCK = 128)])]
+fn associative<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
+    fn latest_nonzero(a: f32, b: f32) -> f32 {
+        select(b != 0.0, b, a)
+    }
+    fn affine(a1: f32, b1: f32, a2: f32, b2: f32) -> (f32, f32) {
+        (a1 * a2, a2 * b1 + b2)
+    }
+    let r = arange(0, 8);
+    let c = arange(0, BLOCK);
+    let at = r[(.., None)] * BLOCK + c[(None, ..)];
+    let tile = load(x + at);
+    let sparse = select(abs(tile) < 1.0, 0.0, tile);
+    store(out + at, associative_scan(sparse, 1, latest_nonzero));
+    store(
+        out + 8 * BLOCK + at,
+        associative_scan(sparse, 0, latest_nonzero, reverse = true),
+    );
+    let (_, h) = associative_scan((abs(tile) * 0.1 + 0.5, tile), 1, affine);
+    store(out + 16 * BLOCK + at, h);
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -494,6 +518,26 @@ fn reduce_with_combine_functions_agrees() {
     assert!(!g.0.iter().any(|v| v.is_nan()), "an unwritten element");
     assert_eq!(max_ulp_diff(&g.0, &c.0), 0, "reduce");
     assert_eq!(g.1, c.1, "argmax of one's own");
+}
+
+/// The same tree of the same float operations: bit-identical.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn associative_scans_agree() {
+    let Some(dev) = gpu() else { return };
+    let x = fresh_rng().vec(1024, 4.0);
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 3 * 1024])?;
+        associative::<128>::launch(d, 1, &dx, &out)?;
+        out.download()
+    });
+    assert!(!g.iter().any(|v| v.is_nan()), "an unwritten element");
+    let ulps = max_ulp_diff(&g, &c);
+    println!("associative_scan: max {ulps} ulp apart");
+    assert_eq!(max_ulp_diff(&g[..2048], &c[..2048]), 0, "selections");
+    // Measured 0 on the H100; LLVM may fuse the recurrence's multiply-adds.
+    assert!(ulps <= 16, "associative_scan differs by {ulps} ulp");
 }
 
 /// Moving elements only: bit-identical.

@@ -368,6 +368,120 @@ fn reduce_with_a_combine_function_matches_plain_rust() {
     );
 }
 
+const ASSOCIATIVE: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn associative(x: Ptr<f32>, k: Ptr<i32>, out: Ptr<f32>, iout: Ptr<i32>) {
+    // Associative, not commutative: the last non-zero so far.
+    fn latest_nonzero(a: f32, b: f32) -> f32 {
+        select(b != 0.0, b, a)
+    }
+    fn add(a: i32, b: i32) -> i32 {
+        a + b
+    }
+    // The linear recurrence h = a h + b, composed: Triton's classic example.
+    fn affine(a1: f32, b1: f32, a2: f32, b2: f32) -> (f32, f32) {
+        (a1 * a2, a2 * b1 + b2)
+    }
+    let r = arange(0, 8);
+    let c = arange(0, 128);
+    let at = r[(.., None)] * 128 + c[(None, ..)];
+    let tile = load(x + at);
+    store(out + at, associative_scan(tile, 1, latest_nonzero));
+    store(out + 1024 + at, associative_scan(tile, 1, latest_nonzero, reverse = true));
+    let w = load(k + at);
+    store(iout + at, associative_scan(w, 0, add));
+    store(iout + 1024 + at, associative_scan(w, 0, add, reverse = true));
+    let gates = abs(tile) * 0.1 + 0.5;
+    let (_, h) = associative_scan((gates, tile), 1, affine);
+    store(out + 2048 + at, h);
+}
+"#;
+
+#[test]
+fn associative_scans_match_plain_rust() {
+    let kernel = compile(ASSOCIATIVE);
+    let mut next = fresh();
+    let x: Vec<f32> = (0..1024)
+        .map(|_| {
+            let u = next();
+            if u % 3 == 0 {
+                0.0
+            } else {
+                (u >> 40) as f32 / (1u64 << 20) as f32 - 8.0
+            }
+        })
+        .collect();
+    let k: Vec<i32> = (0..1024).map(|_| (next() % 2001) as i32 - 1000).collect();
+    let mem = HostMemory::new();
+    let upload = |bytes: Vec<u8>| {
+        let id = mem.alloc(bytes.len());
+        mem.write(id, 0, &bytes).expect("write");
+        id
+    };
+    let dx = upload(x.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let dk = upload(k.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let out = upload(vec![0xff; 3072 * 4]);
+    let iout = upload(vec![0xa5; 2048 * 4]);
+    let args = [
+        ArgValue::ptr(dx),
+        ArgValue::ptr(dk),
+        ArgValue::ptr(out),
+        ArgValue::ptr(iout),
+    ];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut bytes = vec![0u8; 3072 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    let got: Vec<f32> = bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut ibytes = vec![0u8; 2048 * 4];
+    mem.read(iout, 0, &mut ibytes).expect("read back");
+    let ints: Vec<i32> = ibytes
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let latest = |a: f32, b: f32| if b != 0.0 { b } else { a };
+    for row in 0..8 {
+        let line = &x[row * 128..][..128];
+        let fwd = inclusive(line, false, latest);
+        let rev = inclusive(line, true, latest);
+        assert_eq!(
+            &got[row * 128..][..128],
+            &fwd[..],
+            "latest non-zero, row {row}"
+        );
+        assert_eq!(
+            &got[1024 + row * 128..][..128],
+            &rev[..],
+            "reversed, row {row}"
+        );
+        let mut h = 0.0f64;
+        for col in 0..128 {
+            let v = f64::from(line[col]);
+            h = (v.abs() * 0.1 + 0.5) * h + v;
+            let have = f64::from(got[2048 + row * 128 + col]);
+            assert!(
+                (have - h).abs() <= 1e-4 * h.abs().max(1.0),
+                "recurrence ({row}, {col}): {have} vs {h}"
+            );
+        }
+    }
+    for col in 0..128 {
+        let column: Vec<i32> = (0..8).map(|r| k[r * 128 + col]).collect();
+        let fwd = inclusive(&column, false, |a, b| a + b);
+        let rev = inclusive(&column, true, |a, b| a + b);
+        for r in 0..8 {
+            assert_eq!(ints[r * 128 + col], fwd[r], "column sum ({r}, {col})");
+            assert_eq!(
+                ints[1024 + r * 128 + col],
+                rev[r],
+                "reversed column sum ({r}, {col})"
+            );
+        }
+    }
+}
+
 #[test]
 fn reduce_misuse_is_reported() {
     for (body, message) in [
@@ -399,7 +513,14 @@ fn reduce_misuse_is_reported() {
 #[cfg(feature = "llvm")]
 #[test]
 fn reduce_with_a_combine_function_assembles() {
-    let kernel = compile(COMBINES);
+    for src in [COMBINES, ASSOCIATIVE] {
+        assemble(src);
+    }
+}
+
+#[cfg(feature = "llvm")]
+fn assemble(src: &str) {
+    let kernel = compile(src);
     let ptx = tlx_core::codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
         .expect("compiles")
         .ptx;
