@@ -511,7 +511,7 @@ fn reduce_with_combine_functions_agrees() {
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
         let out = d.upload(&vec![f32::NAN; 96])?;
-        let iout = d.upload(&vec![-1i32; 16])?;
+        let iout = d.upload(&[-1i32; 16])?;
         combines::<64>::launch(d, 1, &dx, &out, &iout)?;
         Ok((out.download()?, iout.download()?))
     });

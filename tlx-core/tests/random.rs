@@ -324,7 +324,7 @@ fn umulhi_is_the_high_half_of_the_wide_product() {
         .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
         .collect();
     for i in 0..64 {
-        let unsigned = (u64::from(a[i]) * u64::from(b[i]) >> 32) as u32;
+        let unsigned = ((u64::from(a[i]) * u64::from(b[i])) >> 32) as u32;
         let signed = ((i64::from(a[i] as i32) * i64::from(b[i] as i32)) >> 32) as u32;
         let wide = (i128::from(wa[i]) * i128::from(wb[i])) >> 64;
         assert_eq!(got[i], unsigned, "u32 {} * {}", a[i], b[i]);
