@@ -319,6 +319,21 @@ fn associative<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     store(out + 16 * BLOCK + at, h);
 }
 
+/// `sort` both ways and `topk`, rows of a [4, 256] tile.
+#[tlx::kernel(configs = [(BLOCK = 256)])]
+fn sorts<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
+    let r = arange(0, 4);
+    let c = arange(0, BLOCK);
+    let at = r[(.., None)] * BLOCK + c[(None, ..)];
+    let tile = load(x + at);
+    store(out + at, sort(tile));
+    store(out + 4 * BLOCK + at, sort(tile, descending = true));
+    store(
+        out + 8 * BLOCK + r[(.., None)] * 16 + arange(0, 16)[(None, ..)],
+        topk(tile, 16),
+    );
+}
+
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> f32 {
@@ -538,6 +553,27 @@ fn associative_scans_agree() {
     assert_eq!(max_ulp_diff(&g[..2048], &c[..2048]), 0, "selections");
     // Measured 0 on the H100; LLVM may fuse the recurrence's multiply-adds.
     assert!(ulps <= 16, "associative_scan differs by {ulps} ulp");
+}
+
+/// Sorting networks select: bit-identical, and sorted.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn sorts_agree() {
+    let Some(dev) = gpu() else { return };
+    let x = fresh_rng().vec(1024, 4.0);
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 2048 + 64])?;
+        sorts::<256>::launch(d, 1, &dx, &out)?;
+        out.download()
+    });
+    assert!(!g.iter().any(|v| v.is_nan()), "an unwritten element");
+    assert_eq!(max_ulp_diff(&g, &c), 0, "sort, topk");
+    for row in 0..4 {
+        let mut want = x[row * 256..][..256].to_vec();
+        want.sort_by(f32::total_cmp);
+        assert_eq!(&g[row * 256..][..256], &want[..], "row {row} sorted");
+    }
 }
 
 /// Moving elements only: bit-identical.

@@ -482,6 +482,77 @@ fn associative_scans_match_plain_rust() {
     }
 }
 
+const SORTS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn sorts(x: Ptr<f32>, k: Ptr<i32>, out: Ptr<f32>, iout: Ptr<i32>) {
+    let r = arange(0, 4);
+    let c = arange(0, 64);
+    let at = r[(.., None)] * 64 + c[(None, ..)];
+    let tile = load(x + at);
+    store(out + at, sort(tile));
+    store(out + 256 + at, sort(tile, descending = true));
+    let top = topk(tile, 8);
+    store(out + 512 + r[(.., None)] * 8 + arange(0, 8)[(None, ..)], top);
+    let w = load(k + arange(0, 256));
+    store(iout + arange(0, 256), w.sort());
+}
+"#;
+
+#[test]
+fn sort_and_topk_match_plain_rust() {
+    let kernel = compile(SORTS);
+    let mut next = fresh();
+    // Few distinct values, so ties are common.
+    let x: Vec<f32> = (0..256)
+        .map(|_| ((next() % 41) as f32 - 20.0) * 0.25)
+        .collect();
+    let k: Vec<i32> = (0..256).map(|_| next() as i32).collect();
+    let mem = HostMemory::new();
+    let upload = |bytes: Vec<u8>| {
+        let id = mem.alloc(bytes.len());
+        mem.write(id, 0, &bytes).expect("write");
+        id
+    };
+    let dx = upload(x.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let dk = upload(k.iter().flat_map(|v| v.to_le_bytes()).collect());
+    let out = upload(vec![0xff; 544 * 4]);
+    let iout = upload(vec![0xa5; 256 * 4]);
+    let args = [
+        ArgValue::ptr(dx),
+        ArgValue::ptr(dk),
+        ArgValue::ptr(out),
+        ArgValue::ptr(iout),
+    ];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut bytes = vec![0u8; 544 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    let got: Vec<f32> = bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let mut ibytes = vec![0u8; 256 * 4];
+    mem.read(iout, 0, &mut ibytes).expect("read back");
+    let ints: Vec<i32> = ibytes
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    for row in 0..4 {
+        let mut want = x[row * 64..][..64].to_vec();
+        want.sort_by(f32::total_cmp);
+        assert_eq!(&got[row * 64..][..64], &want[..], "ascending row {row}");
+        want.reverse();
+        assert_eq!(
+            &got[256 + row * 64..][..64],
+            &want[..],
+            "descending row {row}"
+        );
+        assert_eq!(&got[512 + row * 8..][..8], &want[..8], "top 8 of row {row}");
+    }
+    let mut want = k.clone();
+    want.sort_unstable();
+    assert_eq!(ints, want, "i32 sort");
+}
+
 #[test]
 fn reduce_misuse_is_reported() {
     for (body, message) in [
@@ -513,7 +584,7 @@ fn reduce_misuse_is_reported() {
 #[cfg(feature = "llvm")]
 #[test]
 fn reduce_with_a_combine_function_assembles() {
-    for src in [COMBINES, ASSOCIATIVE] {
+    for src in [COMBINES, ASSOCIATIVE, SORTS] {
         assemble(src);
     }
 }

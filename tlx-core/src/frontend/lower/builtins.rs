@@ -333,6 +333,7 @@ impl<'a> Lowerer<'a> {
             "cumsum" | "cumprod" | "cummax" | "cummin" => self.scan(args),
             "reduce" => self.reduce_with_combine(args),
             "associative_scan" => self.scan_with_combine(args),
+            "sort" | "topk" => self.sort_call(args),
             "join" | "interleave" => {
                 // Triton's `join` (a new last dimension of 2) and `interleave`
                 // (the same, merged into the last dimension).

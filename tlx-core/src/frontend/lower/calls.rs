@@ -49,6 +49,7 @@ const METHODS: &[&str] = &[
     "cummax",
     "cummin",
     "split",
+    "sort",
     "expand_dims",
     "broadcast_to",
     "reshape",

@@ -11,6 +11,7 @@ mod expr;
 mod memory;
 mod pipe;
 mod random;
+mod sort;
 mod tasks;
 mod tlx;
 mod typing;
