@@ -38,6 +38,58 @@ fn compile(src: &str) -> Kernel {
     }
 }
 
+/// A buffer for [`run`]: its bytes, or the number of poisoned 32-bit words
+/// of an output.
+enum Buffer {
+    Input(Vec<u8>),
+    Output(usize),
+}
+
+fn f32s(v: &[f32]) -> Buffer {
+    Buffer::Input(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn i32s(v: &[i32]) -> Buffer {
+    Buffer::Input(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+/// Runs `kernel` on one program with `buffers` as its pointer arguments
+/// and returns each output's words.
+fn run(kernel: &Kernel, buffers: &[Buffer]) -> Vec<Vec<[u8; 4]>> {
+    let mem = HostMemory::new();
+    let mut args = Vec::new();
+    let mut outputs = Vec::new();
+    for b in buffers {
+        let bytes = match b {
+            Buffer::Input(bytes) => bytes.clone(),
+            Buffer::Output(words) => vec![0xa5; words * 4],
+        };
+        let id = mem.alloc(bytes.len());
+        mem.write(id, 0, &bytes).expect("write");
+        args.push(ArgValue::ptr(id));
+        if let Buffer::Output(words) = b {
+            outputs.push((id, *words));
+        }
+    }
+    run_kernel(kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    outputs
+        .into_iter()
+        .map(|(id, words)| {
+            let mut bytes = vec![0u8; words * 4];
+            mem.read(id, 0, &mut bytes).expect("read back");
+            bytes.chunks(4).map(|w| [w[0], w[1], w[2], w[3]]).collect()
+        })
+        .collect()
+}
+
+fn as_f32(words: &[[u8; 4]]) -> Vec<f32> {
+    words.iter().map(|&w| f32::from_le_bytes(w)).collect()
+}
+
+fn as_i32(words: &[[u8; 4]]) -> Vec<i32> {
+    words.iter().map(|&w| i32::from_le_bytes(w)).collect()
+}
+
 /// Inclusive scan of `v` by `f`, from the end when `reverse`.
 fn inclusive<T: Copy>(v: &[T], reverse: bool, f: impl Fn(T, T) -> T) -> Vec<T> {
     let mut out = v.to_vec();
@@ -76,39 +128,16 @@ fn inclusive_scans_match_plain_rust() {
         .collect();
     // Small odd-and-even integers: the i32 product wraps, as it does on the GPU.
     let k: Vec<i32> = (0..N).map(|_| (next() % 61) as i32 - 30).collect();
-    let mem = HostMemory::new();
-    let buffer = |bytes: Vec<u8>| {
-        let id = mem.alloc(bytes.len());
-        mem.write(id, 0, &bytes).expect("write");
-        id
-    };
-    let dx = buffer(x.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let dk = buffer(k.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let out = buffer(vec![0xff; (4 * N + 1) * 4]);
-    let iout = buffer(vec![0xa5; 3 * N * 4]);
-    let args = [
-        ArgValue::ptr(dx),
-        ArgValue::ptr(dk),
-        ArgValue::ptr(out),
-        ArgValue::ptr(iout),
-    ];
-    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let read = |id, words: usize| {
-        let mut bytes = vec![0u8; words * 4];
-        mem.read(id, 0, &mut bytes).expect("read back");
-        bytes
-            .chunks(4)
-            .map(|w| [w[0], w[1], w[2], w[3]])
-            .collect::<Vec<_>>()
-    };
-    let floats: Vec<f32> = read(out, 4 * N + 1)
-        .into_iter()
-        .map(f32::from_le_bytes)
-        .collect();
-    let ints: Vec<i32> = read(iout, 3 * N)
-        .into_iter()
-        .map(i32::from_le_bytes)
-        .collect();
+    let got = run(
+        &kernel,
+        &[
+            f32s(&x),
+            i32s(&k),
+            Buffer::Output(4 * N + 1),
+            Buffer::Output(3 * N),
+        ],
+    );
+    let (floats, ints) = (as_f32(&got[0]), as_i32(&got[1]));
 
     // Products in f32, one rounding per step, as both scans take them.
     let prod = inclusive(&x, false, |a, b| a * b);
@@ -202,30 +231,7 @@ fn join_split_and_interleave_move_the_right_elements() {
     let x: Vec<f32> = (0..1024)
         .map(|_| (next() >> 40) as f32 / (1u64 << 20) as f32 - 8.0)
         .collect();
-    let mem = HostMemory::new();
-    let dx = mem.alloc(1024 * 4);
-    mem.write(
-        dx,
-        0,
-        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
-    )
-    .expect("write");
-    let out = mem.alloc(2561 * 4);
-    mem.write(out, 0, &vec![0xff; 2561 * 4]).expect("poison");
-    run_kernel(
-        &kernel,
-        [1, 1, 1],
-        &[ArgValue::ptr(dx), ArgValue::ptr(out)],
-        &mem,
-        &InterpOptions::default(),
-    )
-    .expect("runs");
-    let mut bytes = vec![0u8; 2561 * 4];
-    mem.read(out, 0, &mut bytes).expect("read back");
-    let got: Vec<f32> = bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let got = as_f32(&run(&kernel, &[f32s(&x), Buffer::Output(2561)])[0]);
     for row in 0..32 {
         for col in 0..32 {
             let want = x[(col % 2) * 512 + row * 16 + col / 2];
@@ -310,32 +316,11 @@ fn reduce_with_a_combine_function_matches_plain_rust() {
             }
         })
         .collect();
-    let mem = HostMemory::new();
-    let dx = mem.alloc(1024 * 4);
-    mem.write(
-        dx,
-        0,
-        &x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
-    )
-    .expect("write");
-    let out = mem.alloc(161 * 4);
-    mem.write(out, 0, &vec![0xff; 161 * 4]).expect("poison");
-    let iout = mem.alloc(16 * 4);
-    mem.write(iout, 0, &[0xa5; 64]).expect("poison");
-    let args = [ArgValue::ptr(dx), ArgValue::ptr(out), ArgValue::ptr(iout)];
-    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut bytes = vec![0u8; 161 * 4];
-    mem.read(out, 0, &mut bytes).expect("read back");
-    let got: Vec<f32> = bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    let mut ibytes = vec![0u8; 64];
-    mem.read(iout, 0, &mut ibytes).expect("read back");
-    let at: Vec<i32> = ibytes
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let outs = run(
+        &kernel,
+        &[f32s(&x), Buffer::Output(161), Buffer::Output(16)],
+    );
+    let (got, at) = (as_f32(&outs[0]), as_i32(&outs[1]));
     // Ties of magnitude keep the earlier element in every tree, as in this fold.
     let larger = |a: f32, b: f32| if b.abs() > a.abs() { b } else { a };
     for row in 0..16 {
@@ -412,35 +397,16 @@ fn associative_scans_match_plain_rust() {
         })
         .collect();
     let k: Vec<i32> = (0..1024).map(|_| (next() % 2001) as i32 - 1000).collect();
-    let mem = HostMemory::new();
-    let upload = |bytes: Vec<u8>| {
-        let id = mem.alloc(bytes.len());
-        mem.write(id, 0, &bytes).expect("write");
-        id
-    };
-    let dx = upload(x.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let dk = upload(k.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let out = upload(vec![0xff; 3072 * 4]);
-    let iout = upload(vec![0xa5; 2048 * 4]);
-    let args = [
-        ArgValue::ptr(dx),
-        ArgValue::ptr(dk),
-        ArgValue::ptr(out),
-        ArgValue::ptr(iout),
-    ];
-    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut bytes = vec![0u8; 3072 * 4];
-    mem.read(out, 0, &mut bytes).expect("read back");
-    let got: Vec<f32> = bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    let mut ibytes = vec![0u8; 2048 * 4];
-    mem.read(iout, 0, &mut ibytes).expect("read back");
-    let ints: Vec<i32> = ibytes
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let outs = run(
+        &kernel,
+        &[
+            f32s(&x),
+            i32s(&k),
+            Buffer::Output(3072),
+            Buffer::Output(2048),
+        ],
+    );
+    let (got, ints) = (as_f32(&outs[0]), as_i32(&outs[1]));
     let latest = |a: f32, b: f32| if b != 0.0 { b } else { a };
     for row in 0..8 {
         let line = &x[row * 128..][..128];
@@ -507,35 +473,11 @@ fn sort_and_topk_match_plain_rust() {
         .map(|_| ((next() % 41) as f32 - 20.0) * 0.25)
         .collect();
     let k: Vec<i32> = (0..256).map(|_| next() as i32).collect();
-    let mem = HostMemory::new();
-    let upload = |bytes: Vec<u8>| {
-        let id = mem.alloc(bytes.len());
-        mem.write(id, 0, &bytes).expect("write");
-        id
-    };
-    let dx = upload(x.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let dk = upload(k.iter().flat_map(|v| v.to_le_bytes()).collect());
-    let out = upload(vec![0xff; 544 * 4]);
-    let iout = upload(vec![0xa5; 256 * 4]);
-    let args = [
-        ArgValue::ptr(dx),
-        ArgValue::ptr(dk),
-        ArgValue::ptr(out),
-        ArgValue::ptr(iout),
-    ];
-    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut bytes = vec![0u8; 544 * 4];
-    mem.read(out, 0, &mut bytes).expect("read back");
-    let got: Vec<f32> = bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
-    let mut ibytes = vec![0u8; 256 * 4];
-    mem.read(iout, 0, &mut ibytes).expect("read back");
-    let ints: Vec<i32> = ibytes
-        .chunks(4)
-        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let outs = run(
+        &kernel,
+        &[f32s(&x), i32s(&k), Buffer::Output(544), Buffer::Output(256)],
+    );
+    let (got, ints) = (as_f32(&outs[0]), as_i32(&outs[1]));
     for row in 0..4 {
         let mut want = x[row * 64..][..64].to_vec();
         want.sort_by(f32::total_cmp);
