@@ -52,6 +52,7 @@ fn out_of_bounds_load_names_kernel_program_op_and_line() {
             "program (1, 0, 0)",
             "`load`",
             "line 10",
+            "outside `x` (buffer#",
             "800 bytes",
         ],
     );

@@ -25,6 +25,32 @@ pub struct Site {
     pub op: &'static str,
     /// 1-based source line (0 when unknown).
     pub line: u32,
+    /// The kernel's pointer parameters, by the buffer each was given, so a
+    /// report can say `out` rather than a buffer number.
+    pub buffers: Vec<(BufferId, String)>,
+}
+
+impl Site {
+    /// `buffer` as a report names it: "`out` (buffer#1)", or "buffer#1"
+    /// when no parameter was given it (a buffer reached by arithmetic).
+    pub fn buffer_name(&self, buffer: BufferId) -> String {
+        let names: Vec<&str> = self
+            .buffers
+            .iter()
+            .filter(|(id, _)| *id == buffer)
+            .map(|(_, name)| name.as_str())
+            .collect();
+        if names.is_empty() {
+            buffer.to_string()
+        } else {
+            format!("`{}` ({buffer})", names.join("`/`"))
+        }
+    }
+}
+
+/// For the error messages below.
+fn named(at: &Site, buffer: &BufferId) -> String {
+    at.buffer_name(*buffer)
 }
 
 impl fmt::Display for Site {
@@ -80,7 +106,7 @@ pub enum InterpError {
         len: usize,
         buffer_len: usize,
     },
-    #[error("{at}: element {element} accesses byte offset {byte_offset} outside {buffer} of {buffer_len} bytes")]
+    #[error("{at}: element {element} accesses byte offset {byte_offset} outside {} of {buffer_len} bytes", named(.at, .buffer))]
     OutOfBounds {
         at: Site,
         element: usize,
@@ -88,7 +114,7 @@ pub enum InterpError {
         buffer: BufferId,
         buffer_len: usize,
     },
-    #[error("{at}: element {element} accesses byte offset {byte_offset} of {buffer}, which is not a multiple of the access size {align}")]
+    #[error("{at}: element {element} accesses byte offset {byte_offset} of {}, which is not a multiple of the access size {align}", named(.at, .buffer))]
     Misaligned {
         at: Site,
         element: usize,
@@ -96,13 +122,13 @@ pub enum InterpError {
         buffer: BufferId,
         align: usize,
     },
-    #[error("{at}: element {element} uses {buffer}, which is freed or was never allocated")]
+    #[error("{at}: element {element} uses {}, which is freed or was never allocated", named(.at, .buffer))]
     FreedBuffer {
         at: Site,
         element: usize,
         buffer: BufferId,
     },
-    #[error("{at}: element {element} reads never-written bytes at byte offset {byte_offset} of {buffer} ({buffer_len} bytes)")]
+    #[error("{at}: element {element} reads never-written bytes at byte offset {byte_offset} of {} ({buffer_len} bytes)", named(.at, .buffer))]
     UninitRead {
         at: Site,
         element: usize,
@@ -469,6 +495,7 @@ mod tests {
             program: [3, 0, 1],
             op: "load",
             line: 12,
+            buffers: vec![(BufferId(1), "x".into()), (BufferId(2), "out".into())],
         };
         let err = Fault::OutOfBounds {
             element: 5,
@@ -484,6 +511,7 @@ mod tests {
             "`load`",
             "src/k.rs:line 12",
             "element 5",
+            "outside `out` (buffer#2)",
             "4096 bytes",
         ] {
             assert!(text.contains(part), "{text} lacks {part}");

@@ -213,7 +213,23 @@ impl<'k> Executor<'k> {
             program: self.program,
             op: op.map_or("kernel", |o| o.kind.code().source_name()),
             line: op.map_or(0, |o| o.loc.line),
+            buffers: self.parameter_buffers(),
         }
+    }
+
+    /// Each pointer parameter's buffer, by the parameter's name.
+    fn parameter_buffers(&self) -> Vec<(super::memory::BufferId, String)> {
+        self.kernel
+            .params
+            .iter()
+            .filter_map(|param| {
+                let value = self.env.get(param.value.index())?.as_ref()?;
+                match &value.data {
+                    Data::Ptr(ptrs) => Some((ptrs.first()?.buffer, param.name.clone())),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// Resets the executor to the start of `program`; `params` are the

@@ -86,6 +86,7 @@ impl ScriptedTask {
             program: [0; 3],
             op,
             line,
+            buffers: Vec::new(),
         }
     }
 }
