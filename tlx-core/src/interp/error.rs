@@ -17,8 +17,9 @@ use super::wait::{list_blocked, BlockedTask};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Site {
     pub kernel: String,
-    /// The user's source file, when the kernel records it.
-    pub file: String,
+    /// The user's source file, when the kernel records it. (Shared, like
+    /// `buffers`: a site is built per fault, and errors stay small.)
+    pub file: std::sync::Arc<str>,
     /// Program id (x, y, z).
     pub program: [u32; 3],
     /// The op's name as in the IR text ("load", "store", "div", ...).
@@ -27,7 +28,7 @@ pub struct Site {
     pub line: u32,
     /// The kernel's pointer parameters, by the buffer each was given, so a
     /// report can say `out` rather than a buffer number.
-    pub buffers: Vec<(BufferId, String)>,
+    pub buffers: std::sync::Arc<Vec<(BufferId, String)>>,
 }
 
 impl Site {
@@ -495,7 +496,7 @@ mod tests {
             program: [3, 0, 1],
             op: "load",
             line: 12,
-            buffers: vec![(BufferId(1), "x".into()), (BufferId(2), "out".into())],
+            buffers: vec![(BufferId(1), "x".into()), (BufferId(2), "out".into())].into(),
         };
         let err = Fault::OutOfBounds {
             element: 5,

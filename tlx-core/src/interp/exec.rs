@@ -209,11 +209,11 @@ impl<'k> Executor<'k> {
     fn site(&self, op: Option<&Op>) -> Site {
         Site {
             kernel: self.kernel.name.clone(),
-            file: self.kernel.source_file.clone(),
+            file: self.kernel.source_file.as_str().into(),
             program: self.program,
             op: op.map_or("kernel", |o| o.kind.code().source_name()),
             line: op.map_or(0, |o| o.loc.line),
-            buffers: self.parameter_buffers(),
+            buffers: self.parameter_buffers().into(),
         }
     }
 

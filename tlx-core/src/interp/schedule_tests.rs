@@ -82,11 +82,11 @@ impl ScriptedTask {
     fn site(&self, op: &'static str, line: u32) -> Site {
         Site {
             kernel: "pipeline".into(),
-            file: String::new(),
+            file: "".into(),
             program: [0; 3],
             op,
             line,
-            buffers: Vec::new(),
+            buffers: Default::default(),
         }
     }
 }
