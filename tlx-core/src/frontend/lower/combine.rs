@@ -54,20 +54,7 @@ impl<'a> Lowerer<'a> {
         let rank = self.ty(values[0]).rank();
         if axis + 1 != rank {
             let perm: Vec<usize> = (0..rank).filter(|&d| d != axis).chain([axis]).collect();
-            values = values
-                .iter()
-                .map(|&v| {
-                    let ty = self.ty(v);
-                    let moved = perm.iter().map(|&p| ty.shape()[p]).collect();
-                    self.b.push1(
-                        OpKind::Trans {
-                            value: v,
-                            perm: perm.clone(),
-                        },
-                        ty.with_shape(moved),
-                    )
-                })
-                .collect();
+            values = values.iter().map(|&v| self.permuted(v, &perm)).collect();
         }
         while self.ty(values[0]).shape()[rank - 1] > 1 {
             values = self.combine_neighbours(helper, &values, span)?;
@@ -282,7 +269,8 @@ impl<'a> Lowerer<'a> {
         })
     }
 
-    fn permuted(&mut self, v: ValueId, perm: &[usize]) -> ValueId {
+    /// `v` with its dimensions permuted (`trans`).
+    pub(super) fn permuted(&mut self, v: ValueId, perm: &[usize]) -> ValueId {
         let ty = self.ty(v);
         let shape = perm.iter().map(|&p| ty.shape()[p]).collect();
         self.b.push1(
@@ -350,13 +338,7 @@ impl<'a> Lowerer<'a> {
     /// A bool tensor of `shape`, true where the last coordinate is `position`.
     fn position_is(&mut self, shape: &[usize], position: usize, span: Span) -> R<ValueId> {
         let n = shape.last().copied().unwrap_or(1);
-        let index = self.b.push1(
-            OpKind::Arange {
-                start: 0,
-                end: n as i64,
-            },
-            Type::tensor(Elem::Scalar(ScalarType::I32), vec![n]),
-        );
+        let index = self.index_tensor(n);
         let eq = syn::BinOp::Eq(Default::default());
         let at = self.binary(
             &eq,
@@ -366,6 +348,17 @@ impl<'a> Lowerer<'a> {
         )?;
         let at = self.materialize(&at, span)?;
         self.broadcast_to(at, shape, span)
+    }
+
+    /// `arange(0, n)`.
+    pub(super) fn index_tensor(&mut self, n: usize) -> ValueId {
+        self.b.push1(
+            OpKind::Arange {
+                start: 0,
+                end: n as i64,
+            },
+            Type::tensor(Elem::Scalar(ScalarType::I32), vec![n]),
+        )
     }
 
     /// `evens` and `odds` merged back along their last axis.

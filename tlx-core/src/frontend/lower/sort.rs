@@ -12,7 +12,7 @@ use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{Elem, OpKind, ScalarType, Type, ValueId};
+use crate::ir::{OpKind, ScalarType, ValueId};
 
 impl<'a> Lowerer<'a> {
     /// `sort(x, dim = -1, descending = false)` and `topk(x, k, dim = -1)`.
@@ -103,43 +103,14 @@ impl<'a> Lowerer<'a> {
         let shape = ty.shape().to_vec();
         let rank = shape.len();
         let n = shape[rank - 1];
-        // [.., n] as [.., blocks, 2, j], the pair's bit moved last.
         let blocks = n / (2 * j);
-        let mut split_shape = shape[..rank - 1].to_vec();
-        split_shape.extend([blocks, 2, j]);
-        let grouped = self
-            .b
-            .push1(OpKind::Reshape(v), ty.with_shape(split_shape.clone()));
-        let r = split_shape.len();
-        let mut perm: Vec<usize> = (0..r - 2).collect();
-        perm.extend([r - 1, r - 2]);
-        let mut paired_shape = split_shape[..r - 2].to_vec();
-        paired_shape.extend([j, 2]);
-        let paired = self.b.push1(
-            OpKind::Trans {
-                value: grouped,
-                perm: perm.clone(),
-            },
-            ty.with_shape(paired_shape.clone()),
-        );
-        let half_shape = paired_shape[..r - 1].to_vec();
-        let halves = self.b.push(
-            OpKind::Split(paired),
-            vec![
-                ty.with_shape(half_shape.clone()),
-                ty.with_shape(half_shape.clone()),
-            ],
-        );
-        let (low, high) = (halves[0], halves[1]);
+        let (low, high) = self.split_at_stride(v, j);
+        let half_shape = self.ty(low).shape().to_vec();
+        let mut paired_shape = half_shape.clone();
+        paired_shape.push(2);
         // Ascending where bit k of the index is clear: in block coordinates,
         // bit k / (2j) of the block number.
-        let block_index = self.b.push1(
-            OpKind::Arange {
-                start: 0,
-                end: blocks as i64,
-            },
-            Type::tensor(Elem::Scalar(ScalarType::I32), vec![blocks]),
-        );
+        let block_index = self.index_tensor(blocks);
         let and = syn::BinOp::BitAnd(Default::default());
         let bit = self.binary(&and, Val::Ir(block_index), int((k / (2 * j)) as i64), span)?;
         // The last merge (k = n) has the bit clear everywhere: one direction.
@@ -172,18 +143,40 @@ impl<'a> Lowerer<'a> {
                 a: new_low,
                 b: new_high,
             },
-            ty.with_shape(paired_shape),
+            ty.with_shape(paired_shape.clone()),
         );
-        let regrouped = self.b.push1(
-            OpKind::Trans {
-                value: joined,
-                perm,
-            },
-            ty.with_shape(split_shape),
-        );
+        // Back to [.., blocks, 2, j] (swapping the last two axes undoes
+        // itself), then to [.., n].
+        let rank = paired_shape.len();
+        let mut perm: Vec<usize> = (0..rank - 2).collect();
+        perm.extend([rank - 1, rank - 2]);
+        let regrouped = self.permuted(joined, &perm);
         Ok(self
             .b
             .push1(OpKind::Reshape(regrouped), ty.with_shape(shape)))
+    }
+
+    /// Elements `i` and `i + stride` (bit `stride` of `i` clear) of the last
+    /// axis, as two tensors of `[.., n / (2 stride), stride]`: the axis seen
+    /// as `[.., blocks, 2, stride]`, the 2 moved last and split off.
+    fn split_at_stride(&mut self, v: ValueId, stride: usize) -> (ValueId, ValueId) {
+        let ty = self.ty(v);
+        let shape = ty.shape().to_vec();
+        let rank = shape.len();
+        let blocks = shape[rank - 1] / (2 * stride);
+        let mut grouped = shape[..rank - 1].to_vec();
+        grouped.extend([blocks, 2, stride]);
+        let grouped = self.b.push1(OpKind::Reshape(v), ty.with_shape(grouped));
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.extend([rank + 1, rank]);
+        let paired = self.permuted(grouped, &perm);
+        let mut half = shape[..rank - 1].to_vec();
+        half.extend([blocks, stride]);
+        let halves = self.b.push(
+            OpKind::Split(paired),
+            vec![ty.with_shape(half.clone()), ty.with_shape(half)],
+        );
+        (halves[0], halves[1])
     }
 
     /// The first `k` elements along the last axis, by halving it.
@@ -197,22 +190,12 @@ impl<'a> Lowerer<'a> {
             if n <= k {
                 return v;
             }
-            // [.., 2, n / 2] with the 2 moved last, then its first half.
-            let mut grouped = shape[..rank - 1].to_vec();
-            grouped.extend([2, n / 2]);
-            let g = self
-                .b
-                .push1(OpKind::Reshape(v), ty.with_shape(grouped.clone()));
-            let r = grouped.len();
-            let mut perm: Vec<usize> = (0..r - 2).collect();
-            perm.extend([r - 1, r - 2]);
-            let mut moved = grouped[..r - 2].to_vec();
-            moved.extend([n / 2, 2]);
-            let t = self
-                .b
-                .push1(OpKind::Trans { value: g, perm }, ty.with_shape(moved));
-            let half = ty.with_shape(shape[..rank - 1].iter().copied().chain([n / 2]).collect());
-            v = self.b.push(OpKind::Split(t), vec![half.clone(), half])[0];
+            // Elements `i` and `i + n / 2`: keep the first half.
+            let (first, _) = self.split_at_stride(v, n / 2);
+            v = self.b.push1(
+                OpKind::Reshape(first),
+                ty.with_shape(shape[..rank - 1].iter().copied().chain([n / 2]).collect()),
+            );
         }
     }
 }
