@@ -4,7 +4,7 @@
 # before it is committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TLX_BLESS=1 cargo test -p tlx-core --features llvm --test golden_ptx "$@"
+TLX_BLESS=1 cargo test -p tlx-core --features llvm --test compiler golden_ptx:: "$@"
 git status --short -- tlx-core/tests/golden
 git --no-pager diff --stat -- tlx-core/tests/golden
 echo "review with: git diff -- tlx-core/tests/golden"

@@ -5,9 +5,6 @@
 //! random inputs; the same kernels go through code generation, where the
 //! PTX must hold the right wgmma form and `ptxas` must accept it unspilled.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
-
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
@@ -273,9 +270,8 @@ fn i8_tile_accumulates_exactly_in_i32() {
 }
 
 /// The same kernels through LLVM to PTX, assembled by `ptxas` for sm_90a.
-#[cfg(feature = "llvm")]
 mod codegen {
-    use super::codegen_common;
+    use crate::codegen_common;
     use tlx_core::codegen::CodegenError;
     use tlx_core::ir::Arch;
 

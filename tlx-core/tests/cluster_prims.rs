@@ -9,8 +9,7 @@
 //! view) fail to compile. The same kernel goes through code generation and
 //! `ptxas`.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
+use crate::codegen_common;
 
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{
@@ -545,7 +544,6 @@ fn the_protocol_checker_passes_the_cluster_kernels_and_rejects_a_missing_fence()
 
 /// The kernel in PTX: one instruction of each primitive, and `ptxas`
 /// accepts it.
-#[cfg(feature = "llvm")]
 #[test]
 fn the_cluster_primitives_become_their_ptx_and_assemble() {
     let kernel = compile(EXCHANGE);

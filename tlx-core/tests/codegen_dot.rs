@@ -1,10 +1,7 @@
 //! `dot` in a K loop (a matmul tile): tensor cores for f16/bf16/tf32/i8,
 //! FMAs otherwise; compiled for every architecture and checked by `ptxas`.
 
-#![cfg(feature = "llvm")]
-
-mod codegen_common;
-use codegen_common::*;
+use crate::codegen_common::*;
 use tlx_core::ir::*;
 
 /// Offsets `row * ld + col` of a row-major `[rows, cols]` tile.

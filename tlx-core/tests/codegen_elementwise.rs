@@ -1,10 +1,7 @@
 //! Elementwise kernels, loads and stores: compiled for every architecture and
 //! checked by `ptxas`; vector add must use 16-byte vector accesses.
 
-#![cfg(feature = "llvm")]
-
-mod codegen_common;
-use codegen_common::*;
+use crate::codegen_common::*;
 use tlx_core::ir::*;
 
 /// `out[i] = x[i] + y[i]` over blocks of `block`, masked by `n`.

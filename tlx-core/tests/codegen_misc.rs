@@ -1,10 +1,7 @@
 //! Atomics, cumsum, extract/insert tile, device_print and device_assert:
 //! compiled for every architecture and checked by `ptxas`.
 
-#![cfg(feature = "llvm")]
-
-mod codegen_common;
-use codegen_common::*;
+use crate::codegen_common::*;
 use tlx_core::ir::*;
 
 #[test]

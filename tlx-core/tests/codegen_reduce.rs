@@ -1,10 +1,7 @@
 //! Reductions, softmax and loops: compiled for every architecture and checked
 //! by `ptxas`; reductions must use butterfly shuffles.
 
-#![cfg(feature = "llvm")]
-
-mod codegen_common;
-use codegen_common::*;
+use crate::codegen_common::*;
 use tlx_core::ir::*;
 
 /// Row softmax of a `[rows, cols]` tile: `exp(x - max) / sum(exp(x - max))`.

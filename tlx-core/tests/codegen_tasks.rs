@@ -3,10 +3,7 @@
 //! scratch of its own and may change its register budget; the launch gets
 //! every task's warps. Compiled for every architecture, checked by `ptxas`.
 
-#![cfg(feature = "llvm")]
-
-mod codegen_common;
-use codegen_common::*;
+use crate::codegen_common::*;
 use tlx_core::ir::*;
 
 /// `out[row] = sum(x[row, :])` for a 512-wide row, in the current block.

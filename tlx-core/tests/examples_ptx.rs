@@ -5,8 +5,6 @@
 //! configuration costs to compile, and (ignored by default) measures the
 //! macro-equivalent build cost per configuration.
 
-#![cfg(feature = "llvm")]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -540,7 +538,7 @@ fn every_example_kernel_assembles_for_every_arch() {
 
 /// Build cost per configuration as the macro pays it (lower + codegen for
 /// sm_90a), the best and median of several runs. Meaningful in release:
-/// `cargo test --release -p tlx-core --features llvm --test examples_ptx -- --ignored --nocapture`.
+/// `cargo test --release -p tlx-core --features llvm --test compiler -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; run with --ignored --nocapture, preferably in release"]
 fn build_cost_per_config() {

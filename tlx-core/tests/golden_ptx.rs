@@ -5,8 +5,6 @@
 //! (`scripts/bless-golden.sh`) rewrites the files so the change can be
 //! reviewed in the diff.
 
-#![cfg(feature = "llvm")]
-
 use std::path::PathBuf;
 
 use tlx_core::codegen;

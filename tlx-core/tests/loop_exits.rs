@@ -3,8 +3,7 @@
 //! exit early, late and never; the kernel also goes through code generation
 //! and `ptxas`.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
+use crate::codegen_common;
 
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
@@ -121,7 +120,6 @@ fn break_and_continue_exit_like_rust() {
     }
 }
 
-#[cfg(feature = "llvm")]
 #[test]
 fn loops_with_exits_assemble() {
     let kernel = compile(EXITS);

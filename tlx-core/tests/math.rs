@@ -5,9 +5,6 @@
 //! generation, where the PTX must use the hardware instructions and
 //! `ptxas` must accept it.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
-
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
@@ -147,9 +144,8 @@ fn math_functions_match_f64_references() {
     }
 }
 
-#[cfg(feature = "llvm")]
 mod codegen {
-    use super::codegen_common;
+    use crate::codegen_common;
     use tlx_core::ir::Arch;
 
     /// `tanh` is one `tanh.approx.f32`, `round` and `trunc` one conversion

@@ -7,8 +7,7 @@
 use tlx_core::check::{check_protocol, ProtocolReport, Rule};
 use tlx_core::interp::InterpError;
 
-mod kernels;
-use kernels::{broken, compile, run_gemm, WS_GEMM};
+use crate::kernels::{broken, compile, run_gemm, WS_GEMM};
 
 fn check(src: &str) -> ProtocolReport {
     check_protocol(&compile(src))

@@ -5,9 +5,6 @@
 //! functions' accuracy for `randn`), and the distributions' moments. The same
 //! kernels go through code generation and `ptxas`.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
-
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
@@ -378,9 +375,8 @@ fn misuse_is_reported_with_a_hint() {
     }
 }
 
-#[cfg(feature = "llvm")]
 mod codegen {
-    use super::codegen_common;
+    use crate::codegen_common;
     use tlx_core::ir::Arch;
 
     /// `umulhi` is one `mul.hi`; the streams kernel assembles.

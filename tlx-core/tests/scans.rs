@@ -4,8 +4,7 @@
 //! function, on the interpreter against plain Rust over fresh inputs; the
 //! same kernels through code generation and `ptxas`.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
+use crate::codegen_common;
 
 use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
@@ -523,7 +522,6 @@ fn reduce_misuse_is_reported() {
     }
 }
 
-#[cfg(feature = "llvm")]
 #[test]
 fn reduce_with_a_combine_function_assembles() {
     for src in [COMBINES, ASSOCIATIVE, SORTS] {
@@ -531,7 +529,6 @@ fn reduce_with_a_combine_function_assembles() {
     }
 }
 
-#[cfg(feature = "llvm")]
 fn assemble(src: &str) {
     let kernel = compile(src);
     let ptx = tlx_core::codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
@@ -545,7 +542,6 @@ fn assemble(src: &str) {
     }
 }
 
-#[cfg(feature = "llvm")]
 #[test]
 fn join_and_split_assemble() {
     let kernel = compile(PAIRS);
@@ -560,7 +556,6 @@ fn join_and_split_assemble() {
     }
 }
 
-#[cfg(feature = "llvm")]
 #[test]
 fn scans_compile_and_assemble() {
     let kernel = compile(SCANS);

@@ -4,13 +4,9 @@
 //! (a forgotten wait, a wrong expected byte count) reported by the
 //! interpreter. The same kernels go through code generation and `ptxas`.
 
-#[cfg(feature = "llvm")]
-mod codegen_common;
-
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpError, InterpOptions};
 
-mod kernels;
-use kernels::{broken, compile, run_gemm, run_gemm_with, WS_GEMM};
+use crate::kernels::{broken, compile, run_gemm, run_gemm_with, WS_GEMM};
 
 #[test]
 fn warp_specialized_tma_gemm_matches_the_reference_with_ragged_edges() {
@@ -135,9 +131,8 @@ fn clock64_counts_forward_over_a_stretch_of_the_kernel() {
 }
 
 /// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.
-#[cfg(feature = "llvm")]
 mod codegen {
-    use super::codegen_common;
+    use crate::codegen_common;
     use tlx_core::ir::Arch;
 
     #[test]
