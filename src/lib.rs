@@ -47,7 +47,7 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 #[doc(hidden)]
 pub mod __private {
     pub use tlx_core::ir;
-    pub use tlx_runtime::{launch, ConfigSpec, KernelSpec, ParamSpec};
+    pub use tlx_runtime::{launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};
 }
 
 /// The README's example, compiled and run as a doctest so it cannot drift

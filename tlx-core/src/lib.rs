@@ -4,12 +4,14 @@
 //! - [`frontend`]: Rust syntax (syn) to [`ir`], with shape and dtype inference and diagnostics;
 //! - [`ir`]: the typed block-tensor IR every later stage reads;
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
+//! - [`instrument`]: optional run-time checks woven into a kernel (bounds);
 //! - [`layout`]: which thread register holds which tensor element;
 //! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
 
 pub mod check;
 pub mod diag;
 pub mod frontend;
+pub mod instrument;
 pub mod interp;
 pub mod ir;
 pub mod layout;

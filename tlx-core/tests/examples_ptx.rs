@@ -478,6 +478,66 @@ fn check_config(
     checked
 }
 
+/// Checked mode (`check_bounds`) rewrites every global access; the first
+/// configuration of every example kernel, so rewritten, must still verify,
+/// compile and assemble for `sm_90a`.
+#[test]
+fn every_example_kernel_assembles_with_checked_accesses() {
+    let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));
+    let scratch = std::env::temp_dir().join(format!("tlx_checked_ptx_{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("creating a scratch directory");
+    let (kernels, mut failures) = workspace_kernels();
+    let mut sites = 0;
+    for kernel in &kernels {
+        let Some(config) = configurations(kernel)
+            .ok()
+            .and_then(|c| c.into_iter().next())
+        else {
+            continue;
+        };
+        let what = format!("{} [{}], checked", kernel.label(), config_label(&config));
+        let mut lowered = match lower(kernel, &config) {
+            Ok(k) => k,
+            Err(e) => {
+                failures.push(format!("{what}: frontend: {e}"));
+                continue;
+            }
+        };
+        sites += tlx_core::instrument::instrument_bounds(&mut lowered).len();
+        if let Err(e) = tlx_core::check::verify(&lowered) {
+            failures.push(format!("{what}: the rewritten kernel does not verify: {e}"));
+            continue;
+        }
+        let compiled = match codegen::compile(&lowered, Arch::Sm90a) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{what}: codegen: {e}"));
+                continue;
+            }
+        };
+        if let Some(ptxas) = &ptxas {
+            let stem = format!("{}.checked", file_stem(kernel, &config));
+            match assemble(ptxas, &scratch, &stem, Arch::Sm90a, &compiled.ptx) {
+                // The checks between wgmmas serialize them: slower, still right.
+                Err(e) if e.contains("wgmma pipeline") && !e.contains("error") => {}
+                Err(e) => failures.push(format!("{what}: {e}")),
+                Ok(_) => {}
+            }
+        }
+    }
+    if failures.is_empty() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    assert!(sites > 0, "no global access was checked");
+    println!("{} kernel(s), {sites} checked access(es)", kernels.len());
+}
+
 #[test]
 fn every_example_kernel_assembles_for_every_arch() {
     let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));

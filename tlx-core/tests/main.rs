@@ -8,6 +8,7 @@ mod codegen_common;
 mod kernels;
 
 mod async_dot_forms;
+mod bounds;
 mod cluster_prims;
 mod codegen_dot;
 mod codegen_elementwise;

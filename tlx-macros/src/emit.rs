@@ -14,6 +14,7 @@ use quote::{format_ident, quote, quote_spanned, ToTokens};
 use tlx_core::codegen;
 use tlx_core::diag::{Diagnostic, Diagnostics};
 use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
+use tlx_core::instrument::{instrument_bounds, BoundsSite};
 use tlx_core::ir::{Arch, ParamKind, ScalarType, SrcLoc};
 
 use crate::dump::DumpRequest;
@@ -28,6 +29,8 @@ struct CompiledConfig {
     ir_text: String,
     /// The parameters as this configuration takes them.
     params: Vec<ParamKind>,
+    /// With `check_bounds`: the checked accesses, and the source file.
+    bounds: Option<(Vec<BoundsSite>, String)>,
     /// What the protocol checker could not decide, as warnings.
     warnings: Vec<Diagnostic>,
 }
@@ -54,10 +57,11 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         frontend::check_configs(&attr, function)?;
         compile_all(&attr, function, &signature)
     });
-    // Naming the variable makes rustc track it: changing it rebuilds the
-    // kernels with or without timed waits.
+    // Naming the variables makes rustc track them: changing one rebuilds
+    // the kernels with or without timed waits, or checked accesses.
     let tracked = quote! {
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_MBAR_TIMEOUT_NS");
+        const _: ::core::option::Option<&str> = ::core::option_env!("TLX_CHECK_BOUNDS");
     };
     let tracked_and = |rest: TokenStream| quote! { #tracked #rest };
     match compiled {
@@ -139,7 +143,7 @@ fn compile_one(
     dump: Option<&DumpRequest>,
 ) -> Result<CompiledConfig, Diagnostics> {
     let started = Instant::now();
-    let kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
+    let mut kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
     let checked = Instant::now();
     let warnings = if attr.check_protocol {
         protocol_findings(function, signature, config, &kernel)?
@@ -147,6 +151,11 @@ fn compile_one(
         Vec::new()
     };
     let check_time = checked.elapsed();
+    // The launcher takes the user's parameters; checked mode appends its own.
+    let params = kernel.params.iter().map(|p| p.kind).collect();
+    let bounds = attr
+        .check_bounds
+        .then(|| (instrument_bounds(&mut kernel), kernel.source_file.clone()));
     let stem = config_stem(&signature.name.to_string(), &config.consts);
     let ir_text = kernel.to_string();
     let mut ptx = Vec::new();
@@ -213,7 +222,8 @@ fn compile_one(
         shared_bytes,
         ptx,
         ir_text,
-        params: kernel.params.iter().map(|p| p.kind).collect(),
+        params,
+        bounds,
         warnings,
     })
 }
@@ -527,6 +537,26 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
     let texts = config.ptx.iter().map(|(_, p)| p.as_str());
     let ir = config.ir_text.as_str();
     let params = config.params.iter().map(|k| param_kind_tokens(*k));
+    let bounds = match &config.bounds {
+        None => quote! { ::core::option::Option::None },
+        Some((sites, file)) => {
+            let sites = sites.iter().map(|site| {
+                let names = site.params.iter().map(String::as_str);
+                let access = site.access;
+                let (line, column) = (site.loc.line, site.loc.col + 1);
+                quote! {
+                    ::tlx::__private::BoundsSiteSpec {
+                        params: &[#(#names),*],
+                        access: #access,
+                        file: #file,
+                        line: #line,
+                        column: #column,
+                    }
+                }
+            });
+            quote! { ::core::option::Option::Some(&[#(#sites),*]) }
+        }
+    };
     quote! {
         ::tlx::__private::ConfigSpec {
             consts: &[#((#keys, #values)),*],
@@ -536,6 +566,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             ptx: &[#((#arches, #texts)),*],
             ir: #ir,
             params: &[#(#params),*],
+            bounds: #bounds,
         }
     }
 }

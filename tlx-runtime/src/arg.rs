@@ -57,6 +57,9 @@ impl PtrTarget {
 pub struct PtrValue<'a> {
     pub(crate) elem: ScalarType,
     pub(crate) target: PtrTarget,
+    /// Bytes from the pointer to the end of what was passed (a buffer, a
+    /// view, a slice): what a kernel compiled with `check_bounds` may touch.
+    pub(crate) len_bytes: u64,
     pub(crate) borrow: PhantomData<&'a ()>,
 }
 
@@ -130,17 +133,18 @@ pub trait ScalarArg {
     fn kernel_arg(self) -> KernelArg<'static>;
 }
 
-fn ptr_arg<'a>(elem: ScalarType, target: PtrTarget) -> KernelArg<'a> {
+pub(crate) fn ptr_arg<'a>(elem: ScalarType, target: PtrTarget, len: usize) -> KernelArg<'a> {
     KernelArg::Ptr(PtrValue {
         elem,
         target,
+        len_bytes: (len as u64).saturating_mul(elem.size_bytes() as u64),
         borrow: PhantomData,
     })
 }
 
 impl<T: Element> PtrArg<T> for Buffer<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        ptr_arg(T::SCALAR, self.target(0))
+        ptr_arg(T::SCALAR, self.target(0), self.len())
     }
 }
 
@@ -156,7 +160,7 @@ impl<T: Element> PtrArg<T> for CudaSlice<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         let (address, _record_read) = self.device_ptr(self.stream());
         let ordinal = self.stream().context().ordinal();
-        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address })
+        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address }, self.len())
     }
 }
 
@@ -164,7 +168,7 @@ impl<T: Element> PtrArg<T> for CudaView<'_, T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         let (address, _record_read) = self.device_ptr(self.stream());
         let ordinal = self.stream().context().ordinal();
-        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address })
+        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address }, self.len())
     }
 }
 

@@ -1,14 +1,13 @@
 //! Typed device buffers and offset views of them: allocation, uploads and
 //! downloads on either device.
 
-use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use tlx_core::interp::BufferId;
 
-use crate::arg::{DeviceId, KernelArg, PtrTarget, PtrValue};
+use crate::arg::{DeviceId, KernelArg, PtrTarget};
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
 use crate::device::{Backend, Device};
@@ -339,11 +338,7 @@ impl<'a, T: Element> BufferView<'a, T> {
     /// The view as a kernel argument, borrowing the buffer rather than the
     /// view, so that `buffer.slice(r)?.kernel_arg()` can be passed directly.
     pub fn kernel_arg(&self) -> KernelArg<'a> {
-        KernelArg::Ptr(PtrValue {
-            elem: T::SCALAR,
-            target: self.buffer.target(self.offset),
-            borrow: PhantomData,
-        })
+        crate::arg::ptr_arg(T::SCALAR, self.buffer.target(self.offset), self.len)
     }
 }
 

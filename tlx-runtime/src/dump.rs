@@ -126,6 +126,7 @@ mod tests {
             ptx: &[(Arch::Sm90a, "// ptx text")],
             ir: "kernel \"k\" {}",
             params: &[],
+            bounds: None,
         };
         write(&settings, "k", &config).expect("writes");
         let ir = std::fs::read_to_string(dir.join("k.BLOCK=256.CAUSAL=1.tlxir")).expect("ir");

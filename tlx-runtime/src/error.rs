@@ -64,6 +64,12 @@ pub enum Error {
     )]
     UnwrittenDownload { element: usize, len: usize },
 
+    /// A kernel compiled with `check_bounds` (or `TLX_CHECK_BOUNDS=1`)
+    /// reached outside a pointer argument's memory. The out-of-bounds lanes
+    /// were suppressed: no memory was touched, and the launch finished.
+    #[error("{0}")]
+    KernelOutOfBounds(Box<OutOfBoundsReport>),
+
     #[error("cannot copy between buffers: {0}")]
     DeviceCopy(String),
 
@@ -147,6 +153,36 @@ pub enum Error {
     /// could not encode.
     #[error("cannot encode the TMA tensor map: {0}")]
     TensorMap(#[from] TensorMapError),
+}
+
+/// Where a checked kernel first reached outside a buffer, and how far.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "kernel `{kernel}`, program ({}, {}, {}): {access} of {param} at {file}:{line}:{column} \
+     is out of bounds: element {element} of the tile reaches byte offset {byte_offset}, \
+     but the argument holds {len_bytes} bytes ({count} out-of-bounds element(s) in this \
+     launch; none touched memory). Mask the access, or pass a larger buffer",
+    program[0], program[1], program[2]
+)]
+pub struct OutOfBoundsReport {
+    pub kernel: &'static str,
+    pub program: [u32; 3],
+    /// `load`, `store`, `atomic` or `async_load`.
+    pub access: &'static str,
+    /// The parameter, as "`x`" (or "`a`/`b`" when the pointer may come
+    /// from either).
+    pub param: String,
+    pub file: &'static str,
+    pub line: u32,
+    pub column: u32,
+    /// Row-major index of the element in the accessed tile.
+    pub element: usize,
+    /// From the start of the (first) parameter's argument.
+    pub byte_offset: i64,
+    /// What the argument holds from its pointer on.
+    pub len_bytes: u64,
+    /// Out-of-bounds elements in the whole launch.
+    pub count: i64,
 }
 
 impl Error {

@@ -40,9 +40,13 @@ pub fn launch(
     check_cluster(spec, config_spec.cluster, grid)?;
     check_args(device, spec, args)?;
     crate::dump::on_launch(spec, config, config_spec);
-    match device.backend() {
+    let dispatch = |args: &[KernelArg<'_>]| match device.backend() {
         Backend::Cuda(cuda) => cuda.launch(spec, config, config_spec, grid, args),
         Backend::Cpu(cpu) => cpu.launch(spec, config, grid, args),
+    };
+    match config_spec.bounds {
+        None => dispatch(args),
+        Some(sites) => crate::bounds::launch_checked(device, spec, sites, args, dispatch),
     }
 }
 
@@ -140,6 +144,7 @@ mod tests {
             ptx: &[],
             ir: "",
             params: &[],
+            bounds: None,
         }],
     };
 

@@ -10,6 +10,7 @@
 
 mod arg;
 mod autotune;
+mod bounds;
 mod buffer;
 mod cpu;
 mod cuda;
@@ -30,7 +31,7 @@ pub use cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap, Tma
 pub use desc::{TensorDesc, TensorDescValue};
 pub use device::Device;
 pub use element::{Element, F8E4M3, F8E5M2};
-pub use error::Error;
+pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
-pub use spec::{ConfigSpec, KernelSpec, ParamSpec};
+pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};

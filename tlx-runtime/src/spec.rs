@@ -38,6 +38,24 @@ pub struct ConfigSpec {
     /// The parameters as this specialization takes them (a descriptor's
     /// block depends on the constants).
     pub params: &'static [ParamKind],
+    /// Compiled with `check_bounds`: its checked accesses, in the order the
+    /// fault record numbers them. The kernel then takes, after `params`,
+    /// each pointer argument's length in bytes and a fault record
+    /// (`tlx_core::instrument`), which the launch supplies.
+    pub bounds: Option<&'static [BoundsSiteSpec]>,
+}
+
+/// One global access of a kernel compiled with `check_bounds`.
+#[derive(Debug)]
+pub struct BoundsSiteSpec {
+    /// The pointer parameters the access may reach (usually one).
+    pub params: &'static [&'static str],
+    /// `load`, `store`, `atomic` or `async_load`.
+    pub access: &'static str,
+    /// The kernel's source file, and the access's 1-based line and column.
+    pub file: &'static str,
+    pub line: u32,
+    pub column: u32,
 }
 
 /// How a parameter kind reads in messages: `*f32` or `i32`.

@@ -73,6 +73,7 @@ static ADD: KernelSpec = KernelSpec {
             ptx: &[],
             ir: ADD_IR,
             params: ADD_PARAMS,
+            bounds: None,
         },
         ConfigSpec {
             consts: &[("BLOCK", 8)],
@@ -82,6 +83,7 @@ static ADD: KernelSpec = KernelSpec {
             ptx: &[],
             ir: "kernel \"add\" {\n  %1 = frobnicate\n}\n",
             params: &[],
+            bounds: None,
         },
     ],
 };

@@ -127,6 +127,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             ptx: &[(Arch::Sm90a, SCALE_ADD_PTX)],
             ir: "",
             params: &[],
+            bounds: None,
         },
         ConfigSpec {
             consts: &[],
@@ -136,6 +137,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             ptx: &[(Arch::Sm100a, SCALE_ADD_PTX)],
             ir: "",
             params: &[],
+            bounds: None,
         },
     ],
 };
@@ -163,6 +165,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",
             params: &[],
+            bounds: None,
         },
         ConfigSpec {
             consts: &[],
@@ -172,6 +175,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             ptx: &[(Arch::Sm90a, SHARED_LAST_PTX)],
             ir: "",
             params: &[],
+            bounds: None,
         },
     ],
 };

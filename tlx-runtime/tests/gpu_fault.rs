@@ -33,6 +33,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
         ptx: &[(Arch::Sm90a, STORE_TO_NULL_PTX)],
         ir: "",
         params: &[],
+        bounds: None,
     }],
 };
 

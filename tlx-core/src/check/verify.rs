@@ -364,8 +364,13 @@ impl<'k> Checker<'k> {
             }
             Cast(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
+                // A global pointer may be cast to its i64 address (Triton's
+                // `ptr.to(tl.int64)`; the bounds-check instrumentation uses it).
+                let address = t.elem().global_pointee().is_some()
+                    && r.elem() == Elem::Scalar(ScalarType::I64);
                 ensure(
-                    t.shape() == r.shape() && scalar(t).is_some() && scalar(r).is_some(),
+                    t.shape() == r.shape()
+                        && (scalar(t).is_some() && scalar(r).is_some() || address),
                     || format!("cannot cast {t} to {r}"),
                 )
             }

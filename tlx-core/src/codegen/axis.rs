@@ -77,6 +77,11 @@ fn walk(kernel: &Kernel, block: &Block, facts: &mut HashMap<ValueId, AxisInfo>) 
                 constancy: last,
                 divisibility: 1,
             },
+            // An address steps by the element size, not by one.
+            OpKind::Cast(v) if kernel.type_of(*v).elem().pointee().is_some() => AxisInfo {
+                contiguity: 1,
+                ..get(v)
+            },
             OpKind::Broadcast(v) | OpKind::Cast(v) => get(v),
             OpKind::ExpandDims { value, axis } if *axis < kernel.type_of(*value).rank() => {
                 get(value)

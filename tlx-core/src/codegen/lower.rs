@@ -667,6 +667,11 @@ impl<'k> Lowerer<'k> {
                 )))
             }
             OpKind::Fma { .. } => scalar::fma(f, scalar_of(out)?, args[0], args[1], args[2]),
+            OpKind::Cast(_) if types[0].pointee().is_some() => Ok(f.inst(format!(
+                "ptrtoint {} {} to i64",
+                llvm_type(types[0]),
+                args[0]
+            ))),
             OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
             OpKind::Bitcast(_) => {
                 scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0])

@@ -20,6 +20,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut arches = None;
     let mut configs = Vec::new();
     let mut check_protocol = true;
+    let mut check_bounds = None;
     let mut mbar_timeout_ns = None;
     let mut errors = Vec::new();
     for entry in &entries {
@@ -41,6 +42,10 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     check_protocol = parse_bool(value)?;
                     Ok(())
                 }
+                "check_bounds" => {
+                    check_bounds = Some(parse_bool(value)?);
+                    Ok(())
+                }
                 "mbar_timeout_ns" => {
                     mbar_timeout_ns = Some(timeout_value(value)?);
                     Ok(())
@@ -51,7 +56,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                 )
                 .with_hint(
                     "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
-                     `configs`, `check_protocol` and `mbar_timeout_ns`",
+                     `configs`, `check_protocol`, `check_bounds` and `mbar_timeout_ns`",
                 )),
             }
         })();
@@ -89,6 +94,10 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         arches,
         configs,
         check_protocol,
+        check_bounds: match check_bounds {
+            Some(on) => on,
+            None => check_bounds_from_env()?,
+        },
     })
 }
 
@@ -104,6 +113,25 @@ fn timeout_from_env() -> Result<Option<u64>, Diagnostic> {
             .with_hint("e.g. TLX_MBAR_TIMEOUT_NS=1000000000 for one second, or unset it")),
         },
         _ => Ok(None),
+    }
+}
+
+/// `TLX_CHECK_BOUNDS`: checked global accesses for every kernel that does
+/// not say otherwise.
+fn check_bounds_from_env() -> Result<bool, Diagnostic> {
+    match std::env::var("TLX_CHECK_BOUNDS") {
+        Ok(text) => match text.trim() {
+            "" | "0" => Ok(false),
+            "1" => Ok(true),
+            other => Err(Diagnostic::new(
+                Span::call_site(),
+                format!("TLX_CHECK_BOUNDS={other} is not 0 or 1"),
+            )
+            .with_hint(
+                "TLX_CHECK_BOUNDS=1 checks every global access at run time; unset it for none",
+            )),
+        },
+        Err(_) => Ok(false),
     }
 }
 

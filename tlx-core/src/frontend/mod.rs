@@ -30,6 +30,10 @@ pub struct KernelAttr {
     pub configs: Vec<ConfigAttr>,
     /// Whether the protocol checker runs (`check_protocol = false` opts out).
     pub check_protocol: bool,
+    /// Whether every global access is checked against its buffer's length
+    /// at run time (`check_bounds = true`, or `TLX_CHECK_BOUNDS=1` at build
+    /// time): see [`crate::instrument`].
+    pub check_bounds: bool,
 }
 
 /// One entry of `configs = [...]`: a value per const generic and the options

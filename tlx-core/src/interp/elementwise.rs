@@ -342,6 +342,12 @@ pub(crate) fn fma(ty: ScalarType, a: &Data, b: &Data, c: &Data) -> FaultResult<D
 pub(crate) fn cast(from: Elem, to: Elem, value: &Data) -> FaultResult<Data> {
     let (src, dst) = match (from, to) {
         (Elem::Ptr(..), Elem::Ptr(..)) => return Ok(value.clone()),
+        (Elem::Ptr(..), Elem::Scalar(ScalarType::I64)) => {
+            let Data::Ptr(ptrs) = value else {
+                return Err(mismatch("cast"));
+            };
+            return Ok(Data::Int(ptrs.iter().map(|p| p.address()).collect()));
+        }
         (Elem::Scalar(s), Elem::Scalar(d)) => (s, d),
         _ => return Err(Fault::malformed("cast between pointers and numbers")),
     };

@@ -20,6 +20,15 @@ pub(crate) struct Ptr {
     pub byte_offset: i64,
 }
 
+impl Ptr {
+    /// The pointer as an integer (a pointer cast to i64): buffers lie 2^40
+    /// bytes apart, so differences within a buffer are exact and a pointer
+    /// into another buffer is far out of range of this one.
+    pub(crate) fn address(self) -> i64 {
+        ((i64::from(self.buffer.0) + 1) << 40).wrapping_add(self.byte_offset)
+    }
+}
+
 /// A value of TLX's memory-object types: what a buffer, barrier or
 /// descriptor value refers to.
 #[derive(Clone, Debug, PartialEq)]

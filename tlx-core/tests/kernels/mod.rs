@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use tlx_core::frontend::compile_str;
+use tlx_core::instrument::{instrument_bounds, BoundsFault, BoundsSite, FAULT_RECORD_WORDS};
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpError, InterpOptions};
 use tlx_core::ir::{Kernel, ScalarType};
 
@@ -115,18 +116,56 @@ pub fn run_gemm(
 
 pub fn run_gemm_with(
     src: &str,
-    (m, n, k): (usize, usize, usize),
+    dims: (usize, usize, usize),
     opts: &InterpOptions,
 ) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
-    let kernel = compile(src);
+    run_gemm_kernel(&HostMemory::new(), &compile(src), dims, opts, Vec::new())
+}
+
+/// What a run of a kernel rewritten by `check_bounds` gives back: the
+/// product, the reference, and the decoded fault record.
+pub type CheckedGemm = (Vec<f32>, Vec<f32>, Option<BoundsFault>);
+
+/// `src` rewritten by `check_bounds` and run with the launcher's extra
+/// arguments, telling the kernel that `c` holds `c_len` elements.
+pub fn run_checked_gemm(
+    src: &str,
+    dims: (usize, usize, usize),
+    c_len: usize,
+) -> Result<(CheckedGemm, Vec<BoundsSite>), Box<InterpError>> {
+    let mut kernel = compile(src);
+    let sites = instrument_bounds(&mut kernel);
     let mem = HostMemory::new();
+    let record = mem.alloc(8 * FAULT_RECORD_WORDS);
+    mem.fill(record, 0).expect("fresh buffer");
+    let extra = vec![ArgValue::i64(4 * c_len as i64), ArgValue::ptr(record)];
+    let (got, want) = run_gemm_kernel(&mem, &kernel, dims, &InterpOptions::default(), extra)?;
+    let mut bytes = [0u8; 8 * FAULT_RECORD_WORDS];
+    mem.read(record, 0, &mut bytes).expect("read back");
+    let words = std::array::from_fn(|i| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        i64::from_le_bytes(word)
+    });
+    Ok(((got, want, BoundsFault::decode(&words)), sites))
+}
+
+/// Runs `kernel` on fresh inputs in `mem`, with `extra_args` after the
+/// GEMM's own.
+fn run_gemm_kernel(
+    mem: &HostMemory,
+    kernel: &Kernel,
+    (m, n, k): (usize, usize, usize),
+    opts: &InterpOptions,
+    extra_args: Vec<ArgValue>,
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
     let a = values(1, m * k);
     let b = values(2, k * n);
-    let a_id = upload_bf16(&mem, &a);
-    let b_id = upload_bf16(&mem, &b);
+    let a_id = upload_bf16(mem, &a);
+    let b_id = upload_bf16(mem, &b);
     let c_id = mem.alloc(m * n * 4);
     mem.fill(c_id, 0xff).expect("fresh buffer");
-    let args = [
+    let mut args = vec![
         desc(a_id, m as i64, k as i64),
         desc(b_id, k as i64, n as i64),
         ArgValue::ptr(c_id),
@@ -134,8 +173,9 @@ pub fn run_gemm_with(
         ArgValue::i32(n as i32),
         ArgValue::i32(k as i32),
     ];
+    args.extend(extra_args);
     let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
-    run_kernel(&kernel, grid, &args, &mem, opts).map_err(Box::new)?;
+    run_kernel(kernel, grid, &args, mem, opts).map_err(Box::new)?;
     let mut out = vec![0u8; m * n * 4];
     mem.read(c_id, 0, &mut out).expect("read back");
     let got = out

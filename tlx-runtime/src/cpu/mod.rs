@@ -44,11 +44,10 @@ impl CpuDevice {
         args: &[KernelArg<'_>],
     ) -> Result<(), Error> {
         let kernel = self.kernel(spec, config)?;
-        let values: Vec<ArgValue> = spec
-            .params
+        let values: Vec<ArgValue> = args
             .iter()
-            .zip(args)
-            .map(|(param, arg)| self.arg_value(spec, param.name, arg))
+            .enumerate()
+            .map(|(index, arg)| self.arg_value(spec, crate::bounds::param_name(spec, index), arg))
             .collect::<Result<_, _>>()?;
         // `TLX_SCHEDULE=random:<seed>` interleaves a program's tasks from a
         // seeded random choice instead of round robin.
@@ -140,7 +139,14 @@ impl CpuDevice {
         let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
         // Descriptor blocks may depend on the configuration's constants.
         let spec_kinds = spec.configs.get(config).map_or(&[][..], |c| c.params);
-        if kinds != spec_kinds {
+        // A checked kernel takes a length per pointer and a fault record after them.
+        let checked = spec.configs.get(config).is_some_and(|c| c.bounds.is_some());
+        let pointers = spec_kinds
+            .iter()
+            .filter(|k| matches!(k, ir::ParamKind::Ptr(_)))
+            .count();
+        let expected = spec_kinds.len() + if checked { pointers + 1 } else { 0 };
+        if kinds.len() != expected || kinds[..spec_kinds.len().min(kinds.len())] != *spec_kinds {
             return Err(Error::InvalidConfig {
                 kernel: spec.name,
                 reason: format!(

@@ -129,10 +129,11 @@ impl CudaDevice {
         // this configuration was compiled with, each in a 64-byte aligned box.
         let mut slots: Vec<u64> = Vec::with_capacity(args.len());
         let mut maps: Vec<Box<EncodedTensorMap>> = Vec::new();
-        for (index, (param, arg)) in spec.params.iter().zip(args).enumerate() {
+        for (index, arg) in args.iter().enumerate() {
+            let param = crate::bounds::param_name(spec, index);
             let wrong_device = |target: PtrTarget| Error::WrongDevice {
                 kernel: spec.name,
-                param: param.name,
+                param,
                 buffer_device: target.device().to_string(),
                 device: format!("CUDA device {}", self.ordinal),
             };
@@ -150,8 +151,7 @@ impl CudaDevice {
                         return Err(Error::InvalidConfig {
                             kernel: spec.name,
                             reason: format!(
-                                "parameter `{}` is not a descriptor in this configuration",
-                                param.name
+                                "parameter `{param}` is not a descriptor in this configuration"
                             ),
                         });
                     };
