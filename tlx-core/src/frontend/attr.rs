@@ -39,11 +39,11 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     Ok(())
                 }
                 "check_protocol" => {
-                    check_protocol = parse_bool(value)?;
+                    check_protocol = parse_bool(value, "check_protocol = false")?;
                     Ok(())
                 }
                 "check_bounds" => {
-                    check_bounds = Some(parse_bool(value)?);
+                    check_bounds = Some(parse_bool(value, "check_bounds = true")?);
                     Ok(())
                 }
                 "mbar_timeout_ns" => {
@@ -157,14 +157,14 @@ fn timeout_value(value: &Expr) -> Result<u64, Diagnostic> {
 }
 
 /// `true` or `false`.
-fn parse_bool(value: &Expr) -> Result<bool, Diagnostic> {
+fn parse_bool(value: &Expr, example: &str) -> Result<bool, Diagnostic> {
     match value {
         Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Bool(b),
             ..
         }) => Ok(b.value),
         _ => Err(Diagnostic::new(value.span(), "expected `true` or `false`")
-            .with_hint("e.g. `check_protocol = false` to turn the protocol checker off")),
+            .with_hint(format!("e.g. `{example}`"))),
     }
 }
 

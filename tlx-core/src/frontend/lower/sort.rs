@@ -31,7 +31,8 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(
                 span,
                 format!("`{}` takes a tensor, not a scalar", args.name),
-            ));
+            )
+            .with_hint("load a block, e.g. `load(x + arange(0, 128))`, and sort that"));
         }
         if self.scalar_elem(x, span, "a sorted tensor")? == ScalarType::Bool {
             return Err(
