@@ -21,4 +21,7 @@ echo "tlx: the test suite took $SECONDS s so far"
 # nobody wrote and uses of undefined masked-off lanes are errors there.
 # The same package selection as the first pass, so nothing rebuilds.
 TLX_CHECK_UNINIT=1 cargo test "${WITHOUT_LLVM[@]}" --test examples_on_interpreter
+# The public API's documentation: missing docs are compile errors already;
+# rustdoc also rejects broken links.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p tlx -p tlx-runtime
 echo "tlx: all tests passed in $SECONDS s"

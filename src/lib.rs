@@ -18,11 +18,70 @@
 //! vector_add::<1024>::launch(&dev, n.div_ceil(1024), &x, &y, &out, n as i32)?;
 //! ```
 //!
-//! The kernel language is described in `docs/language.md`.
+//! The kernel language, with the TLX and Triton name of every primitive, is
+//! described in `docs/language.md` in the repository; [`kernel`] lists the
+//! attribute's keys.
+//!
+//! Run-time environment: `TLX_INTERPRET=1` runs every kernel on the CPU
+//! interpreter, which reports out-of-bounds accesses, failed asserts and
+//! deadlocks with the kernel, program and line; `TLX_CHECK_UNINIT=1` adds
+//! reads of memory nothing wrote; `TLX_DUMP=ir,ptx` writes what each launch
+//! runs. Build-time: `TLX_CHECK_BOUNDS=1` checks every global access on the
+//! GPU too ([`Error::KernelOutOfBounds`]).
+
+#![deny(missing_docs, rustdoc::broken_intra_doc_links)]
 
 pub use half;
 pub use tlx_macros::kernel;
-pub use tlx_runtime::*;
+pub use tlx_runtime::{
+    autotune, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport, PtrArg,
+    ScalarArg, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
+};
+
+/// The kernel language's builtins, one item each, documented as
+/// `docs/language.md` documents them (the items are generated from its
+/// tables): `load`, `store`, `dot`, `local_alloc`, `barrier_wait`, ...
+///
+/// The items are markers, not functions: a builtin means something only
+/// inside a `#[tlx::kernel]` body, which the macro compiles. The macro
+/// points each builtin the body calls at its item here, so an editor that
+/// expands proc macros can show the same text on hover.
+///
+/// ```
+/// assert_eq!(tlx::lang::barrier_wait.name(), "barrier_wait");
+/// ```
+pub mod lang {
+    /// A builtin of the kernel language (see the [module](self)).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Builtin {
+        name: &'static str,
+    }
+
+    impl Builtin {
+        /// The builtin's name, as a kernel calls it.
+        pub const fn name(&self) -> &'static str {
+            self.name
+        }
+    }
+
+    // Rebuilt when the page changes.
+    const _: &str = include_str!("../docs/language.md");
+
+    tlx_macros::__lang_items!();
+}
+
+/// Kernel arguments as a launcher passes them: what [`PtrArg`] and
+/// [`ScalarArg`] produce. Needed only to implement those traits for a type
+/// of one's own.
+pub mod args {
+    pub use tlx_runtime::{KernelArg, PtrValue, ScalarValue, TensorDescValue};
+}
+
+/// TMA tensor maps as the driver encodes them, for host code that builds
+/// descriptors itself; [`TensorDesc`] does this for kernel arguments.
+pub mod tma {
+    pub use tlx_runtime::{EncodedTensorMap, TensorMapError, TiledTensorMap, TmaSwizzle};
+}
 
 /// What kernel files and host code usually need.
 pub mod prelude {
@@ -47,6 +106,7 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 #[doc(hidden)]
 pub mod __private {
     pub use tlx_core::ir;
+    pub use tlx_runtime::testing;
     pub use tlx_runtime::{launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};
 }
 

@@ -63,7 +63,8 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_MBAR_TIMEOUT_NS");
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_CHECK_BOUNDS");
     };
-    let tracked_and = |rest: TokenStream| quote! { #tracked #rest };
+    let lang = lang_refs(function);
+    let tracked_and = |rest: TokenStream| quote! { #tracked #lang #rest };
     match compiled {
         Ok(configs) => {
             let warnings = configs
@@ -82,6 +83,58 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
             None,
             tracked_and(diags.to_compile_errors()),
         ),
+    }
+}
+
+/// A reference to `tlx::lang::NAME` at each builtin the body calls, spanned
+/// at the user's name: an editor that expands the macro then finds the
+/// builtin's documentation there (hover, go to definition).
+fn lang_refs(function: &syn::ItemFn) -> TokenStream {
+    struct Calls {
+        names: std::collections::HashSet<String>,
+        found: Vec<syn::Ident>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Calls {
+        fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+            if let syn::Expr::Path(p) = &*call.func {
+                if let Some(ident) = p.path.get_ident() {
+                    if self.names.contains(&ident.to_string()) {
+                        self.found.push(ident.clone());
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, call);
+        }
+        fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+            if self.names.contains(&call.method.to_string()) {
+                self.found.push(call.method.clone());
+            }
+            syn::visit::visit_expr_method_call(self, call);
+        }
+    }
+    let names = tlx_core::frontend::lang::builtins()
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    let mut calls = Calls {
+        names,
+        found: Vec::new(),
+    };
+    syn::visit::Visit::visit_block(&mut calls, &function.block);
+    if calls.found.is_empty() {
+        return quote! {};
+    }
+    let refs = calls
+        .found
+        .iter()
+        .map(|ident| quote_spanned! {ident.span()=> let _ = ::tlx::lang::#ident; });
+    quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            fn __tlx_builtins_used() {
+                #(#refs)*
+            }
+        };
     }
 }
 

@@ -10,8 +10,45 @@ mod dump;
 mod emit;
 
 use proc_macro::TokenStream;
+use quote::quote;
 
-/// Compiles a block-level kernel at build time. See `docs/language.md`.
+/// Compiles a kernel at build time and replaces the function with its
+/// launcher.
+///
+/// The body is the kernel language (Triton's block tensors and TLX's
+/// primitives in Rust syntax: `program_id`, `arange`, `load`, `store`,
+/// `dot`, `local_alloc`, `barrier_wait`, `async_tasks!`, ...), compiled by
+/// tlx-core to PTX for each architecture and to IR for the CPU interpreter.
+/// Mistakes are compile errors at the offending tokens, with a hint; so is a
+/// barrier protocol that would hang.
+///
+/// ```ignore
+/// use tlx::prelude::*;
+///
+/// #[tlx::kernel(num_warps = 4, configs = [(BLOCK = 1024), (BLOCK = 4096, num_warps = 8)])]
+/// fn scale<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
+///     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+///     let mask = offs < n;
+///     store(out + offs, load(x + offs, mask = mask) * 2.0, mask = mask);
+/// }
+///
+/// // `scale` is now a type: the const arguments pick a compiled configuration.
+/// scale::<1024>::launch(&device, n.div_ceil(1024) as u32, &x, &out, n as i32)?;
+/// ```
+///
+/// Attribute keys, all optional: `num_warps`, `num_stages` (software
+/// pipelining of loops), `ctas_per_cga` (clusters), `maxnreg`, `arch`
+/// (`"sm_90a"`, `"sm_100a"`), `configs = [(NAME = value, ...), ...]` (one
+/// compiled specialization per tuple; required when the function has const
+/// generics), `check_protocol = false` (turns off the compile-time barrier
+/// checker), `check_bounds = true` (every global access checked at run time,
+/// reported as `Error::KernelOutOfBounds`) and `mbar_timeout_ns` (barrier
+/// waits that trap instead of hanging).
+///
+/// Build-time environment: `TLX_ARCH`, `TLX_CHECK_BOUNDS=1`,
+/// `TLX_MBAR_TIMEOUT_NS`, and `TLX_DUMP`/`TLX_DUMP_DIR` (LLVM IR, PTX and
+/// compile timings). The whole language, with the TLX and Triton name of each
+/// primitive, is `docs/language.md` in the repository.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let function: syn::ItemFn = match syn::parse(item) {
@@ -23,4 +60,24 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     emit::expand(attr.into(), &function).into()
+}
+
+/// The items of `tlx::lang`: one documented marker per builtin that
+/// `docs/language.md` describes (see `tlx_core::frontend::lang`). Used once,
+/// by the `tlx` crate.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __lang_items(_: TokenStream) -> TokenStream {
+    let items = tlx_core::frontend::lang::builtins()
+        .into_iter()
+        .filter_map(|builtin| {
+            let ident: syn::Ident = syn::parse_str(&builtin.name).ok()?;
+            let (name, doc) = (&builtin.name, &builtin.doc);
+            Some(quote! {
+                #[doc = #doc]
+                #[allow(non_upper_case_globals)]
+                pub const #ident: Builtin = Builtin { name: #name };
+            })
+        });
+    quote! { #(#items)* }.into()
 }

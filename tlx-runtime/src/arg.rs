@@ -78,6 +78,7 @@ pub struct ScalarValue {
 }
 
 impl ScalarValue {
+    /// The scalar's type.
     pub fn ty(&self) -> ScalarType {
         self.ty
     }
@@ -91,8 +92,11 @@ impl ScalarValue {
 /// One argument of a launch, in parameter order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum KernelArg<'a> {
+    /// For a pointer parameter.
     Ptr(PtrValue<'a>),
+    /// For a scalar parameter.
     Scalar(ScalarValue),
+    /// For a `TensorDesc` parameter; a GPU launch encodes its TMA descriptor.
     TensorDesc(TensorDescValue<'a>),
 }
 
@@ -125,11 +129,13 @@ impl KernelArg<'_> {
 
 /// Things that can be passed as a pointer-to-`T` parameter.
 pub trait PtrArg<T: Element> {
+    /// A pointer to the first element; it borrows `self`.
     fn kernel_arg(&self) -> KernelArg<'_>;
 }
 
 /// Things that can be passed as a scalar parameter.
 pub trait ScalarArg {
+    /// The value with its type.
     fn kernel_arg(self) -> KernelArg<'static>;
 }
 

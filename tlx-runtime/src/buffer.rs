@@ -118,6 +118,7 @@ impl Device {
 }
 
 impl<T: Element> Buffer<T> {
+    /// The length in elements.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -140,6 +141,7 @@ impl<T: Element> Buffer<T> {
         }
     }
 
+    /// Whether the buffer holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -308,10 +310,12 @@ impl<T: Element> std::fmt::Debug for Buffer<T> {
 }
 
 impl<'a, T: Element> BufferView<'a, T> {
+    /// The length in elements.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the view holds no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -321,6 +325,7 @@ impl<'a, T: Element> BufferView<'a, T> {
         self.offset
     }
 
+    /// A copy of the view's elements (waits for queued work that writes them).
     pub fn download(&self) -> Result<Vec<T>, Error> {
         self.buffer.download_range(self.offset, self.len)
     }

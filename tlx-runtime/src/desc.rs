@@ -97,10 +97,12 @@ impl<'a, T: Element> TensorDesc<'a, T> {
 }
 
 impl TensorDescValue<'_> {
+    /// The element type.
     pub fn elem(&self) -> ScalarType {
         self.elem
     }
 
+    /// The number of dimensions (1 to 5).
     pub fn rank(&self) -> usize {
         usize::from(self.rank)
     }

@@ -73,6 +73,7 @@ impl Device {
         }
     }
 
+    /// Whether this is a CUDA device rather than the CPU interpreter.
     pub fn is_gpu(&self) -> bool {
         matches!(self.backend, Backend::Cuda(_))
     }

@@ -80,6 +80,7 @@ impl F8E4M3 {
         F8E4M3(numeric::f64_to_e4m3(f64::from(value)))
     }
 
+    /// The same value as an `f32`, exactly (NaN stays NaN).
     pub fn to_f32(self) -> f32 {
         numeric::e4m3_to_f32(self.0)
     }
@@ -91,6 +92,7 @@ impl F8E5M2 {
         F8E5M2(numeric::f64_to_e5m2(f64::from(value)))
     }
 
+    /// The same value as an `f32`, exactly (NaN stays NaN).
     pub fn to_f32(self) -> f32 {
         numeric::e5m2_to_f32(self.0)
     }

@@ -11,7 +11,10 @@ pub enum Error {
     /// The kernel failed to compile (its `compile_error!`s stop the build, so
     /// this is only reachable from code that ignored them, e.g. in an IDE).
     #[error("kernel `{kernel}` did not compile; see the errors at its definition")]
-    NotCompiled { kernel: &'static str },
+    NotCompiled {
+        /// The kernel's name.
+        kernel: &'static str,
+    },
 
     /// No usable CUDA driver or GPU (the reason says which).
     #[error("no CUDA GPU available: {0}")]
@@ -20,6 +23,7 @@ pub enum Error {
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
     Cuda {
+        /// The driver function that failed, e.g. `cuLaunchKernel`.
         call: &'static str,
         /// The driver's name for the error, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
         name: String,
@@ -27,34 +31,55 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// A launch passed more or fewer arguments than the kernel has parameters.
     #[error("kernel `{kernel}` takes {expected} arguments, but {got} were given")]
     ArgCount {
+        /// The kernel's name.
         kernel: &'static str,
+        /// Parameters the kernel declares.
         expected: usize,
+        /// Arguments the launch passed.
         got: usize,
     },
 
+    /// An argument of another kind, element type or rank than its parameter.
     #[error("kernel `{kernel}`, argument `{param}`: expected {expected}, got {got}")]
     ArgType {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The parameter's name.
         param: &'static str,
+        /// What the parameter takes, as messages write it, e.g. `a pointer to f32`.
         expected: String,
+        /// What the argument is, in the same form.
         got: String,
     },
 
+    /// A pointer or descriptor argument in another device's memory than the
+    /// device the launch runs on.
     #[error(
         "kernel `{kernel}`, argument `{param}`: the buffer belongs to {buffer_device}, \
          but the kernel runs on {device}"
     )]
     WrongDevice {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The parameter's name.
         param: &'static str,
+        /// The device whose memory the argument is in, e.g. `CUDA device 1`.
         buffer_device: String,
+        /// The device the launch runs on.
         device: String,
     },
 
+    /// A `TLX_*` environment variable holds a value the runtime does not accept.
     #[error("environment variable {var} is not valid: {message}")]
-    InvalidEnv { var: &'static str, message: String },
+    InvalidEnv {
+        /// The variable's name, e.g. `TLX_AUTOTUNE`.
+        var: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
 
     /// Checked mode (`TLX_CHECK_UNINIT=1`, CPU interpreter): a download
     /// reached memory that no kernel, upload or copy ever wrote.
@@ -62,7 +87,12 @@ pub enum Error {
         "downloading element {element} of a buffer of {len} elements that nothing wrote \
          (allocated uninitialized and never stored to): is a kernel's mask or grid too small?"
     )]
-    UnwrittenDownload { element: usize, len: usize },
+    UnwrittenDownload {
+        /// Index in the buffer (not the view) of the first unwritten element.
+        element: usize,
+        /// Elements in the buffer.
+        len: usize,
+    },
 
     /// A kernel compiled with `check_bounds` (or `TLX_CHECK_BOUNDS=1`)
     /// reached outside a pointer argument's memory. The out-of-bounds lanes
@@ -70,74 +100,127 @@ pub enum Error {
     #[error("{0}")]
     KernelOutOfBounds(Box<OutOfBoundsReport>),
 
+    /// [`Buffer::copy_from_device`](crate::Buffer::copy_from_device) between
+    /// buffers of different lengths or on different devices (the message
+    /// says which).
     #[error("cannot copy between buffers: {0}")]
     DeviceCopy(String),
 
+    /// A launch grid with an empty axis, an axis beyond
+    /// [`MAX_GRID`](crate::MAX_GRID), or that is not a whole number of
+    /// clusters.
     #[error("invalid grid {grid:?}: {reason}")]
-    InvalidGrid { grid: [u64; 3], reason: String },
-
-    #[error("kernel `{kernel}` has {count} configurations; configuration {index} does not exist")]
-    ConfigIndex {
-        kernel: &'static str,
-        index: usize,
-        count: usize,
-    },
-
-    #[error("invalid tensor descriptor: {reason}")]
-    InvalidDescriptor { reason: String },
-
-    #[error("kernel `{kernel}`: {reason}")]
-    InvalidConfig {
-        kernel: &'static str,
+    InvalidGrid {
+        /// Programs along x, y and z, as asked for (wider than `u32` so that
+        /// counts too large for an axis can be shown).
+        grid: [u64; 3],
+        /// Which axis is wrong, and why.
         reason: String,
     },
 
+    /// A launch asked for a configuration the kernel does not have.
+    #[error("kernel `{kernel}` has {count} configurations; configuration {index} does not exist")]
+    ConfigIndex {
+        /// The kernel's name.
+        kernel: &'static str,
+        /// The configuration asked for.
+        index: usize,
+        /// How many configurations the kernel has.
+        count: usize,
+    },
+
+    /// [`TensorDesc::new`](crate::TensorDesc::new) was given a shape or
+    /// strides that TMA cannot use or that reach past the buffer.
+    #[error("invalid tensor descriptor: {reason}")]
+    InvalidDescriptor {
+        /// What is wrong with them.
+        reason: String,
+    },
+
+    /// A kernel configuration that cannot run, e.g. with `num_warps` or the
+    /// cluster shape out of range; also autotuning with no candidates.
+    #[error("kernel `{kernel}`: {reason}")]
+    InvalidConfig {
+        /// The kernel's name (`autotune` for an empty list of candidates).
+        kernel: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A configuration needs more shared memory per block than the GPU has.
     #[error(
         "kernel `{kernel}` needs {needed} bytes of shared memory, \
          but {device} allows at most {limit} per block"
     )]
     SharedMemory {
+        /// The kernel's name.
         kernel: &'static str,
+        /// Bytes of dynamic shared memory the configuration needs.
         needed: u32,
+        /// Bytes the GPU allows a block to opt in to.
         limit: u32,
+        /// The GPU's name and architecture.
         device: String,
     },
 
+    /// The kernel carries no PTX for the GPU's compute capability.
     #[error("kernel `{kernel}` has PTX for {available} only; this device is {device_arch}")]
     NoMatchingPtx {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The architectures it has PTX for, comma-separated.
         available: String,
+        /// The GPU's compute capability, as `sm_90`.
         device_arch: String,
     },
 
+    /// A slice range that is reversed or reaches past the end of the buffer
+    /// or view it slices.
     #[error("range {start}..{end} is out of bounds for a buffer of {len} elements")]
     OutOfBounds {
+        /// The range's first element.
         start: usize,
+        /// One past the range's last element.
         end: usize,
+        /// Elements in the buffer or view.
         len: usize,
     },
 
+    /// An upload into a buffer from host data of another length.
     #[error("length mismatch: the buffer has {buffer} elements, the host data {host}")]
-    LengthMismatch { buffer: usize, host: usize },
+    LengthMismatch {
+        /// Elements in the buffer.
+        buffer: usize,
+        /// Elements in the host data.
+        host: usize,
+    },
 
+    /// A size in bytes that does not fit a `usize`.
     #[error("{what} of {count} elements of {elem_bytes} bytes overflows the address space")]
     TooLarge {
+        /// What was being sized, e.g. `a buffer`.
         what: &'static str,
+        /// Its length in elements.
         count: usize,
+        /// The size of one element in bytes.
         elem_bytes: usize,
     },
 
     /// The IR text embedded for the CPU interpreter does not parse (a build problem).
     #[error("kernel `{kernel}`: its embedded IR does not parse ({source}); rebuild the crate")]
     BadIr {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The parser's error.
         source: ParseError,
     },
 
     /// The CPU interpreter stopped the kernel (out-of-bounds access, failed assert, ...).
     #[error("kernel `{kernel}` failed in the CPU interpreter: {message}")]
     Interpreter {
+        /// The kernel's name.
         kernel: &'static str,
+        /// The interpreter's error.
         message: String,
     },
 
@@ -165,15 +248,20 @@ pub enum Error {
     program[0], program[1], program[2]
 )]
 pub struct OutOfBoundsReport {
+    /// The kernel's name.
     pub kernel: &'static str,
+    /// The program (CTA) that reached out, by its index along x, y and z.
     pub program: [u32; 3],
     /// `load`, `store`, `atomic` or `async_load`.
     pub access: &'static str,
     /// The parameter, as "`x`" (or "`a`/`b`" when the pointer may come
     /// from either).
     pub param: String,
+    /// The kernel's source file (empty when the access is not known).
     pub file: &'static str,
+    /// The access's 1-based line (0 when not known).
     pub line: u32,
+    /// The access's 1-based column (0 when not known).
     pub column: u32,
     /// Row-major index of the element in the accessed tile.
     pub element: usize,

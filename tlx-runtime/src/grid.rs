@@ -5,8 +5,11 @@ use crate::Error;
 /// Programs along x, y and z. Build it from `n`, `(x, y)` or `(x, y, z)`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Grid {
+    /// Programs along x.
     pub x: u32,
+    /// Programs along y.
     pub y: u32,
+    /// Programs along z.
     pub z: u32,
 }
 
@@ -15,10 +18,12 @@ pub struct Grid {
 pub const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 
 impl Grid {
+    /// `x` by `y` by `z` programs.
     pub fn new(x: u32, y: u32, z: u32) -> Grid {
         Grid { x, y, z }
     }
 
+    /// Programs along x, y and z.
     pub fn dims(&self) -> [u32; 3] {
         [self.x, self.y, self.z]
     }

@@ -8,6 +8,8 @@
 //! values from masked-off lanes of a `load` without `other`, and downloads of
 //! buffers nothing wrote.
 
+#![deny(missing_docs, rustdoc::broken_intra_doc_links)]
+
 mod arg;
 mod autotune;
 mod bounds;

@@ -9,14 +9,18 @@ use tlx_core::ir::{Arch, ParamKind};
 pub struct KernelSpec {
     /// The kernel's name; also the PTX entry name.
     pub name: &'static str,
+    /// The parameters, in order.
     pub params: &'static [ParamSpec],
     /// One entry per specialization of the kernel's constants (autotuning candidates).
     pub configs: &'static [ConfigSpec],
 }
 
+/// One parameter of a kernel.
 #[derive(Debug)]
 pub struct ParamSpec {
+    /// Its name in the kernel's source.
     pub name: &'static str,
+    /// What it takes: a pointer, a scalar or a tensor descriptor, and of which type.
     pub kind: ParamKind,
 }
 
@@ -25,6 +29,7 @@ pub struct ParamSpec {
 pub struct ConfigSpec {
     /// The constants this specialization was compiled with.
     pub consts: &'static [(&'static str, i64)],
+    /// Warps per program; 32 threads each.
     pub num_warps: u32,
     /// Programs per cluster along x, y and z (`ctas_per_cga`); the grid
     /// must be a whole number of clusters.
@@ -54,7 +59,9 @@ pub struct BoundsSiteSpec {
     pub access: &'static str,
     /// The kernel's source file, and the access's 1-based line and column.
     pub file: &'static str,
+    /// The access's 1-based line.
     pub line: u32,
+    /// The access's 1-based column.
     pub column: u32,
 }
 

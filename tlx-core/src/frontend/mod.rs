@@ -7,6 +7,7 @@
 //! - `value`, `scan`: compile-time values and syntactic pre-scans the lowering uses.
 
 mod attr;
+pub mod lang;
 mod lower;
 mod scan;
 mod signature;

@@ -48,8 +48,11 @@ pub enum TmaSwizzle {
     /// Rows land in shared memory as they are in global memory.
     #[default]
     None,
+    /// 16-byte chunks permuted within each 32 bytes (`CU_TENSOR_MAP_SWIZZLE_32B`).
     Bytes32,
+    /// 16-byte chunks permuted within each 64 bytes (`CU_TENSOR_MAP_SWIZZLE_64B`).
     Bytes64,
+    /// 16-byte chunks permuted within each 128 bytes (`CU_TENSOR_MAP_SWIZZLE_128B`).
     Bytes128,
 }
 
@@ -97,6 +100,8 @@ pub struct TiledTensorMap {
     pub strides_elems: Vec<u64>,
     /// Size of the copied box in elements, outermost first.
     pub box_shape: Vec<u32>,
+    /// How the box is laid out in shared memory; the kernel must read it
+    /// with the same swizzle.
     pub swizzle: TmaSwizzle,
 }
 
@@ -116,91 +121,148 @@ const _: () = assert!(size_of::<EncodedTensorMap>() == size_of::<sys::CUtensorMa
 /// first, as in [`TiledTensorMap`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TensorMapError {
+    /// The tensor has no dimensions, or more than 5.
     #[error(
         "the tensor has rank {rank}, but TMA copies tensors of rank 1 to 5: \
          merge contiguous dimensions or slice off outer ones"
     )]
-    Rank { rank: usize },
+    Rank {
+        /// Entries in `shape`.
+        rank: usize,
+    },
 
+    /// `strides_elems` or `box_shape` has another length than `shape`.
     #[error(
         "`{field}` has {len} entries, but the tensor has rank {rank} (the length of `shape`): \
          give one entry per dimension, outermost first"
     )]
     LengthMismatch {
+        /// The field's name.
         field: &'static str,
+        /// Entries it has.
         len: usize,
+        /// Entries in `shape`.
         rank: usize,
     },
 
+    /// An element type TMA does not copy (`bool`, kept out so that viewing
+    /// it as `u8` is explicit).
     #[error("TMA cannot copy elements of type {elem}: store the tensor as u8 instead")]
-    UnsupportedElem { elem: ScalarType },
+    UnsupportedElem {
+        /// The tensor's element type.
+        elem: ScalarType,
+    },
 
+    /// `global_address` is 0.
     #[error("the global address is null: pass the device address of the tensor's first element")]
     NullAddress,
 
+    /// `global_address` is not aligned as TMA needs.
     #[error(
         "the global address {address:#x} is not {align}-byte aligned: TMA needs the tensor to \
          start on a {align}-byte boundary (allocations are; offset into them by multiples of \
          {align} bytes)"
     )]
-    MisalignedAddress { address: u64, align: u64 },
+    MisalignedAddress {
+        /// The address given.
+        address: u64,
+        /// The alignment TMA needs, in bytes.
+        align: u64,
+    },
 
+    /// A dimension of the tensor is empty or holds more than 2^32 elements.
     #[error(
         "dimension {dim} has size {size}, but TMA dimensions hold 1 to 2^32 elements: \
          drop empty tensors before encoding, split larger ones"
     )]
-    DimSize { dim: usize, size: u64 },
+    DimSize {
+        /// The dimension, counting from 0 outermost first.
+        dim: usize,
+        /// Its size in elements.
+        size: u64,
+    },
 
+    /// The innermost stride is not 1.
     #[error(
         "the innermost stride is {stride} elements, but TMA reads the innermost dimension \
          contiguously: make it stride 1 (copy or transpose the tensor first)"
     )]
-    InnerStride { stride: u64 },
+    InnerStride {
+        /// The innermost stride given, in elements.
+        stride: u64,
+    },
 
+    /// An outer dimension's stride is not a multiple of 16 bytes.
     #[error(
         "the stride of dimension {dim} is {bytes} bytes, not a multiple of 16: \
          pad each row (leading dimension) so that rows start 16-byte aligned"
     )]
-    StrideAlignment { dim: usize, bytes: u64 },
+    StrideAlignment {
+        /// The dimension, counting from 0 outermost first.
+        dim: usize,
+        /// Its stride in bytes.
+        bytes: u64,
+    },
 
+    /// An outer dimension's stride is 2^40 bytes or more.
     #[error(
         "the stride of dimension {dim} is {stride_elems} elements of {elem_bytes} bytes, \
          2^40 bytes or more, beyond what TMA addresses: split the tensor"
     )]
     StrideTooLarge {
+        /// The dimension, counting from 0 outermost first.
         dim: usize,
+        /// Its stride in elements.
         stride_elems: u64,
+        /// The size of one element in bytes.
         elem_bytes: u64,
     },
 
+    /// A dimension of the box is empty or holds more than 256 elements.
     #[error(
         "box dimension {dim} is {size} elements, but TMA boxes hold 1 to 256 elements \
          per dimension: copy a larger tile as several boxes"
     )]
-    BoxDim { dim: usize, size: u32 },
+    BoxDim {
+        /// The dimension, counting from 0 outermost first.
+        dim: usize,
+        /// Its size in elements.
+        size: u32,
+    },
 
+    /// The box's innermost dimension is not a multiple of 16 bytes.
     #[error(
         "the box's innermost dimension is {bytes} bytes ({elems} elements of {elem}), \
          not a multiple of 16: make it a multiple of {multiple} elements"
     )]
     BoxInnerBytes {
+        /// The box's innermost size in elements.
         elems: u32,
+        /// The tensor's element type.
         elem: ScalarType,
+        /// The box's innermost size in bytes.
         bytes: u64,
+        /// The number of elements it must be a multiple of (16 bytes' worth).
         multiple: u64,
     },
 
+    /// The box's innermost dimension is wider than the swizzle's span.
     #[error(
         "the box's innermost dimension is {bytes} bytes, wider than the {span}-byte span of \
          the {swizzle:?} swizzle: narrow it to at most {max_elems} elements or use a wider swizzle"
     )]
     SwizzleSpan {
+        /// The box's innermost size in bytes.
         bytes: u64,
+        /// The swizzle's span in bytes.
         span: u32,
+        /// The swizzle asked for.
         swizzle: TmaSwizzle,
+        /// The most elements the span holds.
         max_elems: u64,
     },
 
+    /// [`TiledTensorMap::encode`] was asked to encode for the CPU interpreter.
     #[error(
         "TMA tensor maps describe GPU memory, but the device is the CPU interpreter, \
          which has no TMA: encode for a CUDA device"
@@ -219,7 +281,12 @@ pub enum TensorMapError {
         "{call} failed: {name} (if the box is larger than the GPU's shared memory, \
          copy it as several boxes; otherwise the GPU or driver lacks TMA)"
     )]
-    Driver { call: &'static str, name: String },
+    Driver {
+        /// The driver function that failed, e.g. `cuTensorMapEncodeTiled`.
+        call: &'static str,
+        /// The driver's name for the error.
+        name: String,
+    },
 }
 
 /// The description in the driver's terms: innermost first, strides in bytes.

@@ -423,6 +423,8 @@ impl<'a> Lowerer<'a> {
                 self.b.push(OpKind::Assert { cond, message }, vec![]);
                 Ok(Val::Unit)
             }
+            "dtype_of" => Err(Diagnostic::new(args.span, "`dtype_of(x)` names a type, not a value")
+                .with_hint("write it where a dtype is taken: `zeros([64], dtype_of(x))`, `v.to(dtype_of(x))`, `size_of(dtype_of(x))`")),
             "range" | "static_range" => Err(Diagnostic::new(args.span, format!("`{name}` is only valid as a `for` loop's iterator"))
                 .with_hint(format!("write `for i in {name}(a, b) {{ ... }}`"))),
             _ => Err(Diagnostic::new(args.span, format!("unknown function `{name}`"))
