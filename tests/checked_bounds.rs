@@ -37,46 +37,37 @@ fn scales(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
     store(out + offs, load(x + offs, mask = mask) * 3.0, mask = mask);
 }
 
+fn out_of_bounds(err: tlx::Error) -> tlx::OutOfBoundsReport {
+    println!("{err}");
+    match err {
+        tlx::Error::KernelOutOfBounds(report) => *report,
+        other => panic!("expected KernelOutOfBounds, got {other}"),
+    }
+}
+
 fn inputs(n: usize) -> Vec<f32> {
     (0..n)
         .map(|i| ((i * 37 + 11) % 101) as f32 / 7.0 + 0.5)
         .collect()
 }
 
-/// Runs the three kernels on `dev`; `Ok` when every report is as expected.
+/// Runs the three kernels on `dev`; panics unless every report is as expected.
 fn run_all(dev: &Device) {
     // 1000 elements: programs 0..16, the last live element is 999 in program 15.
     let n = 1000usize;
     let x = dev.upload(&inputs(n)).unwrap();
     let out = dev.upload(&vec![f32::NAN; n]).unwrap();
     let err = shifts_right::launch(dev, 16u32, &x, &out, n as i32).unwrap_err();
-    println!("{err}");
-    match &err {
-        tlx::Error::KernelOutOfBounds(report) => {
-            let tlx::OutOfBoundsReport {
-                kernel,
-                program,
-                access,
-                param,
-                line,
-                element,
-                byte_offset,
-                len_bytes,
-                count,
-                ..
-            } = &**report;
-            assert_eq!(*kernel, "shifts_right");
-            assert_eq!(*program, [15, 0, 0]);
-            assert_eq!(*access, "store");
-            assert_eq!(param, "`out`");
-            assert_eq!(*line, 15);
-            assert_eq!(*element, 999 - 15 * 64);
-            assert_eq!(*byte_offset, 4 * n as i64);
-            assert_eq!(*len_bytes, 4 * n as u64);
-            assert_eq!(*count, 1);
-        }
-        other => panic!("expected KernelOutOfBounds, got {other}"),
-    }
+    let report = out_of_bounds(err);
+    assert_eq!(report.kernel, "shifts_right");
+    assert_eq!(report.program, [15, 0, 0]);
+    assert_eq!(report.access, "store");
+    assert_eq!(report.param, "`out`");
+    assert_eq!(report.line, 15);
+    assert_eq!(report.element, 999 - 15 * 64);
+    assert_eq!(report.byte_offset, 4 * n as i64);
+    assert_eq!(report.len_bytes, 4 * n as u64);
+    assert_eq!(report.count, 1);
     // The lanes in bounds ran; the one outside touched nothing.
     let got = out.download().unwrap();
     let want = inputs(n);
@@ -89,29 +80,16 @@ fn run_all(dev: &Device) {
     let x = dev.upload(&inputs(rows * 32)).unwrap();
     let out = dev.upload(&[f32::NAN; 32]).unwrap();
     let err = sums_rows::launch(dev, 1u32, &x, &out, rows as i32).unwrap_err();
-    println!("{err}");
-    match &err {
-        tlx::Error::KernelOutOfBounds(report) => {
-            let tlx::OutOfBoundsReport {
-                access,
-                param,
-                line,
-                byte_offset,
-                count,
-                ..
-            } = &**report;
-            assert_eq!(*access, "load");
-            assert_eq!(param, "`x`");
-            assert_eq!(*line, 26);
-            assert_eq!(
-                *byte_offset / 4 / 32,
-                rows as i64,
-                "the first row past the end"
-            );
-            assert_eq!(*count, 32, "one whole row of lanes");
-        }
-        other => panic!("expected KernelOutOfBounds, got {other}"),
-    }
+    let report = out_of_bounds(err);
+    assert_eq!(report.access, "load");
+    assert_eq!(report.param, "`x`");
+    assert_eq!(report.line, 26);
+    assert_eq!(
+        report.byte_offset / 4 / 32,
+        rows as i64,
+        "the first row past the end"
+    );
+    assert_eq!(report.count, 32, "one whole row of lanes");
 
     let n = 300usize;
     let x = dev.upload(&inputs(n)).unwrap();

@@ -478,6 +478,20 @@ fn check_config(
     checked
 }
 
+/// Fails with every failure listed; otherwise removes the scratch folder
+/// (kept on failure: the PTX ptxas rejected is there).
+fn finish(scratch: &Path, failures: &[String]) {
+    if failures.is_empty() {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
 /// Checked mode (`check_bounds`) rewrites every global access; the first
 /// configuration of every example kernel, so rewritten, must still verify,
 /// compile and assemble for `sm_90a`.
@@ -525,15 +539,7 @@ fn every_example_kernel_assembles_with_checked_accesses() {
             }
         }
     }
-    if failures.is_empty() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    finish(&scratch, &failures);
     assert!(sites > 0, "no global access was checked");
     println!("{} kernel(s), {sites} checked access(es)", kernels.len());
 }
@@ -581,15 +587,7 @@ fn every_example_kernel_assembles_for_every_arch() {
             millis(kernel_time)
         );
     }
-    if failures.is_empty() {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    finish(&scratch, &failures);
     println!(
         "{} kernel(s), {assembled} PTX file(s) assembled",
         kernels.len()
