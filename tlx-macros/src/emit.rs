@@ -409,6 +409,9 @@ fn launcher(
 
     let mut launch_params = Vec::new();
     let mut launch_args = Vec::new();
+    // The same arguments as named fields of `<Kernel>Args`, for `launch_with`.
+    let mut arg_fields = Vec::new();
+    let mut field_args = Vec::new();
     let mut param_specs = Vec::new();
     for (index, (ident, param)) in signature.params.iter().enumerate() {
         let name_str = ident.to_string();
@@ -432,23 +435,31 @@ fn launcher(
                 launch_params
                     .push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
                 launch_args.push(quote! { ::tlx::PtrArg::kernel_arg(#ident) });
+                arg_fields.push(quote! { pub #ident: &'a dyn ::tlx::PtrArg<#ty> });
+                field_args.push(quote! { ::tlx::PtrArg::kernel_arg(args.#ident) });
             }
             SigParam::Plain(ParamKind::Scalar(t)) => {
                 let ty = rust_type(*t);
                 launch_params.push(quote_spanned! {ident.span()=> #ident: #ty });
                 launch_args.push(quote! { ::tlx::ScalarArg::kernel_arg(#ident) });
+                arg_fields.push(quote! { pub #ident: #ty });
+                field_args.push(quote! { ::tlx::ScalarArg::kernel_arg(args.#ident) });
             }
             SigParam::Plain(ParamKind::TensorDesc(block)) => {
                 let ty = rust_type(block.elem());
                 launch_params
                     .push(quote_spanned! {ident.span()=> #ident: &::tlx::TensorDesc<'_, #ty> });
                 launch_args.push(quote! { #ident.kernel_arg() });
+                arg_fields.push(quote! { pub #ident: &'a ::tlx::TensorDesc<'a, #ty> });
+                field_args.push(quote! { args.#ident.kernel_arg() });
             }
             SigParam::Desc { elem, .. } => {
                 let ty = rust_type(*elem);
                 launch_params
                     .push(quote_spanned! {ident.span()=> #ident: &::tlx::TensorDesc<'_, #ty> });
                 launch_args.push(quote! { #ident.kernel_arg() });
+                arg_fields.push(quote! { pub #ident: &'a ::tlx::TensorDesc<'a, #ty> });
+                field_args.push(quote! { args.#ident.kernel_arg() });
             }
         }
     }
@@ -477,13 +488,7 @@ fn launcher(
                     const __TLX_CONFIG: usize = #index;
                 },
                 quote! {
-                    ::tlx::__private::launch(
-                        device,
-                        &#spec_name,
-                        Self::__TLX_CONFIG,
-                        grid.into(),
-                        &[#(#launch_args),*],
-                    )
+                    ::tlx::__private::launch(device, &#spec_name, Self::__TLX_CONFIG, grid, args)
                 },
             )
         }
@@ -491,11 +496,12 @@ fn launcher(
             quote! {},
             quote! {},
             quote! {
-                let _ = (device, grid.into(), #(#launch_args),*);
+                let _ = (device, grid, args);
                 ::core::result::Result::Err(::tlx::Error::NotCompiled { kernel: #kernel_name })
             },
         ),
     };
+    let (args_struct, launch_with) = named_args(vis, name, &arg_fields, &field_args);
 
     let types_alias = written_types_alias(function);
     quote! {
@@ -516,10 +522,76 @@ fn launcher(
                 grid: impl ::core::convert::Into<::tlx::Grid>,
                 #(#launch_params),*
             ) -> ::core::result::Result<(), ::tlx::Error> {
+                Self::__tlx_launch(device, grid.into(), &[#(#launch_args),*])
+            }
+
+            #launch_with
+
+            fn __tlx_launch(
+                device: &::tlx::Device,
+                grid: ::tlx::Grid,
+                args: &[::tlx::args::KernelArg<'_>],
+            ) -> ::core::result::Result<(), ::tlx::Error> {
                 #launch_body
             }
         }
+
+        #args_struct
     }
+}
+
+/// `<Kernel>Args`, the kernel's parameters as named fields, and
+/// `launch_with`, which takes it: a launch whose arguments cannot be given
+/// in the wrong order (none for a kernel without parameters).
+fn named_args(
+    vis: &syn::Visibility,
+    kernel: &syn::Ident,
+    fields: &[TokenStream],
+    args: &[TokenStream],
+) -> (TokenStream, TokenStream) {
+    if fields.is_empty() {
+        return (quote! {}, quote! {});
+    }
+    let camel: String = kernel
+        .to_string()
+        .split('_')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or(String::new(), |first| {
+                first.to_uppercase().chain(chars).collect()
+            })
+        })
+        .collect();
+    let struct_name = format_ident!("{camel}Args", span = kernel.span());
+    // Only pointers and descriptors borrow.
+    let borrows = fields.iter().any(|f| f.to_string().contains("'a"));
+    let (params, used) = if borrows {
+        (quote! { <'a> }, quote! { <'_> })
+    } else {
+        (quote! {}, quote! {})
+    };
+    let doc =
+        format!("The arguments of the tlx kernel `{kernel}` by name, for `{kernel}::launch_with`.");
+    let args_struct = quote! {
+        #[doc = #doc]
+        #[allow(missing_docs)]
+        #vis struct #struct_name #params {
+            #(#fields),*
+        }
+    };
+    let launch_with = quote! {
+        /// Launches the kernel on `grid` programs with its arguments named
+        /// (asynchronous on a GPU).
+        pub fn launch_with(
+            device: &::tlx::Device,
+            grid: impl ::core::convert::Into<::tlx::Grid>,
+            args: #struct_name #used,
+        ) -> ::core::result::Result<(), ::tlx::Error> {
+            Self::__tlx_launch(device, grid.into(), &[#(#args),*])
+        }
+    };
+    (args_struct, launch_with)
 }
 
 /// A constant expression giving the index of the configuration matching the
