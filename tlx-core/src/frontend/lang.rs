@@ -211,3 +211,58 @@ mod frontend_agrees {
         assert!(unknown.is_empty(), "documented but unknown: {unknown:?}");
     }
 }
+
+#[cfg(test)]
+mod page_examples {
+    /// The kernels in the page's `rust` blocks, each from its
+    /// `#[tlx::kernel` attribute to the brace that closes its body.
+    fn kernels_in(page: &str) -> Vec<String> {
+        let mut kernels = Vec::new();
+        for (i, block) in page.split("```").enumerate() {
+            let Some(code) = block.strip_prefix("rust\n").filter(|_| i % 2 == 1) else {
+                continue;
+            };
+            let mut rest = code;
+            while let Some(start) = rest.find("#[tlx::kernel") {
+                let text = &rest[start..];
+                let Some(open) = text.find('{') else { break };
+                let mut depth = 0usize;
+                let mut end = None;
+                for (at, c) in text[open..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = Some(open + at + 1);
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let Some(end) = end else { break };
+                kernels.push(text[..end].to_string());
+                rest = &text[end..];
+            }
+        }
+        kernels
+    }
+
+    /// Every kernel the page shows compiles as written: the examples cannot
+    /// drift from the language.
+    #[test]
+    fn the_pages_kernels_compile() {
+        let kernels = kernels_in(super::LANGUAGE_PAGE);
+        assert!(kernels.len() >= 3, "found only {} kernels", kernels.len());
+        let failures: Vec<String> = kernels
+            .iter()
+            .filter_map(|src| {
+                crate::frontend::compile_str(src)
+                    .err()
+                    .map(|e| format!("{e}\nin:\n{src}"))
+            })
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+}
