@@ -27,8 +27,7 @@ for line in sys.stdin:
 ' "$folder"
 }
 collect examples build "${targets[@]}"
-# The facade's and the runtime's tests: the ones that use a GPU. (With
-# `--workspace` the proc macro's LLVM feature would reach them too.)
+# The facade's and the runtime's tests: the ones that use a GPU.
 collect tests test -p tlx -p tlx-runtime --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
 cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py .gpu/

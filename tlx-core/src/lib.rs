@@ -6,7 +6,8 @@
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
 //! - [`instrument`]: optional run-time checks woven into a kernel (bounds);
 //! - [`layout`]: which thread register holds which tensor element;
-//! - `codegen` (feature `llvm`): IR to LLVM IR to PTX.
+//! - code generation (IR to LLVM IR to PTX) is the `tlx-codegen` crate, the
+//!   only one that links LLVM.
 
 pub mod check;
 pub mod diag;
@@ -16,6 +17,3 @@ pub mod interp;
 pub mod ir;
 pub mod layout;
 pub mod numeric;
-
-#[cfg(feature = "llvm")]
-pub mod codegen;

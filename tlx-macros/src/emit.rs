@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
-use tlx_core::codegen;
+use tlx_codegen as codegen;
 use tlx_core::diag::{Diagnostic, Diagnostics};
 use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
 use tlx_core::instrument::{instrument_bounds, BoundsSite};

@@ -1,0 +1,221 @@
+//! Global atomics (`AtomicRmw`, `AtomicCas`) as predicated PTX `atom`. Only
+//! the primary copy of a replicated element performs the atomic; when a layout
+//! replicates elements across threads, the old values reach the other copies
+//! through shared memory.
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::scalar::{from_bits, mem_bytes, to_bits};
+use super::CodegenError;
+use tlx_core::ir::{AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
+use tlx_core::layout::LinearLayout;
+
+fn qualifiers(sem: MemSem, scope: MemScope) -> String {
+    let sem = match sem {
+        MemSem::Relaxed => "relaxed",
+        MemSem::Acquire => "acquire",
+        MemSem::Release => "release",
+        MemSem::AcqRel => "acq_rel",
+    };
+    let scope = match scope {
+        MemScope::Cta => "cta",
+        MemScope::Gpu => "gpu",
+        MemScope::System => "sys",
+    };
+    format!("atom.{sem}.{scope}.global")
+}
+
+/// The `.op.type` suffix of an `atom` on `s`, or why there is none.
+fn op_suffix(op: AtomicOp, s: ScalarType) -> Result<String> {
+    let unsupported = || CodegenError::Unsupported(format!("atomic {op:?} on {s}"));
+    let bits = s.size_bytes() * 8;
+    let typed = match s {
+        ScalarType::I32 | ScalarType::I64 => format!("s{bits}"),
+        ScalarType::U32 => "u32".into(),
+        ScalarType::F32 => "f32".into(),
+        ScalarType::F16 => "f16".into(),
+        ScalarType::BF16 => "bf16".into(),
+        _ => return Err(unsupported()),
+    };
+    let float = s.is_float();
+    Ok(match op {
+        AtomicOp::Add if float && bits == 16 => format!("add.noftz.{typed}"),
+        AtomicOp::Add if s == ScalarType::I64 => "add.u64".into(),
+        AtomicOp::Add if s == ScalarType::I32 => "add.u32".into(),
+        AtomicOp::Add => format!("add.{typed}"),
+        AtomicOp::Max | AtomicOp::Min if float => return Err(unsupported()),
+        AtomicOp::Max => format!("max.{typed}"),
+        AtomicOp::Min => format!("min.{typed}"),
+        AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Exchange if bits < 32 => {
+            return Err(unsupported())
+        }
+        AtomicOp::And => format!("and.b{bits}"),
+        AtomicOp::Or => format!("or.b{bits}"),
+        AtomicOp::Xor => format!("xor.b{bits}"),
+        AtomicOp::Exchange => format!("exch.b{bits}"),
+    })
+}
+
+fn register(bytes: usize) -> (&'static str, &'static str) {
+    match bytes {
+        2 => ("h", "i16"),
+        8 => ("l", "i64"),
+        _ => ("r", "i32"),
+    }
+}
+
+impl<'k> Lowerer<'k> {
+    fn replicated_across_threads(layout: &LinearLayout) -> bool {
+        layout.lanes.iter().chain(&layout.warps).any(|&b| b == 0)
+    }
+
+    pub fn lower_atomic(&mut self, op: &'k Op) -> Result<()> {
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("atomic without result"))?;
+        let elem = self.ty(result).elem();
+        let s = elem
+            .scalar()
+            .ok_or_else(|| CodegenError::Unsupported("atomics on pointers".into()))?;
+        let (ptr, mask, sem, scope) = match &op.kind {
+            OpKind::AtomicRmw {
+                ptr,
+                mask,
+                sem,
+                scope,
+                ..
+            } => (*ptr, *mask, *sem, *scope),
+            OpKind::AtomicCas {
+                ptr, sem, scope, ..
+            } => (*ptr, None, *sem, *scope),
+            _ => return Err(malformed("not an atomic")),
+        };
+        let ptrs: Tensor = self.tensor(ptr)?;
+        let layout = ptrs.layout.clone();
+        let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
+        let primary = self.thread_is_primary(&layout);
+        let bytes = mem_bytes(elem);
+        let (con, lty) = register(bytes);
+        let head = qualifiers(sem, scope);
+        let (instr, operands) = match &op.kind {
+            OpKind::AtomicRmw { op: aop, value, .. } => (
+                format!("{head}.{}", op_suffix(*aop, s)?),
+                vec![self.get(*value, &layout)?],
+            ),
+            OpKind::AtomicCas { cmp, value, .. } => {
+                if bytes < 4 {
+                    return Err(CodegenError::Unsupported(format!("atomic_cas on {s}")));
+                }
+                let operands = vec![self.get(*cmp, &layout)?, self.get(*value, &layout)?];
+                (format!("{head}.cas.b{}", bytes * 8), operands)
+            }
+            _ => return Err(malformed("not an atomic")),
+        };
+        let n_ops = operands.len();
+        let srcs: Vec<String> = (0..n_ops).map(|i| format!("${}", i + 2)).collect();
+        let asm = format!(
+            "mov.b{bits} $0, 0;\\0A\\09@${p} {instr} $0, [$1], {};",
+            srcs.join(", "),
+            bits = bytes * 8,
+            p = n_ops + 2
+        );
+        let constraints = [format!("={con}"), "l".into()]
+            .into_iter()
+            .chain((0..n_ops).map(|_| con.to_string()))
+            .chain(["b".to_string()])
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut regs = Vec::with_capacity(layout.num_regs());
+        for r in 0..layout.num_regs() {
+            let bits: Vec<String> = operands
+                .iter()
+                .map(|o| to_bits(&mut self.f, elem, &o[r]))
+                .collect();
+            // A register replica repeats an element this thread already updated.
+            let mut pred = if layout.is_replica(r, 0, 0) {
+                "false".to_string()
+            } else {
+                primary.clone()
+            };
+            if let Some(m) = &masks {
+                pred = self.f.inst(format!("and i1 {pred}, {}", m[r]));
+            }
+            let mut args: Vec<(&str, &str)> = vec![("ptr addrspace(1)", ptrs.regs[r].as_str())];
+            args.extend(bits.iter().map(|b| (lty, b.as_str())));
+            args.push(("i1", pred.as_str()));
+            let old = self.f.asm(lty, &asm, &constraints, &args);
+            regs.push(from_bits(&mut self.f, elem, &old));
+        }
+        let primary_regs = Tensor {
+            layout: layout.clone(),
+            regs,
+        };
+        let regs = if Self::replicated_across_threads(&layout) || layout.regs.contains(&0) {
+            self.share_primaries(&primary_regs, elem)?
+        } else {
+            primary_regs.regs
+        };
+        self.values.insert(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// Every copy of each element takes the primary copy's value (through shared memory).
+    fn share_primaries(&mut self, t: &Tensor, elem: Elem) -> Result<Vec<String>> {
+        let layout = t.layout.clone();
+        let primary = self.thread_is_primary(&layout);
+        let skip = self.f.fresh("share_skip");
+        let write = self.f.fresh("share_write");
+        self.use_shared(layout.numel() * mem_bytes(elem));
+        self.barrier();
+        self.f
+            .stmt(format!("br i1 {primary}, label %{write}, label %{skip}"));
+        self.f.start_block(&write);
+        for (r, v) in t.regs.iter().enumerate() {
+            if layout.is_replica(r, 0, 0) {
+                continue;
+            }
+            let flat = self.flat_index(&layout, r);
+            self.smem_store(elem, 0, &flat, v);
+        }
+        self.f.stmt(format!("br label %{skip}"));
+        self.f.start_block(&skip);
+        self.current_block = skip;
+        self.barrier();
+        Ok((0..layout.num_regs())
+            .map(|r| {
+                let flat = self.flat_index(&layout, r);
+                self.smem_load(elem, 0, &flat)
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atom_suffixes() {
+        assert_eq!(
+            op_suffix(AtomicOp::Add, ScalarType::F32).unwrap(),
+            "add.f32"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Add, ScalarType::F16).unwrap(),
+            "add.noftz.f16"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Max, ScalarType::I32).unwrap(),
+            "max.s32"
+        );
+        assert_eq!(
+            op_suffix(AtomicOp::Exchange, ScalarType::F32).unwrap(),
+            "exch.b32"
+        );
+        assert!(op_suffix(AtomicOp::Max, ScalarType::F32).is_err());
+        assert_eq!(
+            qualifiers(MemSem::AcqRel, MemScope::Gpu),
+            "atom.acq_rel.gpu.global"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! LLVM IR text building: fresh SSA names, instructions, declarations, and
+//! the LLVM spelling of IR element types and literals.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+use tlx_core::ir::{AddressSpace, Elem, ScalarType};
+
+/// A function body under construction, plus the module-level declarations it needs.
+///
+/// Pure instructions are value-numbered as they are emitted: the lowering
+/// redoes index arithmetic per register (the same row offset for every
+/// register of a row, `x + 0` for register 0...), which otherwise doubles the
+/// LLVM IR that LLVM must parse and simplify before it finds the same values.
+#[derive(Default)]
+pub struct FuncText {
+    /// Instructions of the entry block that every later block may use (thread ids).
+    pub prologue: String,
+    pub body: String,
+    /// Module-level declarations and globals, deduplicated.
+    pub decls: BTreeSet<String>,
+    next_name: u32,
+    /// Name of each pure instruction of the prologue, by its text.
+    prologue_values: HashMap<String, String>,
+    /// The same for the body's current basic block (which the prologue dominates).
+    block_values: HashMap<String, String>,
+}
+
+/// True for instruction texts without side effects or dependence on memory,
+/// which may share one result when repeated in a block.
+fn is_pure(rhs: &str) -> bool {
+    const PURE: [&str; 27] = [
+        "add ",
+        "sub ",
+        "mul ",
+        "shl ",
+        "lshr ",
+        "ashr ",
+        "and ",
+        "or ",
+        "xor ",
+        "icmp ",
+        "fcmp ",
+        "select ",
+        "zext ",
+        "sext ",
+        "trunc ",
+        "getelementptr ",
+        "bitcast ",
+        "extractvalue ",
+        "insertvalue ",
+        "extractelement ",
+        "insertelement ",
+        "ptrtoint ",
+        "inttoptr ",
+        "fpext ",
+        "fptrunc ",
+        "sitofp ",
+        "uitofp ",
+    ];
+    PURE.iter().any(|op| rhs.starts_with(op))
+}
+
+/// The operand an instruction adding, or-ing or xor-ing zero to a value
+/// reduces to, if it is one.
+fn identity_operand(rhs: &str) -> Option<&str> {
+    let (op, rest) = rhs.split_once(' ')?;
+    if !matches!(op, "add" | "or" | "xor") {
+        return None;
+    }
+    let (_ty, operands) = rest.split_once(' ')?;
+    let (a, b) = operands.split_once(", ")?;
+    match (a, b) {
+        (v, "0") | ("0", v) if v.starts_with('%') && !v.contains(' ') => Some(v),
+        _ => None,
+    }
+}
+
+impl FuncText {
+    pub fn fresh(&mut self, prefix: &str) -> String {
+        self.next_name += 1;
+        format!("{prefix}{}", self.next_name)
+    }
+
+    /// Emit `%t = rhs` in the body; returns `%t`, or the value it repeats.
+    pub fn inst(&mut self, rhs: impl AsRef<str>) -> String {
+        let rhs = rhs.as_ref();
+        if let Some(v) = identity_operand(rhs) {
+            return v.to_string();
+        }
+        let pure = is_pure(rhs);
+        if pure {
+            if let Some(v) = self
+                .block_values
+                .get(rhs)
+                .or_else(|| self.prologue_values.get(rhs))
+            {
+                return v.clone();
+            }
+        }
+        let name = self.fresh("%v");
+        let _ = writeln!(self.body, "  {name} = {rhs}");
+        if pure {
+            self.block_values.insert(rhs.to_string(), name.clone());
+        }
+        name
+    }
+
+    /// Emit `%t = rhs` in the entry block's prologue; returns `%t`, or the
+    /// value it repeats.
+    pub fn prologue_inst(&mut self, rhs: impl AsRef<str>) -> String {
+        let rhs = rhs.as_ref();
+        if let Some(v) = identity_operand(rhs) {
+            return v.to_string();
+        }
+        let pure = is_pure(rhs);
+        if pure {
+            if let Some(v) = self.prologue_values.get(rhs) {
+                return v.clone();
+            }
+        }
+        let name = self.fresh("%p");
+        let _ = writeln!(self.prologue, "  {name} = {rhs}");
+        if pure {
+            self.prologue_values.insert(rhs.to_string(), name.clone());
+        }
+        name
+    }
+
+    /// Emit an instruction with no result.
+    pub fn stmt(&mut self, text: impl AsRef<str>) {
+        let _ = writeln!(self.body, "  {}", text.as_ref());
+    }
+
+    /// Start a new basic block (the previous one must have ended with a branch).
+    pub fn start_block(&mut self, label: &str) {
+        self.block_values.clear();
+        let _ = writeln!(self.body, "{label}:");
+    }
+
+    pub fn declare(&mut self, decl: impl Into<String>) {
+        self.decls.insert(decl.into());
+    }
+
+    /// Call an LLVM intrinsic or declared function returning `ret`.
+    pub fn call(&mut self, ret: &str, name: &str, args: &[(&str, &str)]) -> String {
+        let params: Vec<&str> = args.iter().map(|(t, _)| *t).collect();
+        self.declare(format!("declare {ret} @{name}({})", params.join(", ")));
+        let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
+        self.inst(format!("call {ret} @{name}({})", list.join(", ")))
+    }
+
+    /// Call inline PTX asm with one result of type `ret` (or `void`).
+    pub fn asm(
+        &mut self,
+        ret: &str,
+        asm: &str,
+        constraints: &str,
+        args: &[(&str, &str)],
+    ) -> String {
+        let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
+        // `convergent`: barriers and warp-collective instructions (`.aligned`)
+        // must stay where every thread reaches them; LLVM may otherwise copy
+        // one into both arms of a branch, which hangs `bar.sync`.
+        let call = format!(
+            "call {ret} asm sideeffect \"{asm}\", \"{constraints}\"({}) convergent",
+            list.join(", ")
+        );
+        if ret == "void" {
+            self.stmt(call);
+            String::new()
+        } else {
+            self.inst(call)
+        }
+    }
+
+    /// `asm` without `sideeffect`: a pure computation LLVM may move or
+    /// delete, but not into a branch (warp-collective `mma.sync`).
+    pub fn pure_asm(
+        &mut self,
+        ret: &str,
+        asm: &str,
+        constraints: &str,
+        args: &[(&str, &str)],
+    ) -> String {
+        let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
+        self.inst(format!(
+            "call {ret} asm \"{asm}\", \"{constraints}\"({}) convergent",
+            list.join(", ")
+        ))
+    }
+}
+
+/// The LLVM type holding one register of an element.
+pub fn llvm_type(elem: Elem) -> &'static str {
+    match elem {
+        Elem::Ptr(_, AddressSpace::Global) => "ptr addrspace(1)",
+        Elem::Ptr(_, AddressSpace::Shared) => "ptr addrspace(3)",
+        Elem::Scalar(s) => scalar_type(s),
+    }
+}
+
+pub fn scalar_type(s: ScalarType) -> &'static str {
+    match s {
+        ScalarType::Bool => "i1",
+        ScalarType::I8 | ScalarType::U8 | ScalarType::F8E4M3 | ScalarType::F8E5M2 => "i8",
+        ScalarType::I32 | ScalarType::U32 => "i32",
+        ScalarType::I64 => "i64",
+        ScalarType::F16 => "half",
+        ScalarType::BF16 => "bfloat",
+        ScalarType::F32 => "float",
+    }
+}
+
+/// True for the types LLVM does float arithmetic on (fp8 travels as raw bytes).
+pub fn is_llvm_float(s: ScalarType) -> bool {
+    matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)
+}
+
+/// The LLVM literal of an f32 value (LLVM writes float constants as exact doubles).
+pub fn f32_literal(x: f32) -> String {
+    format!("0x{:016X}", (x as f64).to_bits())
+}
+
+/// A float literal rounded (to nearest even) to `s`.
+pub fn float_literal(s: ScalarType, x: f64) -> String {
+    match s {
+        ScalarType::F16 => format!("0xH{:04X}", half::f16::from_f64(x).to_bits()),
+        ScalarType::BF16 => format!("0xR{:04X}", half::bf16::from_f64(x).to_bits()),
+        _ => f32_literal(x as f32),
+    }
+}
+
+/// The LLVM integer type of the same width as `s` (for bit moves and shuffles).
+pub fn bits_type(s: ScalarType) -> &'static str {
+    match s.size_bytes() {
+        1 => "i8",
+        2 => "i16",
+        8 => "i64",
+        _ => "i32",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_round_to_the_element_type() {
+        assert_eq!(f32_literal(1.0), "0x3FF0000000000000");
+        // 0.1 is not an f32: the literal is the f32 nearest 0.1, widened exactly.
+        assert_eq!(float_literal(ScalarType::F32, 0.1), "0x3FB99999A0000000");
+        assert_eq!(float_literal(ScalarType::F16, 1.0), "0xH3C00");
+        assert_eq!(float_literal(ScalarType::BF16, -2.0), "0xRC000");
+    }
+
+    #[test]
+    fn repeated_pure_instructions_share_a_value_within_a_block() {
+        let mut f = FuncText::default();
+        let tid = f.prologue_inst("lshr i32 %t, 5");
+        assert_eq!(f.prologue_inst("lshr i32 %t, 5"), tid);
+        // The prologue dominates the body.
+        assert_eq!(f.inst("lshr i32 %t, 5"), tid);
+        let a = f.inst("mul i32 %x, 3");
+        assert_eq!(f.inst("mul i32 %x, 3"), a);
+        // Loads and side effects are never merged.
+        let l = f.inst("load i32, ptr addrspace(3) %p, align 4");
+        assert_ne!(f.inst("load i32, ptr addrspace(3) %p, align 4"), l);
+        // A value of another block may not dominate this one.
+        f.start_block("next");
+        assert_ne!(f.inst("mul i32 %x, 3"), a);
+    }
+
+    #[test]
+    fn adding_zero_is_the_value_itself() {
+        let mut f = FuncText::default();
+        assert_eq!(f.inst("add i32 %x, 0"), "%x");
+        assert_eq!(f.inst("xor i32 0, %y"), "%y");
+        assert_eq!(f.prologue_inst("or i32 %z, 0"), "%z");
+        assert_ne!(f.inst("add i32 0, 0"), "0");
+        assert!(f.body.contains("add i32 0, 0"));
+    }
+
+    #[test]
+    fn asm_and_calls_declare_what_they_use() {
+        let mut f = FuncText::default();
+        let r = f.call("i32", "llvm.smax.i32", &[("i32", "1"), ("i32", "%x")]);
+        assert_eq!(r, "%v1");
+        assert!(f.body.contains("call i32 @llvm.smax.i32(i32 1, i32 %x)"));
+        assert!(f.decls.contains("declare i32 @llvm.smax.i32(i32, i32)"));
+        f.asm("void", "bar.sync 0;", "", &[]);
+        assert!(f.body.contains("asm sideeffect \"bar.sync 0;\""));
+    }
+}

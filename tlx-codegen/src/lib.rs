@@ -1,0 +1,106 @@
+//! Code generation: a verified [`ir::Kernel`] to LLVM IR to PTX.
+//!
+//! The kernel is lowered to LLVM IR text (one function, every tensor spread
+//! over the threads by a [`tlx_core::layout::LinearLayout`], one LLVM scalar per
+//! register), which LLVM's NVPTX back end then verifies, optimizes (O2 less
+//! the vectorizers, see `llvm.rs`) and turns into PTX.
+//!
+//! Layouts: values derived only from constants, `arange` and scalars, and
+//! layout-only ops (broadcast, expand_dims, reshape, trans), are produced in
+//! whatever layout their user wants; other values keep the layout they were
+//! made in (blocked for loads, sliced for reductions, MMA fragments for `dot`,
+//! which loops carry unchanged) and elementwise ops follow their first such
+//! operand. Anything else that must change layout goes through shared memory
+//! (`convert`). Shared scratch is reused between ops; each use starts with a
+//! barrier, so `If` conditions around ops that use it must be uniform in a CTA.
+//! Loads that `for` loops prefetch (`num_stages`, see [`pipeline`]) get rings
+//! of their own after the scratch.
+//!
+//! Math accuracy: `exp`/`exp2`/`log`/`log2` use `ex2.approx`/`lg2.approx`
+//! (about 2 ulp, relative error near 2^-22; `exp` and `log` add the rounding of
+//! the scaling by log2(e) or ln 2), `sin`/`cos` use `sin.approx`/`cos.approx`
+//! (absolute error about 2^-20 on [-pi, pi], worse far from it), `rsqrt` uses
+//! `rsqrt.approx` and `sqrt` is correctly rounded. Half and bfloat16 math is
+//! done in f32 and rounded once.
+
+mod atomics;
+mod axis;
+mod cluster;
+mod control;
+mod convert;
+mod debug;
+mod dot;
+mod emit;
+mod join;
+mod llvm;
+mod lower;
+mod memory;
+mod pipeline;
+mod prims;
+mod reduce;
+mod repack;
+mod scalar;
+mod scan;
+mod tasks;
+mod tiles;
+mod wgmma;
+
+use thiserror::Error;
+use tlx_core::ir;
+use tlx_core::layout::LayoutError;
+
+/// A kernel compiled for one architecture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledKernel {
+    /// The PTX entry name (the kernel's name).
+    pub entry: String,
+    pub ptx: String,
+    /// The optimized LLVM IR the PTX was generated from.
+    pub llvm_ir: String,
+    /// Dynamic shared memory the launch must provide, in bytes.
+    pub shared_bytes: u32,
+    pub num_warps: u32,
+}
+
+#[derive(Debug, Error)]
+pub enum CodegenError {
+    #[error("code generation does not support {0} yet")]
+    Unsupported(String),
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("malformed IR: {0}")]
+    MalformedIr(String),
+    #[error("internal LLVM error: {0}")]
+    Llvm(String),
+    #[error("needs {needed} bytes of shared memory; a program may use at most {limit}")]
+    SharedMemoryExceeded { needed: u32, limit: u32 },
+    /// Something the kernel asks for that the hardware cannot do, found
+    /// only once layouts are known: the user's to change, not a bug; `at`
+    /// is the op's source location, when one op is at fault.
+    #[error("{message}{}", at_line(.at))]
+    Misuse {
+        message: String,
+        hint: String,
+        at: Option<ir::SrcLoc>,
+    },
+}
+
+fn at_line(at: &Option<ir::SrcLoc>) -> String {
+    match at {
+        Some(loc) => format!(" (line {})", loc.line),
+        None => String::new(),
+    }
+}
+
+/// Compile `kernel` to PTX for `arch`.
+pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
+    let lowered = lower::lower_kernel(kernel, arch)?;
+    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch)?;
+    Ok(CompiledKernel {
+        entry: kernel.name.clone(),
+        ptx,
+        llvm_ir,
+        shared_bytes: lowered.shared_bytes,
+        num_warps: kernel.total_warps(),
+    })
+}

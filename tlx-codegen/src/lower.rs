@@ -1,0 +1,874 @@
+//! The IR walker: lowers every op of a kernel to LLVM IR text, one LLVM
+//! scalar per register of the value's layout. Pure ops take the layout of
+//! their first tensor operand; an operand held in another layout is
+//! recomputed in the wanted one when it derives only from constants, `arange`
+//! and scalars, and otherwise moved through shared memory.
+
+use super::axis::{self, AxisInfo};
+use super::convert::Region;
+use super::emit::{llvm_type, FuncText};
+use super::pipeline::{RingRead, RING_BASE};
+use super::prims::{plan_static_shared, StaticShared};
+use super::scalar;
+use super::CodegenError;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+use tlx_core::ir::{Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
+use tlx_core::layout::LinearLayout;
+
+pub type Result<T> = std::result::Result<T, CodegenError>;
+
+/// Shared memory one program may use on sm_90 and sm_100 (227 KB).
+pub const SHARED_BYTES_LIMIT: u32 = 227 * 1024;
+
+/// The lowered module and what the launch needs to know about it.
+pub struct Lowered {
+    pub module_text: String,
+    pub shared_bytes: u32,
+}
+
+/// Where the code being emitted runs: the whole program (CTA), or one
+/// replica of a warp-specialized task. Thread and warp indices, barriers,
+/// layouts and scratch memory are all relative to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecContext {
+    /// 0 for the program; otherwise 1 + the task replica's position in its
+    /// region. Keys the per-thread caches and names the hardware barrier
+    /// that synchronizes the region (barrier 0 is the program's).
+    pub region: u32,
+    pub first_warp: u32,
+    pub num_warps: u32,
+    /// Where this context's scratch starts in the shared buffer: tasks
+    /// running at the same time each get scratch of their own.
+    pub scratch_base: usize,
+    /// The replica's index among its task's copies (0 for the program).
+    pub replica: u32,
+}
+
+impl ExecContext {
+    pub fn threads(&self) -> u32 {
+        self.num_warps * 32
+    }
+}
+
+/// A value as held by the threads: its layout and one LLVM operand per register.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    pub layout: LinearLayout,
+    pub regs: Vec<String>,
+}
+
+pub struct Lowerer<'k> {
+    pub kernel: &'k Kernel,
+    /// The architecture code is generated for (wgmma needs sm_90a).
+    pub arch: Arch,
+    pub f: FuncText,
+    pub num_warps: u32,
+    pub values: HashMap<ValueId, Tensor>,
+    /// Defining op of each op result, for recomputation in another layout.
+    defs: HashMap<ValueId, &'k Op>,
+    /// Values that derive only from constants, `arange` and scalars.
+    recomputable: HashSet<ValueId>,
+    pub axis: HashMap<ValueId, AxisInfo>,
+    /// Elements per thread vector along the last dim, per shape (from the widest access).
+    vector_of_shape: HashMap<Vec<usize>, usize>,
+    pub shared_bytes: u32,
+    /// `(lane, warp)` values in the entry block.
+    pub lane: String,
+    pub warp: String,
+    thread_offsets: HashMap<(u32, Vec<u32>, Vec<u32>), String>,
+    /// Per-thread shared pointers, by context, shared region and `(lanes,
+    /// warps)` of the layout.
+    pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
+    /// The context code is emitted in, and the program's own thread and
+    /// warp indices (entry block), from which a task's are derived.
+    pub context: ExecContext,
+    pub(super) program_tid: String,
+    pub(super) program_warp: String,
+    /// Values held before the task region being lowered, whose threads may
+    /// not hold them (see `tasks.rs`).
+    pub(super) outside_values: HashSet<ValueId>,
+    /// A task sets its register budget (the kernel must declare one program
+    /// per SM for that to take effect).
+    pub(super) uses_setmaxnreg: bool,
+    /// Label of the basic block being filled (phis name their predecessors).
+    pub current_block: String,
+    /// Loads of the loop body being lowered that read a pipeline ring.
+    pub ring_reads: HashMap<ValueId, RingRead>,
+    /// Bytes of pipeline rings of the loops being lowered (they follow the
+    /// scratch), and the most they took at once.
+    pub ring_bytes: usize,
+    pub ring_peak: usize,
+    /// Pipelined loops being lowered (their rings are live), and the most
+    /// scratch used while one was: the rings go after that. Scratch used
+    /// while none is (`shared_bytes`) may reuse the rings' bytes.
+    pub pipelines_open: usize,
+    scratch_in_pipelines: u32,
+    /// This thread's index in the program (entry block).
+    tid: String,
+    /// Values held in registers when a cluster barrier was emitted.
+    pub(super) crossed_barrier: HashSet<ValueId>,
+    /// Alignment of the dynamic shared buffer: 16 bytes, or a swizzle
+    /// period when the tensor cores read swizzled buffers from it.
+    pub shared_align: usize,
+    /// `dot` results whose wgmma group a pipelined loop leaves in flight
+    /// until the next iteration (or the loop's end) waits for it.
+    pub wgmma_in_flight: HashSet<ValueId>,
+    /// Where the kernel's `local_alloc` buffers and mbarriers live.
+    pub(super) static_shared: StaticShared,
+}
+
+pub fn malformed(what: impl Into<String>) -> CodegenError {
+    CodegenError::MalformedIr(what.into())
+}
+
+pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
+    let mut l = Lowerer::new(kernel, arch);
+    // Buffers and barriers first; scratch and rings follow them.
+    l.static_shared = plan_static_shared(kernel)?;
+    let static_end = l.static_shared.bytes.div_ceil(16) * 16;
+    l.context.scratch_base = static_end;
+    l.shared_bytes = static_end as u32;
+    l.scratch_in_pipelines = static_end as u32;
+    l.shared_align = l.shared_align.max(l.static_shared.align);
+    let mut params = Vec::new();
+    for (i, p) in kernel.params.iter().enumerate() {
+        let arg = format!("%arg{i}");
+        let (ty, reg) = match p.kind {
+            // No `align` attribute: a caller may pass an offset view, and vector
+            // accesses check their alignment at run time instead.
+            ParamKind::Ptr(_) => ("ptr addrspace(1)".to_string(), arg.clone()),
+            ParamKind::Scalar(ScalarType::Bool) => {
+                let b = l.f.prologue_inst(format!("trunc i8 {arg} to i1"));
+                ("i8".to_string(), b)
+            }
+            ParamKind::Scalar(s) => (super::emit::scalar_type(s).to_string(), arg.clone()),
+            // A `__grid_constant__` by-value parameter: TMA reads the
+            // descriptor where the launch put it, through its generic address.
+            ParamKind::TensorDesc(_) => {
+                let address = l.f.prologue_inst(format!("ptrtoint ptr {arg} to i64"));
+                (
+                    "ptr byval([128 x i8]) align 64 \"nvvm.grid_constant\"".to_string(),
+                    address,
+                )
+            }
+        };
+        params.push(format!("{ty} {arg}"));
+        let layout = l.scalar_layout()?;
+        l.values.insert(
+            p.value,
+            Tensor {
+                layout,
+                regs: vec![reg],
+            },
+        );
+    }
+    l.current_block = "body".into();
+    l.lower_block(&kernel.body)?;
+    l.f.stmt("ret void");
+
+    // The rings follow the scratch used while they are live, 16-byte aligned
+    // as `cp.async` wants (a swizzle period when the tensor cores read them);
+    // scratch used outside pipelined loops shares their bytes (see
+    // `start_pipeline`'s barrier).
+    let in_pipelines = l.scratch_in_pipelines as usize;
+    let ring_base = in_pipelines.div_ceil(l.shared_align) * l.shared_align;
+    let body = l.f.body.replace(RING_BASE, &ring_base.to_string());
+    let pipelined = if l.ring_peak > 0 {
+        ring_base + l.ring_peak
+    } else {
+        in_pipelines
+    };
+    l.shared_bytes = l.shared_bytes.max(pipelined as u32);
+    if l.shared_bytes > SHARED_BYTES_LIMIT {
+        return Err(CodegenError::SharedMemoryExceeded {
+            needed: l.shared_bytes,
+            limit: SHARED_BYTES_LIMIT,
+        });
+    }
+    let mut text = String::new();
+    let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
+    let _ = writeln!(
+        text,
+        "@global_smem = external addrspace(3) global [0 x i8], align {}\n",
+        l.shared_align
+    );
+    for d in &l.f.decls {
+        let _ = writeln!(text, "{d}");
+    }
+    let _ = writeln!(
+        text,
+        "\ndefine ptx_kernel void @{}({}) #0 {{\nentry:\n{}  br label %body\nbody:\n{}}}\n",
+        kernel.name,
+        params.join(", "),
+        l.f.prologue,
+        body
+    );
+    // A cluster shape in the PTX (`.reqnctapercluster`) makes the driver
+    // launch the kernel in clusters of that shape.
+    let cluster = match kernel.options.cluster {
+        [1, 1, 1] => String::new(),
+        [x, y, z] => format!(" \"nvvm.cluster_dim\"=\"{x},{y},{z}\""),
+    };
+    // `.maxnreg`: ptxas keeps to the cap, spilling if it must.
+    let maxnreg = match kernel.options.maxnreg {
+        Some(n) => format!(" \"nvvm.maxnreg\"=\"{n}\""),
+        None => String::new(),
+    };
+    // `setmaxnreg` only takes effect in a kernel that declares one program
+    // per SM (ptxas warns C7508 and ignores it otherwise).
+    let min_programs = if l.uses_setmaxnreg {
+        " \"nvvm.minctasm\"=\"1\""
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        text,
+        "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster}{maxnreg}{min_programs} }}",
+        kernel.threads_per_program()
+    );
+    Ok(Lowered {
+        module_text: text,
+        shared_bytes: l.shared_bytes,
+    })
+}
+
+impl<'k> Lowerer<'k> {
+    fn new(kernel: &'k Kernel, arch: Arch) -> Self {
+        let mut f = FuncText::default();
+        let tid = f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
+        // The call above went to the body; thread ids belong in the prologue.
+        let moved = std::mem::take(&mut f.body);
+        f.prologue.push_str(&moved);
+        let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
+        let tid_copy = tid.clone();
+        let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));
+        let program_warp = warp.clone();
+        let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
+        collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
+        Lowerer {
+            kernel,
+            arch,
+            f,
+            num_warps: kernel.options.num_warps,
+            values: HashMap::new(),
+            defs: HashMap::new(),
+            recomputable: HashSet::new(),
+            axis: axis::analyze(kernel),
+            vector_of_shape,
+            shared_bytes: 0,
+            lane,
+            warp,
+            thread_offsets: HashMap::new(),
+            smem_thread_ptrs: HashMap::new(),
+            context: ExecContext {
+                region: 0,
+                first_warp: 0,
+                num_warps: kernel.options.num_warps,
+                scratch_base: 0,
+                replica: 0,
+            },
+            program_tid: tid_copy.clone(),
+            program_warp,
+            outside_values: HashSet::new(),
+            uses_setmaxnreg: false,
+            current_block: String::new(),
+            ring_reads: HashMap::new(),
+            ring_bytes: 0,
+            ring_peak: 0,
+            pipelines_open: 0,
+            scratch_in_pipelines: 0,
+            tid: tid_copy,
+            crossed_barrier: HashSet::new(),
+            shared_align: 16,
+            static_shared: StaticShared::default(),
+            wgmma_in_flight: HashSet::new(),
+        }
+    }
+
+    pub fn ty(&self, v: ValueId) -> &'k Type {
+        self.kernel.type_of(v)
+    }
+
+    pub fn scalar_layout(&self) -> Result<LinearLayout> {
+        Ok(LinearLayout::scalar(self.num_warps)?)
+    }
+
+    /// The default layout of a shape: 16-byte vectors of the widest element accessed at it.
+    pub fn default_layout(&self, shape: &[usize]) -> Result<LinearLayout> {
+        let vector = self.vector_of_shape.get(shape).copied().unwrap_or(4);
+        Ok(LinearLayout::blocked(shape, vector, self.num_warps)?)
+    }
+
+    /// `v` as held by the threads. A deferred layout-only op is lowered here, at the
+    /// use, in its natural layout (not cached: the use may sit in a nested block).
+    pub fn tensor(&mut self, v: ValueId) -> Result<Tensor> {
+        if self.crosses_into_task(v)? {
+            if let Some(op) = self.defs.get(&v).copied() {
+                return self.lower_pure(op, None);
+            }
+        }
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.clone());
+        }
+        match self.defs.get(&v).copied() {
+            Some(op) => self.lower_pure(op, None),
+            None => Err(malformed(format!("{v} used before its definition"))),
+        }
+    }
+
+    /// The pure op defining `v`, if any (loads, reductions and loops are not recorded).
+    pub fn def_of(&self, v: ValueId) -> Option<&'k Op> {
+        self.defs.get(&v).copied()
+    }
+
+    /// True if `v` can be produced in any layout without moving data between threads.
+    pub fn is_recomputable(&self, v: ValueId) -> bool {
+        self.ty(v).is_scalar() || self.recomputable.contains(&v)
+    }
+
+    /// The layout `v` is held in (or, if deferred, would be), without emitting code.
+    pub fn layout_of(&self, v: ValueId) -> Result<LinearLayout> {
+        if let Some(t) = self.values.get(&v) {
+            return Ok(t.layout.clone());
+        }
+        let op = self
+            .defs
+            .get(&v)
+            .copied()
+            .ok_or_else(|| malformed(format!("{v} used before its definition")))?;
+        self.natural_layout(op, self.ty(v))
+    }
+
+    /// The flat-index part owned by this thread (lane and warp bits), for `layout`.
+    pub fn thread_offset(&mut self, layout: &LinearLayout) -> String {
+        self.thread_xor(&layout.lanes, &layout.warps)
+    }
+
+    /// The XOR of the bases (flat indices or byte offsets) that this
+    /// thread's lane and warp bits select, i32, in the entry block.
+    pub fn thread_xor(&mut self, lanes: &[u32], warps: &[u32]) -> String {
+        let key = (self.context.region, lanes.to_vec(), warps.to_vec());
+        if let Some(v) = self.thread_offsets.get(&key) {
+            return v.clone();
+        }
+        let mut acc = "0".to_string();
+        for (id, bases) in [(self.lane.clone(), lanes), (self.warp.clone(), warps)] {
+            for (bit, &basis) in bases.iter().enumerate() {
+                if basis == 0 {
+                    continue;
+                }
+                let set = self
+                    .f
+                    .prologue_inst(format!("and i32 {id}, {}", 1u32 << bit));
+                let on = self.f.prologue_inst(format!("icmp ne i32 {set}, 0"));
+                let part = self
+                    .f
+                    .prologue_inst(format!("select i1 {on}, i32 {basis}, i32 0"));
+                acc = self.f.prologue_inst(format!("xor i32 {acc}, {part}"));
+            }
+        }
+        self.thread_offsets.insert(key, acc.clone());
+        acc
+    }
+
+    /// Flat index of register `reg` of this thread in `layout`.
+    pub fn flat_index(&mut self, layout: &LinearLayout, reg: usize) -> String {
+        let thread = self.thread_offset(layout);
+        let own = layout.reg_offset(reg);
+        if own == 0 {
+            thread
+        } else {
+            self.f.inst(format!("xor i32 {thread}, {own}"))
+        }
+    }
+
+    /// `v`'s registers in `layout`: as held, recomputed, or moved through shared memory.
+    pub fn get(&mut self, v: ValueId, layout: &LinearLayout) -> Result<Vec<String>> {
+        if self.ty(v).is_scalar() {
+            let t = self.tensor(v)?;
+            return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
+        }
+        if self.crosses_into_task(v)? {
+            if let Some(op) = self.defs.get(&v).copied() {
+                return Ok(self.lower_pure(op, Some(layout))?.regs);
+            }
+        }
+        if let Some(t) = self.values.get(&v) {
+            if t.layout == *layout {
+                return Ok(t.regs.clone());
+            }
+            if let Some(regs) = in_thread_regroup(t, layout) {
+                return Ok(regs);
+            }
+        }
+        if let Some(op) = self.defs.get(&v).copied() {
+            // Deferred layout-only ops and values derived from constants are redone in
+            // the wanted layout: moving a (smaller or equal) operand is never dearer.
+            if !self.values.contains_key(&v) || self.recomputable.contains(&v) {
+                return Ok(self.lower_pure(op, Some(layout))?.regs);
+            }
+        }
+        let t = self.tensor(v)?;
+        let elem = self.ty(v).elem();
+        self.convert(&t, elem, layout)
+    }
+
+    pub fn lower_block(&mut self, block: &'k Block) -> Result<Option<&'k Op>> {
+        for op in &block.ops {
+            if op.kind.is_terminator() {
+                return Ok(Some(op));
+            }
+            self.lower_op(op)?;
+        }
+        Ok(None)
+    }
+
+    fn define(&mut self, v: ValueId, t: Tensor) {
+        self.values.insert(v, t);
+    }
+
+    pub(super) fn define_value(&mut self, v: ValueId, t: Tensor) {
+        self.define(v, t);
+    }
+
+    fn lower_op(&mut self, op: &'k Op) -> Result<()> {
+        match &op.kind {
+            OpKind::Load { .. } => self.lower_load(op),
+            OpKind::Store { .. } => self.lower_store(op),
+            OpKind::Reduce { .. } => self.lower_reduce(op),
+            OpKind::For { .. } => self.lower_for(op),
+            OpKind::While { .. } => self.lower_while(op),
+            OpKind::If { .. } => self.lower_if(op),
+            OpKind::Yield(_) | OpKind::Condition(_) => Err(malformed("terminator inside a block")),
+            OpKind::Scan { .. } => self.lower_scan(op),
+            OpKind::Dot { .. } => self.lower_dot(op),
+            OpKind::AtomicRmw { .. } | OpKind::AtomicCas { .. } => self.lower_atomic(op),
+            OpKind::ExtractTile { .. } | OpKind::InsertTile { .. } => self.lower_tile(op),
+            OpKind::Join { .. } | OpKind::Split(_) => self.lower_join_split(op),
+            OpKind::Print { .. } | OpKind::Assert { .. } => self.lower_debug(op),
+            OpKind::AsyncTasks { .. } => self.lower_async_tasks(op),
+            OpKind::Prim { .. } => self.lower_prim(op),
+            OpKind::AsyncTaskReplicaId => {
+                let result = *op
+                    .results
+                    .first()
+                    .ok_or_else(|| malformed("op without result"))?;
+                let layout = self.scalar_layout()?;
+                let regs = vec![self.context.replica.to_string()];
+                self.define(result, Tensor { layout, regs });
+                Ok(())
+            }
+            OpKind::ClusterBarrier if self.context.region != 0 => Err(CodegenError::Unsupported(
+                "cluster_barrier inside an async task (every thread of the program must arrive)"
+                    .into(),
+            )),
+            OpKind::ClusterBarrier => {
+                // Arrive has release and wait acquire semantics by default;
+                // `.aligned`: every thread of each warp executes it together,
+                // as every thread runs the block language's straight-line code.
+                for step in ["arrive", "wait"] {
+                    let asm = format!("barrier.cluster.{step}.aligned;");
+                    self.f.asm("void", &asm, "~{memory}", &[]);
+                }
+                self.note_barrier();
+                Ok(())
+            }
+            OpKind::Constant(_)
+            | OpKind::ProgramId { .. }
+            | OpKind::NumPrograms { .. }
+            | OpKind::MultipleOf { .. }
+            | OpKind::ClusterCtaRank
+            | OpKind::Arange { .. }
+            | OpKind::Splat(_)
+            | OpKind::Broadcast(_)
+            | OpKind::ExpandDims { .. }
+            | OpKind::Reshape(_)
+            | OpKind::Trans { .. }
+            | OpKind::Cast(_)
+            | OpKind::Bitcast(_)
+            | OpKind::Binary { .. }
+            | OpKind::Unary { .. }
+            | OpKind::Compare { .. }
+            | OpKind::Select { .. }
+            | OpKind::Fma { .. }
+            | OpKind::AddPtr { .. } => {
+                let layout_only = matches!(
+                    op.kind,
+                    OpKind::Broadcast(_)
+                        | OpKind::ExpandDims { .. }
+                        | OpKind::Reshape(_)
+                        | OpKind::Trans { .. }
+                );
+                let t = if layout_only {
+                    None
+                } else {
+                    Some(self.lower_pure(op, None)?)
+                };
+                let result = *op
+                    .results
+                    .first()
+                    .ok_or_else(|| malformed("op without result"))?;
+                let operands = op.kind.operands();
+                let leaf = matches!(
+                    op.kind,
+                    OpKind::Constant(_) | OpKind::Arange { .. } | OpKind::Splat(_)
+                );
+                let derived = operands
+                    .iter()
+                    .all(|o| self.recomputable.contains(o) || self.ty(*o).is_scalar());
+                if leaf || derived {
+                    self.recomputable.insert(result);
+                }
+                self.defs.insert(result, op);
+                if let Some(t) = t {
+                    self.define(result, t);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Lower a side-effect-free op, in `forced` layout if given.
+    fn lower_pure(&mut self, op: &'k Op, forced: Option<&LinearLayout>) -> Result<Tensor> {
+        let result = *op
+            .results
+            .first()
+            .ok_or_else(|| malformed("op without result"))?;
+        let rty = self.ty(result);
+        let layout = match forced {
+            Some(l) => l.clone(),
+            None if rty.is_scalar() => self.scalar_layout()?,
+            None => self.natural_layout(op, rty)?,
+        };
+        let n = layout.num_regs();
+        let elem = rty.elem();
+        let regs = match &op.kind {
+            OpKind::Constant(lit) => {
+                let c = scalar::literal(&mut self.f, elem, *lit)?;
+                vec![c; n]
+            }
+            OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
+                let dim = ["x", "y", "z"]
+                    .get(*axis as usize)
+                    .ok_or_else(|| malformed(format!("grid axis {axis}")))?;
+                let reg = if matches!(op.kind, OpKind::ProgramId { .. }) {
+                    "ctaid"
+                } else {
+                    "nctaid"
+                };
+                let r = self
+                    .f
+                    .call("i32", &format!("llvm.nvvm.read.ptx.sreg.{reg}.{dim}"), &[]);
+                vec![r; n]
+            }
+            // A promise for the axis analysis; the value itself is unchanged.
+            OpKind::MultipleOf { value, .. } => self.get(*value, &layout)?,
+            OpKind::ClusterCtaRank => {
+                let r = self
+                    .f
+                    .call("i32", "llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[]);
+                vec![r; n]
+            }
+            OpKind::Arange { start, .. } => (0..n)
+                .map(|r| {
+                    let flat = self.flat_index(&layout, r);
+                    self.f.inst(format!("add i32 {flat}, {}", *start as i32))
+                })
+                .collect(),
+            OpKind::Splat(v) => {
+                let s = self.tensor(*v)?.regs[0].clone();
+                vec![s; n]
+            }
+            OpKind::Broadcast(v) => {
+                let src = layout.broadcast_source(self.ty(*v).shape())?;
+                self.get(*v, &src)?
+            }
+            OpKind::ExpandDims { value: v, .. } | OpKind::Reshape(v) => {
+                let src = layout.reshaped(self.ty(*v).shape());
+                self.get(*v, &src)?
+            }
+            OpKind::Trans { value, perm } => {
+                let mut inverse = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    *inverse
+                        .get_mut(p)
+                        .ok_or_else(|| malformed("bad permutation"))? = i;
+                }
+                let src = layout.transposed(&inverse)?;
+                self.get(*value, &src)?
+            }
+            kind => {
+                let operands = kind.operands();
+                let mut regs: Vec<Vec<String>> = operands
+                    .iter()
+                    .map(|o| self.get(*o, &layout))
+                    .collect::<Result<_>>()?;
+                if self.widens_across_barrier(kind, elem) {
+                    regs[0] = self.opaque_copy(&regs[0], self.ty(operands[0]).elem());
+                }
+                let types: Vec<Elem> = operands.iter().map(|o| self.ty(*o).elem()).collect();
+                (0..n)
+                    .map(|r| {
+                        let args: Vec<&str> = regs.iter().map(|v| v[r].as_str()).collect();
+                        self.elementwise(kind, &types, elem, &args)
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        Ok(Tensor { layout, regs })
+    }
+
+    /// The layout a pure op's result takes when nobody asks for one: that of its
+    /// first tensor operand held in registers for real (loaded, reduced, a dot
+    /// result...), so values that are cheap to redo adapt to it, not the reverse.
+    fn natural_layout(&self, op: &Op, rty: &Type) -> Result<LinearLayout> {
+        let tensors: Vec<ValueId> = op
+            .kind
+            .operands()
+            .into_iter()
+            .filter(|o| !self.ty(*o).is_scalar())
+            .collect();
+        let anchored = tensors
+            .iter()
+            .copied()
+            .find(|o| self.values.contains_key(o) && !self.recomputable.contains(o));
+        match (&op.kind, anchored.or(tensors.first().copied())) {
+            (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(rty.shape()),
+            (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
+                Ok(self.layout_of(v)?.reshaped(rty.shape()))
+            }
+            (OpKind::Trans { perm, .. }, Some(v)) => Ok(self.layout_of(v)?.transposed(perm)?),
+            (_, Some(v)) => self.layout_of(v),
+        }
+    }
+
+    fn elementwise(
+        &mut self,
+        kind: &OpKind,
+        types: &[Elem],
+        out: Elem,
+        args: &[&str],
+    ) -> Result<String> {
+        let scalar_of = |e: Elem| {
+            e.scalar()
+                .ok_or_else(|| CodegenError::Unsupported(format!("{kind:?} on pointers")))
+        };
+        let f = &mut self.f;
+        match kind {
+            OpKind::Binary { op, .. } => scalar::binary(f, *op, scalar_of(out)?, args[0], args[1]),
+            OpKind::Unary { op, .. } => scalar::unary(f, *op, scalar_of(out)?, args[0]),
+            OpKind::Compare { pred, .. } => scalar::compare(f, *pred, types[0], args[0], args[1]),
+            OpKind::Select { .. } => {
+                let ty = llvm_type(out);
+                Ok(f.inst(format!(
+                    "select i1 {}, {ty} {}, {ty} {}",
+                    args[0], args[1], args[2]
+                )))
+            }
+            OpKind::Fma { .. } => scalar::fma(f, scalar_of(out)?, args[0], args[1], args[2]),
+            OpKind::Cast(_) if types[0].pointee().is_some() => Ok(f.inst(format!(
+                "ptrtoint {} {} to i64",
+                llvm_type(types[0]),
+                args[0]
+            ))),
+            OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
+            OpKind::Bitcast(_) => {
+                scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0])
+            }
+            OpKind::AddPtr { .. } => {
+                let pointee = out
+                    .pointee()
+                    .ok_or_else(|| malformed("add_ptr result is not a pointer"))?;
+                let off_ty = types[1]
+                    .scalar()
+                    .ok_or_else(|| malformed("pointer offset"))?;
+                let wide = match off_ty {
+                    ScalarType::I64 => args[1].to_string(),
+                    s if s.is_signed_int() => {
+                        f.inst(format!("sext {} {} to i64", llvm_type(types[1]), args[1]))
+                    }
+                    _ => f.inst(format!("zext {} {} to i64", llvm_type(types[1]), args[1])),
+                };
+                let elem_ty = match pointee {
+                    ScalarType::Bool => "i8",
+                    s => super::emit::scalar_type(s),
+                };
+                Ok(f.inst(format!(
+                    "getelementptr {elem_ty}, {} {}, i64 {wide}",
+                    llvm_type(out),
+                    args[0]
+                )))
+            }
+            other => Err(CodegenError::Unsupported(format!("{other:?}"))),
+        }
+    }
+
+    /// i1: this thread holds the primary copies of its elements in `layout` (it is the
+    /// lowest of the lanes and warps that replicate them).
+    pub fn thread_is_primary(&mut self, layout: &LinearLayout) -> String {
+        let mut acc = "true".to_string();
+        for (id, bases) in [
+            (self.lane.clone(), layout.lanes.clone()),
+            (self.warp.clone(), layout.warps.clone()),
+        ] {
+            for (bit, &b) in bases.iter().enumerate() {
+                if b == 0 {
+                    let set = self.f.inst(format!("and i32 {id}, {}", 1u32 << bit));
+                    let clear = self.f.inst(format!("icmp eq i32 {set}, 0"));
+                    acc = self.f.inst(format!("and i1 {acc}, {clear}"));
+                }
+            }
+        }
+        acc
+    }
+
+    /// This thread's index in its context (the program or a task replica).
+    pub fn thread_id(&self) -> String {
+        self.tid.clone()
+    }
+
+    pub(super) fn set_thread_id(&mut self, tid: String) {
+        self.tid = tid;
+    }
+
+    /// Scratch bytes used so far by every context, in or out of pipelines.
+    pub(super) fn scratch_used(&self) -> u32 {
+        self.shared_bytes.max(self.scratch_in_pipelines)
+    }
+
+    /// Fails when `v`, held before the current task region, may not be in
+    /// this task's registers (see `tasks.rs`); `Ok(true)` when it must be
+    /// recomputed here rather than taken as held.
+    fn crosses_into_task(&self, v: ValueId) -> Result<bool> {
+        let ty = self.ty(v);
+        // Scalars, buffers, barriers and descriptors are uniform: every
+        // thread computed them before the tasks split.
+        if !self.outside_values.contains(&v) || ty.is_scalar() || !ty.is_tensor() {
+            return Ok(false);
+        }
+        if self.recomputable.contains(&v) {
+            return Ok(true);
+        }
+        Err(CodegenError::Misuse {
+            message: format!(
+                "a tensor computed before `async_tasks!` ({v} in the IR) is used inside a task that runs on other warps, whose threads do not hold it"
+            ),
+            hint: "compute it inside the task (values built from constants, `arange` and scalars may cross)".into(),
+            at: None,
+        })
+    }
+
+    /// Runs `f` with the pure ops `ops` lowered as if `bind` held (an
+    /// induction variable at a later iteration, say), then forgets what they
+    /// defined: their real lowering comes later, at their place.
+    pub fn with_detached<T>(
+        &mut self,
+        ops: &[&'k Op],
+        bind: (ValueId, Tensor),
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        let (var, value) = bind;
+        let saved = self.values.insert(var, value);
+        let lowered = ops.iter().try_for_each(|op| self.lower_op(op));
+        let out = lowered.and_then(|()| f(self));
+        for r in ops.iter().flat_map(|op| &op.results) {
+            self.values.remove(r);
+            self.defs.remove(r);
+            self.recomputable.remove(r);
+        }
+        match saved {
+            Some(v) => self.values.insert(var, v),
+            None => self.values.remove(&var),
+        };
+        out
+    }
+
+    /// Emit a barrier over the threads of the current context, the whole
+    /// program or one task replica (also a compiler memory fence).
+    pub fn barrier(&mut self) {
+        let text = match self.context.region {
+            0 => "bar.sync 0;".to_string(),
+            id => format!("bar.sync {id}, {};", self.context.threads()),
+        };
+        self.f.asm("void", &text, "~{memory}", &[]);
+    }
+
+    /// Byte `offset` of the current context's scratch, as an offset in the
+    /// shared buffer.
+    pub fn scratch(&self, offset: usize) -> usize {
+        self.context.scratch_base + offset
+    }
+
+    /// Pointer to byte `offset` (an i32 operand) of the dynamic shared array.
+    pub fn smem_ptr(&mut self, offset: &str) -> String {
+        self.f.inst(format!(
+            "getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"
+        ))
+    }
+
+    /// Shared pointer `p` moved `offset` bytes on (`p` itself for 0).
+    pub fn smem_ptr_plus(&mut self, p: &str, offset: usize) -> String {
+        if offset == 0 {
+            return p.to_string();
+        }
+        self.f.inst(format!(
+            "getelementptr i8, ptr addrspace(3) {p}, i32 {offset}"
+        ))
+    }
+
+    /// Notes that the current context's scratch is used up to `bytes`,
+    /// while or outside a pipelined loop.
+    pub fn use_shared(&mut self, bytes: usize) {
+        let bytes = self.scratch(bytes);
+        let used = if self.pipelines_open > 0 {
+            &mut self.scratch_in_pipelines
+        } else {
+            &mut self.shared_bytes
+        };
+        *used = (*used).max(bytes as u32);
+    }
+}
+
+/// `t`'s registers rearranged into `dst` without leaving the thread: possible when
+/// lanes and warps own the same elements in both layouts and every register
+/// `dst` needs is one this thread holds.
+fn in_thread_regroup(t: &Tensor, dst: &LinearLayout) -> Option<Vec<String>> {
+    if t.layout.lanes != dst.lanes || t.layout.warps != dst.warps || t.layout.shape != dst.shape {
+        return None;
+    }
+    let mut by_offset = HashMap::new();
+    for r in (0..t.layout.num_regs()).rev() {
+        by_offset.insert(t.layout.reg_offset(r), r);
+    }
+    (0..dst.num_regs())
+        .map(|r| {
+            by_offset
+                .get(&dst.reg_offset(r))
+                .map(|&i| t.regs[i].clone())
+        })
+        .collect()
+}
+
+/// Widest element accessed by a load or store of each shape -> elements per 16 bytes.
+fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<usize>, usize>) {
+    for op in &block.ops {
+        for b in op.kind.blocks() {
+            collect_access_widths(kernel, b, out);
+        }
+        let ptr = match &op.kind {
+            OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } => *ptr,
+            OpKind::Prim {
+                prim: tlx_core::ir::Prim::AsyncLoad,
+                args,
+                ..
+            } if !args.is_empty() => args[0],
+            _ => continue,
+        };
+        let ty = kernel.type_of(ptr);
+        let bytes = ty.elem().pointee().map_or(4, |s| s.size_bytes()).max(1);
+        let vector = 16 / bytes;
+        let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
+        *entry = (*entry).min(vector);
+    }
+}

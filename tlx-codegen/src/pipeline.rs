@@ -1,0 +1,804 @@
+//! Software pipelining of `for` loops (`num_stages`): a global load in the
+//! loop body whose address and mask depend only on the induction variable and
+//! on values from before the loop is issued `num_stages - 1` iterations ahead
+//! with `cp.async`, into a ring of shared-memory slots, and read back from
+//! its slot when the iteration reaches it. The loads of later iterations are
+//! then in flight while this one computes, without registers held for them.
+//!
+//! Each thread copies and later reads the same bytes (chunk `c` of thread `t`
+//! sits at `slot + (c * threads + t) * chunk_bytes`), so no barrier is needed:
+//! `cp.async.wait_group` makes a thread's own copies visible to it. A slot is
+//! overwritten one iteration after its last read, by the thread that read it.
+//! Elements the mask turns off are zero-filled and replaced by `other` on
+//! reading. Tiles whose first addresses are not aligned to the copy size are
+//! loaded element by element into the slot instead (correct, not fast).
+//!
+//! Operands of a `dot` that runs on wgmma are the exception: their slots hold
+//! the tile in the swizzled placement wgmma reads, every thread copying its
+//! chunks to where they belong there, and the `dot` multiplies the slot in
+//! place (nothing is read back into registers). The whole CTA reads such a
+//! slot, asynchronously: each iteration waits for its own copies, fences them
+//! for the async proxy and meets the other warps at a barrier before it
+//! issues the next copies, which therefore run `num_stages - 2` iterations
+//! ahead, so that the slot they overwrite was read by a wgmma group that
+//! every warp group has already waited for (one group stays in flight).
+
+use super::axis::MaskRun;
+use super::lower::{Lowerer, Result, Tensor, SHARED_BYTES_LIMIT};
+use super::memory::{load_qualifiers, vector_len, word_type, words_of};
+use super::scalar::{from_bits, mem_bytes};
+use super::wgmma::WgmmaPlan;
+use super::CodegenError;
+use std::collections::{HashMap, HashSet};
+use tlx_core::ir::Literal;
+use tlx_core::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
+use tlx_core::layout::{LinearLayout, OffsetBases, SharedLayout};
+
+/// The most shared memory the rings of one kernel may take, in bytes: leaves
+/// room for reduction and layout-conversion scratch under sm_90's 227 KB.
+const RING_BYTES_LIMIT: usize = 128 << 10;
+
+/// A load the loop body reads from its ring instead of global memory.
+#[derive(Clone, Debug)]
+pub struct RingRead {
+    pub layout: LinearLayout,
+    /// Elements per copy (one `cp.async` of `chunk * elem_bytes` bytes).
+    pub chunk: usize,
+    /// Byte offset of the ring in the pipeline area, and of each slot in it.
+    pub ring_offset: usize,
+    pub slot_bytes: usize,
+    /// The slot of the current iteration (i32), set at the top of each iteration.
+    pub read_slot: String,
+    /// How a slot holds the tile: `None`, each thread's chunks side by side,
+    /// read back by the thread that copied them; or a placement the whole CTA
+    /// reads (a wgmma operand, multiplied in place), as the byte offsets this
+    /// ring's layout takes in it.
+    pub placement: Option<OffsetBases>,
+}
+
+impl RingRead {
+    /// Shared byte offset (i32) of slot `slot` of this ring.
+    pub fn slot_base(&self, l: &mut Lowerer, slot: &str) -> String {
+        let in_slot = l.f.inst(format!("mul i32 {slot}, {}", self.slot_bytes));
+        let area = l.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
+        l.f.inst(format!("add i32 {area}, {}", self.ring_offset))
+    }
+}
+
+/// A load the pipeliner takes, with the body ops its address and mask need.
+struct Candidate<'k> {
+    load: &'k Op,
+    slice: Vec<&'k Op>,
+}
+
+/// What a pipelined loop needs across its lowering.
+pub struct LoopPipeline<'k> {
+    stages: usize,
+    /// Iterations the copies run ahead: `stages - 1`, or `stages - 2` when
+    /// some ring is read by the whole CTA (see the module doc).
+    distance: usize,
+    /// Placements of the loads that feed wgmma operands, by load result.
+    operand_placements: HashMap<ValueId, SharedLayout>,
+    /// Ring bytes in use before this loop: its rings are free again after it.
+    ring_mark: usize,
+    candidates: Vec<Candidate<'k>>,
+    /// Ring geometry of each taken load (by its result), in candidate order.
+    rings: Vec<(ValueId, RingRead)>,
+}
+
+/// The body ops (in body order) that `roots` depend on, if every one is an
+/// address op (pure, with no data moved between threads, so it can be redone
+/// ahead of the loop) and no loop-carried value other than the induction variable
+/// `iv` is reached; values from outside the loop are free.
+fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<Vec<&'k Op>> {
+    let producer: HashMap<ValueId, usize> = body
+        .ops
+        .iter()
+        .enumerate()
+        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
+        .collect();
+    let carried: HashSet<ValueId> = body.args.iter().copied().filter(|a| *a != iv).collect();
+    let mut needed = HashSet::new();
+    let mut stack: Vec<ValueId> = roots.to_vec();
+    while let Some(v) = stack.pop() {
+        if carried.contains(&v) {
+            return None;
+        }
+        let Some(&i) = producer.get(&v) else {
+            continue;
+        };
+        if !needed.insert(i) {
+            continue;
+        }
+        let op = &body.ops[i];
+        if !op.kind.effects().is_thread_local_pure() {
+            return None;
+        }
+        stack.extend(op.kind.operands());
+    }
+    let mut order: Vec<usize> = needed.into_iter().collect();
+    order.sort_unstable();
+    Some(order.into_iter().map(|i| &body.ops[i]).collect())
+}
+
+/// The loads of `body` a pipeline can prefetch: top-level, non-volatile
+/// tensor loads whose pointer and mask are address slices.
+fn candidates<'k>(body: &'k Block, iv: ValueId) -> Vec<Candidate<'k>> {
+    body.ops
+        .iter()
+        .filter_map(|op| {
+            let OpKind::Load {
+                ptr,
+                mask,
+                volatile: false,
+                cache:
+                    CacheModifier::None | CacheModifier::Ca | CacheModifier::Cg | CacheModifier::Cs,
+                ..
+            } = &op.kind
+            else {
+                return None;
+            };
+            let roots: Vec<ValueId> = std::iter::once(*ptr).chain(*mask).collect();
+            let slice = address_slice(body, &roots, iv)?;
+            Some(Candidate { load: op, slice })
+        })
+        .collect()
+}
+
+impl<'k> Lowerer<'k> {
+    /// Plans the pipeline of a `for` body and issues the copies of its first
+    /// `stages - 1` iterations; `None` when the loop is not pipelined.
+    pub fn start_pipeline(
+        &mut self,
+        body: &'k Block,
+        bounds: &LoopBounds,
+    ) -> Result<Option<LoopPipeline<'k>>> {
+        let stages = self.kernel.options.num_stages as usize;
+        let Some(&iv) = body.args.first() else {
+            return Ok(None);
+        };
+        let candidates = candidates(body, iv);
+        if stages < 2 || candidates.is_empty() {
+            return Ok(None);
+        }
+        // Operand rings need a stage for the wgmma group in flight.
+        let operand_placements = if stages >= 3 {
+            self.operand_placements(body, &candidates)?
+        } else {
+            HashMap::new()
+        };
+        // Operand rings are what the loop is for: a configuration whose
+        // stages do not fit is the user's to change, not a silent fallback.
+        let operand_bytes: usize = operand_placements
+            .values()
+            .map(|p| p.bytes.div_ceil(1024) * 1024 * stages)
+            .sum();
+        let needed = self.ring_bytes.div_ceil(1024) * 1024 + operand_bytes;
+        if needed > SHARED_BYTES_LIMIT as usize {
+            return Err(CodegenError::SharedMemoryExceeded {
+                needed: needed as u32,
+                limit: SHARED_BYTES_LIMIT,
+            });
+        }
+        let distance = stages - 1 - usize::from(!operand_placements.is_empty());
+        // The rings may reuse scratch bytes that other warps still read.
+        self.barrier();
+        self.pipelines_open += 1;
+        let mut pipe = LoopPipeline {
+            stages,
+            distance,
+            operand_placements,
+            ring_mark: self.ring_bytes,
+            candidates,
+            rings: Vec::new(),
+        };
+        // The first `distance` iterations' copies, as a loop of their own:
+        // unrolled, each would repeat the address code (and build time).
+        let pre = self.current_block.clone();
+        let head = self.f.fresh("prefetch_head");
+        let issue = self.f.fresh("prefetch");
+        let done = self.f.fresh("prefetch_end");
+        self.f.stmt(format!("br label %{head}"));
+        self.enter_block(&head);
+        let latch_hole = self.placeholder();
+        let d = self
+            .f
+            .inst(format!("phi i32 [ 0, %{pre} ], [ {latch_hole} ]"));
+        let more = self.f.inst(format!("icmp ult i32 {d}, {}", pipe.distance));
+        self.f
+            .stmt(format!("br i1 {more}, label %{issue}, label %{done}"));
+        self.enter_block(&issue);
+        let lower = bounds.lower.clone();
+        let ahead = bounds.ahead_of(self, &lower, &d)?;
+        self.issue_copies(&mut pipe, iv, &ahead, &d, true)?;
+        let next = self.f.inst(format!("add i32 {d}, 1"));
+        self.fill_latch(&latch_hole, &next);
+        // LLVM leaves this loop alone; the metadata reaches ptxas as
+        // `.pragma "nounroll"`, so that it stays one copy in SASS too.
+        let (id, disable) = (self.f.fresh(""), self.f.fresh(""));
+        self.f
+            .declare(format!("!{id} = distinct !{{!{id}, !{disable}}}"));
+        self.f
+            .declare(format!("!{disable} = !{{!\"llvm.loop.unroll.disable\"}}"));
+        self.f.stmt(format!("br label %{head}, !llvm.loop !{id}"));
+        self.enter_block(&done);
+        // With no ring the loop above only commits empty groups: harmless.
+        if pipe.rings.is_empty() {
+            self.pipelines_open -= 1;
+            return Ok(None);
+        }
+        self.ring_peak = self.ring_peak.max(self.ring_bytes);
+        Ok(Some(pipe))
+    }
+
+    /// At the top of an iteration whose slot is `slot`: issues the copies of
+    /// the iteration `distance` ahead into the slot it will read, waits for
+    /// this iteration's copies (commit groups complete in order) and points
+    /// its loads at `slot`. With rings the whole CTA reads, the wait comes
+    /// first, then the proxy fence and the barrier, then the copies.
+    pub fn advance_pipeline(
+        &mut self,
+        pipe: &mut LoopPipeline<'k>,
+        iv: ValueId,
+        bounds: &LoopBounds,
+        iv_reg: &str,
+        slot: &str,
+    ) -> Result<()> {
+        let (s, d) = (pipe.stages, pipe.distance);
+        let ahead = bounds.ahead_of(self, iv_reg, &d.to_string())?;
+        let moved = self.f.inst(format!("add i32 {slot}, {d}"));
+        let wraps = self.f.inst(format!("icmp uge i32 {moved}, {s}"));
+        let wrapped = self.f.inst(format!("sub i32 {moved}, {s}"));
+        let write = self
+            .f
+            .inst(format!("select i1 {wraps}, i32 {wrapped}, i32 {moved}"));
+        let wait = |l: &mut Self, pending: usize| {
+            let text = format!("cp.async.wait_group {pending};");
+            l.f.asm("void", &text, "~{memory}", &[]);
+        };
+        if pipe.operand_placements.is_empty() {
+            self.issue_copies(pipe, iv, &ahead, &write, false)?;
+            wait(self, d);
+        } else {
+            wait(self, d - 1);
+            self.fence_async_shared();
+            self.barrier();
+            self.issue_copies(pipe, iv, &ahead, &write, false)?;
+        }
+        for (result, ring) in &pipe.rings {
+            let mut ring = ring.clone();
+            ring.read_slot = slot.to_string();
+            self.ring_reads.insert(*result, ring);
+        }
+        Ok(())
+    }
+
+    /// The loads of `body` whose only use is as an operand of one wgmma
+    /// `dot` (whose other operand is such a load too), with the placement
+    /// the operand takes. Masked-off elements must read as zero, since the
+    /// copies zero-fill them and nothing replaces them on the way to wgmma.
+    fn operand_placements(
+        &mut self,
+        body: &'k Block,
+        candidates: &[Candidate<'k>],
+    ) -> Result<HashMap<ValueId, SharedLayout>> {
+        let mut uses: HashMap<ValueId, usize> = HashMap::new();
+        count_uses(body, &mut uses);
+        let in_body: HashMap<ValueId, &Op> = body
+            .ops
+            .iter()
+            .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
+            .collect();
+        let zero_filled = |load: &Op| match &load.kind {
+            OpKind::Load { other: None, .. } => true,
+            OpKind::Load { other: Some(o), .. } => self.is_zero_constant(*o, &in_body),
+            _ => false,
+        };
+        let taken = |v: ValueId| {
+            candidates
+                .iter()
+                .find(|c| c.load.results[0] == v)
+                .filter(|c| uses.get(&v) == Some(&1) && zero_filled(c.load))
+                .is_some()
+        };
+        let (mut out, mut in_flight) = (HashMap::new(), Vec::new());
+        for op in &body.ops {
+            let OpKind::Dot { a, b, acc, .. } = &op.kind else {
+                continue;
+            };
+            let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
+            let (Some(sa), Some(sb), Some(sc)) =
+                (ta.elem().scalar(), tb.elem().scalar(), tc.elem().scalar())
+            else {
+                continue;
+            };
+            if ta.rank() != 2 || tb.rank() != 2 || !taken(*a) || !taken(*b) {
+                continue;
+            }
+            let shape = (ta.shape()[0], tb.shape()[1], ta.shape()[1]);
+            if let Some(plan) = WgmmaPlan::new(self.arch, (sa, sb, sc), shape, self.num_warps) {
+                out.insert(*a, plan.a.clone());
+                out.insert(*b, plan.b.clone());
+                // A result only carried to the next iteration may stay in flight.
+                let result = op.results[0];
+                if uses.get(&result) == Some(&1) && yielded(body).contains(&result) {
+                    in_flight.push(result);
+                }
+            }
+        }
+        self.wgmma_in_flight.extend(in_flight);
+        Ok(out)
+    }
+
+    /// True if `v` is a constant zero (of any numeric type), defined in the
+    /// loop body (`in_body`, not lowered yet) or before the loop.
+    fn is_zero_constant(&self, v: ValueId, in_body: &HashMap<ValueId, &Op>) -> bool {
+        let mut v = v;
+        loop {
+            let def = in_body.get(&v).copied().or_else(|| self.def_of(v));
+            match def.map(|op| &op.kind) {
+                Some(OpKind::Splat(s) | OpKind::Broadcast(s) | OpKind::Cast(s)) => v = *s,
+                Some(OpKind::Constant(Literal::Int(0))) => return true,
+                Some(OpKind::Constant(Literal::Float(x))) => return *x == 0.0,
+                _ => return false,
+            }
+        }
+    }
+
+    /// The slot after `slot` in a ring of `stages`.
+    pub fn next_slot(&mut self, pipe: &LoopPipeline<'k>, slot: &str) -> String {
+        let next = self.f.inst(format!("add i32 {slot}, 1"));
+        let wrap = self.f.inst(format!("icmp eq i32 {next}, {}", pipe.stages));
+        self.f.inst(format!("select i1 {wrap}, i32 0, i32 {next}"))
+    }
+
+    /// After the loop: no copy may still be writing when the program goes on,
+    /// and later loops may take the rings' space. Carried results of wgmma
+    /// groups left in flight (`carried[i]` holds what the body yields as
+    /// `yielded[i]`) are waited for.
+    pub fn finish_pipeline(
+        &mut self,
+        pipe: &LoopPipeline<'k>,
+        body: &Block,
+        carried: &mut [Tensor],
+    ) {
+        self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
+        self.ring_bytes = pipe.ring_mark;
+        self.pipelines_open -= 1;
+        for (t, v) in carried.iter_mut().zip(yielded(body)) {
+            if self.wgmma_in_flight.contains(&v) {
+                // Pipelined dots read N-major B, so 16-bit inputs and f32
+                // accumulators only.
+                t.regs = self.wgmma_wait(0, tlx_core::ir::ScalarType::F32, &t.regs);
+            }
+        }
+    }
+
+    /// Copies of one iteration (`ahead`) into slot `slot` of every ring, as one
+    /// commit group. With `plan`, decides which candidates get a ring.
+    fn issue_copies(
+        &mut self,
+        pipe: &mut LoopPipeline<'k>,
+        iv: ValueId,
+        ahead: &Iteration,
+        slot: &str,
+        plan: bool,
+    ) -> Result<()> {
+        let bind = Tensor {
+            layout: self.scalar_layout()?,
+            regs: vec![ahead.iv.clone()],
+        };
+        let stages = pipe.stages;
+        for i in 0..pipe.candidates.len() {
+            let load = pipe.candidates[i].load;
+            let result = load.results[0];
+            let OpKind::Load {
+                ptr,
+                mask,
+                cache,
+                eviction,
+                ..
+            } = &load.kind
+            else {
+                continue;
+            };
+            let known = pipe
+                .rings
+                .iter()
+                .find(|(r, _)| *r == result)
+                .map(|(_, ring)| ring.clone());
+            if known.is_none() && !plan {
+                continue;
+            }
+            let slice = std::mem::take(&mut pipe.candidates[i].slice);
+            let placement = pipe.operand_placements.get(&result).cloned();
+            let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
+                let ptrs = l.tensor(*ptr)?;
+                let elem = l.ty(result).elem();
+                let bytes = mem_bytes(elem);
+                let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
+                let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
+                if let Some(placed) = &placement {
+                    chunk = chunk.min(placed.contiguous_run(&ptrs.layout, bytes)?);
+                }
+                let ring = match known {
+                    Some(ring) => ring,
+                    None => {
+                        let (slot_bytes, ring_offset, limit) = match &placement {
+                            None => (
+                                ptrs.layout.num_regs() * bytes * l.threads(),
+                                l.ring_bytes,
+                                RING_BYTES_LIMIT,
+                            ),
+                            // Slots start on a swizzle period, as wgmma reads them.
+                            Some(placed) => (
+                                placed.bytes.div_ceil(1024) * 1024,
+                                l.ring_bytes.div_ceil(1024) * 1024,
+                                SHARED_BYTES_LIMIT as usize,
+                            ),
+                        };
+                        let ring_bytes = slot_bytes * stages;
+                        if !matches!(chunk * bytes, 4 | 8 | 16) || ring_offset + ring_bytes > limit
+                        {
+                            return Ok(None);
+                        }
+                        let offsets = match &placement {
+                            Some(placed) => Some(placed.compose(&ptrs.layout)?),
+                            None => None,
+                        };
+                        let ring = RingRead {
+                            layout: ptrs.layout.clone(),
+                            chunk,
+                            ring_offset,
+                            slot_bytes,
+                            read_slot: String::new(),
+                            placement: offsets,
+                        };
+                        l.ring_bytes = ring_offset + ring_bytes;
+                        ring
+                    }
+                };
+                let masks = l.access_masks(*mask, &ring.layout, chunk)?;
+                let base = l.slot_base(&ring, slot);
+                let copy = TileCopy {
+                    ring: &ring,
+                    base: &base,
+                    ptrs: &ptrs.regs,
+                    masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+                    valid: &ahead.valid,
+                    bytes,
+                    align: l.known_alignment(*ptr),
+                };
+                l.copy_tile(&copy, *cache, *eviction);
+                Ok(Some(ring))
+            });
+            pipe.candidates[i].slice = slice;
+            match (plan, taken?) {
+                (true, Some(ring)) => pipe.rings.push((result, ring)),
+                // An operand without its ring would have no registers either.
+                (true, None) if placement.is_some() => {
+                    return Err(CodegenError::Unsupported(
+                        "a wgmma operand load that cannot be copied in 4-16 byte chunks".into(),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        self.f
+            .asm("void", "cp.async.commit_group;", "~{memory}", &[]);
+        Ok(())
+    }
+
+    fn threads(&self) -> usize {
+        self.context.threads() as usize
+    }
+
+    /// TLX's `async_load`: the tile `ptr` points at, copied with `cp.async`
+    /// into the buffer at byte `base` (an i32 operand) of the shared array in
+    /// placement `placed`, masked-off elements zero-filled; the copies join
+    /// this thread's open group; `at` is the `async_load`'s source location.
+    pub fn async_copy_into(
+        &mut self,
+        ptr: ValueId,
+        mask: ValueId,
+        placed: &SharedLayout,
+        base: &str,
+        at: tlx_core::ir::SrcLoc,
+    ) -> Result<()> {
+        let ptrs = self.tensor(ptr)?;
+        let bytes = mem_bytes(tlx_core::ir::Elem::Scalar(
+            self.ty(ptr)
+                .elem()
+                .pointee()
+                .ok_or_else(|| super::lower::malformed("async_load of non-pointers"))?,
+        ));
+        let contiguity = self.axis.get(&ptr).map_or(1, |a| a.contiguity);
+        let chunk = vector_len(&ptrs.layout, contiguity, bytes)
+            .min(placed.contiguous_run(&ptrs.layout, bytes)?);
+        if !matches!(chunk * bytes, 4 | 8 | 16) {
+            return Err(CodegenError::Misuse {
+                message: format!(
+                    "`async_load` of a tile whose rows give {} contiguous bytes per thread",
+                    chunk * bytes
+                ),
+                hint: "cp.async moves 4, 8 or 16 contiguous bytes: load tiles whose last \
+                       dimension is contiguous in memory (build offsets with `arange` along it, \
+                       and `multiple_of` the row stride)"
+                    .into(),
+                at: Some(at),
+            });
+        }
+        let ring = RingRead {
+            layout: ptrs.layout.clone(),
+            chunk,
+            ring_offset: 0,
+            slot_bytes: 0,
+            read_slot: String::new(),
+            placement: Some(placed.compose(&ptrs.layout)?),
+        };
+        let masks = self.access_masks(Some(mask), &ring.layout, chunk)?;
+        let copy = TileCopy {
+            ring: &ring,
+            base,
+            ptrs: &ptrs.regs,
+            masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            valid: "true",
+            bytes,
+            align: self.known_alignment(ptr),
+        };
+        self.copy_tile(&copy, CacheModifier::None, EvictionPolicy::Normal);
+        Ok(())
+    }
+
+    /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's
+    /// base is filled in once the scratch size is known.
+    fn slot_base(&mut self, ring: &RingRead, slot: &str) -> String {
+        ring.slot_base(self, slot)
+    }
+
+    /// Shared byte offset of element `reg` of this thread in a slot at `base`.
+    fn element_offset(&mut self, ring: &RingRead, base: &str, reg: usize, bytes: usize) -> String {
+        if let Some(offsets) = &ring.placement {
+            let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
+            let at = self
+                .f
+                .inst(format!("xor i32 {thread}, {}", offsets.reg_offset(reg)));
+            return self.f.inst(format!("add i32 {base}, {at}"));
+        }
+        let chunk_bytes = ring.chunk * bytes;
+        let tid = self.thread_id();
+        let own = self.f.inst(format!("mul i32 {tid}, {chunk_bytes}"));
+        let (c, j) = (reg / ring.chunk, reg % ring.chunk);
+        let fixed = c * self.threads() * chunk_bytes + j * bytes;
+        let at = self.f.inst(format!("add i32 {base}, {own}"));
+        self.f.inst(format!("add i32 {at}, {fixed}"))
+    }
+
+    /// One tile of one iteration into a slot: a zero-filling `cp.async` per
+    /// chunk when every chunk is aligned and uniformly masked, else element by
+    /// element through registers.
+    fn copy_tile(&mut self, copy: &TileCopy, cache: CacheModifier, eviction: EvictionPolicy) {
+        let TileCopy {
+            ring,
+            base,
+            ptrs,
+            masks,
+            valid,
+            bytes,
+            align,
+        } = *copy;
+        let n = ring.chunk;
+        let chunk_bytes = n * bytes;
+        let ok = self.tile_vector_ok(ptrs, masks, n, bytes, align);
+        let vector = self.f.fresh("ring_copy");
+        let scalar = self.f.fresh("ring_copy_scalar");
+        let join = self.f.fresh("ring_copy_end");
+        self.f
+            .stmt(format!("br i1 {ok}, label %{vector}, label %{scalar}"));
+        self.f.start_block(&vector);
+        // 16-byte copies may skip L1, which a tile read once does not need.
+        let cop = if chunk_bytes == 16 && cache != CacheModifier::Ca {
+            "cg"
+        } else {
+            "ca"
+        };
+        let on = |l: &mut Self, reg: usize| match masks {
+            Some((m, _)) => l.f.inst(format!("and i1 {valid}, {}", m[reg])),
+            None => valid.to_string(),
+        };
+        for start in (0..ptrs.len()).step_by(n) {
+            let enabled = on(self, start);
+            let size = self
+                .f
+                .inst(format!("select i1 {enabled}, i32 {chunk_bytes}, i32 0"));
+            let at = self.element_offset(ring, base, start, bytes);
+            let dst = self.smem_ptr(&at);
+            // No L2 cache policy here: the copy with `.L2::cache_hint` assembles
+            // but traps on sm_90 (measured on an H100); the eviction hint still
+            // reaches the element-wise fallback.
+            let text = format!("cp.async.{cop}.shared.global [$0], [$1], {chunk_bytes}, $2;");
+            self.f.asm(
+                "void",
+                &text,
+                "l,l,r,~{memory}",
+                &[
+                    ("ptr addrspace(3)", &dst),
+                    ("ptr addrspace(1)", &ptrs[start]),
+                    ("i32", &size),
+                ],
+            );
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.f.start_block(&scalar);
+        let (word, _) = words_of(1, bytes);
+        let lty = word_type(word);
+        let instr = load_qualifiers(cache, eviction, false);
+        for (reg, ptr) in ptrs.iter().enumerate() {
+            let enabled = on(self, reg);
+            let w = self.load_words(&instr, ptr, &enabled, &["0".to_string()], word);
+            let at = self.element_offset(ring, base, reg, bytes);
+            let p = self.smem_ptr(&at);
+            // A byte travels in a 16-bit register: store only the byte.
+            let (value, ty) = if bytes == 1 {
+                (self.f.inst(format!("trunc {lty} {} to i8", w[0])), "i8")
+            } else {
+                (w[0].clone(), lty)
+            };
+            self.f.stmt(format!(
+                "store {ty} {value}, ptr addrspace(3) {p}, align {bytes}"
+            ));
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+    }
+
+    /// The registers of a pipelined load, read from its current slot; masked-off
+    /// elements become `other`.
+    pub fn read_ring(&mut self, op: &'k Op, ring: RingRead) -> Result<()> {
+        let OpKind::Load { mask, other, .. } = &op.kind else {
+            return Err(super::lower::malformed("not a load"));
+        };
+        let result = op.results[0];
+        if ring.placement.is_some() {
+            // A wgmma operand: its `dot` multiplies the slot in place.
+            self.ring_reads.insert(result, ring);
+            return Ok(());
+        }
+        let elem = self.ty(result).elem();
+        let bytes = mem_bytes(elem);
+        let n = ring.chunk;
+        let (vword, words) = words_of(n, bytes);
+        let wty = word_type(vword);
+        let base = self.slot_base(&ring, &ring.read_slot);
+        let vty = if words == 1 {
+            wty.to_string()
+        } else {
+            format!("<{words} x {wty}>")
+        };
+        let mut bits = Vec::with_capacity(ring.layout.num_regs());
+        for start in (0..ring.layout.num_regs()).step_by(n) {
+            let at = self.element_offset(&ring, &base, start, bytes);
+            let p = self.smem_ptr(&at);
+            let v = self.f.inst(format!(
+                "load {vty}, ptr addrspace(3) {p}, align {}",
+                n * bytes
+            ));
+            let ws: Vec<String> = if words == 1 {
+                vec![v]
+            } else {
+                (0..words)
+                    .map(|i| self.f.inst(format!("extractelement {vty} {v}, i32 {i}")))
+                    .collect()
+            };
+            bits.extend(self.unpack(&ws, bytes, vword));
+        }
+        let mut regs: Vec<String> = bits
+            .iter()
+            .map(|b| from_bits(&mut self.f, elem, b))
+            .collect();
+        if let (Some(m), Some(o)) = (mask, other) {
+            let ms = self.get(*m, &ring.layout)?;
+            let os = self.get(*o, &ring.layout)?;
+            let ty = super::emit::llvm_type(elem);
+            regs = regs
+                .iter()
+                .zip(ms.iter().zip(&os))
+                .map(|(v, (m, o))| self.f.inst(format!("select i1 {m}, {ty} {v}, {ty} {o}")))
+                .collect();
+        }
+        self.values.insert(
+            result,
+            Tensor {
+                layout: ring.layout,
+                regs,
+            },
+        );
+        Ok(())
+    }
+}
+
+/// The values `body` yields to the next iteration.
+pub(super) fn yielded(body: &Block) -> Vec<ValueId> {
+    match body.ops.last().map(|op| &op.kind) {
+        Some(OpKind::Yield(values)) => values.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Counts the uses of each value by the ops of `block` and their nested blocks.
+fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
+    for op in &block.ops {
+        for v in op.kind.operands() {
+            *uses.entry(v).or_default() += 1;
+        }
+        for b in op.kind.blocks() {
+            count_uses(b, uses);
+        }
+    }
+}
+
+/// One tile's copy into a slot: the chunk start addresses and masks of this
+/// thread, and whether the iteration runs at all.
+struct TileCopy<'a> {
+    ring: &'a RingRead,
+    base: &'a str,
+    ptrs: &'a [String],
+    masks: Option<(&'a [String], MaskRun)>,
+    valid: &'a str,
+    bytes: usize,
+    /// What the axis analysis proves divides every chunk's address (bytes).
+    align: usize,
+}
+
+/// Placeholder for the byte offset where the rings start (after all scratch).
+pub const RING_BASE: &str = "@@ring_base@@";
+
+/// One iteration of a loop, as seen from ahead of it: its induction value and
+/// whether it runs.
+pub struct Iteration {
+    iv: String,
+    valid: String,
+}
+
+/// A `for` loop's bounds, to name the iterations the pipeline prefetches.
+pub struct LoopBounds {
+    pub lower: String,
+    pub upper: String,
+    pub step: String,
+    /// LLVM type of the induction variable, and whether it compares signed.
+    pub ty: &'static str,
+    pub signed: bool,
+}
+
+impl LoopBounds {
+    /// The iteration `d` after the one whose induction value is `iv`: `iv + d *
+    /// step`, and whether it is below `upper`, compared in 64 bits so that an
+    /// index past the type's range reads as past the end.
+    fn ahead_of(&self, l: &mut Lowerer, iv: &str, d: &str) -> Result<Iteration> {
+        let ty = self.ty;
+        // `d` is an i32 count, never negative.
+        let d64 = l.f.inst(format!("zext i32 {d} to i64"));
+        let d_ty = if ty == "i64" {
+            d64.clone()
+        } else {
+            d.to_string()
+        };
+        let delta = l.f.inst(format!("mul {ty} {}, {d_ty}", self.step));
+        let next = l.f.inst(format!("add {ty} {iv}, {delta}"));
+        let widen = |l: &mut Lowerer, v: &str| {
+            if ty == "i64" {
+                v.to_string()
+            } else if self.signed {
+                l.f.inst(format!("sext {ty} {v} to i64"))
+            } else {
+                l.f.inst(format!("zext {ty} {v} to i64"))
+            }
+        };
+        let (iv64, step64, upper64) = (widen(l, iv), widen(l, &self.step), widen(l, &self.upper));
+        let delta64 = l.f.inst(format!("mul i64 {step64}, {d64}"));
+        let next64 = l.f.inst(format!("add i64 {iv64}, {delta64}"));
+        let cmp = if self.signed { "slt" } else { "ult" };
+        let valid = l.f.inst(format!("icmp {cmp} i64 {next64}, {upper64}"));
+        Ok(Iteration { iv: next, valid })
+    }
+}

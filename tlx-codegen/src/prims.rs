@@ -1,0 +1,780 @@
+//! TLX primitives in LLVM IR for sm_90a: where `local_alloc` and
+//! `alloc_barriers` live (planned before lowering, at the start of the
+//! dynamic shared buffer, scratch and pipeline rings after them), and the
+//! PTX each primitive becomes (mbarrier, `cp.async.bulk.tensor`, wgmma,
+//! `bar.sync`/`bar.arrive`, proxy fences).
+//!
+//! A buffer, barrier or descriptor value is one register: the byte offset
+//! of the buffer or barrier in the shared array, or the generic address of
+//! the descriptor parameter. Single-thread operations (barrier arrivals,
+//! TMA issues) run on the first thread of the context, so a task (or the
+//! program) counts as one arrival, as the interpreter counts it.
+
+use std::collections::HashMap;
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::wgmma::{is_16_bit_float, WgmmaA, WgmmaPlan};
+use super::CodegenError;
+use tlx_core::ir::{
+    Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox,
+    Type, ValueId,
+};
+use tlx_core::layout::{self, wgmma_register_a, SharedLayout};
+
+/// Where each `local_alloc` and `alloc_barriers` result lives.
+#[derive(Clone, Debug, Default)]
+pub struct StaticShared {
+    offsets: HashMap<ValueId, usize>,
+    /// Bytes the allocations take (scratch starts after them).
+    pub bytes: usize,
+    /// The alignment the shared array needs for them.
+    pub align: usize,
+}
+
+/// Bytes between consecutive buffers of an allocation: swizzled buffers
+/// start on a swizzle period, as TMA and wgmma apply the pattern to
+/// absolute addresses.
+fn buffer_stride(m: &SharedMemoryType) -> usize {
+    let bytes = m.shape().iter().product::<usize>() * m.elem().size_bytes();
+    bytes.div_ceil(period(m.swizzle())) * period(m.swizzle())
+}
+
+fn period(swizzle: Swizzle) -> usize {
+    match layout_swizzle(swizzle) {
+        Some(s) => s.period_bytes(),
+        None => 16,
+    }
+}
+
+fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
+    match swizzle {
+        Swizzle::None => None,
+        Swizzle::Bytes32 => Some(layout::Swizzle::B32),
+        Swizzle::Bytes64 => Some(layout::Swizzle::B64),
+        Swizzle::Bytes128 => Some(layout::Swizzle::B128),
+    }
+}
+
+/// The placement of one buffer's elements (for a `local_trans` view, the
+/// stored matrix's placement with the flat-index bits of rows and columns
+/// exchanged).
+pub(super) fn buffer_layout(m: &SharedMemoryType) -> Result<SharedLayout> {
+    let eb = m.elem().size_bytes();
+    let stored: Vec<usize> = if m.transposed() {
+        m.shape().iter().rev().copied().collect()
+    } else {
+        m.shape().to_vec()
+    };
+    let layout = match layout_swizzle(m.swizzle()) {
+        Some(s) => SharedLayout::nvmma(&stored, eb, s)?,
+        None => SharedLayout::row_major(&stored, eb)?,
+    };
+    if m.transposed() {
+        return Ok(layout.transposed()?);
+    }
+    Ok(layout)
+}
+
+/// Places every allocation of the kernel body, in program order.
+pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
+    let mut plan = StaticShared {
+        align: 16,
+        ..StaticShared::default()
+    };
+    for op in &kernel.body.ops {
+        let OpKind::Prim { prim, .. } = op.kind else {
+            for block in op.kind.blocks() {
+                reject_nested_allocations(block)?;
+            }
+            continue;
+        };
+        let Some(&result) = op.results.first() else {
+            continue;
+        };
+        let (bytes, align) = match (prim, kernel.type_of(result)) {
+            (Prim::LocalAlloc, Type::SharedMemory(m)) => {
+                (buffer_stride(m) * m.buffers() as usize, period(m.swizzle()))
+            }
+            (Prim::AllocBarriers, Type::Barriers(b)) => (8 * b.count(), 8),
+            _ => continue,
+        };
+        let at = plan.bytes.div_ceil(align) * align;
+        plan.offsets.insert(result, at);
+        plan.bytes = at + bytes;
+        plan.align = plan.align.max(align);
+    }
+    Ok(plan)
+}
+
+fn reject_nested_allocations(block: &Block) -> Result<()> {
+    for op in &block.ops {
+        if let OpKind::Prim {
+            prim: prim @ (Prim::LocalAlloc | Prim::AllocBarriers),
+            ..
+        } = op.kind
+        {
+            return Err(CodegenError::Misuse {
+                message: format!("`{}` inside a loop, branch or task", prim.mnemonic()),
+                hint: "allocate shared buffers and barriers at the top of the kernel body, \
+                       before `async_tasks!`, as TLX does"
+                    .into(),
+                at: Some(op.loc),
+            });
+        }
+        for nested in op.kind.blocks() {
+            reject_nested_allocations(nested)?;
+        }
+    }
+    Ok(())
+}
+
+/// How a `local_slice` from `from` to `to` moves the base: along which
+/// dimension, and bytes per unit of its offset; `None` when the slice is not
+/// laid out in the buffer as a buffer of its own shape would be.
+fn slice_step(from: &SharedMemoryType, to: &SharedMemoryType) -> Option<(usize, usize)> {
+    let eb = from.elem().size_bytes();
+    let (f, t) = (from.shape(), to.shape());
+    let rest = |d: usize| f[d + 1..].iter().product::<usize>();
+    let sliced: Vec<usize> = (0..f.len()).filter(|&d| f[d] != t[d]).collect();
+    match (layout_swizzle(from.swizzle()), sliced.as_slice()) {
+        (_, []) => Some((0, 0)),
+        // Whole rows: row-major, or NVMMA with one column block.
+        (None, [0]) => Some((0, rest(0) * eb)),
+        (Some(s), [0]) if f.len() == 2 && f[1] * eb == s.atom_bytes() => Some((0, f[1] * eb)),
+        // Whole column blocks of an NVMMA buffer (all rows).
+        (Some(s), [1]) if f.len() == 2 && (t[1] * eb) % s.atom_bytes() == 0 => {
+            // One atom column block spans `rows * atom` bytes.
+            let atom_elems = s.atom_bytes() / eb;
+            Some((1, f[0] * s.atom_bytes() / atom_elems))
+        }
+        _ => None,
+    }
+}
+
+fn elem_of(m: &SharedMemoryType) -> Elem {
+    Elem::Scalar(m.elem())
+}
+
+impl<'k> Lowerer<'k> {
+    pub fn lower_prim(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::Prim { prim, args, imms } = &op.kind else {
+            return Err(malformed("not a primitive"));
+        };
+        let arg = |i: usize| -> Result<ValueId> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| malformed("a primitive lacks an operand"))
+        };
+        let imm = |i: usize| -> Result<i64> {
+            imms.get(i)
+                .copied()
+                .ok_or_else(|| malformed("a primitive lacks an immediate"))
+        };
+        let result = || -> Result<ValueId> {
+            op.results
+                .first()
+                .copied()
+                .ok_or_else(|| malformed("op without result"))
+        };
+        match prim {
+            Prim::LocalAlloc | Prim::AllocBarriers => {
+                let r = result()?;
+                let at = self
+                    .static_shared
+                    .offsets
+                    .get(&r)
+                    .copied()
+                    .ok_or_else(|| malformed("an allocation the planner did not place"))?;
+                self.define_register(r, at.to_string())?;
+                if *prim == Prim::AllocBarriers {
+                    self.init_barriers(at, self.ty(r).numel(), imm(0)?);
+                }
+                Ok(())
+            }
+            Prim::LocalView => {
+                let stride = match self.ty(arg(0)?) {
+                    Type::SharedMemory(m) => buffer_stride(m),
+                    _ => 8,
+                };
+                let base = self.register(arg(0)?)?;
+                let index = self.register(arg(1)?)?;
+                let delta = self.f.inst(format!("mul i32 {index}, {stride}"));
+                let at = self.f.inst(format!("add i32 {base}, {delta}"));
+                self.define_register(result()?, at)
+            }
+            // The same bytes: only the type (and so the placement) changes.
+            Prim::LocalTrans => {
+                let base = self.register(arg(0)?)?;
+                self.define_register(result()?, base)
+            }
+            Prim::LocalSlice => {
+                let from = self.buffer_type(arg(0)?)?;
+                let to = self.buffer_type(result()?)?;
+                let (dim, step) = slice_step(&from, &to).ok_or_else(|| CodegenError::Misuse {
+                    message: format!(
+                        "`local_slice` of a {:?} sub-tile of a {:?} buffer",
+                        to.shape(),
+                        from.shape(),
+                    ),
+                    hint: "slices are whole rows (all columns, at a row offset that is a multiple \
+                           of 8 for swizzled buffers) or whole column blocks of the swizzle atom"
+                        .into(),
+                    at: Some(op.loc),
+                })?;
+                let base = self.register(arg(0)?)?;
+                let offset = self.register(arg(1 + dim)?)?;
+                let delta = self.f.inst(format!("mul i32 {offset}, {step}"));
+                let at = self.f.inst(format!("add i32 {base}, {delta}"));
+                self.define_register(result()?, at)
+            }
+            Prim::LocalLoad => {
+                let m = self.buffer_type(arg(0)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(0)?)?;
+                let layout = self.default_layout(m.shape())?;
+                let regs = self.load_placed_at(&layout, elem_of(&m), &placement, &base)?;
+                self.define_value(result()?, Tensor { layout, regs });
+                Ok(())
+            }
+            Prim::LocalStore => {
+                let m = self.buffer_type(arg(0)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(0)?)?;
+                let value = self.tensor(arg(1)?)?;
+                // As Triton's shared-memory barrier analysis would: earlier
+                // readers of the buffer are done, and later readers (other
+                // threads, the async proxy) see the whole tile.
+                self.barrier();
+                self.store_placed_at(&value, elem_of(&m), &placement, &base)?;
+                self.fence_async_shared();
+                self.barrier();
+                Ok(())
+            }
+            Prim::BarrierWait => {
+                let bar = self.shared_address_of(arg(0)?)?;
+                let phase = self.register(arg(1)?)?;
+                let pred = self.register(arg(2)?)?;
+                match self.kernel.options.mbar_timeout_ns {
+                    Some(timeout) => self.wait_parity_or_trap(&bar, &phase, &pred, timeout, op),
+                    None => self.wait_parity(&bar, &phase, &pred),
+                }
+                Ok(())
+            }
+            Prim::BarrierArrive => {
+                let remote = self.ty(arg(0)?).is_remote();
+                // A remote view's register is already its `shared::cluster` address.
+                let bar = if remote {
+                    self.register(arg(0)?)?
+                } else {
+                    self.shared_address_of(arg(0)?)?
+                };
+                let pred = self.register(arg(1)?)?;
+                let count = imm(0)?;
+                self.order_context_before_single_thread();
+                self.on_first_thread(&pred, |l| {
+                    let asm = if remote {
+                        // Release at cluster scope: what this program wrote
+                        // before (its remote stores included) is visible to
+                        // the peer's threads that wait on the phase.
+                        format!(
+                            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0], {count};"
+                        )
+                    } else {
+                        format!("mbarrier.arrive.shared::cta.b64 _, [$0], {count};")
+                    };
+                    l.f.asm("void", &asm, "r,~{memory}", &[("i32", &bar)]);
+                });
+                Ok(())
+            }
+            Prim::BarrierExpectBytes => {
+                let bar = self.shared_address_of(arg(0)?)?;
+                let bytes = self.register(arg(1)?)?;
+                let pred = self.register(arg(2)?)?;
+                self.on_first_thread(&pred, |l| {
+                    l.f.asm(
+                        "void",
+                        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                        "r,r,~{memory}",
+                        &[("i32", &bar), ("i32", &bytes)],
+                    );
+                });
+                Ok(())
+            }
+            Prim::FenceAsyncShared => {
+                self.fence_async_shared();
+                Ok(())
+            }
+            Prim::AsyncDescriptorLoad => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let dst = self.shared_address_of(arg(1)?)?;
+                let bar = self.shared_address_of(arg(2)?)?;
+                let coords = self.registers(&args[3..])?;
+                self.tma_block(&m, &desc, &dst, Some(&bar), None, &coords);
+                Ok(())
+            }
+            Prim::AsyncDescriptorLoadMulticast => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let dst = self.shared_address_of(arg(1)?)?;
+                let bar = self.shared_address_of(arg(2)?)?;
+                let mask = self.register(arg(3)?)?;
+                let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
+                let coords = self.registers(&args[4..])?;
+                self.tma_block(&m, &desc, &dst, Some(&bar), Some(&mask), &coords);
+                Ok(())
+            }
+            Prim::RemoteView => {
+                let local = self.shared_address_of(arg(0)?)?;
+                let rank = self.register(arg(1)?)?;
+                let remote = self.map_to_peer(&local, &rank);
+                self.define_register(result()?, remote)
+            }
+            Prim::RemoteShmemStore => self.remote_store(op, arg(0)?, arg(1)?),
+            Prim::AsyncRemoteShmemStore => self.async_remote_store(op, arg(0)?, arg(1)?, arg(2)?),
+            Prim::FenceMbarrierInitCluster => {
+                self.fence_mbarrier_init_cluster();
+                Ok(())
+            }
+            Prim::Clock64 => {
+                // Volatile: two reads are two instructions, in program order.
+                let now = self
+                    .f
+                    .asm("i64", "mov.u64 $0, %clock64;", "=l,~{memory}", &[]);
+                self.define_register(result()?, now)
+            }
+            Prim::AsyncDescriptorStore => {
+                let desc = self.register(arg(0)?)?;
+                let m = self.buffer_type(arg(1)?)?;
+                let src = self.shared_address_of(arg(1)?)?;
+                let coords = self.registers(&args[2..])?;
+                // The tile's generic writes reach the async proxy, from every thread.
+                self.fence_async_shared();
+                self.barrier();
+                self.tma_block(&m, &desc, &src, None, None, &coords);
+                Ok(())
+            }
+            Prim::AsyncDescriptorStoreWait => {
+                let asm = format!("cp.async.bulk.wait_group.read {};", imm(0)?);
+                self.f.asm("void", &asm, "~{memory}", &[]);
+                // Only the issuing thread tracked the stores: the others wait for it.
+                self.barrier();
+                Ok(())
+            }
+            Prim::AsyncDot => self.lower_async_dot(op, arg(0)?, arg(1)?, arg(2)?, result()?),
+            Prim::AsyncDotWait => {
+                let acc = self.tensor(arg(0)?)?;
+                let acc_type = self.ty(arg(0)?).elem().scalar().unwrap_or(ScalarType::F32);
+                let regs = self.wgmma_wait(imm(0)? as usize, acc_type, &acc.regs);
+                self.define_value(
+                    result()?,
+                    Tensor {
+                        layout: acc.layout,
+                        regs,
+                    },
+                );
+                Ok(())
+            }
+            Prim::AsyncLoad => {
+                let m = self.buffer_type(arg(1)?)?;
+                let placement = buffer_layout(&m)?;
+                let base = self.register(arg(1)?)?;
+                self.async_copy_into(arg(0)?, arg(2)?, &placement, &base, op.loc)
+            }
+            Prim::AsyncLoadCommitGroup => {
+                self.f
+                    .asm("void", "cp.async.commit_group;", "~{memory}", &[]);
+                Ok(())
+            }
+            Prim::AsyncLoadWaitGroup => {
+                let asm = format!("cp.async.wait_group {};", imm(0)?);
+                self.f.asm("void", &asm, "~{memory}", &[]);
+                // Each thread waited for its own copies: make them visible to
+                // the async proxy (wgmma) and to the task's other threads.
+                self.fence_async_shared();
+                self.barrier();
+                Ok(())
+            }
+            Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
+                let step = if *prim == Prim::NamedBarrierWait {
+                    "sync"
+                } else {
+                    "arrive"
+                };
+                let id = self.register(arg(0)?)?;
+                let asm = format!("bar.{step} $0, {};", imm(0)?);
+                self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);
+                Ok(())
+            }
+        }
+    }
+
+    fn lower_async_dot(
+        &mut self,
+        op: &Op,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        result: ValueId,
+    ) -> Result<()> {
+        let Type::SharedMemory(mb) = self.ty(b) else {
+            return Err(malformed("`async_dot`'s b is not a buffer"));
+        };
+        let (a_elem, a_shape, a_buffer) = match self.ty(a) {
+            Type::SharedMemory(ma) => (ma.elem(), ma.shape().to_vec(), Some(ma)),
+            t => match t.elem().scalar() {
+                Some(s) => (s, t.shape().to_vec(), None),
+                None => return Err(malformed("`async_dot`'s a")),
+            },
+        };
+        let [m, k] = a_shape[..] else {
+            return Err(malformed("`async_dot`'s a is not a matrix"));
+        };
+        let n = mb.shape()[1];
+        let acc_elem = self.ty(acc).elem().scalar().unwrap_or(ScalarType::F32);
+        let warps = self.context.num_warps;
+        let types = (a_elem, mb.elem(), acc_elem);
+        if a_buffer.is_none() && !is_16_bit_float(a_elem) {
+            return Err(CodegenError::Misuse {
+                message: format!("`async_dot` with A in registers takes f16 or bf16, not {a_elem}"),
+                hint: "wgmma reads only 16-bit A operands from registers: `local_store` A into \
+                       a shared buffer for fp8, tf32 (f32) and 8-bit integer inputs, or cast it \
+                       (`.to(bf16)`)"
+                    .into(),
+                at: Some(op.loc),
+            });
+        }
+        let plan = WgmmaPlan::with_b_order(self.arch, types, (m, n, k), warps, mb.transposed())
+            .filter(|p| {
+                a_buffer.is_none_or(|ma| buffer_layout(ma).is_ok_and(|l| l == p.a))
+                    && buffer_layout(mb).is_ok_and(|l| l == p.b)
+            })
+            .ok_or_else(|| CodegenError::Misuse {
+                message: format!(
+                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {a_elem} tiles on {warps} warps does not map onto wgmma{}",
+                    wgmma_mismatch(self.arch, types, (m, n, k), warps, mb.transposed())
+                ),
+                hint: "wgmma takes f16/bf16 buffers (A may be a register tensor) with an f32 \
+                       accumulator; fp8 or f32 (tf32) buffers with an f32 accumulator and \
+                       s8/u8 buffers with an i32 one, all three with B K-major (`local_trans` \
+                       of an [N, K] tile); on sm_90a, whole warp groups (the task's num_warps \
+                       a multiple of 4), M a multiple of 64 per warp group, N a multiple of 8 \
+                       up to 256 (64 or more for an N-major B, a multiple of 16 above 32 for \
+                       8-bit integers) and K a whole number of 32-byte steps (16 for 16-bit \
+                       inputs, 32 for 8-bit, 8 for tf32)"
+                    .into(),
+                at: Some(op.loc),
+            })?;
+        let layout = plan.acc_layout()?;
+        let acc_regs = self.get(acc, &layout)?;
+        let b_at = self.register(b)?;
+        let regs = if a_buffer.is_some() {
+            let a_at = self.register(a)?;
+            self.wgmma_issue(&plan, acc_regs, WgmmaA::Shared(&a_at), &b_at)?
+        } else {
+            // Free when A already sits in this layout, as an accumulator of
+            // N = K (cast to 16 bits) does.
+            let a_layout = wgmma_register_a(m, k, warps)?;
+            let a_regs = self.get(a, &a_layout)?;
+            self.wgmma_issue(&plan, acc_regs, WgmmaA::Registers(&a_regs), &b_at)?
+        };
+        self.define_value(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// Initializes `count` mbarriers at byte `at` from the first thread,
+    /// then makes them visible to every thread and to the async proxy.
+    fn init_barriers(&mut self, at: usize, count: usize, arrive_count: i64) {
+        self.on_first_thread("true", |l| {
+            for i in 0..count {
+                let offset = (at + 8 * i).to_string();
+                let address = l.shared_address(&offset);
+                let asm = format!("mbarrier.init.shared::cta.b64 [$0], {arrive_count};");
+                l.f.asm("void", &asm, "r,~{memory}", &[("i32", &address)]);
+            }
+            l.f.asm(
+                "void",
+                "fence.mbarrier_init.release.cluster;",
+                "~{memory}",
+                &[],
+            );
+        });
+        self.barrier();
+    }
+
+    /// Spins on `mbarrier.try_wait.parity` (which itself suspends for a
+    /// while) until the phase of parity `phase` completed; skipped when `pred` is false.
+    fn wait_parity(&mut self, bar: &str, phase: &str, pred: &str) {
+        let head = self.f.fresh("mbar_wait");
+        let done = self.f.fresh("mbar_done");
+        self.f
+            .stmt(format!("br i1 {pred}, label %{head}, label %{done}"));
+        self.enter_block(&head);
+        let passed = self.try_wait_parity(bar, phase);
+        self.f
+            .stmt(format!("br i1 {passed}, label %{done}, label %{head}"));
+        self.enter_block(&done);
+    }
+
+    /// One `mbarrier.try_wait.parity`: whether the phase of parity `phase` completed.
+    fn try_wait_parity(&mut self, bar: &str, phase: &str) -> String {
+        let ok = self.f.asm(
+            "i32",
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+            "=r,r,r,~{memory}",
+            &[("i32", bar), ("i32", phase)],
+        );
+        self.f.inst(format!("icmp ne i32 {ok}, 0"))
+    }
+
+    /// `wait_parity` with a deadline (`mbar_timeout_ns`): past `timeout`
+    /// nanoseconds of `%globaltimer`, the context's first thread prints
+    /// where it hangs and traps, which ends the grid with an error; the
+    /// other threads spin until then.
+    fn wait_parity_or_trap(&mut self, bar: &str, phase: &str, pred: &str, timeout: u64, op: &Op) {
+        let start = self.f.fresh("mbar_start");
+        let head = self.f.fresh("mbar_wait");
+        let check = self.f.fresh("mbar_clock");
+        let late = self.f.fresh("mbar_late");
+        let report = self.f.fresh("mbar_report");
+        let done = self.f.fresh("mbar_done");
+        let clock = |l: &mut Self| {
+            l.f.asm("i64", "mov.u64 $0, %globaltimer;", "=l,~{memory}", &[])
+        };
+        self.f
+            .stmt(format!("br i1 {pred}, label %{start}, label %{done}"));
+        self.enter_block(&start);
+        let started = clock(self);
+        self.f.stmt(format!("br label %{head}"));
+        self.enter_block(&head);
+        let passed = self.try_wait_parity(bar, phase);
+        self.f
+            .stmt(format!("br i1 {passed}, label %{done}, label %{check}"));
+        self.enter_block(&check);
+        let now = clock(self);
+        let waited = self.f.inst(format!("sub i64 {now}, {started}"));
+        let over = self.f.inst(format!("icmp ugt i64 {waited}, {timeout}"));
+        self.f
+            .stmt(format!("br i1 {over}, label %{late}, label %{head}"));
+        self.enter_block(&late);
+        let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
+        self.f
+            .stmt(format!("br i1 {first}, label %{report}, label %{head}"));
+        self.enter_block(&report);
+        let site = format!(
+            "{}:{}:{}: barrier_wait timed out after %llu ns (mbar_timeout_ns): the mbarrier at \
+             shared address %u never completed the phase of parity %u; program (%u, %u, %u)\n",
+            super::debug::escape_percent(&self.kernel.source_file),
+            op.loc.line,
+            op.loc.col
+        );
+        let mut args = vec![
+            ("i64", waited),
+            ("i32", bar.to_owned()),
+            ("i32", phase.to_owned()),
+        ];
+        for d in ["x", "y", "z"] {
+            let id = self
+                .f
+                .call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{d}"), &[]);
+            args.push(("i32", id));
+        }
+        self.vprintf(&site, &args);
+        self.f.declare("declare void @llvm.trap()");
+        self.f.stmt("call void @llvm.trap()");
+        self.f.stmt("unreachable");
+        self.enter_block(&done);
+    }
+
+    /// Emits `body` for the context's first thread only, when `pred` holds.
+    fn on_first_thread(&mut self, pred: &str, body: impl FnOnce(&mut Self)) {
+        let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
+        let go = self.f.inst(format!("and i1 {first}, {pred}"));
+        let then = self.f.fresh("first_thread");
+        let after = self.f.fresh("first_thread_done");
+        self.f
+            .stmt(format!("br i1 {go}, label %{then}, label %{after}"));
+        self.enter_block(&then);
+        body(self);
+        self.f.stmt(format!("br label %{after}"));
+        self.enter_block(&after);
+    }
+
+    /// A single-thread arrival stands for the context's work: with several
+    /// warp groups, the others must be done first (one warp group's own
+    /// `wgmma.wait_group` already orders its reads).
+    fn order_context_before_single_thread(&mut self) {
+        if self.context.num_warps > 4 {
+            self.barrier();
+        }
+    }
+
+    /// Issues, from the first thread, the TMA copies of one block between
+    /// global memory (through `desc`) and the buffer at shared address
+    /// `smem`: one per atom-wide box. With a `barrier`, loads completing on
+    /// it (with a `multicast` mask, an i16 of cluster ranks, into the same
+    /// buffer and barrier of each of those programs); without, stores,
+    /// committed as one bulk group.
+    fn tma_block(
+        &mut self,
+        m: &SharedMemoryType,
+        desc: &str,
+        smem: &str,
+        barrier: Option<&str>,
+        multicast: Option<&str>,
+        coords: &[String],
+    ) {
+        let tma = TmaBox::new(m.elem(), m.shape());
+        let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
+        self.on_first_thread("true", |l| {
+            for piece in 0..tma.pieces {
+                let (at, coords) = l.tma_piece(smem, coords, &tma, piece, piece_bytes);
+                // Operands: the buffer, the descriptor, the barrier of a
+                // load, then the coordinates.
+                let mut ops = vec![("i32", at.as_str()), ("i64", desc)];
+                ops.extend(barrier.map(|b| ("i32", b)));
+                let first = ops.len();
+                ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
+                let (rank, at_coords) = (coords.len(), placeholders(first, coords.len()));
+                let asm = match (barrier, multicast) {
+                    (Some(_), None) => format!(
+                        "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1, {{{at_coords}}}], [$2];"
+                    ),
+                    (Some(_), Some(_)) => format!(
+                        "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{{at_coords}}}], [$2], ${};",
+                        first + coords.len()
+                    ),
+                    (None, _) => format!(
+                        "cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [$1, {{{at_coords}}}], [$0];"
+                    ),
+                };
+                let mut constraints = vec!["r", "l"];
+                constraints.extend(std::iter::repeat_n("r", ops.len() - 2));
+                if let (Some(_), Some(mask)) = (barrier, multicast) {
+                    ops.push(("i16", mask));
+                    constraints.push("h");
+                }
+                let constraints = constraints.join(",") + ",~{memory}";
+                l.f.asm("void", &asm, &constraints, &ops);
+            }
+            if barrier.is_none() {
+                l.f.asm("void", "cp.async.bulk.commit_group;", "~{memory}", &[]);
+            }
+        });
+    }
+
+    /// Destination (or source) address and coordinates of TMA box `piece`
+    /// of a block cut along its inner dimension; coordinates innermost
+    /// first, as PTX takes them.
+    fn tma_piece(
+        &mut self,
+        base: &str,
+        coords: &[String],
+        tma: &TmaBox,
+        piece: usize,
+        piece_bytes: usize,
+    ) -> (String, Vec<String>) {
+        let at = self
+            .f
+            .inst(format!("add i32 {base}, {}", piece * piece_bytes));
+        let inner_step = tma.box_shape.last().copied().unwrap_or(0) * piece;
+        let mut reversed: Vec<String> = coords.iter().rev().cloned().collect();
+        if let Some(inner) = reversed.first_mut() {
+            *inner = self.f.inst(format!("add i32 {inner}, {inner_step}"));
+        }
+        (at, reversed)
+    }
+
+    fn buffer_type(&self, v: ValueId) -> Result<SharedMemoryType> {
+        match self.ty(v) {
+            Type::SharedMemory(m) => Ok(m.clone()),
+            other => Err(malformed(format!("{v} is {other}, not a buffer"))),
+        }
+    }
+
+    /// The one register of a scalar, buffer, barrier or descriptor value.
+    pub(super) fn register(&mut self, v: ValueId) -> Result<String> {
+        let t = self.tensor(v)?;
+        t.regs
+            .first()
+            .cloned()
+            .ok_or_else(|| malformed(format!("{v} has no register")))
+    }
+
+    fn registers(&mut self, vs: &[ValueId]) -> Result<Vec<String>> {
+        vs.iter().map(|&v| self.register(v)).collect()
+    }
+
+    /// The shared-window address of a buffer or barrier value.
+    fn shared_address_of(&mut self, v: ValueId) -> Result<String> {
+        let offset = self.register(v)?;
+        Ok(self.shared_address(&offset))
+    }
+
+    fn define_register(&mut self, v: ValueId, reg: String) -> Result<()> {
+        let layout = self.scalar_layout()?;
+        self.define_value(
+            v,
+            Tensor {
+                layout,
+                regs: vec![reg],
+            },
+        );
+        Ok(())
+    }
+}
+
+/// Which of wgmma's requirements an `async_dot` misses, as `": reason"`
+/// (empty when none of these is the reason).
+fn wgmma_mismatch(
+    arch: Arch,
+    (a, b, acc): (ScalarType, ScalarType, ScalarType),
+    (m, n, k): (usize, usize, usize),
+    warps: u32,
+    b_k_major: bool,
+) -> String {
+    let groups = warps as usize / 4;
+    let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
+    let k_major_only = matches!(
+        a,
+        ScalarType::F8E4M3 | ScalarType::F8E5M2 | ScalarType::F32 | ScalarType::I8 | ScalarType::U8
+    );
+    let k_step = 32 / a.size_bytes();
+    let reason = if arch != Arch::Sm90a {
+        format!("wgmma exists only on sm_90a, not {}", arch.name())
+    } else if a != b {
+        format!("the operands are {a} and {b}, not one type")
+    } else if !is_16_bit_float(a) && !k_major_only {
+        format!("wgmma has no {a} inputs")
+    } else if k_major_only && !b_k_major {
+        format!("{a} operands must be K-major: B must be `local_trans` of an [N, K] buffer")
+    } else if integer && acc != ScalarType::I32 {
+        format!("the accumulator is {acc}, not i32")
+    } else if !integer && acc != ScalarType::F32 {
+        format!("the accumulator is {acc}, not f32")
+    } else if warps % 4 != 0 {
+        format!("{warps} warps are not whole warp groups of 4")
+    } else if m % (64 * groups) != 0 {
+        format!(
+            "M = {m} is not a multiple of 64 rows per warp group ({groups} warp group{})",
+            if groups == 1 { "" } else { "s" }
+        )
+    } else if n > 256 || n % 8 != 0 || (!b_k_major && n < 64) {
+        format!("N = {n} is not a multiple of 8 up to 256 (at least 64 for an N-major B)")
+    } else if integer && n > 32 && n % 16 != 0 {
+        format!("N = {n}: 8-bit integer wgmma has N = 8, 16, 24, 32 or a multiple of 16")
+    } else if k % k_step != 0 {
+        format!("K = {k} is not a multiple of {k_step}")
+    } else {
+        return String::new();
+    };
+    format!(": {reason}")
+}
+
+/// `$first, $first+1, ...`: `count` asm operand references.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

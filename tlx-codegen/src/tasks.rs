@@ -1,0 +1,129 @@
+//! Warp-specialized task regions (`async_tasks`): each replica of each task
+//! runs its body on warps of its own, in an [`ExecContext`] of its own.
+//!
+//! The program meets at a barrier, then every warp branches to the one task
+//! replica whose warp range holds it and runs that body with warp and thread
+//! indices, layouts, barriers (hardware barrier `region` over the replica's
+//! threads) and scratch memory relative to the replica; the program meets
+//! again when every replica is done. Replicas run at the same time, so each
+//! gets scratch and pipeline rings of its own, and scratch inside a region
+//! never shares bytes with rings. A task with a register budget starts with
+//! `setmaxnreg` (the kernel then declares `.minnctapersm 1`, without which
+//! ptxas ignores it).
+//!
+//! Values computed before the region cross into a task only when the task's
+//! threads hold them in full: scalars, values recomputable from constants,
+//! `arange` and scalars, and anything in a task that runs on the program's
+//! own warps (the default task). A tensor the program holds spread over its
+//! warps is not in the other tasks' registers: compute it inside the task.
+
+use super::lower::{malformed, ExecContext, Lowerer, Result};
+use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
+
+impl<'k> Lowerer<'k> {
+    pub fn lower_async_tasks(&mut self, op: &'k Op) -> Result<()> {
+        let OpKind::AsyncTasks { tasks } = &op.kind else {
+            return Err(malformed("not async_tasks"));
+        };
+        if self.context.region != 0 {
+            return Err(malformed("async_tasks inside a task"));
+        }
+        // The verifier keeps replicas within the hardware barriers.
+        let replicas = task_warps(tasks, self.kernel.options.num_warps);
+        let program = self.context.clone();
+        let held_before: Vec<_> = self.values.keys().copied().collect();
+        // Everything before the region is visible to every task.
+        self.barrier();
+        // Tasks run at the same time: their scratch and rings must not meet
+        // each other's, and scratch may not reuse ring bytes (see `use_shared`).
+        self.pipelines_open += 1;
+        let join = self.f.fresh("tasks_end");
+        let mut scratch_next = self.scratch_high_water();
+        let regs_default = self.default_registers();
+        for (i, replica) in replicas.iter().enumerate() {
+            let task = &tasks[replica.task];
+            let body_label = self.f.fresh("task");
+            let next_label = self.f.fresh("task_next");
+            let warp = self.program_warp.clone();
+            let first = replica.first_warp;
+            let from = self.f.inst(format!("icmp uge i32 {warp}, {first}"));
+            let to = self
+                .f
+                .inst(format!("icmp ult i32 {warp}, {}", replica.end_warp()));
+            let inside = self.f.inst(format!("and i1 {from}, {to}"));
+            self.f.stmt(format!(
+                "br i1 {inside}, label %{body_label}, label %{next_label}"
+            ));
+            self.enter_block(&body_label);
+            self.enter_context(ExecContext {
+                region: i as u32 + 1,
+                first_warp: first,
+                num_warps: replica.num_warps,
+                scratch_base: scratch_next,
+                replica: replica.replica,
+            });
+            self.ring_bytes = self.ring_peak;
+            if !task.default || first != 0 || replica.num_warps != program.num_warps {
+                self.outside_values = held_before.iter().copied().collect();
+            }
+            if let Some(regs) = task.num_regs {
+                self.set_max_registers(regs, regs_default);
+            }
+            if let Some(term) = self.lower_block(&task.body)? {
+                return Err(malformed(format!(
+                    "task body ends with {}",
+                    term.kind.mnemonic()
+                )));
+            }
+            self.f.stmt(format!("br label %{join}"));
+            self.enter_block(&next_label);
+            self.outside_values.clear();
+            scratch_next = self.scratch_high_water();
+        }
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+        self.enter_context(program);
+        self.pipelines_open -= 1;
+        self.barrier();
+        Ok(())
+    }
+
+    /// Switches emission to `context`: its warp count, and warp and thread
+    /// indices relative to its first warp (computed in the entry block, where
+    /// every later block sees them).
+    fn enter_context(&mut self, context: ExecContext) {
+        let first = context.first_warp;
+        self.warp = self
+            .f
+            .prologue_inst(format!("sub i32 {}, {first}", self.program_warp));
+        let tid = self
+            .f
+            .prologue_inst(format!("sub i32 {}, {}", self.program_tid, first * 32));
+        self.set_thread_id(tid);
+        self.num_warps = context.num_warps;
+        self.context = context;
+    }
+
+    /// Registers per thread the program starts with (see
+    /// [`tlx_core::ir::launch_registers`]).
+    fn default_registers(&self) -> u32 {
+        launch_registers(self.kernel.total_warps(), self.kernel.options.maxnreg)
+    }
+
+    /// `setmaxnreg` to `regs`, up or down from `from`.
+    fn set_max_registers(&mut self, regs: u32, from: u32) {
+        self.uses_setmaxnreg = true;
+        let direction = match regs.cmp(&from) {
+            std::cmp::Ordering::Less => "dec",
+            std::cmp::Ordering::Greater => "inc",
+            std::cmp::Ordering::Equal => return,
+        };
+        let text = format!("setmaxnreg.{direction}.sync.aligned.u32 {regs};");
+        self.f.asm("void", &text, "~{memory}", &[]);
+    }
+
+    /// The first scratch byte no context has used yet, 16-byte aligned.
+    fn scratch_high_water(&self) -> usize {
+        (self.scratch_used() as usize).div_ceil(16) * 16
+    }
+}

@@ -1,0 +1,117 @@
+//! Warp-specialized task regions (`async_tasks`): each task replica runs on
+//! warps of its own, synchronizes on a hardware barrier of its own, keeps
+//! scratch of its own and may change its register budget; the launch gets
+//! every task's warps. Compiled for every architecture, checked by `ptxas`.
+
+use crate::codegen_common::*;
+use tlx_core::ir::*;
+
+/// `out[row] = sum(x[row, :])` for a 512-wide row, in the current block.
+fn row_sum(k: &mut K, x: ValueId, out: ValueId, row: i64) {
+    let cols = k.arange(512);
+    let start = k.int(row * 512, &[512]);
+    let offs = k.bin(BinaryOp::Add, cols, start);
+    let p = k.add_ptr(x, offs);
+    let v = k.load(p, None, None);
+    let s = k.reduce(v, 0, ReduceKind::Sum);
+    let at = k.int(row, &[]);
+    let po = k.add_ptr(out, at);
+    k.store(po, s, None);
+}
+
+/// The default task (4 warps) and a 4-warp consumer each sum a row, so
+/// both reduce across warps at the same time; a 4-warp task and two 1-warp
+/// replicas store their replica ids. The consumer raises its registers and
+/// the 4-warp store task lowers its own (whole warp groups, as
+/// `setmaxnreg` wants).
+fn three_tasks() -> Kernel {
+    let mut k = K::new("tasks", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    k.b.begin_block(vec![]);
+    row_sum(&mut k, x, out, 0);
+    let default = k.b.end_block();
+    k.b.begin_block(vec![]);
+    row_sum(&mut k, x, out, 1);
+    let consumer = k.b.end_block();
+    let store_id = |k: &mut K, offset: i64| {
+        k.b.begin_block(vec![]);
+        let id = k.b.push1(OpKind::AsyncTaskReplicaId, i32t(&[]));
+        let base = k.int(offset, &[]);
+        let at = k.bin(BinaryOp::Add, id, base);
+        let p = k.add_ptr(out, at);
+        let v = k.cast(id, ScalarType::F32);
+        k.store(p, v, None);
+        k.b.end_block()
+    };
+    let lowered = store_id(&mut k, 4);
+    let replicas = store_id(&mut k, 2);
+    let tasks = vec![
+        TaskRegion::default_task(default),
+        TaskRegion {
+            num_regs: Some(160),
+            ..TaskRegion::with_warps(4, consumer)
+        },
+        TaskRegion {
+            num_regs: Some(40),
+            ..TaskRegion::with_warps(4, lowered)
+        },
+        TaskRegion {
+            replicate: 2,
+            ..TaskRegion::with_warps(1, replicas)
+        },
+    ];
+    k.b.push(OpKind::AsyncTasks { tasks }, vec![]);
+    k.finish()
+}
+
+#[test]
+fn task_regions_run_on_warps_of_their_own() {
+    let kernel = three_tasks();
+    tlx_core::check::verify(&kernel).unwrap();
+    // 4 + 4 + 4 + 1 + 1 warps.
+    assert_eq!(kernel.total_warps(), 14);
+    for c in compile_all(&kernel) {
+        assert_eq!(c.num_warps, 14);
+        let ptx = &c.ptx;
+        assert!(ptx.contains(".maxntid 448\n"), "{ptx}");
+        assert!(ptx.contains(".minnctapersm 1"), "{ptx}");
+        // The program meets before and after the region; each 4-warp task
+        // reduces across its warps on a barrier of its own.
+        assert!(ptx.contains("bar.sync 0;"));
+        assert!(ptx.contains("bar.sync 1, 128;"), "{ptx}");
+        assert!(ptx.contains("bar.sync 2, 128;"), "{ptx}");
+        // 65536 over 512 threads (whole warp groups): 128 by default.
+        assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 160;"));
+        assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
+    }
+}
+
+#[test]
+fn tensors_from_before_the_region_stay_out_of_other_warps_tasks() {
+    let mut k = K::new("crossing", 4);
+    let x = k.ptr("x", ScalarType::F32);
+    let out = k.ptr("out", ScalarType::F32);
+    let cols = k.arange(512);
+    let p = k.add_ptr(x, cols);
+    let v = k.load(p, None, None);
+    k.b.begin_block(vec![]);
+    let default = k.b.end_block();
+    k.b.begin_block(vec![]);
+    let q = k.add_ptr(out, cols);
+    k.store(q, v, None);
+    let other = k.b.end_block();
+    let tasks = vec![
+        TaskRegion::default_task(default),
+        TaskRegion::with_warps(2, other),
+    ];
+    k.b.push(OpKind::AsyncTasks { tasks }, vec![]);
+    let kernel = k.finish();
+    match tlx_codegen::compile(&kernel, Arch::Sm90a) {
+        Err(tlx_codegen::CodegenError::Misuse { message, hint, .. }) => {
+            assert!(message.contains("runs on other warps"), "{message}");
+            assert!(hint.contains("compute it inside the task"), "{hint}");
+        }
+        other => panic!("expected a misuse, got {other:?}"),
+    }
+}

@@ -1,0 +1,691 @@
+//! Every `#[tlx::kernel]` of the workspace's `examples/` and `benches/`,
+//! found by parsing the files (so a new example is covered without editing
+//! this test), lowered for each configuration, compiled for every
+//! architecture and assembled by `ptxas`. Also prints what each
+//! configuration costs to compile, and (ignored by default) measures the
+//! macro-equivalent build cost per configuration.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use proc_macro2::TokenStream;
+use syn::visit::Visit;
+use tlx_codegen as codegen;
+use tlx_core::frontend::{self, ConfigAttr};
+use tlx_core::ir::{Arch, Kernel};
+
+/// The folders whose kernels are checked, relative to the workspace root.
+const KERNEL_DIRS: [&str; 2] = ["examples", "benches"];
+
+/// One `#[tlx::kernel]` function as written in a source file.
+struct FoundKernel {
+    /// Relative to the workspace root, e.g. `examples/softmax.rs`.
+    file: String,
+    line: usize,
+    item: syn::ItemFn,
+    attr: TokenStream,
+}
+
+impl FoundKernel {
+    fn label(&self) -> String {
+        format!("`{}` ({}:{})", self.item.sig.ident, self.file, self.line)
+    }
+}
+
+/// The attribute's arguments when `attr` is `#[tlx::kernel...]` (or a bare
+/// `#[kernel...]`, as after `use tlx::kernel`).
+fn kernel_attr_tokens(attr: &syn::Attribute) -> Option<TokenStream> {
+    let segments: Vec<String> = attr
+        .path()
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    if segments != ["tlx", "kernel"] && segments != ["kernel"] {
+        return None;
+    }
+    Some(match &attr.meta {
+        syn::Meta::List(list) => list.tokens.clone(),
+        _ => TokenStream::new(),
+    })
+}
+
+/// Collects kernel functions at any depth of a file, inline modules included,
+/// and those a `macro_rules!` template of one rule with `ident` parameters
+/// instantiates (`matmul_kernel!(matmul_bf16, bf16);`: one kernel per element
+/// type, as the GEMM bench writes them).
+#[derive(Default)]
+struct KernelFinder {
+    found: Vec<(syn::ItemFn, TokenStream)>,
+    /// `macro_rules!` name, parameter names and body.
+    templates: Vec<(String, Vec<String>, TokenStream)>,
+    /// Macro invocations at item level: name and identifier arguments.
+    invocations: Vec<(String, Vec<proc_macro2::Ident>)>,
+}
+
+impl<'ast> Visit<'ast> for KernelFinder {
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if let Some(attr) = item.attrs.iter().find_map(kernel_attr_tokens) {
+            self.found.push((item.clone(), attr));
+        }
+        // Functions nested in a kernel's body are its inlined helpers, never
+        // kernels, so the body is not searched.
+    }
+
+    fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
+        let name = item.mac.path.segments.last().map(|s| s.ident.to_string());
+        match (name.as_deref(), &item.ident) {
+            (Some("macro_rules"), Some(ident)) => {
+                if let Some((params, body)) = single_rule(item.mac.tokens.clone()) {
+                    self.templates.push((ident.to_string(), params, body));
+                }
+            }
+            (Some(name), None) => {
+                let args = item.mac.tokens.clone().into_iter().filter_map(|t| match t {
+                    proc_macro2::TokenTree::Ident(i) => Some(i),
+                    _ => None,
+                });
+                self.invocations.push((name.to_string(), args.collect()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The parameters and body of a one-rule `macro_rules!` whose matcher is a
+/// list of `$name:ident`.
+fn single_rule(tokens: TokenStream) -> Option<(Vec<String>, TokenStream)> {
+    use proc_macro2::TokenTree;
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let [TokenTree::Group(matcher), TokenTree::Punct(eq), TokenTree::Punct(gt), TokenTree::Group(body), rest @ ..] =
+        trees.as_slice()
+    else {
+        return None;
+    };
+    if eq.as_char() != '='
+        || gt.as_char() != '>'
+        || rest
+            .iter()
+            .any(|t| !matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
+    {
+        return None;
+    }
+    // `$a:ident, $b:ident, ...`: four tokens and a comma per parameter.
+    let matcher: Vec<TokenTree> = matcher.stream().into_iter().collect();
+    let mut params = Vec::new();
+    for chunk in matcher.chunks(5) {
+        match chunk {
+            [TokenTree::Punct(dollar), TokenTree::Ident(name), TokenTree::Punct(colon), TokenTree::Ident(kind), ..]
+                if dollar.as_char() == '$' && colon.as_char() == ':' && kind == "ident" =>
+            {
+                params.push(name.to_string())
+            }
+            _ => return None,
+        }
+    }
+    Some((params, body.stream()))
+}
+
+/// `body` with each `$param` replaced by its argument.
+fn substitute(body: TokenStream, bindings: &[(String, proc_macro2::Ident)]) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    let mut out = Vec::new();
+    let mut trees = body.into_iter().peekable();
+    while let Some(tree) = trees.next() {
+        match tree {
+            TokenTree::Punct(p) if p.as_char() == '$' => {
+                let bound = match trees.peek() {
+                    Some(TokenTree::Ident(i)) => bindings.iter().find(|(k, _)| i == k),
+                    _ => None,
+                };
+                match bound {
+                    Some((_, arg)) => {
+                        trees.next();
+                        out.push(TokenTree::Ident(arg.clone()));
+                    }
+                    None => out.push(TokenTree::Punct(p)),
+                }
+            }
+            TokenTree::Group(g) => {
+                let inner = substitute(g.stream(), bindings);
+                out.push(TokenTree::Group(Group::new(g.delimiter(), inner)));
+            }
+            other => out.push(other),
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn kernels_in_source(source: &str) -> syn::Result<Vec<(syn::ItemFn, TokenStream)>> {
+    let file = syn::parse_file(source)?;
+    let mut finder = KernelFinder::default();
+    finder.visit_file(&file);
+    let mut found = std::mem::take(&mut finder.found);
+    for (name, args) in &finder.invocations {
+        let Some((_, params, body)) = finder
+            .templates
+            .iter()
+            .find(|(t, p, _)| t == name && p.len() == args.len())
+        else {
+            continue;
+        };
+        let bindings: Vec<_> = params.iter().cloned().zip(args.iter().cloned()).collect();
+        let expanded: syn::File = syn::parse2(substitute(body.clone(), &bindings))?;
+        let mut inner = KernelFinder::default();
+        inner.visit_file(&expanded);
+        found.extend(inner.found);
+    }
+    Ok(found)
+}
+
+fn workspace_root() -> PathBuf {
+    // tlx-core is one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tlx-core has a parent directory")
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `dir`, recursively, sorted for a stable report order.
+fn rust_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The kernels of `examples/` and `benches/`; files that cannot be read or
+/// parsed are reported in the second list.
+fn workspace_kernels() -> (Vec<FoundKernel>, Vec<String>) {
+    let root = workspace_root();
+    let mut kernels = Vec::new();
+    let mut failures = Vec::new();
+    for dir in KERNEL_DIRS {
+        let files = match rust_files(&root.join(dir)) {
+            Ok(f) => f,
+            Err(e) => {
+                failures.push(format!("cannot list {dir}/: {e}"));
+                continue;
+            }
+        };
+        for path in files {
+            let file = path
+                .strip_prefix(&root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let found = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|s| kernels_in_source(&s).map_err(|e| e.to_string()));
+            match found {
+                Ok(found) => kernels.extend(found.into_iter().map(|(item, attr)| FoundKernel {
+                    file: file.clone(),
+                    line: item.sig.ident.span().start().line,
+                    item,
+                    attr,
+                })),
+                Err(e) => failures.push(format!("{file}: cannot parse: {e}")),
+            }
+        }
+    }
+    (kernels, failures)
+}
+
+/// The configurations the macro builds: those listed, or one from the
+/// attribute's options when the kernel has no const generics.
+fn configurations(kernel: &FoundKernel) -> Result<Vec<ConfigAttr>, String> {
+    let attr = frontend::parse_attr(kernel.attr.clone()).map_err(|d| d.to_string())?;
+    frontend::check_configs(&attr, &kernel.item).map_err(|d| d.to_string())?;
+    if attr.configs.is_empty() {
+        Ok(vec![ConfigAttr {
+            consts: Vec::new(),
+            options: attr.options,
+        }])
+    } else {
+        Ok(attr.configs)
+    }
+}
+
+fn config_label(config: &ConfigAttr) -> String {
+    let mut parts: Vec<String> = config
+        .consts
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    parts.push(format!("num_warps={}", config.options.num_warps));
+    parts.push(format!("num_stages={}", config.options.num_stages));
+    if config.options.cluster != [1, 1, 1] {
+        let [x, y, z] = config.options.cluster;
+        parts.push(format!("ctas_per_cga=({x}, {y}, {z})"));
+    }
+    if let Some(n) = config.options.maxnreg {
+        parts.push(format!("maxnreg={n}"));
+    }
+    parts.join(" ")
+}
+
+/// The architectures a kernel's attribute names (`arch = "sm_90a"` for a
+/// Hopper-only kernel), or every one.
+fn kernel_arches(kernel: &FoundKernel) -> Vec<Arch> {
+    let names_arch = kernel.attr.to_string().contains("arch =");
+    match frontend::parse_attr(kernel.attr.clone()) {
+        Ok(attr) if names_arch => attr.arches,
+        _ => Arch::ALL.to_vec(),
+    }
+}
+
+fn lower(kernel: &FoundKernel, config: &ConfigAttr) -> Result<Kernel, String> {
+    frontend::lower_kernel(&kernel.item, &config.consts, &config.options).map_err(|d| d.to_string())
+}
+
+/// `ptxas`: `TLX_PTXAS`, else `ptxas` on the PATH; `None` when neither is
+/// there. A `TLX_PTXAS` that cannot be run is an error, not a skip.
+fn find_ptxas() -> Result<Option<PathBuf>, String> {
+    let runs = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if let Some(p) = std::env::var_os("TLX_PTXAS").filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if runs(&p) {
+            Ok(Some(p))
+        } else {
+            Err(format!("TLX_PTXAS={} cannot be run", p.display()))
+        };
+    }
+    let on_path = PathBuf::from("ptxas");
+    Ok(runs(&on_path).then_some(on_path))
+}
+
+fn running_in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Register and spill figures `ptxas -v` reported, e.g. `32 regs, 0 B spilled`.
+fn resource_summary(verbose_output: &str) -> String {
+    let registers = verbose_output
+        .split("Used ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or("?");
+    let spilled = verbose_output
+        .find(" bytes spill stores")
+        .and_then(|end| {
+            verbose_output[..end]
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .next()
+        })
+        .unwrap_or("?");
+    format!("{registers} regs, {spilled} B spilled")
+}
+
+/// Assembles `ptx` for `arch` in `scratch`; on failure the PTX is left there
+/// and the error names it.
+fn assemble(
+    ptxas: &Path,
+    scratch: &Path,
+    stem: &str,
+    arch: Arch,
+    ptx: &str,
+) -> Result<String, String> {
+    let source = scratch.join(format!("{stem}.{}.ptx", arch.name()));
+    std::fs::write(&source, ptx).map_err(|e| format!("writing {}: {e}", source.display()))?;
+    let output = Command::new(ptxas)
+        .arg(format!("-arch={}", arch.name()))
+        .arg("-v")
+        .arg(&source)
+        .arg("-o")
+        .arg(source.with_extension("cubin"))
+        .output()
+        .map_err(|e| format!("cannot run ptxas at {}: {e}", ptxas.display()))?;
+    let messages = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if messages.contains("wgmma") {
+        return Err(format!(
+            "ptxas warns about the wgmma pipeline ({}):\n{}",
+            source.display(),
+            messages.trim_end()
+        ));
+    }
+    if !output.status.success() {
+        return Err(format!(
+            "ptxas rejected the PTX ({}):\n{}",
+            source.display(),
+            messages.trim_end()
+        ));
+    }
+    let _ = std::fs::remove_file(&source);
+    let _ = std::fs::remove_file(source.with_extension("cubin"));
+    Ok(resource_summary(&messages))
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A file-name-safe stem naming one kernel configuration.
+fn file_stem(kernel: &FoundKernel, config: &ConfigAttr) -> String {
+    let mut stem = format!(
+        "{}.{}",
+        kernel.file.replace(['/', '.'], "_"),
+        kernel.item.sig.ident
+    );
+    for (k, v) in &config.consts {
+        stem.push_str(&format!(".{k}={v}"));
+    }
+    stem
+}
+
+/// What checking one configuration found.
+struct CheckedConfig {
+    /// One line: the configuration, its compile times and ptxas's resource use.
+    report: String,
+    /// Frontend plus codegen for every architecture; assembly is left out,
+    /// being this test's cost and not the macro's.
+    compile_time: Duration,
+    assembled: usize,
+    failures: Vec<String>,
+}
+
+/// Lowers one configuration, compiles it for every architecture and
+/// assembles each PTX when `ptxas` is given.
+fn check_config(
+    kernel: &FoundKernel,
+    config: &ConfigAttr,
+    ptxas: Option<&Path>,
+    scratch: &Path,
+) -> CheckedConfig {
+    let what = format!("{} [{}]", kernel.label(), config_label(config));
+    let mut checked = CheckedConfig {
+        report: what.clone(),
+        compile_time: Duration::ZERO,
+        assembled: 0,
+        failures: Vec::new(),
+    };
+    let started = Instant::now();
+    let lowered = lower(kernel, config);
+    checked.compile_time = started.elapsed();
+    let lowered = match lowered {
+        Ok(k) => k,
+        Err(e) => {
+            checked.report.push_str(": frontend failed");
+            checked.failures.push(format!("{what}: frontend: {e}"));
+            return checked;
+        }
+    };
+    checked
+        .report
+        .push_str(&format!(": lower {:.1} ms", millis(checked.compile_time)));
+    for arch in kernel_arches(kernel) {
+        let arch_started = Instant::now();
+        let compiled = codegen::compile(&lowered, arch);
+        let arch_time = arch_started.elapsed();
+        checked.compile_time += arch_time;
+        let compiled = match compiled {
+            Ok(c) => c,
+            Err(e) => {
+                checked
+                    .failures
+                    .push(format!("{what}, {}: codegen: {e}", arch.name()));
+                continue;
+            }
+        };
+        checked
+            .report
+            .push_str(&format!(", {} {:.1} ms", arch.name(), millis(arch_time)));
+        let Some(ptxas) = ptxas else { continue };
+        match assemble(
+            ptxas,
+            scratch,
+            &file_stem(kernel, config),
+            arch,
+            &compiled.ptx,
+        ) {
+            Ok(resources) => {
+                checked.assembled += 1;
+                checked.report.push_str(&format!(" ({resources})"));
+                // Tensor-core main loops must keep their accumulators and
+                // addresses in registers.
+                if compiled.ptx.contains("wgmma.mma_async") && !resources.ends_with(" 0 B spilled")
+                {
+                    checked.failures.push(format!(
+                        "{what}, {}: a wgmma kernel spills: {resources}",
+                        arch.name()
+                    ));
+                }
+            }
+            Err(e) => checked
+                .failures
+                .push(format!("{what}, {}: {e}", arch.name())),
+        }
+    }
+    checked
+}
+
+/// Fails with every failure listed; otherwise removes the scratch folder
+/// (kept on failure: the PTX ptxas rejected is there).
+fn finish(scratch: &Path, failures: &[String]) {
+    if failures.is_empty() {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// Checked mode (`check_bounds`) rewrites every global access; the first
+/// configuration of every example kernel, so rewritten, must still verify,
+/// compile and assemble for `sm_90a`.
+#[test]
+fn every_example_kernel_assembles_with_checked_accesses() {
+    let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));
+    let scratch = std::env::temp_dir().join(format!("tlx_checked_ptx_{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("creating a scratch directory");
+    let (kernels, mut failures) = workspace_kernels();
+    let mut sites = 0;
+    for kernel in &kernels {
+        let Some(config) = configurations(kernel)
+            .ok()
+            .and_then(|c| c.into_iter().next())
+        else {
+            continue;
+        };
+        let what = format!("{} [{}], checked", kernel.label(), config_label(&config));
+        let mut lowered = match lower(kernel, &config) {
+            Ok(k) => k,
+            Err(e) => {
+                failures.push(format!("{what}: frontend: {e}"));
+                continue;
+            }
+        };
+        sites += tlx_core::instrument::instrument_bounds(&mut lowered).len();
+        if let Err(e) = tlx_core::check::verify(&lowered) {
+            failures.push(format!("{what}: the rewritten kernel does not verify: {e}"));
+            continue;
+        }
+        let compiled = match codegen::compile(&lowered, Arch::Sm90a) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{what}: codegen: {e}"));
+                continue;
+            }
+        };
+        if let Some(ptxas) = &ptxas {
+            let stem = format!("{}.checked", file_stem(kernel, &config));
+            match assemble(ptxas, &scratch, &stem, Arch::Sm90a, &compiled.ptx) {
+                // The checks between wgmmas serialize them: slower, still right.
+                Err(e) if e.contains("wgmma pipeline") && !e.contains("error") => {}
+                Err(e) => failures.push(format!("{what}: {e}")),
+                Ok(_) => {}
+            }
+        }
+    }
+    finish(&scratch, &failures);
+    assert!(sites > 0, "no global access was checked");
+    println!("{} kernel(s), {sites} checked access(es)", kernels.len());
+}
+
+#[test]
+fn every_example_kernel_assembles_for_every_arch() {
+    let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));
+    match &ptxas {
+        Some(p) => println!("ptxas: {}", p.display()),
+        None if running_in_ci() => {
+            panic!("ptxas not found and CI is set: set TLX_PTXAS (scripts/test.sh does)")
+        }
+        None => println!("skipped: ptxas not found (PTX is generated but not assembled)"),
+    }
+    let scratch = std::env::temp_dir().join(format!("tlx_examples_ptx_{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("creating a scratch directory");
+
+    let (kernels, mut failures) = workspace_kernels();
+    assert!(
+        !kernels.is_empty(),
+        "no #[tlx::kernel] found under {KERNEL_DIRS:?} of {}",
+        workspace_root().display()
+    );
+    let mut assembled = 0;
+    for kernel in &kernels {
+        let configs = match configurations(kernel) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{}: attribute: {e}", kernel.label()));
+                continue;
+            }
+        };
+        let mut kernel_time = Duration::ZERO;
+        for config in &configs {
+            let checked_config = check_config(kernel, config, ptxas.as_deref(), &scratch);
+            println!("{}", checked_config.report);
+            kernel_time += checked_config.compile_time;
+            assembled += checked_config.assembled;
+            failures.extend(checked_config.failures);
+        }
+        println!(
+            "{}: {} config(s), frontend+codegen {:.1} ms",
+            kernel.label(),
+            configs.len(),
+            millis(kernel_time)
+        );
+    }
+    finish(&scratch, &failures);
+    println!(
+        "{} kernel(s), {assembled} PTX file(s) assembled",
+        kernels.len()
+    );
+}
+
+/// Build cost per configuration as the macro pays it (lower + codegen for
+/// sm_90a), the best and median of several runs. Meaningful in release:
+/// `cargo test --release -p tlx-codegen --test compiler -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run with --ignored --nocapture, preferably in release"]
+fn build_cost_per_config() {
+    const RUNS: usize = 7;
+    let (kernels, failures) = workspace_kernels();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("| kernel | config | lower ms (min/median) | lower+codegen sm_90a ms (min/median) |");
+    println!("| --- | --- | --- | --- |");
+    let mut total = Duration::ZERO;
+    for kernel in &kernels {
+        let configs = configurations(kernel).expect("the attribute parses");
+        for config in &configs {
+            let mut lower_times = Vec::with_capacity(RUNS);
+            let mut total_times = Vec::with_capacity(RUNS);
+            for _ in 0..RUNS {
+                let started = Instant::now();
+                let lowered = lower(kernel, config).expect("the kernel lowers");
+                lower_times.push(started.elapsed());
+                codegen::compile(&lowered, Arch::Sm90a).expect("the kernel compiles");
+                total_times.push(started.elapsed());
+            }
+            lower_times.sort();
+            total_times.sort();
+            total += total_times[RUNS / 2];
+            println!(
+                "| {} | {} | {:.2} / {:.2} | {:.1} / {:.1} |",
+                kernel.label(),
+                config_label(config),
+                millis(lower_times[0]),
+                millis(lower_times[RUNS / 2]),
+                millis(total_times[0]),
+                millis(total_times[RUNS / 2]),
+            );
+        }
+    }
+    println!("sum of medians over all configs: {:.1} ms", millis(total));
+}
+
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_kernels_at_any_depth_and_only_kernels() {
+        let source = r#"
+            use tlx::prelude::*;
+            #[tlx::kernel(configs = [(BLOCK = 64)])]
+            fn top<const BLOCK: usize>(x: Ptr<f32>) {
+                fn helper(v: i32) -> i32 { v }
+            }
+            mod inner {
+                #[kernel]
+                fn nested(x: Ptr<f32>) {}
+            }
+            #[test]
+            fn not_a_kernel() {}
+            #[other::kernel]
+            fn foreign_kernel() {}
+        "#;
+        let found = kernels_in_source(source).expect("the source parses");
+        let names: Vec<String> = found.iter().map(|(f, _)| f.sig.ident.to_string()).collect();
+        assert_eq!(names, ["top", "nested"]);
+        assert_eq!(found[0].1.to_string(), "configs = [(BLOCK = 64)]");
+        assert!(found[1].1.is_empty());
+    }
+
+    #[test]
+    fn resource_summary_reads_ptxas_verbose_output() {
+        let output = "ptxas info    : Function properties for k\n    \
+            0 bytes stack frame, 24 bytes spill stores, 24 bytes spill loads\n\
+            ptxas info    : Used 40 registers, used 1 barriers, 384 bytes cmem[0]\n";
+        assert_eq!(resource_summary(output), "40 regs, 24 B spilled");
+        assert_eq!(resource_summary(""), "? regs, ? B spilled");
+    }
+
+    #[test]
+    fn config_labels_name_consts_and_options() {
+        let config = ConfigAttr {
+            consts: vec![("BLOCK".to_string(), 1024)],
+            options: tlx_core::ir::KernelOptions {
+                num_warps: 8,
+                num_stages: 2,
+                cluster: [2, 1, 1],
+                maxnreg: Some(64),
+                mbar_timeout_ns: None,
+            },
+        };
+        assert_eq!(
+            config_label(&config),
+            "BLOCK=1024 num_warps=8 num_stages=2 ctas_per_cga=(2, 1, 1) maxnreg=64"
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! The compiler's integration tests (frontend, interpreter and code
+//! generation end to end), as one test binary: every binary that links code
+//! generation links LLVM statically (~90 MB each), so one binary keeps CI's
+//! disk and link time small. Run one part with a filter, e.g.
+//! `cargo test -p tlx-codegen --test compiler golden_ptx::`.
+
+mod codegen_common;
+mod kernels;
+
+mod async_dot_forms;
+mod bounds;
+mod cluster_prims;
+mod codegen_dot;
+mod codegen_elementwise;
+mod codegen_misc;
+mod codegen_reduce;
+mod codegen_tasks;
+mod examples_ptx;
+mod golden_ptx;
+mod loop_exits;
+mod math;
+mod protocol;
+mod random;
+mod scans;
+mod tlx_prims;

@@ -1,0 +1,227 @@
+//! TLX primitives end to end on the CPU interpreter: kernels written in the
+//! language (shared buffers, mbarriers, TMA, wgmma, warp specialization)
+//! compiled by the frontend, checked against a CPU reference, and misuses
+//! (a forgotten wait, a wrong expected byte count) reported by the
+//! interpreter. The same kernels go through code generation and `ptxas`.
+
+use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpError, InterpOptions};
+
+use crate::kernels::{broken, compile, run_gemm, run_gemm_with, WS_GEMM};
+
+#[test]
+fn warp_specialized_tma_gemm_matches_the_reference_with_ragged_edges() {
+    let (got, want) = run_gemm(WS_GEMM, (80, 72, 40)).expect("runs");
+    assert_eq!(got, want, "products of eighths sum exactly in f32");
+}
+
+#[test]
+fn reading_a_tile_before_waiting_for_its_barrier_is_a_race() {
+    let src = broken("barrier_wait(local_view(full, slot), phase);", "");
+    let err = run_gemm(&src, (64, 64, 32)).expect_err("races");
+    let text = err.to_string();
+    // Round robin: the consumer gets there before the first copy is issued.
+    assert!(
+        matches!(*err, InterpError::UnwrittenShared { .. }),
+        "{text}"
+    );
+    assert!(text.contains("op `async_dot`"), "{text}");
+    // A schedule where the copy is issued first but the reader did not wait.
+    let seeds = (0..64).map(|seed| {
+        let opts = InterpOptions {
+            schedule: tlx_core::interp::Schedule::Random { seed },
+            ..InterpOptions::default()
+        };
+        run_gemm_with(&src, (64, 64, 32), &opts).expect_err("races")
+    });
+    let race = seeds
+        .into_iter()
+        .find(|e| matches!(**e, InterpError::SharedMemoryRace { .. }))
+        .expect("some schedule lands the copy before the read");
+    assert!(
+        race.to_string().contains("before waiting on its barrier"),
+        "{race}"
+    );
+}
+
+#[test]
+fn expecting_more_bytes_than_the_copies_bring_is_reported_at_the_expect() {
+    // Four bytes per bf16 element: the phase waits for bytes no copy brings.
+    let src = broken("(BM * BK + BK * BN) * 2", "(BM * BK + BK * BN) * 4");
+    let err = run_gemm(&src, (64, 64, 32)).expect_err("never completes");
+    let text = err.to_string();
+    assert!(matches!(*err, InterpError::ExpectBytes { .. }), "{text}");
+    assert!(text.contains("announced 8192 bytes"), "{text}");
+    assert!(text.contains("brought 4096"), "{text}");
+}
+
+#[test]
+fn a_producer_waiting_on_the_wrong_parity_deadlocks() {
+    let src = broken("phase ^ 1);", "phase);");
+    let err = run_gemm(&src, (64, 64, 32)).expect_err("deadlocks");
+    assert!(matches!(*err, InterpError::Deadlock { .. }), "{err}");
+}
+
+/// Rows `row..row + 8` of a buffer of ones, through `local_slice`.
+const SLICE_ROWS: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn slice_rows(out: Ptr<f32>, row: i32) {
+    let bufs = local_alloc([16, 16], f32, 1);
+    let buf = local_view(bufs, 0);
+    local_store(buf, 1.0);
+    let part = local_load(local_slice(buf, [row, 0], [8, 16]));
+    let rows = arange(0, 8);
+    let cols = arange(0, 16);
+    store(out + rows[(.., None)] * 16 + cols[(None, ..)], part);
+}
+"#;
+
+fn run_slice_rows(row: i32) -> Result<Vec<f32>, Box<InterpError>> {
+    let kernel = compile(SLICE_ROWS);
+    let mem = HostMemory::new();
+    let out = mem.alloc(8 * 16 * 4);
+    let args = [ArgValue::ptr(out), ArgValue::i32(row)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).map_err(Box::new)?;
+    let mut bytes = vec![0u8; 8 * 16 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    Ok(bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect())
+}
+
+#[test]
+fn a_slice_past_its_buffer_is_reported_with_both_shapes() {
+    assert_eq!(run_slice_rows(8).expect("fits"), vec![1.0; 8 * 16]);
+    let err = run_slice_rows(12).expect_err("rows 12..20 of 16");
+    assert!(matches!(*err, InterpError::SliceBounds { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("a [8, 16] slice at [12, 0] does not fit in a [16, 16] buffer"),
+        "{text}"
+    );
+    assert!(text.contains("op `local_slice`"), "{text}");
+}
+
+/// Cycles spent on a stretch of the kernel, read twice with `clock64()`.
+const TIMED: &str = r#"
+#[tlx::kernel(num_warps = 4)]
+fn timed(x: Ptr<f32>, out: Ptr<f32>, cycles: Ptr<i64>) {
+    let start = clock64();
+    let offs = arange(0, 128);
+    store(out + offs, load(x + offs) * 2.0);
+    let end = clock64();
+    store(cycles, end - start);
+}
+"#;
+
+#[test]
+fn clock64_counts_forward_over_a_stretch_of_the_kernel() {
+    let kernel = compile(TIMED);
+    let mem = HostMemory::new();
+    let x = mem.alloc(128 * 4);
+    mem.write(x, 0, &vec![7u8; 128 * 4]).expect("write");
+    let (out, cycles) = (mem.alloc(128 * 4), mem.alloc(8));
+    let args = [ArgValue::ptr(x), ArgValue::ptr(out), ArgValue::ptr(cycles)];
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut bytes = [0u8; 8];
+    mem.read(cycles, 0, &mut bytes).expect("read back");
+    // The interpreter's cycles are ops: the stretch runs at least its
+    // load, multiply and store.
+    assert!(i64::from_le_bytes(bytes) >= 3, "{bytes:?}");
+}
+
+/// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.
+mod codegen {
+    use crate::codegen_common;
+    use tlx_core::ir::Arch;
+
+    #[test]
+    fn the_warp_specialized_gemm_assembles_without_spills() {
+        let kernel = super::compile(super::WS_GEMM);
+        let compiled = tlx_codegen::compile(&kernel, Arch::Sm90a).expect("compiles");
+        for needle in [
+            "mbarrier.init.shared::cta.b64",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.try_wait.parity.shared::cta.b64",
+            "mbarrier.arrive.expect_tx.shared::cta.b64",
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+            ".param .align 64 .b8 ws_gemm_param_0[128]",
+        ] {
+            assert!(
+                compiled.ptx.contains(needle),
+                "no `{needle}` in\n{}",
+                compiled.ptx
+            );
+        }
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                let report = codegen_common::ptxas_verbose(&ptxas, &compiled.ptx);
+                assert!(
+                    !report.contains("spill stores") || report.contains("0 bytes spill stores"),
+                    "{report}"
+                );
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
+
+    /// Each `clock64()` is its own read of the cycle counter, in program
+    /// order around the work it times: never merged into one.
+    #[test]
+    fn clock64_reads_are_kept_apart() {
+        let kernel = super::compile(super::TIMED);
+        let ptx = tlx_codegen::compile(&kernel, Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        assert_eq!(ptx.matches("%clock64").count(), 2, "{ptx}");
+        let first = ptx.find("%clock64").unwrap_or(0);
+        let last = ptx.rfind("%clock64").unwrap_or(0);
+        let store = ptx.find("st.global").unwrap_or(0);
+        assert!(
+            first < store && store < last,
+            "the reads do not bracket the store"
+        );
+    }
+
+    /// `mbar_timeout_ns` gives every `barrier_wait` a deadline that prints
+    /// the wait's line and traps; without it, the waits are the plain loop
+    /// (no clock read, no trap: the option costs nothing when off).
+    #[test]
+    fn timed_waits_read_the_clock_and_trap_only_when_asked() {
+        let plain = super::compile(super::WS_GEMM);
+        let timed_src = super::WS_GEMM.replacen(
+            "#[tlx::kernel(num_warps = 4,",
+            "#[tlx::kernel(num_warps = 4, mbar_timeout_ns = 500000000,",
+            1,
+        );
+        let timed = super::compile(&timed_src);
+        assert_eq!(timed.options.mbar_timeout_ns, Some(500_000_000));
+        let ptx =
+            |k: &tlx_core::ir::Kernel| tlx_codegen::compile(k, Arch::Sm90a).expect("compiles").ptx;
+        let (plain, timed_ptx) = (ptx(&plain), ptx(&timed));
+        for needle in ["%globaltimer", "trap;", "vprintf"] {
+            assert!(!plain.contains(needle), "`{needle}` without the option");
+            assert!(timed_ptx.contains(needle), "no `{needle}` with the option");
+        }
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                codegen_common::ptxas_verbose(&ptxas, &timed_ptx);
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
+}
+
+/// Copies land at random points under a random schedule; a kernel that waits
+/// for its barriers computes the same result whatever the landing order.
+#[test]
+fn random_landing_orders_do_not_change_a_correct_kernel() {
+    for seed in 0..8 {
+        let opts = InterpOptions {
+            schedule: tlx_core::interp::Schedule::Random { seed },
+            ..InterpOptions::default()
+        };
+        let (got, want) = run_gemm_with(WS_GEMM, (80, 72, 40), &opts).expect("runs");
+        assert_eq!(got, want, "seed {seed}");
+    }
+}
