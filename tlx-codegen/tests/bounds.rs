@@ -4,10 +4,10 @@
 //! through loops, task regions and selects to the parameters they may reach.
 
 use tlx_core::frontend::compile_str;
-use tlx_core::instrument::{instrument_bounds, BoundsFault, FAULT_RECORD_WORDS};
+use tlx_core::instrument::{instrument_bounds, BoundsFault};
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpOptions};
 
-use crate::kernels::{run_checked_gemm, WS_GEMM};
+use crate::kernels::{fault_record, read_fault, run_checked_gemm, WS_GEMM};
 
 #[test]
 fn a_warp_specialized_gemm_is_unchanged_when_its_stores_fit() {
@@ -55,8 +55,7 @@ fn run_checked(
             id
         })
         .collect();
-    let record = mem.alloc(8 * FAULT_RECORD_WORDS);
-    mem.fill(record, 0).expect("fresh buffer");
+    let record = fault_record(&mem);
     let mut args: Vec<ArgValue> = ids.iter().map(|&id| ArgValue::ptr(id)).collect();
     args.extend_from_slice(scalars);
     args.extend(
@@ -73,29 +72,20 @@ fn run_checked(
         &InterpOptions::default(),
     )
     .expect("runs");
-    let read = |id: BufferId, words: usize, size: usize| {
-        let mut bytes = vec![0u8; words * size];
-        mem.read(id, 0, &mut bytes).expect("read back");
-        bytes
-    };
     let contents = ids
         .iter()
         .zip(buffers)
         .map(|(&id, (data, _))| {
-            read(id, data.len(), 4)
+            let mut bytes = vec![0u8; 4 * data.len()];
+            mem.read(id, 0, &mut bytes).expect("read back");
+            bytes
                 .chunks(4)
                 .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
                 .collect()
         })
         .collect();
-    let bytes = read(record, FAULT_RECORD_WORDS, 8);
-    let words = std::array::from_fn(|i| {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
-        i64::from_le_bytes(word)
-    });
     let params = sites.into_iter().map(|s| s.params).collect();
-    (contents, BoundsFault::decode(&words), params)
+    (contents, read_fault(&mem, record), params)
 }
 
 #[test]

@@ -91,14 +91,14 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
 /// builtin's documentation there (hover, go to definition).
 fn lang_refs(function: &syn::ItemFn) -> TokenStream {
     struct Calls {
-        names: std::collections::HashSet<String>,
+        names: std::collections::HashSet<&'static str>,
         found: Vec<syn::Ident>,
     }
     impl<'ast> syn::visit::Visit<'ast> for Calls {
         fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
             if let syn::Expr::Path(p) = &*call.func {
                 if let Some(ident) = p.path.get_ident() {
-                    if self.names.contains(&ident.to_string()) {
+                    if self.names.contains(ident.to_string().as_str()) {
                         self.found.push(ident.clone());
                     }
                 }
@@ -106,15 +106,15 @@ fn lang_refs(function: &syn::ItemFn) -> TokenStream {
             syn::visit::visit_expr_call(self, call);
         }
         fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-            if self.names.contains(&call.method.to_string()) {
+            if self.names.contains(call.method.to_string().as_str()) {
                 self.found.push(call.method.clone());
             }
             syn::visit::visit_expr_method_call(self, call);
         }
     }
     let names = tlx_core::frontend::lang::builtins()
-        .into_iter()
-        .map(|b| b.name)
+        .iter()
+        .map(|b| b.name.as_str())
         .collect();
     let mut calls = Calls {
         names,
@@ -501,7 +501,12 @@ fn launcher(
             },
         ),
     };
-    let (args_struct, launch_with) = named_args(vis, name, &arg_fields, &field_args);
+    // Only pointers and descriptors borrow.
+    let borrows = signature
+        .params
+        .iter()
+        .any(|(_, p)| !matches!(p, SigParam::Plain(ParamKind::Scalar(_))));
+    let (args_struct, launch_with) = named_args(vis, name, borrows, &arg_fields, &field_args);
 
     let types_alias = written_types_alias(function);
     quote! {
@@ -542,10 +547,12 @@ fn launcher(
 
 /// `<Kernel>Args`, the kernel's parameters as named fields, and
 /// `launch_with`, which takes it: a launch whose arguments cannot be given
-/// in the wrong order (none for a kernel without parameters).
+/// in the wrong order (none for a kernel without parameters). The struct
+/// takes a lifetime when a field `borrows`.
 fn named_args(
     vis: &syn::Visibility,
     kernel: &syn::Ident,
+    borrows: bool,
     fields: &[TokenStream],
     args: &[TokenStream],
 ) -> (TokenStream, TokenStream) {
@@ -564,8 +571,6 @@ fn named_args(
         })
         .collect();
     let struct_name = format_ident!("{camel}Args", span = kernel.span());
-    // Only pointers and descriptors borrow.
-    let borrows = fields.iter().any(|f| f.to_string().contains("'a"));
     let (params, used) = if borrows {
         (quote! { <'a> }, quote! { <'_> })
     } else {

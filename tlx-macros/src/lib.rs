@@ -69,7 +69,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn __lang_items(_: TokenStream) -> TokenStream {
     let items = tlx_core::frontend::lang::builtins()
-        .into_iter()
+        .iter()
         .filter_map(|builtin| {
             let ident: syn::Ident = syn::parse_str(&builtin.name).ok()?;
             let (name, doc) = (&builtin.name, &builtin.doc);

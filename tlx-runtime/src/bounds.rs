@@ -5,6 +5,7 @@
 //! comes back from `launch` itself, on a GPU as on the CPU interpreter.
 
 use tlx_core::instrument::{BoundsFault, FAULT_RECORD_WORDS};
+use tlx_core::ir::ParamKind;
 
 use crate::arg::KernelArg;
 use crate::device::Device;
@@ -81,6 +82,16 @@ fn fault_error(
         len_bytes,
         count: fault.count,
     }))
+}
+
+/// How many parameters a checked kernel takes after its own `params`: a
+/// length per pointer, then the fault record (what [`launch_checked`] passes).
+pub(crate) fn extra_params(params: &[ParamKind]) -> usize {
+    params
+        .iter()
+        .filter(|k| matches!(k, ParamKind::Ptr(_)))
+        .count()
+        + 1
 }
 
 /// The name of argument `index` for messages: the user's parameter, or

@@ -136,10 +136,21 @@ pub fn run_checked_gemm(
     let mut kernel = compile(src);
     let sites = instrument_bounds(&mut kernel);
     let mem = HostMemory::new();
-    let record = mem.alloc(8 * FAULT_RECORD_WORDS);
-    mem.fill(record, 0).expect("fresh buffer");
+    let record = fault_record(&mem);
     let extra = vec![ArgValue::i64(4 * c_len as i64), ArgValue::ptr(record)];
     let (got, want) = run_gemm_kernel(&mem, &kernel, dims, &InterpOptions::default(), extra)?;
+    Ok(((got, want, read_fault(&mem, record)), sites))
+}
+
+/// A zeroed fault record, as the launcher passes a checked kernel.
+pub fn fault_record(mem: &HostMemory) -> BufferId {
+    let record = mem.alloc(8 * FAULT_RECORD_WORDS);
+    mem.fill(record, 0).expect("fresh buffer");
+    record
+}
+
+/// What the kernel wrote into `record`, decoded.
+pub fn read_fault(mem: &HostMemory, record: BufferId) -> Option<BoundsFault> {
     let mut bytes = [0u8; 8 * FAULT_RECORD_WORDS];
     mem.read(record, 0, &mut bytes).expect("read back");
     let words = std::array::from_fn(|i| {
@@ -147,7 +158,7 @@ pub fn run_checked_gemm(
         word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
         i64::from_le_bytes(word)
     });
-    Ok(((got, want, BoundsFault::decode(&words)), sites))
+    BoundsFault::decode(&words)
 }
 
 /// Runs `kernel` on fresh inputs in `mem`, with `extra_args` after the

@@ -16,9 +16,11 @@ pub struct BuiltinDoc {
 
 const LANGUAGE_PAGE: &str = include_str!("../../../docs/language.md");
 
-/// Every builtin the page's function tables name, in page order.
-pub fn builtins() -> Vec<BuiltinDoc> {
-    builtins_in(LANGUAGE_PAGE)
+/// Every builtin the page's function tables name, in page order (parsed
+/// once per process: the macro asks for every kernel it expands).
+pub fn builtins() -> &'static [BuiltinDoc] {
+    static BUILTINS: std::sync::OnceLock<Vec<BuiltinDoc>> = std::sync::OnceLock::new();
+    BUILTINS.get_or_init(|| builtins_in(LANGUAGE_PAGE))
 }
 
 /// The builtins of the tables in `page` whose first column is `function` or
@@ -172,7 +174,7 @@ mod tests {
 
     #[test]
     fn the_language_page_documents_the_core_builtins() {
-        let names: Vec<String> = builtins().into_iter().map(|b| b.name).collect();
+        let names: Vec<&str> = builtins().iter().map(|b| b.name.as_str()).collect();
         for name in [
             "load",
             "store",
@@ -182,10 +184,7 @@ mod tests {
             "barrier_wait",
             "cumsum",
         ] {
-            assert!(
-                names.iter().any(|n| n == name),
-                "`{name}` missing from {names:?}"
-            );
+            assert!(names.contains(&name), "`{name}` missing from {names:?}");
         }
     }
 }
@@ -204,7 +203,7 @@ mod frontend_agrees {
             );
             if let Err(e) = crate::frontend::compile_str(&src) {
                 if e.to_string().contains("unknown function") {
-                    unknown.push(builtin.name);
+                    unknown.push(&builtin.name);
                 }
             }
         }

@@ -88,26 +88,30 @@ pub fn instrument_bounds(kernel: &mut Kernel) -> Vec<BoundsSite> {
         .map(|(i, p)| (i, p.value))
         .collect();
     let origins = PointerOrigins::of(kernel, &pointers);
-    let mut lengths = HashMap::new();
-    for &(index, _) in &pointers {
-        let name = length_param_name(&kernel.params[index].name);
-        let value = add_param(kernel, name, ParamKind::Scalar(ScalarType::I64));
-        lengths.insert(index, value);
+    let mut params = Vec::with_capacity(pointers.len());
+    for (index, value) in pointers {
+        let name = kernel.params[index].name.clone();
+        let length = add_param(
+            kernel,
+            length_param_name(&name),
+            ParamKind::Scalar(ScalarType::I64),
+        );
+        params.push(PointerParam {
+            bit: origin_bit(index),
+            name,
+            value,
+            length,
+        });
     }
     let record = add_param(
         kernel,
         FAULT_RECORD_PARAM.to_string(),
         ParamKind::Ptr(ScalarType::I64),
     );
-    let params: HashMap<usize, (ValueId, String)> = pointers
-        .iter()
-        .map(|&(i, v)| (i, (v, kernel.params[i].name.clone())))
-        .collect();
     let mut body = std::mem::take(&mut kernel.body);
     let mut rewriter = Rewriter {
         origins: &origins,
         params: &params,
-        lengths: &lengths,
         record,
         sites: Vec::new(),
     };
@@ -125,6 +129,23 @@ fn add_param(kernel: &mut Kernel, name: String, kind: ParamKind) -> ValueId {
     value
 }
 
+/// Parameter `index`'s bit in a set of origins. Kernels with more than 64
+/// pointer parameters share the top bit (a pointer is then checked against
+/// each of those that share it).
+fn origin_bit(index: usize) -> u64 {
+    1u64 << index.min(63)
+}
+
+/// A pointer parameter as the rewrite uses it.
+struct PointerParam {
+    /// Its bit in [`PointerOrigins`]' sets.
+    bit: u64,
+    name: String,
+    value: ValueId,
+    /// The parameter holding its buffer's length in bytes.
+    length: ValueId,
+}
+
 /// For each global-pointer value, the pointer parameters (as a bit set of
 /// parameter indices) it may be derived from.
 struct PointerOrigins(HashMap<ValueId, u64>);
@@ -133,8 +154,7 @@ impl PointerOrigins {
     fn of(kernel: &Kernel, pointers: &[(usize, ValueId)]) -> PointerOrigins {
         let mut origins = HashMap::new();
         for &(index, value) in pointers {
-            // Kernels with more than 64 pointer parameters share the top bit.
-            origins.insert(value, 1u64 << index.min(63));
+            origins.insert(value, origin_bit(index));
         }
         let mut origins = PointerOrigins(origins);
         // Loop-carried pointers need the sets of their yields: iterate to a
@@ -187,10 +207,8 @@ impl PointerOrigins {
 
 struct Rewriter<'a> {
     origins: &'a PointerOrigins,
-    /// Pointer parameters by index: their value and name.
-    params: &'a HashMap<usize, (ValueId, String)>,
-    /// The byte-length parameter of each pointer parameter.
-    lengths: &'a HashMap<usize, ValueId>,
+    /// The pointer parameters, in parameter order.
+    params: &'a [PointerParam],
     record: ValueId,
     sites: Vec<BoundsSite>,
 }
@@ -225,24 +243,26 @@ impl Rewriter<'_> {
             for nested in op.kind.blocks_mut() {
                 self.block(types, nested);
             }
-            if let Some(access) = access_of(&op) {
-                let is_global = types[access.ptr.index()].elem().global_pointee().is_some();
-                let params: Vec<(usize, String)> = self
-                    .origin_params(self.origins.get(access.ptr))
-                    .map(|(i, name)| (i, name.clone()))
+            let access =
+                access_of(&op).filter(|a| types[a.ptr.index()].elem().global_pointee().is_some());
+            if let Some(access) = access {
+                let origins = self.origins.get(access.ptr);
+                let reach: Vec<&PointerParam> = self
+                    .params
+                    .iter()
+                    .filter(|p| origins & p.bit != 0)
                     .collect();
-                if is_global && !params.is_empty() {
+                if let Some((first, others)) = reach.split_first() {
                     let mut emit = Emitter {
                         types,
                         ops: &mut ops,
                         loc: op.loc,
                     };
-                    let indices: Vec<usize> = params.iter().map(|(i, _)| *i).collect();
                     let site = self.sites.len() as i64;
-                    let checked = self.check(&mut emit, &access, &indices, site);
+                    let checked = self.check(&mut emit, &access, first, others, site);
                     apply(&mut op, &mut emit, checked);
                     self.sites.push(BoundsSite {
-                        params: params.into_iter().map(|(_, name)| name).collect(),
+                        params: reach.iter().map(|p| p.name.clone()).collect(),
                         access: access.name,
                         loc: op.loc,
                     });
@@ -253,19 +273,18 @@ impl Rewriter<'_> {
         block.ops = ops;
     }
 
-    fn origin_params(&self, origins: u64) -> impl Iterator<Item = (usize, &String)> + '_ {
-        let mut indices: Vec<usize> = self.params.keys().copied().collect();
-        indices.sort_unstable();
-        indices
-            .into_iter()
-            .filter(move |&i| origins & (1u64 << i.min(63)) != 0)
-            .map(|i| (i, &self.params[&i].1))
-    }
-
-    /// Emits the test of `access` against the buffers of the parameters
-    /// `indices` (at least one) and the fault recording; returns the
-    /// access's new mask (live and in bounds) and which lanes are in bounds.
-    fn check(&self, e: &mut Emitter, access: &Access, indices: &[usize], site: i64) -> Checked {
+    /// Emits the test of `access` against the buffers of `first` and
+    /// `others` (the parameters its pointer may come from) and the fault
+    /// recording, whose offset counts from `first`; returns the access's new
+    /// mask (live and in bounds) and which lanes are in bounds.
+    fn check(
+        &self,
+        e: &mut Emitter,
+        access: &Access,
+        first: &PointerParam,
+        others: &[&PointerParam],
+        site: i64,
+    ) -> Checked {
         let ptr_type = e.types[access.ptr.index()].clone();
         let shape = ptr_type.shape().to_vec();
         let elem_bytes = ptr_type
@@ -273,30 +292,25 @@ impl Rewriter<'_> {
             .global_pointee()
             .map_or(1, |s| s.size_bytes()) as i64;
         let address = e.push(OpKind::Cast(access.ptr), i64s(&shape));
-        let mut in_bounds = None;
-        let mut first_offset = None;
-        for &index in indices {
-            let (base, _) = self.params[&index];
-            let base = e.push(OpKind::Cast(base), i64s(&[]));
+        // Byte offsets from the parameter's pointer, and whether a whole
+        // element fits between it and the end.
+        let test = |e: &mut Emitter, param: &PointerParam| {
+            let base = e.push(OpKind::Cast(param.value), i64s(&[]));
             let base = e.splat(base, &shape);
             let offset = e.binary(BinaryOp::Sub, address, base);
-            let length = e.splat(self.lengths[&index], &shape);
+            let length = e.splat(param.length, &shape);
             let size = e.int(elem_bytes, ScalarType::I64, &shape);
             let last = e.binary(BinaryOp::Sub, length, size);
             let zero = e.int(0, ScalarType::I64, &shape);
             let after_start = e.compare(CmpPred::Ge, offset, zero);
             let before_end = e.compare(CmpPred::Le, offset, last);
-            let inside = e.binary(BinaryOp::And, after_start, before_end);
-            in_bounds = Some(match in_bounds {
-                None => inside,
-                Some(so_far) => e.binary(BinaryOp::Or, so_far, inside),
-            });
-            first_offset.get_or_insert(offset);
+            (offset, e.binary(BinaryOp::And, after_start, before_end))
+        };
+        let (offset, mut in_bounds) = test(e, first);
+        for param in others {
+            let (_, inside) = test(e, param);
+            in_bounds = e.binary(BinaryOp::Or, in_bounds, inside);
         }
-        // `indices` is not empty, so these are set; an empty set would
-        // check nothing and keep every lane.
-        let in_bounds = in_bounds.unwrap_or(access.mask.unwrap_or(address));
-        let offset = first_offset.unwrap_or(address);
         let live = match access.mask {
             Some(mask) => mask,
             None => e.push(OpKind::Constant(Literal::Bool(true)), bools(&shape)),
@@ -314,7 +328,7 @@ impl Rewriter<'_> {
         Checked {
             mask,
             in_bounds,
-            redirect: self.params[&indices[0]].0,
+            redirect: first.value,
         }
     }
 
@@ -392,7 +406,12 @@ fn apply(op: &mut Op, e: &mut Emitter, checked: Checked) {
         OpKind::Load { mask, .. } | OpKind::Store { mask, .. } | OpKind::AtomicRmw { mask, .. } => {
             *mask = Some(checked.mask)
         }
-        OpKind::Prim { args, .. } => args[2] = checked.mask,
+        // `async_load`'s mask is its third operand (the verifier sees to it).
+        OpKind::Prim { args, .. } => {
+            if let Some(mask) = args.get_mut(2) {
+                *mask = checked.mask;
+            }
+        }
         OpKind::AtomicCas {
             ptr, cmp, value, ..
         } => {

@@ -139,13 +139,13 @@ impl CpuDevice {
         let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
         // Descriptor blocks may depend on the configuration's constants.
         let spec_kinds = spec.configs.get(config).map_or(&[][..], |c| c.params);
-        // A checked kernel takes a length per pointer and a fault record after them.
         let checked = spec.configs.get(config).is_some_and(|c| c.bounds.is_some());
-        let pointers = spec_kinds
-            .iter()
-            .filter(|k| matches!(k, ir::ParamKind::Ptr(_)))
-            .count();
-        let expected = spec_kinds.len() + if checked { pointers + 1 } else { 0 };
+        let expected = spec_kinds.len()
+            + if checked {
+                crate::bounds::extra_params(spec_kinds)
+            } else {
+                0
+            };
         if kinds.len() != expected || kinds[..spec_kinds.len().min(kinds.len())] != *spec_kinds {
             return Err(Error::InvalidConfig {
                 kernel: spec.name,
