@@ -29,6 +29,7 @@ mod cluster;
 mod control;
 mod convert;
 mod debug;
+mod descriptor;
 mod dot;
 mod emit;
 mod join;

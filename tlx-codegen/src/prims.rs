@@ -39,7 +39,7 @@ fn buffer_stride(m: &SharedMemoryType) -> usize {
     bytes.div_ceil(period(m.swizzle())) * period(m.swizzle())
 }
 
-fn period(swizzle: Swizzle) -> usize {
+pub(super) fn period(swizzle: Swizzle) -> usize {
     match layout_swizzle(swizzle) {
         Some(s) => s.period_bytes(),
         None => 16,
@@ -336,6 +336,7 @@ impl<'k> Lowerer<'k> {
                 self.fence_mbarrier_init_cluster();
                 Ok(())
             }
+            Prim::DescriptorLoad => self.lower_descriptor_load(arg(0)?, &args[1..], result()?),
             Prim::Clock64 => {
                 // Volatile: two reads are two instructions, in program order.
                 let now = self
@@ -484,7 +485,7 @@ impl<'k> Lowerer<'k> {
 
     /// Initializes `count` mbarriers at byte `at` from the first thread,
     /// then makes them visible to every thread and to the async proxy.
-    fn init_barriers(&mut self, at: usize, count: usize, arrive_count: i64) {
+    pub(super) fn init_barriers(&mut self, at: usize, count: usize, arrive_count: i64) {
         self.on_first_thread("true", |l| {
             for i in 0..count {
                 let offset = (at + 8 * i).to_string();
@@ -504,7 +505,7 @@ impl<'k> Lowerer<'k> {
 
     /// Spins on `mbarrier.try_wait.parity` (which itself suspends for a
     /// while) until the phase of parity `phase` completed; skipped when `pred` is false.
-    fn wait_parity(&mut self, bar: &str, phase: &str, pred: &str) {
+    pub(super) fn wait_parity(&mut self, bar: &str, phase: &str, pred: &str) {
         let head = self.f.fresh("mbar_wait");
         let done = self.f.fresh("mbar_done");
         self.f
@@ -587,7 +588,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Emits `body` for the context's first thread only, when `pred` holds.
-    fn on_first_thread(&mut self, pred: &str, body: impl FnOnce(&mut Self)) {
+    pub(super) fn on_first_thread(&mut self, pred: &str, body: impl FnOnce(&mut Self)) {
         let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
         let go = self.f.inst(format!("and i1 {first}, {pred}"));
         let then = self.f.fresh("first_thread");
@@ -615,7 +616,7 @@ impl<'k> Lowerer<'k> {
     /// it (with a `multicast` mask, an i16 of cluster ranks, into the same
     /// buffer and barrier of each of those programs); without, stores,
     /// committed as one bulk group.
-    fn tma_block(
+    pub(super) fn tma_block(
         &mut self,
         m: &SharedMemoryType,
         desc: &str,

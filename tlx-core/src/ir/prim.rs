@@ -95,6 +95,11 @@ pub enum Prim {
     /// `clock64()`: this SM's 64-bit cycle counter (i64), for timing a
     /// stretch of a kernel.
     Clock64,
+    /// `desc.load(offsets)` or `load_tensor_descriptor(desc, offsets)`
+    /// (Triton's block-level descriptor load): the
+    /// descriptor's block at `offsets` as a register tensor of the block's
+    /// shape, out-of-bounds elements zero; a TMA copy on the GPU.
+    DescriptorLoad,
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -122,7 +127,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 27] = [
+    pub const ALL: [Prim; 28] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -150,6 +155,7 @@ impl Prim {
         Prim::FenceMbarrierInitCluster,
         Prim::Clock64,
         Prim::AsyncDescriptorLoadMulticast,
+        Prim::DescriptorLoad,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -182,6 +188,7 @@ impl Prim {
             Prim::FenceMbarrierInitCluster => "fence_mbarrier_init_cluster",
             Prim::Clock64 => "clock64",
             Prim::AsyncDescriptorLoadMulticast => "async_descriptor_load_multicast",
+            Prim::DescriptorLoad => "load_tensor_descriptor",
         }
     }
 
@@ -226,6 +233,10 @@ impl Prim {
             Prim::AsyncRemoteShmemStore => sig(&["dst", "value", "barrier"], &[], 0),
             Prim::FenceMbarrierInitCluster => sig(&[], &[], 0),
             Prim::Clock64 => sig(&[], &[], 1),
+            Prim::DescriptorLoad => PrimSignature {
+                variadic: true,
+                ..sig(&["desc", "offsets"], &[], 1)
+            },
             Prim::AsyncDescriptorLoadMulticast => PrimSignature {
                 variadic: true,
                 ..sig(
@@ -284,6 +295,10 @@ impl Prim {
                 reads: super::MemorySpaces::only(Global),
                 writes: super::MemorySpaces::only(Shared),
                 async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::DescriptorLoad => Effects {
+                reads: super::MemorySpaces::only(Global),
                 ..Effects::PURE
             },
             Prim::AsyncDescriptorStore => Effects {
@@ -499,6 +514,27 @@ impl Prim {
                     ));
                 }
                 offsets.iter().try_for_each(|t| i32_scalar(t, "an offset"))
+            }
+            Prim::DescriptorLoad => {
+                let Type::TensorDescriptor(d) = operands[0] else {
+                    return Err(format!("a tensor descriptor, not {}", operands[0]));
+                };
+                let offsets = &operands[1..];
+                if offsets.len() != d.block_shape().len() {
+                    return Err(format!(
+                        "{} offsets for a {}-d descriptor",
+                        offsets.len(),
+                        d.block_shape().len()
+                    ));
+                }
+                offsets
+                    .iter()
+                    .try_for_each(|t| i32_scalar(t, "an offset"))?;
+                same(
+                    results[0],
+                    &Type::tensor(super::Elem::Scalar(d.elem()), d.block_shape().to_vec()),
+                    "the result",
+                )
             }
             Prim::AsyncDescriptorStoreWait => non_negative(imms[0], "pendings"),
             Prim::AsyncDot => {

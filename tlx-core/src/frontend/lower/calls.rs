@@ -220,10 +220,19 @@ impl<'a> Lowerer<'a> {
                 return result;
             }
         }
+        if name == "load" {
+            // Triton's `desc.load([o0, o1])`; pointers have no methods.
+            let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;
+            return self.prim_call(crate::ir::Prim::DescriptorLoad, &args);
+        }
         if !METHODS.contains(&name.as_str()) {
             return Err(
-                Diagnostic::new(m.method.span(), format!("unknown method `{name}`"))
-                    .with_hint(format!("the methods are: {}", METHODS.join(", "))),
+                Diagnostic::new(m.method.span(), format!("unknown method `{name}`")).with_hint(
+                    format!(
+                        "the methods are: {}, and `load` of a tensor descriptor",
+                        METHODS.join(", ")
+                    ),
+                ),
             );
         }
         let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;

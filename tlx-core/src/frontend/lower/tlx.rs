@@ -11,7 +11,7 @@ use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
-    shared_swizzle, BarrierType, BinaryOp, OpKind, Prim, ScalarType, SharedMemoryType, Type,
+    shared_swizzle, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType, SharedMemoryType, Type,
     ValueId,
 };
 use syn::spanned::Spanned;
@@ -170,6 +170,25 @@ impl<'a> Lowerer<'a> {
             }
             Prim::AsyncDescriptorStoreWait => {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
+            }
+            Prim::DescriptorLoad => {
+                let desc = self.ir_arg(a[0])?;
+                let block = match self.ty(desc) {
+                    Type::TensorDescriptor(d) => {
+                        Type::tensor(Elem::Scalar(d.elem()), d.block_shape().to_vec())
+                    }
+                    other => {
+                        let at = self.expr_arg(a[0])?.span();
+                        return Err(Diagnostic::new(
+                            at,
+                            format!("`load` of {other}, which is not a tensor descriptor"),
+                        )
+                        .with_hint("`.load([o0, o1, ...])` reads the block of a `TensorDesc<T, D0, D1, ...>` parameter at those offsets; load through pointers with `load(ptrs, mask, other)`"));
+                    }
+                };
+                let mut operands = vec![desc];
+                operands.extend(self.offsets_arg(self.expr_arg(a[1])?)?);
+                (operands, vec![], vec![block])
             }
             Prim::AsyncDot => {
                 let x = self.local_arg(a[0], prim)?;
@@ -532,6 +551,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 2),
         Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
         Prim::FenceMbarrierInitCluster | Prim::Clock64 => (&[], 0),
+        Prim::DescriptorLoad => (&["desc", "offsets"], 2),
     }
 }
 

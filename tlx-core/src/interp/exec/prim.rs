@@ -449,6 +449,30 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             // The interpreter's cycles are the ops the task has run.
+            Prim::DescriptorLoad => {
+                if self.skeleton.is_some() {
+                    return Ok(self.define_opaque(op)?);
+                }
+                let desc = self.desc_of(arg(0)?)?;
+                let ty = self.type_of(arg(0)?)?;
+                let (block, elem) = (ty.shape().to_vec(), ty.elem().scalar());
+                let elem = elem.ok_or_else(|| Fault::malformed("a descriptor of pointers"))?;
+                let offsets = self.offsets(&args[1..])?;
+                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let zero = match Repr::of_scalar(elem) {
+                    Repr::Float => Data::Float(vec![0.0]),
+                    _ => Data::Int(vec![0]),
+                };
+                let data = global::load(
+                    self.mem,
+                    self.check_uninit,
+                    elem,
+                    &ptrs,
+                    Some(&inside),
+                    Some(&zero),
+                )?;
+                Ok(self.define(op, 0, data)?)
+            }
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
                 Ok(self.define(op, 0, Data::Int(vec![now]))?)
