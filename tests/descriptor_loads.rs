@@ -14,11 +14,13 @@ fn shifted_copy<const BR: usize, const BC: usize>(
     x: TensorDesc<f32, BR, BC>,
     out: Ptr<f32>,
     out_cols: i32,
+    dc: i32,
 ) {
     let (pr, pc) = (program_id(0), program_id(1));
     // Shifted up and right: the first programs reach before row 0, the last
-    // ones past the last row and column.
-    let tile = x.load([pr * BR - 3, pc * BC + 5]);
+    // ones past the last row and column. TMA starts a row on 16-byte
+    // boundaries only: `dc` is 4 (or 5, which must be refused).
+    let tile = x.load([pr * BR - 3, pc * BC + dc]);
     let rows = pr * BR + arange(0, BR);
     let cols = pc * BC + arange(0, BC);
     store(
@@ -80,7 +82,7 @@ impl Rng {
 }
 
 fn shifted_copy_agrees(dev: &Device) {
-    let (rows, cols): (usize, usize) = (37, 150);
+    let (rows, cols): (usize, usize) = (37, 156);
     let (grid_r, grid_c) = (rows.div_ceil(16) as u32, cols.div_ceil(64) as u32);
     let (out_rows, out_cols) = (grid_r as usize * 16, grid_c as usize * 64);
     let x = Rng::fresh().vec(rows * cols);
@@ -89,12 +91,12 @@ fn shifted_copy_agrees(dev: &Device) {
         .upload(&vec![f32::NAN; out_rows * out_cols])
         .expect("upload");
     let desc = TensorDesc::matrix(&xb, rows, cols).expect("descriptor");
-    shifted_copy::<16, 64>::launch(dev, (grid_r, grid_c, 1), &desc, &out, out_cols as i32)
+    shifted_copy::<16, 64>::launch(dev, (grid_r, grid_c, 1), &desc, &out, out_cols as i32, 4)
         .expect("launch");
     let got = out.download().expect("download");
     for i in 0..out_rows {
         for j in 0..out_cols {
-            let (si, sj) = (i as i64 - 3, j + 5);
+            let (si, sj) = (i as i64 - 3, j + 4);
             let inside = (0..rows as i64).contains(&si) && sj < cols;
             let source = if inside {
                 x[si as usize * cols + sj]
@@ -176,7 +178,39 @@ fn descriptor_matmul_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
 fn descriptor_loads_on_the_interpreter() {
     let dev = Device::cpu();
     shifted_copy_agrees(&dev);
-    descriptor_matmul_agrees(&dev, (200, 136, 150));
+    descriptor_matmul_agrees(&dev, (200, 136, 152));
+}
+
+/// TMA's rules hold on every device: rows whose byte stride is not a
+/// multiple of 16 are refused at launch, on the interpreter too.
+#[test]
+fn misaligned_rows_are_refused_on_the_interpreter() {
+    let dev = Device::cpu();
+    let (rows, cols) = (20, 30);
+    let x = dev.upload(&vec![1.0f32; rows * cols]).expect("upload");
+    let out = dev.upload(&vec![0.0f32; 64 * 64]).expect("upload");
+    let desc = TensorDesc::matrix(&x, rows, cols).expect("descriptor");
+    let err = shifted_copy::<16, 64>::launch(&dev, (2, 1, 1), &desc, &out, 64, 4)
+        .expect_err("a 120-byte row stride is not a TMA stride");
+    let message = err.to_string();
+    assert!(message.contains("multiple of 16"), "{message}");
+}
+
+/// A box whose row starts off a 16-byte boundary stops the GPU (an illegal
+/// instruction, measured on an H100); the interpreter says why, at the load.
+#[test]
+fn misaligned_box_offsets_are_reported_on_the_interpreter() {
+    let dev = Device::cpu();
+    let x = dev.upload(&vec![1.0f32; 32 * 128]).expect("upload");
+    let out = dev.upload(&vec![0.0f32; 64 * 128]).expect("upload");
+    let desc = TensorDesc::matrix(&x, 32, 128).expect("descriptor");
+    let err = shifted_copy::<16, 64>::launch(&dev, (2, 2, 1), &desc, &out, 128, 5)
+        .expect_err("a box 20 bytes into a row");
+    let message = err.to_string();
+    assert!(
+        message.contains("descriptor_loads.rs") && message.contains("multiple of 4 elements"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -190,6 +224,6 @@ fn descriptor_loads_on_the_gpu() {
         }
     };
     shifted_copy_agrees(&dev);
-    descriptor_matmul_agrees(&dev, (200, 136, 150));
+    descriptor_matmul_agrees(&dev, (200, 136, 152));
     descriptor_matmul_agrees(&dev, (1000, 1032, 520));
 }

@@ -229,12 +229,16 @@ impl<'k> Lowerer<'k> {
         let iv = self
             .f
             .inst(format!("phi {ty} [ {lo}, %{pre} ], [ {iv_hole} ]"));
-        let slot_hole = self.placeholder();
-        let slot = match pipe {
-            Some(_) => self
-                .f
-                .inst(format!("phi i32 [ 0, %{pre} ], [ {slot_hole} ]")),
-            None => String::new(),
+        // The ring slot of this iteration, and the parity of the ring's round.
+        let (slot_hole, phase_hole) = (self.placeholder(), self.placeholder());
+        let (slot, phase) = match pipe {
+            Some(_) => (
+                self.f
+                    .inst(format!("phi i32 [ 0, %{pre} ], [ {slot_hole} ]")),
+                self.f
+                    .inst(format!("phi i32 [ 0, %{pre} ], [ {phase_hole} ]")),
+            ),
+            None => (String::new(), String::new()),
         };
         let phis = self.carried_phis(inits, init_tensors, &pre)?;
         let cmp = if signed { "slt" } else { "ult" };
@@ -250,7 +254,7 @@ impl<'k> Lowerer<'k> {
         args.extend(phis.tensors.iter().cloned());
         self.bind_args(body, &args)?;
         if let (Some(p), Some(&iv_arg)) = (pipe.as_mut(), body.args.first()) {
-            self.advance_pipeline(p, iv_arg, &bounds, &iv, &slot)?;
+            self.advance_pipeline(p, iv_arg, &bounds, &iv, (&slot, &phase))?;
         }
         let term = self.terminator_values(body)?;
         self.ring_reads.clear();
@@ -258,11 +262,12 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("for body must end with yield"));
         };
         self.close_phis(&phis, yielded)?;
-        let next_slot = pipe.as_ref().map(|p| self.next_slot(p, &slot));
+        let next_slot = pipe.as_ref().map(|p| self.next_slot(p, (&slot, &phase)));
         let next = self.f.inst(format!("add {ty} {iv}, {st}"));
         self.fill_latch(&iv_hole, &next);
-        if let Some(n) = next_slot {
-            self.fill_latch(&slot_hole, &n);
+        if let Some((slot, phase)) = next_slot {
+            self.fill_latch(&slot_hole, &slot);
+            self.fill_latch(&phase_hole, &phase);
         }
         self.branch_to(&head);
         self.enter(&exit);

@@ -7,10 +7,11 @@
 //! `pipeline.rs`) and nothing passes through registers.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead, RING_BASE};
 use super::prims::{buffer_layout, period};
 use tlx_core::ir::{
-    shared_swizzle, without_leading_ones, Elem, SharedMemoryType, TensorDescriptorType, Type,
-    ValueId,
+    shared_swizzle, without_leading_ones, Elem, OpKind, Prim, SharedMemoryType,
+    TensorDescriptorType, Type, ValueId,
 };
 use tlx_core::layout::SharedLayout;
 
@@ -60,7 +61,8 @@ impl<'k> Lowerer<'k> {
         }
     }
 
-    /// `desc.load(offsets)` outside a ring: the block is copied into the
+    /// `desc.load(offsets)`: nothing to do when a pipeline keeps the block in
+    /// a ring slot (its `dot` reads the slot). Otherwise the block is copied into the
     /// scratch with an mbarrier of its own after it, waited for by every
     /// thread and read into registers; the barrier is invalidated before the
     /// scratch is used again.
@@ -70,6 +72,9 @@ impl<'k> Lowerer<'k> {
         offsets: &[ValueId],
         result: ValueId,
     ) -> Result<()> {
+        if self.ring_reads.contains_key(&result) {
+            return Ok(());
+        }
         let d = self.descriptor_type(desc)?;
         let block = BlockPlacement::of(d)?;
         let base = self.scratch(0);
@@ -87,8 +92,16 @@ impl<'k> Lowerer<'k> {
         self.init_barriers(bar_at, 1, 1);
         let bar = self.shared_address(&bar_at.to_string());
         let dst = self.shared_address(&data_at.to_string());
-        self.expect_bytes(&bar, block.bytes);
-        self.tma_block(&block.buffer, &desc_reg, &dst, Some(&bar), None, &coords);
+        self.expect_bytes("true", &bar, block.bytes);
+        self.tma_block(
+            "true",
+            &block.buffer,
+            &desc_reg,
+            &dst,
+            Some(&bar),
+            None,
+            &coords,
+        );
         self.wait_parity(&bar, "0", "true");
         let shape = block.buffer.shape().to_vec();
         let layout = self.default_layout(&shape)?;
@@ -102,10 +115,10 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// From the first thread: arrives on `bar` announcing `bytes` of
-    /// asynchronous copies for its current phase.
-    pub(super) fn expect_bytes(&mut self, bar: &str, bytes: usize) {
-        self.on_first_thread("true", |l| {
+    /// From the first thread, when `pred`: arrives on `bar` announcing
+    /// `bytes` of asynchronous copies for its current phase.
+    pub(super) fn expect_bytes(&mut self, pred: &str, bar: &str, bytes: usize) {
+        self.on_first_thread(pred, |l| {
             l.f.asm(
                 "void",
                 &format!("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {bytes};"),
@@ -127,4 +140,179 @@ impl<'k> Lowerer<'k> {
             );
         });
     }
+}
+
+/// The descriptor a candidate load producing `v` reads, if it is a
+/// descriptor load.
+pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
+    candidates.iter().find_map(|c| match &c.load.kind {
+        OpKind::Prim {
+            prim: Prim::DescriptorLoad,
+            args,
+            ..
+        } if c.load.results.first() == Some(&v) => args.first().copied(),
+        _ => None,
+    })
+}
+
+/// TMA rings of a pipelined loop: descriptor loads that feed a wgmma `dot`
+/// get `stages` slots in the block's placement; all of them share one
+/// mbarrier per slot (arrival count 1: the first thread's expect-bytes
+/// arrival for every ring's block; the copies' bytes complete the phase).
+/// Iteration `j` reads slot `j % stages` once the phase of parity
+/// `(j / stages) % 2` completed.
+impl<'k> Lowerer<'k> {
+    /// Places the TMA rings of `pipe` (its wgmma operands that are
+    /// descriptor loads) and initializes their barriers, before the
+    /// first copies are issued.
+    pub(super) fn start_tma_rings(&mut self, pipe: &mut LoopPipeline<'k>) -> Result<()> {
+        let stages = pipe.stages;
+        let mut rings = Vec::new();
+        for c in &pipe.candidates {
+            let result = c.load.results[0];
+            let Some(desc) = descriptor_of(&pipe.candidates, result) else {
+                continue;
+            };
+            if !pipe.operand_placements.contains_key(&result) {
+                continue;
+            }
+            let block = BlockPlacement::of(self.descriptor_type(desc)?)?;
+            let align = block.align().max(1024);
+            let slot_bytes = block.placement.bytes.div_ceil(align) * align;
+            let ring_offset = self.ring_bytes.div_ceil(align) * align;
+            self.ring_bytes = ring_offset + slot_bytes * stages;
+            rings.push((result, ring_offset, slot_bytes, block));
+        }
+        if rings.is_empty() {
+            return Ok(());
+        }
+        let barriers = self.ring_bytes.div_ceil(8) * 8;
+        self.ring_bytes = barriers + 8 * stages;
+        for (result, ring_offset, slot_bytes, block) in rings {
+            let ring = RingRead {
+                ring_offset,
+                slot_bytes,
+                read_slot: String::new(),
+                fill: RingFill::Tma {
+                    block: block.buffer,
+                    bytes: block.bytes,
+                    barriers,
+                },
+            };
+            pipe.rings.push((result, ring));
+        }
+        self.on_first_thread("true", |l| {
+            for s in 0..stages {
+                let bar = l.ring_barrier(barriers, &s.to_string());
+                l.f.asm(
+                    "void",
+                    "mbarrier.init.shared::cta.b64 [$0], 1;",
+                    "r,~{memory}",
+                    &[("i32", &bar)],
+                );
+            }
+            l.f.asm(
+                "void",
+                "fence.mbarrier_init.release.cluster;",
+                "~{memory}",
+                &[],
+            );
+        });
+        // Every thread may wait on them from the first iteration on.
+        self.barrier();
+        Ok(())
+    }
+
+    /// Shared address of the mbarrier of slot `slot` (an i32) of a TMA ring
+    /// whose barriers start at byte `barriers` of the pipeline area.
+    fn ring_barrier(&mut self, barriers: usize, slot: &str) -> String {
+        let at = self.f.inst(format!("mul i32 {slot}, 8"));
+        let area = self.f.inst(format!("add i32 {at}, {RING_BASE}"));
+        let offset = self.f.inst(format!("add i32 {area}, {barriers}"));
+        self.shared_address(&offset)
+    }
+
+    /// Every thread waits until the TMA copies into `slot` completed, in
+    /// the rings' round of parity `phase`.
+    pub(super) fn wait_tma_slots(&mut self, pipe: &LoopPipeline<'k>, slot: &str, phase: &str) {
+        if let Some((barriers, _)) = tma_barriers(pipe) {
+            let bar = self.ring_barrier(barriers, slot);
+            self.wait_parity(&bar, phase, "true");
+        }
+    }
+
+    /// From the first thread, when `valid`: announces on slot `slot`'s
+    /// barrier the bytes the TMA rings' copies of one iteration bring.
+    pub(super) fn expect_tma_slot(&mut self, pipe: &LoopPipeline<'k>, slot: &str, valid: &str) {
+        if let Some((barriers, bytes)) = tma_barriers(pipe) {
+            let bar = self.ring_barrier(barriers, slot);
+            self.expect_bytes(valid, &bar, bytes);
+        }
+    }
+
+    /// From the first thread, when `valid`: the TMA copy of one iteration's
+    /// block (`desc` at `args[1..]`, lowered for that iteration) into slot
+    /// `slot` of `ring`, completing on the slot's barrier (whose bytes
+    /// [`Lowerer::expect_tma_slot`] announced).
+    pub(super) fn copy_block(
+        &mut self,
+        ring: &RingRead,
+        args: &[ValueId],
+        slot: &str,
+        valid: &str,
+    ) -> Result<()> {
+        let RingFill::Tma {
+            block, barriers, ..
+        } = &ring.fill
+        else {
+            return Err(malformed("a descriptor load with a cp.async ring"));
+        };
+        let (&desc, offsets) = args
+            .split_first()
+            .ok_or_else(|| malformed("a descriptor load without its descriptor"))?;
+        let desc = self.register(desc)?;
+        let coords = offsets
+            .iter()
+            .map(|&v| self.register(v))
+            .collect::<Result<Vec<_>>>()?;
+        let bar = self.ring_barrier(*barriers, slot);
+        let base = ring.slot_base(self, slot);
+        let dst = self.shared_address(&base);
+        self.tma_block(valid, block, &desc, &dst, Some(&bar), None, &coords);
+        Ok(())
+    }
+
+    /// After the loop (every copy issued was waited for): the rings'
+    /// barriers are invalidated, so that later scratch may take their bytes.
+    pub(super) fn retire_tma_rings(&mut self, pipe: &LoopPipeline<'k>) {
+        let Some((barriers, _)) = tma_barriers(pipe) else {
+            return;
+        };
+        let stages = pipe.stages;
+        self.on_first_thread("true", |l| {
+            for s in 0..stages {
+                let bar = l.ring_barrier(barriers, &s.to_string());
+                l.f.asm(
+                    "void",
+                    "mbarrier.inval.shared::cta.b64 [$0];",
+                    "r,~{memory}",
+                    &[("i32", &bar)],
+                );
+            }
+        });
+    }
+}
+
+/// Where the slot barriers of `pipe`'s TMA rings start, and the bytes one
+/// iteration's copies bring; `None` without TMA rings.
+fn tma_barriers(pipe: &LoopPipeline) -> Option<(usize, usize)> {
+    pipe.rings
+        .iter()
+        .filter_map(|(_, ring)| match &ring.fill {
+            RingFill::Tma {
+                barriers, bytes, ..
+            } => Some((*barriers, *bytes)),
+            RingFill::Threads(_) => None,
+        })
+        .reduce(|(at, a), (_, b)| (at, a + b))
 }

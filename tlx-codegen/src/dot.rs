@@ -240,7 +240,7 @@ impl<'k> Lowerer<'k> {
                 self.ring_reads.get(&d.b.id).cloned(),
             );
             let tensor = match rings {
-                (Some(a), Some(b)) if a.placement.is_some() && b.placement.is_some() => {
+                (Some(a), Some(b)) if a.is_operand() && b.is_operand() => {
                     let in_flight = self.wgmma_in_flight.contains(&result);
                     self.wgmma_from_rings(&plan, (&a, &b), acc_regs, in_flight)?
                 }

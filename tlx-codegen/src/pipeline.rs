@@ -24,6 +24,7 @@
 //! every warp group has already waited for (one group stays in flight).
 
 use super::axis::MaskRun;
+use super::descriptor::{descriptor_of, BlockPlacement};
 use super::lower::{Lowerer, Result, Tensor, SHARED_BYTES_LIMIT};
 use super::memory::{load_qualifiers, vector_len, word_type, words_of};
 use super::scalar::{from_bits, mem_bytes};
@@ -31,7 +32,9 @@ use super::wgmma::WgmmaPlan;
 use super::CodegenError;
 use std::collections::{HashMap, HashSet};
 use tlx_core::ir::Literal;
-use tlx_core::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
+use tlx_core::ir::{
+    Block, CacheModifier, EvictionPolicy, Op, OpKind, Prim, SharedMemoryType, ValueId,
+};
 use tlx_core::layout::{LinearLayout, OffsetBases, SharedLayout};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
@@ -41,14 +44,36 @@ const RING_BYTES_LIMIT: usize = 128 << 10;
 /// A load the loop body reads from its ring instead of global memory.
 #[derive(Clone, Debug)]
 pub struct RingRead {
-    pub layout: LinearLayout,
-    /// Elements per copy (one `cp.async` of `chunk * elem_bytes` bytes).
-    pub chunk: usize,
     /// Byte offset of the ring in the pipeline area, and of each slot in it.
     pub ring_offset: usize,
     pub slot_bytes: usize,
     /// The slot of the current iteration (i32), set at the top of each iteration.
     pub read_slot: String,
+    pub fill: RingFill,
+}
+
+/// Who fills a ring's slots, and how a slot holds the tile.
+#[derive(Clone, Debug)]
+pub enum RingFill {
+    /// Every thread, with `cp.async`.
+    Threads(ThreadCopies),
+    /// The first thread, with TMA: the block of a descriptor load, in the
+    /// placement wgmma reads (a `dot` operand, multiplied in place). Slot
+    /// `s` completes on the mbarrier at byte `barriers + 8 * s` of the
+    /// pipeline area.
+    Tma {
+        block: SharedMemoryType,
+        bytes: usize,
+        barriers: usize,
+    },
+}
+
+/// How every thread copies its part of a tile into a slot.
+#[derive(Clone, Debug)]
+pub struct ThreadCopies {
+    pub layout: LinearLayout,
+    /// Elements per copy (one `cp.async` of `chunk * elem_bytes` bytes).
+    pub chunk: usize,
     /// How a slot holds the tile: `None`, each thread's chunks side by side,
     /// read back by the thread that copied them; or a placement the whole CTA
     /// reads (a wgmma operand, multiplied in place), as the byte offsets this
@@ -63,27 +88,35 @@ impl RingRead {
         let area = l.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
         l.f.inst(format!("add i32 {area}, {}", self.ring_offset))
     }
+
+    /// Whether the whole CTA reads a slot in place as a wgmma operand.
+    pub fn is_operand(&self) -> bool {
+        match &self.fill {
+            RingFill::Threads(copies) => copies.placement.is_some(),
+            RingFill::Tma { .. } => true,
+        }
+    }
 }
 
 /// A load the pipeliner takes, with the body ops its address and mask need.
-struct Candidate<'k> {
-    load: &'k Op,
+pub(super) struct Candidate<'k> {
+    pub(super) load: &'k Op,
     slice: Vec<&'k Op>,
 }
 
 /// What a pipelined loop needs across its lowering.
 pub struct LoopPipeline<'k> {
-    stages: usize,
+    pub(super) stages: usize,
     /// Iterations the copies run ahead: `stages - 1`, or `stages - 2` when
     /// some ring is read by the whole CTA (see the module doc).
     distance: usize,
     /// Placements of the loads that feed wgmma operands, by load result.
-    operand_placements: HashMap<ValueId, SharedLayout>,
+    pub(super) operand_placements: HashMap<ValueId, SharedLayout>,
     /// Ring bytes in use before this loop: its rings are free again after it.
     ring_mark: usize,
-    candidates: Vec<Candidate<'k>>,
+    pub(super) candidates: Vec<Candidate<'k>>,
     /// Ring geometry of each taken load (by its result), in candidate order.
-    rings: Vec<(ValueId, RingRead)>,
+    pub(super) rings: Vec<(ValueId, RingRead)>,
 }
 
 /// The body ops (in body order) that `roots` depend on, if every one is an
@@ -122,23 +155,31 @@ fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<
 }
 
 /// The loads of `body` a pipeline can prefetch: top-level, non-volatile
-/// tensor loads whose pointer and mask are address slices.
+/// tensor loads whose pointer and mask are address slices, and descriptor
+/// loads whose offsets are.
 fn candidates<'k>(body: &'k Block, iv: ValueId) -> Vec<Candidate<'k>> {
     body.ops
         .iter()
         .filter_map(|op| {
-            let OpKind::Load {
-                ptr,
-                mask,
-                volatile: false,
-                cache:
-                    CacheModifier::None | CacheModifier::Ca | CacheModifier::Cg | CacheModifier::Cs,
-                ..
-            } = &op.kind
-            else {
-                return None;
+            let roots: Vec<ValueId> = match &op.kind {
+                OpKind::Load {
+                    ptr,
+                    mask,
+                    volatile: false,
+                    cache:
+                        CacheModifier::None
+                        | CacheModifier::Ca
+                        | CacheModifier::Cg
+                        | CacheModifier::Cs,
+                    ..
+                } => std::iter::once(*ptr).chain(*mask).collect(),
+                OpKind::Prim {
+                    prim: Prim::DescriptorLoad,
+                    args,
+                    ..
+                } => args.clone(),
+                _ => return None,
             };
-            let roots: Vec<ValueId> = std::iter::once(*ptr).chain(*mask).collect();
             let slice = address_slice(body, &roots, iv)?;
             Some(Candidate { load: op, slice })
         })
@@ -192,6 +233,7 @@ impl<'k> Lowerer<'k> {
             candidates,
             rings: Vec::new(),
         };
+        self.start_tma_rings(&mut pipe)?;
         // The first `distance` iterations' copies, as a loop of their own:
         // unrolled, each would repeat the address code (and build time).
         let pre = self.current_block.clone();
@@ -231,18 +273,20 @@ impl<'k> Lowerer<'k> {
         Ok(Some(pipe))
     }
 
-    /// At the top of an iteration whose slot is `slot`: issues the copies of
-    /// the iteration `distance` ahead into the slot it will read, waits for
-    /// this iteration's copies (commit groups complete in order) and points
-    /// its loads at `slot`. With rings the whole CTA reads, the wait comes
-    /// first, then the proxy fence and the barrier, then the copies.
+    /// At the top of an iteration whose slot is `slot` (in the `phase`-th
+    /// round of the ring, mod 2): issues the copies of the iteration
+    /// `distance` ahead into the slot it will read, waits for this
+    /// iteration's copies (commit groups complete in order, TMA copies on
+    /// their slot's mbarrier) and points its loads at `slot`. With rings the
+    /// whole CTA reads, the wait comes first, then the proxy fence and the
+    /// barrier, then the copies.
     pub fn advance_pipeline(
         &mut self,
         pipe: &mut LoopPipeline<'k>,
         iv: ValueId,
         bounds: &LoopBounds,
         iv_reg: &str,
-        slot: &str,
+        (slot, phase): (&str, &str),
     ) -> Result<()> {
         let (s, d) = (pipe.stages, pipe.distance);
         let ahead = bounds.ahead_of(self, iv_reg, &d.to_string())?;
@@ -260,8 +304,19 @@ impl<'k> Lowerer<'k> {
             self.issue_copies(pipe, iv, &ahead, &write, false)?;
             wait(self, d);
         } else {
-            wait(self, d - 1);
-            self.fence_async_shared();
+            // Copies by every thread are waited for by each and fenced for
+            // the async proxy; TMA copies complete on their slot's barrier.
+            let by_threads = pipe
+                .rings
+                .iter()
+                .any(|(_, r)| matches!(r.fill, RingFill::Threads(_)));
+            if by_threads {
+                wait(self, d - 1);
+            }
+            self.wait_tma_slots(pipe, slot, phase);
+            if by_threads {
+                self.fence_async_shared();
+            }
             self.barrier();
             self.issue_copies(pipe, iv, &ahead, &write, false)?;
         }
@@ -290,7 +345,7 @@ impl<'k> Lowerer<'k> {
             .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
             .collect();
         let zero_filled = |load: &Op| match &load.kind {
-            OpKind::Load { other: None, .. } => true,
+            OpKind::Load { other: None, .. } | OpKind::Prim { .. } => true,
             OpKind::Load { other: Some(o), .. } => self.is_zero_constant(*o, &in_body),
             _ => false,
         };
@@ -317,6 +372,18 @@ impl<'k> Lowerer<'k> {
             }
             let shape = (ta.shape()[0], tb.shape()[1], ta.shape()[1]);
             if let Some(plan) = WgmmaPlan::new(self.arch, (sa, sb, sc), shape, self.num_warps) {
+                // TMA lands a descriptor's block in its own placement only.
+                let lands_as = |l: &Self, v: ValueId, wanted: &SharedLayout| -> Result<bool> {
+                    match descriptor_of(candidates, v) {
+                        Some(desc) => {
+                            Ok(BlockPlacement::of(l.descriptor_type(desc)?)?.placement == *wanted)
+                        }
+                        None => Ok(true),
+                    }
+                };
+                if !lands_as(self, *a, &plan.a)? || !lands_as(self, *b, &plan.b)? {
+                    continue;
+                }
                 out.insert(*a, plan.a.clone());
                 out.insert(*b, plan.b.clone());
                 // A result only carried to the next iteration may stay in flight.
@@ -345,11 +412,20 @@ impl<'k> Lowerer<'k> {
         }
     }
 
-    /// The slot after `slot` in a ring of `stages`.
-    pub fn next_slot(&mut self, pipe: &LoopPipeline<'k>, slot: &str) -> String {
+    /// The slot after `slot` in a ring of `stages`, and its round's parity
+    /// (`phase` flipped when the ring wraps).
+    pub fn next_slot(
+        &mut self,
+        pipe: &LoopPipeline<'k>,
+        (slot, phase): (&str, &str),
+    ) -> (String, String) {
         let next = self.f.inst(format!("add i32 {slot}, 1"));
         let wrap = self.f.inst(format!("icmp eq i32 {next}, {}", pipe.stages));
-        self.f.inst(format!("select i1 {wrap}, i32 0, i32 {next}"))
+        let flip = self.f.inst(format!("zext i1 {wrap} to i32"));
+        (
+            self.f.inst(format!("select i1 {wrap}, i32 0, i32 {next}")),
+            self.f.inst(format!("xor i32 {phase}, {flip}")),
+        )
     }
 
     /// After the loop: no copy may still be writing when the program goes on,
@@ -363,6 +439,7 @@ impl<'k> Lowerer<'k> {
         carried: &mut [Tensor],
     ) {
         self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
+        self.retire_tma_rings(pipe);
         self.ring_bytes = pipe.ring_mark;
         self.pipelines_open -= 1;
         for (t, v) in carried.iter_mut().zip(yielded(body)) {
@@ -375,7 +452,8 @@ impl<'k> Lowerer<'k> {
     }
 
     /// Copies of one iteration (`ahead`) into slot `slot` of every ring, as one
-    /// commit group. With `plan`, decides which candidates get a ring.
+    /// commit group (and, for TMA rings, one mbarrier phase per slot). With
+    /// `plan`, decides which pointer loads get a ring.
     fn issue_copies(
         &mut self,
         pipe: &mut LoopPipeline<'k>,
@@ -388,93 +466,36 @@ impl<'k> Lowerer<'k> {
             layout: self.scalar_layout()?,
             regs: vec![ahead.iv.clone()],
         };
-        let stages = pipe.stages;
+        self.expect_tma_slot(pipe, slot, &ahead.valid);
         for i in 0..pipe.candidates.len() {
             let load = pipe.candidates[i].load;
             let result = load.results[0];
-            let OpKind::Load {
-                ptr,
-                mask,
-                cache,
-                eviction,
-                ..
-            } = &load.kind
-            else {
-                continue;
-            };
             let known = pipe
                 .rings
                 .iter()
                 .find(|(r, _)| *r == result)
                 .map(|(_, ring)| ring.clone());
-            if known.is_none() && !plan {
+            let was_known = known.is_some();
+            if !was_known && !plan {
                 continue;
             }
             let slice = std::mem::take(&mut pipe.candidates[i].slice);
             let placement = pipe.operand_placements.get(&result).cloned();
-            let taken = self.with_detached(&slice, (iv, bind.clone()), |l| {
-                let ptrs = l.tensor(*ptr)?;
-                let elem = l.ty(result).elem();
-                let bytes = mem_bytes(elem);
-                let contiguity = l.axis.get(ptr).map_or(1, |a| a.contiguity);
-                let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
-                if let Some(placed) = &placement {
-                    chunk = chunk.min(placed.contiguous_run(&ptrs.layout, bytes)?);
-                }
-                let ring = match known {
-                    Some(ring) => ring,
-                    None => {
-                        let (slot_bytes, ring_offset, limit) = match &placement {
-                            None => (
-                                ptrs.layout.num_regs() * bytes * l.threads(),
-                                l.ring_bytes,
-                                RING_BYTES_LIMIT,
-                            ),
-                            // Slots start on a swizzle period, as wgmma reads them.
-                            Some(placed) => (
-                                placed.bytes.div_ceil(1024) * 1024,
-                                l.ring_bytes.div_ceil(1024) * 1024,
-                                SHARED_BYTES_LIMIT as usize,
-                            ),
-                        };
-                        let ring_bytes = slot_bytes * stages;
-                        if !matches!(chunk * bytes, 4 | 8 | 16) || ring_offset + ring_bytes > limit
-                        {
-                            return Ok(None);
-                        }
-                        let offsets = match &placement {
-                            Some(placed) => Some(placed.compose(&ptrs.layout)?),
-                            None => None,
-                        };
-                        let ring = RingRead {
-                            layout: ptrs.layout.clone(),
-                            chunk,
-                            ring_offset,
-                            slot_bytes,
-                            read_slot: String::new(),
-                            placement: offsets,
-                        };
-                        l.ring_bytes = ring_offset + ring_bytes;
-                        ring
+            let stages = pipe.stages;
+            let taken = self.with_detached(&slice, (iv, bind.clone()), |l| match &load.kind {
+                OpKind::Prim { args, .. } => match known {
+                    Some(ring) => {
+                        l.copy_block(&ring, args, slot, &ahead.valid)?;
+                        Ok(Some(ring))
                     }
-                };
-                let masks = l.access_masks(*mask, &ring.layout, chunk)?;
-                let base = l.slot_base(&ring, slot);
-                let copy = TileCopy {
-                    ring: &ring,
-                    base: &base,
-                    ptrs: &ptrs.regs,
-                    masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
-                    valid: &ahead.valid,
-                    bytes,
-                    align: l.known_alignment(*ptr),
-                };
-                l.copy_tile(&copy, *cache, *eviction);
-                Ok(Some(ring))
+                    // Not a wgmma operand: loaded where it stands.
+                    None => Ok(None),
+                },
+                _ => l.copy_pointer_tile(load, known, placement.as_ref(), stages, ahead, slot),
             });
             pipe.candidates[i].slice = slice;
             match (plan, taken?) {
-                (true, Some(ring)) => pipe.rings.push((result, ring)),
+                (true, Some(ring)) if !was_known => pipe.rings.push((result, ring)),
                 // An operand without its ring would have no registers either.
                 (true, None) if placement.is_some() => {
                     return Err(CodegenError::Unsupported(
@@ -487,6 +508,91 @@ impl<'k> Lowerer<'k> {
         self.f
             .asm("void", "cp.async.commit_group;", "~{memory}", &[]);
         Ok(())
+    }
+
+    /// The `cp.async` copies of one pointer load's tile for iteration
+    /// `ahead` into `slot` of its ring (`known`, or a new one if the tile can
+    /// be copied in chunks and the ring fits; `None` otherwise).
+    fn copy_pointer_tile(
+        &mut self,
+        load: &Op,
+        known: Option<RingRead>,
+        placement: Option<&SharedLayout>,
+        stages: usize,
+        ahead: &Iteration,
+        slot: &str,
+    ) -> Result<Option<RingRead>> {
+        let OpKind::Load {
+            ptr,
+            mask,
+            cache,
+            eviction,
+            ..
+        } = &load.kind
+        else {
+            return Ok(None);
+        };
+        let ptrs = self.tensor(*ptr)?;
+        let elem = self.ty(load.results[0]).elem();
+        let bytes = mem_bytes(elem);
+        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
+        if let Some(placed) = placement {
+            chunk = chunk.min(placed.contiguous_run(&ptrs.layout, bytes)?);
+        }
+        let ring = match known {
+            Some(ring) => ring,
+            None => {
+                let (slot_bytes, ring_offset, limit) = match placement {
+                    None => (
+                        ptrs.layout.num_regs() * bytes * self.threads(),
+                        self.ring_bytes,
+                        RING_BYTES_LIMIT,
+                    ),
+                    // Slots start on a swizzle period, as wgmma reads them.
+                    Some(placed) => (
+                        placed.bytes.div_ceil(1024) * 1024,
+                        self.ring_bytes.div_ceil(1024) * 1024,
+                        SHARED_BYTES_LIMIT as usize,
+                    ),
+                };
+                let ring_bytes = slot_bytes * stages;
+                if !matches!(chunk * bytes, 4 | 8 | 16) || ring_offset + ring_bytes > limit {
+                    return Ok(None);
+                }
+                let offsets = match placement {
+                    Some(placed) => Some(placed.compose(&ptrs.layout)?),
+                    None => None,
+                };
+                self.ring_bytes = ring_offset + ring_bytes;
+                RingRead {
+                    ring_offset,
+                    slot_bytes,
+                    read_slot: String::new(),
+                    fill: RingFill::Threads(ThreadCopies {
+                        layout: ptrs.layout.clone(),
+                        chunk,
+                        placement: offsets,
+                    }),
+                }
+            }
+        };
+        let RingFill::Threads(copies) = &ring.fill else {
+            return Err(super::lower::malformed("a pointer load with a TMA ring"));
+        };
+        let masks = self.access_masks(*mask, &copies.layout, copies.chunk)?;
+        let base = ring.slot_base(self, slot);
+        let copy = TileCopy {
+            copies,
+            base: &base,
+            ptrs: &ptrs.regs,
+            masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
+            valid: &ahead.valid,
+            bytes,
+            align: self.known_alignment(*ptr),
+        };
+        self.copy_tile(&copy, *cache, *eviction);
+        Ok(Some(ring))
     }
 
     fn threads(&self) -> usize {
@@ -528,17 +634,14 @@ impl<'k> Lowerer<'k> {
                 at: Some(at),
             });
         }
-        let ring = RingRead {
+        let copies = ThreadCopies {
             layout: ptrs.layout.clone(),
             chunk,
-            ring_offset: 0,
-            slot_bytes: 0,
-            read_slot: String::new(),
             placement: Some(placed.compose(&ptrs.layout)?),
         };
-        let masks = self.access_masks(Some(mask), &ring.layout, chunk)?;
+        let masks = self.access_masks(Some(mask), &copies.layout, chunk)?;
         let copy = TileCopy {
-            ring: &ring,
+            copies: &copies,
             base,
             ptrs: &ptrs.regs,
             masks: masks.as_ref().map(|(m, run)| (m.as_slice(), *run)),
@@ -550,25 +653,25 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// Shared byte offset (i32) of slot `slot` of `ring`; the pipeline area's
-    /// base is filled in once the scratch size is known.
-    fn slot_base(&mut self, ring: &RingRead, slot: &str) -> String {
-        ring.slot_base(self, slot)
-    }
-
     /// Shared byte offset of element `reg` of this thread in a slot at `base`.
-    fn element_offset(&mut self, ring: &RingRead, base: &str, reg: usize, bytes: usize) -> String {
-        if let Some(offsets) = &ring.placement {
+    fn element_offset(
+        &mut self,
+        copies: &ThreadCopies,
+        base: &str,
+        reg: usize,
+        bytes: usize,
+    ) -> String {
+        if let Some(offsets) = &copies.placement {
             let thread = self.thread_xor(&offsets.lanes, &offsets.warps);
             let at = self
                 .f
                 .inst(format!("xor i32 {thread}, {}", offsets.reg_offset(reg)));
             return self.f.inst(format!("add i32 {base}, {at}"));
         }
-        let chunk_bytes = ring.chunk * bytes;
+        let chunk_bytes = copies.chunk * bytes;
         let tid = self.thread_id();
         let own = self.f.inst(format!("mul i32 {tid}, {chunk_bytes}"));
-        let (c, j) = (reg / ring.chunk, reg % ring.chunk);
+        let (c, j) = (reg / copies.chunk, reg % copies.chunk);
         let fixed = c * self.threads() * chunk_bytes + j * bytes;
         let at = self.f.inst(format!("add i32 {base}, {own}"));
         self.f.inst(format!("add i32 {at}, {fixed}"))
@@ -579,7 +682,7 @@ impl<'k> Lowerer<'k> {
     /// element through registers.
     fn copy_tile(&mut self, copy: &TileCopy, cache: CacheModifier, eviction: EvictionPolicy) {
         let TileCopy {
-            ring,
+            copies,
             base,
             ptrs,
             masks,
@@ -587,7 +690,7 @@ impl<'k> Lowerer<'k> {
             bytes,
             align,
         } = *copy;
-        let n = ring.chunk;
+        let n = copies.chunk;
         let chunk_bytes = n * bytes;
         let ok = self.tile_vector_ok(ptrs, masks, n, bytes, align);
         let vector = self.f.fresh("ring_copy");
@@ -611,7 +714,7 @@ impl<'k> Lowerer<'k> {
             let size = self
                 .f
                 .inst(format!("select i1 {enabled}, i32 {chunk_bytes}, i32 0"));
-            let at = self.element_offset(ring, base, start, bytes);
+            let at = self.element_offset(copies, base, start, bytes);
             let dst = self.smem_ptr(&at);
             // No L2 cache policy here: the copy with `.L2::cache_hint` assembles
             // but traps on sm_90 (measured on an H100); the eviction hint still
@@ -636,7 +739,7 @@ impl<'k> Lowerer<'k> {
         for (reg, ptr) in ptrs.iter().enumerate() {
             let enabled = on(self, reg);
             let w = self.load_words(&instr, ptr, &enabled, &["0".to_string()], word);
-            let at = self.element_offset(ring, base, reg, bytes);
+            let at = self.element_offset(copies, base, reg, bytes);
             let p = self.smem_ptr(&at);
             // A byte travels in a 16-bit register: store only the byte.
             let (value, ty) = if bytes == 1 {
@@ -659,25 +762,28 @@ impl<'k> Lowerer<'k> {
             return Err(super::lower::malformed("not a load"));
         };
         let result = op.results[0];
-        if ring.placement.is_some() {
+        let copies = match &ring.fill {
+            RingFill::Threads(copies) if copies.placement.is_none() => copies.clone(),
             // A wgmma operand: its `dot` multiplies the slot in place.
-            self.ring_reads.insert(result, ring);
-            return Ok(());
-        }
+            _ => {
+                self.ring_reads.insert(result, ring);
+                return Ok(());
+            }
+        };
         let elem = self.ty(result).elem();
         let bytes = mem_bytes(elem);
-        let n = ring.chunk;
+        let n = copies.chunk;
         let (vword, words) = words_of(n, bytes);
         let wty = word_type(vword);
-        let base = self.slot_base(&ring, &ring.read_slot);
+        let base = ring.slot_base(self, &ring.read_slot);
         let vty = if words == 1 {
             wty.to_string()
         } else {
             format!("<{words} x {wty}>")
         };
-        let mut bits = Vec::with_capacity(ring.layout.num_regs());
-        for start in (0..ring.layout.num_regs()).step_by(n) {
-            let at = self.element_offset(&ring, &base, start, bytes);
+        let mut bits = Vec::with_capacity(copies.layout.num_regs());
+        for start in (0..copies.layout.num_regs()).step_by(n) {
+            let at = self.element_offset(&copies, &base, start, bytes);
             let p = self.smem_ptr(&at);
             let v = self.f.inst(format!(
                 "load {vty}, ptr addrspace(3) {p}, align {}",
@@ -697,8 +803,8 @@ impl<'k> Lowerer<'k> {
             .map(|b| from_bits(&mut self.f, elem, b))
             .collect();
         if let (Some(m), Some(o)) = (mask, other) {
-            let ms = self.get(*m, &ring.layout)?;
-            let os = self.get(*o, &ring.layout)?;
+            let ms = self.get(*m, &copies.layout)?;
+            let os = self.get(*o, &copies.layout)?;
             let ty = super::emit::llvm_type(elem);
             regs = regs
                 .iter()
@@ -709,7 +815,7 @@ impl<'k> Lowerer<'k> {
         self.values.insert(
             result,
             Tensor {
-                layout: ring.layout,
+                layout: copies.layout,
                 regs,
             },
         );
@@ -740,7 +846,7 @@ fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
 /// One tile's copy into a slot: the chunk start addresses and masks of this
 /// thread, and whether the iteration runs at all.
 struct TileCopy<'a> {
-    ring: &'a RingRead,
+    copies: &'a ThreadCopies,
     base: &'a str,
     ptrs: &'a [String],
     masks: Option<(&'a [String], MaskRun)>,

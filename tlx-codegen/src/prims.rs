@@ -310,7 +310,7 @@ impl<'k> Lowerer<'k> {
                 let dst = self.shared_address_of(arg(1)?)?;
                 let bar = self.shared_address_of(arg(2)?)?;
                 let coords = self.registers(&args[3..])?;
-                self.tma_block(&m, &desc, &dst, Some(&bar), None, &coords);
+                self.tma_block("true", &m, &desc, &dst, Some(&bar), None, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorLoadMulticast => {
@@ -321,7 +321,7 @@ impl<'k> Lowerer<'k> {
                 let mask = self.register(arg(3)?)?;
                 let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
                 let coords = self.registers(&args[4..])?;
-                self.tma_block(&m, &desc, &dst, Some(&bar), Some(&mask), &coords);
+                self.tma_block("true", &m, &desc, &dst, Some(&bar), Some(&mask), &coords);
                 Ok(())
             }
             Prim::RemoteView => {
@@ -352,7 +352,7 @@ impl<'k> Lowerer<'k> {
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.fence_async_shared();
                 self.barrier();
-                self.tma_block(&m, &desc, &src, None, None, &coords);
+                self.tma_block("true", &m, &desc, &src, None, None, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
@@ -610,7 +610,7 @@ impl<'k> Lowerer<'k> {
         }
     }
 
-    /// Issues, from the first thread, the TMA copies of one block between
+    /// Issues, from the first thread when `pred`, the TMA copies of one block between
     /// global memory (through `desc`) and the buffer at shared address
     /// `smem`: one per atom-wide box. With a `barrier`, loads completing on
     /// it (with a `multicast` mask, an i16 of cluster ranks, into the same
@@ -618,6 +618,7 @@ impl<'k> Lowerer<'k> {
     /// committed as one bulk group.
     pub(super) fn tma_block(
         &mut self,
+        pred: &str,
         m: &SharedMemoryType,
         desc: &str,
         smem: &str,
@@ -627,7 +628,7 @@ impl<'k> Lowerer<'k> {
     ) {
         let tma = TmaBox::new(m.elem(), m.shape());
         let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
-        self.on_first_thread("true", |l| {
+        self.on_first_thread(pred, |l| {
             for piece in 0..tma.pieces {
                 let (at, coords) = l.tma_piece(smem, coords, &tma, piece, piece_bytes);
                 // Operands: the buffer, the descriptor, the barrier of a

@@ -1,11 +1,12 @@
 //! `launch`: checks a launch against the kernel's spec and the device
 //! (configuration, launch shape, every argument), then hands it to the device.
 
-use crate::arg::KernelArg;
+use crate::arg::{KernelArg, PtrTarget};
 use crate::device::{Backend, Device};
 use crate::grid::Grid;
-use crate::spec::{describe_kind, KernelSpec};
+use crate::spec::{describe_kind, ConfigSpec, KernelSpec};
 use crate::Error;
+use tlx_core::ir::ParamKind;
 
 /// The most warps a program may have (1024 threads per block).
 const MAX_WARPS: u32 = 32;
@@ -39,6 +40,7 @@ pub fn launch(
     grid.validate()?;
     check_cluster(spec, config_spec.cluster, grid)?;
     check_args(device, spec, args)?;
+    check_descriptors(config_spec, args)?;
     crate::dump::on_launch(spec, config, config_spec);
     let dispatch = |args: &[KernelArg<'_>]| match device.backend() {
         Backend::Cuda(cuda) => cuda.launch(spec, config, config_spec, grid, args),
@@ -74,6 +76,29 @@ fn check_cluster(spec: &'static KernelSpec, cluster: [u32; 3], grid: Grid) -> Re
             ),
         }),
     }
+}
+
+/// Where a CPU buffer is taken to start when its descriptors are checked.
+const CPU_BUFFER_BASE: u64 = 1 << 20;
+
+/// Checks each descriptor against TMA's rules for the block this
+/// configuration moves (strides, alignment, box), on every device, so that
+/// a kernel tested on the interpreter is not refused on the GPU.
+fn check_descriptors(config: &ConfigSpec, args: &[KernelArg<'_>]) -> Result<(), Error> {
+    for (kind, arg) in config.params.iter().zip(args) {
+        if let (ParamKind::TensorDesc(block), KernelArg::TensorDesc(desc)) = (kind, arg) {
+            let address = match desc.target {
+                PtrTarget::Cuda { address, .. } => address,
+                // CPU buffers start aligned (here: at a made-up, non-null
+                // address); what counts is the offset into them.
+                PtrTarget::Cpu { offset_elems, .. } => {
+                    CPU_BUFFER_BASE + (offset_elems * desc.elem().size_bytes()) as u64
+                }
+            };
+            desc.tiled(address, block).validate()?;
+        }
+    }
+    Ok(())
 }
 
 fn check_args(

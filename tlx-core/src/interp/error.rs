@@ -165,6 +165,18 @@ pub enum InterpError {
     DivisionByZero { at: Site, element: usize },
     #[error("{at}: loop step {step} is not positive")]
     NonPositiveStep { at: Site, step: i64 },
+    #[error(
+        "{at}: this TMA copy's innermost offset, {offset}, is {} bytes into a row; TMA starts a \
+         box only on a 16-byte boundary of the row (the GPU stops with an illegal instruction): \
+         make that offset a multiple of {} elements",
+        .offset * i64::from(*.elem_bytes),
+        16 / .elem_bytes
+    )]
+    TmaOffset {
+        at: Site,
+        offset: i64,
+        elem_bytes: u32,
+    },
     #[error("{at}: malformed IR: {detail}")]
     MalformedIr { at: Site, detail: String },
     #[error(
@@ -399,6 +411,10 @@ pub(crate) enum Fault {
     NonPositiveStep {
         step: i64,
     },
+    TmaOffset {
+        offset: i64,
+        elem_bytes: u32,
+    },
     /// A skeleton run read a value it does not compute.
     Undecidable {
         value: ValueId,
@@ -476,6 +492,11 @@ impl Fault {
             },
             Fault::DivisionByZero { element } => InterpError::DivisionByZero { at, element },
             Fault::NonPositiveStep { step } => InterpError::NonPositiveStep { at, step },
+            Fault::TmaOffset { offset, elem_bytes } => InterpError::TmaOffset {
+                at,
+                offset,
+                elem_bytes,
+            },
             Fault::Undecidable { value } => InterpError::Undecidable { at, value },
             Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
         }

@@ -328,6 +328,7 @@ impl<'k> Executor<'k> {
                 } else {
                     let desc = self.desc_of(arg(0)?)?;
                     let offsets = self.offsets(&args[3..])?;
+                    check_tma_offsets(elem, &offsets)?;
                     let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                     let zero = match Repr::of_scalar(elem) {
                         Repr::Float => Data::Float(vec![0.0]),
@@ -372,6 +373,7 @@ impl<'k> Executor<'k> {
                 let elem = shared.smem.elem(view.alloc)?;
                 let block = self.type_of(arg(0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
+                check_tma_offsets(elem, &offsets)?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let data = view.read(shared)?;
                 global::store(self.mem, elem, &ptrs, &data, Some(&inside))?;
@@ -458,6 +460,7 @@ impl<'k> Executor<'k> {
                 let (block, elem) = (ty.shape().to_vec(), ty.elem().scalar());
                 let elem = elem.ok_or_else(|| Fault::malformed("a descriptor of pointers"))?;
                 let offsets = self.offsets(&args[1..])?;
+                check_tma_offsets(elem, &offsets)?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let zero = match Repr::of_scalar(elem) {
                     Repr::Float => Data::Float(vec![0.0]),
@@ -748,6 +751,19 @@ fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> 
 /// The global address of each element of a TMA box of `block` elements at
 /// `offsets`, and whether it lies inside the tensor (TMA reads zero outside
 /// and writes nothing there).
+/// The innermost offset of a TMA box must lie on a 16-byte boundary of the
+/// row (measured on an H100: others stop the kernel with an illegal
+/// instruction).
+fn check_tma_offsets(elem: ScalarType, offsets: &[i64]) -> FaultResult<()> {
+    let elem_bytes = elem.size_bytes() as u32;
+    match offsets.last() {
+        Some(&offset) if (offset * i64::from(elem_bytes)) % 16 != 0 => {
+            Err(Fault::TmaOffset { offset, elem_bytes })
+        }
+        _ => Ok(()),
+    }
+}
+
 fn box_addresses(
     desc: &GlobalTensor,
     elem: ScalarType,

@@ -17,7 +17,7 @@ use super::super::super::schedule::ProgramShared;
 use super::super::super::value::{Data, Handle, Repr};
 use super::super::super::{global, linear_index};
 use super::super::Executor;
-use super::{barrier, box_addresses, BufferView, PrimResult, Stop};
+use super::{barrier, box_addresses, check_tma_offsets, BufferView, PrimResult, Stop};
 
 impl<'k> Executor<'k> {
     /// This program's rank in its cluster (x fastest, as `cluster_cta_rank()`).
@@ -232,6 +232,7 @@ impl<'k> Executor<'k> {
             None => {
                 let desc = self.desc_of(*desc)?;
                 let offsets = self.offsets(offsets)?;
+                check_tma_offsets(elem, &offsets)?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let zero = match Repr::of_scalar(elem) {
                     Repr::Float => Data::Float(vec![0.0]),
