@@ -89,6 +89,28 @@ fn matmul_wgmma<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize
 }
 "#;
 
+/// The same loop over tensor descriptors: the operand tiles go by TMA
+/// (`cp.async.bulk.tensor`, one mbarrier per ring slot) into the slots
+/// `wgmma.mma_async` reads in place.
+const MATMUL_TMA: &str = r#"
+#[tlx::kernel(configs = [(BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32, num_warps = 4, num_stages = 3)])]
+fn matmul_tma<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
+    a: TensorDesc<bf16, BLOCK_M, BLOCK_K>,
+    b: TensorDesc<bf16, BLOCK_K, BLOCK_N>,
+    c: Ptr<f32>,
+    n: i32,
+    k: i32,
+) {
+    let (om, on) = (program_id(0) * BLOCK_M, program_id(1) * BLOCK_N);
+    let mut acc = zeros([BLOCK_M, BLOCK_N], f32);
+    for k0 in (0..k).step_by(BLOCK_K) {
+        acc = dot(a.load([om, k0]), b.load([k0, on]), acc);
+    }
+    let (rm, rn) = (om + arange(0, BLOCK_M), on + arange(0, BLOCK_N));
+    store(c + rm[(.., None)] * n + rn[(None, ..)], acc);
+}
+"#;
+
 const COMPACT: &str = r#"
 #[tlx::kernel(configs = [(BLOCK = 256, num_warps = 4)])]
 fn compact<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, counts: Ptr<i32>, n: i32, threshold: f32) {
@@ -231,6 +253,26 @@ fn matmul_wgmma_ptx_matches_golden() {
         assert!(ptx.contains(needle), "{needle}");
     }
     check_golden("matmul_wgmma", MATMUL_WGMMA);
+}
+
+#[test]
+fn matmul_tma_ptx_matches_golden() {
+    let ptx = generate(MATMUL_TMA);
+    for needle in [
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+        "mbarrier.arrive.expect_tx.shared::cta.b64",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+        "wgmma.wait_group.sync.aligned 1",
+    ] {
+        assert!(ptx.contains(needle), "{needle}");
+    }
+    // No thread copies anything itself: the loop has no `cp.async` of its own.
+    assert!(
+        !ptx.contains("cp.async.cg"),
+        "per-thread copies in a TMA loop"
+    );
+    check_golden("matmul_tma", MATMUL_TMA);
 }
 
 #[test]

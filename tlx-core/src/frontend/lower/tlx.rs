@@ -569,6 +569,11 @@ fn default_of(name: &str) -> &'static str {
 }
 
 fn hint(prim: Prim) -> String {
+    if prim == Prim::DescriptorLoad {
+        return "`desc.load([o0, o1, ...])` takes one offset per dimension of the descriptor's \
+                block, outermost first, each an i32; see docs/language.md, \"Tensor descriptors\""
+            .into();
+    }
     let (params, required) = arguments(prim);
     let params: Vec<String> = params
         .iter()
