@@ -9,6 +9,11 @@
 
 use tlx::prelude::*;
 
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::fresh_rng;
+
 #[tlx::kernel(configs = [(BR = 16, BC = 64)])]
 fn shifted_copy<const BR: usize, const BC: usize>(
     x: TensorDesc<f32, BR, BC>,
@@ -59,33 +64,11 @@ fn descriptor_matmul<
     store(c + rm[(.., None)] * n + rn[(None, ..)], acc, mask = ok);
 }
 
-struct Rng(u64);
-impl Rng {
-    fn fresh() -> Rng {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-            | 1;
-        println!("seed {seed}");
-        Rng(seed)
-    }
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.next()).collect()
-    }
-}
-
 fn shifted_copy_agrees(dev: &Device) {
     let (rows, cols): (usize, usize) = (37, 156);
     let (grid_r, grid_c) = (rows.div_ceil(16) as u32, cols.div_ceil(64) as u32);
     let (out_rows, out_cols) = (grid_r as usize * 16, grid_c as usize * 64);
-    let x = Rng::fresh().vec(rows * cols);
+    let x = fresh_rng().vec(rows * cols, 1.0);
     let xb = dev.upload(&x).expect("upload");
     let out = dev
         .upload(&vec![f32::NAN; out_rows * out_cols])
@@ -112,9 +95,9 @@ fn shifted_copy_agrees(dev: &Device) {
 /// `C = A @ B` with every configuration of `descriptor_matmul`, on shapes
 /// that are not multiples of any tile; the reference sums in f64.
 fn descriptor_matmul_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
-    let mut rng = Rng::fresh();
+    let mut rng = fresh_rng();
     let round = |v: Vec<f32>| -> Vec<bf16> { v.into_iter().map(bf16::from_f32).collect() };
-    let (a, b) = (round(rng.vec(m * k)), round(rng.vec(k * n)));
+    let (a, b) = (round(rng.vec(m * k, 1.0)), round(rng.vec(k * n, 1.0)));
     let mut want = vec![0.0f64; m * n];
     for i in 0..m {
         for p in 0..k {

@@ -8,8 +8,12 @@ use tlx::prelude::*;
 
 #[path = "common/cluster_center.rs"]
 mod cluster_center;
+#[path = "common/rng.rs"]
+mod rng;
 #[path = "common/warp_specialized.rs"]
 mod warp_specialized;
+
+use rng::fresh_rng;
 
 #[tlx::kernel(configs = [(BLOCK = 1024)])]
 fn casts<const BLOCK: usize>(
@@ -332,29 +336,6 @@ fn sorts<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
         out + 8 * BLOCK + r[(.., None)] * 16 + arange(0, 16)[(None, ..)],
         topk(tile, 16),
     );
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
-        (0..n).map(|_| self.next() * scale).collect()
-    }
-}
-
-fn fresh_rng() -> Rng {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(1)
-        | 1;
-    println!("seed {seed}");
-    Rng(seed)
 }
 
 fn gpu() -> Option<Device> {

@@ -8,7 +8,7 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead, RING_BASE};
-use super::prims::{buffer_layout, period};
+use super::prims::{buffer_layout, period, TmaDirection};
 use tlx_core::ir::{
     shared_swizzle, without_leading_ones, Elem, OpKind, Prim, SharedMemoryType,
     TensorDescriptorType, Type, ValueId,
@@ -93,15 +93,11 @@ impl<'k> Lowerer<'k> {
         let bar = self.shared_address(&bar_at.to_string());
         let dst = self.shared_address(&data_at.to_string());
         self.expect_bytes("true", &bar, block.bytes);
-        self.tma_block(
-            "true",
-            &block.buffer,
-            &desc_reg,
-            &dst,
-            Some(&bar),
-            None,
-            &coords,
-        );
+        let load = TmaDirection::Load {
+            barrier: &bar,
+            multicast: None,
+        };
+        self.tma_block("true", &block.buffer, (&desc_reg, &dst), load, &coords);
         self.wait_parity(&bar, "0", "true");
         let shape = block.buffer.shape().to_vec();
         let layout = self.default_layout(&shape)?;
@@ -109,7 +105,7 @@ impl<'k> Lowerer<'k> {
         let regs = self.load_placed_at(&layout, elem, &block.placement, &data_at.to_string())?;
         // Every thread has passed the wait before the barrier is retired.
         self.barrier();
-        self.invalidate_barrier(&bar);
+        self.invalidate_barriers(&[bar]);
         let layout = layout.reshaped(d.block_shape());
         self.define_value(result, Tensor { layout, regs });
         Ok(())
@@ -128,16 +124,19 @@ impl<'k> Lowerer<'k> {
         });
     }
 
-    /// From the first thread: retires the mbarrier at `bar`, so that its
-    /// bytes may hold something else (every wait on it is over).
-    pub(super) fn invalidate_barrier(&mut self, bar: &str) {
+    /// From the first thread: retires the mbarriers at the shared addresses
+    /// `bars`, so that their bytes may hold something else (every wait on
+    /// them is over).
+    pub(super) fn invalidate_barriers(&mut self, bars: &[String]) {
         self.on_first_thread("true", |l| {
-            l.f.asm(
-                "void",
-                "mbarrier.inval.shared::cta.b64 [$0];",
-                "r,~{memory}",
-                &[("i32", bar)],
-            );
+            for bar in bars {
+                l.f.asm(
+                    "void",
+                    "mbarrier.inval.shared::cta.b64 [$0];",
+                    "r,~{memory}",
+                    &[("i32", bar)],
+                );
+            }
         });
     }
 }
@@ -201,26 +200,22 @@ impl<'k> Lowerer<'k> {
             };
             pipe.rings.push((result, ring));
         }
-        self.on_first_thread("true", |l| {
-            for s in 0..stages {
-                let bar = l.ring_barrier(barriers, &s.to_string());
-                l.f.asm(
-                    "void",
-                    "mbarrier.init.shared::cta.b64 [$0], 1;",
-                    "r,~{memory}",
-                    &[("i32", &bar)],
-                );
-            }
-            l.f.asm(
-                "void",
-                "fence.mbarrier_init.release.cluster;",
-                "~{memory}",
-                &[],
-            );
-        });
-        // Every thread may wait on them from the first iteration on.
-        self.barrier();
+        // The initialization ends with a barrier: every thread may wait on
+        // them from the first iteration on.
+        let offsets = self.ring_barrier_offsets(barriers, stages);
+        self.init_barriers_at(&offsets, 1);
         Ok(())
+    }
+
+    /// Byte offsets (i32 operands) of the `stages` slot barriers of TMA rings
+    /// whose barriers start at byte `barriers` of the pipeline area.
+    fn ring_barrier_offsets(&mut self, barriers: usize, stages: usize) -> Vec<String> {
+        (0..stages)
+            .map(|s| {
+                self.f
+                    .inst(format!("add i32 {RING_BASE}, {}", barriers + 8 * s))
+            })
+            .collect()
     }
 
     /// Shared address of the mbarrier of slot `slot` (an i32) of a TMA ring
@@ -278,7 +273,11 @@ impl<'k> Lowerer<'k> {
         let bar = self.ring_barrier(*barriers, slot);
         let base = ring.slot_base(self, slot);
         let dst = self.shared_address(&base);
-        self.tma_block(valid, block, &desc, &dst, Some(&bar), None, &coords);
+        let load = TmaDirection::Load {
+            barrier: &bar,
+            multicast: None,
+        };
+        self.tma_block(valid, block, (&desc, &dst), load, &coords);
         Ok(())
     }
 
@@ -288,18 +287,9 @@ impl<'k> Lowerer<'k> {
         let Some((barriers, _)) = tma_barriers(pipe) else {
             return;
         };
-        let stages = pipe.stages;
-        self.on_first_thread("true", |l| {
-            for s in 0..stages {
-                let bar = l.ring_barrier(barriers, &s.to_string());
-                l.f.asm(
-                    "void",
-                    "mbarrier.inval.shared::cta.b64 [$0];",
-                    "r,~{memory}",
-                    &[("i32", &bar)],
-                );
-            }
-        });
+        let offsets = self.ring_barrier_offsets(barriers, pipe.stages);
+        let addresses: Vec<String> = offsets.iter().map(|o| self.shared_address(o)).collect();
+        self.invalidate_barriers(&addresses);
     }
 }
 

@@ -310,7 +310,11 @@ impl<'k> Lowerer<'k> {
                 let dst = self.shared_address_of(arg(1)?)?;
                 let bar = self.shared_address_of(arg(2)?)?;
                 let coords = self.registers(&args[3..])?;
-                self.tma_block("true", &m, &desc, &dst, Some(&bar), None, &coords);
+                let load = TmaDirection::Load {
+                    barrier: &bar,
+                    multicast: None,
+                };
+                self.tma_block("true", &m, (&desc, &dst), load, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorLoadMulticast => {
@@ -321,7 +325,11 @@ impl<'k> Lowerer<'k> {
                 let mask = self.register(arg(3)?)?;
                 let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
                 let coords = self.registers(&args[4..])?;
-                self.tma_block("true", &m, &desc, &dst, Some(&bar), Some(&mask), &coords);
+                let load = TmaDirection::Load {
+                    barrier: &bar,
+                    multicast: Some(&mask),
+                };
+                self.tma_block("true", &m, (&desc, &dst), load, &coords);
                 Ok(())
             }
             Prim::RemoteView => {
@@ -352,7 +360,7 @@ impl<'k> Lowerer<'k> {
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.fence_async_shared();
                 self.barrier();
-                self.tma_block("true", &m, &desc, &src, None, None, &coords);
+                self.tma_block("true", &m, (&desc, &src), TmaDirection::Store, &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
@@ -486,10 +494,16 @@ impl<'k> Lowerer<'k> {
     /// Initializes `count` mbarriers at byte `at` from the first thread,
     /// then makes them visible to every thread and to the async proxy.
     pub(super) fn init_barriers(&mut self, at: usize, count: usize, arrive_count: i64) {
+        let offsets: Vec<String> = (0..count).map(|i| (at + 8 * i).to_string()).collect();
+        self.init_barriers_at(&offsets, arrive_count);
+    }
+
+    /// [`Lowerer::init_barriers`] for mbarriers at the shared byte offsets
+    /// `offsets` (i32 operands).
+    pub(super) fn init_barriers_at(&mut self, offsets: &[String], arrive_count: i64) {
         self.on_first_thread("true", |l| {
-            for i in 0..count {
-                let offset = (at + 8 * i).to_string();
-                let address = l.shared_address(&offset);
+            for offset in offsets {
+                let address = l.shared_address(offset);
                 let asm = format!("mbarrier.init.shared::cta.b64 [$0], {arrive_count};");
                 l.f.asm("void", &asm, "r,~{memory}", &[("i32", &address)]);
             }
@@ -612,20 +626,19 @@ impl<'k> Lowerer<'k> {
 
     /// Issues, from the first thread when `pred`, the TMA copies of one block between
     /// global memory (through `desc`) and the buffer at shared address
-    /// `smem`: one per atom-wide box. With a `barrier`, loads completing on
-    /// it (with a `multicast` mask, an i16 of cluster ranks, into the same
-    /// buffer and barrier of each of those programs); without, stores,
-    /// committed as one bulk group.
+    /// `smem`: one per atom-wide box, the way `direction` says.
     pub(super) fn tma_block(
         &mut self,
         pred: &str,
         m: &SharedMemoryType,
-        desc: &str,
-        smem: &str,
-        barrier: Option<&str>,
-        multicast: Option<&str>,
+        (desc, smem): (&str, &str),
+        direction: TmaDirection,
         coords: &[String],
     ) {
+        let (barrier, multicast) = match direction {
+            TmaDirection::Load { barrier, multicast } => (Some(barrier), multicast),
+            TmaDirection::Store => (None, None),
+        };
         let tma = TmaBox::new(m.elem(), m.shape());
         let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
         self.on_first_thread(pred, |l| {
@@ -724,6 +737,19 @@ impl<'k> Lowerer<'k> {
         );
         Ok(())
     }
+}
+
+/// Which way a TMA block moves.
+pub(super) enum TmaDirection<'a> {
+    /// Into shared memory, completing on the mbarrier at `barrier`; with
+    /// `multicast` (an i16 of cluster ranks), into the same buffer and
+    /// barrier of each of those programs.
+    Load {
+        barrier: &'a str,
+        multicast: Option<&'a str>,
+    },
+    /// Out of shared memory, committed as one bulk group.
+    Store,
 }
 
 /// Which of wgmma's requirements an `async_dot` misses, as `": reason"`
