@@ -118,13 +118,16 @@ matmul_kernel!(matmul_f16, f16);
 
 /// The same GEMM with Triton's tensor descriptors, as Triton's Hopper
 /// tutorials write it: `desc.load([row, col])` for the operand tiles (TMA
-/// zero-fills past the edges, so no masks), a pointer store for `C`.
+/// zero-fills past the edges, so no masks); `C` by a masked pointer store
+/// or, with `TS = 1`, by `c_desc.store` (TMA clips at the edges).
 macro_rules! matmul_descriptor_kernel {
     ($name:ident, $t:ident) => {
         #[tlx::kernel(configs = [
-            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 64, NW = 8, NS = 4, num_warps = NW, num_stages = NS),
-            (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, NW = 8, NS = 4, num_warps = NW, num_stages = NS),
-            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 32, NW = 8, NS = 8, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 64, NW = 8, NS = 4, TS = 0, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, NW = 8, NS = 4, TS = 0, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 32, NW = 8, NS = 8, TS = 0, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 64, NW = 8, NS = 4, TS = 1, num_warps = NW, num_stages = NS),
+            (BLOCK_M = 128, BLOCK_N = 256, BLOCK_K = 32, NW = 8, NS = 8, TS = 1, num_warps = NW, num_stages = NS),
         ])]
         fn $name<
             const BLOCK_M: usize,
@@ -132,10 +135,12 @@ macro_rules! matmul_descriptor_kernel {
             const BLOCK_K: usize,
             const NW: usize,
             const NS: usize,
+            const TS: usize,
         >(
             a_desc: TensorDesc<$t, BLOCK_M, BLOCK_K>,
             b_desc: TensorDesc<$t, BLOCK_K, BLOCK_N>,
             c: Ptr<$t>,
+            c_desc: TensorDesc<$t, BLOCK_M, BLOCK_N>,
             m: i32,
             n: i32,
             k: i32,
@@ -159,13 +164,17 @@ macro_rules! matmul_descriptor_kernel {
                 let b_tile = b_desc.load([kk * BLOCK_K, pid_n * BLOCK_N]);
                 acc = dot(a_tile, b_tile, acc);
             }
-            let offs_cm = pid_m * BLOCK_M + arange(0, BLOCK_M);
-            let offs_cn = pid_n * BLOCK_N + arange(0, BLOCK_N);
-            store(
-                c + offs_cm[(.., None)] * stride_cm + offs_cn[(None, ..)],
-                acc.to($t),
-                mask = (offs_cm[(.., None)] < m) & (offs_cn[(None, ..)] < n),
-            );
+            if TS == 1 {
+                c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to($t));
+            } else {
+                let offs_cm = pid_m * BLOCK_M + arange(0, BLOCK_M);
+                let offs_cn = pid_n * BLOCK_N + arange(0, BLOCK_N);
+                store(
+                    c + offs_cm[(.., None)] * stride_cm + offs_cn[(None, ..)],
+                    acc.to($t),
+                    mask = (offs_cm[(.., None)] < m) & (offs_cn[(None, ..)] < n),
+                );
+            }
         }
     };
 }
@@ -194,7 +203,7 @@ trait GemmElement: tlx::Element + Copy {
 /// `hopper_gemm_pipe.rs` and `hopper_gemm_cluster.rs` (bf16 only), then the
 /// block-language kernel with tensor descriptors. Labels of TLX-layer
 /// kernels start with "TLX"; the others are block-level `dot`.
-const CONFIGS: [&str; 15] = [
+const CONFIGS: [&str; 17] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -210,6 +219,8 @@ const CONFIGS: [&str; 15] = [
     "desc 128x256x64 w8 s4",
     "desc 128x128x64 w8 s4",
     "desc 128x256x32 w8 s8",
+    "desc 128x256x64 w8 s4, TMA store",
+    "desc 128x256x32 w8 s8, TMA store",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -226,14 +237,17 @@ macro_rules! launch_tile {
 /// [`launch_tile!`] for the descriptor kernel: A and B as row-major
 /// matrices seen through tensor descriptors.
 macro_rules! launch_descriptor_tile {
-    ($kernel:ident, $dev:expr, $shape:expr, ($a:expr, $b:expr, $c:expr), $bm:literal, $bn:literal, $bk:literal, $nw:literal, $ns:literal) => {{
+    ($kernel:ident, $dev:expr, $shape:expr, ($a:expr, $b:expr, $c:expr), $bm:literal, $bn:literal, $bk:literal, $nw:literal, $ns:literal, $ts:literal) => {{
         let (m, n, k) = $shape;
         let grid = (m.div_ceil($bm) * n.div_ceil($bn)) as u32;
         (|| {
             let a_desc = TensorDesc::matrix($a, m, k)?;
             let b_desc = TensorDesc::matrix($b, k, n)?;
+            let c_desc = TensorDesc::matrix($c, m, n)?;
             let (m, n, k) = (m as i32, n as i32, k as i32);
-            $kernel::<$bm, $bn, $bk, $nw, $ns>::launch($dev, grid, &a_desc, &b_desc, $c, m, n, k, n)
+            $kernel::<$bm, $bn, $bk, $nw, $ns, $ts>::launch(
+                $dev, grid, &a_desc, &b_desc, $c, &c_desc, m, n, k, n,
+            )
         })()
     }};
 }
@@ -280,7 +294,8 @@ macro_rules! gemm_element {
                         256,
                         64,
                         8,
-                        4
+                        4,
+                        0
                     ),
                     13 => launch_descriptor_tile!(
                         $descriptor_kernel,
@@ -291,7 +306,8 @@ macro_rules! gemm_element {
                         128,
                         64,
                         8,
-                        4
+                        4,
+                        0
                     ),
                     14 => launch_descriptor_tile!(
                         $descriptor_kernel,
@@ -302,7 +318,32 @@ macro_rules! gemm_element {
                         256,
                         32,
                         8,
-                        8
+                        8,
+                        0
+                    ),
+                    15 => launch_descriptor_tile!(
+                        $descriptor_kernel,
+                        dev,
+                        shape,
+                        (a, b, c),
+                        128,
+                        256,
+                        64,
+                        8,
+                        4,
+                        1
+                    ),
+                    16 => launch_descriptor_tile!(
+                        $descriptor_kernel,
+                        dev,
+                        shape,
+                        (a, b, c),
+                        128,
+                        256,
+                        32,
+                        8,
+                        8,
+                        1
                     ),
                     _ => return None,
                 })

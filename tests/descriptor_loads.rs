@@ -1,6 +1,7 @@
 //! Triton's block-level descriptor loads (`desc.load([o0, o1])`): the
 //! descriptor's block at any offset, zero past the tensor's edges (also
-//! before its start), as a register tensor; and a block-level GEMM whose
+//! before its start), as a register tensor; stores (`desc.store`) clipped
+//! at every edge; and a block-level GEMM whose
 //! operands are descriptor loads, which a pipelined loop keeps in TMA-filled
 //! ring slots that wgmma reads in place. Each kernel runs on the interpreter
 //! against a CPU reference and, where there is a GPU, on the GPU against
@@ -32,6 +33,20 @@ fn shifted_copy<const BR: usize, const BC: usize>(
         out + rows[(.., None)] * out_cols + cols[(None, ..)],
         tile * 2.0 + 1.0,
     );
+}
+
+/// A block read at one place and written, scaled, at another by TMA
+/// stores that reach past the last row and column of `y` (clipped there;
+/// a store may not start before the first, see below).
+#[tlx::kernel(configs = [(BR = 16, BC = 64)])]
+fn shifted_store<const BR: usize, const BC: usize>(
+    x: TensorDesc<f32, BR, BC>,
+    y: TensorDesc<f32, BR, BC>,
+    dr: i32,
+) {
+    let (pr, pc) = (program_id(0), program_id(1));
+    let tile = x.load([pr * BR, pc * BC]);
+    y.store([pr * BR + dr, pc * BC + 4], tile * 3.0 - 1.0);
 }
 
 #[tlx::kernel(arch = "sm_90a", configs = [
@@ -88,6 +103,40 @@ fn shifted_copy_agrees(dev: &Device) {
             };
             let want = source * 2.0 + 1.0;
             assert_eq!(got[i * out_cols + j], want, "element ({i}, {j})");
+        }
+    }
+}
+
+fn shifted_store_agrees(dev: &Device) {
+    let (rows, cols): (usize, usize) = (37, 156);
+    let (grid_r, grid_c) = (rows.div_ceil(16), cols.div_ceil(64));
+    let x = fresh_rng().vec(rows * cols, 1.0);
+    let xb = dev.upload(&x).expect("upload");
+    let yb = dev.upload(&vec![f32::NAN; rows * cols]).expect("upload");
+    let x_desc = TensorDesc::matrix(&xb, rows, cols).expect("descriptor");
+    let y_desc = TensorDesc::matrix(&yb, rows, cols).expect("descriptor");
+    let grid = (grid_r as u32, grid_c as u32, 1);
+    shifted_store::<16, 64>::launch(dev, grid, &x_desc, &y_desc, 5).expect("launch");
+    let got = yb.download().expect("download");
+    for i in 0..rows {
+        for j in 0..cols {
+            // Written by the program whose block starts 5 rows above and 4
+            // columns left of it, if there is one; x reads 0 past its edges.
+            let (si, sj) = (i as i64 - 5, j as i64 - 4);
+            let covered =
+                (0..(grid_r * 16) as i64).contains(&si) && (0..(grid_c * 64) as i64).contains(&sj);
+            let got = got[i * cols + j];
+            if !covered {
+                assert!(got.is_nan(), "element ({i}, {j}) was written: {got}");
+                continue;
+            }
+            let (si, sj) = (si as usize, sj as usize);
+            let source = if si < rows && sj < cols {
+                x[si * cols + sj]
+            } else {
+                0.0
+            };
+            assert_eq!(got, source * 3.0 - 1.0, "element ({i}, {j})");
         }
     }
 }
@@ -161,6 +210,7 @@ fn descriptor_matmul_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
 fn descriptor_loads_on_the_interpreter() {
     let dev = Device::cpu();
     shifted_copy_agrees(&dev);
+    shifted_store_agrees(&dev);
     descriptor_matmul_agrees(&dev, (200, 136, 152));
 }
 
@@ -196,6 +246,25 @@ fn misaligned_box_offsets_are_reported_on_the_interpreter() {
     );
 }
 
+/// A TMA store whose block starts before the tensor stops the GPU (an
+/// illegal instruction, measured on an H100, where loads read zeros there);
+/// the interpreter says so at the store.
+#[test]
+fn stores_starting_before_the_tensor_are_reported_on_the_interpreter() {
+    let dev = Device::cpu();
+    let x = dev.upload(&vec![1.0f32; 32 * 128]).expect("upload");
+    let y = dev.upload(&vec![0.0f32; 32 * 128]).expect("upload");
+    let x_desc = TensorDesc::matrix(&x, 32, 128).expect("descriptor");
+    let y_desc = TensorDesc::matrix(&y, 32, 128).expect("descriptor");
+    let err = shifted_store::<16, 64>::launch(&dev, (2, 2, 1), &x_desc, &y_desc, -5)
+        .expect_err("a store starting 5 rows before the tensor");
+    let message = err.to_string();
+    assert!(
+        message.contains("descriptor_loads.rs") && message.contains("must start inside"),
+        "{message}"
+    );
+}
+
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn descriptor_loads_on_the_gpu() {
@@ -207,6 +276,7 @@ fn descriptor_loads_on_the_gpu() {
         }
     };
     shifted_copy_agrees(&dev);
+    shifted_store_agrees(&dev);
     descriptor_matmul_agrees(&dev, (200, 136, 152));
     descriptor_matmul_agrees(&dev, (1000, 1032, 520));
 }

@@ -1,6 +1,8 @@
-//! Triton's block-level tensor-descriptor loads (`desc.load([o0, o1])`): a
-//! TMA copy of the descriptor's block into shared memory, completing on an
-//! mbarrier, then read into registers. The block lands in the placement the
+//! Triton's block-level tensor-descriptor loads and stores
+//! (`desc.load([o0, o1])`, `desc.store([o0, o1], v)`): a TMA copy of the
+//! descriptor's block into shared memory, completing on an mbarrier, then
+//! read into registers; or registers stored into shared memory and copied
+//! out by TMA. The block lands in the placement the
 //! runtime encoded the descriptor for (`TmaBox`: the NVMMA swizzle of the
 //! block's rows), which is also what wgmma reads, so a pipelined loop whose
 //! `dot` multiplies such loads keeps them in ring slots instead (see
@@ -108,6 +110,54 @@ impl<'k> Lowerer<'k> {
         self.invalidate_barriers(&[bar]);
         let layout = layout.reshaped(d.block_shape());
         self.define_value(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// `desc.store(offsets, value)`: the tile is stored into the scratch in
+    /// the block's placement, fenced for the async proxy and copied out by
+    /// TMA from the first thread, which waits for the copy to complete
+    /// before every thread goes on (so the scratch may be reused and later
+    /// loads of the program see the values).
+    pub(super) fn lower_descriptor_store(
+        &mut self,
+        desc: ValueId,
+        value: ValueId,
+        offsets: &[ValueId],
+    ) -> Result<()> {
+        let d = self.descriptor_type(desc)?;
+        let block = BlockPlacement::of(d)?;
+        let base = self.scratch(0);
+        let data_at = base.div_ceil(block.align()) * block.align();
+        self.use_shared(data_at + block.bytes - base);
+        self.shared_align = self.shared_align.max(block.align());
+        let desc_reg = self.register(desc)?;
+        let coords = offsets
+            .iter()
+            .map(|&v| self.register(v))
+            .collect::<Result<Vec<_>>>()?;
+        let tile = self.tensor(value)?;
+        let matrix = Tensor {
+            layout: tile.layout.reshaped(block.buffer.shape()),
+            regs: tile.regs,
+        };
+        // Earlier readers of the scratch are done before it is written.
+        self.barrier();
+        let elem = Elem::Scalar(d.elem());
+        self.store_placed_at(&matrix, elem, &block.placement, &data_at.to_string())?;
+        self.fence_async_shared();
+        self.barrier();
+        let src = self.shared_address(&data_at.to_string());
+        self.tma_block(
+            "true",
+            &block.buffer,
+            (&desc_reg, &src),
+            TmaDirection::Store,
+            &coords,
+        );
+        self.on_first_thread("true", |l| {
+            l.f.asm("void", "cp.async.bulk.wait_group 0;", "~{memory}", &[]);
+        });
+        self.barrier();
         Ok(())
     }
 

@@ -345,6 +345,7 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::DescriptorLoad => self.lower_descriptor_load(arg(0)?, &args[1..], result()?),
+            Prim::DescriptorStore => self.lower_descriptor_store(arg(0)?, arg(1)?, &args[2..]),
             Prim::Clock64 => {
                 // Volatile: two reads are two instructions, in program order.
                 let now = self

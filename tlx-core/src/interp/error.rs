@@ -177,6 +177,12 @@ pub enum InterpError {
         offset: i64,
         elem_bytes: u32,
     },
+    #[error(
+        "{at}: this TMA store's offset {offset} along dimension {dim} is negative; a TMA \
+         store's block must start inside the tensor (the GPU stops with an illegal \
+         instruction), though it may reach past its end: start the block at 0 or later"
+    )]
+    TmaStoreBeforeStart { at: Site, dim: usize, offset: i64 },
     #[error("{at}: malformed IR: {detail}")]
     MalformedIr { at: Site, detail: String },
     #[error(
@@ -415,6 +421,10 @@ pub(crate) enum Fault {
         offset: i64,
         elem_bytes: u32,
     },
+    TmaStoreBeforeStart {
+        dim: usize,
+        offset: i64,
+    },
     /// A skeleton run read a value it does not compute.
     Undecidable {
         value: ValueId,
@@ -497,6 +507,9 @@ impl Fault {
                 offset,
                 elem_bytes,
             },
+            Fault::TmaStoreBeforeStart { dim, offset } => {
+                InterpError::TmaStoreBeforeStart { at, dim, offset }
+            }
             Fault::Undecidable { value } => InterpError::Undecidable { at, value },
             Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
         }

@@ -100,6 +100,11 @@ pub enum Prim {
     /// descriptor's block at `offsets` as a register tensor of the block's
     /// shape, out-of-bounds elements zero; a TMA copy on the GPU.
     DescriptorLoad,
+    /// `desc.store(offsets, value)` or `store_tensor_descriptor(desc,
+    /// offsets, value)`: writes a register tensor of the block's shape into
+    /// the block at `offsets`; out-of-bounds elements are not written. A TMA
+    /// copy on the GPU, complete when the op is.
+    DescriptorStore,
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -127,7 +132,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 28] = [
+    pub const ALL: [Prim; 29] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -156,6 +161,7 @@ impl Prim {
         Prim::Clock64,
         Prim::AsyncDescriptorLoadMulticast,
         Prim::DescriptorLoad,
+        Prim::DescriptorStore,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -189,6 +195,7 @@ impl Prim {
             Prim::Clock64 => "clock64",
             Prim::AsyncDescriptorLoadMulticast => "async_descriptor_load_multicast",
             Prim::DescriptorLoad => "load_tensor_descriptor",
+            Prim::DescriptorStore => "store_tensor_descriptor",
         }
     }
 
@@ -236,6 +243,10 @@ impl Prim {
             Prim::DescriptorLoad => PrimSignature {
                 variadic: true,
                 ..sig(&["desc", "offsets"], &[], 1)
+            },
+            Prim::DescriptorStore => PrimSignature {
+                variadic: true,
+                ..sig(&["desc", "value", "offsets"], &[], 0)
             },
             Prim::AsyncDescriptorLoadMulticast => PrimSignature {
                 variadic: true,
@@ -299,6 +310,10 @@ impl Prim {
             },
             Prim::DescriptorLoad => Effects {
                 reads: super::MemorySpaces::only(Global),
+                ..Effects::PURE
+            },
+            Prim::DescriptorStore => Effects {
+                writes: super::MemorySpaces::only(Global),
                 ..Effects::PURE
             },
             Prim::AsyncDescriptorStore => Effects {
@@ -515,11 +530,15 @@ impl Prim {
                 }
                 offsets.iter().try_for_each(|t| i32_scalar(t, "an offset"))
             }
-            Prim::DescriptorLoad => {
+            Prim::DescriptorLoad | Prim::DescriptorStore => {
                 let Type::TensorDescriptor(d) = operands[0] else {
                     return Err(format!("a tensor descriptor, not {}", operands[0]));
                 };
-                let offsets = &operands[1..];
+                let block = Type::tensor(super::Elem::Scalar(d.elem()), d.block_shape().to_vec());
+                let (offsets, tile) = match self {
+                    Prim::DescriptorLoad => (&operands[1..], results[0]),
+                    _ => (&operands[2..], operands[1]),
+                };
                 if offsets.len() != d.block_shape().len() {
                     return Err(format!(
                         "{} offsets for a {}-d descriptor",
@@ -530,11 +549,11 @@ impl Prim {
                 offsets
                     .iter()
                     .try_for_each(|t| i32_scalar(t, "an offset"))?;
-                same(
-                    results[0],
-                    &Type::tensor(super::Elem::Scalar(d.elem()), d.block_shape().to_vec()),
-                    "the result",
-                )
+                let what = match self {
+                    Prim::DescriptorLoad => "the result",
+                    _ => "the stored value",
+                };
+                same(tile, &block, what)
             }
             Prim::AsyncDescriptorStoreWait => non_negative(imms[0], "pendings"),
             Prim::AsyncDot => {

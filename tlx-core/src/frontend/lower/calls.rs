@@ -220,16 +220,22 @@ impl<'a> Lowerer<'a> {
                 return result;
             }
         }
-        if name == "load" {
-            // Triton's `desc.load([o0, o1])`; pointers have no methods.
+        // Triton's `desc.load([o0, o1])` and `desc.store([o0, o1], v)`;
+        // pointers have no methods.
+        let descriptor_method = match name.as_str() {
+            "load" => Some(crate::ir::Prim::DescriptorLoad),
+            "store" => Some(crate::ir::Prim::DescriptorStore),
+            _ => None,
+        };
+        if let Some(prim) = descriptor_method {
             let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;
-            return self.prim_call(crate::ir::Prim::DescriptorLoad, &args);
+            return self.prim_call(prim, &args);
         }
         if !METHODS.contains(&name.as_str()) {
             return Err(
                 Diagnostic::new(m.method.span(), format!("unknown method `{name}`")).with_hint(
                     format!(
-                        "the methods are: {}, and `load` of a tensor descriptor",
+                        "the methods are: {}, and `load` and `store` of a tensor descriptor",
                         METHODS.join(", ")
                     ),
                 ),

@@ -171,7 +171,7 @@ impl<'a> Lowerer<'a> {
             Prim::AsyncDescriptorStoreWait => {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
             }
-            Prim::DescriptorLoad => {
+            Prim::DescriptorLoad | Prim::DescriptorStore => {
                 let desc = self.ir_arg(a[0])?;
                 let block = match self.ty(desc) {
                     Type::TensorDescriptor(d) => {
@@ -179,16 +179,26 @@ impl<'a> Lowerer<'a> {
                     }
                     other => {
                         let at = self.expr_arg(a[0])?.span();
+                        let (verb, hint) = match prim {
+                            Prim::DescriptorLoad => ("load", "`.load([o0, o1, ...])` reads the block of a `TensorDesc<T, D0, D1, ...>` parameter at those offsets; load through pointers with `load(ptrs, mask, other)`"),
+                            _ => ("store", "`.store([o0, o1, ...], value)` writes the block of a `TensorDesc<T, D0, D1, ...>` parameter at those offsets; store through pointers with `store(ptrs, value, mask)`"),
+                        };
                         return Err(Diagnostic::new(
                             at,
-                            format!("`load` of {other}, which is not a tensor descriptor"),
+                            format!("`{verb}` of {other}, which is not a tensor descriptor"),
                         )
-                        .with_hint("`.load([o0, o1, ...])` reads the block of a `TensorDesc<T, D0, D1, ...>` parameter at those offsets; load through pointers with `load(ptrs, mask, other)`"));
+                        .with_hint(hint));
                     }
                 };
-                let mut operands = vec![desc];
-                operands.extend(self.offsets_arg(self.expr_arg(a[1])?)?);
-                (operands, vec![], vec![block])
+                let offsets = self.offsets_arg(self.expr_arg(a[1])?)?;
+                if prim == Prim::DescriptorLoad {
+                    let operands = std::iter::once(desc).chain(offsets).collect();
+                    (operands, vec![], vec![block])
+                } else {
+                    let value = self.tile_arg(a[2], &block)?;
+                    let operands = [desc, value].into_iter().chain(offsets).collect();
+                    (operands, vec![], vec![])
+                }
             }
             Prim::AsyncDot => {
                 let x = self.local_arg(a[0], prim)?;
@@ -552,6 +562,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
         Prim::FenceMbarrierInitCluster | Prim::Clock64 => (&[], 0),
         Prim::DescriptorLoad => (&["desc", "offsets"], 2),
+        Prim::DescriptorStore => (&["desc", "offsets", "value"], 3),
     }
 }
 
@@ -569,10 +580,20 @@ fn default_of(name: &str) -> &'static str {
 }
 
 fn hint(prim: Prim) -> String {
-    if prim == Prim::DescriptorLoad {
-        return "`desc.load([o0, o1, ...])` takes one offset per dimension of the descriptor's \
-                block, outermost first, each an i32; see docs/language.md, \"Tensor descriptors\""
-            .into();
+    match prim {
+        Prim::DescriptorLoad => {
+            return "`desc.load([o0, o1, ...])` takes one offset per dimension of the \
+                    descriptor's block, outermost first, each an i32; see docs/language.md, \
+                    \"Tensor descriptors\""
+                .into()
+        }
+        Prim::DescriptorStore => {
+            return "`desc.store([o0, o1, ...], value)` takes one offset per dimension of the \
+                    descriptor's block, outermost first, and a value of the block's shape; see \
+                    docs/language.md, \"Tensor descriptors\""
+                .into()
+        }
+        _ => {}
     }
     let (params, required) = arguments(prim);
     let params: Vec<String> = params

@@ -374,6 +374,7 @@ impl<'k> Executor<'k> {
                 let block = self.type_of(arg(0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
                 check_tma_offsets(elem, &offsets)?;
+                check_tma_store_offsets(&offsets)?;
                 let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let data = view.read(shared)?;
                 global::store(self.mem, elem, &ptrs, &data, Some(&inside))?;
@@ -475,6 +476,21 @@ impl<'k> Executor<'k> {
                     Some(&zero),
                 )?;
                 Ok(self.define(op, 0, data)?)
+            }
+            Prim::DescriptorStore => {
+                if self.skeleton.is_some() {
+                    return Ok(());
+                }
+                let desc = self.desc_of(arg(0)?)?;
+                let ty = self.type_of(arg(0)?)?;
+                let (block, elem) = (ty.shape().to_vec(), ty.elem().scalar());
+                let elem = elem.ok_or_else(|| Fault::malformed("a descriptor of pointers"))?;
+                let offsets = self.offsets(&args[2..])?;
+                check_tma_offsets(elem, &offsets)?;
+                check_tma_store_offsets(&offsets)?;
+                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let data = &self.get(arg(1)?)?.data;
+                Ok(global::store(self.mem, elem, &ptrs, data, Some(&inside))?)
             }
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
@@ -761,6 +777,19 @@ fn check_tma_offsets(elem: ScalarType, offsets: &[i64]) -> FaultResult<()> {
             Err(Fault::TmaOffset { offset, elem_bytes })
         }
         _ => Ok(()),
+    }
+}
+
+/// A TMA store's block must start inside the tensor in every dimension
+/// (measured on an H100: a negative offset stops the kernel with an illegal
+/// instruction; loads take them and read zeros).
+fn check_tma_store_offsets(offsets: &[i64]) -> FaultResult<()> {
+    match offsets.iter().position(|&o| o < 0) {
+        Some(dim) => Err(Fault::TmaStoreBeforeStart {
+            dim,
+            offset: offsets[dim],
+        }),
+        None => Ok(()),
     }
 }
 
