@@ -207,6 +207,29 @@ impl<'k> Lowerer<'k> {
                 let base = self.register(arg(0)?)?;
                 self.define_register(result()?, base)
             }
+            Prim::LocalReinterpret => {
+                // A slice's elements are not the bytes after its start.
+                let of_slice = self.def_of(arg(0)?).is_some_and(|def| {
+                    matches!(
+                        def.kind,
+                        OpKind::Prim {
+                            prim: Prim::LocalSlice,
+                            ..
+                        }
+                    )
+                });
+                if of_slice {
+                    return Err(CodegenError::Misuse {
+                        message: "`local_reinterpret` of a `local_slice`".into(),
+                        hint: "reinterpret the whole buffer (a `local_view`), then slice the \
+                               reinterpreted view"
+                            .into(),
+                        at: Some(op.loc),
+                    });
+                }
+                let base = self.register(arg(0)?)?;
+                self.define_register(result()?, base)
+            }
             Prim::LocalSlice => {
                 let from = self.buffer_type(arg(0)?)?;
                 let to = self.buffer_type(result()?)?;

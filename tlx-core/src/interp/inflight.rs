@@ -6,6 +6,7 @@
 //! random points, so a kernel that reads before its barrier says the data
 //! is there meets stale contents, and the race report names it.
 
+use crate::ir::ScalarType;
 use std::sync::Arc;
 
 use super::error::{InterpError, Site};
@@ -19,8 +20,11 @@ pub(crate) struct InFlightCopy {
     pub(crate) buffer: usize,
     /// The elements of the buffer a slice destination covers.
     pub(crate) window: Option<Arc<Vec<usize>>>,
-    /// The box's contents; `None` in a skeleton run, which moves no data.
+    /// The box's contents, elements of `elem` (the destination view's,
+    /// which may reinterpret the buffer's bytes); `None` in a skeleton run,
+    /// which moves no data.
     pub(crate) data: Option<Data>,
+    pub(crate) elem: ScalarType,
     pub(crate) barrier: usize,
     pub(crate) bytes: u32,
     /// The issuer's vector clock: what the copy's landing publishes.
@@ -50,7 +54,7 @@ impl ProgramShared {
         let written = match copy.data {
             Some(data) => self
                 .smem
-                .write_window(copy.alloc, copy.buffer, window, data),
+                .write_as(copy.alloc, copy.buffer, window, copy.elem, data),
             None => self.smem.mark_written(copy.alloc, copy.buffer),
         };
         written.map_err(|fault| fault.at(copy.at.clone()))?;

@@ -36,6 +36,60 @@ fn poison(elem: ScalarType, numel: usize) -> Data {
     }
 }
 
+/// `data` (elements of `from`) seen as `count` elements of `to`, byte for
+/// byte as the GPU stores them (little-endian); `count` may take fewer bytes.
+pub(crate) fn reinterpret(
+    from: ScalarType,
+    data: &Data,
+    to: ScalarType,
+    count: usize,
+) -> FaultResult<Data> {
+    let (size_from, size_to) = (from.size_bytes(), to.size_bytes());
+    let words: Vec<u64> = match data {
+        Data::Float(v) => v
+            .iter()
+            .map(|&x| crate::numeric::float_to_bits(from, x))
+            .collect(),
+        Data::Int(v) => v.iter().map(|&x| x as u64).collect(),
+        Data::Bool(v) => v.iter().map(|&x| u64::from(x)).collect(),
+        Data::Ptr(_) | Data::Handle(_) => {
+            return Err(Fault::malformed("shared memory holding pointers"))
+        }
+    };
+    let bytes: Vec<u8> = words
+        .iter()
+        .flat_map(|w| w.to_le_bytes().into_iter().take(size_from))
+        .collect();
+    if count * size_to > bytes.len() {
+        return Err(Fault::malformed(format!(
+            "{count} elements of {to} from {} bytes",
+            bytes.len()
+        )));
+    }
+    let bits: Vec<u64> = bytes
+        .chunks(size_to)
+        .take(count)
+        .map(|c| {
+            let mut word = [0u8; 8];
+            word[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(word)
+        })
+        .collect();
+    Ok(match Repr::of_scalar(to) {
+        Repr::Float => Data::Float(
+            bits.iter()
+                .map(|&b| crate::numeric::float_from_bits(to, b))
+                .collect(),
+        ),
+        Repr::Int => Data::Int(
+            bits.iter()
+                .map(|&b| crate::numeric::int_from_bits(to, b))
+                .collect(),
+        ),
+        Repr::Bool => Data::Bool(bits.iter().map(|&b| b != 0).collect()),
+    })
+}
+
 impl SharedMemory {
     pub(crate) fn clear(&mut self) {
         self.allocations.clear();
@@ -112,6 +166,58 @@ impl SharedMemory {
             .get(alloc)
             .and_then(|a| a.written.get(index).copied())
             .unwrap_or(false)
+    }
+
+    /// Buffer `index` of `alloc` seen as elements of `elem`: as many as its
+    /// bytes hold (its own elements when `elem` is the allocation's).
+    pub(crate) fn read_as(
+        &self,
+        alloc: usize,
+        index: usize,
+        elem: ScalarType,
+    ) -> FaultResult<Data> {
+        let own = self.elem(alloc)?;
+        let data = self.buffer(alloc, index)?;
+        if elem == own {
+            return Ok(data.clone());
+        }
+        let count = data.len() * own.size_bytes() / elem.size_bytes();
+        reinterpret(own, data, elem, count)
+    }
+
+    /// Writes `data`, elements of `elem`, into buffer `index` of `alloc`
+    /// seen as such elements: at the flat indices `window`, or over the
+    /// first `data.len()` of them; the buffer's other bytes are kept.
+    pub(crate) fn write_as(
+        &mut self,
+        alloc: usize,
+        index: usize,
+        window: Option<&[usize]>,
+        elem: ScalarType,
+        data: Data,
+    ) -> FaultResult<()> {
+        let own = self.elem(alloc)?;
+        let current = self.buffer(alloc, index)?;
+        let prefix: Vec<usize>;
+        let window = match window {
+            Some(w) => w,
+            None if elem == own && data.len() == current.len() => {
+                return self.store(alloc, index, data)
+            }
+            None => {
+                prefix = (0..data.len()).collect();
+                &prefix
+            }
+        };
+        if elem == own {
+            return self.write_window(alloc, index, Some(window), data);
+        }
+        let mut seen = self.read_as(alloc, index, elem)?;
+        seen.scatter(window, &data)?;
+        let count = seen.len() * elem.size_bytes() / own.size_bytes();
+        let back = reinterpret(elem, &seen, own, count)?;
+        let covered: Vec<usize> = (0..back.len()).collect();
+        self.write_window(alloc, index, Some(&covered), back)
     }
 
     pub(crate) fn elem(&self, alloc: usize) -> FaultResult<ScalarType> {
@@ -263,6 +369,29 @@ mod tests {
             bars.arrive(1, 1, 128, 384, false),
             Err(NamedBarrierError::CountMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn reinterpreting_moves_bytes_little_endian() {
+        use crate::ir::ScalarType::{BF16, F32, U8};
+        let word = Data::Float(vec![1.0, -2.5]);
+        // 1.0f32 is 0x3f80_0000: the even half is 0x0000, the odd one 1.0 in bf16.
+        let halves = reinterpret(F32, &word, BF16, 4).expect("fits");
+        assert_eq!(halves, Data::Float(vec![0.0, 1.0, 0.0, -2.5]));
+        assert_eq!(reinterpret(BF16, &halves, F32, 2).expect("fits"), word);
+        assert_eq!(
+            reinterpret(F32, &word, U8, 4).expect("fits"),
+            Data::Int(vec![0, 0, 0x80, 0x3f])
+        );
+        assert!(reinterpret(F32, &word, F32, 3).is_err());
+        let mut smem = SharedMemory::default();
+        let a = smem.alloc(F32, 2, 1);
+        assert!(smem.store(a, 0, word.clone()).is_ok());
+        // Writing the second bf16 half keeps the other bytes.
+        assert!(smem
+            .write_as(a, 0, Some(&[1]), BF16, Data::Float(vec![2.0]))
+            .is_ok());
+        assert_eq!(smem.buffer(a, 0), Ok(&Data::Float(vec![2.0, -2.5])));
     }
 
     #[test]

@@ -510,6 +510,7 @@ mod tests {
                         crate::ir::Prim::LocalView
                             | crate::ir::Prim::LocalSlice
                             | crate::ir::Prim::LocalTrans
+                            | crate::ir::Prim::LocalReinterpret
                             | crate::ir::Prim::RemoteView
                     )
             );

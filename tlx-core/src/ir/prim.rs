@@ -28,6 +28,10 @@ pub enum Prim {
     LocalTrans,
     /// `local_load(buffer)`: a buffer's contents as a register tensor.
     LocalLoad,
+    /// `local_reinterpret(buffer, dtype, shape)`: the bytes of one whole
+    /// buffer seen as a buffer of another element type and shape (the result
+    /// type's), which must fit in them and be laid out on the same bytes.
+    LocalReinterpret,
     /// `local_store(buffer, value)`.
     LocalStore,
     /// `alloc_barriers(num, arrive_count)`: initialized mbarriers.
@@ -132,7 +136,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 29] = [
+    pub const ALL: [Prim; 30] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -162,6 +166,7 @@ impl Prim {
         Prim::AsyncDescriptorLoadMulticast,
         Prim::DescriptorLoad,
         Prim::DescriptorStore,
+        Prim::LocalReinterpret,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -172,6 +177,7 @@ impl Prim {
             Prim::LocalSlice => "local_slice",
             Prim::LocalTrans => "local_trans",
             Prim::LocalLoad => "local_load",
+            Prim::LocalReinterpret => "local_reinterpret",
             Prim::LocalStore => "local_store",
             Prim::AllocBarriers => "alloc_barriers",
             Prim::BarrierWait => "barrier_wait",
@@ -211,7 +217,7 @@ impl Prim {
                 variadic: true,
                 ..sig(&["buffer", "offsets"], &[], 1)
             },
-            Prim::LocalLoad | Prim::LocalTrans => sig(&["buffer"], &[], 1),
+            Prim::LocalLoad | Prim::LocalTrans | Prim::LocalReinterpret => sig(&["buffer"], &[], 1),
             Prim::LocalStore => sig(&["buffer", "value"], &[], 0),
             Prim::AllocBarriers => sig(&[], &["arrive_count"], 1),
             Prim::BarrierWait => sig(&["bar", "phase", "pred"], &[], 0),
@@ -277,9 +283,11 @@ impl Prim {
                 ..Effects::PURE
             },
             // `mapa` is address arithmetic, as a view is.
-            Prim::LocalView | Prim::LocalSlice | Prim::LocalTrans | Prim::RemoteView => {
-                Effects::PURE
-            }
+            Prim::LocalView
+            | Prim::LocalSlice
+            | Prim::LocalTrans
+            | Prim::LocalReinterpret
+            | Prim::RemoteView => Effects::PURE,
             Prim::LocalLoad => Effects {
                 reads: super::MemorySpaces::only(Shared),
                 ..Effects::PURE
@@ -530,6 +538,16 @@ impl Prim {
                 }
                 offsets.iter().try_for_each(|t| i32_scalar(t, "an offset"))
             }
+            Prim::LocalReinterpret => {
+                let from = one_buffer(operands[0], "`local_reinterpret`")?;
+                let to = match results[0] {
+                    Type::SharedMemory(m) if m.buffers() == 1 => m,
+                    other => {
+                        return Err(format!("`local_reinterpret` makes one buffer, not {other}"))
+                    }
+                };
+                reinterpretable(from, to)
+            }
             Prim::DescriptorLoad | Prim::DescriptorStore => {
                 let Type::TensorDescriptor(d) = operands[0] else {
                     return Err(format!("a tensor descriptor, not {}", operands[0]));
@@ -696,6 +714,58 @@ pub fn without_leading_ones(shape: &[usize]) -> &[usize] {
         .unwrap_or(shape.len())
         .min(shape.len().saturating_sub(1));
     &shape[first..]
+}
+
+/// Whether the bytes of buffer `from` may be seen as buffer `to`: no more
+/// bytes, not a transposed view, the same swizzle as `to` gets by its own
+/// shape (so every consumer lays it out as the bytes are), and, when
+/// swizzled, the same rows of the same width (a swizzle moves bytes within
+/// rows, and wide rows are stored in atom-wide column blocks whose stride is
+/// the row count).
+pub fn reinterpretable(
+    from: &super::SharedMemoryType,
+    to: &super::SharedMemoryType,
+) -> Result<(), String> {
+    let bytes =
+        |m: &super::SharedMemoryType| m.shape().iter().product::<usize>() * m.elem().size_bytes();
+    if from.transposed() {
+        return Err("`local_reinterpret` of a transposed view (`local_trans`): reinterpret the buffer itself".into());
+    }
+    if bytes(to) > bytes(from) {
+        return Err(format!(
+            "{:?} of {} take {} bytes, more than the buffer's {} ({:?} of {})",
+            to.shape(),
+            to.elem(),
+            bytes(to),
+            bytes(from),
+            from.shape(),
+            from.elem()
+        ));
+    }
+    let wanted = shared_swizzle(to.elem(), to.shape());
+    if to.swizzle() != wanted || from.swizzle() != wanted {
+        return Err(format!(
+            "the buffer is laid out with swizzle {:?} and {:?} of {} with {:?}: the same bytes would not hold the same elements",
+            from.swizzle(),
+            to.shape(),
+            to.elem(),
+            wanted
+        ));
+    }
+    let row_bytes = |m: &super::SharedMemoryType| {
+        let shape = without_leading_ones(m.shape());
+        let rows: usize = shape[..shape.len() - 1].iter().product();
+        (rows, shape[shape.len() - 1] * m.elem().size_bytes())
+    };
+    if wanted != Swizzle::None && row_bytes(from) != row_bytes(to) {
+        let ((r0, b0), (r1, b1)) = (row_bytes(from), row_bytes(to));
+        return Err(format!(
+            "a swizzled buffer of {r0} rows of {b0} bytes seen as {r1} rows of {b1} bytes: the swizzle would put the elements elsewhere; keep the rows (e.g. [{r0}, {}] of {})",
+            b0 / to.elem().size_bytes(),
+            to.elem()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a buffer of `buffer` shape holds a TMA block of `block`: the

@@ -53,6 +53,9 @@ pub(super) struct Lowerer<'a> {
     pipes: Vec<pipe::PipeState>,
     /// Field views of acquired pipe stages, which TMA copies may fill.
     slot_fields: HashMap<crate::ir::ValueId, pipe::SlotField>,
+    /// Results of `local_slice`: views whose elements are not the bytes
+    /// after their start, which `local_reinterpret` cannot take.
+    slices: std::collections::HashSet<crate::ir::ValueId>,
 }
 
 pub(super) fn lower_body(
@@ -114,6 +117,7 @@ pub(super) fn lower_body(
         current_task: None,
         pipes: Vec::new(),
         slot_fields: HashMap::new(),
+        slices: std::collections::HashSet::new(),
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);

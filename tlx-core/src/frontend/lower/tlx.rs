@@ -171,6 +171,25 @@ impl<'a> Lowerer<'a> {
             Prim::AsyncDescriptorStoreWait => {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
             }
+            Prim::LocalReinterpret => {
+                let buffer = self.local_arg(a[0], prim)?;
+                if self.slices.contains(&buffer) {
+                    return Err(Diagnostic::new(
+                        self.expr_arg(a[0])?.span(),
+                        "`local_reinterpret` of a `local_slice`: a slice's elements are not the bytes after its start",
+                    )
+                    .with_hint("reinterpret the whole buffer (a `local_view`), then slice the reinterpreted view"));
+                }
+                let elem = self.dtype_of_expr(self.expr_arg(a[1])?)?;
+                let shape = self.shape_arg(self.expr_arg(a[2])?)?;
+                let mutable = match self.ty(buffer) {
+                    Type::SharedMemory(m) => m.mutable(),
+                    _ => true,
+                };
+                let swizzle = shared_swizzle(elem, &shape);
+                let ty = SharedMemoryType::new(elem, shape, 1, swizzle, mutable);
+                (vec![buffer], vec![], vec![Type::SharedMemory(ty)])
+            }
             Prim::DescriptorLoad | Prim::DescriptorStore => {
                 let desc = self.ir_arg(a[0])?;
                 let block = match self.ty(desc) {
@@ -312,7 +331,11 @@ impl<'a> Lowerer<'a> {
             args: operands,
             imms,
         };
-        Ok(self.b.push(kind, results).first().copied())
+        let result = self.b.push(kind, results).first().copied();
+        if let (Prim::LocalSlice, Some(view)) = (prim, result) {
+            self.slices.insert(view);
+        }
+        Ok(result)
     }
 
     /// A buffer or barrier argument of `prim` that must be this program's
@@ -538,6 +561,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::LocalStore => (&["buffer", "value"], 2),
         Prim::LocalSlice => (&["buffer", "offsets", "shapes"], 3),
         Prim::LocalTrans => (&["buffer"], 1),
+        Prim::LocalReinterpret => (&["buffer", "dtype", "shape"], 3),
         Prim::AllocBarriers => (&["num_barriers", "arrive_count"], 1),
         Prim::BarrierWait => (&["bar", "phase", "pred"], 2),
         Prim::BarrierArrive => (&["bar", "arrive_count", "remote_cta_rank", "pred"], 1),

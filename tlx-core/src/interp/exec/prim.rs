@@ -206,6 +206,20 @@ impl<'k> Executor<'k> {
                 let within = super::super::value::strided_indices(&[cols, rows], &[1, cols], 0);
                 self.define_handle(op, view.narrowed(&within))
             }
+            Prim::LocalReinterpret => {
+                let view = self.buffer_view(arg(0)?)?;
+                if view.window.is_some() {
+                    return Err(Fault::malformed("`local_reinterpret` of a slice").into());
+                }
+                self.define_handle(
+                    op,
+                    Handle::Shared {
+                        alloc: view.alloc,
+                        first: view.buffer,
+                        window: None,
+                    },
+                )
+            }
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
@@ -317,7 +331,7 @@ impl<'k> Executor<'k> {
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let bar_id = self.barrier_of(arg(2)?)?;
-                let elem = shared.smem.elem(alloc)?;
+                let elem = view.elem;
                 // The descriptor's block: the buffer's shape, perhaps with
                 // leading unit dimensions (one head of a 4-d tensor).
                 let block = self.type_of(arg(0)?)?.shape().to_vec();
@@ -355,6 +369,7 @@ impl<'k> Executor<'k> {
                     buffer,
                     window: view.window.clone(),
                     data,
+                    elem,
                     barrier: bar_id,
                     bytes,
                     clock: shared.clocks.snapshot(task),
@@ -370,7 +385,7 @@ impl<'k> Executor<'k> {
                     return Ok(());
                 }
                 let desc = self.desc_of(arg(0)?)?;
-                let elem = shared.smem.elem(view.alloc)?;
+                let elem = view.elem;
                 let block = self.type_of(arg(0)?)?.shape().to_vec();
                 let offsets = self.offsets(&args[2..])?;
                 check_tma_offsets(elem, &offsets)?;
@@ -420,7 +435,7 @@ impl<'k> Executor<'k> {
                     self.async_loads.open.push(id);
                     return Ok(());
                 }
-                let elem = shared.smem.elem(alloc)?;
+                let elem = view.elem;
                 let mask = Rc::clone(self.get(arg(2)?)?);
                 let zero = match Repr::of_scalar(elem) {
                     Repr::Float => Data::Float(vec![0.0]),
@@ -566,6 +581,9 @@ impl<'k> Executor<'k> {
     }
 
     fn buffer_view(&self, v: ValueId) -> FaultResult<BufferView> {
+        let Type::SharedMemory(m) = self.type_of(v)? else {
+            return Err(Fault::malformed(format!("{v} is not a shared buffer")));
+        };
         match self.get(v)?.handle()? {
             Handle::Shared {
                 alloc,
@@ -575,6 +593,8 @@ impl<'k> Executor<'k> {
                 alloc: *alloc,
                 buffer: *first,
                 window: window.clone(),
+                elem: m.elem(),
+                numel: m.shape().iter().product(),
             }),
             _ => Err(Fault::malformed(format!("{v} is not a shared buffer"))),
         }
@@ -709,6 +729,10 @@ struct BufferView {
     alloc: usize,
     buffer: usize,
     window: Option<std::sync::Arc<Vec<usize>>>,
+    /// The view's element type and element count (its value's type: a
+    /// `local_reinterpret` sees the buffer's bytes as other elements).
+    elem: ScalarType,
+    numel: usize,
 }
 
 impl BufferView {
@@ -727,10 +751,11 @@ impl BufferView {
     }
 
     fn read(&self, shared: &ProgramShared) -> FaultResult<Data> {
-        let data = shared.smem.buffer(self.alloc, self.buffer)?;
+        let data = shared.smem.read_as(self.alloc, self.buffer, self.elem)?;
         Ok(match &self.window {
             Some(w) => data.gather(w),
-            None => data.clone(),
+            None if data.len() == self.numel => data,
+            None => data.gather(&(0..self.numel).collect::<Vec<_>>()),
         })
     }
 
@@ -738,7 +763,7 @@ impl BufferView {
         let window = self.window.as_deref().map(Vec::as_slice);
         shared
             .smem
-            .write_window(self.alloc, self.buffer, window, data)
+            .write_as(self.alloc, self.buffer, window, self.elem, data)
     }
 }
 

@@ -8,6 +8,7 @@
 //! peer's buffer follow the rules of local ones (ordered after its readers'
 //! release; recorded for race reports); a skeleton run moves no data.
 
+use crate::ir::Type;
 use crate::ir::{Op, Prim, ValueId};
 
 use super::super::super::cluster::{ClusterMap, RemoteError};
@@ -106,6 +107,8 @@ impl<'k> Executor<'k> {
             alloc,
             buffer: view.buffer,
             window: view.window.clone(),
+            elem: view.elem,
+            numel: view.numel,
         })
     }
 
@@ -150,7 +153,7 @@ impl<'k> Executor<'k> {
             }
             Prim::RemoteShmemStore => {
                 let (rank, local) = self.remote_of(arg(0)?)?;
-                let view = local_buffer(&local)?;
+                let view = local_buffer(&local, self.type_of(arg(0)?)?)?;
                 let peer = self.peer_buffer(op, shared, &view, rank)?;
                 let id = shared.smem.buffer_id(peer.alloc, peer.buffer);
                 self.check_write(op, shared, id, task)?;
@@ -176,9 +179,10 @@ impl<'k> Executor<'k> {
                 let Handle::Barriers { first } = bar else {
                     return Err(Fault::malformed("a remote store's barrier is not one").into());
                 };
-                let peer = self.peer_buffer(op, shared, &local_buffer(&local)?, rank)?;
+                let buffer = local_buffer(&local, self.type_of(arg(0)?)?)?;
+                let peer = self.peer_buffer(op, shared, &buffer, rank)?;
                 let peer_bar = self.peer_barrier(op, shared, first, rank)?;
-                let elem = shared.smem.elem(peer.alloc)?;
+                let elem = peer.elem;
                 let bytes = (self.type_of(arg(1)?)?.numel() * elem.size_bytes()) as u32;
                 let data = match self.skeleton {
                     Some(_) => None,
@@ -223,7 +227,7 @@ impl<'k> Executor<'k> {
             };
             return Err(self.remote_error(op, error));
         }
-        let elem = shared.smem.elem(view.alloc)?;
+        let elem = view.elem;
         let block = self.type_of(*desc)?.shape().to_vec();
         // Each target's barrier counts the whole box, clipped or not.
         let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
@@ -285,6 +289,7 @@ impl<'k> Executor<'k> {
             buffer: to.buffer,
             window: to.window,
             data,
+            elem: to.elem,
             barrier: bar,
             bytes,
             clock: shared.clocks.snapshot(task),
@@ -295,8 +300,11 @@ impl<'k> Executor<'k> {
     }
 }
 
-/// The buffer a local handle names.
-fn local_buffer(handle: &Handle) -> Result<BufferView, Stop> {
+/// The buffer a local handle names, seen as its remote view's type `ty`.
+fn local_buffer(handle: &Handle, ty: &Type) -> Result<BufferView, Stop> {
+    let Type::SharedMemory(m) = ty else {
+        return Err(Fault::malformed("a remote store into something that is not a buffer").into());
+    };
     match handle {
         Handle::Shared {
             alloc,
@@ -306,6 +314,8 @@ fn local_buffer(handle: &Handle) -> Result<BufferView, Stop> {
             alloc: *alloc,
             buffer: *first,
             window: window.clone(),
+            elem: m.elem(),
+            numel: m.shape().iter().product(),
         }),
         _ => Err(Fault::malformed("a remote store into something that is not a buffer").into()),
     }
