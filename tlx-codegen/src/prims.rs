@@ -82,7 +82,7 @@ pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
         ..StaticShared::default()
     };
     for op in &kernel.body.ops {
-        let OpKind::Prim { prim, .. } = op.kind else {
+        let OpKind::Prim { prim, ref args, .. } = op.kind else {
             for block in op.kind.blocks() {
                 reject_nested_allocations(block)?;
             }
@@ -91,6 +91,16 @@ pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
         let Some(&result) = op.results.first() else {
             continue;
         };
+        // `reuse = other`: the bytes of an allocation placed before.
+        if let (Prim::LocalAlloc, [other]) = (prim, args.as_slice()) {
+            let at = plan
+                .offsets
+                .get(other)
+                .copied()
+                .ok_or_else(|| malformed("`reuse` of something that is not an allocation"))?;
+            plan.offsets.insert(result, at);
+            continue;
+        }
         let (bytes, align) = match (prim, kernel.type_of(result)) {
             (Prim::LocalAlloc, Type::SharedMemory(m)) => {
                 (buffer_stride(m) * m.buffers() as usize, period(m.swizzle()))

@@ -225,3 +225,51 @@ fn random_landing_orders_do_not_change_a_correct_kernel() {
         assert_eq!(got, want, "seed {seed}");
     }
 }
+
+/// `reuse =` places the second allocation on the first one's bytes: the
+/// kernel needs exactly their bytes less, and (on the interpreter) a buffer
+/// written through one allocation is read through the other.
+#[test]
+fn a_reusing_allocation_takes_no_shared_memory_of_its_own() {
+    let source = |reuse: &str| {
+        format!(
+            r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn k(out: Ptr<f32>) {{
+    let tiles = local_alloc([64, 64], bf16, 2);
+    let words = local_alloc([64, 32], f32, 2{reuse});
+    let r = arange(0, 64);
+    let c = arange(0, 32);
+    local_store(local_view(tiles, 1), full([64, 64], 1.0, bf16));
+    store(out + r[(.., None)] * 32 + c[(None, ..)], local_load(local_view(words, 1)));
+}}"#
+        )
+    };
+    let shared_bytes = |src: &str| {
+        tlx_codegen::compile(&compile(src), tlx_core::ir::Arch::Sm90a)
+            .expect("compiles")
+            .shared_bytes
+    };
+    let (fresh, reused) = (source(""), source(", reuse = tiles"));
+    assert_eq!(
+        shared_bytes(&fresh),
+        shared_bytes(&reused) + 2 * 64 * 32 * 4
+    );
+    // Two bf16 ones (0x3f80) side by side are the f32 0x3f80_3f80.
+    let mem = HostMemory::new();
+    let out = mem.alloc(64 * 32 * 4);
+    let args = [ArgValue::ptr(out)];
+    run_kernel(
+        &compile(&reused),
+        [1, 1, 1],
+        &args,
+        &mem,
+        &InterpOptions::default(),
+    )
+    .expect("runs");
+    let mut bytes = vec![0u8; 64 * 32 * 4];
+    mem.read(out, 0, &mut bytes).expect("read back");
+    assert!(bytes
+        .chunks(4)
+        .all(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) == 0x3f80_3f80));
+}

@@ -268,11 +268,23 @@ pub fn wrap_int(ty: ScalarType, x: i64) -> i64 {
 }
 
 /// The stored bit pattern (little-endian low bytes) of a float value already
-/// rounded to `ty`.
+/// rounded to `ty`. 16-bit NaNs keep their payload and their quiet bit (see
+/// [`float_from_bits`]), so bytes moved through a reinterpreted view come
+/// back as they went.
 #[inline]
 pub fn float_to_bits(ty: ScalarType, x: f32) -> u64 {
+    let bits = x.to_bits();
     match ty {
+        ScalarType::F16 if x.is_nan() => {
+            // A payload only in the bits f16 drops stays a NaN: quiet.
+            let payload = match (bits & 0x7f_ffff) >> 13 {
+                0 => 0x200,
+                p => p,
+            };
+            u64::from((bits >> 16) & 0x8000 | 0x7c00 | payload)
+        }
         ScalarType::F16 => u64::from(half::f16::from_f32(x).to_bits()),
+        ScalarType::BF16 if x.is_nan() => u64::from(bits >> 16),
         ScalarType::BF16 => u64::from(half::bf16::from_f32(x).to_bits()),
         ScalarType::F8E4M3 => u64::from(f64_to_e4m3(f64::from(x))),
         ScalarType::F8E5M2 => u64::from(f64_to_e5m2(f64::from(x))),
@@ -280,12 +292,19 @@ pub fn float_to_bits(ty: ScalarType, x: f32) -> u64 {
     }
 }
 
-/// The float value of a stored bit pattern of type `ty`.
+/// The float value of a stored bit pattern of type `ty`. 16-bit NaNs are
+/// widened bit for bit (a signalling one stays signalling, its payload
+/// shifted into the f32's), so [`float_to_bits`] gives the pattern back.
 #[inline]
 pub fn float_from_bits(ty: ScalarType, bits: u64) -> f32 {
+    let half_bits = bits as u16;
     match ty {
-        ScalarType::F16 => half::f16::from_bits(bits as u16).to_f32(),
-        ScalarType::BF16 => half::bf16::from_bits(bits as u16).to_f32(),
+        ScalarType::F16 if half_bits & 0x7c00 == 0x7c00 && half_bits & 0x3ff != 0 => {
+            let sign = u32::from(half_bits & 0x8000) << 16;
+            f32::from_bits(sign | 0x7f80_0000 | u32::from(half_bits & 0x3ff) << 13)
+        }
+        ScalarType::F16 => half::f16::from_bits(half_bits).to_f32(),
+        ScalarType::BF16 => f32::from_bits(u32::from(half_bits) << 16),
         ScalarType::F8E4M3 => e4m3_to_f32(bits as u8),
         ScalarType::F8E5M2 => e5m2_to_f32(bits as u8),
         _ => f32::from_bits(bits as u32),

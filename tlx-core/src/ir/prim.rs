@@ -16,7 +16,8 @@ use super::types::{ScalarType, Swizzle, Type};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Prim {
     /// `local_alloc(shape, dtype, num)`: `num` buffers in shared memory; the
-    /// result type says it all.
+    /// result type says it all. With an operand (`reuse = other`), the
+    /// buffers are `other`'s bytes, buffer for buffer.
     LocalAlloc,
     /// `local_view(buffers, i)`: buffer (or mbarrier) `i` of an allocation.
     LocalView,
@@ -211,7 +212,10 @@ impl Prim {
 
     pub fn signature(self) -> PrimSignature {
         match self {
-            Prim::LocalAlloc => sig(&[], &[], 1),
+            Prim::LocalAlloc => PrimSignature {
+                variadic: true,
+                ..sig(&["reuse"], &[], 1)
+            },
             Prim::LocalView => sig(&["buffers", "index"], &[], 1),
             Prim::LocalSlice => PrimSignature {
                 variadic: true,
@@ -392,10 +396,21 @@ impl Prim {
         let i32_scalar = |t: &Type, what: &str| scalar_of(t, ScalarType::I32, what);
         let bool_scalar = |t: &Type, what: &str| scalar_of(t, ScalarType::Bool, what);
         match self {
-            Prim::LocalAlloc => match results[0] {
-                Type::SharedMemory(m) if m.buffers() >= 1 && !m.shape().is_empty() => Ok(()),
-                other => Err(format!("`local_alloc` makes shared buffers, not {other}")),
-            },
+            Prim::LocalAlloc => {
+                let m = match results[0] {
+                    Type::SharedMemory(m) if m.buffers() >= 1 && !m.shape().is_empty() => m,
+                    other => {
+                        return Err(format!("`local_alloc` makes shared buffers, not {other}"))
+                    }
+                };
+                match operands {
+                    [] => Ok(()),
+                    [Type::SharedMemory(other)] => reusable(other, m),
+                    _ => {
+                        Err("`local_alloc` reuses at most one allocation (`reuse = other`)".into())
+                    }
+                }
+            }
             Prim::LocalView => {
                 i32_scalar(operands[1], "the index")?;
                 local(operands[0], "`local_view`")?;
@@ -714,6 +729,47 @@ pub fn without_leading_ones(shape: &[usize]) -> &[usize] {
         .unwrap_or(shape.len())
         .min(shape.len().saturating_sub(1));
     &shape[first..]
+}
+
+/// Whether allocation `new` may take the bytes of allocation `old`
+/// (`reuse = old`): buffer `i` of `new` on buffer `i` of `old`, so each
+/// buffer must have the same bytes, there may be no more of them, and the
+/// start must suit `new`'s swizzle.
+fn reusable(old: &super::SharedMemoryType, new: &super::SharedMemoryType) -> Result<(), String> {
+    let bytes =
+        |m: &super::SharedMemoryType| m.shape().iter().product::<usize>() * m.elem().size_bytes();
+    let period = |s: Swizzle| match s {
+        Swizzle::None => 16,
+        Swizzle::Bytes32 => 256,
+        Swizzle::Bytes64 => 512,
+        Swizzle::Bytes128 => 1024,
+    };
+    if old.transposed() || old.remote() {
+        return Err("`reuse` takes an allocation (the result of `local_alloc`), not a view".into());
+    }
+    if bytes(new) != bytes(old) {
+        return Err(format!(
+            "each buffer takes {} bytes ({:?} of {}), and each of the reused allocation's {} ({:?} of {}): buffers are reused one for one, so they must be the same size",
+            bytes(new), new.shape(), new.elem(), bytes(old), old.shape(), old.elem()
+        ));
+    }
+    if new.buffers() > old.buffers() {
+        return Err(format!(
+            "{} buffers reuse an allocation of {}: allocate at most {}",
+            new.buffers(),
+            old.buffers(),
+            old.buffers()
+        ));
+    }
+    if period(new.swizzle()) > period(old.swizzle()) {
+        return Err(format!(
+            "the buffers' swizzle ({:?}) needs {}-byte alignment, and the reused allocation's start is aligned for its own swizzle ({:?}) only",
+            new.swizzle(),
+            period(new.swizzle()),
+            old.swizzle()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the bytes of buffer `from` may be seen as buffer `to`: no more

@@ -56,6 +56,8 @@ pub(super) struct Lowerer<'a> {
     /// Results of `local_slice`: views whose elements are not the bytes
     /// after their start, which `local_reinterpret` cannot take.
     slices: std::collections::HashSet<crate::ir::ValueId>,
+    /// Results of `local_alloc`: what `reuse =` may name.
+    allocations: std::collections::HashSet<crate::ir::ValueId>,
 }
 
 pub(super) fn lower_body(
@@ -118,6 +120,7 @@ pub(super) fn lower_body(
         pipes: Vec::new(),
         slot_fields: HashMap::new(),
         slices: std::collections::HashSet::new(),
+        allocations: std::collections::HashSet::new(),
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);

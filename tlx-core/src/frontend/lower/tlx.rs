@@ -40,7 +40,18 @@ impl<'a> Lowerer<'a> {
                 }
                 let swizzle = shared_swizzle(elem, &shape);
                 let ty = SharedMemoryType::new(elem, shape, num as u32, swizzle, true);
-                (vec![], vec![], vec![Type::SharedMemory(ty)])
+                let reused = match a[3] {
+                    Some(e) => {
+                        let other = self.ir_arg(Some(e))?;
+                        if !self.allocations.contains(&other) {
+                            return Err(Diagnostic::new(e.span(), "`reuse` of a view: it takes an allocation")
+                                .with_hint("pass what `local_alloc` returned (`reuse = bufs`), not a `local_view`, slice or reinterpreted view of it"));
+                        }
+                        vec![other]
+                    }
+                    None => vec![],
+                };
+                (reused, vec![], vec![Type::SharedMemory(ty)])
             }
             Prim::AllocBarriers => {
                 let num = self.const_int(self.expr_arg(a[0])?, "the number of barriers")?;
@@ -332,8 +343,14 @@ impl<'a> Lowerer<'a> {
             imms,
         };
         let result = self.b.push(kind, results).first().copied();
-        if let (Prim::LocalSlice, Some(view)) = (prim, result) {
-            self.slices.insert(view);
+        match (prim, result) {
+            (Prim::LocalSlice, Some(view)) => {
+                self.slices.insert(view);
+            }
+            (Prim::LocalAlloc, Some(buffers)) => {
+                self.allocations.insert(buffers);
+            }
+            _ => {}
         }
         Ok(result)
     }
@@ -555,7 +572,7 @@ impl<'a> Lowerer<'a> {
 /// are required; the rest have the defaults [`default_of`] gives.
 fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
     match prim {
-        Prim::LocalAlloc => (&["shape", "dtype", "num"], 2),
+        Prim::LocalAlloc => (&["shape", "dtype", "num", "reuse"], 2),
         Prim::LocalView => (&["buffers", "index"], 2),
         Prim::LocalLoad => (&["buffer"], 1),
         Prim::LocalStore => (&["buffer", "value"], 2),
@@ -598,6 +615,7 @@ fn default_of(name: &str) -> &'static str {
         // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
         "barrier" => "the pipe slot's",
         "remote_cta_rank" => "none (a remote view's)",
+        "reuse" => "none (fresh bytes)",
         "multicast_targets" => "[]",
         _ => "1",
     }

@@ -112,6 +112,18 @@ impl<'k> Executor<'k> {
                 let Type::SharedMemory(m) = self.type_of(Self::result(op, 0)?)? else {
                     return Err(Fault::malformed("local_alloc of a non-buffer").into());
                 };
+                // `reuse = other`: the same buffers, seen as this type.
+                if let [other] = args {
+                    let view = self.buffer_view(*other)?;
+                    return self.define_handle(
+                        op,
+                        Handle::Shared {
+                            alloc: view.alloc,
+                            first: 0,
+                            window: None,
+                        },
+                    );
+                }
                 // A skeleton run tracks buffers' state, not their contents.
                 let numel = if self.skeleton.is_some() {
                     0
