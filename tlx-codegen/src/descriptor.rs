@@ -9,7 +9,7 @@
 //! `pipeline.rs`) and nothing passes through registers.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead, RING_BASE};
+use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead};
 use super::prims::{buffer_layout, period, TmaDirection};
 use tlx_core::ir::{
     shared_swizzle, without_leading_ones, Elem, OpKind, Prim, SharedMemoryType,
@@ -260,11 +260,9 @@ impl<'k> Lowerer<'k> {
     /// Byte offsets (i32 operands) of the `stages` slot barriers of TMA rings
     /// whose barriers start at byte `barriers` of the pipeline area.
     fn ring_barrier_offsets(&mut self, barriers: usize, stages: usize) -> Vec<String> {
+        let base = self.ring_base();
         (0..stages)
-            .map(|s| {
-                self.f
-                    .inst(format!("add i32 {RING_BASE}, {}", barriers + 8 * s))
-            })
+            .map(|s| self.f.inst(format!("add i32 {base}, {}", barriers + 8 * s)))
             .collect()
     }
 
@@ -272,7 +270,8 @@ impl<'k> Lowerer<'k> {
     /// whose barriers start at byte `barriers` of the pipeline area.
     fn ring_barrier(&mut self, barriers: usize, slot: &str) -> String {
         let at = self.f.inst(format!("mul i32 {slot}, 8"));
-        let area = self.f.inst(format!("add i32 {at}, {RING_BASE}"));
+        let base = self.ring_base();
+        let area = self.f.inst(format!("add i32 {at}, {base}"));
         let offset = self.f.inst(format!("add i32 {area}, {barriers}"));
         self.shared_address(&offset)
     }

@@ -7,7 +7,7 @@
 use super::axis::{self, AxisInfo};
 use super::convert::Region;
 use super::emit::{llvm_type, FuncText};
-use super::pipeline::{RingRead, RING_BASE};
+use super::pipeline::{RingRead, RING_BASE_SYMBOL};
 use super::prims::{plan_static_shared, StaticShared};
 use super::scalar;
 use super::CodegenError;
@@ -173,7 +173,6 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
     // `start_pipeline`'s barrier).
     let in_pipelines = l.scratch_in_pipelines as usize;
     let ring_base = in_pipelines.div_ceil(l.shared_align) * l.shared_align;
-    let body = l.f.body.replace(RING_BASE, &ring_base.to_string());
     let pipelined = if l.ring_peak > 0 {
         ring_base + l.ring_peak
     } else {
@@ -193,6 +192,10 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
         "@global_smem = external addrspace(3) global [0 x i8], align {}\n",
         l.shared_align
     );
+    let _ = writeln!(
+        text,
+        "{RING_BASE_SYMBOL} = internal constant i32 {ring_base}, align 4\n"
+    );
     for d in &l.f.decls {
         let _ = writeln!(text, "{d}");
     }
@@ -202,7 +205,7 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
         kernel.name,
         params.join(", "),
         l.f.prologue,
-        body
+        l.f.body
     );
     // A cluster shape in the PTX (`.reqnctapercluster`) makes the driver
     // launch the kernel in clusters of that shape.

@@ -85,7 +85,8 @@ impl RingRead {
     /// Shared byte offset (i32) of slot `slot` of this ring.
     pub fn slot_base(&self, l: &mut Lowerer, slot: &str) -> String {
         let in_slot = l.f.inst(format!("mul i32 {slot}, {}", self.slot_bytes));
-        let area = l.f.inst(format!("add i32 {in_slot}, {RING_BASE}"));
+        let base = l.ring_base();
+        let area = l.f.inst(format!("add i32 {in_slot}, {base}"));
         l.f.inst(format!("add i32 {area}, {}", self.ring_offset))
     }
 
@@ -599,6 +600,12 @@ impl<'k> Lowerer<'k> {
         self.context.threads() as usize
     }
 
+    /// The byte offset (i32) of the pipeline area in the shared array.
+    pub fn ring_base(&mut self) -> String {
+        self.f
+            .inst(format!("load i32, ptr {RING_BASE_SYMBOL}, align 4"))
+    }
+
     /// TLX's `async_load`: the tile `ptr` points at, copied with `cp.async`
     /// into the buffer at byte `base` (an i32 operand) of the shared array in
     /// placement `placed`, masked-off elements zero-filled; the copies join
@@ -856,8 +863,10 @@ struct TileCopy<'a> {
     align: usize,
 }
 
-/// Placeholder for the byte offset where the rings start (after all scratch).
-pub const RING_BASE: &str = "@@ring_base@@";
+/// The module constant holding the byte offset where the rings start:
+/// after all scratch, which is known once the whole kernel is lowered, when
+/// `lower_kernel` defines it (LLVM folds the loads of it away).
+pub const RING_BASE_SYMBOL: &str = "@tlx_ring_base";
 
 /// One iteration of a loop, as seen from ahead of it: its induction value and
 /// whether it runs.
