@@ -258,6 +258,23 @@ fn scans<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     );
 }
 
+/// Scans along each axis of a 2-D tile, forward and reversed, and the
+/// totals of each line.
+#[tlx::kernel(configs = [(R = 16, C = 64)])]
+fn scans_2d<const R: usize, const C: usize>(x: Ptr<f32>, out: Ptr<f32>, totals: Ptr<f32>) {
+    let r = arange(0, R);
+    let c = arange(0, C);
+    let at = r[(.., None)] * C + c[(None, ..)];
+    let v = load(x + at);
+    let (down, column_totals) = cumsum(v, axis = 0);
+    store(out + at, down);
+    store(out + R * C + at, cummax(v, axis = 1, reverse = true));
+    store(out + 2 * R * C + at, cumprod(v, axis = 0, reverse = true));
+    let (_, row_totals) = cumsum(v, axis = 1);
+    store(totals + c, column_totals);
+    store(totals + C + r, row_totals);
+}
+
 /// `interleave`, `join` and `split`, with the size-2 dimension in registers
 /// and (after `trans`) across warps.
 #[tlx::kernel(configs = [(BLOCK = 512)])]
@@ -496,6 +513,37 @@ fn scans_agree() {
     assert_eq!(max_ulp_diff(&g[..1024], &c[..1024]), 0, "cumprod");
     let rest = max_ulp_diff(&g[1024..], &c[1024..]);
     assert_eq!(rest, 0, "cummax, cummin, integer cumprod");
+}
+
+/// Along columns and rows of a tile: the interpreter scans in the GPU's
+/// order, so sums and products agree to the bit as in 1-D.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn scans_along_either_axis_agree() {
+    let Some(dev) = gpu() else { return };
+    let x: Vec<f32> = fresh_rng()
+        .vec(16 * 64, 0.1)
+        .into_iter()
+        .map(|v| 1.0 + v)
+        .collect();
+    let (g, c) = on_both(&dev, |d| {
+        let dx = d.upload(&x)?;
+        let out = d.upload(&vec![f32::NAN; 3 * 16 * 64])?;
+        let totals = d.upload(&vec![f32::NAN; 64 + 16])?;
+        scans_2d::<16, 64>::launch(d, 1, &dx, &out, &totals)?;
+        Ok((out.download()?, totals.download()?))
+    });
+    assert!(
+        !g.0.iter().chain(&g.1).any(|v| v.is_nan()),
+        "an unwritten element"
+    );
+    assert_eq!(max_ulp_diff(&g.0, &c.0), 0, "scans");
+    assert_eq!(max_ulp_diff(&g.1, &c.1), 0, "totals");
+    // The interpreter against a plain sequential sum, loosely.
+    for col in 0..64 {
+        let sum: f32 = (0..16).map(|row| x[row * 64 + col]).sum();
+        assert!((c.1[col] - sum).abs() < 1e-4, "column {col}");
+    }
 }
 
 /// Selections only: bit-identical.

@@ -1,9 +1,9 @@
-//! Scans of a rank-1 tensor (TLE's `cumsum`; the prefixes behind `cumprod`,
+//! Scans along any axis (TLE's `cumsum`; the prefixes behind `cumprod`,
 //! `cummax`, `cummin`): a Hillis-Steele inclusive scan in shared memory
-//! (log2(n) steps, each a read, a barrier and a write), from which each
-//! element takes its exclusive prefix (the combine's identity first) and
-//! every thread the total. f16/bf16 combine in f32; `reverse` scans from the
-//! end.
+//! (log2(n) steps, each a read, a barrier and a write; every line along the
+//! axis at once), from which each element takes its exclusive prefix (the
+//! combine's identity first) and each line its total. f16/bf16 combine in
+//! f32; `reverse` scans from the end.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar;
@@ -25,11 +25,6 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("a scan needs two results"));
         };
         let ty = self.ty(*value);
-        if ty.rank() != 1 || *axis != 0 {
-            return Err(CodegenError::Unsupported(
-                "a scan of a tensor of rank above 1".into(),
-            ));
-        }
         let s = ty
             .elem()
             .scalar()
@@ -37,45 +32,65 @@ impl<'k> Lowerer<'k> {
         if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
             return Err(CodegenError::Unsupported(format!("a scan of {s}")));
         }
+        let shape = ty.shape().to_vec();
+        let axis = *axis;
+        if axis >= shape.len() {
+            return Err(malformed("a scan along an axis the tensor does not have"));
+        }
         let acc_s = if s.is_float() { ScalarType::F32 } else { s };
         let acc = Elem::Scalar(acc_s);
-        let n = ty.shape()[0];
+        // Every line along the axis is scanned at once: element `f` (flat)
+        // sits at position `(f / inner) % n` of the line starting at
+        // `f - position * inner`; the shared copy keeps the tensor's order.
+        let n = shape[axis];
+        let inner: usize = shape[axis + 1..].iter().product();
+        let numel: usize = shape.iter().product();
         let src: Tensor = self.tensor(*value)?;
         let layout = src.layout.clone();
-        self.use_shared(n * acc_s.size_bytes());
-        // Scan position of each register: its index, or n-1-index when reversed.
+        self.use_shared(numel * acc_s.size_bytes());
+        // Per register: its flat slot and its scan position (from the end
+        // when reversed); the slot `d` positions earlier in the scan is
+        // `d * inner` before it, or after it when reversed.
+        let toward_start = if *reverse { "add" } else { "sub" };
+        let mut slots = Vec::new();
         let mut positions = Vec::new();
         for r in 0..layout.num_regs() {
             let flat = self.flat_index(&layout, r);
+            let line = self.f.inst(format!("udiv i32 {flat}, {inner}"));
+            let along = self.f.inst(format!("urem i32 {line}, {n}"));
             positions.push(if *reverse {
-                self.f.inst(format!("sub i32 {}, {flat}", n - 1))
+                self.f.inst(format!("sub i32 {}, {along}", n - 1))
             } else {
-                flat
+                along
             });
+            slots.push(flat);
         }
+        let earlier_slot = |l: &mut Self, slot: &str, steps: usize| {
+            l.f.inst(format!("{toward_start} i32 {slot}, {}", steps * inner))
+        };
         let mut running = Vec::new();
         for v in &src.regs {
             running.push(scalar::cast(&mut self.f, s, acc_s, v)?);
         }
         self.barrier();
         for (r, v) in running.iter().enumerate() {
-            self.smem_store(acc, 0, &positions[r], v);
+            self.smem_store(acc, 0, &slots[r], v);
         }
         let identity = scalar::literal(&mut self.f, acc, scan_identity(*combine, acc_s))?;
+        let acc_ty = super::emit::scalar_type(acc_s);
         let mut step = 1;
         while step < n {
             self.barrier();
             let mut next = Vec::new();
             for (r, v) in running.iter().enumerate() {
-                let pos = &positions[r];
-                let has = self.f.inst(format!("icmp uge i32 {pos}, {step}"));
-                let back = self.f.inst(format!("sub i32 {pos}, {step}"));
+                let has = self
+                    .f
+                    .inst(format!("icmp uge i32 {}, {step}", positions[r]));
+                let back = earlier_slot(self, &slots[r], step);
                 let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
                 let earlier = self.smem_load(acc, 0, &at);
                 let earlier = self.f.inst(format!(
-                    "select i1 {has}, {} {earlier}, {} {identity}",
-                    super::emit::scalar_type(acc_s),
-                    super::emit::scalar_type(acc_s)
+                    "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {identity}"
                 ));
                 // `earlier` first: for a reverse scan it is the later element,
                 // which only matters to non-commutative combines (none here).
@@ -83,17 +98,16 @@ impl<'k> Lowerer<'k> {
             }
             self.barrier();
             for (r, v) in next.iter().enumerate() {
-                self.smem_store(acc, 0, &positions[r], v);
+                self.smem_store(acc, 0, &slots[r], v);
             }
             running = next;
             step *= 2;
         }
         self.barrier();
-        let acc_ty = super::emit::scalar_type(acc_s);
         let mut prefix = Vec::new();
-        for pos in &positions {
+        for (r, pos) in positions.iter().enumerate() {
             let has = self.f.inst(format!("icmp ugt i32 {pos}, 0"));
-            let back = self.f.inst(format!("sub i32 {pos}, 1"));
+            let back = earlier_slot(self, &slots[r], 1);
             let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
             let earlier = self.smem_load(acc, 0, &at);
             let exclusive = self.f.inst(format!(
@@ -101,9 +115,30 @@ impl<'k> Lowerer<'k> {
             ));
             prefix.push(scalar::cast(&mut self.f, acc_s, s, &exclusive)?);
         }
-        let last = (n - 1).to_string();
-        let total = self.smem_load(acc, 0, &last);
-        let total = scalar::cast(&mut self.f, acc_s, s, &total)?;
+        // Each line's total sits at its last scan position.
+        let total_shape: Vec<usize> = shape
+            .iter()
+            .enumerate()
+            .filter(|&(d, _)| d != axis)
+            .map(|(_, &e)| e)
+            .collect();
+        let total_layout = if total_shape.is_empty() {
+            self.scalar_layout()?
+        } else {
+            self.default_layout(&total_shape)?
+        };
+        let last = if *reverse { 0 } else { n - 1 };
+        let mut totals = Vec::new();
+        for r in 0..total_layout.num_regs() {
+            let t = self.flat_index(&total_layout, r);
+            let outer = self.f.inst(format!("udiv i32 {t}, {inner}"));
+            let within = self.f.inst(format!("urem i32 {t}, {inner}"));
+            let line = self.f.inst(format!("mul i32 {outer}, {}", n * inner));
+            let start = self.f.inst(format!("add i32 {line}, {within}"));
+            let at = self.f.inst(format!("add i32 {start}, {}", last * inner));
+            let total = self.smem_load(acc, 0, &at);
+            totals.push(scalar::cast(&mut self.f, acc_s, s, &total)?);
+        }
         self.values.insert(
             prefix_id,
             Tensor {
@@ -111,12 +146,11 @@ impl<'k> Lowerer<'k> {
                 regs: prefix,
             },
         );
-        let scalar_layout = self.scalar_layout()?;
         self.values.insert(
             total_id,
             Tensor {
-                layout: scalar_layout,
-                regs: vec![total],
+                layout: total_layout,
+                regs: totals,
             },
         );
         Ok(())

@@ -486,13 +486,12 @@ impl<'a> Lowerer<'a> {
             );
         }
         let ty = self.ty(x);
-        if ty.rank() != 1 {
-            // The code generator's scan is defined on rank-1 block tensors (axis 0).
+        if ty.rank() == 0 {
             return Err(Diagnostic::new(
                 args.span,
-                format!("`{name}` takes a 1-D tensor, found shape {:?}", ty.shape()),
+                format!("`{name}` of a scalar: it scans a tensor along an axis"),
             )
-            .with_hint("scan a row at a time: `reshape` or `extract_tile` the row first"));
+            .with_hint("scan a tensor, e.g. `cumsum(x, axis = 0)`"));
         }
         let axis = match a[1] {
             Some(_) => self.axis_arg(a[1], ty.rank())?,
