@@ -133,5 +133,13 @@ fn downloading_an_output_nobody_wrote_is_reported_in_checked_mode() {
         Ok(_) => panic!("the half-written output downloaded without a report"),
         Err(e) => e.to_string(),
     };
-    assert_mentions(&report, &["element 128", "256 elements", "nothing wrote"]);
+    assert_mentions(
+        &report,
+        &[
+            "element 128",
+            "256 elements",
+            "nothing wrote",
+            "last passed to kernel `reads_past_the_end` as `out`",
+        ],
+    );
 }

@@ -276,6 +276,7 @@ impl<T: Element> Buffer<T> {
                         return Err(Error::UnwrittenDownload {
                             element: offset + byte / std::mem::size_of::<T>(),
                             len: self.len,
+                            last_use: device.last_use(id.0),
                         });
                     }
                 }

@@ -85,13 +85,19 @@ pub enum Error {
     /// reached memory that no kernel, upload or copy ever wrote.
     #[error(
         "downloading element {element} of a buffer of {len} elements that nothing wrote \
-         (allocated uninitialized and never stored to): is a kernel's mask or grid too small?"
+         (allocated uninitialized and never stored to){}: is a kernel's mask or grid too small?",
+        match last_use {
+            Some((kernel, param)) => format!("; it was last passed to kernel `{kernel}` as `{param}`"),
+            None => "; no kernel was given it".to_string(),
+        }
     )]
     UnwrittenDownload {
         /// Index in the buffer (not the view) of the first unwritten element.
         element: usize,
         /// Elements in the buffer.
         len: usize,
+        /// The last kernel the buffer was passed to, and the parameter.
+        last_use: Option<(&'static str, &'static str)>,
     },
 
     /// A kernel compiled with `check_bounds` (or `TLX_CHECK_BOUNDS=1`)

@@ -20,6 +20,9 @@ pub(crate) struct CpuDevice {
     pub(crate) memory: HostMemory,
     /// Parsed IR per (kernel spec address, configuration index).
     kernels: Mutex<HashMap<(usize, usize), Arc<Kernel>>>,
+    /// The last kernel each buffer was passed to, and as which parameter,
+    /// for messages about what wrote (or did not write) it.
+    last_use: Mutex<HashMap<u32, (&'static str, &'static str)>>,
 }
 
 impl CpuDevice {
@@ -28,6 +31,7 @@ impl CpuDevice {
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             memory: HostMemory::new(),
             kernels: Mutex::new(HashMap::new()),
+            last_use: Mutex::new(HashMap::new()),
         }
     }
 
@@ -69,12 +73,30 @@ impl CpuDevice {
         })
     }
 
+    /// The last kernel `buffer` was passed to, and as which parameter.
+    pub(crate) fn last_use(&self, buffer: u32) -> Option<(&'static str, &'static str)> {
+        let uses = self.last_use.lock().unwrap_or_else(PoisonError::into_inner);
+        uses.get(&buffer).copied()
+    }
+
     fn arg_value(
         &self,
         spec: &'static KernelSpec,
         param: &'static str,
         arg: &KernelArg<'_>,
     ) -> Result<ArgValue, Error> {
+        if let KernelArg::Ptr(crate::arg::PtrValue {
+            target: PtrTarget::Cpu { buffer, .. },
+            ..
+        })
+        | KernelArg::TensorDesc(crate::desc::TensorDescValue {
+            target: PtrTarget::Cpu { buffer, .. },
+            ..
+        }) = *arg
+        {
+            let mut uses = self.last_use.lock().unwrap_or_else(PoisonError::into_inner);
+            uses.insert(buffer, (spec.name, param));
+        }
         match *arg {
             KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
             KernelArg::TensorDesc(d) => match d.target {
