@@ -311,6 +311,15 @@ impl<'a> Lowerer<'a> {
                     "a helper parameter must be a plain name",
                 ));
             };
+            // A scalar type is checked; other names (`Tensor`, `usize`)
+            // only document the parameter.
+            let value = match self.dtype_of_type(&pt.ty) {
+                Ok(ty) => {
+                    let what = format!("parameter `{}` of `{}`", id.ident, helper.sig.ident);
+                    self.annotated(value, ty, &what, span)?
+                }
+                Err(_) => value,
+            };
             bindings.insert(id.ident.to_string(), value);
         }
         self.frames.push(vec![bindings]);

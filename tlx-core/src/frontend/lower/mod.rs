@@ -446,7 +446,11 @@ impl<'a> Lowerer<'a> {
             syn::Pat::Type(t) => {
                 let ty = self.dtype_of_type(&t.ty)?;
                 let span = t.ty.span();
-                let v = self.cast_val(value, ty, span)?;
+                let what = match &*t.pat {
+                    syn::Pat::Ident(id) => format!("`{}`", id.ident),
+                    _ => "this binding".to_string(),
+                };
+                let v = self.annotated(value, ty, &what, span)?;
                 self.bind_pattern(&t.pat, v)
             }
             other => Err(Diagnostic::new(other.span(), "unsupported pattern")

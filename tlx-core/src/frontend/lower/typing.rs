@@ -111,6 +111,44 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `v` checked against a type annotation `s` (`let x: f32 = ...`, a
+    /// helper's `a: f32`), as Rust checks one: a constant takes the type, a
+    /// tensor or scalar must already have elements of `s` (no silent
+    /// conversion: `.to(s)` says it).
+    pub(super) fn annotated(&mut self, v: Val, s: ScalarType, what: &str, span: Span) -> R<Val> {
+        let id = match &v {
+            Val::Const(_) => return self.cast_val(v, s, span),
+            Val::Ir(id) => *id,
+            _ => {
+                let id = self.materialize(&v, span)?;
+                return Ok(Val::Ir(id));
+            }
+        };
+        let ty = self.ty(id);
+        match ty.elem() {
+            Elem::Scalar(have) if have == s => Ok(v),
+            Elem::Scalar(have) => {
+                let found = if ty.rank() == 0 {
+                    format!("a {have} scalar")
+                } else {
+                    format!("a {:?} tensor of {have}", ty.shape())
+                };
+                Err(Diagnostic::new(
+                    span,
+                    format!("{what} is annotated `{s}`, but the value is {found}"),
+                )
+                .with_hint(format!(
+                    "convert it where it is made (`.to({s})`), or annotate it `{have}`"
+                )))
+            }
+            Elem::Ptr(..) => Err(Diagnostic::new(
+                span,
+                format!("{what} is annotated `{s}`, but the value is a pointer"),
+            )
+            .with_hint("pointers take no annotation in kernels: drop it")),
+        }
+    }
+
     /// `v` converted to element type `s` (a constant folds, an IR value gets a `Cast`).
     pub(super) fn cast_val(&mut self, v: Val, s: ScalarType, span: Span) -> R<Val> {
         match v {
