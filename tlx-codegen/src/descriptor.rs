@@ -52,7 +52,43 @@ impl BlockPlacement {
     }
 }
 
+/// A descriptor's block placed at the start of the scratch (on its
+/// alignment), with the descriptor's and the offsets' registers.
+struct ScratchBlock {
+    block: BlockPlacement,
+    /// Shared byte offset of the block's first byte.
+    data_at: usize,
+    desc: String,
+    coords: Vec<String>,
+}
+
 impl<'k> Lowerer<'k> {
+    /// Places `desc`'s block in the scratch, with `extra` bytes after it (8
+    /// aligned), and reads the registers a TMA copy of it needs.
+    fn scratch_block(
+        &mut self,
+        desc: ValueId,
+        offsets: &[ValueId],
+        extra: usize,
+    ) -> Result<ScratchBlock> {
+        let block = BlockPlacement::of(self.descriptor_type(desc)?)?;
+        let base = self.scratch(0);
+        let data_at = base.div_ceil(block.align()) * block.align();
+        self.use_shared(data_at + block.bytes.div_ceil(8) * 8 + extra - base);
+        self.shared_align = self.shared_align.max(block.align());
+        let desc = self.register(desc)?;
+        let coords = offsets
+            .iter()
+            .map(|&v| self.register(v))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ScratchBlock {
+            block,
+            data_at,
+            desc,
+            coords,
+        })
+    }
+
     /// The descriptor type of `v`.
     pub(super) fn descriptor_type(&self, v: ValueId) -> Result<&'k TensorDescriptorType> {
         match self.ty(v) {
@@ -78,17 +114,13 @@ impl<'k> Lowerer<'k> {
             return Ok(());
         }
         let d = self.descriptor_type(desc)?;
-        let block = BlockPlacement::of(d)?;
-        let base = self.scratch(0);
-        let data_at = base.div_ceil(block.align()) * block.align();
+        let ScratchBlock {
+            block,
+            data_at,
+            desc: desc_reg,
+            coords,
+        } = self.scratch_block(desc, offsets, 8)?;
         let bar_at = data_at + block.bytes.div_ceil(8) * 8;
-        self.use_shared(bar_at + 8 - base);
-        self.shared_align = self.shared_align.max(block.align());
-        let desc_reg = self.register(desc)?;
-        let coords = offsets
-            .iter()
-            .map(|&v| self.register(v))
-            .collect::<Result<Vec<_>>>()?;
         // Earlier readers of the scratch are done before the barrier is made.
         self.barrier();
         self.init_barriers(bar_at, 1, 1);
@@ -125,16 +157,12 @@ impl<'k> Lowerer<'k> {
         offsets: &[ValueId],
     ) -> Result<()> {
         let d = self.descriptor_type(desc)?;
-        let block = BlockPlacement::of(d)?;
-        let base = self.scratch(0);
-        let data_at = base.div_ceil(block.align()) * block.align();
-        self.use_shared(data_at + block.bytes - base);
-        self.shared_align = self.shared_align.max(block.align());
-        let desc_reg = self.register(desc)?;
-        let coords = offsets
-            .iter()
-            .map(|&v| self.register(v))
-            .collect::<Result<Vec<_>>>()?;
+        let ScratchBlock {
+            block,
+            data_at,
+            desc: desc_reg,
+            coords,
+        } = self.scratch_block(desc, offsets, 0)?;
         let tile = self.tensor(value)?;
         let matrix = Tensor {
             layout: tile.layout.reshaped(block.buffer.shape()),
