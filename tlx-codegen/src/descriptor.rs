@@ -10,9 +10,9 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead};
-use super::prims::{buffer_layout, period, TmaDirection};
+use super::prims::{buffer_layout, TmaDirection};
 use tlx_core::ir::{
-    shared_swizzle, without_leading_ones, Elem, OpKind, Prim, SharedMemoryType,
+    shared_swizzle, without_leading_ones, Elem, Op, OpKind, Prim, SharedMemoryType,
     TensorDescriptorType, Type, ValueId,
 };
 use tlx_core::layout::SharedLayout;
@@ -48,7 +48,7 @@ impl BlockPlacement {
     /// The alignment TMA (128 bytes) and the swizzle (its period, as it
     /// applies to absolute addresses) want for the block's first byte.
     pub fn align(&self) -> usize {
-        period(self.buffer.swizzle()).max(128)
+        self.buffer.swizzle().alignment_bytes().max(128)
     }
 }
 
@@ -56,8 +56,10 @@ impl BlockPlacement {
 /// alignment), with the descriptor's and the offsets' registers.
 struct ScratchBlock {
     block: BlockPlacement,
-    /// Shared byte offset of the block's first byte.
+    /// Shared byte offsets of the block's first byte and of the first
+    /// (8-aligned) byte after it.
     data_at: usize,
+    after: usize,
     desc: String,
     coords: Vec<String>,
 }
@@ -74,18 +76,15 @@ impl<'k> Lowerer<'k> {
         let block = BlockPlacement::of(self.descriptor_type(desc)?)?;
         let base = self.scratch(0);
         let data_at = base.div_ceil(block.align()) * block.align();
-        self.use_shared(data_at + block.bytes.div_ceil(8) * 8 + extra - base);
+        let after = data_at + block.bytes.div_ceil(8) * 8;
+        self.use_shared(after + extra - base);
         self.shared_align = self.shared_align.max(block.align());
-        let desc = self.register(desc)?;
-        let coords = offsets
-            .iter()
-            .map(|&v| self.register(v))
-            .collect::<Result<Vec<_>>>()?;
         Ok(ScratchBlock {
             block,
             data_at,
-            desc,
-            coords,
+            after,
+            desc: self.register(desc)?,
+            coords: self.registers(offsets)?,
         })
     }
 
@@ -117,16 +116,16 @@ impl<'k> Lowerer<'k> {
         let ScratchBlock {
             block,
             data_at,
+            after: bar_at,
             desc: desc_reg,
             coords,
         } = self.scratch_block(desc, offsets, 8)?;
-        let bar_at = data_at + block.bytes.div_ceil(8) * 8;
         // Earlier readers of the scratch are done before the barrier is made.
         self.barrier();
         self.init_barriers(bar_at, 1, 1);
         let bar = self.shared_address(&bar_at.to_string());
         let dst = self.shared_address(&data_at.to_string());
-        self.expect_bytes("true", &bar, block.bytes);
+        self.expect_bytes("true", &bar, &block.bytes.to_string());
         let load = TmaDirection::Load {
             barrier: &bar,
             multicast: None,
@@ -162,6 +161,7 @@ impl<'k> Lowerer<'k> {
             data_at,
             desc: desc_reg,
             coords,
+            ..
         } = self.scratch_block(desc, offsets, 0)?;
         let tile = self.tensor(value)?;
         let matrix = Tensor {
@@ -188,48 +188,27 @@ impl<'k> Lowerer<'k> {
         self.barrier();
         Ok(())
     }
-
-    /// From the first thread, when `pred`: arrives on `bar` announcing
-    /// `bytes` of asynchronous copies for its current phase.
-    pub(super) fn expect_bytes(&mut self, pred: &str, bar: &str, bytes: usize) {
-        self.on_first_thread(pred, |l| {
-            l.f.asm(
-                "void",
-                &format!("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], {bytes};"),
-                "r,~{memory}",
-                &[("i32", bar)],
-            );
-        });
-    }
-
-    /// From the first thread: retires the mbarriers at the shared addresses
-    /// `bars`, so that their bytes may hold something else (every wait on
-    /// them is over).
-    pub(super) fn invalidate_barriers(&mut self, bars: &[String]) {
-        self.on_first_thread("true", |l| {
-            for bar in bars {
-                l.f.asm(
-                    "void",
-                    "mbarrier.inval.shared::cta.b64 [$0];",
-                    "r,~{memory}",
-                    &[("i32", bar)],
-                );
-            }
-        });
-    }
 }
 
-/// The descriptor a candidate load producing `v` reads, if it is a
-/// descriptor load.
-pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
-    candidates.iter().find_map(|c| match &c.load.kind {
+/// The descriptor `load` reads, if it is a descriptor load.
+fn loaded_descriptor(load: &Op) -> Option<ValueId> {
+    match &load.kind {
         OpKind::Prim {
             prim: Prim::DescriptorLoad,
             args,
             ..
-        } if c.load.results.first() == Some(&v) => args.first().copied(),
+        } => args.first().copied(),
         _ => None,
-    })
+    }
+}
+
+/// The descriptor the candidate load producing `v` reads, if it is a
+/// descriptor load.
+pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
+    candidates
+        .iter()
+        .find(|c| c.load.results.first() == Some(&v))
+        .and_then(|c| loaded_descriptor(c.load))
 }
 
 /// TMA rings of a pipelined loop: descriptor loads that feed a wgmma `dot`
@@ -247,7 +226,7 @@ impl<'k> Lowerer<'k> {
         let mut rings = Vec::new();
         for c in &pipe.candidates {
             let result = c.load.results[0];
-            let Some(desc) = descriptor_of(&pipe.candidates, result) else {
+            let Some(desc) = loaded_descriptor(c.load) else {
                 continue;
             };
             if !pipe.operand_placements.contains_key(&result) {
@@ -318,7 +297,7 @@ impl<'k> Lowerer<'k> {
     pub(super) fn expect_tma_slot(&mut self, pipe: &LoopPipeline<'k>, slot: &str, valid: &str) {
         if let Some((barriers, bytes)) = tma_barriers(pipe) {
             let bar = self.ring_barrier(barriers, slot);
-            self.expect_bytes(valid, &bar, bytes);
+            self.expect_bytes(valid, &bar, &bytes.to_string());
         }
     }
 
@@ -343,10 +322,7 @@ impl<'k> Lowerer<'k> {
             .split_first()
             .ok_or_else(|| malformed("a descriptor load without its descriptor"))?;
         let desc = self.register(desc)?;
-        let coords = offsets
-            .iter()
-            .map(|&v| self.register(v))
-            .collect::<Result<Vec<_>>>()?;
+        let coords = self.registers(offsets)?;
         let bar = self.ring_barrier(*barriers, slot);
         let base = ring.slot_base(self, slot);
         let dst = self.shared_address(&base);

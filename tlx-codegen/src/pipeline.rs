@@ -22,6 +22,11 @@
 //! issues the next copies, which therefore run `num_stages - 2` iterations
 //! ahead, so that the slot they overwrite was read by a wgmma group that
 //! every warp group has already waited for (one group stays in flight).
+//!
+//! A wgmma operand that is a descriptor load (`desc.load([..])`) gets the
+//! same kind of ring, filled by TMA from the first thread instead and
+//! completing on a per-slot mbarrier that every thread waits on (see
+//! `descriptor.rs`); the loop carries the ring round's parity for it.
 
 use super::axis::MaskRun;
 use super::descriptor::{descriptor_of, BlockPlacement};

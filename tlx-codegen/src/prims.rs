@@ -36,14 +36,7 @@ pub struct StaticShared {
 /// absolute addresses.
 fn buffer_stride(m: &SharedMemoryType) -> usize {
     let bytes = m.shape().iter().product::<usize>() * m.elem().size_bytes();
-    bytes.div_ceil(period(m.swizzle())) * period(m.swizzle())
-}
-
-pub(super) fn period(swizzle: Swizzle) -> usize {
-    match layout_swizzle(swizzle) {
-        Some(s) => s.period_bytes(),
-        None => 16,
-    }
+    bytes.div_ceil(m.swizzle().alignment_bytes()) * m.swizzle().alignment_bytes()
 }
 
 fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
@@ -102,9 +95,10 @@ pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
             continue;
         }
         let (bytes, align) = match (prim, kernel.type_of(result)) {
-            (Prim::LocalAlloc, Type::SharedMemory(m)) => {
-                (buffer_stride(m) * m.buffers() as usize, period(m.swizzle()))
-            }
+            (Prim::LocalAlloc, Type::SharedMemory(m)) => (
+                buffer_stride(m) * m.buffers() as usize,
+                m.swizzle().alignment_bytes(),
+            ),
             (Prim::AllocBarriers, Type::Barriers(b)) => (8 * b.count(), 8),
             _ => continue,
         };
@@ -323,14 +317,7 @@ impl<'k> Lowerer<'k> {
                 let bar = self.shared_address_of(arg(0)?)?;
                 let bytes = self.register(arg(1)?)?;
                 let pred = self.register(arg(2)?)?;
-                self.on_first_thread(&pred, |l| {
-                    l.f.asm(
-                        "void",
-                        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
-                        "r,r,~{memory}",
-                        &[("i32", &bar), ("i32", &bytes)],
-                    );
-                });
+                self.expect_bytes(&pred, &bar, &bytes);
                 Ok(())
             }
             Prim::FenceAsyncShared => {
@@ -551,6 +538,36 @@ impl<'k> Lowerer<'k> {
         self.barrier();
     }
 
+    /// From the first thread, when `pred`: arrives on the mbarrier at `bar`
+    /// announcing `bytes` (an i32 operand) of asynchronous copies for its
+    /// current phase.
+    pub(super) fn expect_bytes(&mut self, pred: &str, bar: &str, bytes: &str) {
+        self.on_first_thread(pred, |l| {
+            l.f.asm(
+                "void",
+                "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+                "r,r,~{memory}",
+                &[("i32", bar), ("i32", bytes)],
+            );
+        });
+    }
+
+    /// From the first thread: retires the mbarriers at the shared addresses
+    /// `bars`, so that their bytes may hold something else (every wait on
+    /// them is over).
+    pub(super) fn invalidate_barriers(&mut self, bars: &[String]) {
+        self.on_first_thread("true", |l| {
+            for bar in bars {
+                l.f.asm(
+                    "void",
+                    "mbarrier.inval.shared::cta.b64 [$0];",
+                    "r,~{memory}",
+                    &[("i32", bar)],
+                );
+            }
+        });
+    }
+
     /// Spins on `mbarrier.try_wait.parity` (which itself suspends for a
     /// while) until the phase of parity `phase` completed; skipped when `pred` is false.
     pub(super) fn wait_parity(&mut self, bar: &str, phase: &str, pred: &str) {
@@ -750,7 +767,7 @@ impl<'k> Lowerer<'k> {
             .ok_or_else(|| malformed(format!("{v} has no register")))
     }
 
-    fn registers(&mut self, vs: &[ValueId]) -> Result<Vec<String>> {
+    pub(super) fn registers(&mut self, vs: &[ValueId]) -> Result<Vec<String>> {
         vs.iter().map(|&v| self.register(v)).collect()
     }
 

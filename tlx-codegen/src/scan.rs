@@ -65,8 +65,22 @@ impl<'k> Lowerer<'k> {
             });
             slots.push(flat);
         }
-        let earlier_slot = |l: &mut Self, slot: &str, steps: usize| {
-            l.f.inst(format!("{toward_start} i32 {slot}, {}", steps * inner))
+        let acc_ty = super::emit::scalar_type(acc_s);
+        let identity = scalar::literal(&mut self.f, acc, scan_identity(*combine, acc_s))?;
+        // What register `r`'s line holds `steps` scan positions earlier, or
+        // the identity before the line's start.
+        let earlier = |l: &mut Self, r: usize, steps: usize| {
+            let has = l.f.inst(format!("icmp uge i32 {}, {steps}", positions[r]));
+            let back = l.f.inst(format!(
+                "{toward_start} i32 {}, {}",
+                slots[r],
+                steps * inner
+            ));
+            let at = l.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
+            let value = l.smem_load(acc, 0, &at);
+            l.f.inst(format!(
+                "select i1 {has}, {acc_ty} {value}, {acc_ty} {identity}"
+            ))
         };
         let mut running = Vec::new();
         for v in &src.regs {
@@ -76,22 +90,12 @@ impl<'k> Lowerer<'k> {
         for (r, v) in running.iter().enumerate() {
             self.smem_store(acc, 0, &slots[r], v);
         }
-        let identity = scalar::literal(&mut self.f, acc, scan_identity(*combine, acc_s))?;
-        let acc_ty = super::emit::scalar_type(acc_s);
         let mut step = 1;
         while step < n {
             self.barrier();
             let mut next = Vec::new();
             for (r, v) in running.iter().enumerate() {
-                let has = self
-                    .f
-                    .inst(format!("icmp uge i32 {}, {step}", positions[r]));
-                let back = earlier_slot(self, &slots[r], step);
-                let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
-                let earlier = self.smem_load(acc, 0, &at);
-                let earlier = self.f.inst(format!(
-                    "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {identity}"
-                ));
+                let earlier = earlier(self, r, step);
                 // `earlier` first: for a reverse scan it is the later element,
                 // which only matters to non-commutative combines (none here).
                 next.push(scalar::binary(&mut self.f, *combine, acc_s, &earlier, v)?);
@@ -105,14 +109,8 @@ impl<'k> Lowerer<'k> {
         }
         self.barrier();
         let mut prefix = Vec::new();
-        for (r, pos) in positions.iter().enumerate() {
-            let has = self.f.inst(format!("icmp ugt i32 {pos}, 0"));
-            let back = earlier_slot(self, &slots[r], 1);
-            let at = self.f.inst(format!("select i1 {has}, i32 {back}, i32 0"));
-            let earlier = self.smem_load(acc, 0, &at);
-            let exclusive = self.f.inst(format!(
-                "select i1 {has}, {acc_ty} {earlier}, {acc_ty} {identity}"
-            ));
+        for r in 0..positions.len() {
+            let exclusive = earlier(self, r, 1);
             prefix.push(scalar::cast(&mut self.f, acc_s, s, &exclusive)?);
         }
         // Each line's total sits at its last scan position.

@@ -738,12 +738,6 @@ pub fn without_leading_ones(shape: &[usize]) -> &[usize] {
 fn reusable(old: &super::SharedMemoryType, new: &super::SharedMemoryType) -> Result<(), String> {
     let bytes =
         |m: &super::SharedMemoryType| m.shape().iter().product::<usize>() * m.elem().size_bytes();
-    let period = |s: Swizzle| match s {
-        Swizzle::None => 16,
-        Swizzle::Bytes32 => 256,
-        Swizzle::Bytes64 => 512,
-        Swizzle::Bytes128 => 1024,
-    };
     if old.transposed() || old.remote() {
         return Err("`reuse` takes an allocation (the result of `local_alloc`), not a view".into());
     }
@@ -761,11 +755,11 @@ fn reusable(old: &super::SharedMemoryType, new: &super::SharedMemoryType) -> Res
             old.buffers()
         ));
     }
-    if period(new.swizzle()) > period(old.swizzle()) {
+    if new.swizzle().alignment_bytes() > old.swizzle().alignment_bytes() {
         return Err(format!(
             "the buffers' swizzle ({:?}) needs {}-byte alignment, and the reused allocation's start is aligned for its own swizzle ({:?}) only",
             new.swizzle(),
-            period(new.swizzle()),
+            new.swizzle().alignment_bytes(),
             old.swizzle()
         ));
     }

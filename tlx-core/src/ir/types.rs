@@ -235,6 +235,18 @@ impl Swizzle {
         Swizzle::Bytes128,
     ];
 
+    /// Where a buffer of this swizzle starts: on the swizzle's period
+    /// (eight atoms), as TMA and wgmma apply it to absolute shared addresses;
+    /// on 16 bytes without one.
+    pub fn alignment_bytes(self) -> usize {
+        match self {
+            Swizzle::None => 16,
+            Swizzle::Bytes32 => 256,
+            Swizzle::Bytes64 => 512,
+            Swizzle::Bytes128 => 1024,
+        }
+    }
+
     /// The name used in the IR text format.
     pub fn name(self) -> &'static str {
         match self {

@@ -352,22 +352,7 @@ impl<'k> Executor<'k> {
                 let data = if self.skeleton.is_some() {
                     None
                 } else {
-                    let desc = self.desc_of(arg(0)?)?;
-                    let offsets = self.offsets(&args[3..])?;
-                    check_tma_offsets(elem, &offsets)?;
-                    let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                    let zero = match Repr::of_scalar(elem) {
-                        Repr::Float => Data::Float(vec![0.0]),
-                        _ => Data::Int(vec![0]),
-                    };
-                    Some(global::load(
-                        self.mem,
-                        false,
-                        elem,
-                        &ptrs,
-                        Some(&inside),
-                        Some(&zero),
-                    )?)
+                    Some(self.read_tma_box(arg(0)?, elem, &args[3..], false)?)
                 };
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
@@ -396,16 +381,8 @@ impl<'k> Executor<'k> {
                 if self.skeleton.is_some() {
                     return Ok(());
                 }
-                let desc = self.desc_of(arg(0)?)?;
-                let elem = view.elem;
-                let block = self.type_of(arg(0)?)?.shape().to_vec();
-                let offsets = self.offsets(&args[2..])?;
-                check_tma_offsets(elem, &offsets)?;
-                check_tma_store_offsets(&offsets)?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
                 let data = view.read(shared)?;
-                global::store(self.mem, elem, &ptrs, &data, Some(&inside))?;
-                Ok(())
+                Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data)?)
             }
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
@@ -449,10 +426,7 @@ impl<'k> Executor<'k> {
                 }
                 let elem = view.elem;
                 let mask = Rc::clone(self.get(arg(2)?)?);
-                let zero = match Repr::of_scalar(elem) {
-                    Repr::Float => Data::Float(vec![0.0]),
-                    _ => Data::Int(vec![0]),
-                };
+                let zero = zero_of(elem);
                 let ptrs = Rc::clone(self.get(arg(0)?)?);
                 let data = global::load(
                     self.mem,
@@ -478,47 +452,23 @@ impl<'k> Executor<'k> {
                 }
                 Ok(())
             }
-            // The interpreter's cycles are the ops the task has run.
             Prim::DescriptorLoad => {
                 if self.skeleton.is_some() {
                     return Ok(self.define_opaque(op)?);
                 }
-                let desc = self.desc_of(arg(0)?)?;
-                let ty = self.type_of(arg(0)?)?;
-                let (block, elem) = (ty.shape().to_vec(), ty.elem().scalar());
-                let elem = elem.ok_or_else(|| Fault::malformed("a descriptor of pointers"))?;
-                let offsets = self.offsets(&args[1..])?;
-                check_tma_offsets(elem, &offsets)?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                let zero = match Repr::of_scalar(elem) {
-                    Repr::Float => Data::Float(vec![0.0]),
-                    _ => Data::Int(vec![0]),
-                };
-                let data = global::load(
-                    self.mem,
-                    self.check_uninit,
-                    elem,
-                    &ptrs,
-                    Some(&inside),
-                    Some(&zero),
-                )?;
+                let elem = self.desc_elem(arg(0)?)?;
+                let data = self.read_tma_box(arg(0)?, elem, &args[1..], self.check_uninit)?;
                 Ok(self.define(op, 0, data)?)
             }
             Prim::DescriptorStore => {
                 if self.skeleton.is_some() {
                     return Ok(());
                 }
-                let desc = self.desc_of(arg(0)?)?;
-                let ty = self.type_of(arg(0)?)?;
-                let (block, elem) = (ty.shape().to_vec(), ty.elem().scalar());
-                let elem = elem.ok_or_else(|| Fault::malformed("a descriptor of pointers"))?;
-                let offsets = self.offsets(&args[2..])?;
-                check_tma_offsets(elem, &offsets)?;
-                check_tma_store_offsets(&offsets)?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
+                let elem = self.desc_elem(arg(0)?)?;
                 let data = &self.get(arg(1)?)?.data;
-                Ok(global::store(self.mem, elem, &ptrs, data, Some(&inside))?)
+                Ok(self.write_tma_box(arg(0)?, elem, &args[2..], data)?)
             }
+            // The interpreter's cycles are the ops the task has run.
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
                 Ok(self.define(op, 0, Data::Int(vec![now]))?)
@@ -624,6 +574,67 @@ impl<'k> Executor<'k> {
             Handle::Desc(desc) => Ok(desc.clone()),
             _ => Err(Fault::malformed(format!("{v} is not a tensor descriptor"))),
         }
+    }
+
+    /// The element type of descriptor `v`'s tensor.
+    fn desc_elem(&self, v: ValueId) -> FaultResult<ScalarType> {
+        self.type_of(v)?
+            .elem()
+            .scalar()
+            .ok_or_else(|| Fault::malformed("a descriptor of pointers"))
+    }
+
+    /// Where the elements (of `elem`) of descriptor `desc`'s block at
+    /// `offsets` are, and whether each lies inside the tensor; TMA's rules
+    /// for the offsets (for a `store`, also that the box starts inside)
+    /// are checked first.
+    fn tma_box(
+        &self,
+        desc: ValueId,
+        elem: ScalarType,
+        offsets: &[ValueId],
+        store: bool,
+    ) -> FaultResult<(Vec<Ptr>, Vec<bool>)> {
+        let tensor = self.desc_of(desc)?;
+        let block = self.type_of(desc)?.shape().to_vec();
+        let offsets = self.offsets(offsets)?;
+        check_tma_offsets(elem, &offsets)?;
+        if store {
+            check_tma_store_offsets(&offsets)?;
+        }
+        Ok(box_addresses(&tensor, elem, &block, &offsets))
+    }
+
+    /// A TMA load of a block: zeros outside the tensor.
+    fn read_tma_box(
+        &self,
+        desc: ValueId,
+        elem: ScalarType,
+        offsets: &[ValueId],
+        check_uninit: bool,
+    ) -> FaultResult<Data> {
+        let (ptrs, inside) = self.tma_box(desc, elem, offsets, false)?;
+        let zero = zero_of(elem);
+        global::load(
+            self.mem,
+            check_uninit,
+            elem,
+            &ptrs,
+            Some(&inside),
+            Some(&zero),
+        )
+    }
+
+    /// A TMA store of `data` into a block: nothing outside the tensor.
+    fn write_tma_box(
+        &self,
+        desc: ValueId,
+        elem: ScalarType,
+        offsets: &[ValueId],
+        data: &Data,
+    ) -> FaultResult<()> {
+        let (ptrs, inside) = self.tma_box(desc, elem, offsets, true)?;
+        global::store(self.mem, elem, &ptrs, data, Some(&inside))
     }
 
     fn offsets(&self, vs: &[ValueId]) -> FaultResult<Vec<i64>> {
@@ -801,9 +812,14 @@ fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> 
         .ok_or_else(|| Fault::malformed(format!("mbarrier #{id} does not exist")))
 }
 
-/// The global address of each element of a TMA box of `block` elements at
-/// `offsets`, and whether it lies inside the tensor (TMA reads zero outside
-/// and writes nothing there).
+/// The value masked-off or out-of-bounds loads of `elem` give: zero.
+fn zero_of(elem: ScalarType) -> Data {
+    match Repr::of_scalar(elem) {
+        Repr::Float => Data::Float(vec![0.0]),
+        _ => Data::Int(vec![0]),
+    }
+}
+
 /// The innermost offset of a TMA box must lie on a 16-byte boundary of the
 /// row (measured on an H100: others stop the kernel with an illegal
 /// instruction).
@@ -830,6 +846,9 @@ fn check_tma_store_offsets(offsets: &[i64]) -> FaultResult<()> {
     }
 }
 
+/// The global address of each element of a TMA box of `block` elements at
+/// `offsets`, and whether it lies inside the tensor (TMA reads zero outside
+/// and writes nothing there).
 fn box_addresses(
     desc: &GlobalTensor,
     elem: ScalarType,

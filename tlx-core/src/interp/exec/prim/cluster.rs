@@ -14,11 +14,11 @@ use crate::ir::{Op, Prim, ValueId};
 use super::super::super::cluster::{ClusterMap, RemoteError};
 use super::super::super::error::{Fault, InterpError};
 use super::super::super::inflight::InFlightCopy;
+use super::super::super::linear_index;
 use super::super::super::schedule::ProgramShared;
-use super::super::super::value::{Data, Handle, Repr};
-use super::super::super::{global, linear_index};
+use super::super::super::value::{Data, Handle};
 use super::super::Executor;
-use super::{barrier, box_addresses, check_tma_offsets, BufferView, PrimResult, Stop};
+use super::{barrier, BufferView, PrimResult, Stop};
 
 impl<'k> Executor<'k> {
     /// This program's rank in its cluster (x fastest, as `cluster_cta_rank()`).
@@ -233,24 +233,7 @@ impl<'k> Executor<'k> {
         let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
         let data = match self.skeleton {
             Some(_) => None,
-            None => {
-                let desc = self.desc_of(*desc)?;
-                let offsets = self.offsets(offsets)?;
-                check_tma_offsets(elem, &offsets)?;
-                let (ptrs, inside) = box_addresses(&desc, elem, &block, &offsets);
-                let zero = match Repr::of_scalar(elem) {
-                    Repr::Float => Data::Float(vec![0.0]),
-                    _ => Data::Int(vec![0]),
-                };
-                Some(global::load(
-                    self.mem,
-                    false,
-                    elem,
-                    &ptrs,
-                    Some(&inside),
-                    Some(&zero),
-                )?)
-            }
+            None => Some(self.read_tma_box(*desc, elem, offsets, false)?),
         };
         // Resolve every target first, so a bad one sends nothing.
         let mut sends = Vec::with_capacity(targets.len());
