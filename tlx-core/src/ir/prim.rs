@@ -795,11 +795,11 @@ pub fn reinterpretable(
     let wanted = shared_swizzle(to.elem(), to.shape());
     if to.swizzle() != wanted || from.swizzle() != wanted {
         return Err(format!(
-            "the buffer is laid out with swizzle {:?} and {:?} of {} with {:?}: the same bytes would not hold the same elements",
-            from.swizzle(),
+            "the buffer is laid out with the {} swizzle and {:?} of {} would be with the {} one: the same bytes would not hold the same elements; keep the rows' width in bytes",
+            from.swizzle().name(),
             to.shape(),
             to.elem(),
-            wanted
+            wanted.name()
         ));
     }
     let row_bytes = |m: &super::SharedMemoryType| {
