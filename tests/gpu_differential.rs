@@ -204,6 +204,40 @@ fn async_dot_kinds<const T: usize, const K: usize>(
     store(ci + c_at, i);
 }
 
+/// `async_dot` with A M-major (`local_trans` of a stored `[K, M]` tile),
+/// B N-major or K-major: the A half of wgmma's transpose flags.
+#[tlx::kernel(arch = "sm_90a", configs = [
+    (M = 64, NW = 4, num_warps = NW),
+    (M = 128, NW = 8, num_warps = NW),
+    (M = 128, NW = 4, num_warps = NW),
+])]
+fn m_major_a<const M: usize, const NW: usize>(
+    at: Ptr<bf16>,
+    b: Ptr<bf16>,
+    bt: Ptr<bf16>,
+    c: Ptr<f32>,
+    c_bt: Ptr<f32>,
+) {
+    let at_buf = local_view(local_alloc([64, M], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 128], bf16, 1), 0);
+    let bt_buf = local_view(local_alloc([128, 64], bf16, 1), 0);
+    let ks = arange(0, 64);
+    let ms = arange(0, M);
+    let ns = arange(0, 128);
+    async_load(at + ks[(.., None)] * M + ms[(None, ..)], at_buf);
+    async_load(b + ks[(.., None)] * 128 + ns[(None, ..)], b_buf);
+    async_load(bt + ns[(.., None)] * 64 + ks[(None, ..)], bt_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let c_at = ms[(.., None)] * 128 + ns[(None, ..)];
+    let x = async_dot(local_trans(at_buf), b_buf, zeros([M, 128], f32));
+    let x = async_dot_wait(0, x);
+    store(c + c_at, x);
+    let y = async_dot(local_trans(at_buf), local_trans(bt_buf), zeros([M, 128], f32));
+    let y = async_dot_wait(0, y);
+    store(c_bt + c_at, y);
+}
+
 #[tlx::kernel(configs = [(BLOCK = 256)])]
 fn histogram<const BLOCK: usize>(x: Ptr<i32>, bins: Ptr<i32>, n: i32) {
     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
@@ -787,6 +821,45 @@ fn register_a_async_dot_agrees() {
         let worst = max_rel_diff(&g, &c);
         println!("register-A attention tile, config {config}: max relative difference {worst:e}");
         assert!(worst < 2e-2, "config {config} differs by {worst}");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn m_major_a_async_dot_agrees() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = fresh_rng();
+    let mut tile = |len: usize| -> Vec<bf16> {
+        rng.vec(len, 2.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (at, b) = (tile(64 * 128), tile(64 * 128));
+    // The same B stored K-major: row j holds column j.
+    let bt: Vec<bf16> = (0..128 * 64).map(|x| b[(x % 64) * 128 + x / 64]).collect();
+    for config in 0..3 {
+        let m = if config == 0 { 64 } else { 128 };
+        let (g, c) = on_both(&dev, |d| {
+            let (dat, db, dbt) = (d.upload(&at[..64 * m])?, d.upload(&b)?, d.upload(&bt)?);
+            let x = d.upload(&vec![f32::NAN; m * 128])?;
+            let y = d.upload(&vec![f32::NAN; m * 128])?;
+            match config {
+                0 => m_major_a::<64, 4>::launch(d, 1u32, &dat, &db, &dbt, &x, &y)?,
+                1 => m_major_a::<128, 8>::launch(d, 1u32, &dat, &db, &dbt, &x, &y)?,
+                _ => m_major_a::<128, 4>::launch(d, 1u32, &dat, &db, &dbt, &x, &y)?,
+            }
+            Ok((x.download()?, y.download()?))
+        });
+        // Exact bf16 products, f32 sums in another order: a misplaced
+        // element is O(1) off. Both B orders give the same C.
+        let same = max_rel_diff(&c.0, &c.1);
+        assert!(same < 1e-5, "config {config}: the B orders differ by {same}");
+        for (what, g, c) in [("B N-major", &g.0, &c.0), ("B K-major", &g.1, &c.1)] {
+            let worst = max_rel_diff(g, c);
+            println!("M-major A, {what}, config {config}: max relative difference {worst:e}");
+            assert!(worst < 1e-5, "config {config}, {what}: differs by {worst}");
+        }
     }
 }
 

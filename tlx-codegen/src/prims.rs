@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::wgmma::{is_16_bit_float, WgmmaA, WgmmaPlan};
+use super::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
 use super::CodegenError;
 use tlx_core::ir::{
     Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox,
@@ -474,7 +474,11 @@ impl<'k> Lowerer<'k> {
                 at: Some(op.loc),
             });
         }
-        let plan = WgmmaPlan::with_b_order(self.arch, types, (m, n, k), warps, mb.transposed())
+        let orders = OperandOrders {
+            a_m_major: a_buffer.is_some_and(|ma| ma.transposed()),
+            b_k_major: mb.transposed(),
+        };
+        let plan = WgmmaPlan::with_orders(self.arch, types, (m, n, k), warps, orders)
             .filter(|p| {
                 a_buffer.is_none_or(|ma| buffer_layout(ma).is_ok_and(|l| l == p.a))
                     && buffer_layout(mb).is_ok_and(|l| l == p.b)
@@ -482,10 +486,10 @@ impl<'k> Lowerer<'k> {
             .ok_or_else(|| CodegenError::Misuse {
                 message: format!(
                     "`async_dot` of [{m}, {k}] x [{k}, {n}] {a_elem} tiles on {warps} warps does not map onto wgmma{}",
-                    wgmma_mismatch(self.arch, types, (m, n, k), warps, mb.transposed())
+                    wgmma_mismatch(self.arch, types, (m, n, k), warps, orders)
                 ),
-                hint: "wgmma takes f16/bf16 buffers (A may be a register tensor) with an f32 \
-                       accumulator; fp8 or f32 (tf32) buffers with an f32 accumulator and \
+                hint: "wgmma takes f16/bf16 buffers (A may be a register tensor or M-major, \
+                       `local_trans` of a [K, M] buffer) with an f32 accumulator; fp8 or f32 (tf32) buffers with an f32 accumulator and \
                        s8/u8 buffers with an i32 one, all three with B K-major (`local_trans` \
                        of an [N, K] tile); on sm_90a, whole warp groups (the task's num_warps \
                        a multiple of 4), M a multiple of 64 per warp group, N a multiple of 8 \
@@ -810,7 +814,10 @@ fn wgmma_mismatch(
     (a, b, acc): (ScalarType, ScalarType, ScalarType),
     (m, n, k): (usize, usize, usize),
     warps: u32,
-    b_k_major: bool,
+    OperandOrders {
+        a_m_major,
+        b_k_major,
+    }: OperandOrders,
 ) -> String {
     let groups = warps as usize / 4;
     let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
@@ -827,6 +834,8 @@ fn wgmma_mismatch(
         format!("wgmma has no {a} inputs")
     } else if k_major_only && !b_k_major {
         format!("{a} operands must be K-major: B must be `local_trans` of an [N, K] buffer")
+    } else if k_major_only && a_m_major {
+        format!("{a} operands must be K-major: A must be an [M, K] buffer, not `local_trans` of one")
     } else if integer && acc != ScalarType::I32 {
         format!("the accumulator is {acc}, not i32")
     } else if !integer && acc != ScalarType::F32 {

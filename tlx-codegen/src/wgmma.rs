@@ -5,7 +5,9 @@
 //! descriptors; the accumulator stays in registers in the layout of
 //! [`tlx_core::layout::wgmma_accumulator`]. A is K-major (its rows are
 //! contiguous in K) and B is N-major (a row-major `[K, N]` tile), which the
-//! instruction reads transposed. Each warp group of four warps computes 64
+//! instruction reads transposed. For f16/bf16, A may also be M-major (a
+//! `local_trans` view of a `[K, M]` tile), read transposed by the same
+//! flag's A half. Each warp group of four warps computes 64
 //! rows per instruction; `[m, n]` accumulators with more rows issue one
 //! instruction per further 64 rows.
 //!
@@ -55,6 +57,9 @@ pub struct WgmmaPlan {
     pub a_swizzle: Swizzle,
     pub b: SharedLayout,
     pub b_swizzle: Swizzle,
+    /// A stored M-major (a `local_trans` view of a `[K, M]` tile) rather
+    /// than K-major; f16/bf16 only.
+    pub a_m_major: bool,
     /// B stored K-major (a `local_trans` view of an `[N, K]` tile) rather
     /// than N-major; every input but f16/bf16 needs it.
     pub b_k_major: bool,
@@ -71,17 +76,19 @@ impl WgmmaPlan {
         dims: (usize, usize, usize),
         num_warps: u32,
     ) -> Option<WgmmaPlan> {
-        WgmmaPlan::with_b_order(arch, types, dims, num_warps, false)
+        WgmmaPlan::with_orders(arch, types, dims, num_warps, OperandOrders::default())
     }
 
-    /// [`WgmmaPlan::new`], with B K-major when `b_k_major` (the only order
-    /// wgmma takes fp8, tf32 and 8-bit integer operands in).
-    pub fn with_b_order(
+    /// [`WgmmaPlan::new`] with the operands stored in `orders`.
+    pub fn with_orders(
         arch: Arch,
         (a, b, acc): (ScalarType, ScalarType, ScalarType),
         (m, n, k): (usize, usize, usize),
         num_warps: u32,
-        b_k_major: bool,
+        OperandOrders {
+            a_m_major,
+            b_k_major,
+        }: OperandOrders,
     ) -> Option<WgmmaPlan> {
         let sixteen_bit = is_16_bit_float(a);
         let k_major_only = matches!(
@@ -92,7 +99,7 @@ impl WgmmaPlan {
                 | ScalarType::I8
                 | ScalarType::U8
         );
-        let input_ok = sixteen_bit || (k_major_only && b_k_major);
+        let input_ok = sixteen_bit || (k_major_only && b_k_major && !a_m_major);
         let integer = matches!(a, ScalarType::I8 | ScalarType::U8);
         let acc_ok = acc
             == if integer {
@@ -114,7 +121,16 @@ impl WgmmaPlan {
         if integer && n > 32 && n % 16 != 0 {
             return None;
         }
-        let a_swizzle = Swizzle::widest_for(k * eb)?;
+        let (a_layout, a_swizzle) = if a_m_major {
+            // Each warp group's 64 rows are 128 bytes of a stored row: one
+            // column block of the 128-byte swizzle, so LBO never matters.
+            let s = Swizzle::widest_for(m * eb)?;
+            let stored = SharedLayout::nvmma(&[k, m], eb, s).ok()?;
+            (stored.transposed().ok()?, s)
+        } else {
+            let s = Swizzle::widest_for(k * eb)?;
+            (SharedLayout::nvmma(&[m, k], eb, s).ok()?, s)
+        };
         let (b, b_swizzle) = if b_k_major {
             let s = Swizzle::widest_for(k * eb)?;
             (
@@ -134,10 +150,11 @@ impl WgmmaPlan {
             k,
             input: a,
             acc,
-            a: SharedLayout::nvmma(&[m, k], eb, a_swizzle).ok()?,
+            a: a_layout,
             a_swizzle,
             b,
             b_swizzle,
+            a_m_major,
             b_k_major,
             num_warps,
         })
@@ -162,12 +179,19 @@ impl WgmmaPlan {
         self.m / (64 * self.groups())
     }
 
-    /// The constant part of A's descriptor: K-major and swizzled, one
+    /// The constant part of A's descriptor. K-major and swizzled, one
     /// instruction's 16 columns lie in one atom row, so only the stride
-    /// between 8-row core groups (SBO) matters.
+    /// between 8-row core groups (SBO) matters. M-major, as an N-major B:
+    /// the leading offset steps between 64-row blocks along M, the stride
+    /// between 8-row groups of the stored tile along K.
     fn a_descriptor_bits(&self) -> u64 {
-        let sbo = 8 * self.a_swizzle.atom_bytes() as u64;
-        descriptor_bits(1, sbo, self.a_swizzle)
+        let atom = self.a_swizzle.atom_bytes() as u64;
+        let lbo = if self.a_m_major {
+            self.k as u64 * atom
+        } else {
+            1
+        };
+        descriptor_bits(lbo, 8 * atom, self.a_swizzle)
     }
 
     /// The constant part of B's descriptor: N-major, the leading offset
@@ -193,6 +217,16 @@ impl WgmmaPlan {
     pub fn operand_bytes(&self) -> usize {
         self.a_bytes_aligned() + self.b.bytes
     }
+}
+
+/// How `async_dot`'s shared operands are stored: the defaults are A
+/// K-major and B N-major (row-major `[M, K]` and `[K, N]` tiles).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OperandOrders {
+    /// A is a `local_trans` view of a `[K, M]` tile.
+    pub a_m_major: bool,
+    /// B is a `local_trans` view of an `[N, K]` tile.
+    pub b_k_major: bool,
 }
 
 /// f16 or bf16: the inputs wgmma reads A of from registers, and the only
@@ -270,9 +304,8 @@ impl<'k> Lowerer<'k> {
                 // This warp group's first row of A.
                 let warp = self.warp.clone();
                 let group = self.f.inst(format!("lshr i32 {warp}, 2"));
-                let group_rows = self.f.inst(format!("mul i32 {group}, 64"));
-                let row_bytes = plan.a_swizzle.atom_bytes();
-                let group_offset = self.f.inst(format!("mul i32 {group_rows}, {row_bytes}"));
+                let group_bytes = plan.a.offset(64 * plan.k as u32);
+                let group_offset = self.f.inst(format!("mul i32 {group}, {group_bytes}"));
                 Some(self.f.inst(format!("add i32 {a_base}, {group_offset}")))
             }
             WgmmaA::Registers(regs) => {
@@ -301,15 +334,16 @@ impl<'k> Lowerer<'k> {
             plan.k_step()
         );
         // scale-d (accumulate); for float inputs A and B not negated; for
-        // 16-bit inputs then the transposes: A K-major (0, and none for a
-        // register A), B N-major (1) or K-major (0). The other inputs are
-        // K-major by definition and take no transpose flags; integer ones
-        // take no negation either.
-        let trans_b = if plan.b_k_major { 0 } else { 1 };
+        // 16-bit inputs then the transposes: A K-major (0) or M-major (1),
+        // none for a register A, B N-major (1) or K-major (0). The other
+        // inputs are K-major by definition and take no transpose flags;
+        // integer ones take no negation either.
+        let trans_a = u8::from(plan.a_m_major);
+        let trans_b = u8::from(!plan.b_k_major);
         let flags = match (plan.input, &a_group) {
             (ScalarType::I8 | ScalarType::U8, _) => "p".to_string(),
             (t, _) if !is_16_bit_float(t) => "p, 1, 1".to_string(),
-            (_, Some(_)) => format!("p, 1, 1, 0, {trans_b}"),
+            (_, Some(_)) => format!("p, 1, 1, {trans_a}, {trans_b}"),
             (_, None) => format!("p, 1, 1, {trans_b}"),
         };
         // A register operands are packed before the fence: PTX wants one

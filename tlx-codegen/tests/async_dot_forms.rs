@@ -1,6 +1,7 @@
 //! `async_dot`'s further forms end to end: A from registers (flash
 //! attention's `P @ V` with `P` computed from a wgmma accumulator), tf32
-//! (`f32` buffers) and s8 inputs accumulated in i32. Each kernel runs on the
+//! (`f32` buffers), s8 inputs accumulated in i32, and an M-major A (a
+//! `local_trans` view of a `[K, M]` buffer). Each kernel runs on the
 //! interpreter against an f64 (or exact integer) CPU reference on fresh
 //! random inputs; the same kernels go through code generation, where the
 //! PTX must hold the right wgmma form and `ptxas` must accept it unspilled.
@@ -82,6 +83,44 @@ fn i8_tile(a: Ptr<i8>, bt: Ptr<i8>, out: Ptr<i32>) {
     store(out + tile, c);
 }
 "#;
+
+/// `C = Aᵀᵀ @ B` from `At` `[64, M]` (A stored M-major, read through
+/// `local_trans`) and B `[64, 128]` (N-major), bf16, on `NW` warps.
+const M_MAJOR_A_TILE: &str = r#"
+#[tlx::kernel(num_warps = 4, configs = [(M = 64)])]
+fn m_major_a<const M: usize>(at: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>) {
+    let at_buf = local_view(local_alloc([64, M], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 128], bf16, 1), 0);
+    let ks = arange(0, 64);
+    let ms = arange(0, M);
+    let ns = arange(0, 128);
+    async_load(at + ks[(.., None)] * M + ms[(None, ..)], at_buf);
+    async_load(b + ks[(.., None)] * 128 + ns[(None, ..)], b_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let c = async_dot(local_trans(at_buf), b_buf, zeros([M, 128], f32));
+    let c = async_dot_wait(0, c);
+    store(out + ms[(.., None)] * 128 + ns[(None, ..)], c);
+}
+"#;
+
+/// [`M_MAJOR_A_TILE`] with `m` rows of C on `num_warps` warps, B stored
+/// K-major (`[128, 64]` through `local_trans`) when `b_k_major`.
+fn m_major_a_tile(m: usize, num_warps: u32, b_k_major: bool) -> String {
+    let src = M_MAJOR_A_TILE.replace(
+        "#[tlx::kernel(num_warps = 4, configs = [(M = 64)])]",
+        &format!("#[tlx::kernel(num_warps = {num_warps}, configs = [(M = {m})])]"),
+    );
+    if !b_k_major {
+        return src;
+    }
+    src.replace("local_alloc([64, 128], bf16, 1)", "local_alloc([128, 64], bf16, 1)")
+        .replace(
+            "b + ks[(.., None)] * 128 + ns[(None, ..)]",
+            "b + ns[(.., None)] * 64 + ks[(None, ..)]",
+        )
+        .replace("local_trans(at_buf), b_buf", "local_trans(at_buf), local_trans(b_buf)")
+}
 
 fn compile(src: &str) -> Kernel {
     match compile_str(src) {
@@ -209,6 +248,38 @@ fn register_a_attention_tiles_match_the_reference() {
         // only approximately; a misplaced element is off by O(1).
         let err = relative_error(&got, &want);
         assert!(err < 1e-2, "{bm} rows: relative error {err}");
+    }
+}
+
+#[test]
+fn m_major_a_tiles_match_the_reference() {
+    const K: usize = 64;
+    const N: usize = 128;
+    for (m, num_warps, b_k_major) in [(64, 4, false), (128, 8, false), (128, 4, true), (64, 4, true)] {
+        let mut rng = Rng::fresh("m_major_a_tile");
+        let mut random =
+            |len: usize| -> Vec<f32> { (0..len).map(|_| bf16_round(2.0 * rng.unit())).collect() };
+        // At is [K, M]; B is [K, N], or [N, K] when stored K-major.
+        let (at, b) = (random(K * m), random(K * N));
+        let b_at = |p: usize, j: usize| if b_k_major { b[j * K + p] } else { b[p * N + j] };
+        let mem = HostMemory::new();
+        let inputs = vec![upload_bf16(&mem, &at), upload_bf16(&mem, &b)];
+        let kernel = compile(&m_major_a_tile(m, num_warps, b_k_major));
+        let got: Vec<f32> = run_one(&kernel, inputs, &mem, m * N)
+            .into_iter()
+            .map(f32::from_le_bytes)
+            .collect();
+        let want: Vec<f64> = (0..m * N)
+            .map(|x| {
+                let (i, j) = (x / N, x % N);
+                (0..K)
+                    .map(|p| f64::from(at[p * m + i]) * f64::from(b_at(p, j)))
+                    .sum()
+            })
+            .collect();
+        // Exact bf16 products summed in f32: a misplaced element is O(1) off.
+        let err = relative_error(&got, &want);
+        assert!(err < 1e-5, "{m} rows on {num_warps} warps: relative error {err}");
     }
 }
 
@@ -370,6 +441,32 @@ mod codegen {
             }
             assembles_without_spills(&ptx);
         }
+    }
+
+    /// The A transpose flag is set (the fourth immediate), with B's as its
+    /// order asks, and every warp group finds its rows.
+    #[test]
+    fn m_major_a_sets_the_a_transpose_flag() {
+        for (m, num_warps, b_k_major, instructions) in
+            [(64, 4, false, 4), (128, 8, false, 4), (128, 4, true, 8)]
+        {
+            let ptx = ptx(&super::m_major_a_tile(m, num_warps, b_k_major));
+            let flags = format!("p, 1, 1, 1, {};", u8::from(!b_k_major));
+            let wgmma: Vec<&str> = ptx
+                .lines()
+                .filter(|l| l.contains("wgmma.mma_async"))
+                .collect();
+            assert_eq!(wgmma.len(), instructions, "{ptx}");
+            assert!(wgmma.iter().all(|l| l.contains(&flags)), "{wgmma:#?}");
+            assembles_without_spills(&ptx);
+        }
+    }
+
+    #[test]
+    fn an_m_major_fp8_a_is_a_compile_error_naming_the_order() {
+        let src = super::m_major_a_tile(64, 4, true).replace("bf16", "f8e4m3");
+        let (err, _) = codegen_error(&src);
+        assert!(err.contains("A must be an [M, K] buffer"), "{err}");
     }
 
     #[test]
