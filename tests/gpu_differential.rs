@@ -233,7 +233,11 @@ fn m_major_a<const M: usize, const NW: usize>(
     let x = async_dot(local_trans(at_buf), b_buf, zeros([M, 128], f32));
     let x = async_dot_wait(0, x);
     store(c + c_at, x);
-    let y = async_dot(local_trans(at_buf), local_trans(bt_buf), zeros([M, 128], f32));
+    let y = async_dot(
+        local_trans(at_buf),
+        local_trans(bt_buf),
+        zeros([M, 128], f32),
+    );
     let y = async_dot_wait(0, y);
     store(c_bt + c_at, y);
 }
@@ -829,12 +833,8 @@ fn register_a_async_dot_agrees() {
 fn m_major_a_async_dot_agrees() {
     let Some(dev) = gpu() else { return };
     let mut rng = fresh_rng();
-    let mut tile = |len: usize| -> Vec<bf16> {
-        rng.vec(len, 2.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
+    let mut tile =
+        |len: usize| -> Vec<bf16> { rng.vec(len, 2.0).into_iter().map(bf16::from_f32).collect() };
     let (at, b) = (tile(64 * 128), tile(64 * 128));
     // The same B stored K-major: row j holds column j.
     let bt: Vec<bf16> = (0..128 * 64).map(|x| b[(x % 64) * 128 + x / 64]).collect();
@@ -854,7 +854,10 @@ fn m_major_a_async_dot_agrees() {
         // Exact bf16 products, f32 sums in another order: a misplaced
         // element is O(1) off. Both B orders give the same C.
         let same = max_rel_diff(&c.0, &c.1);
-        assert!(same < 1e-5, "config {config}: the B orders differ by {same}");
+        assert!(
+            same < 1e-5,
+            "config {config}: the B orders differ by {same}"
+        );
         for (what, g, c) in [("B N-major", &g.0, &c.0), ("B K-major", &g.1, &c.1)] {
             let worst = max_rel_diff(g, c);
             println!("M-major A, {what}, config {config}: max relative difference {worst:e}");

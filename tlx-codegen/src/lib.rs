@@ -30,6 +30,7 @@ mod control;
 mod convert;
 mod debug;
 mod descriptor;
+mod device_descriptor;
 mod dot;
 mod emit;
 mod join;
@@ -60,6 +61,10 @@ pub struct CompiledKernel {
     pub llvm_ir: String,
     /// Dynamic shared memory the launch must provide, in bytes.
     pub shared_bytes: u32,
+    /// Global scratch the launch must provide per program, in bytes, as a
+    /// last parameter after the kernel's own (descriptors made on the
+    /// device); 0 when the kernel takes none.
+    pub global_scratch_bytes: u32,
     pub num_warps: u32,
 }
 
@@ -102,6 +107,7 @@ pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, Co
         ptx,
         llvm_ir,
         shared_bytes: lowered.shared_bytes,
+        global_scratch_bytes: lowered.global_scratch_bytes,
         num_warps: kernel.total_warps(),
     })
 }

@@ -25,6 +25,8 @@ pub const SHARED_BYTES_LIMIT: u32 = 227 * 1024;
 pub struct Lowered {
     pub module_text: String,
     pub shared_bytes: u32,
+    /// Global scratch each program needs (its device-made descriptors).
+    pub global_scratch_bytes: u32,
 }
 
 /// Where the code being emitted runs: the whole program (CTA), or one
@@ -116,6 +118,10 @@ pub struct Lowerer<'k> {
     pub wgmma_in_flight: HashSet<ValueId>,
     /// Where the kernel's `local_alloc` buffers and mbarriers live.
     pub(super) static_shared: StaticShared,
+    /// Each device-made descriptor's slot in the program's global scratch,
+    /// and the scratch parameter when there are any.
+    pub(super) descriptor_slots: HashMap<ValueId, usize>,
+    pub(super) descriptor_scratch: Option<String>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -162,6 +168,12 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
                 regs: vec![reg],
             },
         );
+    }
+    l.descriptor_slots = super::device_descriptor::descriptor_slots(kernel);
+    if !l.descriptor_slots.is_empty() {
+        let arg = "%descriptor_scratch".to_string();
+        params.push(format!("ptr addrspace(1) {arg}"));
+        l.descriptor_scratch = Some(arg);
     }
     l.current_block = "body".into();
     l.lower_block(&kernel.body)?;
@@ -233,6 +245,8 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
     Ok(Lowered {
         module_text: text,
         shared_bytes: l.shared_bytes,
+        global_scratch_bytes: (l.descriptor_slots.len()
+            * super::device_descriptor::DESCRIPTOR_BYTES) as u32,
     })
 }
 
@@ -285,6 +299,8 @@ impl<'k> Lowerer<'k> {
             crossed_barrier: HashSet::new(),
             shared_align: 16,
             static_shared: StaticShared::default(),
+            descriptor_slots: HashMap::new(),
+            descriptor_scratch: None,
             wgmma_in_flight: HashSet::new(),
         }
     }

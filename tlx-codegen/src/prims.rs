@@ -366,6 +366,9 @@ impl<'k> Lowerer<'k> {
             }
             Prim::DescriptorLoad => self.lower_descriptor_load(arg(0)?, &args[1..], result()?),
             Prim::DescriptorStore => self.lower_descriptor_store(arg(0)?, arg(1)?, &args[2..]),
+            Prim::MakeTensorDescriptor => {
+                self.lower_make_descriptor(arg(0)?, &args[1..], result()?)
+            }
             Prim::Clock64 => {
                 // Volatile: two reads are two instructions, in program order.
                 let now = self
@@ -660,10 +663,15 @@ impl<'k> Lowerer<'k> {
     pub(super) fn on_first_thread(&mut self, pred: &str, body: impl FnOnce(&mut Self)) {
         let first = self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
         let go = self.f.inst(format!("and i1 {first}, {pred}"));
-        let then = self.f.fresh("first_thread");
-        let after = self.f.fresh("first_thread_done");
+        self.when(&go, body);
+    }
+
+    /// Runs `body` in the threads where `cond` (an i1) holds.
+    pub(super) fn when(&mut self, cond: &str, body: impl FnOnce(&mut Self)) {
+        let then = self.f.fresh("when");
+        let after = self.f.fresh("when_done");
         self.f
-            .stmt(format!("br i1 {go}, label %{then}, label %{after}"));
+            .stmt(format!("br i1 {cond}, label %{then}, label %{after}"));
         self.enter_block(&then);
         body(self);
         self.f.stmt(format!("br label %{after}"));
@@ -781,7 +789,7 @@ impl<'k> Lowerer<'k> {
         Ok(self.shared_address(&offset))
     }
 
-    fn define_register(&mut self, v: ValueId, reg: String) -> Result<()> {
+    pub(super) fn define_register(&mut self, v: ValueId, reg: String) -> Result<()> {
         let layout = self.scalar_layout()?;
         self.define_value(
             v,
@@ -835,7 +843,9 @@ fn wgmma_mismatch(
     } else if k_major_only && !b_k_major {
         format!("{a} operands must be K-major: B must be `local_trans` of an [N, K] buffer")
     } else if k_major_only && a_m_major {
-        format!("{a} operands must be K-major: A must be an [M, K] buffer, not `local_trans` of one")
+        format!(
+            "{a} operands must be K-major: A must be an [M, K] buffer, not `local_trans` of one"
+        )
     } else if integer && acc != ScalarType::I32 {
         format!("the accumulator is {acc}, not i32")
     } else if !integer && acc != ScalarType::F32 {

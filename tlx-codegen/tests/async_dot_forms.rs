@@ -114,12 +114,18 @@ fn m_major_a_tile(m: usize, num_warps: u32, b_k_major: bool) -> String {
     if !b_k_major {
         return src;
     }
-    src.replace("local_alloc([64, 128], bf16, 1)", "local_alloc([128, 64], bf16, 1)")
-        .replace(
-            "b + ks[(.., None)] * 128 + ns[(None, ..)]",
-            "b + ns[(.., None)] * 64 + ks[(None, ..)]",
-        )
-        .replace("local_trans(at_buf), b_buf", "local_trans(at_buf), local_trans(b_buf)")
+    src.replace(
+        "local_alloc([64, 128], bf16, 1)",
+        "local_alloc([128, 64], bf16, 1)",
+    )
+    .replace(
+        "b + ks[(.., None)] * 128 + ns[(None, ..)]",
+        "b + ns[(.., None)] * 64 + ks[(None, ..)]",
+    )
+    .replace(
+        "local_trans(at_buf), b_buf",
+        "local_trans(at_buf), local_trans(b_buf)",
+    )
 }
 
 fn compile(src: &str) -> Kernel {
@@ -255,13 +261,24 @@ fn register_a_attention_tiles_match_the_reference() {
 fn m_major_a_tiles_match_the_reference() {
     const K: usize = 64;
     const N: usize = 128;
-    for (m, num_warps, b_k_major) in [(64, 4, false), (128, 8, false), (128, 4, true), (64, 4, true)] {
+    for (m, num_warps, b_k_major) in [
+        (64, 4, false),
+        (128, 8, false),
+        (128, 4, true),
+        (64, 4, true),
+    ] {
         let mut rng = Rng::fresh("m_major_a_tile");
         let mut random =
             |len: usize| -> Vec<f32> { (0..len).map(|_| bf16_round(2.0 * rng.unit())).collect() };
         // At is [K, M]; B is [K, N], or [N, K] when stored K-major.
         let (at, b) = (random(K * m), random(K * N));
-        let b_at = |p: usize, j: usize| if b_k_major { b[j * K + p] } else { b[p * N + j] };
+        let b_at = |p: usize, j: usize| {
+            if b_k_major {
+                b[j * K + p]
+            } else {
+                b[p * N + j]
+            }
+        };
         let mem = HostMemory::new();
         let inputs = vec![upload_bf16(&mem, &at), upload_bf16(&mem, &b)];
         let kernel = compile(&m_major_a_tile(m, num_warps, b_k_major));
@@ -279,7 +296,10 @@ fn m_major_a_tiles_match_the_reference() {
             .collect();
         // Exact bf16 products summed in f32: a misplaced element is O(1) off.
         let err = relative_error(&got, &want);
-        assert!(err < 1e-5, "{m} rows on {num_warps} warps: relative error {err}");
+        assert!(
+            err < 1e-5,
+            "{m} rows on {num_warps} warps: relative error {err}"
+        );
     }
 }
 

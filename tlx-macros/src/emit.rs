@@ -25,6 +25,7 @@ struct CompiledConfig {
     num_warps: u32,
     cluster: [u32; 3],
     shared_bytes: u32,
+    global_scratch_bytes: u32,
     ptx: Vec<(Arch, String)>,
     ir_text: String,
     /// The parameters as this configuration takes them.
@@ -213,6 +214,7 @@ fn compile_one(
     let ir_text = kernel.to_string();
     let mut ptx = Vec::new();
     let mut shared_bytes = 0;
+    let mut global_scratch_bytes = 0;
     for &arch in &attr.arches {
         let compiled = codegen::compile(&kernel, arch).map_err(|e| {
             let name = &signature.name;
@@ -257,6 +259,7 @@ fn compile_one(
             dump.write("ptx", &arch_stem, "ptx", &compiled.ptx);
         }
         shared_bytes = shared_bytes.max(compiled.shared_bytes);
+        global_scratch_bytes = global_scratch_bytes.max(compiled.global_scratch_bytes);
         ptx.push((arch, compiled.ptx));
     }
     if let Some(dump) = dump {
@@ -273,6 +276,7 @@ fn compile_one(
         num_warps: kernel.total_warps(),
         cluster: kernel.options.cluster,
         shared_bytes,
+        global_scratch_bytes,
         ptx,
         ir_text,
         params,
@@ -663,6 +667,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
     let num_warps = config.num_warps;
     let [cx, cy, cz] = config.cluster;
     let shared_bytes = config.shared_bytes;
+    let global_scratch_bytes = config.global_scratch_bytes;
     let arches = config.ptx.iter().map(|(a, _)| arch_tokens(*a));
     let texts = config.ptx.iter().map(|(_, p)| p.as_str());
     let ir = config.ir_text.as_str();
@@ -693,6 +698,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             num_warps: #num_warps,
             cluster: [#cx, #cy, #cz],
             shared_bytes: #shared_bytes,
+            global_scratch_bytes: #global_scratch_bytes,
             ptx: &[#((#arches, #texts)),*],
             ir: #ir,
             params: &[#(#params),*],

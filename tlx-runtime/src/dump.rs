@@ -123,6 +123,7 @@ mod tests {
             num_warps: 4,
             cluster: [1, 1, 1],
             shared_bytes: 0,
+            global_scratch_bytes: 0,
             ptx: &[(Arch::Sm90a, "// ptx text")],
             ir: "kernel \"k\" {}",
             params: &[],

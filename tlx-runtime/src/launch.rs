@@ -166,6 +166,7 @@ mod tests {
             num_warps: 4,
             cluster: [1, 1, 1],
             shared_bytes: 0,
+            global_scratch_bytes: 0,
             ptx: &[],
             ir: "",
             params: &[],

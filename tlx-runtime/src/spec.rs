@@ -36,6 +36,10 @@ pub struct ConfigSpec {
     pub cluster: [u32; 3],
     /// Dynamic shared memory the kernel needs, in bytes.
     pub shared_bytes: u32,
+    /// Global scratch the kernel needs per program, in bytes (for tensor
+    /// descriptors it makes on the device): the launch passes a buffer of
+    /// this many bytes per program of the grid after every other argument.
+    pub global_scratch_bytes: u32,
     /// One PTX module per architecture; the entry is named [`KernelSpec::name`].
     pub ptx: &'static [(Arch, &'static str)],
     /// The kernel in `tlx_core::ir::text` form, for the CPU interpreter.

@@ -183,6 +183,11 @@ pub enum InterpError {
          instruction), though it may reach past its end: start the block at 0 or later"
     )]
     TmaStoreBeforeStart { at: Site, dim: usize, offset: i64 },
+    #[error(
+        "{at}: this tensor descriptor breaks TMA's rules: {reason} (on the GPU the copies \
+         through it fail or move the wrong bytes)"
+    )]
+    BadTensorDescriptor { at: Site, reason: String },
     #[error("{at}: malformed IR: {detail}")]
     MalformedIr { at: Site, detail: String },
     #[error(
@@ -425,6 +430,7 @@ pub(crate) enum Fault {
         dim: usize,
         offset: i64,
     },
+    BadTensorDescriptor(String),
     /// A skeleton run read a value it does not compute.
     Undecidable {
         value: ValueId,
@@ -510,6 +516,7 @@ impl Fault {
             Fault::TmaStoreBeforeStart { dim, offset } => {
                 InterpError::TmaStoreBeforeStart { at, dim, offset }
             }
+            Fault::BadTensorDescriptor(reason) => InterpError::BadTensorDescriptor { at, reason },
             Fault::Undecidable { value } => InterpError::Undecidable { at, value },
             Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
         }

@@ -22,7 +22,10 @@ pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
-pub use prim::{nvmma_swizzle, shared_swizzle, without_leading_ones, Prim, PrimSignature, TmaBox};
+pub use prim::{
+    nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Prim, PrimSignature,
+    TmaBox,
+};
 pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};
 pub use types::{

@@ -110,6 +110,12 @@ pub enum Prim {
     /// the block at `offsets`; out-of-bounds elements are not written. A TMA
     /// copy on the GPU, complete when the op is.
     DescriptorStore,
+    /// `make_tensor_descriptor(base, shape, strides, block_shape)`: a
+    /// descriptor built on the device (Triton's and TLX's device-side form)
+    /// over the tensor at `base` whose dimensions and outer strides (in
+    /// elements, outermost first; the innermost stride is 1) are run-time
+    /// values, moving blocks of the result type's shape.
+    MakeTensorDescriptor,
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -137,7 +143,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 30] = [
+    pub const ALL: [Prim; 31] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -168,6 +174,7 @@ impl Prim {
         Prim::DescriptorLoad,
         Prim::DescriptorStore,
         Prim::LocalReinterpret,
+        Prim::MakeTensorDescriptor,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -203,6 +210,7 @@ impl Prim {
             Prim::AsyncDescriptorLoadMulticast => "async_descriptor_load_multicast",
             Prim::DescriptorLoad => "load_tensor_descriptor",
             Prim::DescriptorStore => "store_tensor_descriptor",
+            Prim::MakeTensorDescriptor => "make_tensor_descriptor",
         }
     }
 
@@ -266,6 +274,12 @@ impl Prim {
                     0,
                 )
             },
+            // The shape's dimensions, then the strides of all but the
+            // innermost dimension.
+            Prim::MakeTensorDescriptor => PrimSignature {
+                variadic: true,
+                ..sig(&["base", "dims"], &[], 1)
+            },
         }
     }
 
@@ -324,7 +338,9 @@ impl Prim {
                 reads: super::MemorySpaces::only(Global),
                 ..Effects::PURE
             },
-            Prim::DescriptorStore => Effects {
+            // The descriptor's 128 bytes are written to the program's global
+            // scratch (where TMA reads descriptors from).
+            Prim::DescriptorStore | Prim::MakeTensorDescriptor => Effects {
                 writes: super::MemorySpaces::only(Global),
                 ..Effects::PURE
             },
@@ -589,6 +605,28 @@ impl Prim {
                 same(tile, &block, what)
             }
             Prim::AsyncDescriptorStoreWait => non_negative(imms[0], "pendings"),
+            Prim::MakeTensorDescriptor => {
+                let Type::TensorDescriptor(d) = results[0] else {
+                    return Err(format!(
+                        "`make_tensor_descriptor` makes a descriptor, not {}",
+                        results[0]
+                    ));
+                };
+                same(operands[0], &Type::ptr(d.elem()), "the base")?;
+                let rank = d.block_shape().len();
+                if operands.len() != 2 * rank {
+                    return Err(format!(
+                        "{} dimensions and strides for a {rank}-d block: give {rank} dimensions \
+                         and {} outer strides",
+                        operands.len() - 1,
+                        rank - 1
+                    ));
+                }
+                operands[1..]
+                    .iter()
+                    .try_for_each(|t| scalar_of(t, ScalarType::I64, "a dimension or stride"))?;
+                tma_block_rule(d.elem(), d.block_shape())
+            }
             Prim::AsyncDot => {
                 let b = one_buffer(operands[1], "`async_dot`'s b")?;
                 let (a_elem, a_shape) = match operands[0] {
@@ -693,6 +731,37 @@ impl Prim {
             }
         }
     }
+}
+
+/// TMA's compile-time rules for a descriptor's block: rank 1 to 5, boxes
+/// (see [`TmaBox`]) of 1 to 256 elements per dimension, an innermost
+/// dimension of whole 16-byte chunks, and elements TMA copies (not `bool`).
+pub fn tma_block_rule(elem: ScalarType, block: &[usize]) -> Result<(), String> {
+    if !(1..=5).contains(&block.len()) {
+        return Err(format!(
+            "a {}-d block: TMA moves blocks of 1 to 5 dimensions",
+            block.len()
+        ));
+    }
+    if elem == ScalarType::Bool {
+        return Err("TMA does not copy bool elements: store them as u8".into());
+    }
+    let tma = TmaBox::new(elem, block);
+    if let Some(d) = tma.box_shape.iter().find(|d| !(1..=256).contains(*d)) {
+        return Err(format!(
+            "a block dimension of {d}: TMA boxes hold 1 to 256 elements per dimension \
+             (only the innermost is cut into swizzle-wide pieces)"
+        ));
+    }
+    let inner = block[block.len() - 1] * elem.size_bytes();
+    if inner % 16 != 0 {
+        return Err(format!(
+            "the block's rows are {inner} bytes: TMA moves rows of whole 16-byte chunks \
+             (make the innermost dimension a multiple of {} {elem} elements)",
+            16 / elem.size_bytes()
+        ));
+    }
+    Ok(())
 }
 
 /// The swizzle TMA and wgmma want for rows of `row_bytes` bytes: the widest

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cudarc::driver::sys::{
     self, CUdevice_attribute, CUevent_flags, CUfunction, CUfunction_attribute, CUmodule,
 };
-use cudarc::driver::{result, CudaContext, CudaStream};
+use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::{ConfigSpec, KernelSpec};
@@ -34,6 +34,9 @@ pub(crate) struct CudaDevice {
     pub(crate) multiprocessor_count: u32,
     /// Loaded kernels per (kernel spec address, configuration index).
     functions: Mutex<HashMap<(usize, usize), Arc<LoadedFunction>>>,
+    /// The global scratch of kernels that make tensor descriptors, grown to
+    /// the largest launch so far; launches on the one stream take turns.
+    scratch: Mutex<Option<CudaSlice<u8>>>,
 }
 
 impl CudaDevice {
@@ -78,6 +81,7 @@ impl CudaDevice {
             max_shared_optin: max_shared_optin.max(0) as u32,
             multiprocessor_count: multiprocessor_count.max(1) as u32,
             functions: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(None),
         })
     }
 
@@ -177,6 +181,14 @@ impl CudaDevice {
                 reason: "descriptor arguments and encodings out of step".into(),
             })?;
         let mut params = params;
+        // The scratch pointer goes after every other argument.
+        let mut scratch = match config.global_scratch_bytes {
+            0 => None,
+            per_program => Some(self.scratch_address(spec.name, grid, per_program)?),
+        };
+        if let Some(address) = scratch.as_mut() {
+            params.push((address as *mut u64).cast::<c_void>());
+        }
         self.ctx
             .bind_to_thread()
             .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
@@ -201,6 +213,40 @@ impl CudaDevice {
         status
             .result()
             .map_err(|e| Error::cuda("cuLaunchKernel", e))
+    }
+
+    /// The device address of a global scratch of `per_program` bytes for
+    /// every program of `grid`, allocated (or grown) on the stream.
+    fn scratch_address(
+        &self,
+        kernel: &'static str,
+        grid: Grid,
+        per_program: u32,
+    ) -> Result<u64, Error> {
+        let programs: u64 = grid.dims().iter().map(|&d| u64::from(d)).product();
+        let bytes = programs
+            .checked_mul(u64::from(per_program))
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or(Error::InvalidConfig {
+                kernel,
+                reason: format!(
+                    "its descriptor scratch ({per_program} bytes for each of {programs} programs) \
+                     does not fit in memory: launch fewer programs"
+                ),
+            })?;
+        let mut scratch = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        if scratch.as_ref().is_none_or(|s| s.len() < bytes) {
+            // SAFETY: the kernel writes each descriptor before reading it.
+            let fresh = unsafe { self.stream.alloc::<u8>(bytes) }
+                .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+            *scratch = Some(fresh);
+        }
+        let slice = scratch.as_ref().ok_or(Error::InvalidConfig {
+            kernel,
+            reason: "its descriptor scratch was not allocated".into(),
+        })?;
+        let address = slice.device_ptr(&self.stream).0;
+        Ok(address)
     }
 
     /// The loaded kernel for a configuration, loading its module on first use.

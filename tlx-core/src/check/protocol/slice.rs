@@ -5,8 +5,10 @@
 //! barrier ids, slice offsets, and the loop bounds, branch conditions and
 //! loop-carried values of the control flow around them (a phase counter
 //! carried through a loop, `k / STAGES & 1`, the persistent tile loop).
-//! Data stays out: register tiles (values, pointers, accumulators) and TMA
-//! coordinates, which decide what a copy moves but not when it completes.
+//! Data stays out: register tiles (values, pointers, accumulators), TMA
+//! coordinates and what a descriptor made on the device holds, which decide
+//! what a copy moves but not when it completes, and Triton's block-level
+//! descriptor loads and stores, which complete within the op.
 //! What is left is a backward slice, computed to a fixed point because
 //! loop-carried values feed themselves.
 
@@ -72,6 +74,17 @@ impl Slicer<'_> {
                 .fold(false, |any, b| self.block(b) | any);
             let result_needed = op.results.iter().any(|&r| self.needed(r));
             let keep = match &op.kind {
+                // Block-level descriptor loads and stores complete within the
+                // op, and what a descriptor holds decides what a copy moves,
+                // not when: data, kept only as the handle a copy names.
+                OpKind::Prim {
+                    prim: Prim::DescriptorLoad | Prim::DescriptorStore,
+                    ..
+                } => false,
+                OpKind::Prim {
+                    prim: Prim::MakeTensorDescriptor,
+                    ..
+                } => result_needed,
                 OpKind::Prim { prim, args, .. } => {
                     for (i, &arg) in args.iter().enumerate() {
                         if self.is_protocol_operand(*prim, i, arg) {

@@ -11,8 +11,8 @@ use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
-    shared_swizzle, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType, SharedMemoryType, Type,
-    ValueId,
+    shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType,
+    SharedMemoryType, Type, ValueId,
 };
 use syn::spanned::Spanned;
 use syn::Expr;
@@ -230,6 +230,7 @@ impl<'a> Lowerer<'a> {
                     (operands, vec![], vec![])
                 }
             }
+            Prim::MakeTensorDescriptor => return self.make_tensor_descriptor(&a),
             Prim::AsyncDot => {
                 let x = self.local_arg(a[0], prim)?;
                 let y = self.local_arg(a[1], prim)?;
@@ -556,6 +557,85 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `[a, b, ...]`: i32 scalars, outermost dimension first.
+    /// `make_tensor_descriptor(base, shape, strides, block_shape)`: the
+    /// tensor's run-time dimensions and outer strides as i64 operands, the
+    /// innermost stride the literal 1 TMA needs, the block checked against
+    /// TMA's rules here (the run-time values are checked by the interpreter).
+    fn make_tensor_descriptor(&mut self, a: &[Option<&'a Expr>]) -> R<Val> {
+        let base_expr = self.expr_arg(a[0])?;
+        let base = self.ir_arg(a[0])?;
+        let base_ty = self.ty(base);
+        let elem = match base_ty.elem() {
+            Elem::Ptr(pointee, crate::ir::AddressSpace::Global) if base_ty.is_scalar() => pointee,
+            _ => return Err(not_a_base(base_expr, &base_ty)),
+        };
+        let block_expr = self.expr_arg(a[3])?;
+        let block = self.index_list(block_expr, "the block shape")?;
+        tma_block_rule(elem, &block).map_err(|m| {
+            Diagnostic::new(block_expr.span(), m)
+                .with_hint("the block is what one TMA copy moves; it is fixed at compile time")
+        })?;
+        let list =
+            |e: &'a Expr, what: &str| -> R<&'a syn::punctuated::Punctuated<Expr, syn::Token![,]>> {
+                match e {
+                    Expr::Array(list) => Ok(&list.elems),
+                    _ => Err(Diagnostic::new(
+                        e.span(),
+                        format!("expected {what} as a list, e.g. `[m, k]`"),
+                    )),
+                }
+            };
+        let shape_expr = self.expr_arg(a[1])?;
+        let strides_expr = self.expr_arg(a[2])?;
+        let (dims, strides) = (
+            list(shape_expr, "the shape")?,
+            list(strides_expr, "the strides")?,
+        );
+        for (what, got, e) in [
+            ("dimensions", dims.len(), shape_expr),
+            ("strides", strides.len(), strides_expr),
+        ] {
+            if got != block.len() {
+                return Err(Diagnostic::new(e.span(), format!("{got} {what} for a {}-d block", block.len()))
+                    .with_hint("give the tensor's shape and strides with one entry per dimension of `block_shape`, outermost first"));
+            }
+        }
+        let inner = strides
+            .last()
+            .ok_or_else(|| Diagnostic::new(strides_expr.span(), "no strides"))?;
+        if !matches!(
+            self.eval_const(inner, "the innermost stride"),
+            Ok(ConstVal::Int(1))
+        ) {
+            return Err(Diagnostic::new(inner.span(), "the innermost stride must be the constant 1")
+                .with_hint("TMA reads the innermost dimension contiguously: write `1` there (transpose or copy a strided tensor first)"));
+        }
+        let mut operands = vec![base];
+        for e in dims.iter().chain(strides.iter().take(block.len() - 1)) {
+            let v = self.lower_expr(e)?;
+            let id = self.materialize(&v, e.span())?;
+            let t = self.ty(id);
+            if !t.is_scalar() || !t.elem().scalar().is_some_and(|s| s.is_int()) {
+                return Err(Diagnostic::new(
+                    e.span(),
+                    format!("a dimension or stride is an integer scalar, not {t}"),
+                ));
+            }
+            operands.push(self.cast(id, ScalarType::I64, e.span())?);
+        }
+        let ty = Type::TensorDescriptor(crate::ir::TensorDescriptorType::new(elem, block));
+        let desc = self.emit_prim(
+            Prim::MakeTensorDescriptor,
+            operands,
+            vec![],
+            vec![ty],
+            base_expr.span(),
+        )?;
+        desc.map(Val::Ir).ok_or_else(|| {
+            Diagnostic::new(base_expr.span(), "`make_tensor_descriptor` made no value")
+        })
+    }
+
     fn offsets_arg(&mut self, e: &'a Expr) -> R<Vec<ValueId>> {
         let Expr::Array(list) = e else {
             return Err(Diagnostic::new(
@@ -604,7 +684,13 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::FenceMbarrierInitCluster | Prim::Clock64 => (&[], 0),
         Prim::DescriptorLoad => (&["desc", "offsets"], 2),
         Prim::DescriptorStore => (&["desc", "offsets", "value"], 3),
+        Prim::MakeTensorDescriptor => (&["base", "shape", "strides", "block_shape"], 4),
     }
+}
+
+fn not_a_base(e: &Expr, t: &Type) -> Diagnostic {
+    Diagnostic::new(e.span(), format!("the base of a tensor descriptor is a pointer, not {t}"))
+        .with_hint("pass the pointer parameter (plus an offset) of the tensor's first element, e.g. `make_tensor_descriptor(a + off, [m, k], [k, 1], [64, 64])`")
 }
 
 /// The value an optional argument takes when it is left out.

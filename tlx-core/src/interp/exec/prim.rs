@@ -468,6 +468,39 @@ impl<'k> Executor<'k> {
                 let data = &self.get(arg(1)?)?.data;
                 Ok(self.write_tma_box(arg(0)?, elem, &args[2..], data)?)
             }
+            Prim::MakeTensorDescriptor => {
+                if self.skeleton.is_some() {
+                    return Ok(self.define_opaque(op)?);
+                }
+                let base = match &self.get(arg(0)?)?.data {
+                    Data::Ptr(p) if p.len() == 1 => p[0],
+                    _ => {
+                        return Err(Fault::malformed("a descriptor's base is not a pointer").into())
+                    }
+                };
+                let Type::TensorDescriptor(d) = self.type_of(Self::result(op, 0)?)? else {
+                    return Err(
+                        Fault::malformed("make_tensor_descriptor of a non-descriptor").into(),
+                    );
+                };
+                let elem = d.elem();
+                let rank = d.block_shape().len();
+                let values = args[1..]
+                    .iter()
+                    .map(|v| self.get(*v)?.scalar_int())
+                    .collect::<FaultResult<Vec<i64>>>()?;
+                let (shape, outer) = values.split_at(rank.min(values.len()));
+                let strides: Vec<i64> = outer.iter().copied().chain([1]).collect();
+                check_device_descriptor(base.byte_offset, shape, &strides, elem)?;
+                self.define_handle(
+                    op,
+                    Handle::Desc(GlobalTensor {
+                        base,
+                        shape: shape.to_vec(),
+                        strides,
+                    }),
+                )
+            }
             // The interpreter's cycles are the ops the task has run.
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
@@ -831,6 +864,44 @@ fn check_tma_offsets(elem: ScalarType, offsets: &[i64]) -> FaultResult<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// TMA's run-time rules for a descriptor built on the device (what the
+/// runtime checks for a descriptor argument): a 16-byte aligned base, 1 to
+/// 2^32 elements per dimension, outer strides of whole 16-byte units below
+/// 2^40 bytes.
+fn check_device_descriptor(
+    base_byte_offset: i64,
+    shape: &[i64],
+    strides: &[i64],
+    elem: ScalarType,
+) -> FaultResult<()> {
+    let bad = |reason: String| Err(Fault::BadTensorDescriptor(reason));
+    if base_byte_offset % 16 != 0 {
+        return bad(format!(
+            "its base is {base_byte_offset} bytes into the buffer, not on a 16-byte boundary"
+        ));
+    }
+    if let Some((dim, size)) = shape
+        .iter()
+        .enumerate()
+        .find(|(_, &s)| !(1..=1 << 32).contains(&s))
+    {
+        return bad(format!(
+            "dimension {dim} has {size} elements; TMA dimensions hold 1 to 2^32"
+        ));
+    }
+    let outer = &strides[..strides.len().saturating_sub(1)];
+    for (dim, &stride) in outer.iter().enumerate() {
+        let bytes = i128::from(stride) * elem.size_bytes() as i128;
+        if bytes <= 0 || bytes % 16 != 0 || bytes >= 1 << 40 {
+            return bad(format!(
+                "the stride of dimension {dim} is {stride} elements ({bytes} bytes); TMA strides \
+                 are positive multiples of 16 bytes below 2^40"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A TMA store's block must start inside the tensor in every dimension
