@@ -74,6 +74,9 @@ impl<'a> Lowerer<'a> {
         if super::composite::FUNCTIONS.contains(&name) {
             return self.composite_math(args);
         }
+        if super::warp::FUNCTIONS.contains(&name) {
+            return self.warp_function(args);
+        }
         if super::random::FUNCTIONS.contains(&name) {
             return self.random(args);
         }

@@ -15,6 +15,7 @@ mod sort;
 mod tasks;
 mod tlx;
 mod typing;
+mod warp;
 
 use super::scan::{self, RETURNED};
 use super::value::{ConstVal, Val};
@@ -49,6 +50,8 @@ pub(super) struct Lowerer<'a> {
     in_task: bool,
     /// The task being lowered: its index in its region and its replicas.
     current_task: Option<(usize, u32)>,
+    /// Warps of each replica of the task being lowered.
+    task_warps: Option<u32>,
     /// What lowering learned about each `pipe!`, by pipe id.
     pipes: Vec<pipe::PipeState>,
     /// Field views of acquired pipe stages, which TMA copies may fill.
@@ -117,6 +120,7 @@ pub(super) fn lower_body(
         task_regions: &task_regions,
         in_task: false,
         current_task: None,
+        task_warps: None,
         pipes: Vec::new(),
         slot_fields: HashMap::new(),
         slices: std::collections::HashSet::new(),

@@ -137,8 +137,10 @@ impl<'a> Lowerer<'a> {
             self.push_scope();
             self.in_task = true;
             self.current_task = Some((index, region.replicate));
+            self.task_warps = Some(region.num_warps.unwrap_or(self.b.options().num_warps));
             let lowered = self.lower_stmts(&task.body.stmts);
             self.current_task = None;
+            self.task_warps = None;
             self.in_task = false;
             self.pop_scope();
             let body = self.b.end_block();
