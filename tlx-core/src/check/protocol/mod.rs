@@ -121,24 +121,66 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     let mut lowered = 0;
     while let Some(probe) = samples::all_at_pivot(kernel, &skeleton, lowered) {
         match run(&probe, PROBE_STEPS) {
-            Err(InterpError::StepBudget { .. }) if samples::has_pivot(kernel, lowered + 1) => {
+            Err(InterpError::StepBudget { .. })
+                if samples::has_pivot(kernel, &skeleton, lowered + 1) =>
+            {
                 lowered += 1
             }
             _ => break,
         }
     }
-    for sample in samples::samples(kernel, &skeleton, lowered) {
-        let error = run(&sample, SAMPLE_STEPS).err();
-        let Some(error) = error else {
-            continue;
-        };
-        let described = samples::describe(kernel, &sample);
+    let samples = samples::samples(kernel, &skeleton, lowered);
+    // The smallest failing sizes explain the bug best; one is enough.
+    if let Some((sample, error)) = first_failure(&samples, |s| run(s, SAMPLE_STEPS).err()) {
+        let described = samples::describe(kernel, sample);
         match diagnose::diagnose(kernel, &error, &described) {
             diagnose::Verdict::Error(finding) => report.errors.push(finding),
             diagnose::Verdict::Undecided(finding) => report.warnings.push(finding),
         }
-        // The smallest failing sizes explain the bug best; one is enough.
-        break;
     }
     report
+}
+
+/// The first of `samples` (in their order) on which `fails` gives an error,
+/// with the error. The runs are independent, so they are spread over the
+/// machine's cores (each worker takes every `n`-th sample and skips those
+/// after a failure already found); the answer is the one a run in order
+/// would give.
+fn first_failure<'s, E: Send>(
+    samples: &'s [samples::Sample],
+    fails: impl Fn(&samples::Sample) -> Option<E> + Sync,
+) -> Option<(&'s samples::Sample, E)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(samples.len())
+        .max(1);
+    let first = AtomicUsize::new(usize::MAX);
+    let found: Vec<(usize, E)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let (first, fails) = (&first, &fails);
+                scope.spawn(move || {
+                    for i in (w..samples.len()).step_by(workers) {
+                        if i > first.load(Ordering::Relaxed) {
+                            return None;
+                        }
+                        if let Some(e) = fails(&samples[i]) {
+                            first.fetch_min(i, Ordering::Relaxed);
+                            return Some((i, e));
+                        }
+                    }
+                    None
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    found
+        .into_iter()
+        .min_by_key(|(i, _)| *i)
+        .map(|(i, e)| (&samples[i], e))
 }

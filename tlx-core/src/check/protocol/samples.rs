@@ -10,7 +10,8 @@
 //! the first `2S + 1` iterations of the loop or never, since later
 //! iterations see no state the earlier ones did not. Trip counts are
 //! `ceil(n / B)` for a block `B` among the kernel's constants (or `n`
-//! itself), so the ladder holds `B * t + 1` for every constant `B` and
+//! itself), so the ladder holds `B * t + 1` for every constant `B` (that
+//! the skeleton's arithmetic can divide by, see `blocks`) and
 //! `t` in `0..T`, and `1..=T`, with `T = 2S + 1` for the kernel's largest
 //! ring (`S` the most buffers or barriers one allocation holds): every loop
 //! sees each trip count from 1 to `T` (`ladder_gives_every_trip_count`
@@ -26,8 +27,10 @@
 //! size at the pivot stays short: the varied size still climbs its whole
 //! ladder, and loops over the others still run, with fewer trips.
 
+use std::collections::HashSet;
+
 use crate::interp::{ArgValue, Schedule};
-use crate::ir::{Kernel, OpKind, ParamKind, ScalarType, Type};
+use crate::ir::{Kernel, Literal, OpKind, ParamKind, ScalarType, Type};
 
 use super::slice::Skeleton;
 
@@ -63,9 +66,9 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
     } else {
         vec![1]
     };
-    let blocks: Vec<i64> = kernel.consts.iter().map(|(_, v)| *v).collect();
+    let blocks = blocks(kernel, skeleton);
     let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
-    let pivot = pivot(kernel, level);
+    let pivot = pivot(kernel, skeleton, level);
     // All sizes together up to the pivot (one run when there are none)...
     let together = match sized.len() {
         0 => vec![Vec::new()],
@@ -114,13 +117,47 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
     out
 }
 
-/// The pivots, highest first: `B + 1` for each of the kernel's constants
-/// `B` (two trips or more of every loop at the first), then 2.
-fn pivots(kernel: &Kernel) -> Vec<i64> {
-    let mut pivots: Vec<i64> = kernel
+/// The kernel's constants that can be blocks of the skeleton's trip counts:
+/// those whose value `B` appears among the skeleton's integer literals as
+/// `B` (`step_by(B)`, `n / B`), `B - 1` (`(n + B - 1) / B`) or `log2 B` (a
+/// shift). A constant that appears in none of these forms cannot divide a
+/// size on the way to a loop bound (a head dimension that only shapes data,
+/// say), so its ladder values would repeat trip counts others give.
+fn blocks(kernel: &Kernel, skeleton: &Skeleton) -> Vec<i64> {
+    fn literals(block: &crate::ir::Block, skeleton: &Skeleton, out: &mut HashSet<i64>) {
+        for op in &block.ops {
+            if let OpKind::Constant(Literal::Int(v)) = op.kind {
+                if op.results.iter().any(|r| skeleton.needed.contains(r)) {
+                    out.insert(v);
+                }
+            }
+            for inner in op.kind.blocks() {
+                literals(inner, skeleton, out);
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    literals(&kernel.body, skeleton, &mut seen);
+    let mut blocks: Vec<i64> = kernel
         .consts
         .iter()
-        .map(|&(_, b)| b.max(1) + 1)
+        .map(|&(_, b)| b)
+        .filter(|&b| {
+            let log2 = (b > 0 && b.count_ones() == 1).then(|| i64::from(b.trailing_zeros()));
+            seen.contains(&b) || seen.contains(&(b - 1)) || log2.is_some_and(|l| seen.contains(&l))
+        })
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    blocks
+}
+
+/// The pivots, highest first: `B + 1` for each block `B` of [`blocks`]
+/// (two trips or more of every loop at the first), then 2.
+fn pivots(kernel: &Kernel, skeleton: &Skeleton) -> Vec<i64> {
+    let mut pivots: Vec<i64> = blocks(kernel, skeleton)
+        .into_iter()
+        .map(|b| b.max(1) + 1)
         .chain([2])
         .collect();
     pivots.sort_unstable_by(|a, b| b.cmp(a));
@@ -129,14 +166,14 @@ fn pivots(kernel: &Kernel) -> Vec<i64> {
 }
 
 /// Pivot number `level` (0 the highest), the lowest past the end.
-pub(crate) fn pivot(kernel: &Kernel, level: usize) -> i64 {
-    let pivots = pivots(kernel);
+pub(crate) fn pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> i64 {
+    let pivots = pivots(kernel, skeleton);
     pivots[level.min(pivots.len() - 1)]
 }
 
 /// Whether there is a pivot number `level`.
-pub(crate) fn has_pivot(kernel: &Kernel, level: usize) -> bool {
-    level < pivots(kernel).len()
+pub(crate) fn has_pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> bool {
+    level < pivots(kernel, skeleton).len()
 }
 
 /// One program with every size at pivot number `level`: the longest run
@@ -146,7 +183,7 @@ pub(crate) fn all_at_pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -
     if sized.is_empty() {
         return None;
     }
-    let values = vec![pivot(kernel, level); sized.len()];
+    let values = vec![pivot(kernel, skeleton, level); sized.len()];
     Some(Sample {
         grid: kernel.options.cluster.map(|c| c.max(1)),
         args: args(kernel, skeleton, &sized, &values),
@@ -263,6 +300,31 @@ pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ring loop over `cdiv(k, BK)` tiles whose data is `D` wide: `BK`
+    /// (and the ring's `2`) may divide a trip count; `D` only shapes data.
+    #[test]
+    fn blocks_are_the_constants_loop_bounds_divide_by() {
+        let src = r#"
+#[tlx::kernel(num_warps = 4, configs = [(BK = 32, D = 64)])]
+fn ring<const BK: usize, const D: usize>(x: Ptr<f32>, k: i32) {
+    let bufs = local_alloc([8, D], f32, 2);
+    let bars = alloc_barriers(2, 1);
+    for i in 0..cdiv(k, BK) {
+        let s = i % 2;
+        let bar = local_view(bars, s);
+        barrier_arrive(bar);
+        barrier_wait(bar, (i / 2) % 2);
+        local_store(local_view(bufs, s), zeros([8, D], f32));
+    }
+}
+"#;
+        let kernel = crate::frontend::compile_str(src)
+            .expect("compiles")
+            .remove(0);
+        let skeleton = super::super::slice::skeleton(&kernel);
+        assert_eq!(blocks(&kernel, &skeleton), vec![32]);
+    }
 
     #[test]
     fn ladder_gives_every_trip_count() {
