@@ -146,10 +146,10 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
 /// machine's cores (each worker takes every `n`-th sample and skips those
 /// after a failure already found); the answer is the one a run in order
 /// would give.
-fn first_failure<'s, E: Send>(
-    samples: &'s [samples::Sample],
+fn first_failure<E: Send>(
+    samples: &[samples::Sample],
     fails: impl Fn(&samples::Sample) -> Option<E> + Sync,
-) -> Option<(&'s samples::Sample, E)> {
+) -> Option<(&samples::Sample, E)> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
