@@ -313,7 +313,7 @@ pub enum InterpError {
          waited for before writing, so it may overwrite data still in use",
         .read.reader,
         .read.line,
-        if .read.in_flight { " (an `async_dot` not yet waited for)" } else { "" }
+        if .read.in_flight { " (still in flight: an `async_dot` before its `async_dot_wait`, or a TMA store before its `async_descriptor_store_wait`)" } else { "" }
     )]
     OverwriteBeforeRelease {
         at: Site,

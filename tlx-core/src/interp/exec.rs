@@ -103,6 +103,10 @@ pub(crate) struct Executor<'k> {
     /// The shared buffers each `async_dot` group of this task reads, oldest
     /// first, until an `async_dot_wait` retires it.
     wgmma_groups: std::collections::VecDeque<Vec<usize>>,
+    /// The source buffer and line of each TMA store of this task still
+    /// reading it, oldest first, until an `async_descriptor_store_wait`
+    /// retires it.
+    tma_stores: std::collections::VecDeque<(usize, u32)>,
     /// Ops this task has executed: its `clock64()`.
     ops_run: u64,
 }
@@ -149,6 +153,7 @@ impl<'k> Executor<'k> {
             async_loads: prim::AsyncLoads::default(),
             skeleton,
             wgmma_groups: Default::default(),
+            tma_stores: Default::default(),
             ops_run: 0,
         }
     }
@@ -191,6 +196,7 @@ impl<'k> Executor<'k> {
                     async_loads: prim::AsyncLoads::default(),
                     skeleton: self.skeleton,
                     wgmma_groups: Default::default(),
+                    tma_stores: Default::default(),
                     ops_run: self.ops_run,
                 }));
             }
@@ -251,6 +257,7 @@ impl<'k> Executor<'k> {
         self.frames.clear();
         self.async_loads = prim::AsyncLoads::default();
         self.wgmma_groups.clear();
+        self.tma_stores.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }

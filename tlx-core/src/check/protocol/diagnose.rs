@@ -127,6 +127,21 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
         ),
         InterpError::OverwriteBeforeRelease {
             at, buffer, read, ..
+        } if read.in_flight && tma_store_at(kernel, read.line) => error_at(
+            Rule::OverwriteBeforeRelease,
+            at.line,
+            at.op,
+            format!(
+                "this writes shared buffer #{buffer} while the TMA store at line {} may still \
+                 be reading it: no `async_descriptor_store_wait` retired that store first",
+                read.line
+            ),
+            "call `async_descriptor_store_wait(0)` before writing the buffer again (or \
+             `async_descriptor_store_wait(n)` with the `n` newer stores you keep in flight, \
+             each from a buffer of its own)",
+        ),
+        InterpError::OverwriteBeforeRelease {
+            at, buffer, read, ..
         } => error_at(
             Rule::OverwriteBeforeRelease,
             at.line,
@@ -321,6 +336,22 @@ impl BarrierRoles {
         let root = self.root.get(args.first()?)?;
         self.roles.get(root).copied()
     }
+}
+
+/// Whether the op at `line` is a TMA store (an in-flight read that a store
+/// wait, not a barrier, ends).
+fn tma_store_at(kernel: &Kernel, line: u32) -> bool {
+    find_op(&kernel.body, &|op| {
+        op.loc.line == line
+            && matches!(
+                op.kind,
+                OpKind::Prim {
+                    prim: Prim::AsyncDescriptorStore,
+                    ..
+                }
+            )
+    })
+    .is_some()
 }
 
 fn find_op<'k>(block: &'k Block, pred: &dyn Fn(&Op) -> bool) -> Option<&'k Op> {

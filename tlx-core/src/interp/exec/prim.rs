@@ -338,7 +338,18 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             // Proxy fences order what the interpreter already runs in order.
-            Prim::FenceAsyncShared | Prim::AsyncDescriptorStoreWait => Ok(()),
+            Prim::FenceAsyncShared => Ok(()),
+            // Stores complete in order: all but the newest `pendings` are done
+            // reading their buffers.
+            Prim::AsyncDescriptorStoreWait => {
+                let pendings = imm(0)? as usize;
+                while self.tma_stores.len() > pendings {
+                    if let Some((retired, _)) = self.tma_stores.pop_front() {
+                        shared.clocks.end_reads(task, &[retired]);
+                    }
+                }
+                Ok(())
+            }
             Prim::AsyncDescriptorLoad => {
                 let view = self.buffer_view(arg(1)?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
@@ -378,6 +389,8 @@ impl<'k> Executor<'k> {
             Prim::AsyncDescriptorStore => {
                 let view = self.buffer_view(arg(1)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                self.tma_stores.push_back((id, op.loc.line));
                 if self.skeleton.is_some() {
                     return Ok(());
                 }
@@ -684,11 +697,12 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
-        // An `async_dot` operand is read until its group is waited for.
+        // An `async_dot` operand is read until its group is waited for, a
+        // TMA store's source until a store wait retires it.
         let open = matches!(
             op.kind,
             crate::ir::OpKind::Prim {
-                prim: Prim::AsyncDot,
+                prim: Prim::AsyncDot | Prim::AsyncDescriptorStore,
                 ..
             }
         );
@@ -730,6 +744,19 @@ impl<'k> Executor<'k> {
         id: usize,
         task: usize,
     ) -> PrimResult<()> {
+        // The task's own TMA store may still be reading the buffer.
+        if let Some(&(_, line)) = self.tma_stores.iter().find(|(b, _)| *b == id) {
+            return Err(Stop::error(InterpError::OverwriteBeforeRelease {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                buffer: id,
+                read: Box::new(UnreleasedRead {
+                    reader: self.name.clone(),
+                    line,
+                    in_flight: true,
+                }),
+            }));
+        }
         shared.clocks.write(task, id).map_err(|race| {
             if let Some(stale) = shared.observations.take_suspect_of(race.reader_task) {
                 return Stop::error(stale);
