@@ -107,7 +107,9 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 pub mod __private {
     pub use tlx_core::ir;
     pub use tlx_runtime::testing;
-    pub use tlx_runtime::{launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};
+    pub use tlx_runtime::{
+        autotune_launch, launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec,
+    };
 }
 
 /// The README's example, compiled and run as a doctest so it cannot drift

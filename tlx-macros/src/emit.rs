@@ -17,6 +17,7 @@ use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
 use tlx_core::instrument::{instrument_bounds, BoundsSite};
 use tlx_core::ir::{Arch, ParamKind, ScalarType, SrcLoc};
 
+use crate::autotune::{autotune_tokens, camel_case, AutotunePlan, ConfigValues, Launcher};
 use crate::dump::DumpRequest;
 
 /// Everything the macro produced for one configuration.
@@ -54,7 +55,21 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
             };
         }
     };
-    let compiled = frontend::parse_attr(attr).and_then(|attr| {
+    let attr = frontend::parse_attr(attr);
+    // Without a usable attribute, `autotune` still exists (keyed by every
+    // scalar), so that the attribute's errors do not cascade.
+    let plan = match &attr {
+        Ok(a) => AutotunePlan::new(&signature, a.autotune_key.as_deref(), &a.restore),
+        Err(_) => Ok(AutotunePlan::every_scalar(&signature)),
+    };
+    let (plan, plan_errors) = match plan {
+        Ok(plan) => (plan, quote! {}),
+        Err(diags) => (
+            AutotunePlan::every_scalar(&signature),
+            diags.to_compile_errors(),
+        ),
+    };
+    let compiled = attr.and_then(|attr| {
         frontend::check_configs(&attr, function)?;
         compile_all(&attr, function, &signature)
     });
@@ -65,7 +80,7 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_CHECK_BOUNDS");
     };
     let lang = lang_refs(function);
-    let tracked_and = |rest: TokenStream| quote! { #tracked #lang #rest };
+    let tracked_and = |rest: TokenStream| quote! { #tracked #lang #plan_errors #rest };
     match compiled {
         Ok(configs) => {
             let warnings = configs
@@ -74,13 +89,20 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
                 .enumerate()
                 .map(|(i, w)| warning_tokens(i, w))
                 .collect();
-            launcher(function, &signature, Some(&configs), tracked_and(warnings))
+            launcher(
+                function,
+                &signature,
+                &plan,
+                Some(&configs),
+                tracked_and(warnings),
+            )
         }
         // The launcher is still emitted (with no artifacts) so IDEs and the
         // rest of the crate see the kernel's type and signature.
         Err(diags) => launcher(
             function,
             &signature,
+            &plan,
             None,
             tracked_and(diags.to_compile_errors()),
         ),
@@ -392,6 +414,7 @@ fn config_stem(name: &str, consts: &[(String, i64)]) -> String {
 fn launcher(
     function: &syn::ItemFn,
     signature: &Signature,
+    plan: &AutotunePlan,
     configs: Option<&[CompiledConfig]>,
     errors: TokenStream,
 ) -> TokenStream {
@@ -399,11 +422,26 @@ fn launcher(
     let vis = &function.vis;
     let spec_name = format_ident!("__TLX_SPEC_{}", name);
     let const_names: Vec<&syn::Ident> = signature.consts.iter().map(|c| &c.name).collect();
-    let const_types: Vec<TokenStream> = signature.consts.iter().map(|c| rust_type(c.ty)).collect();
+    let const_types: Vec<TokenStream> = signature
+        .consts
+        .iter()
+        .map(|c| c.written.to_token_stream())
+        .collect();
     let generics = if const_names.is_empty() {
         quote! {}
     } else {
         quote! { <#(const #const_names: #const_types),*> }
+    };
+    // The struct's defaults name the instance `autotune` belongs to.
+    let const_defaults: Vec<TokenStream> = signature
+        .consts
+        .iter()
+        .map(|c| const_literal(c.ty, 0))
+        .collect();
+    let struct_generics = if const_names.is_empty() {
+        quote! {}
+    } else {
+        quote! { <#(const #const_names: #const_types = #const_defaults),*> }
     };
     let generic_args = if const_names.is_empty() {
         quote! {}
@@ -511,6 +549,40 @@ fn launcher(
         .iter()
         .any(|(_, p)| !matches!(p, SigParam::Plain(ParamKind::Scalar(_))));
     let (args_struct, launch_with) = named_args(vis, name, borrows, &arg_fields, &field_args);
+    let config_values: Option<Vec<ConfigValues>> = configs.map(|configs| {
+        configs
+            .iter()
+            .map(|c| ConfigValues {
+                consts: signature
+                    .consts
+                    .iter()
+                    .map(|cp| {
+                        let value = c
+                            .consts
+                            .iter()
+                            .find(|(k, _)| cp.name == k.as_str())
+                            .map_or(0, |(_, v)| *v);
+                        const_literal(cp.ty, value)
+                    })
+                    .collect(),
+                num_warps: c.num_warps,
+            })
+            .collect()
+    });
+    let autotune = autotune_tokens(
+        &Launcher {
+            vis,
+            name,
+            spec_name: &spec_name,
+            signature,
+            const_types: &const_types,
+            const_defaults: &const_defaults,
+            launch_params: &launch_params,
+            launch_args: &launch_args,
+        },
+        plan,
+        config_values.as_deref(),
+    );
 
     let types_alias = written_types_alias(function);
     quote! {
@@ -519,7 +591,7 @@ fn launcher(
         #types_alias
         #[doc = #doc]
         #[allow(non_camel_case_types)]
-        #vis struct #name #generics;
+        #vis struct #name #struct_generics;
 
         impl #generics #name #generic_args {
             #config_index
@@ -546,6 +618,7 @@ fn launcher(
         }
 
         #args_struct
+        #autotune
     }
 }
 
@@ -563,17 +636,7 @@ fn named_args(
     if fields.is_empty() {
         return (quote! {}, quote! {});
     }
-    let camel: String = kernel
-        .to_string()
-        .split('_')
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let mut chars = part.chars();
-            chars.next().map_or(String::new(), |first| {
-                first.to_uppercase().chain(chars).collect()
-            })
-        })
-        .collect();
+    let camel = camel_case(&kernel.to_string());
     let struct_name = format_ident!("{camel}Args", span = kernel.span());
     let (params, used) = if borrows {
         (quote! { <'a> }, quote! { <'_> })

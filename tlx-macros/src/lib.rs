@@ -6,6 +6,7 @@
 //! the PTX and the IR text (the CPU interpreter runs the latter). Every
 //! compiler diagnostic becomes a `compile_error!` at the user's tokens.
 
+mod autotune;
 mod dump;
 mod emit;
 

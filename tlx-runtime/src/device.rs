@@ -117,6 +117,14 @@ impl Device {
         }
     }
 
+    /// Flushes the L2 cache before a timed launch (nothing on the CPU).
+    pub(crate) fn flush_l2(&self) -> Result<(), Error> {
+        match &self.backend {
+            Backend::Cuda(device) => device.flush_l2(),
+            Backend::Cpu(_) => Ok(()),
+        }
+    }
+
     /// The cudarc context, to mix tlx kernels with cudarc (e.g. cuBLAS).
     pub fn cuda_context(&self) -> Result<&Arc<CudaContext>, Error> {
         match &self.backend {

@@ -27,7 +27,7 @@ mod spec;
 pub mod testing;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
-pub use autotune::autotune;
+pub use autotune::{autotune, autotune_launch};
 pub use buffer::{Buffer, BufferView};
 pub use cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap, TmaSwizzle};
 pub use desc::{TensorDesc, TensorDescValue};

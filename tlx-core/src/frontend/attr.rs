@@ -22,6 +22,8 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut check_protocol = true;
     let mut check_bounds = None;
     let mut mbar_timeout_ns = None;
+    let mut autotune_key = None;
+    let mut restore = Vec::new();
     let mut errors = Vec::new();
     for entry in &entries {
         let result = (|| -> Result<(), Diagnostic> {
@@ -50,13 +52,22 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     mbar_timeout_ns = Some(timeout_value(value)?);
                     Ok(())
                 }
+                "key" => {
+                    autotune_key = Some(parameter_names(value, "key = [m, n, k]")?);
+                    Ok(())
+                }
+                "restore" => {
+                    restore = parameter_names(value, "restore = [c]")?;
+                    Ok(())
+                }
                 _ => Err(Diagnostic::new(
                     entry.span(),
                     format!("unknown kernel attribute key `{key}`"),
                 )
                 .with_hint(
                     "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
-                     `configs`, `check_protocol`, `check_bounds` and `mbar_timeout_ns`",
+                     `configs`, `check_protocol`, `check_bounds`, `mbar_timeout_ns`, `key` and \
+                     `restore`",
                 )),
             }
         })();
@@ -98,7 +109,33 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
             Some(on) => on,
             None => check_bounds_from_env()?,
         },
+        autotune_key,
+        restore,
     })
+}
+
+/// `[a, b, ...]`: names of the kernel's parameters (checked against the
+/// signature where the launcher is made).
+fn parameter_names(value: &Expr, example: &str) -> Result<Vec<syn::Ident>, Diagnostic> {
+    let Expr::Array(list) = value else {
+        return Err(
+            Diagnostic::new(value.span(), "expected a list of parameter names")
+                .with_hint(format!("e.g. `{example}`")),
+        );
+    };
+    list.elems
+        .iter()
+        .map(|e| {
+            let name = match e {
+                Expr::Path(p) => p.path.get_ident().cloned(),
+                _ => None,
+            };
+            name.ok_or_else(|| {
+                Diagnostic::new(e.span(), "expected a parameter name")
+                    .with_hint(format!("e.g. `{example}`"))
+            })
+        })
+        .collect()
 }
 
 /// `TLX_MBAR_TIMEOUT_NS`: the timeout of every kernel that does not set one.

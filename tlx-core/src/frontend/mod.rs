@@ -35,6 +35,12 @@ pub struct KernelAttr {
     /// at run time (`check_bounds = true`, or `TLX_CHECK_BOUNDS=1` at build
     /// time): see [`crate::instrument`].
     pub check_bounds: bool,
+    /// The scalar parameters whose values key the kernel's `autotune`
+    /// choices (`key = [m, n, k]`); `None`: every scalar parameter.
+    pub autotune_key: Option<Vec<syn::Ident>>,
+    /// Pointer parameters `autotune`'s trial launches overwrite and must
+    /// restore (`restore = [c]`).
+    pub restore: Vec<syn::Ident>,
 }
 
 /// One entry of `configs = [...]`: a value per const generic and the options
@@ -80,6 +86,8 @@ pub enum BlockDim {
 pub struct ConstParam {
     pub name: syn::Ident,
     pub ty: ir::ScalarType,
+    /// The type as written (`usize`), which the launcher's generics keep.
+    pub written: syn::Type,
 }
 
 /// Checks that the configs fit the signature: present when there are const

@@ -47,6 +47,7 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                 Some(ty) => consts.push(ConstParam {
                     name: c.ident.clone(),
                     ty,
+                    written: c.ty.clone(),
                 }),
                 None => errors.push(
                     Diagnostic::new(c.ty.span(), "unsupported const generic type")

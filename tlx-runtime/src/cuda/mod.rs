@@ -37,6 +37,8 @@ pub(crate) struct CudaDevice {
     /// The global scratch of kernels that make tensor descriptors, grown to
     /// the largest launch so far; launches on the one stream take turns.
     scratch: Mutex<Option<CudaSlice<u8>>>,
+    /// The buffer [`CudaDevice::flush_l2`] writes, made on first use.
+    l2_flush: Mutex<Option<CudaSlice<u8>>>,
 }
 
 impl CudaDevice {
@@ -82,6 +84,7 @@ impl CudaDevice {
             multiprocessor_count: multiprocessor_count.max(1) as u32,
             functions: Mutex::new(HashMap::new()),
             scratch: Mutex::new(None),
+            l2_flush: Mutex::new(None),
         })
     }
 
@@ -213,6 +216,67 @@ impl CudaDevice {
         status
             .result()
             .map_err(|e| Error::cuda("cuLaunchKernel", e))
+    }
+
+    /// Evicts the L2 cache's contents by writing a buffer twice its size
+    /// (queued on the stream), so that a timed launch after it starts cold,
+    /// as one in an application does.
+    pub(crate) fn flush_l2(&self) -> Result<(), Error> {
+        let mut flush = self.l2_flush.lock().unwrap_or_else(PoisonError::into_inner);
+        if flush.is_none() {
+            let l2 = self
+                .ctx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+                .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+            let bytes = (2 * l2.max(1 << 20)) as usize;
+            // SAFETY: the buffer is only ever written.
+            let buffer = unsafe { self.stream.alloc::<u8>(bytes) }
+                .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+            *flush = Some(buffer);
+        }
+        if let Some(buffer) = flush.as_mut() {
+            self.stream
+                .memset_zeros(buffer)
+                .map_err(|e| Error::cuda("cuMemsetD8Async", e))?;
+        }
+        Ok(())
+    }
+
+    /// A copy of `len` bytes of device memory at `address` (queued).
+    pub(crate) fn save_bytes(&self, address: u64, len: u64) -> Result<CudaSlice<u8>, Error> {
+        // A 64-bit target: device sizes fit in usize.
+        let len = len as usize;
+        // SAFETY: every byte is written by the copy below before any read.
+        let copy = unsafe { self.stream.alloc::<u8>(len.max(1)) }
+            .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+        let to = copy.device_ptr(&self.stream).0;
+        self.copy_bytes(to, address, len)?;
+        Ok(copy)
+    }
+
+    /// Puts a copy [`CudaDevice::save_bytes`] made back at `address` (queued).
+    pub(crate) fn restore_bytes(
+        &self,
+        address: u64,
+        saved: &CudaSlice<u8>,
+        len: u64,
+    ) -> Result<(), Error> {
+        let from = saved.device_ptr(&self.stream).0;
+        self.copy_bytes(address, from, len as usize)
+    }
+
+    fn copy_bytes(&self, to: u64, from: u64, len: usize) -> Result<(), Error> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // SAFETY: both ranges are device memory of this context that the
+        // caller holds (a buffer it passed, or a copy made here), `len`
+        // bytes long, and the copy is ordered on the one stream.
+        unsafe { result::memcpy_dtod_async(to, from, len, self.stream.cu_stream()) }
+            .map_err(|e| Error::cuda("cuMemcpyDtoDAsync", e))
     }
 
     /// The device address of a global scratch of `per_program` bytes for
