@@ -31,6 +31,12 @@
 
 #![deny(missing_docs, rustdoc::broken_intra_doc_links)]
 
+// The kernels of `ops` are written with `#[tlx::kernel]`, whose expansion
+// names this crate `::tlx`.
+extern crate self as tlx;
+
+pub mod ops;
+
 pub use half;
 pub use tlx_macros::kernel;
 pub use tlx_runtime::{

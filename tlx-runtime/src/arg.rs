@@ -68,6 +68,16 @@ impl PtrValue<'_> {
     pub fn elem(&self) -> ScalarType {
         self.elem
     }
+
+    /// Elements from the pointer to the end of what was passed.
+    pub fn len(&self) -> usize {
+        (self.len_bytes / self.elem.size_bytes().max(1) as u64) as usize
+    }
+
+    /// Whether nothing lies past the pointer.
+    pub fn is_empty(&self) -> bool {
+        self.len_bytes == 0
+    }
 }
 
 /// A scalar argument: its type and its bits (little-endian in the low bytes).

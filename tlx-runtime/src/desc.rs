@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 
 use tlx_core::ir::{DescriptorBlock, ScalarType, Swizzle, TmaBox};
 
-use crate::arg::{KernelArg, PtrTarget};
+use crate::arg::{KernelArg, PtrArg, PtrTarget};
 use crate::buffer::Buffer;
 use crate::cuda::tensor_map::{TiledTensorMap, TmaSwizzle};
 use crate::{Element, Error};
@@ -39,7 +39,21 @@ impl<'a, T: Element> TensorDesc<'a, T> {
     /// first; the innermost stride must be 1). Every element the shape
     /// reaches must lie inside the buffer.
     pub fn new(buffer: &'a Buffer<T>, shape: &[usize], strides: &[usize]) -> Result<Self, Error> {
+        Self::over(buffer, shape, strides)
+    }
+
+    /// [`TensorDesc::new`] over anything passed as a pointer: a buffer, a
+    /// view of one, or a cudarc slice.
+    pub fn over(
+        tensor: &'a impl PtrArg<T>,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<Self, Error> {
         let invalid = |reason: String| Error::InvalidDescriptor { reason };
+        let KernelArg::Ptr(ptr) = tensor.kernel_arg() else {
+            return Err(invalid("the tensor is not passed as a pointer".into()));
+        };
+        let len = (ptr.len_bytes / T::SCALAR.size_bytes() as u64) as usize;
         let rank = shape.len();
         if !(1..=5).contains(&rank) || strides.len() != rank {
             return Err(invalid(format!(
@@ -59,17 +73,14 @@ impl<'a, T: Element> TensorDesc<'a, T> {
             acc.checked_add((n - 1).checked_mul(s)?)
         });
         match last {
-            Some(last) if last < buffer.len() => {}
-            _ => {
-                return Err(invalid(format!(
-                "shape {shape:?} with strides {strides:?} reaches past the buffer's {} elements",
-                buffer.len()
-            )))
-            }
+            Some(last) if last < len => {}
+            _ => return Err(invalid(format!(
+                "shape {shape:?} with strides {strides:?} reaches past the buffer's {len} elements"
+            ))),
         }
         let mut value = TensorDescValue {
             elem: T::SCALAR,
-            target: buffer.target(0),
+            target: ptr.target,
             rank: rank as u8,
             shape: [0; 5],
             strides: [0; 5],

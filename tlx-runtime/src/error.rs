@@ -143,6 +143,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// Arguments of a ready-made op (`tlx::ops`) that do not describe its
+    /// operands: a size of zero or beyond a kernel's i32 indexing, or a
+    /// buffer too short for the shape.
+    #[error("tlx::ops::{op}: {reason}")]
+    InvalidShape {
+        /// The op, e.g. `gemm`.
+        op: &'static str,
+        /// What is wrong, and what the op expects.
+        reason: String,
+    },
+
     /// A kernel configuration that cannot run, e.g. with `num_warps` or the
     /// cluster shape out of range; also autotuning with no candidates.
     #[error("kernel `{kernel}`: {reason}")]

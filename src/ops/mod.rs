@@ -1,0 +1,74 @@
+//! Ready-made kernels an application calls without writing one: [`gemm`],
+//! [`softmax`], [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
+//! views or cudarc slices ([`PtrArg`](crate::PtrArg)) holding row-major,
+//! contiguous tensors, checks the shape against what they hold
+//! ([`Error::InvalidShape`](crate::Error::InvalidShape) otherwise), and
+//! launches the configuration the call-site autotuner picks for the shape on
+//! this GPU (the first one on the CPU interpreter, where the ops run too).
+//! Outputs must not overlap inputs: autotuning runs each configuration on
+//! the call's own arguments.
+//!
+//! ```
+//! use tlx::prelude::*;
+//!
+//! let dev = Device::cpu();
+//! let (rows, cols) = (4, 300);
+//! let x = dev.upload(&vec![0.5f32; rows * cols])?;
+//! let y = dev.alloc::<f32>(rows * cols)?;
+//! tlx::ops::softmax(&dev, &x, &y, rows, cols)?;
+//! let p = y.download()?;
+//! assert!((p[..cols].iter().sum::<f32>() - 1.0).abs() < 1e-5);
+//! # Ok::<(), tlx::Error>(())
+//! ```
+
+mod gemm;
+mod rows;
+
+pub use gemm::{gemm, GemmElement};
+pub use rows::{layer_norm, rms_norm, softmax, RowElement};
+
+use crate::args::KernelArg;
+use crate::{Element, Error, PtrArg};
+
+/// The largest extent a kernel indexes with its i32 arithmetic.
+const MAX_EXTENT: usize = i32::MAX as usize;
+
+/// Checks that `value` holds at least `needed` elements; `what` names it.
+fn holds<T: Element>(
+    op: &'static str,
+    what: &str,
+    value: &impl PtrArg<T>,
+    needed: usize,
+) -> Result<(), Error> {
+    let len = match value.kernel_arg() {
+        KernelArg::Ptr(p) => p.len(),
+        _ => 0,
+    };
+    if len < needed {
+        return Err(Error::InvalidShape {
+            op,
+            reason: format!("`{what}` holds {len} elements, but the shape needs {needed}"),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that every extent is at least 1 and that their product fits the
+/// kernels' i32 indexing; returns the product.
+fn extents(op: &'static str, dims: &[(&str, usize)]) -> Result<usize, Error> {
+    let invalid = |reason: String| Err(Error::InvalidShape { op, reason });
+    if let Some((name, _)) = dims.iter().find(|(_, d)| *d == 0) {
+        return invalid(format!("`{name}` is 0; every extent must be at least 1"));
+    }
+    let product = dims
+        .iter()
+        .try_fold(1usize, |p, (_, d)| p.checked_mul(*d))
+        .filter(|&p| p <= MAX_EXTENT);
+    match product {
+        Some(p) => Ok(p),
+        None => invalid(format!(
+            "{dims:?} spans more than 2^31 - 1 elements, beyond the kernels' 32-bit indexing; \
+             split the work into smaller calls"
+        )),
+    }
+}

@@ -1,0 +1,168 @@
+//! `tlx::ops` against f64 references on fresh random inputs, outputs
+//! poisoned first: `gemm` through both of its kernels (TMA where the rows
+//! allow, masked pointers where not), and the row-wise ops over rows
+//! shorter and longer than one block, in f32 and bf16. On the interpreter
+//! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
+//! errors.
+
+use tlx::prelude::*;
+
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::fresh_rng;
+
+fn bf16s(v: &[f32]) -> Vec<bf16> {
+    v.iter().map(|x| bf16::from_f32(*x)).collect()
+}
+
+fn widen(v: &[bf16]) -> Vec<f64> {
+    v.iter().map(|x| f64::from(x.to_f32())).collect()
+}
+
+/// Largest error relative to the largest reference magnitude; NaN (an
+/// element left poisoned) counts as infinitely wrong.
+fn relative_error(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0f64, |m, w| m.max(w.abs()));
+    got.iter().zip(want).fold(0f64, |m, (g, w)| {
+        let e = (g - w).abs();
+        if e.is_nan() {
+            f64::INFINITY
+        } else {
+            m.max(e / scale)
+        }
+    })
+}
+
+fn gemm_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
+    let mut rng = fresh_rng();
+    let a = bf16s(&rng.vec(m * k, 1.0));
+    let b = bf16s(&rng.vec(k * n, 1.0));
+    let (da, db) = (
+        dev.upload(&a).expect("upload"),
+        dev.upload(&b).expect("upload"),
+    );
+    let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
+    tlx::ops::gemm(dev, &da, &db, &dc, (m, n, k)).expect("gemm");
+    let (a, b) = (widen(&a), widen(&b));
+    let want: Vec<f64> = (0..m * n)
+        .map(|x| (0..k).map(|p| a[x / n * k + p] * b[p * n + x % n]).sum())
+        .collect();
+    let err = relative_error(&widen(&dc.download().expect("download")), &want);
+    assert!(err < 1e-2, "gemm {m}x{n}x{k}: relative error {err}");
+}
+
+fn rows_agree(dev: &Device, rows: usize, cols: usize) {
+    let mut rng = fresh_rng();
+    // A large offset: layer_norm must not lose the variance to it.
+    let x: Vec<f32> = rng.vec(rows * cols, 2.0).iter().map(|v| v + 30.0).collect();
+    let w = rng.vec(cols, 1.0);
+    let bias = rng.vec(cols, 1.0);
+    let up = |v: &[f32]| dev.upload(v).expect("upload");
+    let poisoned = || dev.upload(&vec![f32::NAN; rows * cols]).expect("upload");
+    let (dx, dw, db) = (up(&x), up(&w), up(&bias));
+    let (soft, rms, layer) = (poisoned(), poisoned(), poisoned());
+    tlx::ops::softmax(dev, &dx, &soft, rows, cols).expect("softmax");
+    tlx::ops::rms_norm(dev, &dx, &dw, &rms, (rows, cols), 1e-6).expect("rms_norm");
+    tlx::ops::layer_norm(dev, &dx, (&dw, &db), &layer, (rows, cols), 1e-5).expect("layer_norm");
+    let mut want = (Vec::new(), Vec::new(), Vec::new());
+    for row in x.chunks(cols) {
+        let r: Vec<f64> = row.iter().map(|v| f64::from(*v)).collect();
+        let top = r.iter().copied().fold(f64::MIN, f64::max);
+        let total: f64 = r.iter().map(|v| (v - top).exp()).sum();
+        want.0.extend(r.iter().map(|v| (v - top).exp() / total));
+        let ms = r.iter().map(|v| v * v).sum::<f64>() / cols as f64;
+        let scale = 1.0 / (ms + 1e-6).sqrt();
+        want.1
+            .extend(r.iter().zip(&w).map(|(v, g)| v * scale * f64::from(*g)));
+        let mean = r.iter().sum::<f64>() / cols as f64;
+        let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cols as f64;
+        let rstd = 1.0 / (var + 1e-5).sqrt();
+        let affine = r.iter().zip(w.iter().zip(&bias));
+        want.2
+            .extend(affine.map(|(v, (g, h))| (v - mean) * rstd * f64::from(*g) + f64::from(*h)));
+    }
+    let got = |b: &Buffer<f32>| -> Vec<f64> {
+        b.download()
+            .expect("download")
+            .iter()
+            .map(|v| f64::from(*v))
+            .collect()
+    };
+    for (name, buffer, want) in [
+        ("softmax", &soft, &want.0),
+        ("rms_norm", &rms, &want.1),
+        ("layer_norm", &layer, &want.2),
+    ] {
+        let err = relative_error(&got(buffer), want);
+        assert!(err < 1e-4, "{name} {rows}x{cols}: relative error {err}");
+    }
+}
+
+/// bf16 rows: the same ops, rounded once at the end.
+fn bf16_softmax_agrees(dev: &Device, rows: usize, cols: usize) {
+    let x = bf16s(&fresh_rng().vec(rows * cols, 3.0));
+    let dx = dev.upload(&x).expect("upload");
+    let dy = dev.upload(&vec![bf16::NAN; rows * cols]).expect("upload");
+    tlx::ops::softmax(dev, &dx, &dy, rows, cols).expect("softmax");
+    let mut want = Vec::new();
+    for r in widen(&x).chunks(cols) {
+        let top = r.iter().copied().fold(f64::MIN, f64::max);
+        let total: f64 = r.iter().map(|v| (v - top).exp()).sum();
+        want.extend(r.iter().map(|v| (v - top).exp() / total));
+    }
+    let err = relative_error(&widen(&dy.download().expect("download")), &want);
+    assert!(
+        err < 1e-2,
+        "bf16 softmax {rows}x{cols}: relative error {err}"
+    );
+}
+
+fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
+    for &shape in gemm_shapes {
+        gemm_agrees(dev, shape);
+    }
+    rows_agree(dev, 3, 300);
+    rows_agree(dev, 2, 5000);
+    bf16_softmax_agrees(dev, 4, 1500);
+}
+
+#[test]
+fn ops_on_the_interpreter() {
+    // TMA rows (k and n multiples of 8) and rows it cannot take.
+    all_agree(&Device::cpu(), &[(136, 264, 72), (70, 50, 30)]);
+}
+
+#[test]
+fn bad_shapes_are_typed_errors() {
+    let dev = Device::cpu();
+    let a = dev.alloc::<bf16>(64 * 32).expect("alloc");
+    let c = dev.alloc::<bf16>(64 * 64).expect("alloc");
+    let short = tlx::ops::gemm(&dev, &a, &a, &c, (64, 128, 32)).expect_err("b holds 2048");
+    assert!(
+        matches!(short, Error::InvalidShape { op: "gemm", .. }),
+        "{short}"
+    );
+    assert!(
+        short.to_string().contains("`b` holds 2048 elements"),
+        "{short}"
+    );
+    let empty = tlx::ops::gemm(&dev, &a, &a, &c, (0, 64, 32)).expect_err("m = 0");
+    assert!(empty.to_string().contains("`m` is 0"), "{empty}");
+    let x = dev.alloc::<f32>(10).expect("alloc");
+    let huge = tlx::ops::softmax(&dev, &x, &x, 1 << 20, 1 << 12).expect_err("2^32 elements");
+    assert!(huge.to_string().contains("32-bit indexing"), "{huge}");
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn ops_on_the_gpu() {
+    match Device::cuda(0) {
+        Ok(dev) => all_agree(
+            &dev,
+            &[(1000, 1032, 520), (517, 300, 94), (4096, 4096, 4096)],
+        ),
+        Err(e) => println!("skipped: needs a GPU ({e})"),
+    }
+}
