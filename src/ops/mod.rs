@@ -1,8 +1,8 @@
 //! Ready-made kernels an application calls without writing one: [`gemm`],
 //! [`softmax`], [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
-//! views or cudarc slices ([`PtrArg`](crate::PtrArg)) holding row-major,
+//! views or cudarc slices ([`PtrArg`]) holding row-major,
 //! contiguous tensors, checks the shape against what they hold
-//! ([`Error::InvalidShape`](crate::Error::InvalidShape) otherwise), and
+//! ([`Error::InvalidShape`] otherwise), and
 //! launches the configuration the call-site autotuner picks for the shape on
 //! this GPU (the first one on the CPU interpreter, where the ops run too).
 //! Outputs must not overlap inputs: autotuning runs each configuration on
