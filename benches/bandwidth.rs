@@ -680,6 +680,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         layernorm_sweep(&dev, &mut timer, cols, copy, &mut rows)?;
     }
 
+    // `tlx::ops`: the ready-made row-wise kernels (autotuned on the first
+    // call, which `median_ms`'s warm-up makes), bytes moved once each way.
+    if wanted("ops") {
+        for (rows_n, cols) in [(1usize << 16, 4096usize), (1 << 12, 65536)] {
+            let elems = rows_n * cols;
+            let x = dev.upload(&vec![half::bf16::from_f32(0.5); elems])?;
+            let y = dev.alloc::<half::bf16>(elems)?;
+            let w = dev.upload(&vec![half::bf16::ONE; cols])?;
+            let bytes = 2.0 * 2.0 * elems as f64;
+            let label = format!("tlx::ops bf16 {rows_n}x{cols}");
+            sweep!(
+                label,
+                bytes,
+                [
+                    ("softmax", tlx::ops::softmax(&dev, &x, &y, rows_n, cols)),
+                    (
+                        "rms_norm",
+                        tlx::ops::rms_norm(&dev, &x, &w, &y, (rows_n, cols), 1e-6)
+                    ),
+                    (
+                        "layer_norm",
+                        tlx::ops::layer_norm(&dev, &x, (&w, &w), &y, (rows_n, cols), 1e-5)
+                    ),
+                ]
+            );
+        }
+    }
+
     println!("\n| kernel | ms | TB/s | x copy |\n| --- | --- | --- | --- |");
     for r in rows {
         println!(

@@ -201,9 +201,11 @@ trait GemmElement: tlx::Element + Copy {
 /// (`BLOCK_M x BLOCK_N x BLOCK_K`, warps, stages), then the TLX-style
 /// kernels of `examples/hopper_gemm_ws.rs`, `hopper_gemm_pipelined.rs`,
 /// `hopper_gemm_pipe.rs` and `hopper_gemm_cluster.rs` (bf16 only), then the
-/// block-language kernel with tensor descriptors. Labels of TLX-layer
-/// kernels start with "TLX"; the others are block-level `dot`.
-const CONFIGS: [&str; 17] = [
+/// block-language kernel with tensor descriptors, and `tlx::ops::gemm`
+/// (which autotunes among its own descriptor kernel's configurations).
+/// Labels of TLX-layer kernels start with "TLX"; the others are
+/// block-level `dot`.
+const CONFIGS: [&str; 18] = [
     "128x128x64 w8 s4",
     "128x256x64 w8 s4",
     "128x128x64 w4 s5",
@@ -221,6 +223,7 @@ const CONFIGS: [&str; 17] = [
     "desc 128x256x32 w8 s8",
     "desc 128x256x64 w8 s4, TMA store",
     "desc 128x256x32 w8 s8, TMA store",
+    "tlx::ops::gemm (autotuned)",
 ];
 
 /// Launches one configuration of `kernel` over an `(m, n, k)` problem: one
@@ -345,6 +348,7 @@ macro_rules! gemm_element {
                         8,
                         1
                     ),
+                    17 => tlx::ops::gemm(dev, a, b, c, shape),
                     _ => return None,
                 })
             }

@@ -105,57 +105,116 @@ pub fn layer_norm<T: RowElement, P: PtrArg<T>>(
 
 macro_rules! row_kernels {
     ($t:ident, $softmax:ident, $rms:ident, $layer:ident) => {
-        /// Softmax in two passes: a running maximum and a sum rescaled to
-        /// it per lane, combined at the end; then the normalized values.
-        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8)], key = [cols])]
+        /// Softmax. A row of one block is read once and kept in registers;
+        /// a longer one in two passes: a running maximum and a sum rescaled
+        /// to it per lane, combined at the end (the row asked to stay in L2
+        /// for the second pass), then the normalized values.
+        #[tlx::kernel(configs = [
+                    (BLOCK = 1024, num_warps = 4),
+                    (BLOCK = 4096, num_warps = 8),
+                    (BLOCK = 8192, num_warps = 16),
+                ], key = [cols])]
         fn $softmax<const BLOCK: usize>(x: Ptr<$t>, y: Ptr<$t>, cols: i32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
-            // Finite, so that lanes no column reaches never meet inf - inf.
-            let lowest = -3.0e38;
-            let mut m = full([BLOCK], lowest, f32);
-            let mut s = zeros([BLOCK], f32);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
+            if cols <= BLOCK {
+                let c = arange(0, BLOCK);
                 let mask = c < cols;
                 let v = load(xr + c, mask = mask, other = 0.0).to(f32);
-                let v = select(mask, v, lowest);
-                let top = maximum(m, v);
-                s = s * exp(m - top) + select(mask, exp(v - top), 0.0);
-                m = top;
-            }
-            let row_max = max(m, axis = 0);
-            let total = sum(s * exp(m - row_max), axis = 0);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
-                let mask = c < cols;
-                let v = load(xr + c, mask = mask, other = 0.0).to(f32);
-                store(yr + c, (exp(v - row_max) / total).to($t), mask = mask);
+                let v = select(mask, v, -3.0e38);
+                let e = exp(v - max(v, axis = 0));
+                store(yr + c, (e / sum(e, axis = 0)).to($t), mask = mask);
+            } else {
+                // Finite, so that lanes no column reaches never meet inf - inf.
+                let lowest = -3.0e38;
+                let mut m = full([BLOCK], lowest, f32);
+                let mut s = zeros([BLOCK], f32);
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let mask = c < cols;
+                    let v = load(
+                        xr + c,
+                        mask = mask,
+                        other = 0.0,
+                        eviction_policy = "evict_last",
+                    );
+                    let v = select(mask, v.to(f32), lowest);
+                    let top = maximum(m, v);
+                    s = s * exp(m - top) + select(mask, exp(v - top), 0.0);
+                    m = top;
+                }
+                let row_max = max(m, axis = 0);
+                let total = sum(s * exp(m - row_max), axis = 0);
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let mask = c < cols;
+                    let v = load(
+                        xr + c,
+                        mask = mask,
+                        other = 0.0,
+                        eviction_policy = "evict_first",
+                    );
+                    store(
+                        yr + c,
+                        (exp(v.to(f32) - row_max) / total).to($t),
+                        mask = mask,
+                    );
+                }
             }
         }
 
-        /// RMSNorm: the mean square in one pass, the scaled row in another.
-        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8)], key = [cols])]
+        /// RMSNorm: the mean square, then the scaled row; one read of a row
+        /// of one block, two of a longer one.
+        #[tlx::kernel(configs = [
+                    (BLOCK = 1024, num_warps = 4),
+                    (BLOCK = 4096, num_warps = 8),
+                    (BLOCK = 8192, num_warps = 16),
+                ], key = [cols])]
         fn $rms<const BLOCK: usize>(x: Ptr<$t>, w: Ptr<$t>, y: Ptr<$t>, cols: i32, eps: f32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
-            let mut squares = zeros([BLOCK], f32);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
-                let v = load(xr + c, mask = c < cols, other = 0.0).to(f32);
-                squares += v * v;
-            }
-            let scale = rsqrt(sum(squares, axis = 0) / cols.to(f32) + eps);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
+            if cols <= BLOCK {
+                let c = arange(0, BLOCK);
                 let mask = c < cols;
                 let v = load(xr + c, mask = mask, other = 0.0).to(f32);
+                let scale = rsqrt(sum(v * v, axis = 0) / cols.to(f32) + eps);
                 let g = load(w + c, mask = mask, other = 0.0).to(f32);
                 store(yr + c, (v * scale * g).to($t), mask = mask);
+            } else {
+                let mut squares = zeros([BLOCK], f32);
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let v = load(
+                        xr + c,
+                        mask = c < cols,
+                        other = 0.0,
+                        eviction_policy = "evict_last",
+                    );
+                    let v = v.to(f32);
+                    squares += v * v;
+                }
+                let scale = rsqrt(sum(squares, axis = 0) / cols.to(f32) + eps);
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let mask = c < cols;
+                    let v = load(
+                        xr + c,
+                        mask = mask,
+                        other = 0.0,
+                        eviction_policy = "evict_first",
+                    );
+                    let g = load(w + c, mask = mask, other = 0.0).to(f32);
+                    store(yr + c, (v.to(f32) * scale * g).to($t), mask = mask);
+                }
             }
         }
 
         /// LayerNorm: both moments in one pass, shifted by the row's first
-        /// element so that a large mean does not cancel the variance.
-        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8)], key = [cols])]
+        /// element so that a large mean does not cancel the variance; one
+        /// read of a row of one block, two of a longer one.
+        #[tlx::kernel(configs = [
+                    (BLOCK = 1024, num_warps = 4),
+                    (BLOCK = 4096, num_warps = 8),
+                    (BLOCK = 8192, num_warps = 16),
+                ], key = [cols])]
         fn $layer<const BLOCK: usize>(
             x: Ptr<$t>,
             w: Ptr<$t>,
@@ -166,27 +225,59 @@ macro_rules! row_kernels {
         ) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             let shift = load(xr).to(f32);
-            let mut sum1 = zeros([BLOCK], f32);
-            let mut sum2 = zeros([BLOCK], f32);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
-                let mask = c < cols;
-                let v = select(mask, load(xr + c, mask = mask, other = 0.0).to(f32) - shift, 0.0);
-                sum1 += v;
-                sum2 += v * v;
-            }
             let count = cols.to(f32);
-            let mean_shifted = sum(sum1, axis = 0) / count;
-            let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
-            let mean = mean_shifted + shift;
-            let rstd = rsqrt(maximum(var, 0.0) + eps);
-            for off in (0..cols).step_by(BLOCK) {
-                let c = off + arange(0, BLOCK);
+            if cols <= BLOCK {
+                let c = arange(0, BLOCK);
                 let mask = c < cols;
                 let v = load(xr + c, mask = mask, other = 0.0).to(f32);
+                let d = select(mask, v - shift, 0.0);
+                let mean_shifted = sum(d, axis = 0) / count;
+                let var = sum(d * d, axis = 0) / count - mean_shifted * mean_shifted;
+                let rstd = rsqrt(maximum(var, 0.0) + eps);
                 let g = load(w + c, mask = mask, other = 0.0).to(f32);
                 let h = load(b + c, mask = mask, other = 0.0).to(f32);
-                store(yr + c, ((v - mean) * rstd * g + h).to($t), mask = mask);
+                store(
+                    yr + c,
+                    ((d - mean_shifted) * rstd * g + h).to($t),
+                    mask = mask,
+                );
+            } else {
+                let mut sum1 = zeros([BLOCK], f32);
+                let mut sum2 = zeros([BLOCK], f32);
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let mask = c < cols;
+                    let v = load(
+                        xr + c,
+                        mask = mask,
+                        other = 0.0,
+                        eviction_policy = "evict_last",
+                    );
+                    let d = select(mask, v.to(f32) - shift, 0.0);
+                    sum1 += d;
+                    sum2 += d * d;
+                }
+                let mean_shifted = sum(sum1, axis = 0) / count;
+                let var = sum(sum2, axis = 0) / count - mean_shifted * mean_shifted;
+                let rstd = rsqrt(maximum(var, 0.0) + eps);
+                let mean = mean_shifted + shift;
+                for off in (0..cols).step_by(BLOCK) {
+                    let c = off + arange(0, BLOCK);
+                    let mask = c < cols;
+                    let v = load(
+                        xr + c,
+                        mask = mask,
+                        other = 0.0,
+                        eviction_policy = "evict_first",
+                    );
+                    let g = load(w + c, mask = mask, other = 0.0).to(f32);
+                    let h = load(b + c, mask = mask, other = 0.0).to(f32);
+                    store(
+                        yr + c,
+                        ((v.to(f32) - mean) * rstd * g + h).to($t),
+                        mask = mask,
+                    );
+                }
             }
         }
 
@@ -205,7 +296,8 @@ macro_rules! row_kernels {
                         $rms::autotune(device, |_| grid, x, weight, y, cols, eps).map(|_| ())
                     }
                     Row::LayerNorm { weight, bias, eps } => {
-                        $layer::autotune(device, |_| grid, x, weight, bias, y, cols, eps).map(|_| ())
+                        $layer::autotune(device, |_| grid, x, weight, bias, y, cols, eps)
+                            .map(|_| ())
                     }
                 }
             }

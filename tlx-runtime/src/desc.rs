@@ -74,9 +74,11 @@ impl<'a, T: Element> TensorDesc<'a, T> {
         });
         match last {
             Some(last) if last < len => {}
-            _ => return Err(invalid(format!(
+            _ => {
+                return Err(invalid(format!(
                 "shape {shape:?} with strides {strides:?} reaches past the buffer's {len} elements"
-            ))),
+            )))
+            }
         }
         let mut value = TensorDescValue {
             elem: T::SCALAR,
