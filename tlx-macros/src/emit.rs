@@ -548,7 +548,20 @@ fn launcher(
         .params
         .iter()
         .any(|(_, p)| !matches!(p, SigParam::Plain(ParamKind::Scalar(_))));
-    let (args_struct, launch_with) = named_args(vis, name, borrows, &arg_fields, &field_args);
+    let (compiled_trait, compiled_bound) = match configs {
+        Some(configs) => compiled_marker(vis, name, &signature.consts, configs),
+        // A kernel that did not compile has its own errors; launches of it
+        // report `NotCompiled` at run time rather than more errors here.
+        None => (quote! {}, quote! {}),
+    };
+    let (args_struct, launch_with) = named_args(
+        vis,
+        name,
+        borrows,
+        &arg_fields,
+        &field_args,
+        &compiled_bound,
+    );
     let config_values: Option<Vec<ConfigValues>> = configs.map(|configs| {
         configs
             .iter()
@@ -588,6 +601,7 @@ fn launcher(
     quote! {
         #errors
         #spec_item
+        #compiled_trait
         #types_alias
         #[doc = #doc]
         #[allow(non_camel_case_types)]
@@ -602,7 +616,7 @@ fn launcher(
                 device: &::tlx::Device,
                 grid: impl ::core::convert::Into<::tlx::Grid>,
                 #(#launch_params),*
-            ) -> ::core::result::Result<(), ::tlx::Error> {
+            ) -> ::core::result::Result<(), ::tlx::Error> #compiled_bound {
                 Self::__tlx_launch(device, grid.into(), &[#(#launch_args),*])
             }
 
@@ -632,6 +646,7 @@ fn named_args(
     borrows: bool,
     fields: &[TokenStream],
     args: &[TokenStream],
+    compiled_bound: &TokenStream,
 ) -> (TokenStream, TokenStream) {
     if fields.is_empty() {
         return (quote! {}, quote! {});
@@ -659,11 +674,66 @@ fn named_args(
             device: &::tlx::Device,
             grid: impl ::core::convert::Into<::tlx::Grid>,
             args: #struct_name #used,
-        ) -> ::core::result::Result<(), ::tlx::Error> {
+        ) -> ::core::result::Result<(), ::tlx::Error> #compiled_bound {
             Self::__tlx_launch(device, grid.into(), &[#(#args),*])
         }
     };
     (args_struct, launch_with)
+}
+
+/// A marker trait that exactly the compiled instances of the launcher
+/// implement, and the `where` clause that makes `launch` ask for it: a
+/// launch with const arguments no configuration has is then a type error at
+/// the call, reported with the other type errors (a failed constant would
+/// surface only once they are fixed), in words from
+/// `#[diagnostic::on_unimplemented]`.
+fn compiled_marker(
+    vis: &syn::Visibility,
+    name: &syn::Ident,
+    consts: &[frontend::ConstParam],
+    configs: &[CompiledConfig],
+) -> (TokenStream, TokenStream) {
+    let marker = format_ident!("__TlxCompiled_{}", name);
+    let labels: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            let values: Vec<String> = c.consts.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            format!("({})", values.join(", "))
+        })
+        .collect();
+    let message = format!("kernel `{name}` was not compiled for `{{Self}}`");
+    let note = format!(
+        "the compiled configurations are {}; add this one to `configs` in its #[tlx::kernel] attribute",
+        labels.join(", ")
+    );
+    let impls = configs.iter().map(|c| {
+        let args = consts.iter().map(|cp| {
+            let value = c
+                .consts
+                .iter()
+                .find(|(k, _)| cp.name == k.as_str())
+                .map_or(0, |(_, v)| *v);
+            const_literal(cp.ty, value)
+        });
+        let generic_args = if consts.is_empty() {
+            quote! {}
+        } else {
+            quote! { <#(#args),*> }
+        };
+        quote! { impl #marker for #name #generic_args {} }
+    });
+    let marker_item = quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #[diagnostic::on_unimplemented(
+            message = #message,
+            label = "no configuration has these const arguments",
+            note = #note
+        )]
+        #vis trait #marker {}
+        #(#impls)*
+    };
+    (marker_item, quote! { where Self: #marker })
 }
 
 /// A constant expression giving the index of the configuration matching the
