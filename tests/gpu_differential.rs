@@ -266,6 +266,7 @@ fn math<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
     store(out + 7 * n + i, expm1(v * 0.5), mask = m);
     store(out + 8 * n + i, erf(v * 0.25), mask = m);
     store(out + 9 * n + i, pow(abs(v) + 0.5, 1.5), mask = m);
+    store(out + 10 * n + i, fdiv(v, 3.0 + v * v), mask = m);
 }
 
 /// Triton's random numbers: the four Philox words, `rand` and `randn`.
@@ -485,12 +486,13 @@ fn math_functions_agree() {
     x[1] = -0.5;
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
-        let out = d.upload(&vec![f32::NAN; 10 * n])?;
+        let out = d.upload(&vec![f32::NAN; 11 * n])?;
         math::<1024>::launch(d, n.div_ceil(1024) as u32, &dx, &out, n as i32)?;
         out.download()
     });
     let names = [
         "tanh", "round", "trunc", "sigmoid", "softplus", "clamp", "log1p", "expm1", "erf", "pow",
+        "fdiv",
     ];
     for (row, name) in names.into_iter().enumerate() {
         let (g, c) = (&g[row * n..][..n], &c[row * n..][..n]);
@@ -504,6 +506,15 @@ fn math_functions_agree() {
             _ => 1e-5,
         };
         assert!(diff <= bound, "{name} differs by {diff}");
+        if name == "fdiv" {
+            // `div.full.f32`: within 2 ulp of the correctly rounded quotient.
+            let ulps = max_ulp_diff(g, c);
+            println!("fdiv: max {ulps} ulp apart");
+            assert!(
+                ulps <= 2,
+                "fdiv is {ulps} ulp from the correctly rounded quotient"
+            );
+        }
     }
 }
 

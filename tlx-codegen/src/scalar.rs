@@ -104,6 +104,14 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
             BinaryOp::Sub => "fsub",
             BinaryOp::Mul => "fmul",
             BinaryOp::Div => "fdiv",
+            BinaryOp::DivFull if s == ScalarType::F32 => {
+                return Ok(f.pure_asm(
+                    "float",
+                    "div.full.f32 $0, $1, $2;",
+                    "=f,f,f",
+                    &[("float", a), ("float", b)],
+                ));
+            }
             BinaryOp::Rem => "frem",
             BinaryOp::Max | BinaryOp::Min => {
                 let name = if op == BinaryOp::Max {
@@ -146,6 +154,7 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
         BinaryOp::Mul => "mul",
         BinaryOp::Div if signed => "sdiv",
         BinaryOp::Div => "udiv",
+        BinaryOp::DivFull => return Err(unsupported(format!("fast division of {s}"))),
         BinaryOp::Rem if signed => "srem",
         BinaryOp::Rem => "urem",
         BinaryOp::And => "and",

@@ -1,4 +1,5 @@
-//! Elementwise math beyond the basics: `tanh`, `round`, `trunc`, and the
+//! Elementwise math beyond the basics: `tanh`, `round`, `trunc`, Triton's
+//! `fdiv` (fast) and `div_rn` (correctly rounded), and the
 //! activations built from `exp` and `log` (`sigmoid`, `softplus`) or from
 //! `maximum`/`minimum` (`clamp`). Each runs on the interpreter against an
 //! f64 reference on fresh random inputs; the same kernel goes through code
@@ -26,6 +27,8 @@ fn math(x: Ptr<f32>, out: Ptr<f32>) {
     store(out + 2048 + i, expm1(v));
     store(out + 2304 + i, erf(v * 0.05));
     store(out + 2560 + i, pow(abs(v) + 0.5, 1.5));
+    store(out + 2816 + i, fdiv(v, 3.0));
+    store(out + 3072 + i, div_rn(v, 7.0));
 }
 "#;
 
@@ -47,11 +50,15 @@ fn references(x: f64) -> [(f64, f64); ROWS] {
         (x.exp_m1(), 64.0),
         (erf(f(x * 0.05)), -1.0),
         (f(x.abs() + 0.5).powf(1.5), 64.0),
+        // Correctly rounded on the interpreter; the GPU's fast division is
+        // within 2 ulp (`gpu_differential`).
+        (x / 3.0, 1.0),
+        (x / 7.0, 1.0),
     ]
 }
 
 /// Rows of `out`, one per function.
-const ROWS: usize = 11;
+const ROWS: usize = 13;
 
 /// erf in f64: its series, exact to f64 rounding for the |x| <= 2 the
 /// test feeds it.
@@ -156,7 +163,13 @@ mod codegen {
         let ptx = tlx_codegen::compile(&kernel, Arch::Sm90a)
             .expect("compiles")
             .ptx;
-        for needle in ["tanh.approx.f32", "cvt.rni.f32.f32", "cvt.rzi.f32.f32"] {
+        for needle in [
+            "tanh.approx.f32",
+            "cvt.rni.f32.f32",
+            "cvt.rzi.f32.f32",
+            "div.full.f32",
+            "div.rn.f32",
+        ] {
             assert!(ptx.contains(needle), "no `{needle}`:\n{ptx}");
         }
         match codegen_common::ptxas() {

@@ -389,6 +389,7 @@ impl<'k> Checker<'k> {
                 let ok = match bop {
                     B::And | B::Or | B::Xor => !s.is_float(),
                     B::Shl | B::Shr | B::MulHi => s.is_int(),
+                    B::DivFull => s == ScalarType::F32,
                     _ => s != ScalarType::Bool,
                 };
                 ensure(ok, || format!("{bop:?} does not apply to {s}"))?;

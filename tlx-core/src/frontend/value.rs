@@ -133,7 +133,7 @@ pub fn fold_binary(op: BinaryOp, a: ConstVal, b: ConstVal) -> Option<ConstVal> {
             BinaryOp::Shr => x.checked_shr(u32::try_from(y).ok()?)?,
             // Constants have no width of their own: `umulhi` of two
             // constants is left to the typed op.
-            BinaryOp::MulHi => return None,
+            BinaryOp::MulHi | BinaryOp::DivFull => return None,
         })),
         (Bool(x), Bool(y)) => Some(Bool(match op {
             BinaryOp::And => x & y,

@@ -106,7 +106,10 @@ fn float_binary(op: BinaryOp, ty: ScalarType, a: &[f32], b: &[f32]) -> FaultResu
     Ok(match op {
         // f32 division is correctly rounded in f32 itself; the f64 route is
         // for the narrow types, where it rounds exactly once.
-        BinaryOp::Div if ty == ScalarType::F32 => a.iter().zip(b).map(|(&x, &y)| x / y).collect(),
+        // The fast division is within 2 ulp of this on the GPU.
+        BinaryOp::Div | BinaryOp::DivFull if ty == ScalarType::F32 => {
+            a.iter().zip(b).map(|(&x, &y)| x / y).collect()
+        }
         BinaryOp::Div => wide(|x, y| x / y),
         // fmod is exact, so no rounding is involved.
         BinaryOp::Rem => a.iter().zip(b).map(|(&x, &y)| x % y).collect(),
@@ -140,9 +143,10 @@ pub(crate) fn int_combine(op: BinaryOp, ty: ScalarType, a: i64, b: i64) -> Optio
         BinaryOp::Add => a.wrapping_add(b),
         BinaryOp::Sub => a.wrapping_sub(b),
         BinaryOp::Mul => a.wrapping_mul(b),
-        BinaryOp::Div if b == 0 => return None,
+        // `DivFull` is f32-only (the verifier sees to it); as `Div` here.
+        BinaryOp::Div | BinaryOp::DivFull if b == 0 => return None,
         BinaryOp::Rem if b == 0 => return None,
-        BinaryOp::Div => a.wrapping_div(b),
+        BinaryOp::Div | BinaryOp::DivFull => a.wrapping_div(b),
         BinaryOp::Rem => a.wrapping_rem(b),
         BinaryOp::Max => a.max(b),
         BinaryOp::Min => a.min(b),

@@ -321,7 +321,7 @@ impl OpCode {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 13] = [
+    pub const ALL: [BinaryOp; 14] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -335,6 +335,7 @@ impl BinaryOp {
         BinaryOp::Shl,
         BinaryOp::Shr,
         BinaryOp::MulHi,
+        BinaryOp::DivFull,
     ];
 
     pub fn mnemonic(self) -> &'static str {
@@ -352,6 +353,7 @@ impl BinaryOp {
             BinaryOp::Shl => "shl",
             BinaryOp::Shr => "shr",
             BinaryOp::MulHi => "mulhi",
+            BinaryOp::DivFull => "divfull",
         }
     }
 }

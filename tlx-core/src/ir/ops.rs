@@ -94,6 +94,10 @@ pub enum BinaryOp {
     /// Integers: the high half of the double-width product (Triton's
     /// `umulhi`), signed or unsigned as the type is.
     MulHi,
+    /// f32 only: division with the GPU's fast `div.full.f32` (Triton's
+    /// `fdiv(x, y, ieee_rounding=False)`), within 2 ulp of the correctly
+    /// rounded quotient; `Div` is correctly rounded.
+    DivFull,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

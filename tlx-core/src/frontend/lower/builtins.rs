@@ -285,6 +285,31 @@ impl<'a> Lowerer<'a> {
                 }
                 Ok(Val::Unit)
             }
+            "fdiv" | "div_rn" => {
+                // Triton's `fdiv(x, y, ieee_rounding=False)`: the GPU's fast
+                // division (`div.full.f32`, within 2 ulp); `div_rn` and
+                // `ieee_rounding = true` round correctly, as `/` does.
+                // 16-bit floats divide in f32, rounded once at the end.
+                let a = if name == "fdiv" {
+                    args.bind(&["x", "y", "ieee_rounding"], 2)?
+                } else {
+                    args.bind(&["x", "y"], 2)?
+                };
+                let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
+                let elem = self.common_elem(&[&x, &y], args.span)?;
+                if !elem.is_float() || matches!(elem, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
+                    return Err(Diagnostic::new(args.span, format!("`{name}` divides f32, f16 or bf16, not `{elem}`"))
+                        .with_hint("integers divide with `/` (rounding toward zero); cast to f32 first for a float quotient"));
+                }
+                let ieee = match a.get(2).copied().flatten() {
+                    Some(e) => self.const_bool(e)?,
+                    None => name == "div_rn",
+                };
+                let ids = self.unify_as(&[&x, &y], ScalarType::F32, args.span)?;
+                let op = if ieee { crate::ir::BinaryOp::Div } else { crate::ir::BinaryOp::DivFull };
+                let quotient = self.binary_op(op, ids[0], ids[1]);
+                Ok(Val::Ir(self.cast(quotient, elem, args.span)?))
+            }
             "umulhi" => {
                 // Triton's `umulhi`: the high half of the double-width product.
                 let a = args.bind(&["x", "y"], 2)?;

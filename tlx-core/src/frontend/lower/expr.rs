@@ -362,6 +362,7 @@ impl<'a> Lowerer<'a> {
                 let valid = match o {
                     BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !s.is_float(),
                     BinaryOp::Shl | BinaryOp::Shr | BinaryOp::MulHi => s.is_int(),
+                    BinaryOp::DivFull => s == ScalarType::F32,
                     _ => s != ScalarType::Bool,
                 };
                 if !valid {
