@@ -220,9 +220,12 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
                 "fmul float {w}, {}",
                 f32_literal(std::f32::consts::LOG2_E)
             ));
-            approx(f, "ex2.approx", &scaled)
+            approx(f, "ex2.approx.ftz", &scaled)
         }),
-        UnaryOp::Exp2 if float => in_f32(f, s, x, |f, w| approx(f, "ex2.approx", w)),
+        // `.ftz`: one MUFU instruction; without it ptxas adds a range test
+        // and two multiplies to keep subnormal results (which the
+        // interpreter flushes too).
+        UnaryOp::Exp2 if float => in_f32(f, s, x, |f, w| approx(f, "ex2.approx.ftz", w)),
         UnaryOp::Log if float => in_f32(f, s, x, |f, w| {
             let l2 = approx(f, "lg2.approx", w);
             f.inst(format!(

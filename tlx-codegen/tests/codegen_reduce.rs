@@ -45,7 +45,7 @@ fn softmax_reduces_with_shuffles_and_needs_no_conversion() {
     for (rows, cols, warps) in [(4, 1024, 4), (16, 128, 4), (1, 64, 1), (2, 8, 8)] {
         for c in compile_all(&softmax(rows, cols, warps)) {
             assert!(c.ptx.contains("shfl.sync.bfly.b32"), "{}", c.ptx);
-            assert!(c.ptx.contains("ex2.approx.f32"));
+            assert!(c.ptx.contains("ex2.approx.ftz.f32"));
             // Reductions across warps use shared memory; the broadcasts back do not.
             let per_row = c.shared_bytes as usize;
             assert!(

@@ -221,8 +221,9 @@ fn float_unary(op: UnaryOp, ty: ScalarType, v: &[f32]) -> FaultResult<Vec<f32>> 
         UnaryOp::Abs => f32::abs,
         UnaryOp::Floor => f32::floor,
         UnaryOp::Ceil => f32::ceil,
-        UnaryOp::Exp => f32::exp,
-        UnaryOp::Exp2 => f32::exp2,
+        // The GPU's `ex2.approx.ftz` flushes subnormal results to zero.
+        UnaryOp::Exp => |x| flush_subnormal(x.exp()),
+        UnaryOp::Exp2 => |x| flush_subnormal(x.exp2()),
         UnaryOp::Log => f32::ln,
         UnaryOp::Log2 => f32::log2,
         UnaryOp::Sqrt => f32::sqrt,
@@ -398,6 +399,15 @@ pub(crate) fn bitcast(from: ScalarType, to: ScalarType, value: &Data) -> FaultRe
         Repr::Int => Data::Int(bits.iter().map(|&b| int_from_bits(to, b)).collect()),
         Repr::Bool => Data::Bool(bits.iter().map(|&b| b != 0).collect()),
     })
+}
+
+/// `x`, or a zero of its sign when it is subnormal.
+fn flush_subnormal(x: f32) -> f32 {
+    if x.is_subnormal() {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
 }
 
 #[cfg(test)]
