@@ -110,10 +110,10 @@ macro_rules! row_kernels {
         /// to it per lane, combined at the end (the row asked to stay in L2
         /// for the second pass), then the normalized values.
         #[tlx::kernel(configs = [
-                                    (BLOCK = 1024, num_warps = 4),
-                                    (BLOCK = 4096, num_warps = 8),
-                                    (BLOCK = 8192, num_warps = 16),
-                                ], key = [cols])]
+                                            (BLOCK = 1024, num_warps = 4),
+                                            (BLOCK = 4096, num_warps = 8),
+                                            (BLOCK = 8192, num_warps = 16),
+                                        ], key = [cols])]
         fn $softmax<const BLOCK: usize>(x: Ptr<$t>, y: Ptr<$t>, cols: i32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -122,7 +122,9 @@ macro_rules! row_kernels {
                 let v = load(xr + c, mask = mask, other = 0.0).to(f32);
                 let v = select(mask, v, -3.0e38);
                 let e = exp(v - max(v, axis = 0));
-                store(yr + c, (e / sum(e, axis = 0)).to($t), mask = mask);
+                // One division per row, a multiply per element.
+                let inv = 1.0 / sum(e, axis = 0);
+                store(yr + c, (e * inv).to($t), mask = mask);
             } else {
                 // Finite, so that lanes no column reaches never meet inf - inf.
                 let lowest = -3.0e38;
@@ -143,7 +145,7 @@ macro_rules! row_kernels {
                     m = top;
                 }
                 let row_max = max(m, axis = 0);
-                let total = sum(s * exp(m - row_max), axis = 0);
+                let inv = 1.0 / sum(s * exp(m - row_max), axis = 0);
                 for off in (0..cols).step_by(BLOCK) {
                     let c = off + arange(0, BLOCK);
                     let mask = c < cols;
@@ -153,11 +155,7 @@ macro_rules! row_kernels {
                         other = 0.0,
                         eviction_policy = "evict_first",
                     );
-                    store(
-                        yr + c,
-                        (exp(v.to(f32) - row_max) / total).to($t),
-                        mask = mask,
-                    );
+                    store(yr + c, (exp(v.to(f32) - row_max) * inv).to($t), mask = mask);
                 }
             }
         }
@@ -165,10 +163,10 @@ macro_rules! row_kernels {
         /// RMSNorm: the mean square, then the scaled row; one read of a row
         /// of one block, two of a longer one.
         #[tlx::kernel(configs = [
-                                    (BLOCK = 1024, num_warps = 4),
-                                    (BLOCK = 4096, num_warps = 8),
-                                    (BLOCK = 8192, num_warps = 16),
-                                ], key = [cols])]
+                                            (BLOCK = 1024, num_warps = 4),
+                                            (BLOCK = 4096, num_warps = 8),
+                                            (BLOCK = 8192, num_warps = 16),
+                                        ], key = [cols])]
         fn $rms<const BLOCK: usize>(x: Ptr<$t>, w: Ptr<$t>, y: Ptr<$t>, cols: i32, eps: f32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -211,10 +209,10 @@ macro_rules! row_kernels {
         /// element so that a large mean does not cancel the variance; one
         /// read of a row of one block, two of a longer one.
         #[tlx::kernel(configs = [
-                                    (BLOCK = 1024, num_warps = 4),
-                                    (BLOCK = 4096, num_warps = 8),
-                                    (BLOCK = 8192, num_warps = 16),
-                                ], key = [cols])]
+                                            (BLOCK = 1024, num_warps = 4),
+                                            (BLOCK = 4096, num_warps = 8),
+                                            (BLOCK = 8192, num_warps = 16),
+                                        ], key = [cols])]
         fn $layer<const BLOCK: usize>(
             x: Ptr<$t>,
             w: Ptr<$t>,

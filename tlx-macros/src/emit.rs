@@ -566,18 +566,7 @@ fn launcher(
         configs
             .iter()
             .map(|c| ConfigValues {
-                consts: signature
-                    .consts
-                    .iter()
-                    .map(|cp| {
-                        let value = c
-                            .consts
-                            .iter()
-                            .find(|(k, _)| cp.name == k.as_str())
-                            .map_or(0, |(_, v)| *v);
-                        const_literal(cp.ty, value)
-                    })
-                    .collect(),
+                consts: const_literals(&signature.consts, c),
                 num_warps: c.num_warps,
             })
             .collect()
@@ -694,27 +683,14 @@ fn compiled_marker(
     configs: &[CompiledConfig],
 ) -> (TokenStream, TokenStream) {
     let marker = format_ident!("__TlxCompiled_{}", name);
-    let labels: Vec<String> = configs
-        .iter()
-        .map(|c| {
-            let values: Vec<String> = c.consts.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            format!("({})", values.join(", "))
-        })
-        .collect();
+    let labels: Vec<String> = configs.iter().map(consts_label).collect();
     let message = format!("kernel `{name}` was not compiled for `{{Self}}`");
     let note = format!(
         "the compiled configurations are {}; add this one to `configs` in its #[tlx::kernel] attribute",
         labels.join(", ")
     );
     let impls = configs.iter().map(|c| {
-        let args = consts.iter().map(|cp| {
-            let value = c
-                .consts
-                .iter()
-                .find(|(k, _)| cp.name == k.as_str())
-                .map_or(0, |(_, v)| *v);
-            const_literal(cp.ty, value)
-        });
+        let args = const_literals(consts, c);
         let generic_args = if consts.is_empty() {
             quote! {}
         } else {
@@ -737,7 +713,8 @@ fn compiled_marker(
 }
 
 /// A constant expression giving the index of the configuration matching the
-/// const generics; a combination that was not compiled fails compilation.
+/// const generics; a combination that was not compiled fails compilation
+/// (after the marker trait of [`compiled_marker`] has reported it).
 fn config_index_tokens(
     name: &syn::Ident,
     consts: &[frontend::ConstParam],
@@ -746,36 +723,47 @@ fn config_index_tokens(
     if consts.is_empty() {
         return quote! { 0 };
     }
-    let compiled: Vec<String> = configs
-        .iter()
-        .map(|c| {
-            c.consts
-                .iter()
-                .map(|(k, v)| format!("{k} = {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .map(|s| format!("({s})"))
-        .collect();
+    let compiled: Vec<String> = configs.iter().map(consts_label).collect();
     let message = format!(
         "tlx: this combination of const arguments was not compiled for kernel `{name}`; compiled: {}. Add it to `configs` in its #[tlx::kernel] attribute.",
         compiled.join(", ")
     );
     let arms = configs.iter().enumerate().map(|(i, c)| {
-        let conds = consts.iter().map(|cp| {
-            let value = c
-                .consts
-                .iter()
-                .find(|(k, _)| cp.name == k.as_str())
-                .map(|(_, v)| *v)
-                .unwrap_or_default();
-            let ident = &cp.name;
-            let lit = const_literal(cp.ty, value);
-            quote! { #ident == #lit }
-        });
+        let conds = consts
+            .iter()
+            .zip(const_literals(consts, c))
+            .map(|(cp, lit)| {
+                let ident = &cp.name;
+                quote! { #ident == #lit }
+            });
         quote! { if #(#conds)&&* { #i } else }
     });
     quote! { #(#arms)* { ::core::panic!(#message) } }
+}
+
+/// The value `config` gives each const generic, in the signature's order.
+fn const_literals(consts: &[frontend::ConstParam], config: &CompiledConfig) -> Vec<TokenStream> {
+    consts
+        .iter()
+        .map(|cp| {
+            let value = config
+                .consts
+                .iter()
+                .find(|(k, _)| cp.name == k.as_str())
+                .map_or(0, |(_, v)| *v);
+            const_literal(cp.ty, value)
+        })
+        .collect()
+}
+
+/// A configuration's constants as `(BM = 64, BN = 128)`.
+fn consts_label(config: &CompiledConfig) -> String {
+    let values: Vec<String> = config
+        .consts
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect();
+    format!("({})", values.join(", "))
 }
 
 fn const_literal(ty: ScalarType, value: i64) -> TokenStream {
