@@ -110,10 +110,10 @@ macro_rules! row_kernels {
         /// to it per lane, combined at the end (the row asked to stay in L2
         /// for the second pass), then the normalized values.
         #[tlx::kernel(configs = [
-                                            (BLOCK = 1024, num_warps = 4),
-                                            (BLOCK = 4096, num_warps = 8),
-                                            (BLOCK = 8192, num_warps = 16),
-                                        ], key = [cols])]
+                                                    (BLOCK = 1024, num_warps = 4),
+                                                    (BLOCK = 4096, num_warps = 8),
+                                                    (BLOCK = 8192, num_warps = 16),
+                                                ], key = [cols])]
         fn $softmax<const BLOCK: usize>(x: Ptr<$t>, y: Ptr<$t>, cols: i32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -163,10 +163,10 @@ macro_rules! row_kernels {
         /// RMSNorm: the mean square, then the scaled row; one read of a row
         /// of one block, two of a longer one.
         #[tlx::kernel(configs = [
-                                            (BLOCK = 1024, num_warps = 4),
-                                            (BLOCK = 4096, num_warps = 8),
-                                            (BLOCK = 8192, num_warps = 16),
-                                        ], key = [cols])]
+                                                    (BLOCK = 1024, num_warps = 4),
+                                                    (BLOCK = 4096, num_warps = 8),
+                                                    (BLOCK = 8192, num_warps = 16),
+                                                ], key = [cols])]
         fn $rms<const BLOCK: usize>(x: Ptr<$t>, w: Ptr<$t>, y: Ptr<$t>, cols: i32, eps: f32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -209,10 +209,10 @@ macro_rules! row_kernels {
         /// element so that a large mean does not cancel the variance; one
         /// read of a row of one block, two of a longer one.
         #[tlx::kernel(configs = [
-                                            (BLOCK = 1024, num_warps = 4),
-                                            (BLOCK = 4096, num_warps = 8),
-                                            (BLOCK = 8192, num_warps = 16),
-                                        ], key = [cols])]
+                                                    (BLOCK = 1024, num_warps = 4),
+                                                    (BLOCK = 4096, num_warps = 8),
+                                                    (BLOCK = 8192, num_warps = 16),
+                                                ], key = [cols])]
         fn $layer<const BLOCK: usize>(
             x: Ptr<$t>,
             w: Ptr<$t>,

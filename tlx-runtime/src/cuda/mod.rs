@@ -7,7 +7,7 @@ pub(crate) mod tensor_map;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cudarc::driver::sys::{
     self, CUdevice_attribute, CUevent_flags, CUfunction, CUfunction_attribute, CUmodule,
@@ -185,9 +185,14 @@ impl CudaDevice {
             })?;
         let mut params = params;
         // The scratch pointer goes after every other argument.
-        let mut scratch = match config.global_scratch_bytes {
-            0 => None,
-            per_program => Some(self.scratch_address(spec.name, grid, per_program)?),
+        // The lock is held until the launch is queued: a launch with a larger
+        // grid that replaced the buffer in between would free it under this one.
+        let (_scratch_lock, mut scratch) = match config.global_scratch_bytes {
+            0 => (None, None),
+            per_program => {
+                let (lock, address) = self.scratch_address(spec.name, grid, per_program)?;
+                (Some(lock), Some(address))
+            }
         };
         if let Some(address) = scratch.as_mut() {
             params.push((address as *mut u64).cast::<c_void>());
@@ -280,13 +285,14 @@ impl CudaDevice {
     }
 
     /// The device address of a global scratch of `per_program` bytes for
-    /// every program of `grid`, allocated (or grown) on the stream.
+    /// every program of `grid`, allocated (or grown) on the stream, with the
+    /// lock that keeps it from being replaced.
     fn scratch_address(
         &self,
         kernel: &'static str,
         grid: Grid,
         per_program: u32,
-    ) -> Result<u64, Error> {
+    ) -> Result<(MutexGuard<'_, Option<CudaSlice<u8>>>, u64), Error> {
         let programs: u64 = grid.dims().iter().map(|&d| u64::from(d)).product();
         let bytes = programs
             .checked_mul(u64::from(per_program))
@@ -310,7 +316,7 @@ impl CudaDevice {
             reason: "its descriptor scratch was not allocated".into(),
         })?;
         let address = slice.device_ptr(&self.stream).0;
-        Ok(address)
+        Ok((scratch, address))
     }
 
     /// The loaded kernel for a configuration, loading its module on first use.
