@@ -20,6 +20,9 @@ use crate::{Error, Grid};
 use tensor_map::EncodedTensorMap;
 use tlx_core::ir::ParamKind;
 
+/// The held descriptor scratch of a device (see [`CudaDevice::launch`]).
+type ScratchLock<'a> = MutexGuard<'a, Option<CudaSlice<u8>>>;
+
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -292,7 +295,7 @@ impl CudaDevice {
         kernel: &'static str,
         grid: Grid,
         per_program: u32,
-    ) -> Result<(MutexGuard<'_, Option<CudaSlice<u8>>>, u64), Error> {
+    ) -> Result<(ScratchLock<'_>, u64), Error> {
         let programs: u64 = grid.dims().iter().map(|&d| u64::from(d)).product();
         let bytes = programs
             .checked_mul(u64::from(per_program))
