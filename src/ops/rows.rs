@@ -109,11 +109,7 @@ macro_rules! row_kernels {
         /// a longer one in two passes: a running maximum and a sum rescaled
         /// to it per lane, combined at the end (the row asked to stay in L2
         /// for the second pass), then the normalized values.
-        #[tlx::kernel(configs = [
-                                                    (BLOCK = 1024, num_warps = 4),
-                                                    (BLOCK = 4096, num_warps = 8),
-                                                    (BLOCK = 8192, num_warps = 16),
-                                                ], key = [cols])]
+        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8), (BLOCK = 8192, num_warps = 16)], key = [cols])]
         fn $softmax<const BLOCK: usize>(x: Ptr<$t>, y: Ptr<$t>, cols: i32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -162,11 +158,7 @@ macro_rules! row_kernels {
 
         /// RMSNorm: the mean square, then the scaled row; one read of a row
         /// of one block, two of a longer one.
-        #[tlx::kernel(configs = [
-                                                    (BLOCK = 1024, num_warps = 4),
-                                                    (BLOCK = 4096, num_warps = 8),
-                                                    (BLOCK = 8192, num_warps = 16),
-                                                ], key = [cols])]
+        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8), (BLOCK = 8192, num_warps = 16)], key = [cols])]
         fn $rms<const BLOCK: usize>(x: Ptr<$t>, w: Ptr<$t>, y: Ptr<$t>, cols: i32, eps: f32) {
             let (xr, yr) = (x + program_id(0) * cols, y + program_id(0) * cols);
             if cols <= BLOCK {
@@ -208,11 +200,7 @@ macro_rules! row_kernels {
         /// LayerNorm: both moments in one pass, shifted by the row's first
         /// element so that a large mean does not cancel the variance; one
         /// read of a row of one block, two of a longer one.
-        #[tlx::kernel(configs = [
-                                                    (BLOCK = 1024, num_warps = 4),
-                                                    (BLOCK = 4096, num_warps = 8),
-                                                    (BLOCK = 8192, num_warps = 16),
-                                                ], key = [cols])]
+        #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4), (BLOCK = 4096, num_warps = 8), (BLOCK = 8192, num_warps = 16)], key = [cols])]
         fn $layer<const BLOCK: usize>(
             x: Ptr<$t>,
             w: Ptr<$t>,
