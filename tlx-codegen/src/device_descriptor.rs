@@ -168,23 +168,23 @@ impl<'k> Lowerer<'k> {
                     format!("{}.b32 [$0], {ord}, 1;", field("element_stride")),
                 );
             }
-            for (ord, size) in size_words.iter().enumerate() {
-                let text = format!("{}.b32 [$0], {ord}, $1;", field("global_dim"));
+            // Fields from registers: dimension `ord`'s size (b32) or stride (b64).
+            let set_from = |l: &mut Self, name: &str, ord: usize, (ty, value): (&str, &str)| {
+                let (bits, constraint) = if ty == "i64" { (64, "l") } else { (32, "r") };
+                let text = format!("{}.b{bits} [$0], {ord}, $1;", field(name));
+                let constraints = format!("r,{constraint},~{{memory}}");
                 l.f.asm(
                     "void",
                     &text,
-                    "r,r,~{memory}",
-                    &[("i32", &staged), ("i32", size)],
+                    &constraints,
+                    &[("i32", &staged), (ty, value)],
                 );
+            };
+            for (ord, size) in size_words.iter().enumerate() {
+                set_from(l, "global_dim", ord, ("i32", size));
             }
             for (ord, bytes) in stride_bytes.iter().enumerate() {
-                let text = format!("{}.b64 [$0], {ord}, $1;", field("global_stride"));
-                l.f.asm(
-                    "void",
-                    &text,
-                    "r,l,~{memory}",
-                    &[("i32", &staged), ("i64", bytes)],
-                );
+                set_from(l, "global_stride", ord, ("i64", bytes));
             }
             set(l, format!("{}.b32 [$0], {elem_code};", field("elemtype")));
             set(l, format!("{}.b32 [$0], 0;", field("interleave_layout")));

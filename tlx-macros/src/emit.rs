@@ -58,16 +58,16 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
     let attr = frontend::parse_attr(attr);
     // Without a usable attribute, `autotune` still exists (keyed by every
     // scalar), so that the attribute's errors do not cascade.
-    let plan = match &attr {
-        Ok(a) => AutotunePlan::new(&signature, a.autotune_key.as_deref(), &a.restore),
-        Err(_) => Ok(AutotunePlan::every_scalar(&signature)),
-    };
-    let (plan, plan_errors) = match plan {
-        Ok(plan) => (plan, quote! {}),
-        Err(diags) => (
+    let planned = attr
+        .as_ref()
+        .map(|a| AutotunePlan::new(&signature, a.autotune_key.as_deref(), &a.restore));
+    let (plan, plan_errors) = match planned {
+        Ok(Ok(plan)) => (plan, quote! {}),
+        Ok(Err(diags)) => (
             AutotunePlan::every_scalar(&signature),
             diags.to_compile_errors(),
         ),
+        Err(_) => (AutotunePlan::every_scalar(&signature), quote! {}),
     };
     let compiled = attr.and_then(|attr| {
         frontend::check_configs(&attr, function)?;

@@ -53,7 +53,7 @@ impl<'a, T: Element> TensorDesc<'a, T> {
         let KernelArg::Ptr(ptr) = tensor.kernel_arg() else {
             return Err(invalid("the tensor is not passed as a pointer".into()));
         };
-        let len = (ptr.len_bytes / T::SCALAR.size_bytes() as u64) as usize;
+        let len = ptr.len();
         let rank = shape.len();
         if !(1..=5).contains(&rank) || strides.len() != rank {
             return Err(invalid(format!(

@@ -108,7 +108,6 @@ impl<'a> Lowerer<'a> {
         let shape = self.ty(lanes).shape().to_vec();
         // Lane j's bit, where its predicate and mask bit hold: the bits are
         // distinct, so their u32 sum is the ballot.
-        let u32_ty = Type::tensor(Elem::Scalar(ScalarType::U32), shape.clone());
         let lane = self.b.push1(
             OpKind::Arange {
                 start: 0,
@@ -125,15 +124,13 @@ impl<'a> Lowerer<'a> {
         let bit = self.binary_op(BinaryOp::Shl, one, lane);
         let mask_tile = self.u32_tile(mask as u32 as i64, &shape, span)?;
         let bit = self.binary_op(BinaryOp::And, bit, mask_tile);
-        let zero = self.u32_tile(0, &shape, span)?;
-        let voted = self.b.push1(
-            OpKind::Select {
-                cond: lanes,
-                on_true: bit,
-                on_false: zero,
-            },
-            u32_ty,
-        );
+        let voted = self.select_val(
+            Val::Ir(lanes),
+            Val::Ir(bit),
+            Val::Const(ConstVal::Int(0)),
+            span,
+        )?;
+        let voted = self.materialize(&voted, span)?;
         let ballot = self.reduce_runs(voted, ReduceKind::Sum, span)?;
         let ballot_ty = self.ty(ballot).with_elem(Elem::Scalar(ScalarType::I32));
         Ok(Val::Ir(self.b.push1(OpKind::Bitcast(ballot), ballot_ty)))
