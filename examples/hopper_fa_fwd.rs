@@ -4,9 +4,10 @@
 //!
 //! Persistent: one program per SM loops over (batch, head, 128-row query
 //! tile) in head-major order (neighbouring programs share K and V in L2);
-//! causal tiles run longest first across heads, in a back-and-forth order
-//! that gives every program the same work. Its default task (one warp group, few
-//! registers) is the producer: per tile it loads the two 64-row halves of Q,
+//! a causal program takes its tiles in pairs, a head's longest with its
+//! shortest, so that every program gets the same work. Its default task
+//! (one warp group, few registers) is the producer: per tile it loads the
+//! two 64-row halves of Q,
 //! then K and V tiles through rings of `STAGES` shared buffers with TMA,
 //! guarded by `full`/`empty` mbarriers. Two consumer warp groups (a
 //! replicated task) each own one half of Q and pipeline within themselves:
@@ -76,11 +77,11 @@ macro_rules! fa_forward_kernel {
             let stride = num_programs(0);
             // A tile's batch, head, key/value head, first query row and
             // number of key tiles. Programs take every `stride`-th tile.
-            // Without a mask, tiles run head-major (neighbouring programs
-            // share K and V in L2). Causal tiles differ in length, so
-            // they run longest first across all heads, and every other
-            // full round of programs goes backwards, so that no program
-            // keeps drawing the longer tiles of every round.
+            // Tiles run head-major, so that the programs of one round
+            // share K and V in L2. Causal tiles differ in length: a
+            // program takes two in a row (in two consecutive rounds) from
+            // the two ends of one head, the longest left with the
+            // shortest, so every pair holds the same work.
             fn tile_coords(
                 tile: i32,
                 stride: i32,
@@ -90,12 +91,17 @@ macro_rules! fa_forward_kernel {
                 kv_heads: i32,
                 seq_kv: i32,
             ) -> (i32, i32, i32, i32, i32) {
-                let batch_heads = num_tiles / m_tiles;
                 let (batch_head, m) = if CAUSAL {
+                    // Rounds go in twos; in the last two, programs past
+                    // `two` get one tile.
                     let round = tile / stride;
-                    let backwards = (round % 2 == 1) & ((round + 1) * stride <= num_tiles);
-                    let order = if backwards { round * stride + stride - 1 - tile % stride } else { tile };
-                    (order % batch_heads, m_tiles - 1 - order / batch_heads)
+                    let base = round / 2 * (2 * stride);
+                    let two = maximum(minimum(2 * stride, num_tiles - base) - stride, 0);
+                    let p = tile % stride;
+                    let order = if p < two { base + 2 * p + round % 2 } else { base + two + p };
+                    let k = order % m_tiles;
+                    let m = if k % 2 == 0 { m_tiles - 1 - k / 2 } else { k / 2 };
+                    (order / m_tiles, m)
                 } else {
                     (tile / m_tiles, tile % m_tiles)
                 };
