@@ -12,7 +12,7 @@ use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead};
 use super::prims::{buffer_layout, TmaDirection};
 use tlx_core::ir::{
-    shared_swizzle, without_leading_ones, Elem, Op, OpKind, Prim, SharedMemoryType,
+    shared_swizzle, without_leading_ones, Elem, Op, OpKind, Prim, SharedMemoryType, StoreReduce,
     TensorDescriptorType, Type, ValueId,
 };
 use tlx_core::layout::SharedLayout;
@@ -179,7 +179,7 @@ impl<'k> Lowerer<'k> {
             "true",
             &block.buffer,
             (&desc_reg, &src),
-            TmaDirection::Store,
+            TmaDirection::Store(StoreReduce::None),
             &coords,
         );
         self.on_first_thread("true", |l| {

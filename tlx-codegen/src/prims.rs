@@ -16,8 +16,8 @@ use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
 use super::CodegenError;
 use tlx_core::ir::{
-    Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, Swizzle, TmaBox,
-    Type, ValueId,
+    Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, StoreReduce,
+    Swizzle, TmaBox, Type, ValueId,
 };
 use tlx_core::layout::{self, wgmma_register_a, SharedLayout};
 
@@ -384,7 +384,15 @@ impl<'k> Lowerer<'k> {
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.fence_async_shared();
                 self.barrier();
-                self.tma_block("true", &m, (&desc, &src), TmaDirection::Store, &coords);
+                let reduce = StoreReduce::from_code(imm(0)?)
+                    .ok_or_else(|| malformed("an unknown store reduction"))?;
+                self.tma_block(
+                    "true",
+                    &m,
+                    (&desc, &src),
+                    TmaDirection::Store(reduce),
+                    &coords,
+                );
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
@@ -698,9 +706,9 @@ impl<'k> Lowerer<'k> {
         direction: TmaDirection,
         coords: &[String],
     ) {
-        let (barrier, multicast) = match direction {
-            TmaDirection::Load { barrier, multicast } => (Some(barrier), multicast),
-            TmaDirection::Store => (None, None),
+        let (barrier, multicast, reduce) = match direction {
+            TmaDirection::Load { barrier, multicast } => (Some(barrier), multicast, None),
+            TmaDirection::Store(reduce) => (None, None, reduce.atomic().map(|_| reduce.name())),
         };
         let tma = TmaBox::new(m.elem(), m.shape());
         let piece_bytes = tma.box_shape.iter().product::<usize>() * m.elem().size_bytes();
@@ -722,9 +730,15 @@ impl<'k> Lowerer<'k> {
                         "cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [$0], [$1, {{{at_coords}}}], [$2], ${};",
                         first + coords.len()
                     ),
-                    (None, _) => format!(
-                        "cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [$1, {{{at_coords}}}], [$0];"
-                    ),
+                    (None, _) => match reduce {
+                        None => format!(
+                            "cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [$1, {{{at_coords}}}], [$0];"
+                        ),
+                        // The element type is the tensor map's.
+                        Some(op) => format!(
+                            "cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{op}.tile.bulk_group [$1, {{{at_coords}}}], [$0];"
+                        ),
+                    },
                 };
                 let mut constraints = vec!["r", "l"];
                 constraints.extend(std::iter::repeat_n("r", ops.len() - 2));
@@ -811,8 +825,9 @@ pub(super) enum TmaDirection<'a> {
         barrier: &'a str,
         multicast: Option<&'a str>,
     },
-    /// Out of shared memory, committed as one bulk group.
-    Store,
+    /// Out of shared memory, committed as one bulk group; a reduction
+    /// other than `None` combines each element with the one in memory.
+    Store(StoreReduce),
 }
 
 /// Which of wgmma's requirements an `async_dot` misses, as `": reason"`

@@ -24,7 +24,7 @@ pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind}
 pub use ops::*;
 pub use prim::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Prim, PrimSignature,
-    TmaBox,
+    StoreReduce, TmaBox,
 };
 pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};

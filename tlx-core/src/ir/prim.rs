@@ -51,8 +51,11 @@ pub enum Prim {
     /// the descriptor's block at `offsets` (elements) into `buffer`,
     /// completing its bytes on `barrier`; out-of-bounds elements read zero.
     AsyncDescriptorLoad,
-    /// `async_descriptor_store(desc, buffer, offsets)`: a TMA copy of `buffer`
-    /// into the block at `offsets`; out-of-bounds elements are not written.
+    /// `async_descriptor_store(desc, buffer, offsets, store_reduce)`: a TMA
+    /// copy of `buffer` into the block at `offsets`, or with a
+    /// [`StoreReduce`] other than `None` (the immediate's code), an atomic
+    /// combination with the block's elements; out-of-bounds elements are
+    /// not touched.
     AsyncDescriptorStore,
     /// `async_descriptor_store_wait(pendings)`: until at most `pendings` TMA
     /// stores of this thread are still reading their buffers.
@@ -116,6 +119,92 @@ pub enum Prim {
     /// elements, outermost first; the innermost stride is 1) are run-time
     /// values, moving blocks of the result type's shape.
     MakeTensorDescriptor,
+}
+
+/// What `async_descriptor_store` does with the elements already in its
+/// block (TLX's `store_reduce`): overwrite them, or combine each with the
+/// buffer's element atomically (`cp.reduce.async.bulk.tensor`), e.g. to
+/// accumulate partial sums of many programs in one f32 tensor.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StoreReduce {
+    None,
+    Add,
+    Min,
+    Max,
+    And,
+    Or,
+    Xor,
+}
+
+impl StoreReduce {
+    /// Every choice with TLX's name for it (`""` is the plain store); the
+    /// position is the immediate's code.
+    pub const ALL: [(StoreReduce, &'static str); 7] = [
+        (StoreReduce::None, ""),
+        (StoreReduce::Add, "add"),
+        (StoreReduce::Min, "min"),
+        (StoreReduce::Max, "max"),
+        (StoreReduce::And, "and"),
+        (StoreReduce::Or, "or"),
+        (StoreReduce::Xor, "xor"),
+    ];
+
+    pub fn code(self) -> i64 {
+        Self::ALL.iter().position(|(r, _)| *r == self).unwrap_or(0) as i64
+    }
+
+    pub fn from_code(code: i64) -> Option<StoreReduce> {
+        let i = usize::try_from(code).ok()?;
+        Self::ALL.get(i).map(|(r, _)| *r)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL[self.code() as usize].1
+    }
+
+    /// The per-element operation, `None` for the plain store.
+    pub fn atomic(self) -> Option<super::AtomicOp> {
+        use super::AtomicOp;
+        Some(match self {
+            StoreReduce::None => return None,
+            StoreReduce::Add => AtomicOp::Add,
+            StoreReduce::Min => AtomicOp::Min,
+            StoreReduce::Max => AtomicOp::Max,
+            StoreReduce::And => AtomicOp::And,
+            StoreReduce::Or => AtomicOp::Or,
+            StoreReduce::Xor => AtomicOp::Xor,
+        })
+    }
+
+    /// Whether TMA combines elements of `elem` this way (the PTX ISA's
+    /// table for `cp.reduce.async.bulk.tensor`: no f32 min/max, no 8-bit
+    /// types, bitwise operations on integers only).
+    pub fn supports(self, elem: ScalarType) -> bool {
+        use ScalarType::*;
+        match self {
+            StoreReduce::None => true,
+            StoreReduce::Add => matches!(elem, F16 | BF16 | F32 | I32 | U32),
+            StoreReduce::Min | StoreReduce::Max => matches!(elem, F16 | BF16 | I32 | U32 | I64),
+            StoreReduce::And | StoreReduce::Or | StoreReduce::Xor => {
+                matches!(elem, I32 | U32 | I64)
+            }
+        }
+    }
+
+    /// The types this reduction takes, for a message about `elem`.
+    pub fn unsupported(self, elem: ScalarType) -> String {
+        let ok: Vec<String> = ScalarType::ALL
+            .iter()
+            .filter(|t| self.supports(**t))
+            .map(|t| t.to_string())
+            .collect();
+        format!(
+            "TMA has no `{}` reduction of {elem} elements; it reduces {} with `{}`",
+            self.name(),
+            ok.join(", "),
+            self.name()
+        )
+    }
 }
 
 /// The operands and immediates a primitive takes, by name (for messages,
@@ -242,7 +331,7 @@ impl Prim {
             },
             Prim::AsyncDescriptorStore => PrimSignature {
                 variadic: true,
-                ..sig(&["desc", "buffer", "offsets"], &[], 0)
+                ..sig(&["desc", "buffer", "offsets"], &["store_reduce"], 0)
             },
             Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings"], 0),
             Prim::AsyncDot => sig(&["a", "b", "acc"], &[], 1),
@@ -547,6 +636,13 @@ impl Prim {
                          its swizzle is not the one TMA uses for that block",
                         operands[1], operands[0]
                     ));
+                }
+                if self == Prim::AsyncDescriptorStore {
+                    let reduce = StoreReduce::from_code(imms[0])
+                        .ok_or_else(|| format!("no store reduction has code {}", imms[0]))?;
+                    if !reduce.supports(d.elem()) {
+                        return Err(reduce.unsupported(d.elem()));
+                    }
                 }
                 let offsets = match self {
                     Prim::AsyncDescriptorLoad => {

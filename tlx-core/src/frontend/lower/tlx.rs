@@ -6,13 +6,13 @@
 //! cluster peer's buffer or barrier (a `remote_view`) where only this
 //! program's own is allowed (a wait, a load) is reported at that argument.
 
-use super::calls::CallArgs;
+use super::calls::{choice, CallArgs};
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
     shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType,
-    SharedMemoryType, Type, ValueId,
+    SharedMemoryType, StoreReduce, Type, ValueId,
 };
 use syn::spanned::Spanned;
 use syn::Expr;
@@ -177,7 +177,18 @@ impl<'a> Lowerer<'a> {
                 let buffer = self.local_arg(a[1], prim)?;
                 let mut operands = vec![desc, buffer];
                 operands.extend(self.offsets_arg(self.expr_arg(a[2])?)?);
-                (operands, vec![], vec![])
+                let reduce = choice(
+                    a[3],
+                    &StoreReduce::ALL.map(|(r, n)| (n, r)),
+                    StoreReduce::None,
+                )?;
+                if let (Some(at), Type::TensorDescriptor(d)) = (a[3], self.ty(desc)) {
+                    if !reduce.supports(d.elem()) {
+                        return Err(Diagnostic::new(at.span(), reduce.unsupported(d.elem()))
+                            .with_hint("reduce into a tensor of one of those types, or combine the values in registers and store them without `store_reduce`"));
+                    }
+                }
+                (operands, vec![reduce.code()], vec![])
             }
             Prim::AsyncDescriptorStoreWait => {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
@@ -668,7 +679,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
             &["desc", "buffer", "offsets", "barrier", "multicast_targets"],
             3,
         ),
-        Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets"], 3),
+        Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets", "store_reduce"], 3),
         Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
         Prim::AsyncDot => (&["a", "b", "acc"], 3),
         Prim::AsyncDotWait => (&["pendings", "acc"], 2),
@@ -703,6 +714,7 @@ fn default_of(name: &str) -> &'static str {
         "remote_cta_rank" => "none (a remote view's)",
         "reuse" => "none (fresh bytes)",
         "multicast_targets" => "[]",
+        "store_reduce" => "\"\" (a plain store)",
         _ => "1",
     }
 }

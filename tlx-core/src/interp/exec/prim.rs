@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use crate::ir::{DotPrecision, Op, Prim, ScalarType, Type, ValueId};
+use crate::ir::{DotPrecision, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
 use super::super::error::{Fault, FaultResult, InterpError, SliceWindow, UnreleasedRead};
 use super::super::inflight::InFlightCopy;
@@ -395,7 +395,25 @@ impl<'k> Executor<'k> {
                     return Ok(());
                 }
                 let data = view.read(shared)?;
-                Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data)?)
+                let reduce = StoreReduce::from_code(imm(0)?)
+                    .ok_or_else(|| Fault::malformed("an unknown store reduction"))?;
+                match reduce.atomic() {
+                    None => Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data)?),
+                    Some(atomic) => {
+                        let (ptrs, inside) = self.tma_box(arg(0)?, view.elem, &args[2..], true)?;
+                        let check = self.check_uninit;
+                        global::atomic_rmw(
+                            self.mem,
+                            check,
+                            atomic,
+                            view.elem,
+                            &ptrs,
+                            &data,
+                            Some(&inside),
+                        )?;
+                        Ok(())
+                    }
+                }
             }
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
