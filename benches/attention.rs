@@ -74,6 +74,7 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
         dev.upload(&vec![bf16::NAN; kv_len])?,
     );
     let delta = dev.upload(&vec![f32::NAN; rows])?;
+    let dq_accum = dev.upload(&vec![f32::NAN; shape.q_len()])?;
     let saved = Saved {
         q: &dq_in,
         k: &dk_in,
@@ -87,6 +88,7 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
         dk: &dk,
         dv: &dv,
         delta: &delta,
+        dq_accum: &dq_accum,
     };
     let backward_ms = median_ms(dev, 10, || {
         hopper_fa_bwd::attention_backward(dev, &saved, &grads, shape, sm_scale)

@@ -1,22 +1,25 @@
 //! Flash attention backward on Hopper: `dQ`, `dK` and `dV` from `Q`, `K`,
 //! `V`, the forward's output `O` and row log-sum-exp, and the output
 //! gradient `dO`, without ever holding the attention matrix (FA2's
-//! algorithm, with dQ in a pass of its own rather than by atomics).
+//! algorithm, dQ accumulated across programs by TMA reductions as FA3 does).
 //!
 //! Three kernels:
-//! - `fa_bwd_preprocess`: `delta = rowsum(dO ∘ O)` per query row;
-//! - `fa_bwd_dkdv`: one program per 128 keys of one key/value head; its
+//! - `fa_bwd_preprocess`: `delta = rowsum(dO ∘ O)` per query row, and the
+//!   f32 dQ accumulator set to zero;
+//! - `fa_bwd_main`: one program per 128 keys of one key/value head; its
 //!   two consumer warp groups keep 64 keys each (K and V loaded once) and
 //!   stream over the query tiles of every query head that reads them
 //!   (Q and dO through a TMA ring): `Pᵀ = exp(K Qᵀ · scale − lse)`,
-//!   `dV += Pᵀ dO`, `dPᵀ = V dOᵀ`, `dSᵀ = Pᵀ ∘ (dPᵀ − delta)`, `dK += dSᵀ Q`,
-//!   with `Pᵀ` and `dSᵀ` fed to wgmma from registers;
-//! - `fa_bwd_dq`: one program per 128 query rows, streaming over K and V:
-//!   `P`, `dP = dO Vᵀ`, `dS = P ∘ (dP − delta)`, `dQ += dS K`.
+//!   `dV += Pᵀ dO`, `dPᵀ = V dOᵀ`, `dSᵀ = Pᵀ ∘ (dPᵀ − delta)`, `dK += dSᵀ Q`
+//!   (`Pᵀ` and `dSᵀ` fed to wgmma from registers), and the query tile's
+//!   share of dQ from these keys, `dS K` (`dSᵀ` through shared memory, read
+//!   M-major), added into the accumulator by a TMA store with
+//!   `store_reduce = "add"`;
+//! - `fa_bwd_dq_convert`: the accumulator in the element type.
 //!
-//! Each is warp-specialized like the forward (a TMA producer task, two
-//! consumer warp groups), takes the same `[batch, heads, seq, head_dim]`
-//! tensors, GQA, causal masking and ragged lengths, and writes its outputs
+//! The main kernel is warp-specialized like the forward (a TMA producer
+//! task, two consumer warp groups), takes the same `[batch, heads, seq,
+//! head_dim]` tensors, GQA, causal masking and ragged lengths, and writes
 //! through shared memory and TMA stores, which clip at each sequence's end.
 //!
 //! `cargo run --release --example hopper_fa_bwd`
@@ -34,13 +37,15 @@ use tlx::prelude::*;
 
 /// The backward kernels for element type `$t`.
 macro_rules! fa_backward_kernels {
-    ($pre:ident, $dkdv:ident, $dq:ident, $t:ident) => {
-        /// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`.
+    ($pre:ident, $main:ident, $convert:ident, $t:ident) => {
+        /// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`, and
+        /// the rows of the dQ accumulator set to zero.
         #[tlx::kernel(num_warps = 4, configs = [(D = 64, BM = 64), (D = 128, BM = 64)])]
         pub fn $pre<const D: usize, const BM: usize>(
             o: Ptr<$t>,
             d_o: Ptr<$t>,
             delta: Ptr<f32>,
+            dq_accum: Ptr<f32>,
             rows: i32,
         ) {
             let r = program_id(0) * BM + arange(0, BM);
@@ -49,6 +54,7 @@ macro_rules! fa_backward_kernels {
             let out = load(o + at, mask = inside).to(f32);
             let grad = load(d_o + at, mask = inside).to(f32);
             store(delta + r, sum(out * grad, axis = 1), mask = r < rows);
+            store(dq_accum + at, zeros([BM, D], f32), mask = inside);
         }
 
         #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
@@ -57,13 +63,14 @@ macro_rules! fa_backward_kernels {
             (D = 128, STAGES = 2, CAUSAL = false),
             (D = 128, STAGES = 2, CAUSAL = true),
         ])]
-        pub fn $dkdv<const D: usize, const STAGES: usize, const CAUSAL: bool>(
+        pub fn $main<const D: usize, const STAGES: usize, const CAUSAL: bool>(
             q_desc: TensorDesc<$t, 1, 1, 64, D>,
             k_desc: TensorDesc<$t, 1, 1, 64, D>,
             v_desc: TensorDesc<$t, 1, 1, 64, D>,
             do_desc: TensorDesc<$t, 1, 1, 64, D>,
             dk_desc: TensorDesc<$t, 1, 1, 64, D>,
             dv_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dq_desc: TensorDesc<f32, 1, 1, 64, D>,
             lse: Ptr<f32>,
             delta: Ptr<f32>,
             sm_scale: f32,
@@ -78,6 +85,10 @@ macro_rules! fa_backward_kernels {
             let v_bufs = local_alloc([64, D], $t, 2);
             let q_bufs = local_alloc([64, D], $t, STAGES);
             let do_bufs = local_alloc([64, D], $t, STAGES);
+            // Each consumer's dSᵀ (the A of its dQ product, read M-major)
+            // and its part of dQ on the way to the accumulator.
+            let ds_bufs = local_alloc([64, 64], $t, 2);
+            let dq_bufs = local_alloc([64, D], f32, 2);
             let kv_full = alloc_barriers(1, 1);
             let q_full = alloc_barriers(STAGES, 1);
             let do_full = alloc_barriers(STAGES, 1);
@@ -125,6 +136,8 @@ macro_rules! fa_backward_kernels {
                     let keys = key0 + arange(0, 64);
                     let k_buf = local_view(k_bufs, half);
                     let v_buf = local_view(v_bufs, half);
+                    let ds_buf = local_view(ds_bufs, half);
+                    let dq_buf = local_view(dq_bufs, half);
                     let log2e = 1.4426950408889634;
                     let qk_scale = sm_scale * log2e;
                     let mut dk = zeros([64, D], f32);
@@ -132,7 +145,8 @@ macro_rules! fa_backward_kernels {
                     barrier_wait(local_view(kv_full, 0), 0);
                     for it in 0..steps {
                         let head = kv_head * group + it / q_tiles;
-                        let queries = (first_q_tile + it % q_tiles) * 64 + arange(0, 64);
+                        let q0 = (first_q_tile + it % q_tiles) * 64;
+                        let queries = q0 + arange(0, 64);
                         let row = (batch * heads + head) * seq_q + queries;
                         // Past the end, an infinite lse makes P zero.
                         let valid = queries < seq_q;
@@ -153,12 +167,21 @@ macro_rules! fa_backward_kernels {
                         dv = async_dot(pt.to($t), do_buf, dv);
                         let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
                         let dpt = async_dot_wait(0, dpt);
-                        let dst = pt * (dpt - delta_q[(None, ..)]);
-                        dk = async_dot(dst.to($t), q_buf, dk);
-                        dk = async_dot_wait(0, dk);
                         dv = async_dot_wait(0, dv);
+                        let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
+                        // dQ's share of these keys, dS K, takes dSᵀ through
+                        // shared memory, read M-major.
+                        local_store(ds_buf, dst);
+                        dk = async_dot(dst, q_buf, dk);
+                        let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
+                        let dq = async_dot_wait(0, dq);
+                        dk = async_dot_wait(0, dk);
                         barrier_arrive(local_view(q_empty, slot));
                         barrier_arrive(local_view(do_empty, slot));
+                        // The previous step's reduction has read the buffer.
+                        async_descriptor_store_wait(0);
+                        local_store(dq_buf, dq * sm_scale);
+                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, 0], store_reduce = "add");
                     }
                     local_store(k_buf, (dk * sm_scale).to($t));
                     async_descriptor_store(dk_desc, k_buf, [batch, kv_head, key0, 0]);
@@ -169,118 +192,22 @@ macro_rules! fa_backward_kernels {
             }
         }
 
-        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
-            (D = 64, BN = 64, STAGES = 2, CAUSAL = false),
-            (D = 64, BN = 64, STAGES = 2, CAUSAL = true),
-            (D = 128, BN = 64, STAGES = 2, CAUSAL = false),
-            (D = 128, BN = 64, STAGES = 2, CAUSAL = true),
-        ])]
-        pub fn $dq<const D: usize, const BN: usize, const STAGES: usize, const CAUSAL: bool>(
-            q_desc: TensorDesc<$t, 1, 1, 64, D>,
-            k_desc: TensorDesc<$t, 1, 1, BN, D>,
-            v_desc: TensorDesc<$t, 1, 1, BN, D>,
-            do_desc: TensorDesc<$t, 1, 1, 64, D>,
-            dq_desc: TensorDesc<$t, 1, 1, 64, D>,
-            lse: Ptr<f32>,
-            delta: Ptr<f32>,
-            sm_scale: f32,
-            heads: i32,
-            kv_heads: i32,
-            seq_q: i32,
-            seq_kv: i32,
-        ) {
-            // Each consumer's 64 query rows and their output gradients, loaded
-            // once; the Q buffer takes dQ at the end.
-            let q_bufs = local_alloc([64, D], $t, 2);
-            let do_bufs = local_alloc([64, D], $t, 2);
-            let k_bufs = local_alloc([BN, D], $t, STAGES);
-            let v_bufs = local_alloc([BN, D], $t, STAGES);
-            let q_full = alloc_barriers(1, 1);
-            let k_full = alloc_barriers(STAGES, 1);
-            let v_full = alloc_barriers(STAGES, 1);
-            let k_empty = alloc_barriers(STAGES, 2);
-            let v_empty = alloc_barriers(STAGES, 2);
-            let off_m = program_id(0) * 128;
-            let batch_head = program_id(1);
-            let batch = batch_head / heads;
-            let head = batch_head % heads;
-            let kv_head = head / (heads / kv_heads);
-            let kv_end = if CAUSAL {
-                minimum(seq_kv, off_m + 128)
-            } else {
-                seq_kv
-            };
-            let kv_tiles = cdiv(kv_end, BN);
-            async_tasks! {
-                task(default, num_regs = 40) {
-                    let bar = local_view(q_full, 0);
-                    barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(q_desc)));
-                    for half in static_range(0, 2) {
-                        let row0 = off_m + half * 64;
-                        async_descriptor_load(q_desc, local_view(q_bufs, half), [batch, head, row0, 0], bar);
-                        async_descriptor_load(do_desc, local_view(do_bufs, half), [batch, head, row0, 0], bar);
-                    }
-                    for j in 0..kv_tiles {
-                        let slot = j % STAGES;
-                        let free = (j / STAGES) % 2 ^ 1;
-                        let tile_bytes = BN * D * size_of(dtype_of(k_desc));
-                        barrier_wait(local_view(k_empty, slot), free);
-                        let k_bar = local_view(k_full, slot);
-                        barrier_expect_bytes(k_bar, tile_bytes);
-                        async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch, kv_head, j * BN, 0], k_bar);
-                        barrier_wait(local_view(v_empty, slot), free);
-                        let v_bar = local_view(v_full, slot);
-                        barrier_expect_bytes(v_bar, tile_bytes);
-                        async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch, kv_head, j * BN, 0], v_bar);
-                    }
-                }
-                task(num_warps = 4, num_regs = 232, replicate = 2) {
-                    let half = async_task_replica_id();
-                    let row0 = off_m + half * 64;
-                    let queries = row0 + arange(0, 64);
-                    let q_buf = local_view(q_bufs, half);
-                    let do_buf = local_view(do_bufs, half);
-                    let log2e = 1.4426950408889634;
-                    let qk_scale = sm_scale * log2e;
-                    let row = batch_head * seq_q + queries;
-                    let valid = queries < seq_q;
-                    let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
-                    let delta_q = load(delta + row, mask = valid);
-                    let mut dq = zeros([64, D], f32);
-                    barrier_wait(local_view(q_full, 0), 0);
-                    for j in 0..kv_tiles {
-                        let slot = j % STAGES;
-                        let phase = (j / STAGES) % 2;
-                        let keys = j * BN + arange(0, BN);
-                        barrier_wait(local_view(k_full, slot), phase);
-                        let k_buf = local_view(k_bufs, slot);
-                        let s = async_dot(q_buf, local_trans(k_buf), zeros([64, BN], f32));
-                        let s = async_dot_wait(0, s);
-                        let mut visible = keys[(None, ..)] < seq_kv;
-                        if CAUSAL {
-                            visible = visible & (keys[(None, ..)] <= queries[(.., None)]);
-                        }
-                        let p = select(visible, exp2(s * qk_scale - lse_q[(.., None)]), 0.0);
-                        barrier_wait(local_view(v_full, slot), phase);
-                        let dp = async_dot(do_buf, local_trans(local_view(v_bufs, slot)), zeros([64, BN], f32));
-                        let dp = async_dot_wait(0, dp);
-                        barrier_arrive(local_view(v_empty, slot));
-                        let ds = p * (dp - delta_q[(.., None)]);
-                        dq = async_dot(ds.to($t), k_buf, dq);
-                        dq = async_dot_wait(0, dq);
-                        barrier_arrive(local_view(k_empty, slot));
-                    }
-                    local_store(q_buf, (dq * sm_scale).to($t));
-                    async_descriptor_store(dq_desc, q_buf, [batch, head, row0, 0]);
-                    async_descriptor_store_wait(0);
-                }
-            }
+        /// `dq = dq_accum` in `$t`, over `n` elements.
+        #[tlx::kernel(num_warps = 4, configs = [(BLOCK = 2048)])]
+        pub fn $convert<const BLOCK: usize>(dq_accum: Ptr<f32>, dq: Ptr<$t>, n: i32) {
+            let at = program_id(0) * BLOCK + arange(0, BLOCK);
+            store(dq + at, load(dq_accum + at, mask = at < n).to($t), mask = at < n);
         }
     };
 }
 
-fa_backward_kernels!(fa_bwd_preprocess, fa_bwd_dkdv, fa_bwd_dq, bf16);
-fa_backward_kernels!(fa_bwd_preprocess_f16, fa_bwd_dkdv_f16, fa_bwd_dq_f16, f16);
+fa_backward_kernels!(fa_bwd_preprocess, fa_bwd_main, fa_bwd_dq_convert, bf16);
+fa_backward_kernels!(
+    fa_bwd_preprocess_f16,
+    fa_bwd_main_f16,
+    fa_bwd_dq_convert_f16,
+    f16
+);
 
 /// The forward pass's tensors and the output gradient, on a device.
 pub struct Saved<'b, T: AttentionElement> {
@@ -292,21 +219,31 @@ pub struct Saved<'b, T: AttentionElement> {
     pub d_o: &'b Buffer<T>,
 }
 
-/// Where the gradients go, and the scratch `delta` (one f32 per query row).
+/// Where the gradients go, and the scratch the pass needs: `delta` (one
+/// f32 per query row) and `dq_accum` (one f32 per element of dQ, where the
+/// main kernel's programs add their parts).
 pub struct Grads<'b, T: AttentionElement> {
     pub dq: &'b Buffer<T>,
     pub dk: &'b Buffer<T>,
     pub dv: &'b Buffer<T>,
     pub delta: &'b Buffer<f32>,
+    pub dq_accum: &'b Buffer<f32>,
 }
 
-/// The descriptors of one backward pass: Q, K, V, dO, dQ, dK, dV.
-type Descs<'d, 'b, T> = [&'d TensorDesc<'b, T>; 7];
+/// The descriptors of one backward pass: Q, K, V, dO, dK, dV, and the f32
+/// dQ accumulator.
+pub struct Descs<'d, 'b, T: AttentionElement> {
+    pub inputs: [&'d TensorDesc<'b, T>; 4],
+    pub outputs: [&'d TensorDesc<'b, T>; 2],
+    pub dq_accum: &'d TensorDesc<'b, f32>,
+}
 
 /// The element types the backward kernels are compiled for.
 pub trait BackwardElement: AttentionElement {
     /// Launches the three kernels for this type; `sizes` are heads,
-    /// kv_heads, seq_q and seq_kv, `config` the head dim and causality.
+    /// kv_heads, seq_q and seq_kv, `grids` the preprocess's (and the
+    /// conversion's) and the main kernel's, `config` the head dim and
+    /// causality.
     #[allow(clippy::too_many_arguments)]
     fn launch_backward(
         device: &Device,
@@ -314,26 +251,28 @@ pub trait BackwardElement: AttentionElement {
         grads: &Grads<Self>,
         descs: Descs<Self>,
         sizes: (i32, i32, i32, i32),
-        grids: (u32, (u32, u32), (u32, u32)),
+        grids: (u32, (u32, u32)),
         sm_scale: f32,
         config: (usize, bool),
     ) -> Result<(), tlx::Error>;
 }
 
 macro_rules! backward_element {
-    ($t:ident, $pre:ident, $dkdv:ident, $dq:ident) => {
+    ($t:ident, $pre:ident, $main:ident, $convert:ident) => {
         impl BackwardElement for $t {
             fn launch_backward(
                 device: &Device,
                 saved: &Saved<Self>,
                 grads: &Grads<Self>,
-                [q, k, v, d_o, dq, dk, dv]: Descs<Self>,
+                descs: Descs<Self>,
                 (heads, kv_heads, seq_q, seq_kv): (i32, i32, i32, i32),
-                (rows_grid, kv_grid, q_grid): (u32, (u32, u32), (u32, u32)),
+                (rows_grid, main_grid): (u32, (u32, u32)),
                 sm_scale: f32,
                 (head_dim, causal): (usize, bool),
             ) -> Result<(), tlx::Error> {
                 let rows = saved.lse.len() as i32;
+                let [q, k, v, d_o] = descs.inputs;
+                let [dk, dv] = descs.outputs;
                 macro_rules! launch {
                     ($d:literal, $causal:literal) => {{
                         $pre::<$d, 64>::launch(
@@ -342,33 +281,19 @@ macro_rules! backward_element {
                             saved.o,
                             saved.d_o,
                             grads.delta,
+                            grads.dq_accum,
                             rows,
                         )?;
-                        $dkdv::<$d, 2, $causal>::launch(
+                        $main::<$d, 2, $causal>::launch(
                             device,
-                            kv_grid,
+                            main_grid,
                             q,
                             k,
                             v,
                             d_o,
                             dk,
                             dv,
-                            saved.lse,
-                            grads.delta,
-                            sm_scale,
-                            heads,
-                            kv_heads,
-                            seq_q,
-                            seq_kv,
-                        )?;
-                        $dq::<$d, 64, 2, $causal>::launch(
-                            device,
-                            q_grid,
-                            q,
-                            k,
-                            v,
-                            d_o,
-                            dq,
+                            descs.dq_accum,
                             saved.lse,
                             grads.delta,
                             sm_scale,
@@ -385,17 +310,30 @@ macro_rules! backward_element {
                     (128, false) => launch!(128, false),
                     (128, true) => launch!(128, true),
                     _ => Err(tlx::Error::InvalidConfig {
-                        kernel: stringify!($dkdv),
+                        kernel: stringify!($main),
                         reason: format!("head_dim {head_dim}: compiled for 64 and 128"),
                     }),
-                }
+                }?;
+                let n = grads.dq_accum.len();
+                $convert::<2048>::launch(
+                    device,
+                    n.div_ceil(2048) as u32,
+                    grads.dq_accum,
+                    grads.dq,
+                    n as i32,
+                )
             }
         }
     };
 }
 
-backward_element!(bf16, fa_bwd_preprocess, fa_bwd_dkdv, fa_bwd_dq);
-backward_element!(f16, fa_bwd_preprocess_f16, fa_bwd_dkdv_f16, fa_bwd_dq_f16);
+backward_element!(bf16, fa_bwd_preprocess, fa_bwd_main, fa_bwd_dq_convert);
+backward_element!(
+    f16,
+    fa_bwd_preprocess_f16,
+    fa_bwd_main_f16,
+    fa_bwd_dq_convert_f16
+);
 
 /// The three kernels of the backward pass for `shape`, on `device`.
 pub fn attention_backward<T: BackwardElement>(
@@ -422,20 +360,32 @@ pub fn attention_backward<T: BackwardElement>(
             reason: format!("lse and delta need {rows} elements (batch x heads x seq_q)"),
         });
     }
+    if grads.dq_accum.len() != rows * head_dim {
+        return Err(tlx::Error::InvalidConfig {
+            kernel: "hopper_fa_bwd",
+            reason: format!(
+                "dq_accum needs {} elements (batch x heads x seq_q x head_dim)",
+                rows * head_dim
+            ),
+        });
+    }
     let q = head_desc(saved.q, batch, heads, seq_q, head_dim)?;
     let k = head_desc(saved.k, batch, kv_heads, seq_kv, head_dim)?;
     let v = head_desc(saved.v, batch, kv_heads, seq_kv, head_dim)?;
     let d_o = head_desc(saved.d_o, batch, heads, seq_q, head_dim)?;
-    let dq = head_desc(grads.dq, batch, heads, seq_q, head_dim)?;
     let dk = head_desc(grads.dk, batch, kv_heads, seq_kv, head_dim)?;
     let dv = head_desc(grads.dv, batch, kv_heads, seq_kv, head_dim)?;
+    let dq_accum = head_desc(grads.dq_accum, batch, heads, seq_q, head_dim)?;
     let sizes = (heads as i32, kv_heads as i32, seq_q as i32, seq_kv as i32);
     let grids = (
         rows.div_ceil(64) as u32,
         (seq_kv.div_ceil(128) as u32, (batch * kv_heads) as u32),
-        (seq_q.div_ceil(128) as u32, (batch * heads) as u32),
     );
-    let descs = [&q, &k, &v, &d_o, &dq, &dk, &dv];
+    let descs = Descs {
+        inputs: [&q, &k, &v, &d_o],
+        outputs: [&dk, &dv],
+        dq_accum: &dq_accum,
+    };
     T::launch_backward(
         device,
         saved,
@@ -480,6 +430,7 @@ pub fn check<T: BackwardElement>(device: &Device, rng: &mut Rng, shape: Shape) -
     let dk = device.upload(&vec![T::nan(); kv_len])?;
     let dv = device.upload(&vec![T::nan(); kv_len])?;
     let delta = device.upload(&vec![f32::NAN; rows])?;
+    let dq_accum = device.upload(&vec![f32::NAN; q_len])?;
     let saved = Saved {
         q: &dq_in,
         k: &dk_in,
@@ -493,6 +444,7 @@ pub fn check<T: BackwardElement>(device: &Device, rng: &mut Rng, shape: Shape) -
         dk: &dk,
         dv: &dv,
         delta: &delta,
+        dq_accum: &dq_accum,
     };
     attention_backward(device, &saved, &grads, shape, sm_scale)?;
     let wide = |t: &[T]| widen(t, T::to_f32);

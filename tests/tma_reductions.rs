@@ -71,8 +71,7 @@ fn sums_agree(dev: &Device) {
     let xb = dev.upload(&x).expect("upload");
     let sums = dev.upload(&start).expect("upload");
     let desc = TensorDesc::matrix(&sums, ROWS, COLS).expect("descriptor");
-    add_terms::<16, 32>::launch(dev, grid(), &xb, &desc, ROWS as i32, COLS as i32)
-        .expect("launch");
+    add_terms::<16, 32>::launch(dev, grid(), &xb, &desc, ROWS as i32, COLS as i32).expect("launch");
     let got = sums.download().expect("download");
     for (e, (&g, &s)) in got.iter().zip(&start).enumerate() {
         let want: f64 = s as f64
@@ -102,13 +101,10 @@ fn maxima_agree(dev: &Device) {
     let xb = dev.upload(&x).expect("upload");
     let maxima = dev.upload(&start).expect("upload");
     let desc = TensorDesc::matrix(&maxima, ROWS, COLS).expect("descriptor");
-    max_terms::<16, 32>::launch(dev, grid(), &xb, &desc, ROWS as i32, COLS as i32)
-        .expect("launch");
+    max_terms::<16, 32>::launch(dev, grid(), &xb, &desc, ROWS as i32, COLS as i32).expect("launch");
     let got = maxima.download().expect("download");
     for (e, (&g, &s)) in got.iter().zip(&start).enumerate() {
-        let want = (0..TERMS)
-            .map(|p| x[p * ROWS * COLS + e])
-            .fold(s, i32::max);
+        let want = (0..TERMS).map(|p| x[p * ROWS * COLS + e]).fold(s, i32::max);
         assert_eq!(g, want, "element {e}");
     }
 }
