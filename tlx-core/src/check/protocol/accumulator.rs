@@ -6,7 +6,9 @@
 //! registers the tensor cores are still writing. Tracked statically, to a
 //! fixed point over loop-carried values; a wait with `pendings > 0` leaves
 //! its result in flight unless at least `pendings` later `async_dot`s of
-//! the same block were issued after it (groups retire in order).
+//! the same block were issued after it (groups retire in order), counting,
+//! for a value carried around a `for` loop, those after it in the previous
+//! iteration.
 
 use std::collections::HashMap;
 
@@ -19,7 +21,7 @@ pub(crate) fn check(kernel: &Kernel) -> Vec<Finding> {
     let mut flight = InFlight::default();
     loop {
         flight.changed = false;
-        flight.block(&kernel.body);
+        flight.block(&kernel.body, None);
         if !flight.changed {
             break;
         }
@@ -44,10 +46,12 @@ impl InFlight {
         }
     }
 
-    fn block(&mut self, block: &Block) {
+    /// `inits`: the loop's initial values, when `block` is a `for` body.
+    fn block(&mut self, block: &Block, inits: Option<&[ValueId]>) {
         for (at, op) in block.ops.iter().enumerate() {
-            for nested in op.kind.blocks() {
-                self.block(nested);
+            match &op.kind {
+                OpKind::For { inits, body, .. } => self.block(body, Some(inits)),
+                kind => kind.blocks().into_iter().for_each(|b| self.block(b, None)),
             }
             match &op.kind {
                 OpKind::Prim {
@@ -64,9 +68,23 @@ impl InFlight {
                     imms,
                 } if imms.first().is_some_and(|&p| p > 0) => {
                     let pendings = imms[0] as usize;
-                    let covered = args
-                        .first()
-                        .is_some_and(|&a| issued_after(block, a, at) >= pendings);
+                    let covered = args.first().is_some_and(|&a| {
+                        let carried = inits.and_then(|inits| carried_from(block, inits, a));
+                        let after = match carried {
+                            Some((init, yielded)) => {
+                                // The first iteration waits for the init,
+                                // later ones for the previous yield.
+                                let first = if self.origin.contains_key(&init) {
+                                    issued_after(block, None, at)
+                                } else {
+                                    usize::MAX
+                                };
+                                first.min(issued_after(block, Some((yielded, true)), at))
+                            }
+                            None => issued_after(block, Some((a, false)), at),
+                        };
+                        after >= pendings
+                    });
                     let origin = args.first().and_then(|a| self.origin.get(a).copied());
                     if let (Some(origin), Some(&r), false) = (origin, op.results.first(), covered) {
                         self.mark(r, origin);
@@ -123,8 +141,11 @@ impl InFlight {
 /// and branches may add more, never fewer). A wait leaving fewer than that
 /// in flight covers `value` (FA's `S_j` issued before `O += P V`, then
 /// `async_dot_wait(1, s)`). Zero when `value` does not come from an
-/// `async_dot` of this block.
-fn issued_after(block: &Block, value: ValueId, at: usize) -> usize {
+/// `async_dot` of this block. With `yielded`, `value` is what a `for` body
+/// yields for the carried argument waited for: the `async_dot` after it
+/// to the end of the body (the previous iteration's) count too. `None`
+/// counts every one before `at`.
+fn issued_after(block: &Block, value: Option<(ValueId, bool)>, at: usize) -> usize {
     let is_async_dot = |op: &Op| {
         matches!(
             op.kind,
@@ -134,13 +155,30 @@ fn issued_after(block: &Block, value: ValueId, at: usize) -> usize {
             }
         )
     };
+    let count = |ops: &[Op]| ops.iter().filter(|op| is_async_dot(op)).count();
     let before = &block.ops[..at.min(block.ops.len())];
-    before
-        .iter()
-        .rposition(|op| is_async_dot(op) && op.results.first() == Some(&value))
-        .map_or(0, |d| {
-            before[d + 1..].iter().filter(|op| is_async_dot(op)).count()
-        })
+    let Some((value, yielded)) = value else {
+        return count(before);
+    };
+    let origin = |ops: &[Op]| {
+        ops.iter()
+            .rposition(|op| is_async_dot(op) && op.results.first() == Some(&value))
+    };
+    if !yielded {
+        return origin(before).map_or(0, |d| count(&before[d + 1..]));
+    }
+    // Issued in the previous iteration, before everything of this one.
+    origin(&block.ops).map_or(0, |d| count(&block.ops[d + 1..]) + count(before))
+}
+
+/// For a carried argument `arg` of a `for` body (the counter is argument
+/// 0): its initial value and the value the body yields for it.
+fn carried_from(body: &Block, inits: &[ValueId], arg: ValueId) -> Option<(ValueId, ValueId)> {
+    let i = body.args.iter().skip(1).position(|&a| a == arg)?;
+    let Some(OpKind::Yield(values)) = body.ops.last().map(|op| &op.kind) else {
+        return None;
+    };
+    Some((*inits.get(i)?, *values.get(i)?))
 }
 
 /// Uses that leave a value in flight: the accumulator of the next

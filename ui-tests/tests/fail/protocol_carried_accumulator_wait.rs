@@ -1,0 +1,26 @@
+use tlx::prelude::*;
+
+// `part` comes from the previous iteration's last `async_dot`; only `s` was
+// issued after it, so a wait that leaves two groups in flight does not
+// complete it (`async_dot_wait(1, part)` would).
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn k(c: Ptr<f32>, n: i32) {
+    let a = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let b = local_view(local_alloc([64, 64], bf16, 1), 0);
+    local_store(a, full([64, 64], 1.0, bf16));
+    local_store(b, full([64, 64], 1.0, bf16));
+    let rows = arange(0, 64);
+    let at = rows[(.., None)] * 64 + rows[(None, ..)];
+    let mut part = zeros([64, 64], f32);
+    for i in 0..n {
+        let s = async_dot(a, b, zeros([64, 64], f32));
+        part = async_dot_wait(2, part);
+        store(c + i * 4096 + at, part);
+        let s = async_dot_wait(0, s);
+        part = async_dot(a, b, s);
+    }
+    part = async_dot_wait(0, part);
+    store(c + at, part);
+}
+
+fn main() {}
