@@ -1280,4 +1280,32 @@ mod tests {
             (Swizzle::None, vec![256], 1)
         );
     }
+
+    #[test]
+    fn store_reductions_round_trip_and_follow_the_ptx_type_table() {
+        for (r, name) in StoreReduce::ALL {
+            assert_eq!(StoreReduce::from_code(r.code()), Some(r));
+            assert_eq!(r.name(), name);
+        }
+        assert_eq!(StoreReduce::from_code(7), None);
+        assert_eq!(StoreReduce::from_code(-1), None);
+        assert!(StoreReduce::Add.supports(ScalarType::F32));
+        assert!(StoreReduce::Max.supports(ScalarType::BF16));
+        assert!(!StoreReduce::Max.supports(ScalarType::F32));
+        assert!(!StoreReduce::Add.supports(ScalarType::U8));
+        assert!(!StoreReduce::Xor.supports(ScalarType::F16));
+        let desc = Type::TensorDescriptor(TensorDescriptorType::new(ScalarType::F32, vec![16, 32]));
+        let buf = Type::SharedMemory(SharedMemoryType::new(
+            ScalarType::F32,
+            vec![16, 32],
+            1,
+            shared_swizzle(ScalarType::F32, &[16, 32]),
+            true,
+        ));
+        let i32_t = Type::scalar(ScalarType::I32);
+        let operands = [&desc, &buf, &i32_t, &i32_t];
+        let store = |r: StoreReduce| Prim::AsyncDescriptorStore.check(&[r.code()], &operands, &[]);
+        assert_eq!(store(StoreReduce::Add), Ok(()));
+        assert!(store(StoreReduce::Min).is_err_and(|e| e.contains("no `min` reduction of f32")));
+    }
 }
