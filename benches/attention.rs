@@ -7,7 +7,8 @@
 //! run `../shared/anchors.py` in the same sitting and combine the two with
 //! `scripts/attention_table.py`. Each shape's output is checked on sampled
 //! rows against an f64 CPU reference (NaN-poisoned first) before it is timed.
-//! `TLX_BENCH_ONLY=128` runs the head dimension 128 shapes only.
+//! `TLX_BENCH_ONLY=128` runs the head dimension 128 shapes only, `TLX_BENCH_ONLY="128 true 512"`
+//! one shape (head dim, causal, sequence length: a prefix of that).
 
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
@@ -117,11 +118,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     hopper_fa_bwd::run(&dev)?;
     let mut rows = Vec::new();
     for (head_dim, heads) in [(128, 16), (64, 32)] {
-        if !head_dim.to_string().starts_with(&only) {
-            continue;
-        }
         for causal in [false, true] {
             for seq in [512, 1024, 2048, 4096, 8192, 16384] {
+                if !format!("{head_dim} {causal} {seq}").starts_with(&only) {
+                    continue;
+                }
                 let shape = Shape {
                     batch: 16384 / seq,
                     heads,
