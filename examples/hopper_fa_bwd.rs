@@ -70,7 +70,7 @@ macro_rules! fa_backward_kernels {
             do_desc: TensorDesc<$t, 1, 1, 64, D>,
             dk_desc: TensorDesc<$t, 1, 1, 64, D>,
             dv_desc: TensorDesc<$t, 1, 1, 64, D>,
-            dq_desc: TensorDesc<f32, 1, 1, 64, D>,
+            dq_desc: TensorDesc<f32, 1, 1, 64, 64>,
             lse: Ptr<f32>,
             delta: Ptr<f32>,
             sm_scale: f32,
@@ -85,10 +85,11 @@ macro_rules! fa_backward_kernels {
             let v_bufs = local_alloc([64, D], $t, 2);
             let q_bufs = local_alloc([64, D], $t, STAGES);
             let do_bufs = local_alloc([64, D], $t, STAGES);
-            // Each consumer's dSᵀ (the A of its dQ product, read M-major)
-            // and its part of dQ on the way to the accumulator.
-            let ds_bufs = local_alloc([64, 64], $t, 2);
-            let dq_bufs = local_alloc([64, D], f32, 2);
+            // Each consumer's dSᵀ (an A of the dQ products, read M-major),
+            // two steps' worth at head dim 128 (both consumers read both),
+            // and each consumer's part of dQ on the way to the accumulator.
+            let ds_bufs = local_alloc([64, 64], $t, 4);
+            let dq_bufs = local_alloc([64, 64], f32, 2);
             let kv_full = alloc_barriers(1, 1);
             let q_full = alloc_barriers(STAGES, 1);
             let do_full = alloc_barriers(STAGES, 1);
@@ -169,19 +170,46 @@ macro_rules! fa_backward_kernels {
                         let dpt = async_dot_wait(0, dpt);
                         dv = async_dot_wait(0, dv);
                         let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
-                        // dQ's share of these keys, dS K, takes dSᵀ through
-                        // shared memory, read M-major.
-                        local_store(ds_buf, dst);
-                        dk = async_dot(dst, q_buf, dk);
-                        let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
-                        let dq = async_dot_wait(0, dq);
+                        // The query tile's share of dQ from these keys, dS K,
+                        // takes dSᵀ through shared memory, read M-major.
+                        let (dq, col0) = if D == 128 {
+                            // FA3's split: each consumer takes 64 of dQ's
+                            // columns over all 128 keys, so the accumulator
+                            // sees one reduction per step, not two.
+                            let parity = 2 * (it % 2);
+                            local_store(local_view(ds_bufs, parity + half), dst);
+                            // Both consumers' dSᵀ are in place. (The buffers
+                            // alternate by step: a consumer rewrites one after
+                            // the next step's meeting, when the other has
+                            // finished reading it.)
+                            named_barrier_wait(8, 256);
+                            dk = async_dot(dst, q_buf, dk);
+                            let col0 = half * 64;
+                            let mut dq = zeros([64, 64], f32);
+                            for i in static_range(0, 2) {
+                                let ds_i = local_trans(local_view(ds_bufs, parity + i));
+                                let k_cols = local_slice(local_view(k_bufs, i), [0, col0], [64, 64]);
+                                dq = async_dot(ds_i, k_cols, dq);
+                            }
+                            (async_dot_wait(0, dq), col0)
+                        } else {
+                            local_store(ds_buf, dst);
+                            dk = async_dot(dst, q_buf, dk);
+                            let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
+                            (async_dot_wait(0, dq), 0)
+                        };
                         dk = async_dot_wait(0, dk);
                         barrier_arrive(local_view(q_empty, slot));
                         barrier_arrive(local_view(do_empty, slot));
                         // The previous step's reduction has read the buffer.
                         async_descriptor_store_wait(0);
                         local_store(dq_buf, dq * sm_scale);
-                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, 0], store_reduce = "add");
+                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                    }
+                    if D == 128 {
+                        // The other consumer's last dQ products read this
+                        // consumer's keys, which dK is about to replace.
+                        named_barrier_wait(8, 256);
                     }
                     local_store(k_buf, (dk * sm_scale).to($t));
                     async_descriptor_store(dk_desc, k_buf, [batch, kv_head, key0, 0]);
