@@ -14,7 +14,9 @@
 //!   (`Pᵀ` and `dSᵀ` fed to wgmma from registers), and the query tile's
 //!   share of dQ from these keys, `dS K` (`dSᵀ` through shared memory, read
 //!   M-major), added into the accumulator by a TMA store with
-//!   `store_reduce = "add"`;
+//!   `store_reduce = "add"`; at head dim 128 the consumers split dQ's
+//!   columns (FA3's way: both `dSᵀ` meet in shared memory), so each step
+//!   sends one reduction, not two;
 //! - `fa_bwd_dq_convert`: the accumulator in the element type.
 //!
 //! The main kernel is warp-specialized like the forward (a TMA producer
