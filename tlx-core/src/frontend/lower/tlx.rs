@@ -528,11 +528,13 @@ impl<'a> Lowerer<'a> {
         let v = self.lower_expr(e)?;
         let id = self.materialize(&v, e.span())?;
         let t = self.ty(id);
-        if !t.is_tensor() || !t.is_scalar() || t.elem().scalar().is_none() {
+        let integer = t.elem().scalar().is_some_and(ScalarType::is_int);
+        if !t.is_tensor() || !t.is_scalar() || !integer {
             return Err(Diagnostic::new(
                 e.span(),
                 format!("expected an integer scalar, found {t}"),
-            ));
+            )
+            .with_hint("offsets, indices, phases and byte counts are integers: convert a float with `.to(i32)` (which truncates) if that is what you mean"));
         }
         self.cast(id, ScalarType::I32, e.span())
     }
