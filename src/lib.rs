@@ -39,6 +39,7 @@ pub mod ops;
 
 pub use half;
 pub use tlx_macros::kernel;
+pub use tlx_runtime::testing;
 pub use tlx_runtime::{
     autotune, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport, PtrArg,
     ScalarArg, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
@@ -112,7 +113,6 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 #[doc(hidden)]
 pub mod __private {
     pub use tlx_core::ir;
-    pub use tlx_runtime::testing;
     pub use tlx_runtime::{
         autotune_launch, launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec,
     };

@@ -64,12 +64,8 @@ fn the_interpreter_runs_the_first_configuration() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn the_gpu_times_every_configuration_and_restores_the_output() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: needs a GPU ({e})");
-            return;
-        }
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
     };
     // Sizes no other test keys on, so the cache cannot answer for them.
     let n = 1 << 24 | (std::process::id() as usize & 0xffff);

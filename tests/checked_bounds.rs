@@ -109,8 +109,7 @@ fn out_of_bounds_accesses_are_reported_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn out_of_bounds_accesses_are_reported_on_the_gpu() {
-    match Device::cuda(0) {
-        Ok(dev) => run_all(&dev),
-        Err(e) => println!("skipped: needs a GPU ({e})"),
+    if let Some(dev) = tlx::testing::gpu_or_skip() {
+        run_all(&dev);
     }
 }

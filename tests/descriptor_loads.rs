@@ -268,12 +268,8 @@ fn stores_starting_before_the_tensor_are_reported_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn descriptor_loads_on_the_gpu() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: needs a GPU ({e})");
-            return;
-        }
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
     };
     shifted_copy_agrees(&dev);
     shifted_store_agrees(&dev);

@@ -174,12 +174,8 @@ fn a_descriptor_breaking_tma_rules_is_reported_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn device_descriptors_on_the_gpu() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: needs a GPU ({e})");
-            return;
-        }
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
     };
     ragged_scale_agrees(&dev, false);
     ragged_scale_agrees(&dev, true);

@@ -19,12 +19,8 @@ fn checked_scale(x: Ptr<f32>, out: Ptr<f32>, n: i32) {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn print_runs_and_a_failed_assert_fails_the_launch() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: needs a GPU ({e})");
-            return;
-        }
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
     };
     let good = dev.upload(&vec![3.0f32; 300]).unwrap();
     let out = dev.upload(&vec![f32::NAN; 300]).unwrap();

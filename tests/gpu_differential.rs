@@ -5,6 +5,7 @@
 //! Skips with a message when no GPU is present.
 
 use tlx::prelude::*;
+use tlx::testing::gpu_or_skip;
 
 #[path = "common/cluster_center.rs"]
 mod cluster_center;
@@ -394,16 +395,6 @@ fn sorts<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     );
 }
 
-fn gpu() -> Option<Device> {
-    match Device::cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            println!("skipped: the differential test needs a GPU ({e})");
-            None
-        }
-    }
-}
-
 /// Runs `f` on the GPU and on the interpreter.
 fn on_both<R>(gpu: &Device, f: impl Fn(&Device) -> Result<R, tlx::Error>) -> (R, R) {
     let on_gpu = f(gpu).expect("GPU run failed");
@@ -434,7 +425,7 @@ fn max_ulp_diff(a: &[f32], b: &[f32]) -> u32 {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn casts_are_bit_identical() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let n = 5000;
     let mut x = fresh_rng().vec(n, 600.0);
     x[0] = 1e9; // saturation
@@ -479,7 +470,7 @@ fn casts_are_bit_identical() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn math_functions_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let n = 5000;
     let mut x = fresh_rng().vec(n, 12.0);
     x[0] = 2.5;
@@ -524,7 +515,7 @@ fn math_functions_agree() {
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn random_numbers_agree() {
     const POISON: u32 = 0xa5a5_a5a5;
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let n = 5000;
     let seed = fresh_rng().0 as i64;
     let (g, c) = on_both(&dev, |d| {
@@ -546,7 +537,7 @@ fn random_numbers_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn scans_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x: Vec<f32> = fresh_rng()
         .vec(1024, 0.1)
         .into_iter()
@@ -569,7 +560,7 @@ fn scans_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn scans_along_either_axis_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x: Vec<f32> = fresh_rng()
         .vec(16 * 64, 0.1)
         .into_iter()
@@ -599,7 +590,7 @@ fn scans_along_either_axis_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn reduce_with_combine_functions_agrees() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x = fresh_rng().vec(1024, 4.0);
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
@@ -617,7 +608,7 @@ fn reduce_with_combine_functions_agrees() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn associative_scans_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x = fresh_rng().vec(1024, 4.0);
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
@@ -637,7 +628,7 @@ fn associative_scans_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn sorts_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x = fresh_rng().vec(1024, 4.0);
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
@@ -658,7 +649,7 @@ fn sorts_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn join_split_and_interleave_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x = fresh_rng().vec(1024, 4.0);
     let (g, c) = on_both(&dev, |d| {
         let dx = d.upload(&x)?;
@@ -673,7 +664,7 @@ fn join_split_and_interleave_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn reductions_scan_and_softmax_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let (rows, n) = (37, 1000);
     let x = fresh_rng().vec(rows * n, 8.0);
     let (g, c) = on_both(&dev, |d| {
@@ -694,7 +685,7 @@ fn reductions_scan_and_softmax_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tensor_core_dot_agrees() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let k = 256;
     let mut rng = fresh_rng();
     let a: Vec<bf16> = rng
@@ -727,7 +718,7 @@ fn tensor_core_dot_agrees() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tf32_and_i8_dots_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
     let (t, k) = (32, 64);
     let af = rng.vec(t * k, 1.0);
@@ -756,7 +747,7 @@ fn tf32_and_i8_dots_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
     for (m, n, k) in [(200, 300, 136), (70, 130, 130)] {
         let a: Vec<bf16> = rng
@@ -809,7 +800,7 @@ fn pipelined_tensor_core_dot_agrees_on_odd_shapes() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn register_a_async_dot_agrees() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
     let mut tile = |rows: usize| -> Vec<bf16> {
         rng.vec(rows * 64, 2.0)
@@ -842,7 +833,7 @@ fn register_a_async_dot_agrees() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn m_major_a_async_dot_agrees() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
     let mut tile =
         |len: usize| -> Vec<bf16> { rng.vec(len, 2.0).into_iter().map(bf16::from_f32).collect() };
@@ -883,7 +874,7 @@ fn m_major_a_async_dot_agrees() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tf32_and_i8_async_dots_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
     let (t, k) = (64, 64);
     let tf32 = |x: f32| f32::from_bits(x.to_bits() & !0x1fff);
@@ -909,7 +900,7 @@ fn tf32_and_i8_async_dots_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn atomics_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let n = 100_000;
     let x: Vec<i32> = fresh_rng()
         .vec(n, 1000.0)
@@ -929,7 +920,7 @@ fn atomics_agree() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn a_sixteen_program_cluster_agrees() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x: Vec<bf16> = fresh_rng()
         .vec(5 * cluster_center::ROW, 4.0)
         .into_iter()
@@ -945,7 +936,7 @@ fn a_sixteen_program_cluster_agrees() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn warp_specialized_tasks_agree() {
-    let Some(dev) = gpu() else { return };
+    let Some(dev) = gpu_or_skip() else { return };
     let x = fresh_rng().vec(6 * 2 * warp_specialized::ROW, 1.0);
     let (g, c) = on_both(&dev, |d| warp_specialized::run(d, &x));
     warp_specialized::check(&x, &g, "GPU");

@@ -158,11 +158,10 @@ fn bad_shapes_are_typed_errors() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn ops_on_the_gpu() {
-    match Device::cuda(0) {
-        Ok(dev) => all_agree(
+    if let Some(dev) = tlx::testing::gpu_or_skip() {
+        all_agree(
             &dev,
             &[(1000, 1032, 520), (517, 300, 94), (1536, 1024, 512)],
-        ),
-        Err(e) => println!("skipped: needs a GPU ({e})"),
+        );
     }
 }

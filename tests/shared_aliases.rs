@@ -151,11 +151,8 @@ fn aliases_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn aliases_on_the_gpu() {
-    match Device::cuda(0) {
-        Ok(dev) => {
-            reinterpret_agrees(&dev);
-            reuse_agrees(&dev);
-        }
-        Err(e) => println!("skipped: needs a GPU ({e})"),
+    if let Some(dev) = tlx::testing::gpu_or_skip() {
+        reinterpret_agrees(&dev);
+        reuse_agrees(&dev);
     }
 }

@@ -119,12 +119,8 @@ fn tma_reductions_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn tma_reductions_on_the_gpu() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("skipped: needs a GPU ({e})");
-            return;
-        }
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
     };
     sums_agree(&dev);
     maxima_agree(&dev);

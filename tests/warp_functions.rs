@@ -106,8 +106,7 @@ fn warp_functions_on_the_interpreter() {
 #[test]
 #[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
 fn warp_functions_on_the_gpu() {
-    match Device::cuda(0) {
-        Ok(dev) => agrees(&dev),
-        Err(e) => println!("skipped: needs a GPU ({e})"),
+    if let Some(dev) = tlx::testing::gpu_or_skip() {
+        agrees(&dev);
     }
 }
