@@ -397,23 +397,7 @@ impl<'k> Executor<'k> {
                 let data = view.read(shared)?;
                 let reduce = StoreReduce::from_code(imm(0)?)
                     .ok_or_else(|| Fault::malformed("an unknown store reduction"))?;
-                match reduce.atomic() {
-                    None => Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data)?),
-                    Some(atomic) => {
-                        let (ptrs, inside) = self.tma_box(arg(0)?, view.elem, &args[2..], true)?;
-                        let check = self.check_uninit;
-                        global::atomic_rmw(
-                            self.mem,
-                            check,
-                            atomic,
-                            view.elem,
-                            &ptrs,
-                            &data,
-                            Some(&inside),
-                        )?;
-                        Ok(())
-                    }
-                }
+                Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data, reduce)?)
             }
             Prim::AsyncDot => {
                 let a = self.dot_operand(op, shared, arg(0)?, task)?;
@@ -497,7 +481,7 @@ impl<'k> Executor<'k> {
                 }
                 let elem = self.desc_elem(arg(0)?)?;
                 let data = &self.get(arg(1)?)?.data;
-                Ok(self.write_tma_box(arg(0)?, elem, &args[2..], data)?)
+                Ok(self.write_tma_box(arg(0)?, elem, &args[2..], data, StoreReduce::None)?)
             }
             Prim::MakeTensorDescriptor => {
                 if self.skeleton.is_some() {
@@ -689,16 +673,30 @@ impl<'k> Executor<'k> {
         )
     }
 
-    /// A TMA store of `data` into a block: nothing outside the tensor.
+    /// A TMA store of `data` into a block, or with `reduce`, an atomic
+    /// combination with it: nothing outside the tensor.
     fn write_tma_box(
         &self,
         desc: ValueId,
         elem: ScalarType,
         offsets: &[ValueId],
         data: &Data,
+        reduce: StoreReduce,
     ) -> FaultResult<()> {
         let (ptrs, inside) = self.tma_box(desc, elem, offsets, true)?;
-        global::store(self.mem, elem, &ptrs, data, Some(&inside))
+        match reduce.atomic() {
+            None => global::store(self.mem, elem, &ptrs, data, Some(&inside)),
+            Some(op) => global::atomic_rmw(
+                self.mem,
+                self.check_uninit,
+                op,
+                elem,
+                &ptrs,
+                data,
+                Some(&inside),
+            )
+            .map(|_olds| ()),
+        }
     }
 
     fn offsets(&self, vs: &[ValueId]) -> FaultResult<Vec<i64>> {
