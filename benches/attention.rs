@@ -1,4 +1,5 @@
-//! Flash attention forward (`examples/hopper_fa_fwd.rs`) in the FA3 paper's
+//! Flash attention (`tlx::ops::attention` and `attention_backward`, the
+//! kernels of `src/ops/attention/`) in the FA3 paper's
 //! setting: 16k tokens in all (batch × sequence), 16 heads of 128 (and 32
 //! heads of 64), bf16, sequences 512 to 16384, causal and not.
 //!
@@ -19,12 +20,11 @@ mod timing;
 #[allow(dead_code)]
 mod hopper_fa_bwd;
 
-use common::attention::Shape;
 use half::bf16;
 use hopper_fa_bwd::forward as hopper_fa_fwd;
 use hopper_fa_bwd::forward::common;
-use hopper_fa_bwd::{Grads, Saved};
 use timing::median_ms;
+use tlx::ops::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
 use tlx::prelude::*;
 
 /// What one shape measured: forward and backward TFLOP/s (the backward
@@ -38,20 +38,17 @@ struct Measured {
 
 /// Times one shape's forward and backward and checks the forward's output
 /// on sampled rows.
-fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error::Error>> {
+fn run_shape(dev: &Device, shape: &Attention) -> Result<Measured, Box<dyn std::error::Error>> {
     let mut rng = common::Rng::fresh("attention bench");
     let (q_len, kv_len) = (shape.q_len(), shape.kv_len());
     let mut random =
         |n: usize| -> Vec<bf16> { rng.normal_vec(n).into_iter().map(bf16::from_f32).collect() };
     let (q, k, v, d_o) = (random(q_len), random(kv_len), random(kv_len), random(q_len));
     let up = |t: &[bf16]| dev.upload(t);
-    let (dq_in, dk_in, dv_in, do_in) = (up(&q)?, up(&k)?, up(&v)?, up(&d_o)?);
+    let (q_dev, k_dev, v_dev, do_dev) = (up(&q)?, up(&k)?, up(&v)?, up(&d_o)?);
     let o = dev.upload(&vec![bf16::NAN; q_len])?;
-    let rows = shape.batch * shape.heads * shape.seq_q;
-    let lse = dev.upload(&vec![f32::NAN; rows])?;
-    let sm_scale = 1.0 / (shape.head_dim as f32).sqrt();
-    let forward =
-        || hopper_fa_fwd::attention(dev, (&dq_in, &dk_in, &dv_in), (&o, &lse), shape, sm_scale);
+    let lse = dev.upload(&vec![f32::NAN; shape.rows()])?;
+    let forward = || tlx::ops::attention(dev, &q_dev, &k_dev, &v_dev, &o, Some(&lse), shape);
     forward()?;
     let got = o.download()?;
     let d = shape.head_dim;
@@ -61,8 +58,7 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
     let last = (shape.batch - 1, shape.heads - 1);
     for (b, h) in [(0, 0), last] {
         for i in [0, 1, shape.seq_q / 2, shape.seq_q - 1] {
-            let (want, _) =
-                common::attention::reference_row((&q, &k, &v), shape, sm_scale as f64, (b, h, i));
+            let (want, _) = common::attention::reference_row((&q, &k, &v), shape, (b, h, i));
             let at = ((b * shape.heads + h) * shape.seq_q + i) * d;
             let row: Vec<f32> = got[at..at + d].iter().map(|x| x.to_f32()).collect();
             worst = worst.max(common::attention::output_error(&row, &want, d));
@@ -74,25 +70,22 @@ fn run_shape(dev: &Device, shape: Shape) -> Result<Measured, Box<dyn std::error:
         dev.upload(&vec![bf16::NAN; kv_len])?,
         dev.upload(&vec![bf16::NAN; kv_len])?,
     );
-    let delta = dev.upload(&vec![f32::NAN; rows])?;
-    let dq_accum = dev.upload(&vec![f32::NAN; shape.q_len()])?;
-    let saved = Saved {
-        q: &dq_in,
-        k: &dk_in,
-        v: &dv_in,
+    let saved = AttentionSaved {
+        q: &q_dev,
+        k: &k_dev,
+        v: &v_dev,
         o: &o,
         lse: &lse,
-        d_o: &do_in,
+        d_o: &do_dev,
     };
-    let grads = Grads {
+    let grads = AttentionGrads {
         dq: &dq,
         dk: &dk,
         dv: &dv,
-        delta: &delta,
-        dq_accum: &dq_accum,
     };
+    let workspace = AttentionWorkspace::new(dev, shape)?;
     let backward_ms = median_ms(dev, 10, || {
-        hopper_fa_bwd::attention_backward(dev, &saved, &grads, shape, sm_scale)
+        tlx::ops::attention_backward(dev, &saved, &grads, &workspace, shape)
     })?;
     Ok(Measured {
         forward: shape.flops() / forward_ms / 1e9,
@@ -123,16 +116,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if !format!("{head_dim} {causal} {seq}").starts_with(&only) {
                     continue;
                 }
-                let shape = Shape {
-                    batch: 16384 / seq,
-                    heads,
-                    kv_heads: heads,
-                    seq_q: seq,
-                    seq_kv: seq,
-                    head_dim,
-                    causal,
-                };
-                let m = run_shape(&dev, shape)?;
+                let shape = Attention::new(16384 / seq, heads, seq, head_dim).causal(causal);
+                let m = run_shape(&dev, &shape)?;
                 println!(
                     "attn d{head_dim} causal {causal} S {seq}: fwd {:.1} bwd {:.1} TFLOP/s (fwd max rel error {:.1e})",
                     m.forward, m.backward, m.error

@@ -1,7 +1,9 @@
 //! `tlx::ops` against f64 references on fresh random inputs, outputs
 //! poisoned first: `gemm` through both of its kernels (TMA where the rows
-//! allow, masked pointers where not), and the row-wise ops over rows
-//! shorter and longer than one block, in f32 and bf16. On the interpreter
+//! allow, masked pointers where not), the row-wise ops over rows
+//! shorter and longer than one block, in f32 and bf16, and `attention` over
+//! views into larger buffers (its full coverage is the `hopper_fa_fwd` and
+//! `hopper_fa_bwd` examples). On the interpreter
 //! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
 //! errors.
 
@@ -119,6 +121,62 @@ fn bf16_softmax_agrees(dev: &Device, rows: usize, cols: usize) {
     );
 }
 
+/// Causal grouped-query attention with ragged lengths, the tensors views at
+/// an offset into larger buffers and no log-sum-exp asked for.
+fn attention_agrees(dev: &Device) {
+    let mut rng = fresh_rng();
+    let p = tlx::ops::Attention::new(1, 4, 70, 64)
+        .kv_heads(2)
+        .seq_kv(90)
+        .causal(true)
+        .scale(0.1);
+    let d = p.head_dim;
+    let (q, k, v) = (
+        bf16s(&rng.vec(p.q_len(), 1.0)),
+        bf16s(&rng.vec(p.kv_len(), 1.0)),
+        bf16s(&rng.vec(p.kv_len(), 1.0)),
+    );
+    // Each tensor 8 elements (16 bytes, TMA's alignment) into its buffer.
+    let padded = |t: &[bf16]| {
+        let mut all = vec![bf16::NAN; 8];
+        all.extend_from_slice(t);
+        dev.upload(&all).expect("upload")
+    };
+    let (qb, kb, vb) = (padded(&q), padded(&k), padded(&v));
+    let ob = dev.upload(&vec![bf16::NAN; p.q_len() + 8]).expect("upload");
+    let [qv, kv, vv, ov] = [&qb, &kb, &vb, &ob].map(|b| b.slice(8..).expect("view"));
+    tlx::ops::attention(dev, &qv, &kv, &vv, &ov, None, &p).expect("attention");
+    let (q, k, v) = (widen(&q), widen(&k), widen(&v));
+    let mut want = Vec::with_capacity(p.q_len());
+    for h in 0..p.heads {
+        let kvh = h / (p.heads / p.kv_heads);
+        for i in 0..p.seq_q {
+            let row = |t: &[f64], j: usize| t[(kvh * p.seq_kv + j) * d..][..d].to_vec();
+            let query = &q[(h * p.seq_q + i) * d..][..d];
+            let seen = (i + 1).min(p.seq_kv);
+            let scores: Vec<f64> = (0..seen)
+                .map(|j| {
+                    row(&k, j)
+                        .iter()
+                        .zip(query)
+                        .map(|(a, b)| a * b)
+                        .sum::<f64>()
+                        * 0.1
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            want.extend(
+                (0..d).map(|c| (0..seen).map(|j| weights[j] * row(&v, j)[c]).sum::<f64>() / total),
+            );
+        }
+    }
+    let got = widen(&ob.download().expect("download")[8..]);
+    let err = relative_error(&got, &want);
+    assert!(err < 2e-2, "attention {p}: relative error {err}");
+}
+
 fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     for &shape in gemm_shapes {
         gemm_agrees(dev, shape);
@@ -126,6 +184,7 @@ fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     rows_agree(dev, 3, 300);
     rows_agree(dev, 2, 5000);
     bf16_softmax_agrees(dev, 4, 1500);
+    attention_agrees(dev);
 }
 
 #[test]
@@ -153,6 +212,61 @@ fn bad_shapes_are_typed_errors() {
     let x = dev.alloc::<f32>(10).expect("alloc");
     let huge = tlx::ops::softmax(&dev, &x, &x, 1 << 20, 1 << 12).expect_err("2^32 elements");
     assert!(huge.to_string().contains("32-bit indexing"), "{huge}");
+}
+
+#[test]
+fn bad_attention_problems_are_typed_errors() {
+    use tlx::ops::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
+    let dev = Device::cpu();
+    let p = Attention::new(1, 4, 64, 64);
+    let t = dev.alloc::<bf16>(p.q_len()).expect("alloc");
+    let expect = |what: &str, result: Result<(), Error>, says: &str| {
+        let e = result.expect_err(what);
+        assert!(matches!(e, Error::InvalidShape { .. }), "{what}: {e}");
+        assert!(e.to_string().contains(says), "{what}: {e}");
+    };
+    let forward = |p: &Attention, lse: Option<&dyn tlx::PtrArg<f32>>| {
+        tlx::ops::attention(&dev, &t, &t, &t, &t, lse, p)
+    };
+    expect(
+        "head dim 96",
+        forward(&Attention::new(1, 4, 32, 96), None),
+        "head_dim 96",
+    );
+    expect(
+        "4 over 3",
+        forward(&p.kv_heads(3), None),
+        "do not split evenly",
+    );
+    expect(
+        "longer keys",
+        forward(&p.seq_kv(65), None),
+        "`k` holds 16384 elements",
+    );
+    let short_lse = dev.alloc::<f32>(p.rows() - 1).expect("alloc");
+    expect(
+        "short lse",
+        forward(&p, Some(&short_lse)),
+        "`lse` holds 255",
+    );
+    expect("scale", forward(&p.scale(f32::NAN), None), "not finite");
+    let small = AttentionWorkspace::new(&dev, &Attention::new(1, 4, 32, 64)).expect("workspace");
+    let lse = dev.alloc::<f32>(p.rows()).expect("alloc");
+    let saved = AttentionSaved {
+        q: &t,
+        k: &t,
+        v: &t,
+        o: &t,
+        lse: &lse,
+        d_o: &t,
+    };
+    let grads = AttentionGrads {
+        dq: &t,
+        dk: &t,
+        dv: &t,
+    };
+    let backward = tlx::ops::attention_backward(&dev, &saved, &grads, &small, &p);
+    expect("small workspace", backward, "AttentionWorkspace::new");
 }
 
 #[test]

@@ -1,105 +1,29 @@
-//! What the attention examples share: the problem's shape, descriptors
-//! over `[batch, heads, seq, head_dim]` tensors, and f64 CPU references of
-//! the forward pass (per row) and of the backward pass (on inputs widened
-//! to f64 once, with [`widen`]).
+//! What the attention examples share: the problems they check, and f64
+//! CPU references of the forward pass (per row) and of the backward pass
+//! (on inputs widened to f64 once, with [`widen`]).
 
-use tlx::{Buffer, TensorDesc};
+use tlx::ops::Attention;
 
 use super::Size;
-
-/// An attention problem: `[batch, heads, seq_q, head_dim]` queries against
-/// `[batch, kv_heads, seq_kv, head_dim]` keys and values.
-#[derive(Copy, Clone, Debug)]
-pub struct Shape {
-    pub batch: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub seq_q: usize,
-    pub seq_kv: usize,
-    pub head_dim: usize,
-    pub causal: bool,
-}
-
-impl Shape {
-    /// `Err` unless the query heads split evenly over the key/value heads.
-    pub fn check_heads(&self, kernel: &'static str) -> Result<(), tlx::Error> {
-        let (heads, kv_heads) = (self.heads, self.kv_heads);
-        if kv_heads == 0 || heads % kv_heads != 0 {
-            return Err(tlx::Error::InvalidConfig {
-                kernel,
-                reason: format!(
-                    "{heads} query heads do not split evenly over {kv_heads} key/value heads"
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    pub fn q_len(&self) -> usize {
-        self.batch * self.heads * self.seq_q * self.head_dim
-    }
-
-    pub fn kv_len(&self) -> usize {
-        self.batch * self.kv_heads * self.seq_kv * self.head_dim
-    }
-
-    /// Multiply-adds of both products (causal: those the mask leaves).
-    pub fn flops(&self) -> f64 {
-        let full = 4.0 * (self.batch * self.heads) as f64 * (self.seq_q * self.seq_kv) as f64;
-        full * self.head_dim as f64 / if self.causal { 2.0 } else { 1.0 }
-    }
-}
-
-/// `2x8/2x1000x128 over 1000 keys, causal`: batch x heads / kv heads x
-/// query rows x head dim, for the examples' verdict lines.
-impl std::fmt::Display for Shape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}x{}/{}x{}x{} over {} keys{}",
-            self.batch,
-            self.heads,
-            self.kv_heads,
-            self.seq_q,
-            self.head_dim,
-            self.seq_kv,
-            if self.causal { ", causal" } else { "" }
-        )
-    }
-}
-
-/// A `[batch, heads, seq, head_dim]` tensor as a descriptor.
-pub fn head_desc<T: tlx::Element>(
-    buf: &Buffer<T>,
-    batch: usize,
-    heads: usize,
-    seq: usize,
-    head_dim: usize,
-) -> Result<TensorDesc<'_, T>, tlx::Error> {
-    TensorDesc::new(
-        buf,
-        &[batch, heads, seq, head_dim],
-        &[heads * seq * head_dim, seq * head_dim, head_dim, 1],
-    )
-}
 
 /// Attention in f64 on the CPU for query row `i` of head `h` of batch `b`:
 /// its output and natural log-sum-exp.
 pub fn reference_row<'a>(
     (q, k, v): (&'a [f64], &'a [f64], &'a [f64]),
-    shape: Shape,
-    sm_scale: f64,
+    problem: &Attention,
     (b, h, i): (usize, usize, usize),
 ) -> (Vec<f64>, f64) {
-    let Shape {
+    let Attention {
         heads,
         kv_heads,
         seq_q,
         seq_kv,
         head_dim: d,
         causal,
+        scale,
         ..
-    } = shape;
+    } = *problem;
+    let sm_scale = f64::from(scale);
     let kvh = h / (heads / kv_heads);
     let query = &q[((b * heads + h) * seq_q + i) * d..][..d];
     let kv_row = |t: &'a [f64], j: usize| -> &'a [f64] {
@@ -129,10 +53,9 @@ pub fn reference_row<'a>(
 /// gradients of every query head that reads it).
 pub fn reference_backward(
     (q, k, v, d_o): (&[f64], &[f64], &[f64], &[f64]),
-    shape: Shape,
-    sm_scale: f64,
+    problem: &Attention,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let Shape {
+    let Attention {
         batch,
         heads,
         kv_heads,
@@ -140,7 +63,9 @@ pub fn reference_backward(
         seq_kv,
         head_dim: d,
         causal,
-    } = shape;
+        scale,
+    } = *problem;
+    let sm_scale = f64::from(scale);
     let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
     let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
     for b in 0..batch {
@@ -194,9 +119,9 @@ pub fn widen<T: Copy>(t: &[T], to_f32: impl Fn(T) -> f32) -> Vec<f64> {
     t.iter().map(|&x| to_f32(x) as f64).collect()
 }
 
-/// One problem the attention examples check: its shape, in f16 or bf16.
+/// One problem the attention examples check, in f16 or bf16.
 pub struct Case {
-    pub shape: Shape,
+    pub problem: Attention,
     pub f16: bool,
 }
 
@@ -226,15 +151,10 @@ pub fn cases(size: Size) -> Vec<Case> {
         .iter()
         .map(
             |&(batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)| Case {
-                shape: Shape {
-                    batch,
-                    heads,
-                    kv_heads,
-                    seq_q,
-                    seq_kv,
-                    head_dim,
-                    causal,
-                },
+                problem: Attention::new(batch, heads, seq_q, head_dim)
+                    .kv_heads(kv_heads)
+                    .seq_kv(seq_kv)
+                    .causal(causal),
                 f16,
             },
         )

@@ -1,5 +1,6 @@
 //! Ready-made kernels an application calls without writing one: [`gemm`],
-//! [`softmax`], [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
+//! [`attention`] (and its backward), [`softmax`], [`rms_norm`] and
+//! [`layer_norm`]. Each takes tlx buffers,
 //! views or cudarc slices ([`PtrArg`]) holding row-major,
 //! contiguous tensors, checks the shape against what they hold
 //! ([`Error::InvalidShape`] otherwise), and
@@ -21,9 +22,14 @@
 //! # Ok::<(), tlx::Error>(())
 //! ```
 
+mod attention;
 mod gemm;
 mod rows;
 
+pub use attention::{
+    attention, attention_backward, Attention, AttentionElement, AttentionGrads, AttentionSaved,
+    AttentionWorkspace,
+};
 pub use gemm::{gemm, GemmElement};
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
@@ -37,7 +43,7 @@ const MAX_EXTENT: usize = i32::MAX as usize;
 fn holds<T: Element>(
     op: &'static str,
     what: &str,
-    value: &impl PtrArg<T>,
+    value: &(impl PtrArg<T> + ?Sized),
     needed: usize,
 ) -> Result<(), Error> {
     let len = match value.kernel_arg() {

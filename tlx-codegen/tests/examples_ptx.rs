@@ -1,4 +1,4 @@
-//! Every `#[tlx::kernel]` of the workspace's `examples/` and `benches/`,
+//! Every `#[tlx::kernel]` of the workspace's `src/`, `examples/` and `benches/`,
 //! found by parsing the files (so a new example is covered without editing
 //! this test), lowered for each configuration, compiled for every
 //! architecture and assembled by `ptxas`. Also prints what each
@@ -16,7 +16,7 @@ use tlx_core::frontend::{self, ConfigAttr};
 use tlx_core::ir::{Arch, Kernel};
 
 /// The folders whose kernels are checked, relative to the workspace root.
-const KERNEL_DIRS: [&str; 2] = ["examples", "benches"];
+const KERNEL_DIRS: [&str; 3] = ["src", "examples", "benches"];
 
 /// One `#[tlx::kernel]` function as written in a source file.
 struct FoundKernel {
@@ -205,7 +205,7 @@ fn rust_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The kernels of `examples/` and `benches/`; files that cannot be read or
+/// The kernels of `src/`, `examples/` and `benches/`; files that cannot be read or
 /// parsed are reported in the second list.
 fn workspace_kernels() -> (Vec<FoundKernel>, Vec<String>) {
     let root = workspace_root();

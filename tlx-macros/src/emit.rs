@@ -474,8 +474,9 @@ fn launcher(
         match param {
             SigParam::Plain(ParamKind::Ptr(t)) => {
                 let ty = rust_type(*t);
-                launch_params
-                    .push(quote_spanned! {ident.span()=> #ident: &impl ::tlx::PtrArg<#ty> });
+                launch_params.push(
+                    quote_spanned! {ident.span()=> #ident: &(impl ::tlx::PtrArg<#ty> + ?Sized) },
+                );
                 launch_args.push(quote! { ::tlx::PtrArg::kernel_arg(#ident) });
                 arg_fields.push(quote! { pub #ident: &'a dyn ::tlx::PtrArg<#ty> });
                 field_args.push(quote! { ::tlx::PtrArg::kernel_arg(args.#ident) });

@@ -45,7 +45,7 @@ impl<'a, T: Element> TensorDesc<'a, T> {
     /// [`TensorDesc::new`] over anything passed as a pointer: a buffer, a
     /// view of one, or a cudarc slice.
     pub fn over(
-        tensor: &'a impl PtrArg<T>,
+        tensor: &'a (impl PtrArg<T> + ?Sized),
         shape: &[usize],
         strides: &[usize],
     ) -> Result<Self, Error> {

@@ -1,0 +1,329 @@
+//! The flash-attention backward kernels on Hopper: `dQ`, `dK` and `dV` from
+//! `Q`, `K`, `V`, the forward's output `O` and row log-sum-exp, and the
+//! output gradient `dO`, without ever holding the attention matrix (FA2's
+//! algorithm, dQ accumulated across programs by TMA reductions as FA3 does).
+//!
+//! Three kernels:
+//! - `fa_bwd_preprocess`: `delta = rowsum(dO ∘ O)` per query row, and the
+//!   f32 dQ accumulator set to zero;
+//! - `fa_bwd_main`: one program per 128 keys of one key/value head; its
+//!   two consumer warp groups keep 64 keys each (K and V loaded once) and
+//!   stream over the query tiles of every query head that reads them
+//!   (Q and dO through a TMA ring): `Pᵀ = exp(K Qᵀ · scale − lse)`,
+//!   `dV += Pᵀ dO`, `dPᵀ = V dOᵀ`, `dSᵀ = Pᵀ ∘ (dPᵀ − delta)`, `dK += dSᵀ Q`
+//!   (`Pᵀ` and `dSᵀ` fed to wgmma from registers), and the query tile's
+//!   share of dQ from these keys, `dS K` (`dSᵀ` through shared memory, read
+//!   M-major), added into the accumulator by a TMA store with
+//!   `store_reduce = "add"`; at head dim 128 the consumers split dQ's
+//!   columns (FA3's way: both `dSᵀ` meet in shared memory), so each step
+//!   sends one reduction, not two;
+//! - `fa_bwd_dq_convert`: the accumulator in the element type.
+//!
+//! The main kernel is warp-specialized like the forward (a TMA producer
+//! task, two consumer warp groups), takes the same `[batch, heads, seq,
+//! head_dim]` tensors, GQA, causal masking and ragged lengths, and writes
+//! through shared memory and TMA stores, which clip at each sequence's end.
+
+use super::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
+use crate::prelude::*;
+use crate::Element;
+
+/// Keys per program of the main kernel (two consumer warp groups of 64).
+const KEY_TILE: usize = 128;
+/// Rows per program of the preprocess kernel.
+const PREPROCESS_ROWS: usize = 64;
+/// Elements per program of the dQ conversion.
+const CONVERT_BLOCK: usize = 2048;
+
+/// The backward kernels for element type `$t`.
+macro_rules! fa_backward_kernels {
+    ($pre:ident, $main:ident, $convert:ident, $t:ident) => {
+        /// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`, and
+        /// the rows of the dQ accumulator set to zero.
+        #[tlx::kernel(num_warps = 4, configs = [(D = 64, BM = 64), (D = 128, BM = 64)])]
+        fn $pre<const D: usize, const BM: usize>(
+            o: Ptr<$t>,
+            d_o: Ptr<$t>,
+            delta: Ptr<f32>,
+            dq_accum: Ptr<f32>,
+            rows: i32,
+        ) {
+            let r = program_id(0) * BM + arange(0, BM);
+            let at = r[(.., None)] * D + arange(0, D)[(None, ..)];
+            let inside = r[(.., None)] < rows;
+            let out = load(o + at, mask = inside).to(f32);
+            let grad = load(d_o + at, mask = inside).to(f32);
+            store(delta + r, sum(out * grad, axis = 1), mask = r < rows);
+            store(dq_accum + at, zeros([BM, D], f32), mask = inside);
+        }
+
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
+            (D = 64, STAGES = 3, CAUSAL = false),
+            (D = 64, STAGES = 3, CAUSAL = true),
+            (D = 128, STAGES = 2, CAUSAL = false),
+            (D = 128, STAGES = 2, CAUSAL = true),
+        ])]
+        fn $main<const D: usize, const STAGES: usize, const CAUSAL: bool>(
+            q_desc: TensorDesc<$t, 1, 1, 64, D>,
+            k_desc: TensorDesc<$t, 1, 1, 64, D>,
+            v_desc: TensorDesc<$t, 1, 1, 64, D>,
+            do_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dk_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dv_desc: TensorDesc<$t, 1, 1, 64, D>,
+            dq_desc: TensorDesc<f32, 1, 1, 64, 64>,
+            lse: Ptr<f32>,
+            delta: Ptr<f32>,
+            sm_scale: f32,
+            heads: i32,
+            kv_heads: i32,
+            seq_q: i32,
+            seq_kv: i32,
+        ) {
+            // Each consumer's 64 keys and values, loaded once; they take dK and dV
+            // at the end.
+            let k_bufs = local_alloc([64, D], $t, 2);
+            let v_bufs = local_alloc([64, D], $t, 2);
+            let q_bufs = local_alloc([64, D], $t, STAGES);
+            let do_bufs = local_alloc([64, D], $t, STAGES);
+            // Each consumer's dSᵀ (an A of the dQ products, read M-major),
+            // two steps' worth at head dim 128 (both consumers read both),
+            // and each consumer's part of dQ on the way to the accumulator.
+            let ds_bufs = local_alloc([64, 64], $t, 4);
+            let dq_bufs = local_alloc([64, 64], f32, 2);
+            let kv_full = alloc_barriers(1, 1);
+            let q_full = alloc_barriers(STAGES, 1);
+            let do_full = alloc_barriers(STAGES, 1);
+            // Both consumers read every query tile.
+            let q_empty = alloc_barriers(STAGES, 2);
+            let do_empty = alloc_barriers(STAGES, 2);
+            let off_n = program_id(0) * 128;
+            let batch_kv_head = program_id(1);
+            let batch = batch_kv_head / kv_heads;
+            let kv_head = batch_kv_head % kv_heads;
+            let group = heads / kv_heads;
+            // Causal: queries before this program's first key see none of its keys.
+            let first_q_tile = if CAUSAL { off_n / 64 } else { 0 };
+            let q_tiles = maximum(cdiv(seq_q, 64) - first_q_tile, 0);
+            // Every query head of the group, each over its query tiles.
+            let steps = group * q_tiles;
+            async_tasks! {
+                task(default, num_regs = 24) {
+                    let bar = local_view(kv_full, 0);
+                    barrier_expect_bytes(bar, 4 * 64 * D * size_of(dtype_of(k_desc)));
+                    for half in static_range(0, 2) {
+                        let key0 = off_n + half * 64;
+                        async_descriptor_load(k_desc, local_view(k_bufs, half), [batch, kv_head, key0, 0], bar);
+                        async_descriptor_load(v_desc, local_view(v_bufs, half), [batch, kv_head, key0, 0], bar);
+                    }
+                    for it in 0..steps {
+                        let head = kv_head * group + it / q_tiles;
+                        let q0 = (first_q_tile + it % q_tiles) * 64;
+                        let slot = it % STAGES;
+                        let free = (it / STAGES) % 2 ^ 1;
+                        let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
+                        barrier_wait(local_view(q_empty, slot), free);
+                        let q_bar = local_view(q_full, slot);
+                        barrier_expect_bytes(q_bar, tile_bytes);
+                        async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
+                        barrier_wait(local_view(do_empty, slot), free);
+                        let do_bar = local_view(do_full, slot);
+                        barrier_expect_bytes(do_bar, tile_bytes);
+                        async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
+                    }
+                }
+                task(num_warps = 4, num_regs = 240, replicate = 2) {
+                    let half = async_task_replica_id();
+                    let key0 = off_n + half * 64;
+                    let keys = key0 + arange(0, 64);
+                    let k_buf = local_view(k_bufs, half);
+                    let v_buf = local_view(v_bufs, half);
+                    let ds_buf = local_view(ds_bufs, half);
+                    let dq_buf = local_view(dq_bufs, half);
+                    let log2e = 1.4426950408889634;
+                    let qk_scale = sm_scale * log2e;
+                    let mut dk = zeros([64, D], f32);
+                    let mut dv = zeros([64, D], f32);
+                    barrier_wait(local_view(kv_full, 0), 0);
+                    for it in 0..steps {
+                        let head = kv_head * group + it / q_tiles;
+                        let q0 = (first_q_tile + it % q_tiles) * 64;
+                        let queries = q0 + arange(0, 64);
+                        let row = (batch * heads + head) * seq_q + queries;
+                        // Past the end, an infinite lse makes P zero.
+                        let valid = queries < seq_q;
+                        let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
+                        let delta_q = load(delta + row, mask = valid);
+                        let slot = it % STAGES;
+                        let phase = (it / STAGES) % 2;
+                        barrier_wait(local_view(q_full, slot), phase);
+                        let q_buf = local_view(q_bufs, slot);
+                        let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
+                        let st = async_dot_wait(0, st);
+                        let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
+                        if CAUSAL {
+                            pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
+                        }
+                        barrier_wait(local_view(do_full, slot), phase);
+                        let do_buf = local_view(do_bufs, slot);
+                        dv = async_dot(pt.to($t), do_buf, dv);
+                        let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
+                        let dpt = async_dot_wait(0, dpt);
+                        dv = async_dot_wait(0, dv);
+                        let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
+                        // The query tile's share of dQ from these keys, dS K,
+                        // takes dSᵀ through shared memory, read M-major.
+                        let (dq, col0) = if D == 128 {
+                            // FA3's split: each consumer takes 64 of dQ's
+                            // columns over all 128 keys, so the accumulator
+                            // sees one reduction per step, not two.
+                            let parity = 2 * (it % 2);
+                            local_store(local_view(ds_bufs, parity + half), dst);
+                            // Both consumers' dSᵀ are in place. (The buffers
+                            // alternate by step: a consumer rewrites one after
+                            // the next step's meeting, when the other has
+                            // finished reading it.)
+                            named_barrier_wait(8, 256);
+                            dk = async_dot(dst, q_buf, dk);
+                            let col0 = half * 64;
+                            let mut dq = zeros([64, 64], f32);
+                            for i in static_range(0, 2) {
+                                let ds_i = local_trans(local_view(ds_bufs, parity + i));
+                                let k_cols = local_slice(local_view(k_bufs, i), [0, col0], [64, 64]);
+                                dq = async_dot(ds_i, k_cols, dq);
+                            }
+                            (async_dot_wait(0, dq), col0)
+                        } else {
+                            local_store(ds_buf, dst);
+                            dk = async_dot(dst, q_buf, dk);
+                            let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
+                            (async_dot_wait(0, dq), 0)
+                        };
+                        dk = async_dot_wait(0, dk);
+                        barrier_arrive(local_view(q_empty, slot));
+                        barrier_arrive(local_view(do_empty, slot));
+                        // The previous step's reduction has read the buffer.
+                        async_descriptor_store_wait(0);
+                        local_store(dq_buf, dq * sm_scale);
+                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                    }
+                    if D == 128 {
+                        // The other consumer's last dQ products read this
+                        // consumer's keys, which dK is about to replace.
+                        named_barrier_wait(8, 256);
+                    }
+                    local_store(k_buf, (dk * sm_scale).to($t));
+                    async_descriptor_store(dk_desc, k_buf, [batch, kv_head, key0, 0]);
+                    local_store(v_buf, dv.to($t));
+                    async_descriptor_store(dv_desc, v_buf, [batch, kv_head, key0, 0]);
+                    async_descriptor_store_wait(0);
+                }
+            }
+        }
+
+        /// `dq = dq_accum` in `$t`, over `n` elements.
+        #[tlx::kernel(num_warps = 4, configs = [(BLOCK = 2048)])]
+        fn $convert<const BLOCK: usize>(dq_accum: Ptr<f32>, dq: Ptr<$t>, n: i32) {
+            let at = program_id(0) * BLOCK + arange(0, BLOCK);
+            store(dq + at, load(dq_accum + at, mask = at < n).to($t), mask = at < n);
+        }
+    };
+}
+
+fa_backward_kernels!(fa_bwd_preprocess, fa_bwd_main, fa_bwd_dq_convert, bf16);
+fa_backward_kernels!(
+    fa_bwd_preprocess_f16,
+    fa_bwd_main_f16,
+    fa_bwd_dq_convert_f16,
+    f16
+);
+
+/// The backward kernels of one element type.
+pub trait BackwardKernels: Element {
+    /// Launches the three kernels for `problem`.
+    fn launch_backward(
+        device: &Device,
+        saved: &AttentionSaved<Self>,
+        grads: &AttentionGrads<Self>,
+        workspace: &AttentionWorkspace,
+        problem: &Attention,
+    ) -> Result<(), Error>;
+}
+
+macro_rules! backward_kernels {
+    ($t:ident, $pre:ident, $main:ident, $convert:ident) => {
+        impl BackwardKernels for $t {
+            fn launch_backward(
+                device: &Device,
+                saved: &AttentionSaved<Self>,
+                grads: &AttentionGrads<Self>,
+                workspace: &AttentionWorkspace,
+                p: &Attention,
+            ) -> Result<(), Error> {
+                let (delta, dq_accum) = (&workspace.delta, &workspace.dq_accum);
+                let queries = (p.heads, p.seq_q);
+                let keys = (p.kv_heads, p.seq_kv);
+                let q = &p.heads_desc(saved.q, queries)?;
+                let k = &p.heads_desc(saved.k, keys)?;
+                let v = &p.heads_desc(saved.v, keys)?;
+                let d_o = &p.heads_desc(saved.d_o, queries)?;
+                let dk = &p.heads_desc(grads.dk, keys)?;
+                let dv = &p.heads_desc(grads.dv, keys)?;
+                let dq_desc = &p.heads_desc(dq_accum, queries)?;
+                let sizes = [p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
+                let [heads, kv_heads, seq_q, seq_kv] = sizes;
+                let (rows, elements) = (p.rows(), p.q_len());
+                let rows_grid = rows.div_ceil(PREPROCESS_ROWS) as u32;
+                let main_grid = (
+                    p.seq_kv.div_ceil(KEY_TILE) as u32,
+                    (p.batch * p.kv_heads) as u32,
+                );
+                // Q/dO stages: three at head dim 64 (+2-6% on the H100);
+                // at 128 a third would leave L1 32 KB and measured no faster.
+                macro_rules! launch {
+                    ($d:literal, $stages:literal, $causal:literal) => {{
+                        $pre::<$d, PREPROCESS_ROWS>::launch(
+                            device,
+                            rows_grid,
+                            saved.o,
+                            saved.d_o,
+                            delta,
+                            dq_accum,
+                            rows as i32,
+                        )?;
+                        $main::<$d, $stages, $causal>::launch(
+                            device, main_grid, q, k, v, d_o, dk, dv, dq_desc, saved.lse, delta,
+                            p.scale, heads, kv_heads, seq_q, seq_kv,
+                        )
+                    }};
+                }
+                match (p.head_dim, p.causal) {
+                    (64, false) => launch!(64, 3, false),
+                    (64, true) => launch!(64, 3, true),
+                    (128, false) => launch!(128, 2, false),
+                    (128, true) => launch!(128, 2, true),
+                    (d, _) => Err(Error::InvalidShape {
+                        op: super::OP_BACKWARD,
+                        reason: format!(
+                            "head_dim {d} is not compiled; the kernels take 64 and 128"
+                        ),
+                    }),
+                }?;
+                $convert::<CONVERT_BLOCK>::launch(
+                    device,
+                    elements.div_ceil(CONVERT_BLOCK) as u32,
+                    dq_accum,
+                    grads.dq,
+                    elements as i32,
+                )
+            }
+        }
+    };
+}
+
+backward_kernels!(bf16, fa_bwd_preprocess, fa_bwd_main, fa_bwd_dq_convert);
+backward_kernels!(
+    f16,
+    fa_bwd_preprocess_f16,
+    fa_bwd_main_f16,
+    fa_bwd_dq_convert_f16
+);

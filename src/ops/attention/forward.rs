@@ -1,0 +1,336 @@
+//! The flash-attention forward kernel on Hopper in the TLX style (FA3's
+//! schedule): `O = softmax(Q Kᵀ · scale) V` per (batch, head), with the
+//! log-sum-exp of each row kept for the backward pass.
+//!
+//! Persistent: one program per SM loops over (batch, head, 128-row query
+//! tile) in head-major order (neighbouring programs share K and V in L2);
+//! a causal program takes its tiles in pairs, a head's longest with its
+//! shortest, so that every program gets the same work. Its default task
+//! (one warp group, few registers) is the producer: per tile it loads the
+//! two 64-row halves of Q,
+//! then K and V tiles through rings of `STAGES` shared buffers with TMA,
+//! guarded by `full`/`empty` mbarriers. Two consumer warp groups (a
+//! replicated task) each own one half of Q and pipeline within themselves:
+//! iteration `j` issues `S_j = Q K_jᵀ` and `O += P_{j-1} V_{j-1}` together,
+//! then runs the online softmax of `S_j` (f32, `exp2` of scores scaled by
+//! `scale · log2(e)` in one FMA) while the second product runs. Between
+//! the two groups, two named barriers pass a turn on the tensor cores
+//! (ping-pong): one group issues its products while the other does its
+//! softmax. `P` goes to wgmma straight from registers; `O` leaves through
+//! shared memory and a TMA store.
+//!
+//! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
+//! rows, so TMA zero-fills past the end of a sequence and clips the output
+//! store there, and any sequence lengths work.
+
+use super::Attention;
+use crate::prelude::*;
+use crate::{Element, PtrArg};
+
+/// Query rows per tile (two consumer warp groups of 64).
+pub(super) const QUERY_TILE: usize = 128;
+
+/// The forward kernel for element type `$t`.
+macro_rules! fa_forward_kernel {
+    ($name:ident, $t:ident) => {
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
+            (D = 64, BN = 128, STAGES = 2, CAUSAL = false),
+            (D = 64, BN = 128, STAGES = 2, CAUSAL = true),
+            (D = 128, BN = 128, STAGES = 2, CAUSAL = false),
+            (D = 128, BN = 128, STAGES = 2, CAUSAL = true),
+
+        ])]
+        fn $name<const D: usize, const BN: usize, const STAGES: usize, const CAUSAL: bool>(
+            q_desc: TensorDesc<$t, 1, 1, 64, D>,
+            k_desc: TensorDesc<$t, 1, 1, BN, D>,
+            v_desc: TensorDesc<$t, 1, 1, BN, D>,
+            o_desc: TensorDesc<$t, 1, 1, 64, D>,
+            lse: Ptr<f32>,
+            sm_scale: f32,
+            batch: i32,
+            heads: i32,
+            kv_heads: i32,
+            seq_q: i32,
+            seq_kv: i32,
+        ) {
+            let q_bufs = local_alloc([64, D], $t, 2);
+            let k_bufs = local_alloc([BN, D], $t, STAGES);
+            let v_bufs = local_alloc([BN, D], $t, STAGES);
+            let o_bufs = local_alloc([64, D], $t, 2);
+            // One Q half per consumer, reloaded per tile once it is done.
+            let q_full = alloc_barriers(2, 1);
+            let q_empty = alloc_barriers(2, 1);
+            let k_full = alloc_barriers(STAGES, 1);
+            let v_full = alloc_barriers(STAGES, 1);
+            // Both consumers read every K and V tile.
+            let k_empty = alloc_barriers(STAGES, 2);
+            let v_empty = alloc_barriers(STAGES, 2);
+            let m_tiles = cdiv(seq_q, 128);
+            let num_tiles = m_tiles * batch * heads;
+            let first = program_id(0);
+            let stride = num_programs(0);
+            // A tile's batch, head, key/value head, first query row and
+            // number of key tiles. Programs take every `stride`-th tile.
+            // Tiles run head-major, so that the programs of one round
+            // share K and V in L2. Causal tiles differ in length: a
+            // program takes two in a row (in two consecutive rounds) from
+            // the two ends of one head, the longest left with the
+            // shortest, so every pair holds the same work.
+            fn tile_coords(
+                tile: i32,
+                stride: i32,
+                num_tiles: i32,
+                m_tiles: i32,
+                heads: i32,
+                kv_heads: i32,
+                seq_kv: i32,
+            ) -> (i32, i32, i32, i32, i32) {
+                let (batch_head, m) = if CAUSAL {
+                    // Rounds go in twos; in the last two, programs past
+                    // `two` get one tile.
+                    let round = tile / stride;
+                    let base = round / 2 * (2 * stride);
+                    let two = maximum(minimum(2 * stride, num_tiles - base) - stride, 0);
+                    let p = tile % stride;
+                    let order = if p < two { base + 2 * p + round % 2 } else { base + two + p };
+                    let k = order % m_tiles;
+                    let m = if k % 2 == 0 { m_tiles - 1 - k / 2 } else { k / 2 };
+                    (order / m_tiles, m)
+                } else {
+                    (tile / m_tiles, tile % m_tiles)
+                };
+                let head = batch_head % heads;
+                let off_m = m * 128;
+                let kv_end = if CAUSAL { minimum(seq_kv, off_m + 128) } else { seq_kv };
+                (batch_head / heads, head, head / (heads / kv_heads), off_m, cdiv(kv_end, BN))
+            }
+            // The tensor cores' turns: group 0 takes the first; each
+            // group passes the turn on after issuing its products.
+            // Group 1 passes no turn after its very last, so that
+            // every arrival on the two barriers meets a wait.
+            fn take_turn(me: i32, turns: i32) {
+                if (me == 0) & (turns > 0) {
+                    named_barrier_wait(8, 256);
+                }
+                if me == 1 {
+                    named_barrier_wait(9, 256);
+                }
+            }
+            fn pass_turn(me: i32, last: bool) {
+                if me == 0 {
+                    named_barrier_arrive(9, 256);
+                }
+                if (me == 1) & !last {
+                    named_barrier_arrive(8, 256);
+                }
+            }
+            // One online-softmax step over key tile `j`: the tile's
+            // probabilities (in `$t`), the new running max and sum,
+            // and the factor that rescales what came before.
+            fn softmax_step(
+                s: f32,
+                j: i32,
+                row0: i32,
+                m_i: f32,
+                l_i: f32,
+                qk_scale: f32,
+                seq_kv: i32,
+            ) -> ($t, f32, f32, f32) {
+                // Only tiles at the end of the keys or on the
+                // diagonal have scores to mask.
+                let ragged = (j + 1) * BN > seq_kv;
+                let diagonal = CAUSAL & ((j + 1) * BN > row0 + 1);
+                let s = if ragged | diagonal {
+                    let cols = j * BN + arange(0, BN);
+                    let mut visible = cols[(None, ..)] < seq_kv;
+                    if CAUSAL {
+                        let rows = row0 + arange(0, 64);
+                        visible = visible & (cols[(None, ..)] <= rows[(.., None)]);
+                    }
+                    select(visible, s, f32::NEG_INFINITY)
+                } else {
+                    s
+                };
+                // Every row sees key 0 in its first tile, so the max is finite.
+                let m_new = maximum(m_i, max(s, axis = 1) * qk_scale);
+                let p = exp2(fma(s, qk_scale, -m_new[(.., None)]));
+                let alpha = exp2(m_i - m_new);
+                (p.to($t), m_new, l_i * alpha + sum(p, axis = 1), alpha)
+            }
+            async_tasks! {
+                task(default, num_regs = 24) {
+                    // K/V tiles loaded and tiles started so far: the rings'
+                    // positions carry over from tile to tile.
+                    let mut kv_done = 0;
+                    let mut tiles_done = 0;
+                    for tile in (first..num_tiles).step_by(stride) {
+                        let (batch_i, head, kv_head, off_m, kv_tiles) =
+                            tile_coords(tile, stride, num_tiles, m_tiles, heads, kv_heads, seq_kv);
+                        for half in static_range(0, 2) {
+                            barrier_wait(local_view(q_empty, half), tiles_done % 2 ^ 1);
+                            let q_bar = local_view(q_full, half);
+                            barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
+                            let row0 = off_m + half * 64;
+                            async_descriptor_load(q_desc, local_view(q_bufs, half), [batch_i, head, row0, 0], q_bar);
+                        }
+                        for j in 0..kv_tiles {
+                            let it = kv_done + j;
+                            let slot = it % STAGES;
+                            // The first pass over the ring finds every stage free.
+                            let free = (it / STAGES) % 2 ^ 1;
+                            let tile_bytes = BN * D * size_of(dtype_of(k_desc));
+                            barrier_wait(local_view(k_empty, slot), free);
+                            let k_bar = local_view(k_full, slot);
+                            barrier_expect_bytes(k_bar, tile_bytes);
+                            async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch_i, kv_head, j * BN, 0], k_bar);
+                            barrier_wait(local_view(v_empty, slot), free);
+                            let v_bar = local_view(v_full, slot);
+                            barrier_expect_bytes(v_bar, tile_bytes);
+                            async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, j * BN, 0], v_bar);
+                        }
+                        kv_done += kv_tiles;
+                        tiles_done += 1;
+                    }
+                }
+                task(num_warps = 4, num_regs = 240, replicate = 2) {
+                    let me = async_task_replica_id();
+                    let q_buf = local_view(q_bufs, me);
+                    let out = local_view(o_bufs, me);
+                    // Scores in log2 units, so that the softmax is `exp2`.
+                    let qk_scale = sm_scale * 1.4426950408889634;
+                    let mut kv_done = 0;
+                    let mut tiles_done = 0;
+                    let mut turns = 0;
+                    for tile in (first..num_tiles).step_by(stride) {
+                        let (batch_i, head, _kv_head, off_m, kv_tiles) =
+                            tile_coords(tile, stride, num_tiles, m_tiles, heads, kv_heads, seq_kv);
+                        let last_tile = tile + stride >= num_tiles;
+                        let row0 = off_m + me * 64;
+                        barrier_wait(local_view(q_full, me), tiles_done % 2);
+                        // Key tile 0: its scores alone.
+                        let slot = kv_done % STAGES;
+                        barrier_wait(local_view(k_full, slot), (kv_done / STAGES) % 2);
+                        take_turn(me, turns);
+                        let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
+                        pass_turn(me, last_tile & (kv_tiles == 1));
+                        turns += 1;
+                        let s = async_dot_wait(0, s);
+                        barrier_arrive(local_view(k_empty, slot));
+                        // Q's last product is done: the producer may load the
+                        // next tile's while this one finishes.
+                        barrier_arrive(local_view(q_empty, me), pred = kv_tiles == 1);
+                        let (mut p, mut m_i, mut l_i, _) = softmax_step(
+                            s,
+                            0,
+                            row0,
+                            full([64], f32::NEG_INFINITY, f32),
+                            zeros([64], f32),
+                            qk_scale,
+                            seq_kv,
+                        );
+                        let mut acc = zeros([64, D], f32);
+                        for j in 1..kv_tiles {
+                            let it = kv_done + j;
+                            let slot = it % STAGES;
+                            let prev = (it - 1) % STAGES;
+                            barrier_wait(local_view(k_full, slot), (it / STAGES) % 2);
+                            barrier_wait(local_view(v_full, prev), ((it - 1) / STAGES) % 2);
+                            take_turn(me, turns);
+                            let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
+                            acc = async_dot(p, local_view(v_bufs, prev), acc);
+                            pass_turn(me, last_tile & (j == kv_tiles - 1));
+                            turns += 1;
+                            // The older group, the scores, is done.
+                            let s = async_dot_wait(1, s);
+                            barrier_arrive(local_view(k_empty, slot));
+                            barrier_arrive(local_view(q_empty, me), pred = j == kv_tiles - 1);
+                            let (p_j, m_j, l_j, alpha) =
+                                softmax_step(s, j, row0, m_i, l_i, qk_scale, seq_kv);
+                            acc = async_dot_wait(0, acc);
+                            barrier_arrive(local_view(v_empty, prev));
+                            acc = acc * alpha[(.., None)];
+                            p = p_j;
+                            m_i = m_j;
+                            l_i = l_j;
+                        }
+                        // The last tile's values.
+                        let it = kv_done + kv_tiles - 1;
+                        let slot = it % STAGES;
+                        barrier_wait(local_view(v_full, slot), (it / STAGES) % 2);
+                        acc = async_dot(p, local_view(v_bufs, slot), acc);
+                        acc = async_dot_wait(0, acc);
+                        barrier_arrive(local_view(v_empty, slot));
+                        // The previous tile's store has finished reading the buffer.
+                        async_descriptor_store_wait(0);
+                        local_store(out, (acc / l_i[(.., None)]).to($t));
+                        async_descriptor_store(o_desc, out, [batch_i, head, row0, 0]);
+                        // The natural log-sum-exp of each row's scaled scores.
+                        let row_lse = (m_i + log2(l_i)) * 0.6931471805599453;
+                        let rows = row0 + arange(0, 64);
+                        let at = (batch_i * heads + head) * seq_q + rows;
+                        store(lse + at, row_lse, mask = rows < seq_q);
+                        kv_done += kv_tiles;
+                        tiles_done += 1;
+                    }
+                    async_descriptor_store_wait(0);
+                }
+            }
+        }
+    };
+}
+
+fa_forward_kernel!(hopper_fa_fwd, bf16);
+fa_forward_kernel!(hopper_fa_fwd_f16, f16);
+
+/// The forward kernels of one element type.
+pub trait ForwardKernels: Element {
+    /// Launches the configuration for `problem`'s head dim and causality;
+    /// `descs` are Q, K, V and O.
+    fn launch_forward(
+        device: &Device,
+        grid: u32,
+        descs: [&TensorDesc<Self>; 4],
+        lse: &dyn PtrArg<f32>,
+        problem: &Attention,
+    ) -> Result<(), Error>;
+}
+
+macro_rules! forward_kernels {
+    ($t:ident, $kernel:ident) => {
+        impl ForwardKernels for $t {
+            fn launch_forward(
+                device: &Device,
+                grid: u32,
+                [q, k, v, o]: [&TensorDesc<Self>; 4],
+                lse: &dyn PtrArg<f32>,
+                p: &Attention,
+            ) -> Result<(), Error> {
+                let sizes = [p.batch, p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
+                let [batch, heads, kv_heads, seq_q, seq_kv] = sizes;
+                macro_rules! launch {
+                    ($d:literal, $causal:literal) => {
+                        $kernel::<$d, 128, 2, $causal>::launch(
+                            device, grid, q, k, v, o, lse, p.scale, batch, heads, kv_heads, seq_q,
+                            seq_kv,
+                        )
+                    };
+                }
+                match (p.head_dim, p.causal) {
+                    (64, false) => launch!(64, false),
+                    (64, true) => launch!(64, true),
+                    (128, false) => launch!(128, false),
+                    (128, true) => launch!(128, true),
+                    (d, _) => Err(Error::InvalidShape {
+                        op: super::OP,
+                        reason: format!(
+                            "head_dim {d} is not compiled; the kernels take 64 and 128"
+                        ),
+                    }),
+                }
+            }
+        }
+    };
+}
+
+forward_kernels!(bf16, hopper_fa_fwd);
+forward_kernels!(f16, hopper_fa_fwd_f16);
