@@ -32,6 +32,7 @@ fn op_suffix(op: AtomicOp, s: ScalarType) -> Result<String> {
         ScalarType::I32 | ScalarType::I64 => format!("s{bits}"),
         ScalarType::U32 => "u32".into(),
         ScalarType::F32 => "f32".into(),
+        ScalarType::F64 => "f64".into(),
         ScalarType::F16 => "f16".into(),
         ScalarType::BF16 => "bf16".into(),
         _ => return Err(unsupported()),

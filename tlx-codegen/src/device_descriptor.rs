@@ -56,6 +56,7 @@ fn elem_code(elem: ScalarType) -> Result<u32> {
         ScalarType::I64 => 5,
         ScalarType::F16 => 6,
         ScalarType::F32 => 7,
+        ScalarType::F64 => 9,
         ScalarType::BF16 => 10,
         ScalarType::Bool => return Err(malformed("a tensor descriptor of bool")),
     })

@@ -208,12 +208,16 @@ pub fn scalar_type(s: ScalarType) -> &'static str {
         ScalarType::F16 => "half",
         ScalarType::BF16 => "bfloat",
         ScalarType::F32 => "float",
+        ScalarType::F64 => "double",
     }
 }
 
 /// True for the types LLVM does float arithmetic on (fp8 travels as raw bytes).
 pub fn is_llvm_float(s: ScalarType) -> bool {
-    matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)
+    matches!(
+        s,
+        ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
+    )
 }
 
 /// The LLVM literal of an f32 value (LLVM writes float constants as exact doubles).
@@ -226,6 +230,7 @@ pub fn float_literal(s: ScalarType, x: f64) -> String {
     match s {
         ScalarType::F16 => format!("0xH{:04X}", half::f16::from_f64(x).to_bits()),
         ScalarType::BF16 => format!("0xR{:04X}", half::bf16::from_f64(x).to_bits()),
+        ScalarType::F64 => format!("0x{:016X}", x.to_bits()),
         _ => f32_literal(x as f32),
     }
 }

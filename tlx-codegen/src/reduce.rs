@@ -111,6 +111,11 @@ impl<'k> Lowerer<'k> {
                 let r = shfl(f, &b);
                 f.inst(format!("bitcast i32 {r} to float"))
             }
+            "double" => {
+                let b = f.inst(format!("bitcast double {value} to i64"));
+                let r = self.shuffle_xor(ScalarType::I64, &b, mask);
+                self.f.inst(format!("bitcast i64 {r} to double"))
+            }
             "i64" => {
                 let lo = f.inst(format!("trunc i64 {value} to i32"));
                 let hi64 = f.inst(format!("lshr i64 {value}, 32"));

@@ -18,6 +18,7 @@ fn float_suffix(s: ScalarType) -> &'static str {
     match s {
         ScalarType::F16 => "f16",
         ScalarType::BF16 => "bf16",
+        ScalarType::F64 => "f64",
         _ => "f32",
     }
 }
@@ -119,6 +120,9 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
                 } else {
                     "minimum"
                 };
+                if s == ScalarType::F64 {
+                    return Ok(f.call(ty, &format!("llvm.{name}.f64"), &[(ty, a), (ty, b)]));
+                }
                 return Ok(in_f32(f, s, a, |f, wa| {
                     let wb = if s == ScalarType::F32 {
                         b.to_string()
@@ -191,6 +195,21 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
     let ty = scalar_type(s);
     let float = is_llvm_float(s);
     let int = s.is_int() || s == ScalarType::Bool;
+    if s == ScalarType::F64 {
+        // Exact operations only: PTX has no f64 approximations of the
+        // transcendental functions (the verifier refuses them).
+        let name = match op {
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "roundeven",
+            UnaryOp::Trunc => "trunc",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Abs => "fabs",
+            UnaryOp::Neg => return Ok(f.inst(format!("fneg double {x}"))),
+            _ => return Err(unsupported(format!("{op:?} on {s}"))),
+        };
+        return Ok(f.call(ty, &format!("llvm.{name}.f64"), &[(ty, x)]));
+    }
     Ok(match op {
         UnaryOp::Neg if float => f.inst(format!("fneg {ty} {x}")),
         UnaryOp::Neg if s.is_int() => f.inst(format!("sub {ty} 0, {x}")),
@@ -368,6 +387,14 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
                 f.inst(format!("zext {ft} {x} to {tt}"))
             }
         }
+        (false, _) if to.is_int() && from == ScalarType::F64 => {
+            let op = if to.is_signed_int() {
+                "fptosi"
+            } else {
+                "fptoui"
+            };
+            f.call(tt, &format!("llvm.{op}.sat.{tt}.f64"), &[("double", x)])
+        }
         (false, _) if to.is_int() => {
             let wide = cast(f, from, ScalarType::F32, x)?;
             let op = if to.is_signed_int() {
@@ -381,6 +408,13 @@ pub fn cast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Resu
             if from == ScalarType::BF16 {
                 let wide = bf16_to_f32(f, x);
                 return cast(f, ScalarType::F32, to, &wide);
+            }
+            // One rounding between f64 and every narrower float.
+            if from == ScalarType::F64 {
+                return Ok(f.inst(format!("fptrunc double {x} to {tt}")));
+            }
+            if to == ScalarType::F64 {
+                return Ok(f.inst(format!("fpext {ft} {x} to double")));
             }
             if from == ScalarType::F32 {
                 f.inst(format!("fptrunc float {x} to {tt}"))

@@ -29,7 +29,11 @@ impl<'k> Lowerer<'k> {
             .elem()
             .scalar()
             .ok_or_else(|| malformed("a scan of pointers"))?;
-        if !(s.is_int() || matches!(s, ScalarType::F16 | ScalarType::BF16 | ScalarType::F32)) {
+        let scannable = matches!(
+            s,
+            ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
+        );
+        if !(s.is_int() || scannable) {
             return Err(CodegenError::Unsupported(format!("a scan of {s}")));
         }
         let shape = ty.shape().to_vec();
@@ -37,7 +41,12 @@ impl<'k> Lowerer<'k> {
         if axis >= shape.len() {
             return Err(malformed("a scan along an axis the tensor does not have"));
         }
-        let acc_s = if s.is_float() { ScalarType::F32 } else { s };
+        // Narrow floats scan in f32, as the interpreter does.
+        let acc_s = if s.is_float() && s != ScalarType::F64 {
+            ScalarType::F32
+        } else {
+            s
+        };
         let acc = Elem::Scalar(acc_s);
         // Every line along the axis is scanned at once: element `f` (flat)
         // sits at position `(f / inner) % n` of the line starting at

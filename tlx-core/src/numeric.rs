@@ -288,6 +288,7 @@ pub fn float_to_bits(ty: ScalarType, x: f32) -> u64 {
         ScalarType::BF16 => u64::from(half::bf16::from_f32(x).to_bits()),
         ScalarType::F8E4M3 => u64::from(f64_to_e4m3(f64::from(x))),
         ScalarType::F8E5M2 => u64::from(f64_to_e5m2(f64::from(x))),
+        ScalarType::F64 => f64::from(x).to_bits(),
         _ => u64::from(x.to_bits()),
     }
 }
@@ -307,6 +308,8 @@ pub fn float_from_bits(ty: ScalarType, bits: u64) -> f32 {
         ScalarType::BF16 => f32::from_bits(u32::from(half_bits) << 16),
         ScalarType::F8E4M3 => e4m3_to_f32(bits as u8),
         ScalarType::F8E5M2 => e5m2_to_f32(bits as u8),
+        // Rounded to f32: the interpreter keeps f64 values as f64 instead.
+        ScalarType::F64 => f64::from_bits(bits) as f32,
         _ => f32::from_bits(bits as u32),
     }
 }

@@ -847,6 +847,7 @@ fn scalar_tokens(t: ScalarType) -> TokenStream {
         ScalarType::F16 => quote! { F16 },
         ScalarType::BF16 => quote! { BF16 },
         ScalarType::F32 => quote! { F32 },
+        ScalarType::F64 => quote! { F64 },
         ScalarType::F8E4M3 => quote! { F8E4M3 },
         ScalarType::F8E5M2 => quote! { F8E5M2 },
     };
@@ -887,6 +888,7 @@ fn rust_type(t: ScalarType) -> TokenStream {
         ScalarType::F16 => quote! { ::tlx::half::f16 },
         ScalarType::BF16 => quote! { ::tlx::half::bf16 },
         ScalarType::F32 => quote! { f32 },
+        ScalarType::F64 => quote! { f64 },
         ScalarType::F8E4M3 => quote! { ::tlx::F8E4M3 },
         ScalarType::F8E5M2 => quote! { ::tlx::F8E5M2 },
     }

@@ -206,6 +206,7 @@ scalar_arg!(i32, I32, |v| u64::from(v as u32));
 scalar_arg!(u32, U32, |v| u64::from(v));
 scalar_arg!(i64, I64, |v| v as u64);
 scalar_arg!(f32, F32, |v| u64::from(v.to_bits()));
+scalar_arg!(f64, F64, |v| v.to_bits());
 scalar_arg!(bool, Bool, |v| u64::from(v));
 
 #[cfg(test)]

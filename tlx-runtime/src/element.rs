@@ -32,6 +32,7 @@ macro_rules! element {
 }
 
 element!(f32, F32);
+element!(f64, F64);
 element!(f16, F16);
 element!(bf16, BF16);
 element!(i8, I8);

@@ -402,7 +402,13 @@ impl<'k> Checker<'k> {
                     UnaryOp::Neg => s != ScalarType::Bool,
                     UnaryOp::Not => !s.is_float(),
                     UnaryOp::Abs => s.is_int() || s.is_float(),
-                    _ => s.is_float(),
+                    // PTX has exact f64 instructions only.
+                    UnaryOp::Floor
+                    | UnaryOp::Ceil
+                    | UnaryOp::Round
+                    | UnaryOp::Trunc
+                    | UnaryOp::Sqrt => s.is_float(),
+                    _ => s.is_float() && s != ScalarType::F64,
                 };
                 ensure(ok, || format!("{uop:?} does not apply to {s}"))?;
                 self.result_is(op, t)
@@ -517,7 +523,7 @@ impl<'k> Checker<'k> {
                 })?;
                 let expected_acc = match scalar(x) {
                     Some(ScalarType::I8) => ScalarType::I32,
-                    Some(s) if s.is_float() => ScalarType::F32,
+                    Some(s) if s.is_float() && s != ScalarType::F64 => ScalarType::F32,
                     _ => return fail(format!("unsupported operand type {x}")),
                 };
                 ensure(c.elem() == Elem::Scalar(expected_acc), || {

@@ -7,6 +7,7 @@ use syn::spanned::Spanned;
 
 const POINTEES: &[ScalarType] = &[
     ScalarType::F32,
+    ScalarType::F64,
     ScalarType::F16,
     ScalarType::BF16,
     ScalarType::F8E4M3,
@@ -22,6 +23,7 @@ const SCALARS: &[ScalarType] = &[
     ScalarType::I64,
     ScalarType::U32,
     ScalarType::F32,
+    ScalarType::F64,
     ScalarType::Bool,
 ];
 
@@ -67,8 +69,9 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                 (syn::Pat::Ident(id), Some(kind)) => params.push((id.ident.clone(), kind)),
                 (syn::Pat::Ident(_), None) => errors.push(
                     Diagnostic::new(pt.ty.span(), "unsupported kernel parameter type").with_hint(
-                        "use `Ptr<T>` (T one of f32 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 i64), \
-                         a scalar `i32`, `i64`, `u32`, `f32`, `bool`, or a tensor descriptor \
+                        "use `Ptr<T>` (T one of f32 f64 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 \
+                         i64), a scalar `i32`, `i64`, `u32`, `f32`, `f64`, `bool`, or a tensor \
+                         descriptor \
                          `TensorDesc<T, BLOCK_0, BLOCK_1, ...>`",
                     ),
                 ),

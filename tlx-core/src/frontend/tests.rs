@@ -895,7 +895,7 @@ fn kernel_level_errors() {
         (d.span.start().line, d.span.start().column),
         position(src, "3)")
     );
-    let src = "fn k(p: Ptr<f64>) { }";
+    let src = "fn k(p: Ptr<u16>) { }";
     let d = error(src);
     assert_eq!(d.message, "unsupported kernel parameter type");
     assert_eq!(
@@ -951,7 +951,8 @@ fn misuse_is_reported_not_panicked() {
         "let x = maximum(true, false);",
         "let x = select(n, 1, 2);",
         "let x = fma(p, 1, 2);",
-        "let x = zeros([B], f64);",
+        "let x = zeros([B], u16);",
+        "let x = exp(zeros([B], f64));",
         "let x = zeros(B, f32);",
         "let x = load(p, mask = n);",
         "let x = f << 1;",

@@ -41,14 +41,27 @@ pub(crate) fn constant(lit: Literal, elem: Elem, numel: usize) -> FaultResult<Da
         (Repr::Float, Literal::Float(f)) => Data::Float(vec![round_f64(ty, f); numel]),
         (Repr::Float, Literal::Int(i)) => Data::Float(vec![i64_to_float(ty, i); numel]),
         (Repr::Float, Literal::Bool(b)) => Data::Float(vec![f32::from(u8::from(b)); numel]),
+        (Repr::F64, Literal::Float(f)) => Data::F64(vec![f; numel]),
+        // `as` rounds to nearest even, as `cvt.rn.f64.s64` does.
+        (Repr::F64, Literal::Int(i)) => Data::F64(vec![i as f64; numel]),
+        (Repr::F64, Literal::Bool(b)) => Data::F64(vec![f64::from(u8::from(b)); numel]),
         _ => return Err(Fault::malformed("literal does not fit its type")),
     })
 }
 
 /// IEEE `maximum`/`minimum`: NaN if either is NaN, and -0 < +0.
 fn float_max(a: f32, b: f32) -> f32 {
+    // Exact both ways: the result is an operand or NaN.
+    f64_max(f64::from(a), f64::from(b)) as f32
+}
+
+fn float_min(a: f32, b: f32) -> f32 {
+    f64_min(f64::from(a), f64::from(b)) as f32
+}
+
+pub(crate) fn f64_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        f64::NAN
     } else if a == b {
         if a.is_sign_negative() {
             b
@@ -62,9 +75,9 @@ fn float_max(a: f32, b: f32) -> f32 {
     }
 }
 
-fn float_min(a: f32, b: f32) -> f32 {
+pub(crate) fn f64_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
-        f32::NAN
+        f64::NAN
     } else if a == b {
         if a.is_sign_negative() {
             a
@@ -125,6 +138,21 @@ fn float_binary(op: BinaryOp, ty: ScalarType, a: &[f32], b: &[f32]) -> FaultResu
             }
         }
     })
+}
+
+/// f64 arithmetic: every op is IEEE's, correctly rounded, as on the GPU.
+fn f64_binary(op: BinaryOp, a: &[f64], b: &[f64]) -> FaultResult<Vec<f64>> {
+    let f: fn(f64, f64) -> f64 = match op {
+        BinaryOp::Add => |x, y| x + y,
+        BinaryOp::Sub => |x, y| x - y,
+        BinaryOp::Mul => |x, y| x * y,
+        BinaryOp::Div => |x, y| x / y,
+        BinaryOp::Rem => |x, y| x % y,
+        BinaryOp::Max => f64_max,
+        BinaryOp::Min => f64_min,
+        _ => return Err(mismatch("f64 op")),
+    };
+    Ok(a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect())
 }
 
 fn int_bits(ty: ScalarType) -> i64 {
@@ -202,6 +230,7 @@ pub(crate) fn binary(op: BinaryOp, ty: ScalarType, lhs: &Data, rhs: &Data) -> Fa
     same_len(lhs, rhs)?;
     Ok(match (lhs, rhs) {
         (Data::Float(a), Data::Float(b)) => Data::Float(float_binary(op, ty, a, b)?),
+        (Data::F64(a), Data::F64(b)) => Data::F64(f64_binary(op, a, b)?),
         (Data::Int(a), Data::Int(b)) => Data::Int(int_binary(op, ty, a, b)?),
         (Data::Bool(a), Data::Bool(b)) => Data::Bool(bool_binary(op, a, b)?),
         _ => return Err(mismatch("binary op")),
@@ -246,6 +275,20 @@ fn float_unary(op: UnaryOp, ty: ScalarType, v: &[f32]) -> FaultResult<Vec<f32>> 
 pub(crate) fn unary(op: UnaryOp, ty: ScalarType, value: &Data) -> FaultResult<Data> {
     Ok(match value {
         Data::Float(v) => Data::Float(float_unary(op, ty, v)?),
+        Data::F64(v) => {
+            // The exact operations only: PTX has no f64 approximations.
+            let f: fn(f64) -> f64 = match op {
+                UnaryOp::Neg => |x| -x,
+                UnaryOp::Abs => f64::abs,
+                UnaryOp::Floor => f64::floor,
+                UnaryOp::Ceil => f64::ceil,
+                UnaryOp::Round => f64::round_ties_even,
+                UnaryOp::Trunc => f64::trunc,
+                UnaryOp::Sqrt => f64::sqrt,
+                _ => return Err(mismatch("transcendental on f64")),
+            };
+            Data::F64(v.iter().map(|&x| f(x)).collect())
+        }
         Data::Int(v) => {
             let f: fn(i64) -> i64 = match op {
                 UnaryOp::Neg => i64::wrapping_neg,
@@ -290,6 +333,7 @@ pub(crate) fn compare(pred: CmpPred, lhs: &Data, rhs: &Data) -> FaultResult<Data
     same_len(lhs, rhs)?;
     Ok(Data::Bool(match (lhs, rhs) {
         (Data::Float(a), Data::Float(b)) => compare_with(pred, a, b, |x: f32, y| x.partial_cmp(&y)),
+        (Data::F64(a), Data::F64(b)) => compare_with(pred, a, b, |x: f64, y| x.partial_cmp(&y)),
         (Data::Int(a), Data::Int(b)) => compare_with(pred, a, b, |x: i64, y| Some(x.cmp(&y))),
         (Data::Bool(a), Data::Bool(b)) => compare_with(pred, a, b, |x: bool, y| Some(x.cmp(&y))),
         (Data::Ptr(a), Data::Ptr(b)) => compare_with(pred, a, b, |x, y| {
@@ -310,6 +354,7 @@ pub(crate) fn select(cond: &[bool], on_true: &Data, on_false: &Data) -> FaultRes
     }
     Ok(match (on_true, on_false) {
         (Data::Float(t), Data::Float(f)) => Data::Float(pick(n, lane, t, f)),
+        (Data::F64(t), Data::F64(f)) => Data::F64(pick(n, lane, t, f)),
         (Data::Int(t), Data::Int(f)) => Data::Int(pick(n, lane, t, f)),
         (Data::Bool(t), Data::Bool(f)) => Data::Bool(pick(n, lane, t, f)),
         (Data::Ptr(t), Data::Ptr(f)) => Data::Ptr(pick(n, lane, t, f)),
@@ -334,6 +379,9 @@ pub(crate) fn fma(ty: ScalarType, a: &Data, b: &Data, c: &Data) -> FaultResult<D
                 })
                 .collect()
         }),
+        (Data::F64(a), Data::F64(b), Data::F64(c)) => {
+            Data::F64((0..a.len()).map(|i| a[i].mul_add(b[i], c[i])).collect())
+        }
         (Data::Int(a), Data::Int(b), Data::Int(c)) => Data::Int(
             (0..a.len())
                 .map(|i| wrap_int(ty, a[i].wrapping_mul(b[i]).wrapping_add(c[i])))
@@ -376,8 +424,29 @@ pub(crate) fn cast(from: Elem, to: Elem, value: &Data) -> FaultResult<Data> {
         }
         (Data::Bool(v), Repr::Int) => Data::Int(v.iter().map(|&x| i64::from(x)).collect()),
         (Data::Bool(v), Repr::Bool) => Data::Bool(v.clone()),
+        (Data::F64(v), Repr::F64) => Data::F64(v.clone()),
+        (Data::F64(v), Repr::Float) => {
+            Data::Float(v.iter().map(|&x| f64_to_narrow(dst, x)).collect())
+        }
+        (Data::F64(v), Repr::Int) => Data::Int(v.iter().map(|&x| f64_to_int_sat(dst, x)).collect()),
+        (Data::F64(v), Repr::Bool) => Data::Bool(v.iter().map(|&x| x != 0.0).collect()),
+        (Data::Float(v), Repr::F64) => Data::F64(v.iter().map(|&x| f64::from(x)).collect()),
+        // `as` rounds to nearest even (every canonical value is exact in i64).
+        (Data::Int(v), Repr::F64) => Data::F64(v.iter().map(|&x| x as f64).collect()),
+        (Data::Bool(v), Repr::F64) => {
+            Data::F64(v.iter().map(|&x| f64::from(u8::from(x))).collect())
+        }
         _ => return Err(mismatch("cast")),
     })
+}
+
+/// An f64 rounded to a narrower float type `ty` as the GPU's code does:
+/// once for f32, f16 and bf16; through f32 for fp8 (what `cvt` offers).
+fn f64_to_narrow(ty: ScalarType, x: f64) -> f32 {
+    match ty {
+        ScalarType::F8E4M3 | ScalarType::F8E5M2 => round_f32(ty, x as f32),
+        _ => round_f64(ty, x),
+    }
 }
 
 /// The same bits read as another element type of the same size.
@@ -390,12 +459,14 @@ pub(crate) fn bitcast(from: ScalarType, to: ScalarType, value: &Data) -> FaultRe
     let mask = u64::MAX >> (64 - 8 * from.size_bytes());
     let bits: Vec<u64> = match value {
         Data::Float(v) => v.iter().map(|&x| float_to_bits(from, x)).collect(),
+        Data::F64(v) => v.iter().map(|&x| x.to_bits()).collect(),
         Data::Int(v) => v.iter().map(|&x| (x as u64) & mask).collect(),
         Data::Bool(v) => v.iter().map(|&x| u64::from(x)).collect(),
         Data::Ptr(_) | Data::Handle(_) => return Err(Fault::malformed("bitcast of a pointer")),
     };
     Ok(match Repr::of_scalar(to) {
         Repr::Float => Data::Float(bits.iter().map(|&b| float_from_bits(to, b)).collect()),
+        Repr::F64 => Data::F64(bits.iter().map(|&b| f64::from_bits(b)).collect()),
         Repr::Int => Data::Int(bits.iter().map(|&b| int_from_bits(to, b)).collect()),
         Repr::Bool => Data::Bool(bits.iter().map(|&b| b != 0).collect()),
     })

@@ -119,6 +119,7 @@ fn format_elements(data: &Data) -> String {
         Data::Bool(v) => join(v, |x| x.to_string()),
         Data::Int(v) => join(v, |x| x.to_string()),
         Data::Float(v) => join(v, |x| x.to_string()),
+        Data::F64(v) => join(v, |x| x.to_string()),
         Data::Ptr(v) => join(v, |p| format!("{}+{}", p.buffer, p.byte_offset)),
         Data::Handle(v) => join(v, |h| format!("{h:?}")),
     };

@@ -166,6 +166,22 @@ pub(crate) fn load(
                 })?
             })
         }
+        Repr::F64 => {
+            let other = match other {
+                None => None,
+                Some(Data::F64(o)) => Some(o.as_slice()),
+                Some(_) => return Err(bad_other()),
+            };
+            Data::F64(load_lanes(
+                &mut r,
+                ptrs,
+                pointee,
+                mask,
+                other,
+                0.0,
+                f64::from_bits,
+            )?)
+        }
         Repr::Int => {
             let other = match other {
                 None => None,
@@ -240,6 +256,7 @@ pub(crate) fn store(
                 })
             }
         }
+        (Data::F64(v), Repr::F64) => store_lanes(&mut r, ptrs, pointee, v, mask, f64::to_bits),
         (Data::Int(v), Repr::Int) => store_lanes(&mut r, ptrs, pointee, v, mask, |x: i64| x as u64),
         (Data::Bool(v), Repr::Bool) => store_lanes(&mut r, ptrs, pointee, v, mask, u64::from),
         _ => Err(Fault::malformed(
@@ -286,6 +303,13 @@ fn float_codec(ty: ScalarType) -> Codec<f32> {
     Codec {
         decode: Box::new(move |b| float_from_bits(ty, b)),
         encode: Box::new(move |x| float_to_bits(ty, x)),
+    }
+}
+
+fn f64_codec() -> Codec<f64> {
+    Codec {
+        decode: Box::new(f64::from_bits),
+        encode: Box::new(f64::to_bits),
     }
 }
 
@@ -353,6 +377,14 @@ pub(crate) fn atomic_rmw(
                 },
             )?;
             Ok(Data::Float(olds))
+        }
+        // PTX has f64 atomics for add and exchange only.
+        (Data::F64(v), Repr::F64) if matches!(op, AtomicOp::Add | AtomicOp::Exchange) => {
+            let olds = atomic_lanes(&mut r, pointee, ptrs, mask, 0.0, f64_codec(), |old, i| {
+                let x = lane(v, i);
+                Ok(Some(if op == AtomicOp::Add { old + x } else { x }))
+            })?;
+            Ok(Data::F64(olds))
         }
         (Data::Int(v), Repr::Int) => {
             let olds = atomic_lanes(
@@ -424,6 +456,12 @@ pub(crate) fn atomic_cas(
                 |old, i| Ok((bits(old) == bits(lane(c, i))).then(|| lane(v, i))),
             )?;
             Ok(Data::Float(olds))
+        }
+        (Data::F64(c), Data::F64(v), Repr::F64) => {
+            let olds = atomic_lanes(&mut r, pointee, ptrs, None, 0.0, f64_codec(), |old, i| {
+                Ok((old.to_bits() == lane(c, i).to_bits()).then(|| lane(v, i)))
+            })?;
+            Ok(Data::F64(olds))
         }
         (Data::Int(c), Data::Int(v), Repr::Int) => {
             let olds = atomic_lanes(

@@ -223,6 +223,7 @@ fn bind_arg(
         (ParamKind::Scalar(expected), ArgValue::Scalar(ty, bits)) if expected == ty => {
             match Repr::of_scalar(ty) {
                 Repr::Float => Data::Float(vec![float_from_bits(ty, bits)]),
+                Repr::F64 => Data::F64(vec![f64::from_bits(bits)]),
                 Repr::Bool => Data::Bool(vec![bits & 1 != 0]),
                 Repr::Int => Data::Int(vec![int_from_bits(ty, bits)]),
             }

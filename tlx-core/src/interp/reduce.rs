@@ -6,7 +6,7 @@
 use crate::ir::{BinaryOp, ReduceKind, ScalarType};
 use crate::numeric::{round_f32, wrap_int};
 
-use super::elementwise::{float_combine, int_combine};
+use super::elementwise::{f64_max, f64_min, float_combine, int_combine};
 use super::error::{Fault, FaultResult};
 use super::value::{Data, Tensor};
 
@@ -61,68 +61,93 @@ fn fold_lines<T: Copy, A: Copy>(
 /// A float sum added as a balanced tree, the way the GPU's shuffle and
 /// shared-memory steps do: a running sum of thousands of same-signed values
 /// drifts by about 1e-4, a tree by far less.
-fn tree_sum(line: &[f32]) -> f32 {
+fn tree_sum<T: Copy + std::ops::Add<Output = T>>(line: &[T], zero: T) -> T {
     match line.len() {
-        0 => 0.0,
+        0 => zero,
         1 => line[0],
-        n => tree_sum(&line[..n / 2]) + tree_sum(&line[n / 2..]),
+        n => tree_sum(&line[..n / 2], zero) + tree_sum(&line[n / 2..], zero),
     }
 }
 
-fn float_reduce(kind: ReduceKind, ty: ScalarType, v: &[f32], dims: (usize, usize, usize)) -> Data {
+/// What a float reduction gives: values of the element type, or indices.
+enum Reduced<T> {
+    Values(Vec<T>),
+    Indices(Vec<i64>),
+}
+
+/// A float type's operations the reductions need (f32 or f64).
+#[derive(Copy, Clone)]
+struct FloatOps<T> {
+    zero: T,
+    nan: T,
+    max: fn(T, T) -> T,
+    min: fn(T, T) -> T,
+}
+
+const F32_OPS: FloatOps<f32> = FloatOps {
+    zero: 0.0,
+    nan: f32::NAN,
+    max: f32::max,
+    min: f32::min,
+};
+
+const F64_OPS: FloatOps<f64> = FloatOps {
+    zero: 0.0,
+    nan: f64::NAN,
+    max: f64::max,
+    min: f64::min,
+};
+
+fn float_reduce<T: Copy + PartialOrd + std::ops::Add<Output = T>>(
+    kind: ReduceKind,
+    v: &[T],
+    dims: (usize, usize, usize),
+    ops: FloatOps<T>,
+) -> Reduced<T> {
+    // NaN is the only value unequal to itself; max and min propagate it.
+    #[allow(clippy::eq_op)]
+    let either_nan = |a: T, x: T| a != a || x != x;
+    let indices = |pairs: Vec<(T, usize)>| {
+        Reduced::Indices(pairs.into_iter().map(|(_, i)| i as i64).collect())
+    };
     match kind {
-        ReduceKind::Sum => Data::Float(
-            map_lines(v, dims, tree_sum)
-                .into_iter()
-                .map(|s| round_f32(ty, s))
-                .collect(),
-        ),
-        ReduceKind::Max => Data::Float(fold_lines(
+        ReduceKind::Sum => Reduced::Values(map_lines(v, dims, |line| tree_sum(line, ops.zero))),
+        ReduceKind::Max => Reduced::Values(fold_lines(
             v,
             dims,
             |x| x,
-            |a: f32, x: f32, _| {
-                if a.is_nan() || x.is_nan() {
-                    f32::NAN
+            |a, x, _| {
+                if either_nan(a, x) {
+                    ops.nan
                 } else {
-                    a.max(x)
+                    (ops.max)(a, x)
                 }
             },
         )),
-        ReduceKind::Min => Data::Float(fold_lines(
+        ReduceKind::Min => Reduced::Values(fold_lines(
             v,
             dims,
             |x| x,
-            |a: f32, x: f32, _| {
-                if a.is_nan() || x.is_nan() {
-                    f32::NAN
+            |a, x, _| {
+                if either_nan(a, x) {
+                    ops.nan
                 } else {
-                    a.min(x)
+                    (ops.min)(a, x)
                 }
             },
         )),
-        ReduceKind::Argmax => Data::Int(
-            fold_lines(
-                v,
-                dims,
-                |x| (x, 0usize),
-                |(b, bi), x, k| if x > b { (x, k) } else { (b, bi) },
-            )
-            .into_iter()
-            .map(|(_, i)| i as i64)
-            .collect(),
-        ),
-        ReduceKind::Argmin => Data::Int(
-            fold_lines(
-                v,
-                dims,
-                |x| (x, 0usize),
-                |(b, bi), x, k| if x < b { (x, k) } else { (b, bi) },
-            )
-            .into_iter()
-            .map(|(_, i)| i as i64)
-            .collect(),
-        ),
+        ReduceKind::Argmax => indices(fold_lines(
+            v,
+            dims,
+            |x| (x, 0usize),
+            |(b, bi), x, k| if x > b { (x, k) } else { (b, bi) },
+        )),
+        ReduceKind::Argmin => indices(fold_lines(
+            v,
+            dims,
+            |x| (x, 0usize),
+            |(b, bi), x, k| if x < b { (x, k) } else { (b, bi) },
+        )),
     }
 }
 
@@ -179,7 +204,15 @@ pub(crate) fn reduce(
         return Err(Fault::malformed("reduction over an empty axis"));
     }
     Ok(match &value.data {
-        Data::Float(v) => float_reduce(kind, ty, v, dims),
+        // f32 sums round to the element type once, at the end.
+        Data::Float(v) => match float_reduce(kind, v, dims, F32_OPS) {
+            Reduced::Values(x) => Data::Float(x.into_iter().map(|s| round_f32(ty, s)).collect()),
+            Reduced::Indices(i) => Data::Int(i),
+        },
+        Data::F64(v) => match float_reduce(kind, v, dims, F64_OPS) {
+            Reduced::Values(x) => Data::F64(x),
+            Reduced::Indices(i) => Data::Int(i),
+        },
         Data::Int(v) => Data::Int(int_reduce(kind, ty, v, dims)),
         Data::Bool(v) => {
             let ints: Vec<i64> = v.iter().map(|&b| i64::from(b)).collect();
@@ -271,6 +304,23 @@ pub(crate) fn scan_exclusive(
             let round =
                 |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
             (round(prefix), round(totals))
+        }
+        Data::F64(v) => {
+            let f: fn(f64, f64) -> f64 = match combine {
+                BinaryOp::Add => |a, b| a + b,
+                BinaryOp::Mul => |a, b| a * b,
+                BinaryOp::Max => f64_max,
+                BinaryOp::Min => f64_min,
+                _ => return Err(Fault::malformed("a scan by a bit operation")),
+            };
+            let identity = match combine {
+                BinaryOp::Mul => 1.0,
+                BinaryOp::Max => f64::NEG_INFINITY,
+                BinaryOp::Min => f64::INFINITY,
+                _ => 0.0,
+            };
+            let (prefix, totals) = scan(v, dims, reverse, identity, f);
+            (Data::F64(prefix), Data::F64(totals))
         }
         Data::Int(v) => {
             let identity = match combine {

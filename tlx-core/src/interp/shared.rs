@@ -31,6 +31,7 @@ pub(crate) struct SharedMemory {
 fn poison(elem: ScalarType, numel: usize) -> Data {
     match Repr::of_scalar(elem) {
         Repr::Float => Data::Float(vec![f32::NAN; numel]),
+        Repr::F64 => Data::F64(vec![f64::NAN; numel]),
         Repr::Int => Data::Int(vec![crate::numeric::wrap_int(elem, 0x5a5a_5a5a); numel]),
         Repr::Bool => Data::Bool(vec![true; numel]),
     }
@@ -50,6 +51,7 @@ pub(crate) fn reinterpret(
             .iter()
             .map(|&x| crate::numeric::float_to_bits(from, x))
             .collect(),
+        Data::F64(v) => v.iter().map(|&x| x.to_bits()).collect(),
         Data::Int(v) => v.iter().map(|&x| x as u64).collect(),
         Data::Bool(v) => v.iter().map(|&x| u64::from(x)).collect(),
         Data::Ptr(_) | Data::Handle(_) => {
@@ -81,6 +83,7 @@ pub(crate) fn reinterpret(
                 .map(|&b| crate::numeric::float_from_bits(to, b))
                 .collect(),
         ),
+        Repr::F64 => Data::F64(bits.iter().map(|&b| f64::from_bits(b)).collect()),
         Repr::Int => Data::Int(
             bits.iter()
                 .map(|&b| crate::numeric::int_from_bits(to, b))

@@ -3,9 +3,9 @@
 //! tile and then loop over plain slices.
 //!
 //! Integers of every width are kept as canonical i64 (sign- or zero-extended
-//! from their type, see [`crate::numeric::wrap_int`]); floats of every width
-//! as f32 values already rounded to their type; pointers as (buffer, byte
-//! offset).
+//! from their type, see [`crate::numeric::wrap_int`]); f64 as itself;
+//! narrower floats as f32 values already rounded to their type; pointers as
+//! (buffer, byte offset).
 
 use crate::ir::ScalarType;
 
@@ -70,6 +70,7 @@ pub(crate) enum Data {
     Bool(Vec<bool>),
     Int(Vec<i64>),
     Float(Vec<f32>),
+    F64(Vec<f64>),
     Ptr(Vec<Ptr>),
     /// A buffer, barrier or descriptor (always a single element).
     Handle(Vec<Handle>),
@@ -81,12 +82,15 @@ pub(crate) enum Repr {
     Bool,
     Int,
     Float,
+    F64,
 }
 
 impl Repr {
     pub(crate) fn of_scalar(s: ScalarType) -> Repr {
         if s == ScalarType::Bool {
             Repr::Bool
+        } else if s == ScalarType::F64 {
+            Repr::F64
         } else if s.is_float() {
             Repr::Float
         } else {
@@ -101,6 +105,7 @@ impl Data {
             Data::Bool(v) => v.len(),
             Data::Int(v) => v.len(),
             Data::Float(v) => v.len(),
+            Data::F64(v) => v.len(),
             Data::Ptr(v) => v.len(),
             Data::Handle(v) => v.len(),
         }
@@ -115,6 +120,7 @@ impl Data {
             Data::Bool(v) => Data::Bool(pick(v, indices)),
             Data::Int(v) => Data::Int(pick(v, indices)),
             Data::Float(v) => Data::Float(pick(v, indices)),
+            Data::F64(v) => Data::F64(pick(v, indices)),
             Data::Ptr(v) => Data::Ptr(pick(v, indices)),
             Data::Handle(v) => Data::Handle(indices.iter().map(|&i| v[i].clone()).collect()),
         }
@@ -131,6 +137,7 @@ impl Data {
             (Data::Bool(d), Data::Bool(s)) => put(d, indices, s),
             (Data::Int(d), Data::Int(s)) => put(d, indices, s),
             (Data::Float(d), Data::Float(s)) => put(d, indices, s),
+            (Data::F64(d), Data::F64(s)) => put(d, indices, s),
             (Data::Ptr(d), Data::Ptr(s)) => put(d, indices, s),
             _ => return Err(Fault::malformed("insert of a tile of another element type")),
         }

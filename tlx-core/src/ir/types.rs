@@ -18,6 +18,7 @@ pub enum ScalarType {
     F16,
     BF16,
     F32,
+    F64,
     /// fp8 with 4 exponent bits, 3 mantissa bits, no infinities (`e4m3fn`).
     F8E4M3,
     /// fp8 with 5 exponent bits, 2 mantissa bits (IEEE-like).
@@ -26,7 +27,7 @@ pub enum ScalarType {
 
 impl ScalarType {
     /// Every scalar type, in a fixed order (for tables and tests).
-    pub const ALL: [ScalarType; 11] = [
+    pub const ALL: [ScalarType; 12] = [
         ScalarType::Bool,
         ScalarType::I8,
         ScalarType::U8,
@@ -36,6 +37,7 @@ impl ScalarType {
         ScalarType::F16,
         ScalarType::BF16,
         ScalarType::F32,
+        ScalarType::F64,
         ScalarType::F8E4M3,
         ScalarType::F8E5M2,
     ];
@@ -50,7 +52,7 @@ impl ScalarType {
             | ScalarType::F8E5M2 => 1,
             ScalarType::F16 | ScalarType::BF16 => 2,
             ScalarType::I32 | ScalarType::U32 | ScalarType::F32 => 4,
-            ScalarType::I64 => 8,
+            ScalarType::I64 | ScalarType::F64 => 8,
         }
     }
 
@@ -60,6 +62,7 @@ impl ScalarType {
             ScalarType::F16
                 | ScalarType::BF16
                 | ScalarType::F32
+                | ScalarType::F64
                 | ScalarType::F8E4M3
                 | ScalarType::F8E5M2
         )
@@ -88,6 +91,7 @@ impl ScalarType {
             ScalarType::F16 => "f16",
             ScalarType::BF16 => "bf16",
             ScalarType::F32 => "f32",
+            ScalarType::F64 => "f64",
             ScalarType::F8E4M3 => "f8e4m3",
             ScalarType::F8E5M2 => "f8e5m2",
         }
@@ -544,7 +548,7 @@ mod tests {
         for t in ScalarType::ALL {
             assert_eq!(ScalarType::from_name(t.name()), Some(t));
         }
-        assert_eq!(ScalarType::from_name("f64"), None);
+        assert_eq!(ScalarType::from_name("f128"), None);
     }
 
     #[test]

@@ -460,6 +460,7 @@ fn data_type(elem: ScalarType) -> Result<CUtensorMapDataType, TensorMapError> {
         ScalarType::F16 => CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         ScalarType::BF16 => CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         ScalarType::F32 => CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        ScalarType::F64 => CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
     })
 }
 

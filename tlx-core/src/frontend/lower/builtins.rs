@@ -69,7 +69,7 @@ impl<'a> Lowerer<'a> {
         }
         if let Some(op) = unary_math(name) {
             let a = args.bind(&["x"], 1)?;
-            return self.math(op, a[0], args.span);
+            return self.math(name, op, a[0], args.span);
         }
         if super::composite::FUNCTIONS.contains(&name) {
             return self.composite_math(args);
@@ -569,10 +569,36 @@ impl<'a> Lowerer<'a> {
         Ok(Val::Ir(self.binary_op(op, ids[0], ids[1])))
     }
 
-    fn math(&mut self, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
+    fn math(&mut self, name: &str, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
         let x = self.ir_arg(x)?;
         let x = self.math_operand(op, x, span)?;
+        let exact = matches!(
+            op,
+            UnaryOp::Abs
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Trunc
+                | UnaryOp::Sqrt
+        );
+        if !exact {
+            self.refuse_f64(name, x, span)?;
+        }
         Ok(Val::Ir(self.unary(op, x)))
+    }
+
+    /// `Err` when `x` is f64: the GPU approximates transcendental functions
+    /// in f32 only, and this compiler has no f64 library for them.
+    pub(super) fn refuse_f64(&self, name: &str, x: ValueId, span: Span) -> R<()> {
+        if self.scalar_elem(x, span, "a math operand")? != ScalarType::F64 {
+            return Ok(());
+        }
+        Err(
+            Diagnostic::new(span, format!("`{name}` of f64 is not available")).with_hint(format!(
+                "PTX approximates `{name}` in f32 only; compute it in f32 and widen \
+                 the result: `{name}(x.to(f32)).to(f64)`"
+            )),
+        )
     }
 
     /// `x` as `op` takes it: floats as they are, integers converted to f32
@@ -726,7 +752,7 @@ impl<'a> Lowerer<'a> {
         }
         let acc_elem = match xe {
             ScalarType::I8 => ScalarType::I32,
-            s if s.is_float() => ScalarType::F32,
+            s if s.is_float() && s != ScalarType::F64 => ScalarType::F32,
             s => {
                 return Err(
                     Diagnostic::new(span, format!("`dot` does not support `{s}` operands"))

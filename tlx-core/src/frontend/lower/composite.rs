@@ -30,6 +30,7 @@ impl<'a> Lowerer<'a> {
             let a = args.bind(&["x", "y"], 2)?;
             let x = self.ir_arg(a[0])?;
             let x = self.math_operand(UnaryOp::Log2, x, span)?;
+            self.refuse_f64(name, x, span)?;
             let y = self.val_arg(a[1])?;
             let log = Val::Ir(self.unary(UnaryOp::Log2, x));
             let scaled = self.arith("*", y, log, span)?;
@@ -38,6 +39,7 @@ impl<'a> Lowerer<'a> {
         let a = args.bind(&["x"], 1)?;
         let x = self.ir_arg(a[0])?;
         let x = self.math_operand(UnaryOp::Exp, x, span)?;
+        self.refuse_f64(name, x, span)?;
         // 16-bit inputs are computed in f32 and rounded once, as `exp` is.
         let elem = self.scalar_elem(x, span, "a math operand")?;
         let x = Val::Ir(self.cast(x, ScalarType::F32, span)?);

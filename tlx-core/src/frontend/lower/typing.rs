@@ -289,6 +289,8 @@ mod tests {
         assert_eq!(promote(Bool, I8), I8);
         assert_eq!(promote(F8E4M3, F16), F16);
         assert_eq!(promote(F8E4M3, F8E5M2), F16);
+        assert_eq!(promote(F32, F64), F64);
+        assert_eq!(promote(I64, F64), F64);
     }
 
     #[test]

@@ -892,6 +892,7 @@ fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> 
 fn zero_of(elem: ScalarType) -> Data {
     match Repr::of_scalar(elem) {
         Repr::Float => Data::Float(vec![0.0]),
+        Repr::F64 => Data::F64(vec![0.0]),
         _ => Data::Int(vec![0]),
     }
 }
