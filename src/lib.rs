@@ -42,7 +42,7 @@ pub use tlx_macros::kernel;
 pub use tlx_runtime::testing;
 pub use tlx_runtime::{
     autotune, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport, PtrArg,
-    ScalarArg, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
+    ScalarArg, Strided, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
 };
 
 /// The kernel language's builtins, one item each, documented as
@@ -92,7 +92,7 @@ pub mod tma {
 
 /// What kernel files and host code usually need.
 pub mod prelude {
-    pub use crate::{Buffer, Device, Error, Grid, Ptr, TensorDesc, F8E4M3, F8E5M2};
+    pub use crate::{Buffer, Device, Error, Grid, Ptr, Strided, TensorDesc, F8E4M3, F8E5M2};
     pub use half::{bf16, f16};
 
     /// The kernel-language name of [`F8E4M3`], as in `Ptr<f8e4m3>`.

@@ -151,8 +151,8 @@ fn reductions_agree(dev: &Device) {
         .map(|&v| f64::from(v) + 1e-9)
         .collect();
     let xb = dev.upload(&x).expect("upload");
-    let sums = dev.upload(&vec![f64::NAN; 16]).expect("upload");
-    let maxes = dev.upload(&vec![f64::NAN; 16]).expect("upload");
+    let sums = dev.upload(&[f64::NAN; 16]).expect("upload");
+    let maxes = dev.upload(&[f64::NAN; 16]).expect("upload");
     let total = dev.upload(&[0.25f64]).expect("upload");
     f64_reductions::launch(dev, 1u32, &xb, &sums, &maxes, &total).expect("launch");
     let row_sums: Vec<f64> = x.chunks(16).map(|r| r.iter().sum()).collect();

@@ -19,7 +19,8 @@ use tlx_core::ir::ParamKind;
 pub struct AutotunePlan {
     /// The scalar parameters whose values key the choice, by name.
     key: Vec<syn::Ident>,
-    /// Indices of the pointer parameters to restore between trials.
+    /// Launch-argument indices of the pointer parameters to restore
+    /// between trials.
     restore: Vec<usize>,
 }
 
@@ -66,7 +67,13 @@ impl AutotunePlan {
         let mut restored = Vec::new();
         for name in restore {
             match position(name).filter(|&i| pointer(&signature.params[i].1)) {
-                Some(i) => restored.push(i),
+                // A `Strided` parameter before it passes several arguments.
+                Some(i) => restored.push(
+                    signature.params[..i]
+                        .iter()
+                        .map(|(_, p)| p.arg_count())
+                        .sum::<usize>(),
+                ),
                 None => errors.push(
                     Diagnostic::new(name.span(), format!("`{name}` is not a pointer parameter of this kernel"))
                         .with_hint("`restore` names the buffers the kernel both reads and writes (e.g. an accumulated output), which autotuning trials must put back"),

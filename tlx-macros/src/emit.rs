@@ -165,9 +165,10 @@ fn lang_refs(function: &syn::ItemFn) -> TokenStream {
 /// ...): naming them makes rustc resolve them, so the user's imports count
 /// as used and a type that does not exist is reported at its own tokens.
 fn written_types_alias(function: &syn::ItemFn) -> TokenStream {
-    // A descriptor's block names const generics, out of scope here; the
-    // launcher's `&TensorDesc<'_, T>` parameter already names the type.
-    let is_descriptor = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "TensorDesc"));
+    // A descriptor's block names const generics, out of scope here, and a
+    // `Strided<T, N>` lacks the host type's lifetime; the launcher's
+    // `&TensorDesc<'_, T>` and `&Strided<'_, T, N>` parameters name them.
+    let is_descriptor = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "TensorDesc" || s.ident == "Strided"));
     let types = function.sig.inputs.iter().filter_map(|arg| match arg {
         syn::FnArg::Typed(t) if !is_descriptor(&t.ty) => Some(&*t.ty),
         _ => None,
@@ -455,23 +456,46 @@ fn launcher(
     let mut arg_fields = Vec::new();
     let mut field_args = Vec::new();
     let mut param_specs = Vec::new();
-    for (index, (ident, param)) in signature.params.iter().enumerate() {
+    // The kernel parameter (IR param) of each signature parameter: a
+    // `Strided` one is several.
+    let mut ir_index = 0;
+    for (ident, param) in signature.params.iter() {
         let name_str = ident.to_string();
         // A descriptor's block depends on the configuration; the spec
         // names the first one's (launches check element type and rank).
         let kind = match param {
             SigParam::Plain(kind) => Some(*kind),
+            SigParam::Strided { elem, .. } => Some(ParamKind::Ptr(*elem)),
             SigParam::Desc { .. } => configs
                 .and_then(|c| c.first())
-                .and_then(|c| c.params.get(index).copied()),
+                .and_then(|c| c.params.get(ir_index).copied()),
         };
+        ir_index += param.arg_count();
         if let Some(kind) = kind {
             let kind_tokens = param_kind_tokens(kind);
             param_specs.push(quote! {
                 ::tlx::__private::ParamSpec { name: #name_str, kind: #kind_tokens }
             });
         }
+        if let SigParam::Strided { rank, .. } = param {
+            let i32_kind = param_kind_tokens(ParamKind::Scalar(ScalarType::I32));
+            for dim_name in SigParam::strided_names(&name_str, *rank) {
+                param_specs.push(quote! {
+                    ::tlx::__private::ParamSpec { name: #dim_name, kind: #i32_kind }
+                });
+            }
+        }
         match param {
+            SigParam::Strided { elem, rank } => {
+                let ty = rust_type(*elem);
+                launch_params
+                    .push(quote_spanned! {ident.span()=> #ident: &::tlx::Strided<'_, #ty, #rank> });
+                arg_fields.push(quote! { pub #ident: &'a ::tlx::Strided<'a, #ty, #rank> });
+                for i in 0..param.arg_count() {
+                    launch_args.push(quote! { #ident.kernel_arg(#i) });
+                    field_args.push(quote! { args.#ident.kernel_arg(#i) });
+                }
+            }
             SigParam::Plain(ParamKind::Ptr(t)) => {
                 let ty = rust_type(*t);
                 launch_params.push(

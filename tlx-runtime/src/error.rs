@@ -143,6 +143,14 @@ pub enum Error {
         reason: String,
     },
 
+    /// [`Strided::new`](crate::Strided::new) was given extents or strides
+    /// beyond the kernels' `i32`, or a view that reaches past the buffer.
+    #[error("invalid strided tensor: {reason}")]
+    InvalidStrided {
+        /// What is wrong with them.
+        reason: String,
+    },
+
     /// Arguments of a ready-made op (`tlx::ops`) that do not describe its
     /// operands: a size of zero or beyond a kernel's i32 indexing, or a
     /// buffer too short for the shape.

@@ -24,6 +24,7 @@ mod error;
 mod grid;
 mod launch;
 mod spec;
+mod strided;
 pub mod testing;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
@@ -37,3 +38,4 @@ pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
 pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};
+pub use strided::Strided;

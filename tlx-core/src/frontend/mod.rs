@@ -73,7 +73,34 @@ pub enum SigParam {
         /// Where each dimension of the block is written.
         dim_spans: Vec<proc_macro2::Span>,
     },
+    /// `Strided<T, N>`: a global tensor of rank `N`, passed as a pointer
+    /// and then its `N` extents and `N` strides (elements, `i32`), which
+    /// the kernel reads as `x.shape(d)` and `x.stride(d)`.
+    Strided { elem: ir::ScalarType, rank: usize },
 }
+
+impl SigParam {
+    /// The kernel parameters (IR params, launch arguments) this one
+    /// parameter becomes.
+    pub fn arg_count(&self) -> usize {
+        match self {
+            SigParam::Strided { rank, .. } => 1 + 2 * rank,
+            _ => 1,
+        }
+    }
+
+    /// The names of the scalar parameters after a `Strided` one's pointer:
+    /// `x.shape(0)`, ..., `x.stride(0)`, ...
+    pub fn strided_names(name: &str, rank: usize) -> Vec<String> {
+        let shapes = (0..rank).map(|d| format!("{name}.shape({d})"));
+        shapes
+            .chain((0..rank).map(|d| format!("{name}.stride({d})")))
+            .collect()
+    }
+}
+
+/// The largest rank of a `Strided` parameter.
+pub const MAX_STRIDED_RANK: usize = 4;
 
 /// A dimension of a descriptor's block in the signature.
 #[derive(Clone, Debug, PartialEq, Eq)]

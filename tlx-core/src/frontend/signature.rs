@@ -70,7 +70,8 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                 (syn::Pat::Ident(_), None) => errors.push(
                     Diagnostic::new(pt.ty.span(), "unsupported kernel parameter type").with_hint(
                         "use `Ptr<T>` (T one of f32 f64 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 \
-                         i64), a scalar `i32`, `i64`, `u32`, `f32`, `f64`, `bool`, or a tensor \
+                         i64), `Strided<T, N>` (a pointer with N = 1 to 4 extents and strides), \
+                         a scalar `i32`, `i64`, `u32`, `f32`, `f64`, `bool`, or a tensor \
                          descriptor \
                          `TensorDesc<T, BLOCK_0, BLOCK_1, ...>`",
                     ),
@@ -132,6 +133,18 @@ fn param_kind(ty: &syn::Type) -> Option<SigParam> {
     }
     match last.ident.to_string().as_str() {
         "Ptr" if args.args.len() == 1 => Some(SigParam::Plain(ParamKind::Ptr(elem))),
+        "Strided" if args.args.len() == 2 => match generics.next()? {
+            syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            })) => {
+                let rank: usize = i.base10_parse().ok()?;
+                (1..=super::MAX_STRIDED_RANK)
+                    .contains(&rank)
+                    .then_some(SigParam::Strided { elem, rank })
+            }
+            _ => None,
+        },
         "TensorDesc" if (2..=6).contains(&args.args.len()) => {
             let dims: Vec<&syn::GenericArgument> = generics.collect();
             let block = dims
@@ -190,7 +203,7 @@ mod tests {
             .iter()
             .filter_map(|p| match p.1 {
                 SigParam::Plain(kind) => Some(kind),
-                SigParam::Desc { .. } => None,
+                _ => None,
             })
             .collect();
         assert_eq!(

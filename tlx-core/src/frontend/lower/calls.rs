@@ -220,6 +220,9 @@ impl<'a> Lowerer<'a> {
                 return result;
             }
         }
+        if name == "shape" || name == "stride" {
+            return self.strided_dim(m, &name);
+        }
         // Triton's `desc.load([o0, o1])` and `desc.store([o0, o1], v)`;
         // pointers have no methods.
         let descriptor_method = match name.as_str() {
@@ -243,6 +246,47 @@ impl<'a> Lowerer<'a> {
         }
         let args = CallArgs::new(name, m.method.span(), Some(&m.receiver), m.args.iter())?;
         self.builtin(&args)
+    }
+
+    /// `x.shape(d)` or `x.stride(d)` of a `Strided` parameter: the `i32`
+    /// scalar parameter the launch filled in.
+    fn strided_dim(&mut self, m: &'a syn::ExprMethodCall, name: &str) -> R<Val> {
+        let receiver = self.lower_expr(&m.receiver)?;
+        let dims = match receiver {
+            Val::Ir(v) => self.strided.get(&v).cloned(),
+            _ => None,
+        };
+        let Some(dims) = dims else {
+            return Err(Diagnostic::new(
+                m.method.span(),
+                format!("`{name}` is a method of a `Strided` parameter"),
+            )
+            .with_hint(
+                "declare the tensor as `x: Strided<f32, 2>` and pass a `tlx::Strided` view: \
+                 the launch then passes its extents and strides",
+            ));
+        };
+        let rank = dims.len() / 2;
+        let dim_span = m.args.first().map_or(m.method.span(), |a| a.span());
+        let dim = match (m.args.len(), m.args.first().map(|a| self.lower_expr(a))) {
+            (1, Some(Ok(Val::Const(ConstVal::Int(d))))) => usize::try_from(d).ok(),
+            (1, Some(Err(e))) => return Err(e),
+            _ => {
+                return Err(Diagnostic::new(
+                    dim_span,
+                    format!("`{name}` takes one constant dimension"),
+                )
+                .with_hint(format!("e.g. `x.{name}(0)`")))
+            }
+        };
+        match dim.filter(|&d| d < rank) {
+            Some(d) => Ok(Val::Ir(dims[if name == "shape" { d } else { rank + d }])),
+            None => Err(Diagnostic::new(
+                dim_span,
+                format!("this `Strided` parameter has {rank} dimensions"),
+            )
+            .with_hint(format!("dimensions are 0 to {}", rank - 1))),
+        }
     }
 
     fn inline_helper(&mut self, helper: &'a syn::ItemFn, call: &'a syn::ExprCall) -> R<Val> {

@@ -61,6 +61,9 @@ pub(super) struct Lowerer<'a> {
     slices: std::collections::HashSet<crate::ir::ValueId>,
     /// Results of `local_alloc`: what `reuse =` may name.
     allocations: std::collections::HashSet<crate::ir::ValueId>,
+    /// The pointer of each `Strided` parameter, with its extents and then
+    /// its strides: what `x.shape(d)` and `x.stride(d)` read.
+    strided: HashMap<crate::ir::ValueId, Vec<crate::ir::ValueId>>,
 }
 
 pub(super) fn lower_body(
@@ -90,10 +93,22 @@ pub(super) fn lower_body(
         globals.insert(name, Val::Const(val));
     }
     let mut top = HashMap::new();
+    let mut strided = HashMap::new();
     for (ident, param) in &sig.params {
-        let kind = resolve_param(param, consts)?;
-        let v = b.add_param(ident.to_string(), kind);
-        top.insert(ident.to_string(), Val::Ir(v));
+        let name = ident.to_string();
+        let v = match param {
+            SigParam::Strided { elem, rank } => {
+                let ptr = b.add_param(name.clone(), ParamKind::Ptr(*elem));
+                let dims = SigParam::strided_names(&name, *rank)
+                    .into_iter()
+                    .map(|n| b.add_param(n, ParamKind::Scalar(ScalarType::I32)))
+                    .collect();
+                strided.insert(ptr, dims);
+                ptr
+            }
+            _ => b.add_param(name.clone(), resolve_param(param, consts)?),
+        };
+        top.insert(name, Val::Ir(v));
     }
     if scan::assigned_in_stmts(&item.block.stmts).contains(RETURNED) {
         top.insert(RETURNED.to_string(), Val::Const(ConstVal::Bool(false)));
@@ -125,6 +140,7 @@ pub(super) fn lower_body(
         slot_fields: HashMap::new(),
         slices: std::collections::HashSet::new(),
         allocations: std::collections::HashSet::new(),
+        strided,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);
@@ -147,6 +163,7 @@ pub(super) fn lower_body(
 fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind, Diagnostic> {
     let (elem, block, span, dim_spans) = match param {
         SigParam::Plain(kind) => return Ok(*kind),
+        SigParam::Strided { elem, .. } => return Ok(ParamKind::Ptr(*elem)),
         SigParam::Desc {
             elem,
             block,
