@@ -58,6 +58,7 @@ pub use cluster::RemoteError;
 pub use error::{BytesShortfall, InterpError, Site, SliceWindow, UnreleasedRead};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
+pub use shared::NamedBarrierError;
 pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;

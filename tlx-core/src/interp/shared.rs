@@ -252,6 +252,11 @@ struct NamedBarrier {
     generation: u64,
     /// Per waiting task: the generation it arrived in.
     waiting: HashMap<usize, u64>,
+    /// The tasks (index and name) that arrived in the open generation.
+    arrivers: std::collections::BTreeMap<usize, String>,
+    /// The tasks that completed the first generation: one protocol's
+    /// tasks, which every later generation must be made of too.
+    participants: Option<std::collections::BTreeMap<usize, String>>,
 }
 
 /// A named-barrier misuse PTX leaves undefined.
@@ -272,6 +277,16 @@ pub enum NamedBarrierError {
         arrived: u32,
         expected: u32,
     },
+    #[error(
+        "named barrier {id} completed a generation with {} after completing one with {}: two \
+         protocols share the id, so one's arrivals can release the other's waiters",
+        names(.now), names(.first)
+    )]
+    MixedProtocols {
+        id: u32,
+        first: Vec<String>,
+        now: Vec<String>,
+    },
     #[error("named barrier {id} is not one of the program's 16 (0..16)")]
     BadId { id: i64 },
     #[error(
@@ -279,6 +294,14 @@ pub enum NamedBarrierError {
          task replica (1..={last}) of this kernel's `async_tasks!`"
     )]
     Reserved { id: u32, last: u32 },
+}
+
+fn names(tasks: &[String]) -> String {
+    let quoted: Vec<String> = tasks.iter().map(|t| format!("`{t}`")).collect();
+    match quoted.len() {
+        1 => format!("task {} alone", quoted[0]),
+        _ => format!("tasks {}", quoted.join(", ")),
+    }
 }
 
 impl NamedBarriers {
@@ -298,7 +321,7 @@ impl NamedBarriers {
     /// `Ok(Err(reason))` when the task must wait (poll again later).
     pub(crate) fn arrive(
         &mut self,
-        task: usize,
+        (task, name): (usize, &str),
         id: u32,
         threads: u32,
         expected: u32,
@@ -323,6 +346,7 @@ impl NamedBarriers {
             });
         }
         bar.arrived += threads;
+        bar.arrivers.insert(task, name.to_owned());
         if bar.arrived > bar.expected {
             return Err(NamedBarrierError::TooManyThreads {
                 id,
@@ -334,6 +358,18 @@ impl NamedBarriers {
         if bar.arrived == bar.expected {
             bar.generation += 1;
             bar.arrived = 0;
+            let done = std::mem::take(&mut bar.arrivers);
+            match &bar.participants {
+                None => bar.participants = Some(done),
+                Some(first) if !first.keys().eq(done.keys()) => {
+                    return Err(NamedBarrierError::MixedProtocols {
+                        id,
+                        first: first.values().cloned().collect(),
+                        now: done.into_values().collect(),
+                    })
+                }
+                Some(_) => {}
+            }
             return Ok(Ok(()));
         }
         if !wait {
@@ -361,17 +397,42 @@ mod tests {
     #[test]
     fn a_named_barrier_releases_its_waiters_when_the_count_is_reached() {
         let mut bars = NamedBarriers::default();
+        let (a, b) = ((0, "a"), (1, "b"));
         // Task 0 (128 threads) waits; task 1 (128) arrives without waiting.
-        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
-        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
-        assert_eq!(bars.arrive(1, 1, 128, 256, false), Ok(Ok(())));
-        assert_eq!(bars.arrive(0, 1, 128, 256, true), Ok(Ok(())));
+        assert!(bars.arrive(a, 1, 128, 256, true).unwrap().is_err());
+        assert!(bars.arrive(a, 1, 128, 256, true).unwrap().is_err());
+        assert_eq!(bars.arrive(b, 1, 128, 256, false), Ok(Ok(())));
+        assert_eq!(bars.arrive(a, 1, 128, 256, true), Ok(Ok(())));
         // A second generation with a different count is a misuse.
-        assert!(bars.arrive(0, 1, 128, 256, true).unwrap().is_err());
+        assert!(bars.arrive(a, 1, 128, 256, true).unwrap().is_err());
         assert!(matches!(
-            bars.arrive(1, 1, 128, 384, false),
+            bars.arrive(b, 1, 128, 384, false),
             Err(NamedBarrierError::CountMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn every_generation_of_a_named_barrier_has_the_same_tasks() {
+        let mut bars = NamedBarriers::default();
+        let (a, b, c) = ((0, "a"), (1, "b"), (2, "c"));
+        for _ in 0..2 {
+            assert!(bars.arrive(a, 9, 128, 256, true).unwrap().is_err());
+            assert_eq!(bars.arrive(b, 9, 128, 256, false), Ok(Ok(())));
+            assert_eq!(bars.arrive(a, 9, 128, 256, true), Ok(Ok(())));
+        }
+        // Task c completes a generation with a: another protocol on id 9.
+        assert!(bars.arrive(c, 9, 128, 256, true).unwrap().is_err());
+        let mixed = bars.arrive(a, 9, 128, 256, false).expect_err("mixed");
+        assert!(matches!(
+            mixed,
+            NamedBarrierError::MixedProtocols { id: 9, .. }
+        ));
+        assert!(
+            mixed
+                .to_string()
+                .contains("with tasks `a`, `c` after completing one with tasks `a`, `b`"),
+            "{mixed}"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! instead. The interpreter and the checker share one model, so the
 //! finding names the same barrier and line the interpreter's report does.
 
-use crate::interp::{BlockedTask, InterpError, WaitReason};
+use crate::interp::{BlockedTask, InterpError, NamedBarrierError, WaitReason};
 use std::collections::HashMap;
 
 use crate::ir::{Block, Kernel, Op, OpKind, Prim, SrcLoc, ValueId};
@@ -109,9 +109,18 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             at.line,
             at.op,
             error.to_string(),
-            "use ids below 16 and above the compiler's (0, and one per task replica of \
-             `async_tasks!`), thread counts that are multiples of 32, and the same count in \
-             the matching `named_barrier_arrive` and `named_barrier_wait`",
+            match error {
+                NamedBarrierError::MixedProtocols { .. } => {
+                    "give each pair (or group) of tasks that synchronize its own named barrier \
+                     id: a hardware barrier counts threads, not tasks, so a generation \
+                     completes with whichever tasks arrive first"
+                }
+                _ => {
+                    "use ids below 16 and above the compiler's (0, and one per task replica of \
+                     `async_tasks!`), thread counts that are multiples of 32, and the same \
+                     count in the matching `named_barrier_arrive` and `named_barrier_wait`"
+                }
+            },
         ),
         InterpError::SharedMemoryRace { at, race, .. } => error_at(
             Rule::UnorderedRead,

@@ -556,10 +556,13 @@ impl<'k> Executor<'k> {
                 if !polled {
                     shared.clocks.named_arrive(task, clock_id, generation);
                 }
-                match shared
-                    .named_barriers(rank)
-                    .arrive(task, id, self.threads, threads, wait)
-                {
+                match shared.named_barriers(rank).arrive(
+                    (task, &self.name),
+                    id,
+                    self.threads,
+                    threads,
+                    wait,
+                ) {
                     Ok(Ok(())) => {
                         if wait {
                             shared.clocks.named_acquire(task, clock_id, generation);
