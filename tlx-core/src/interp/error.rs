@@ -242,7 +242,8 @@ pub enum InterpError {
     NamedBarrier {
         at: Site,
         task: String,
-        error: NamedBarrierError,
+        // Boxed: it would otherwise make every InterpError larger.
+        error: Box<NamedBarrierError>,
     },
     #[error(
         "{at}, task `{task}`: read of shared buffer #{buffer}, which nothing has written yet \

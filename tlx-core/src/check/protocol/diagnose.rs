@@ -109,7 +109,7 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             at.line,
             at.op,
             error.to_string(),
-            match error {
+            match **error {
                 NamedBarrierError::MixedProtocols { .. } => {
                     "give each pair (or group) of tasks that synchronize its own named barrier \
                      id: a hardware barrier counts threads, not tasks, so a generation \

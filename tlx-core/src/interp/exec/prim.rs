@@ -532,7 +532,7 @@ impl<'k> Executor<'k> {
                     return Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
                         task: self.name.clone(),
-                        error: NamedBarrierError::BadId { id },
+                        error: Box::new(NamedBarrierError::BadId { id }),
                     }));
                 };
                 let last = self.kernel.named_barriers_reserved();
@@ -540,7 +540,7 @@ impl<'k> Executor<'k> {
                     return Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
                         task: self.name.clone(),
-                        error: NamedBarrierError::Reserved { id, last },
+                        error: Box::new(NamedBarrierError::Reserved { id, last }),
                     }));
                 }
                 let threads = imm(0)? as u32;
@@ -573,7 +573,7 @@ impl<'k> Executor<'k> {
                     Err(error) => Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
                         task: self.name.clone(),
-                        error,
+                        error: Box::new(error),
                     })),
                 }
             }
