@@ -16,15 +16,15 @@ use crate::{Element, Error};
 /// copy.
 ///
 /// ```
-/// use tlx::prelude::*;
+/// use tlx_runtime::{Device, Strided};
 ///
 /// let dev = Device::cpu();
 /// let a = dev.alloc::<f32>(6 * 4)?;
-/// let rows = tlx::Strided::contiguous(&a, [6, 4])?;
+/// let rows = Strided::contiguous(&a, [6, 4])?;
 /// assert_eq!(rows.strides(), [4, 1]);
 /// let cols = rows.transpose(0, 1);
 /// assert_eq!((cols.shape(), cols.strides()), ([4, 6], [1, 4]));
-/// # Ok::<(), tlx::Error>(())
+/// # Ok::<(), tlx_runtime::Error>(())
 /// ```
 #[derive(Copy, Clone, Debug)]
 pub struct Strided<'a, T: Element, const N: usize> {
