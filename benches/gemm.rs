@@ -18,9 +18,6 @@ mod timing;
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_cluster;
-#[path = "../examples/hopper_gemm_fp8.rs"]
-#[allow(dead_code)]
-mod hopper_gemm_fp8;
 #[path = "../examples/hopper_gemm_pipe.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_pipe;
@@ -617,10 +614,10 @@ fn fp8_8192(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
     };
     let (a, bt) = (dev.upload(&random(m * k))?, dev.upload(&random(n * k))?);
     let c = dev.upload(&vec![bf16::NAN; m * n])?;
-    hopper_gemm_fp8::gemm(dev, &a, &bt, &c, (m, n, k))?;
+    tlx::ops::gemm_fp8(dev, &a, &bt, &c, (m, n, k), 1.0)?;
     let finite = c.download()?.iter().step_by(4099).all(|v| v.is_finite());
     let ms = median_ms(dev, 10, || {
-        hopper_gemm_fp8::gemm(dev, &a, &bt, &c, (m, n, k))
+        tlx::ops::gemm_fp8(dev, &a, &bt, &c, (m, n, k), 1.0)
     })?;
     let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
     println!(

@@ -3,7 +3,7 @@
 //! allow, masked pointers where not), the row-wise ops over rows
 //! shorter and longer than one block, in f32 and bf16, and `attention` over
 //! views into larger buffers (its full coverage is the `hopper_fa_fwd` and
-//! `hopper_fa_bwd` examples). On the interpreter
+//! `hopper_fa_bwd` examples), and `gemm_fp8`. On the interpreter
 //! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
 //! errors.
 
@@ -177,6 +177,32 @@ fn attention_agrees(dev: &Device) {
     assert!(err < 2e-2, "attention {p}: relative error {err}");
 }
 
+/// fp8 products of small integers (exact in e4m3, and their sums in fp8
+/// wgmma's accumulator), scaled by a power of two: exact up to bf16 rounding.
+fn gemm_fp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
+    let mut rng = fresh_rng();
+    let mut ints =
+        |len: usize| -> Vec<f32> { rng.vec(len, 2.5).into_iter().map(f32::round).collect() };
+    let (a, bt) = (ints(m * k), ints(n * k));
+    let fp8 = |v: &[f32]| -> Vec<F8E4M3> { v.iter().map(|&x| F8E4M3::from_f32(x)).collect() };
+    let (da, dbt) = (
+        dev.upload(&fp8(&a)).expect("upload"),
+        dev.upload(&fp8(&bt)).expect("upload"),
+    );
+    let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
+    tlx::ops::gemm_fp8(dev, &da, &dbt, &dc, (m, n, k), 0.25).expect("gemm_fp8");
+    let want: Vec<f64> = (0..m * n)
+        .map(|x| {
+            let (i, j) = (x / n, x % n);
+            0.25 * (0..k)
+                .map(|p| f64::from(a[i * k + p] * bt[j * k + p]))
+                .sum::<f64>()
+        })
+        .collect();
+    let err = relative_error(&widen(&dc.download().expect("download")), &want);
+    assert!(err < 1e-2, "gemm_fp8 {m}x{n}x{k}: relative error {err}");
+}
+
 fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     for &shape in gemm_shapes {
         gemm_agrees(dev, shape);
@@ -185,6 +211,7 @@ fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     rows_agree(dev, 2, 5000);
     bf16_softmax_agrees(dev, 4, 1500);
     attention_agrees(dev);
+    gemm_fp8_agrees(dev, (200, 136, 80));
 }
 
 #[test]
@@ -212,6 +239,11 @@ fn bad_shapes_are_typed_errors() {
     let x = dev.alloc::<f32>(10).expect("alloc");
     let huge = tlx::ops::softmax(&dev, &x, &x, 1 << 20, 1 << 12).expect_err("2^32 elements");
     assert!(huge.to_string().contains("32-bit indexing"), "{huge}");
+    let a8 = dev.alloc::<F8E4M3>(64 * 40).expect("alloc");
+    let ragged = tlx::ops::gemm_fp8(&dev, &a8, &a8, &c, (64, 64, 40), 1.0).expect_err("k = 40");
+    assert!(ragged.to_string().contains("multiple of 16"), "{ragged}");
+    let short = tlx::ops::gemm_fp8(&dev, &a8, &a8, &c, (64, 64, 48), 1.0).expect_err("a short");
+    assert!(short.to_string().contains("`a` holds 2560"), "{short}");
 }
 
 #[test]

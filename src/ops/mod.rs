@@ -1,6 +1,6 @@
-//! Ready-made kernels an application calls without writing one: [`gemm`],
-//! [`attention`] (and its backward), [`softmax`], [`rms_norm`] and
-//! [`layer_norm`]. Each takes tlx buffers,
+//! Ready-made kernels an application calls without writing one: [`gemm`]
+//! (and [`gemm_fp8`]), [`attention`] (and its backward), [`softmax`],
+//! [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
 //! views or cudarc slices ([`PtrArg`]) holding row-major,
 //! contiguous tensors, checks the shape against what they hold
 //! ([`Error::InvalidShape`] otherwise), and
@@ -24,6 +24,7 @@
 
 mod attention;
 mod gemm;
+mod gemm_fp8;
 mod rows;
 
 pub use attention::{
@@ -31,6 +32,7 @@ pub use attention::{
     AttentionWorkspace,
 };
 pub use gemm::{gemm, GemmElement};
+pub use gemm_fp8::gemm_fp8;
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
 use crate::args::KernelArg;
