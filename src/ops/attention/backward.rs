@@ -165,10 +165,10 @@ macro_rules! fa_backward_kernels {
                         }
                         barrier_wait(local_view(do_full, slot), phase);
                         let do_buf = local_view(do_bufs, slot);
-                        dv = async_dot(pt.to($t), do_buf, dv);
+                        // dPᵀ first: dS is computed while dV's product runs.
                         let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
-                        let dpt = async_dot_wait(0, dpt);
-                        dv = async_dot_wait(0, dv);
+                        dv = async_dot(pt.to($t), do_buf, dv);
+                        let dpt = async_dot_wait(1, dpt);
                         let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
                         // The query tile's share of dQ from these keys, dS K,
                         // takes dSᵀ through shared memory, read M-major.
@@ -183,7 +183,6 @@ macro_rules! fa_backward_kernels {
                             // the next step's meeting, when the other has
                             // finished reading it.)
                             named_barrier_wait(8, 256);
-                            dk = async_dot(dst, q_buf, dk);
                             let col0 = half * 64;
                             let mut dq = zeros([64, 64], f32);
                             for i in static_range(0, 2) {
@@ -191,20 +190,24 @@ macro_rules! fa_backward_kernels {
                                 let k_cols = local_slice(local_view(k_bufs, i), [0, col0], [64, 64]);
                                 dq = async_dot(ds_i, k_cols, dq);
                             }
-                            (async_dot_wait(0, dq), col0)
+                            // dK last: its product runs during dQ's epilogue.
+                            dk = async_dot(dst, q_buf, dk);
+                            (async_dot_wait(1, dq), col0)
                         } else {
                             local_store(ds_buf, dst);
-                            dk = async_dot(dst, q_buf, dk);
                             let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
-                            (async_dot_wait(0, dq), 0)
+                            dk = async_dot(dst, q_buf, dk);
+                            (async_dot_wait(1, dq), 0)
                         };
-                        dk = async_dot_wait(0, dk);
-                        barrier_arrive(local_view(q_empty, slot));
+                        // dV's product finished before dQ's (groups retire in order).
+                        dv = async_dot_wait(1, dv);
                         barrier_arrive(local_view(do_empty, slot));
                         // The previous step's reduction has read the buffer.
                         async_descriptor_store_wait(0);
                         local_store(dq_buf, dq * sm_scale);
                         async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                        dk = async_dot_wait(0, dk);
+                        barrier_arrive(local_view(q_empty, slot));
                     }
                     if D == 128 {
                         // The other consumer's last dQ products read this
