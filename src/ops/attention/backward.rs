@@ -158,15 +158,16 @@ macro_rules! fa_backward_kernels {
                         barrier_wait(local_view(q_full, slot), phase);
                         let q_buf = local_view(q_bufs, slot);
                         let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
-                        let st = async_dot_wait(0, st);
+                        // dPᵀ right behind Sᵀ: P is computed while it runs,
+                        // and dS while dV's product runs.
+                        barrier_wait(local_view(do_full, slot), phase);
+                        let do_buf = local_view(do_bufs, slot);
+                        let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
+                        let st = async_dot_wait(1, st);
                         let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
                         if CAUSAL {
                             pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
                         }
-                        barrier_wait(local_view(do_full, slot), phase);
-                        let do_buf = local_view(do_bufs, slot);
-                        // dPᵀ first: dS is computed while dV's product runs.
-                        let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
                         dv = async_dot(pt.to($t), do_buf, dv);
                         let dpt = async_dot_wait(1, dpt);
                         let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
