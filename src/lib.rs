@@ -35,6 +35,7 @@
 // names this crate `::tlx`.
 extern crate self as tlx;
 
+#[cfg(feature = "ops")]
 pub mod ops;
 
 pub use half;

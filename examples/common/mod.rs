@@ -7,6 +7,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "ops")]
 pub mod attention;
 
 /// How big an example's problem is: full size for a GPU, smaller for the

@@ -59,7 +59,7 @@ fn float_min(a: f32, b: f32) -> f32 {
     f64_min(f64::from(a), f64::from(b)) as f32
 }
 
-pub(crate) fn f64_max(a: f64, b: f64) -> f64 {
+fn f64_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else if a == b {
@@ -75,7 +75,7 @@ pub(crate) fn f64_max(a: f64, b: f64) -> f64 {
     }
 }
 
-pub(crate) fn f64_min(a: f64, b: f64) -> f64 {
+fn f64_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else if a == b {
@@ -140,17 +140,24 @@ fn float_binary(op: BinaryOp, ty: ScalarType, a: &[f32], b: &[f32]) -> FaultResu
     })
 }
 
+/// [`float_combine`] for f64.
+pub(crate) fn f64_combine(op: BinaryOp) -> Option<fn(f64, f64) -> f64> {
+    Some(match op {
+        BinaryOp::Add => |a, b| a + b,
+        BinaryOp::Sub => |a, b| a - b,
+        BinaryOp::Mul => |a, b| a * b,
+        BinaryOp::Max => f64_max,
+        BinaryOp::Min => f64_min,
+        _ => return None,
+    })
+}
+
 /// f64 arithmetic: every op is IEEE's, correctly rounded, as on the GPU.
 fn f64_binary(op: BinaryOp, a: &[f64], b: &[f64]) -> FaultResult<Vec<f64>> {
     let f: fn(f64, f64) -> f64 = match op {
-        BinaryOp::Add => |x, y| x + y,
-        BinaryOp::Sub => |x, y| x - y,
-        BinaryOp::Mul => |x, y| x * y,
         BinaryOp::Div => |x, y| x / y,
         BinaryOp::Rem => |x, y| x % y,
-        BinaryOp::Max => f64_max,
-        BinaryOp::Min => f64_min,
-        _ => return Err(mismatch("f64 op")),
+        _ => f64_combine(op).ok_or_else(|| mismatch("bitwise op on floats"))?,
     };
     Ok(a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect())
 }

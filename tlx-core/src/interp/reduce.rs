@@ -6,7 +6,7 @@
 use crate::ir::{BinaryOp, ReduceKind, ScalarType};
 use crate::numeric::{round_f32, wrap_int};
 
-use super::elementwise::{f64_max, f64_min, float_combine, int_combine};
+use super::elementwise::{f64_combine, float_combine, int_combine};
 use super::error::{Fault, FaultResult};
 use super::value::{Data, Tensor};
 
@@ -292,33 +292,17 @@ pub(crate) fn scan_exclusive(
     let dims = split_at_axis(&value.shape, axis)?;
     Ok(match &value.data {
         Data::Float(v) => {
-            let f = float_combine(combine)
-                .ok_or_else(|| Fault::malformed("a scan by a bit operation"))?;
-            let identity = match combine {
-                BinaryOp::Mul => 1.0,
-                BinaryOp::Max => f32::NEG_INFINITY,
-                BinaryOp::Min => f32::INFINITY,
-                _ => 0.0,
-            };
+            let f = float_combine(combine).ok_or_else(bit_scan)?;
+            // Exact: the identities are 0, 1 and the infinities.
+            let identity = float_scan_identity(combine) as f32;
             let (prefix, totals) = scan(v, dims, reverse, identity, f);
             let round =
                 |xs: Vec<f32>| Data::Float(xs.into_iter().map(|x| round_f32(ty, x)).collect());
             (round(prefix), round(totals))
         }
         Data::F64(v) => {
-            let f: fn(f64, f64) -> f64 = match combine {
-                BinaryOp::Add => |a, b| a + b,
-                BinaryOp::Mul => |a, b| a * b,
-                BinaryOp::Max => f64_max,
-                BinaryOp::Min => f64_min,
-                _ => return Err(Fault::malformed("a scan by a bit operation")),
-            };
-            let identity = match combine {
-                BinaryOp::Mul => 1.0,
-                BinaryOp::Max => f64::NEG_INFINITY,
-                BinaryOp::Min => f64::INFINITY,
-                _ => 0.0,
-            };
+            let f = f64_combine(combine).ok_or_else(bit_scan)?;
+            let identity = float_scan_identity(combine);
             let (prefix, totals) = scan(v, dims, reverse, identity, f);
             (Data::F64(prefix), Data::F64(totals))
         }
@@ -335,6 +319,20 @@ pub(crate) fn scan_exclusive(
         }
         _ => return Err(Fault::malformed("a scan of a non-numeric tile")),
     })
+}
+
+fn bit_scan() -> Fault {
+    Fault::malformed("a scan by a bit operation")
+}
+
+/// What a float scan by `combine` starts from.
+fn float_scan_identity(combine: BinaryOp) -> f64 {
+    match combine {
+        BinaryOp::Mul => 1.0,
+        BinaryOp::Max => f64::NEG_INFINITY,
+        BinaryOp::Min => f64::INFINITY,
+        _ => 0.0,
+    }
 }
 
 /// The smallest and largest values of an integer type.
