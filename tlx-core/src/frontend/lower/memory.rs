@@ -213,6 +213,24 @@ impl<'a> Lowerer<'a> {
     ) -> R<Val> {
         let ptr = self.ir_arg(a[0])?;
         let pointee = self.pointee(ptr, span)?;
+        // PTX's float atomics add and exchange only (`atom.max` is for integers).
+        if pointee.is_float() && !matches!(op, AtomicOp::Add | AtomicOp::Exchange) {
+            let name = match op {
+                AtomicOp::Max => "atomic_max",
+                AtomicOp::Min => "atomic_min",
+                AtomicOp::And => "atomic_and",
+                AtomicOp::Or => "atomic_or",
+                _ => "atomic_xor",
+            };
+            return Err(Diagnostic::new(
+                span,
+                format!("`{name}` has no PTX instruction for {pointee} values"),
+            )
+            .with_hint(
+                "floats have `atomic_add` and `atomic_xchg`; for a maximum or minimum, loop on \
+                 `atomic_cas`, or store an order-preserving integer encoding of the value",
+            ));
+        }
         let value = self.val_arg(a[1])?;
         let mask = self.mask_arg(a[2])?;
         let sem = choice(a[3], SEM, MemSem::default())?;
