@@ -403,12 +403,7 @@ impl<'k> Checker<'k> {
                     UnaryOp::Not => !s.is_float(),
                     UnaryOp::Abs => s.is_int() || s.is_float(),
                     // PTX has exact f64 instructions only.
-                    UnaryOp::Floor
-                    | UnaryOp::Ceil
-                    | UnaryOp::Round
-                    | UnaryOp::Trunc
-                    | UnaryOp::Sqrt => s.is_float(),
-                    _ => s.is_float() && s != ScalarType::F64,
+                    _ => s.is_float() && (uop.is_exact() || s != ScalarType::F64),
                 };
                 ensure(ok, || format!("{uop:?} does not apply to {s}"))?;
                 self.result_is(op, t)

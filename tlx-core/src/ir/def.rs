@@ -378,6 +378,21 @@ impl UnaryOp {
         UnaryOp::Trunc,
     ];
 
+    /// Whether PTX has an exact (correctly rounded) instruction for the op
+    /// on every float type, f64 included; the others are f32 approximations.
+    pub fn is_exact(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Trunc
+                | UnaryOp::Sqrt
+        )
+    }
+
     pub fn mnemonic(self) -> &'static str {
         match self {
             UnaryOp::Neg => "neg",

@@ -90,7 +90,7 @@ impl<'a> Lowerer<'a> {
         }
         if let Some(op) = atomic_op(name) {
             let a = args.bind(&["ptr", "val", "mask", "sem", "scope"], 2)?;
-            return self.atomic_rmw(op, &a, args.span);
+            return self.atomic_rmw(name, op, &a, args.span);
         }
         match name {
             "program_id" | "num_programs" => {
@@ -572,16 +572,7 @@ impl<'a> Lowerer<'a> {
     fn math(&mut self, name: &str, op: UnaryOp, x: Option<&'a Expr>, span: Span) -> R<Val> {
         let x = self.ir_arg(x)?;
         let x = self.math_operand(op, x, span)?;
-        let exact = matches!(
-            op,
-            UnaryOp::Abs
-                | UnaryOp::Floor
-                | UnaryOp::Ceil
-                | UnaryOp::Round
-                | UnaryOp::Trunc
-                | UnaryOp::Sqrt
-        );
-        if !exact {
+        if !op.is_exact() {
             self.refuse_f64(name, x, span)?;
         }
         Ok(Val::Ir(self.unary(op, x)))

@@ -205,8 +205,10 @@ impl<'a> Lowerer<'a> {
         Ok((ptr, value, mask))
     }
 
+    /// `name` (`atomic_add`, ...) performing `op`.
     pub(super) fn atomic_rmw(
         &mut self,
+        name: &str,
         op: AtomicOp,
         a: &[Option<&'a Expr>],
         span: Span,
@@ -215,13 +217,6 @@ impl<'a> Lowerer<'a> {
         let pointee = self.pointee(ptr, span)?;
         // PTX's float atomics add and exchange only (`atom.max` is for integers).
         if pointee.is_float() && !matches!(op, AtomicOp::Add | AtomicOp::Exchange) {
-            let name = match op {
-                AtomicOp::Max => "atomic_max",
-                AtomicOp::Min => "atomic_min",
-                AtomicOp::And => "atomic_and",
-                AtomicOp::Or => "atomic_or",
-                _ => "atomic_xor",
-            };
             return Err(Diagnostic::new(
                 span,
                 format!("`{name}` has no PTX instruction for {pointee} values"),

@@ -96,18 +96,15 @@ pub(super) fn lower_body(
     let mut strided = HashMap::new();
     for (ident, param) in &sig.params {
         let name = ident.to_string();
-        let v = match param {
-            SigParam::Strided { elem, rank } => {
-                let ptr = b.add_param(name.clone(), ParamKind::Ptr(*elem));
-                let dims = SigParam::strided_names(&name, *rank)
-                    .into_iter()
-                    .map(|n| b.add_param(n, ParamKind::Scalar(ScalarType::I32)))
-                    .collect();
-                strided.insert(ptr, dims);
-                ptr
-            }
-            _ => b.add_param(name.clone(), resolve_param(param, consts)?),
-        };
+        let v = b.add_param(name.clone(), resolve_param(param, consts)?);
+        // A `Strided` pointer's extents and strides follow it.
+        if let SigParam::Strided { rank, .. } = param {
+            let dims = SigParam::strided_names(&name, *rank)
+                .into_iter()
+                .map(|n| b.add_param(n, ParamKind::Scalar(ScalarType::I32)))
+                .collect();
+            strided.insert(v, dims);
+        }
         top.insert(name, Val::Ir(v));
     }
     if scan::assigned_in_stmts(&item.block.stmts).contains(RETURNED) {
