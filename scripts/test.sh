@@ -26,6 +26,6 @@ for line in sys.stdin:
 TLX_CHECK_UNINIT=1 "$examples"
 # The public API's documentation: missing docs are compile errors already;
 # rustdoc also rejects broken links.
-# (`--profile test` reuses the proc macro the tests built.)
-RUSTDOCFLAGS="-D warnings" cargo doc --profile test --no-deps -p tlx -p tlx-runtime
+# (It reuses the proc macro the tests built: see the profiles in Cargo.toml.)
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p tlx -p tlx-runtime
 echo "tlx: all tests passed in $SECONDS s"
