@@ -11,7 +11,10 @@ fn row_sums<const K: usize>(x: Ptr<f32>, partial: Ptr<f32>, out: Ptr<f32>, rows:
     if row < rows {
         cluster_barrier();
     }
-    store(out + row, sum(load(partial + row * K + arange(0, K)), axis = 0));
+    store(
+        out + row,
+        sum(load(partial + row * K + arange(0, K)), axis = 0),
+    );
 }
 
-fn main() {}
+pub fn main() {}

@@ -4,10 +4,14 @@ use tlx::prelude::*;
 fn scale<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>, factor: f32, n: i32) {
     let offs = program_id(0) * BLOCK + arange(0, BLOCK);
     let mask = offs < n;
-    store(out + offs, load(x + offs, mask = mask) * factor, mask = mask);
+    store(
+        out + offs,
+        load(x + offs, mask = mask) * factor,
+        mask = mask,
+    );
 }
 
-fn main() -> Result<(), tlx::Error> {
+pub fn main() -> Result<(), tlx::Error> {
     let dev = Device::cpu();
     let x = dev.upload(&[1.0f32, 2.0, 3.0])?;
     let out = dev.alloc::<f32>(3)?;

@@ -22,4 +22,4 @@ fn k(c: Ptr<f32>, n: i32) {
     store(c + at, part);
 }
 
-fn main() {}
+pub fn main() {}

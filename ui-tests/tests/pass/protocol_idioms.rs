@@ -47,4 +47,4 @@ fn gemm<const BM: usize, const BN: usize, const BK: usize, const STAGES: usize>(
     }
 }
 
-fn main() {}
+pub fn main() {}

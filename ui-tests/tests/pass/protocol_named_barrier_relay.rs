@@ -19,4 +19,4 @@ fn relay(out: Ptr<f32>) {
     }
 }
 
-fn main() {}
+pub fn main() {}
