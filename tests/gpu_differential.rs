@@ -172,6 +172,32 @@ fn attention_tile<const BM: usize, const NW: usize>(
     store(out + q_at, o);
 }
 
+/// An accumulator carried around a loop, reset to `zeros` in one branch of
+/// an `if` and rescaled in the other (flash attention's per-tile reset):
+/// code generation keeps both branches in the wgmma layout.
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn reset_or_rescale(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, steps: i32) {
+    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let rows = arange(0, 64);
+    let at = rows[(.., None)] * 64 + rows[(None, ..)];
+    async_load(a + at, a_buf);
+    async_load(b + at, b_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let mut acc = zeros([64, 64], f32);
+    for i in 0..steps {
+        acc = async_dot(a_buf, b_buf, acc);
+        acc = async_dot_wait(0, acc);
+        if i % 4 == 1 {
+            acc = zeros([64, 64], f32);
+        } else {
+            acc = acc * 0.5;
+        }
+    }
+    store(out + at, acc);
+}
+
 /// `async_dot` on tf32 (`f32` buffers, k8) and s8 (k32, i32 sums) tiles,
 /// both with B K-major (`local_trans` of B^T).
 #[tlx::kernel(arch = "sm_90a", configs = [(T = 64, K = 64)], num_warps = 4)]
@@ -828,6 +854,30 @@ fn register_a_async_dot_agrees() {
         println!("register-A attention tile, config {config}: max relative difference {worst:e}");
         assert!(worst < 2e-2, "config {config} differs by {worst}");
     }
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn an_accumulator_reset_in_one_branch_agrees() {
+    let Some(dev) = gpu_or_skip() else { return };
+    let mut rng = fresh_rng();
+    let mut tile = || -> Vec<bf16> {
+        rng.vec(64 * 64, 2.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (a, b) = (tile(), tile());
+    // Four steps: rescaled, reset, rescaled, rescaled (0.75 A B at the end).
+    let (g, c) = on_both(&dev, |d| {
+        let (da, db) = (d.upload(&a)?, d.upload(&b)?);
+        let out = d.upload(&vec![f32::NAN; 64 * 64])?;
+        reset_or_rescale::launch(d, 1u32, &da, &db, &out, 4)?;
+        out.download()
+    });
+    let worst = max_rel_diff(&g, &c);
+    println!("accumulator reset in one branch: max relative difference {worst:e}");
+    assert!(worst < 1e-3, "differs by {worst}");
 }
 
 #[test]

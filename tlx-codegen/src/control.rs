@@ -310,6 +310,12 @@ impl<'k> Lowerer<'k> {
         self.bind_results(op, phis.tensors)
     }
 
+    /// An `if` whose branches yield values: each result takes the `then`
+    /// value's layout, unless that value is derived from constants and the
+    /// `else` value is not, when it takes the `else` value's (a tile reset
+    /// to `zeros` in one branch and rescaled in the other stays in the
+    /// tensor cores' layout instead of going through shared memory). The
+    /// `then` branch's conversions are filled in once both are known.
     pub fn lower_if(&mut self, op: &'k Op) -> Result<()> {
         let OpKind::If {
             cond,
@@ -336,6 +342,9 @@ impl<'k> Lowerer<'k> {
             .map(|v| self.tensor(*v))
             .collect::<Result<_>>()?;
         let then_end = self.current_block.clone();
+        let hole = self.placeholder();
+        self.f.body.push_str(&hole);
+        let then_numbering = self.f.swap_block_values(HashMap::new());
         self.branch_to(&merge);
         self.enter(&else_label);
         let term = self.terminator_values(else_block)?;
@@ -345,30 +354,56 @@ impl<'k> Lowerer<'k> {
         if else_values.len() != then_values.len() {
             return Err(malformed("if branches yield different counts"));
         }
+        let mut layouts = Vec::new();
+        for ((t, tv), ev) in then_tensors.iter().zip(then_values).zip(else_values) {
+            let layout = if self.is_recomputable(*tv) && !self.is_recomputable(*ev) {
+                self.tensor(*ev)?.layout
+            } else {
+                t.layout.clone()
+            };
+            layouts.push(layout);
+        }
         let mut else_regs = Vec::new();
-        for (v, t) in else_values.iter().zip(&then_tensors) {
-            else_regs.push(self.get(*v, &t.layout)?);
+        for (v, layout) in else_values.iter().zip(&layouts) {
+            else_regs.push(self.get(*v, layout)?);
         }
         let else_end = self.current_block.clone();
         self.branch_to(&merge);
+        // The `then` values wanted in another layout, recomputed at the end
+        // of their branch.
+        let body = std::mem::take(&mut self.f.body);
+        let else_numbering = self.f.swap_block_values(then_numbering);
+        self.current_block = then_end.clone();
+        let mut then_regs = Vec::new();
+        for ((t, v), layout) in then_tensors.iter().zip(then_values).zip(&layouts) {
+            then_regs.push(if t.layout == *layout {
+                t.regs.clone()
+            } else {
+                self.get(*v, layout)?
+            });
+        }
+        let conversions = std::mem::replace(&mut self.f.body, body);
+        self.f.swap_block_values(else_numbering);
+        self.f.body = self.f.body.replacen(&hole, &conversions, 1);
         self.enter(&merge);
         let mut results = Vec::new();
-        for ((t, e), v) in then_tensors.iter().zip(&else_regs).zip(then_values) {
+        for (((a, b), v), layout) in then_regs
+            .iter()
+            .zip(&else_regs)
+            .zip(then_values)
+            .zip(layouts)
+        {
             let ty = llvm_type(self.ty(*v).elem());
-            let regs = t
-                .regs
+            let regs = a
                 .iter()
-                .zip(e)
+                .zip(b)
                 .map(|(a, b)| {
                     self.f.inst(format!(
                         "phi {ty} [ {a}, %{then_end} ], [ {b}, %{else_end} ]"
                     ))
                 })
                 .collect();
-            results.push(Tensor {
-                layout: t.layout.clone(),
-                regs,
-            });
+            results.push(Tensor { layout, regs });
         }
         self.bind_results(op, results)
     }

@@ -131,6 +131,13 @@ impl FuncText {
         let _ = writeln!(self.body, "  {}", text.as_ref());
     }
 
+    /// Swaps in another block's value numbering, returning the current one:
+    /// for emitting into a block already left (`Lowerer::lower_if` fills a
+    /// branch's conversions in once it knows the other branch's layouts).
+    pub fn swap_block_values(&mut self, other: HashMap<String, String>) -> HashMap<String, String> {
+        std::mem::replace(&mut self.block_values, other)
+    }
+
     /// Start a new basic block (the previous one must have ended with a branch).
     pub fn start_block(&mut self, label: &str) {
         self.block_values.clear();
