@@ -6,7 +6,7 @@
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use super::CodegenError;
-use tlx_core::ir::{AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
+use tlx_core::ir::{cas_takes, AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
 use tlx_core::layout::LinearLayout;
 
 fn qualifiers(sem: MemSem, scope: MemScope) -> String {
@@ -24,31 +24,25 @@ fn qualifiers(sem: MemSem, scope: MemScope) -> String {
     format!("atom.{sem}.{scope}.global")
 }
 
-/// The `.op.type` suffix of an `atom` on `s`, or why there is none.
+/// The `.op.type` suffix of an `atom` on `s` (the front end refuses what
+/// [`AtomicOp::takes`] does not).
 fn op_suffix(op: AtomicOp, s: ScalarType) -> Result<String> {
-    let unsupported = || CodegenError::Unsupported(format!("atomic {op:?} on {s}"));
+    if !op.takes(s) {
+        return Err(CodegenError::Unsupported(format!("atomic {op:?} on {s}")));
+    }
     let bits = s.size_bytes() * 8;
     let typed = match s {
         ScalarType::I32 | ScalarType::I64 => format!("s{bits}"),
         ScalarType::U32 => "u32".into(),
-        ScalarType::F32 => "f32".into(),
-        ScalarType::F64 => "f64".into(),
-        ScalarType::F16 => "f16".into(),
-        ScalarType::BF16 => "bf16".into(),
-        _ => return Err(unsupported()),
+        _ => s.to_string(),
     };
-    let float = s.is_float();
     Ok(match op {
-        AtomicOp::Add if float && bits == 16 => format!("add.noftz.{typed}"),
+        AtomicOp::Add if s.is_float() && bits == 16 => format!("add.noftz.{typed}"),
         AtomicOp::Add if s == ScalarType::I64 => "add.u64".into(),
         AtomicOp::Add if s == ScalarType::I32 => "add.u32".into(),
         AtomicOp::Add => format!("add.{typed}"),
-        AtomicOp::Max | AtomicOp::Min if float => return Err(unsupported()),
         AtomicOp::Max => format!("max.{typed}"),
         AtomicOp::Min => format!("min.{typed}"),
-        AtomicOp::And | AtomicOp::Or | AtomicOp::Xor | AtomicOp::Exchange if bits < 32 => {
-            return Err(unsupported())
-        }
         AtomicOp::And => format!("and.b{bits}"),
         AtomicOp::Or => format!("or.b{bits}"),
         AtomicOp::Xor => format!("xor.b{bits}"),
@@ -104,7 +98,7 @@ impl<'k> Lowerer<'k> {
                 vec![self.get(*value, &layout)?],
             ),
             OpKind::AtomicCas { cmp, value, .. } => {
-                if bytes < 4 {
+                if !cas_takes(s) {
                     return Err(CodegenError::Unsupported(format!("atomic_cas on {s}")));
                 }
                 let operands = vec![self.get(*cmp, &layout)?, self.get(*value, &layout)?];

@@ -182,6 +182,32 @@ pub enum AtomicOp {
     Exchange,
 }
 
+impl AtomicOp {
+    /// Whether PTX's global `atom` performs this operation on `s`: the front
+    /// end refuses the rest at the call, code generation relies on it.
+    pub fn takes(self, s: ScalarType) -> bool {
+        let wide_int = matches!(s, ScalarType::I32 | ScalarType::U32 | ScalarType::I64);
+        match self {
+            AtomicOp::Add => {
+                wide_int
+                    || matches!(
+                        s,
+                        ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
+                    )
+            }
+            AtomicOp::Max | AtomicOp::Min | AtomicOp::And | AtomicOp::Or | AtomicOp::Xor => {
+                wide_int
+            }
+            AtomicOp::Exchange => wide_int || matches!(s, ScalarType::F32 | ScalarType::F64),
+        }
+    }
+}
+
+/// Whether PTX's global `atom.cas` takes `s`: 32- and 64-bit values.
+pub fn cas_takes(s: ScalarType) -> bool {
+    s.size_bytes() >= 4
+}
+
 /// Memory ordering of an atomic.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MemSem {

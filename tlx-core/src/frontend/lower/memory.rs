@@ -7,8 +7,8 @@ use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::Val;
 use crate::ir::{
-    AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType, Type,
-    ValueId,
+    cas_takes, AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType,
+    Type, ValueId,
 };
 use proc_macro2::Span;
 use syn::spanned::Spanned;
@@ -215,16 +215,12 @@ impl<'a> Lowerer<'a> {
     ) -> R<Val> {
         let ptr = self.ir_arg(a[0])?;
         let pointee = self.pointee(ptr, span)?;
-        // PTX's float atomics add and exchange only (`atom.max` is for integers).
-        if pointee.is_float() && !matches!(op, AtomicOp::Add | AtomicOp::Exchange) {
+        if !op.takes(pointee) {
             return Err(Diagnostic::new(
                 span,
                 format!("`{name}` has no PTX instruction for {pointee} values"),
             )
-            .with_hint(
-                "floats have `atomic_add` and `atomic_xchg`; for a maximum or minimum, loop on \
-                 `atomic_cas`, or store an order-preserving integer encoding of the value",
-            ));
+            .with_hint(atomic_hint(pointee)));
         }
         let value = self.val_arg(a[1])?;
         let mask = self.mask_arg(a[2])?;
@@ -248,6 +244,16 @@ impl<'a> Lowerer<'a> {
     pub(super) fn atomic_cas(&mut self, a: &[Option<&'a Expr>], span: Span) -> R<Val> {
         let ptr = self.ir_arg(a[0])?;
         let pointee = self.pointee(ptr, span)?;
+        if !cas_takes(pointee) {
+            return Err(Diagnostic::new(
+                span,
+                format!("`atomic_cas` has no PTX instruction for {pointee} values"),
+            )
+            .with_hint(
+                "compare-and-swap takes 32- and 64-bit values (i32, u32, i64, f32, f64): keep \
+                 the values it updates in a buffer of one of those",
+            ));
+        }
         let (cmp, val) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
         let ids = self.unify_ptr_operands(ptr, &[cmp, val], pointee, span)?;
         let sem = choice(a[3], SEM, MemSem::default())?;
@@ -263,5 +269,23 @@ impl<'a> Lowerer<'a> {
             },
             ty,
         )))
+    }
+}
+
+/// What to write instead of an atomic PTX lacks for `s` values.
+fn atomic_hint(s: ScalarType) -> &'static str {
+    match s {
+        ScalarType::F32 | ScalarType::F64 => {
+            "floats have `atomic_add` and `atomic_xchg`; for a maximum or minimum, loop on \
+             `atomic_cas`, or store an order-preserving integer encoding of the value"
+        }
+        ScalarType::F16 | ScalarType::BF16 => {
+            "16-bit floats have `atomic_add` only: for the other operations keep the values in \
+             an f32 buffer"
+        }
+        _ => {
+            "PTX's atomics take 32- and 64-bit integers (i32, u32, i64), and floats for \
+             `atomic_add`: keep the values in an i32 buffer (a counter of bytes or flags too)"
+        }
     }
 }
