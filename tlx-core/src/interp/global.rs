@@ -379,7 +379,7 @@ pub(crate) fn atomic_rmw(
             Ok(Data::Float(olds))
         }
         // PTX has f64 atomics for add and exchange only.
-        (Data::F64(v), Repr::F64) if matches!(op, AtomicOp::Add | AtomicOp::Exchange) => {
+        (Data::F64(v), Repr::F64) if op.takes(pointee) => {
             let olds = atomic_lanes(&mut r, pointee, ptrs, mask, 0.0, f64_codec(), |old, i| {
                 let x = lane(v, i);
                 Ok(Some(if op == AtomicOp::Add { old + x } else { x }))
