@@ -262,7 +262,11 @@ macro_rules! fa_forward_kernel {
                         barrier_arrive(local_view(v_empty, slot));
                         // The previous tile's store has finished reading the buffer.
                         async_descriptor_store_wait(0);
-                        local_store(out, (acc / l_i[(.., None)]).to($t));
+                        // One reciprocal per row, not a division per element:
+                        // 64 IEEE divisions per thread cost as much as two
+                        // key tiles' softmax, which short sequences felt.
+                        let inv_l = 1.0 / l_i;
+                        local_store(out, (acc * inv_l[(.., None)]).to($t));
                         async_descriptor_store(o_desc, out, [batch_i, head, row0, 0]);
                         // The natural log-sum-exp of each row's scaled scores.
                         let row_lse = (m_i + log2(l_i)) * 0.6931471805599453;
