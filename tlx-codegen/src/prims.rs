@@ -337,6 +337,15 @@ impl<'k> Lowerer<'k> {
                 self.tma_block("true", &m, (&desc, &dst), load, &coords);
                 Ok(())
             }
+            Prim::AsyncDescriptorPrefetch => {
+                let desc = self.register(arg(0)?)?;
+                let Type::TensorDescriptor(d) = self.ty(arg(0)?).clone() else {
+                    return Err(malformed(format!("{} is not a descriptor", arg(0)?)));
+                };
+                let coords = self.registers(&args[1..])?;
+                self.tma_prefetch(&desc, &TmaBox::new(d.elem(), d.block_shape()), &coords);
+                Ok(())
+            }
             Prim::AsyncDescriptorLoadMulticast => {
                 let desc = self.register(arg(0)?)?;
                 let m = self.buffer_type(arg(1)?)?;
@@ -755,6 +764,28 @@ impl<'k> Lowerer<'k> {
         });
     }
 
+    /// Asks TMA, from the first thread, to bring the block at `coords`
+    /// into L2: one prefetch per box of the block, as its loads are cut.
+    fn tma_prefetch(&mut self, desc: &str, tma: &TmaBox, coords: &[String]) {
+        self.on_first_thread("true", |l| {
+            for piece in 0..tma.pieces {
+                let coords = l.tma_piece_coords(coords, tma, piece);
+                let mut ops = vec![("i64", desc)];
+                ops.extend(coords.iter().map(|c| ("i32", c.as_str())));
+                let rank = coords.len();
+                let at_coords = placeholders(1, rank);
+                let asm = format!(
+                    "cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [$0, {{{at_coords}}}];"
+                );
+                let constraints = std::iter::once("l")
+                    .chain(std::iter::repeat_n("r", rank))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                l.f.asm("void", &asm, &(constraints + ",~{memory}"), &ops);
+            }
+        });
+    }
+
     /// Destination (or source) address and coordinates of TMA box `piece`
     /// of a block cut along its inner dimension; coordinates innermost
     /// first, as PTX takes them.
@@ -769,12 +800,18 @@ impl<'k> Lowerer<'k> {
         let at = self
             .f
             .inst(format!("add i32 {base}, {}", piece * piece_bytes));
+        (at, self.tma_piece_coords(coords, tma, piece))
+    }
+
+    /// The coordinates of TMA box `piece` of a block at `coords`, innermost
+    /// first.
+    fn tma_piece_coords(&mut self, coords: &[String], tma: &TmaBox, piece: usize) -> Vec<String> {
         let inner_step = tma.box_shape.last().copied().unwrap_or(0) * piece;
         let mut reversed: Vec<String> = coords.iter().rev().cloned().collect();
         if let Some(inner) = reversed.first_mut() {
             *inner = self.f.inst(format!("add i32 {inner}, {inner_step}"));
         }
-        (at, reversed)
+        reversed
     }
 
     fn buffer_type(&self, v: ValueId) -> Result<SharedMemoryType> {

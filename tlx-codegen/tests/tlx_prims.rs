@@ -130,6 +130,23 @@ fn clock64_counts_forward_over_a_stretch_of_the_kernel() {
     assert!(i64::from_le_bytes(bytes) >= 3, "{bytes:?}");
 }
 
+/// `WS_GEMM` whose producer asks for the next k-tile's blocks in L2 before
+/// loading this one's (past the end, on the last: TMA clips it).
+fn prefetching_gemm() -> String {
+    crate::kernels::broken(
+        "let bar = local_view(full, slot);",
+        "async_descriptor_prefetch(a_desc, [off_m, (i + 1) * BK]);
+                async_descriptor_prefetch(b_desc, [(i + 1) * BK, off_n]);
+                let bar = local_view(full, slot);",
+    )
+}
+
+#[test]
+fn a_prefetch_changes_no_result() {
+    let (got, want) = run_gemm(&prefetching_gemm(), (80, 72, 40)).expect("runs");
+    assert_eq!(got, want, "products of eighths sum exactly in f32");
+}
+
 /// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.
 mod codegen {
     use crate::codegen_common;
@@ -160,6 +177,29 @@ mod codegen {
                     !report.contains("spill stores") || report.contains("0 bytes spill stores"),
                     "{report}"
                 );
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
+
+    /// One L2 prefetch per TMA box of each block, from one thread, and the
+    /// loads unchanged beside them.
+    #[test]
+    fn a_prefetch_is_one_bulk_prefetch_per_block() {
+        let kernel = super::compile(&super::prefetching_gemm());
+        let ptx = tlx_codegen::compile(&kernel, Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        let prefetch = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile";
+        assert_eq!(ptx.matches(prefetch).count(), 2, "{ptx}");
+        assert_eq!(
+            ptx.matches("cp.async.bulk.tensor.2d.shared::cluster")
+                .count(),
+            2
+        );
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                codegen_common::ptxas_verbose(&ptxas, &ptx);
             }
             None => println!("skipped: ptxas not found"),
         }

@@ -60,6 +60,10 @@ pub enum Prim {
     /// `async_descriptor_store_wait(pendings)`: until at most `pendings` TMA
     /// stores of this thread are still reading their buffers.
     AsyncDescriptorStoreWait,
+    /// `async_descriptor_prefetch(desc, offsets)`: asks TMA to bring the
+    /// descriptor's block at `offsets` into L2, so that a later load of it
+    /// waits less; a hint with no effect on any value, nothing to wait for.
+    AsyncDescriptorPrefetch,
     /// `async_dot(a, b, acc)`: `acc + a @ b` on the tensor cores (wgmma), `a`
     /// a buffer or a register tensor, `b` a buffer; the result may be read
     /// only after an `async_dot_wait` that covers it.
@@ -232,7 +236,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 31] = [
+    pub const ALL: [Prim; 32] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -247,6 +251,7 @@ impl Prim {
         Prim::AsyncDescriptorLoad,
         Prim::AsyncDescriptorStore,
         Prim::AsyncDescriptorStoreWait,
+        Prim::AsyncDescriptorPrefetch,
         Prim::AsyncDot,
         Prim::AsyncDotWait,
         Prim::AsyncLoad,
@@ -284,6 +289,7 @@ impl Prim {
             Prim::AsyncDescriptorLoad => "async_descriptor_load",
             Prim::AsyncDescriptorStore => "async_descriptor_store",
             Prim::AsyncDescriptorStoreWait => "async_descriptor_store_wait",
+            Prim::AsyncDescriptorPrefetch => "async_descriptor_prefetch",
             Prim::AsyncDot => "async_dot",
             Prim::AsyncDotWait => "async_dot_wait",
             Prim::AsyncLoad => "async_load",
@@ -332,6 +338,10 @@ impl Prim {
             Prim::AsyncDescriptorStore => PrimSignature {
                 variadic: true,
                 ..sig(&["desc", "buffer", "offsets"], &["store_reduce"], 0)
+            },
+            Prim::AsyncDescriptorPrefetch => PrimSignature {
+                variadic: true,
+                ..sig(&["desc", "offsets"], &[], 0)
             },
             Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings"], 0),
             Prim::AsyncDot => sig(&["a", "b", "acc"], &[], 1),
@@ -423,7 +433,9 @@ impl Prim {
                 async_role: Some(AsyncRole::Starts),
                 ..Effects::PURE
             },
-            Prim::DescriptorLoad => Effects {
+            // A read as far as ordering goes: kept, and kept after the
+            // writes before it.
+            Prim::DescriptorLoad | Prim::AsyncDescriptorPrefetch => Effects {
                 reads: super::MemorySpaces::only(Global),
                 ..Effects::PURE
             },
@@ -656,14 +668,13 @@ impl Prim {
                     }
                     _ => &operands[2..],
                 };
-                if offsets.len() != d.block_shape().len() {
-                    return Err(format!(
-                        "{} offsets for a {}-d descriptor",
-                        offsets.len(),
-                        d.block_shape().len()
-                    ));
-                }
-                offsets.iter().try_for_each(|t| i32_scalar(t, "an offset"))
+                block_offsets(d.block_shape(), offsets)
+            }
+            Prim::AsyncDescriptorPrefetch => {
+                let Type::TensorDescriptor(d) = operands[0] else {
+                    return Err(format!("a tensor descriptor, not {}", operands[0]));
+                };
+                block_offsets(d.block_shape(), &operands[1..])
             }
             Prim::LocalReinterpret => {
                 let from = one_buffer(operands[0], "`local_reinterpret`")?;
@@ -684,16 +695,7 @@ impl Prim {
                     Prim::DescriptorLoad => (&operands[1..], results[0]),
                     _ => (&operands[2..], operands[1]),
                 };
-                if offsets.len() != d.block_shape().len() {
-                    return Err(format!(
-                        "{} offsets for a {}-d descriptor",
-                        offsets.len(),
-                        d.block_shape().len()
-                    ));
-                }
-                offsets
-                    .iter()
-                    .try_for_each(|t| i32_scalar(t, "an offset"))?;
+                block_offsets(d.block_shape(), offsets)?;
                 let what = match self {
                     Prim::DescriptorLoad => "the result",
                     _ => "the stored value",
@@ -1026,6 +1028,20 @@ impl TmaBox {
     }
 }
 
+/// One i32 offset per dimension of a descriptor's block.
+fn block_offsets(block: &[usize], offsets: &[&Type]) -> Result<(), String> {
+    if offsets.len() != block.len() {
+        return Err(format!(
+            "{} offsets for a {}-d descriptor",
+            offsets.len(),
+            block.len()
+        ));
+    }
+    offsets
+        .iter()
+        .try_for_each(|t| scalar_of(t, ScalarType::I32, "an offset"))
+}
+
 fn scalar_of(t: &Type, s: ScalarType, what: &str) -> Result<(), String> {
     same(t, &Type::scalar(s), what)
 }
@@ -1144,6 +1160,17 @@ mod tests {
             .check(&[], &[&desc, &good, &bar, &i32t], &[])
             .expect_err("one offset short");
         assert!(err.contains("1 offsets for a 2-d"), "{err}");
+        // A prefetch names the block the same way, with no buffer.
+        let prefetch = Prim::AsyncDescriptorPrefetch;
+        assert_eq!(prefetch.check(&[], &[&desc, &i32t, &i32t], &[]), Ok(()));
+        let err = prefetch
+            .check(&[], &[&desc, &i32t], &[])
+            .expect_err("one offset short");
+        assert!(err.contains("1 offsets for a 2-d"), "{err}");
+        let err = prefetch
+            .check(&[], &[&good, &i32t, &i32t], &[])
+            .expect_err("a buffer is not a descriptor");
+        assert!(err.contains("a tensor descriptor"), "{err}");
     }
 
     #[test]

@@ -193,6 +193,11 @@ impl<'a> Lowerer<'a> {
             Prim::AsyncDescriptorStoreWait => {
                 (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
             }
+            Prim::AsyncDescriptorPrefetch => {
+                let mut operands = vec![self.ir_arg(a[0])?];
+                operands.extend(self.offsets_arg(self.expr_arg(a[1])?)?);
+                (operands, vec![], vec![])
+            }
             Prim::LocalReinterpret => {
                 let buffer = self.local_arg(a[0], prim)?;
                 if self.slices.contains(&buffer) {
@@ -683,6 +688,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         ),
         Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets", "store_reduce"], 3),
         Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
+        Prim::AsyncDescriptorPrefetch => (&["desc", "offsets"], 2),
         Prim::AsyncDot => (&["a", "b", "acc"], 3),
         Prim::AsyncDotWait => (&["pendings", "acc"], 2),
         Prim::AsyncLoad => (&["ptrs", "buffer", "mask", "other"], 2),

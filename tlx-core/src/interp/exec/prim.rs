@@ -339,6 +339,9 @@ impl<'k> Executor<'k> {
             }
             // Proxy fences order what the interpreter already runs in order.
             Prim::FenceAsyncShared => Ok(()),
+            // A cache hint: the interpreter has no cache. (Out-of-bounds
+            // blocks are fine, as on the GPU, where TMA clips them.)
+            Prim::AsyncDescriptorPrefetch => Ok(()),
             // Stores complete in order: all but the newest `pendings` are done
             // reading their buffers.
             Prim::AsyncDescriptorStoreWait => {
