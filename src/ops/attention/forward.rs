@@ -69,6 +69,29 @@ macro_rules! fa_forward_kernel {
             let num_tiles = m_tiles * batch * heads;
             let first = program_id(0);
             let stride = num_programs(0);
+            let group = heads / kv_heads;
+            // Reciprocals of the divisors `tile_coords` takes, once.
+            let inv_stride = 1.0 / stride.to(f32);
+            let inv_m_tiles = 1.0 / m_tiles.to(f32);
+            let inv_heads = 1.0 / heads.to(f32);
+            let inv_group = 1.0 / group.to(f32);
+            // `n / d` for `0 <= n < 2^24` and `d > 0`, from `inv_d = 1 / d`:
+            // a handful of instructions where an integer division by a
+            // run-time value takes dozens, every tile. The float estimate
+            // is off by at most one, which the remainder corrects. (Tile
+            // indices stay below 2^24: that many 128-row tiles of Q would
+            // not fit in any GPU's memory.)
+            fn quotient(n: i32, d: i32, inv_d: f32) -> i32 {
+                let q = (n.to(f32) * inv_d).to(i32);
+                let r = n - q * d;
+                if r < 0 {
+                    q - 1
+                } else if r >= d {
+                    q + 1
+                } else {
+                    q
+                }
+            }
             // A tile's batch, head, key/value head, first query row and
             // number of key tiles. Programs take every `stride`-th tile.
             // Tiles run head-major, so that the programs of one round
@@ -82,27 +105,34 @@ macro_rules! fa_forward_kernel {
                 num_tiles: i32,
                 m_tiles: i32,
                 heads: i32,
-                kv_heads: i32,
+                group: i32,
                 seq_kv: i32,
+                inv_stride: f32,
+                inv_m_tiles: f32,
+                inv_heads: f32,
+                inv_group: f32,
             ) -> (i32, i32, i32, i32, i32) {
                 let (batch_head, m) = if CAUSAL {
                     // Rounds go in twos; in the last two, programs past
                     // `two` get one tile.
-                    let round = tile / stride;
+                    let round = quotient(tile, stride, inv_stride);
                     let base = round / 2 * (2 * stride);
                     let two = maximum(minimum(2 * stride, num_tiles - base) - stride, 0);
-                    let p = tile % stride;
+                    let p = tile - round * stride;
                     let order = if p < two { base + 2 * p + round % 2 } else { base + two + p };
-                    let k = order % m_tiles;
+                    let batch_head = quotient(order, m_tiles, inv_m_tiles);
+                    let k = order - batch_head * m_tiles;
                     let m = if k % 2 == 0 { m_tiles - 1 - k / 2 } else { k / 2 };
-                    (order / m_tiles, m)
+                    (batch_head, m)
                 } else {
-                    (tile / m_tiles, tile % m_tiles)
+                    let batch_head = quotient(tile, m_tiles, inv_m_tiles);
+                    (batch_head, tile - batch_head * m_tiles)
                 };
-                let head = batch_head % heads;
+                let batch_i = quotient(batch_head, heads, inv_heads);
+                let head = batch_head - batch_i * heads;
                 let off_m = m * 128;
                 let kv_end = if CAUSAL { minimum(seq_kv, off_m + 128) } else { seq_kv };
-                (batch_head / heads, head, head / (heads / kv_heads), off_m, cdiv(kv_end, BN))
+                (batch_i, head, quotient(head, group, inv_group), off_m, cdiv(kv_end, BN))
             }
             // The tensor cores' turns: group 0 takes the first; each
             // group passes the turn on after issuing its products.
@@ -165,7 +195,19 @@ macro_rules! fa_forward_kernel {
                     let mut tiles_done = 0;
                     for tile in (first..num_tiles).step_by(stride) {
                         let (batch_i, head, kv_head, off_m, kv_tiles) =
-                            tile_coords(tile, stride, num_tiles, m_tiles, heads, kv_heads, seq_kv);
+                            tile_coords(
+                            tile,
+                            stride,
+                            num_tiles,
+                            m_tiles,
+                            heads,
+                            group,
+                            seq_kv,
+                            inv_stride,
+                            inv_m_tiles,
+                            inv_heads,
+                            inv_group,
+                        );
                         for half in static_range(0, 2) {
                             barrier_wait(local_view(q_empty, half), tiles_done % 2 ^ 1);
                             let q_bar = local_view(q_full, half);
@@ -203,7 +245,19 @@ macro_rules! fa_forward_kernel {
                     let mut turns = 0;
                     for tile in (first..num_tiles).step_by(stride) {
                         let (batch_i, head, _kv_head, off_m, kv_tiles) =
-                            tile_coords(tile, stride, num_tiles, m_tiles, heads, kv_heads, seq_kv);
+                            tile_coords(
+                            tile,
+                            stride,
+                            num_tiles,
+                            m_tiles,
+                            heads,
+                            group,
+                            seq_kv,
+                            inv_stride,
+                            inv_m_tiles,
+                            inv_heads,
+                            inv_group,
+                        );
                         let last_tile = tile + stride >= num_tiles;
                         let row0 = off_m + me * 64;
                         barrier_wait(local_view(q_full, me), tiles_done % 2);
