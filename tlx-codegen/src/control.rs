@@ -75,8 +75,8 @@ impl<'k> Lowerer<'k> {
 
     /// The layout `v` will be computed in when it derives from a `dot` or
     /// `async_dot` result of the loop body: through elementwise ops of the
-    /// same shape (the result's own layout), reductions (its slice) and
-    /// branches. Carrying the value in that layout spares a conversion
+    /// same shape (the result's own layout), reductions (its slice),
+    /// branches and nested loops. Carrying the value in that layout spares a conversion
     /// through shared memory, and a barrier, every iteration (flash
     /// attention's rescaled `O`, its row max and sum, its `P`).
     fn derived_layout(
@@ -118,7 +118,9 @@ impl<'k> Lowerer<'k> {
             | OpKind::Fma { .. }
             | OpKind::Cast(_)
             | OpKind::Bitcast(_) => from_operands(op.kind.operands()),
-            OpKind::If { .. } => {
+            // A nested loop's result is its body's yield (an accumulator
+            // carried through two loops); a branch's, either branch's.
+            OpKind::If { .. } | OpKind::For { .. } | OpKind::While { .. } => {
                 let group = op
                     .kind
                     .carried_values(&op.results)

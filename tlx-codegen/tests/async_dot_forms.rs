@@ -464,6 +464,45 @@ mod codegen {
         assembles_without_spills(&ptx);
     }
 
+    /// An accumulator carried through two nested loops (the backward's
+    /// heads-then-query-tiles steps) keeps the wgmma layout in the outer
+    /// loop too: before, the outer loop carried it in the default layout
+    /// and converted through shared memory on every inner loop's way in
+    /// and out (the backward at head dim 128 then needed 262 KB).
+    #[test]
+    fn an_accumulator_carried_through_nested_loops_keeps_its_layout() {
+        let src = r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inner: i32) {
+    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let rows = arange(0, 64);
+    let at = rows[(.., None)] * 64 + rows[(None, ..)];
+    async_load(a + at, a_buf);
+    async_load(b + at, b_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let mut acc = zeros([64, 64], f32);
+    for i in 0..outer {
+        for j in 0..inner {
+            acc = async_dot(a_buf, b_buf, acc);
+            acc = async_dot_wait(0, acc);
+        }
+    }
+    store(out + at, acc);
+}
+"#;
+        let ptx = ptx(src);
+        // Nothing reads shared memory but wgmma (through its descriptors),
+        // and the one barrier is the copies' (`async_load_wait_group`):
+        // a conversion would add reads and barriers around the inner loop.
+        for moved in ["ld.shared", "ldmatrix"] {
+            assert!(!ptx.contains(moved), "`{moved}` in\n{ptx}");
+        }
+        assert_eq!(ptx.matches("bar.sync").count(), 1, "{ptx}");
+        assembles_without_spills(&ptx);
+    }
+
     /// 128 rows: two 64-row instructions per K step on one warp group, or
     /// one on each of two warp groups.
     #[test]
