@@ -104,8 +104,9 @@ macro_rules! fa_backward_kernels {
             // Causal: queries before this program's first key see none of its keys.
             let first_q_tile = if CAUSAL { off_n / 64 } else { 0 };
             let q_tiles = maximum(cdiv(seq_q, 64) - first_q_tile, 0);
-            // Every query head of the group, each over its query tiles.
-            let steps = group * q_tiles;
+            // The steps: every query head `h` of the group, each over its
+            // query tiles `t` (two loops, not a division of one counter
+            // every step); `it` counts them for the ring.
             async_tasks! {
                 task(default, num_regs = 24) {
                     let bar = local_view(kv_full, 0);
@@ -115,20 +116,23 @@ macro_rules! fa_backward_kernels {
                         async_descriptor_load(k_desc, local_view(k_bufs, half), [batch, kv_head, key0, 0], bar);
                         async_descriptor_load(v_desc, local_view(v_bufs, half), [batch, kv_head, key0, 0], bar);
                     }
-                    for it in 0..steps {
-                        let head = kv_head * group + it / q_tiles;
-                        let q0 = (first_q_tile + it % q_tiles) * 64;
-                        let slot = it % STAGES;
-                        let free = (it / STAGES) % 2 ^ 1;
-                        let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
-                        barrier_wait(local_view(q_empty, slot), free);
-                        let q_bar = local_view(q_full, slot);
-                        barrier_expect_bytes(q_bar, tile_bytes);
-                        async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
-                        barrier_wait(local_view(do_empty, slot), free);
-                        let do_bar = local_view(do_full, slot);
-                        barrier_expect_bytes(do_bar, tile_bytes);
-                        async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
+                    for h in 0..group {
+                        let head = kv_head * group + h;
+                        for t in 0..q_tiles {
+                            let it = h * q_tiles + t;
+                            let q0 = (first_q_tile + t) * 64;
+                            let slot = it % STAGES;
+                            let free = (it / STAGES) % 2 ^ 1;
+                            let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
+                            barrier_wait(local_view(q_empty, slot), free);
+                            let q_bar = local_view(q_full, slot);
+                            barrier_expect_bytes(q_bar, tile_bytes);
+                            async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
+                            barrier_wait(local_view(do_empty, slot), free);
+                            let do_bar = local_view(do_full, slot);
+                            barrier_expect_bytes(do_bar, tile_bytes);
+                            async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
+                        }
                     }
                 }
                 task(num_warps = 4, num_regs = 240, replicate = 2) {
@@ -144,71 +148,74 @@ macro_rules! fa_backward_kernels {
                     let mut dk = zeros([64, D], f32);
                     let mut dv = zeros([64, D], f32);
                     barrier_wait(local_view(kv_full, 0), 0);
-                    for it in 0..steps {
-                        let head = kv_head * group + it / q_tiles;
-                        let q0 = (first_q_tile + it % q_tiles) * 64;
-                        let queries = q0 + arange(0, 64);
-                        let row = (batch * heads + head) * seq_q + queries;
-                        // Past the end, an infinite lse makes P zero.
-                        let valid = queries < seq_q;
-                        let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
-                        let delta_q = load(delta + row, mask = valid);
-                        let slot = it % STAGES;
-                        let phase = (it / STAGES) % 2;
-                        barrier_wait(local_view(q_full, slot), phase);
-                        let q_buf = local_view(q_bufs, slot);
-                        let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
-                        // dPᵀ right behind Sᵀ: P is computed while it runs,
-                        // and dS while dV's product runs.
-                        barrier_wait(local_view(do_full, slot), phase);
-                        let do_buf = local_view(do_bufs, slot);
-                        let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
-                        let st = async_dot_wait(1, st);
-                        let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
-                        if CAUSAL {
-                            pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
-                        }
-                        dv = async_dot(pt.to($t), do_buf, dv);
-                        let dpt = async_dot_wait(1, dpt);
-                        let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
-                        // The query tile's share of dQ from these keys, dS K,
-                        // takes dSᵀ through shared memory, read M-major.
-                        let (dq, col0) = if D == 128 {
-                            // FA3's split: each consumer takes 64 of dQ's
-                            // columns over all 128 keys, so the accumulator
-                            // sees one reduction per step, not two.
-                            let parity = 2 * (it % 2);
-                            local_store(local_view(ds_bufs, parity + half), dst);
-                            // Both consumers' dSᵀ are in place. (The buffers
-                            // alternate by step: a consumer rewrites one after
-                            // the next step's meeting, when the other has
-                            // finished reading it.)
-                            named_barrier_wait(8, 256);
-                            let col0 = half * 64;
-                            let mut dq = zeros([64, 64], f32);
-                            for i in static_range(0, 2) {
-                                let ds_i = local_trans(local_view(ds_bufs, parity + i));
-                                let k_cols = local_slice(local_view(k_bufs, i), [0, col0], [64, 64]);
-                                dq = async_dot(ds_i, k_cols, dq);
+                    for h in 0..group {
+                        let head = kv_head * group + h;
+                        for t in 0..q_tiles {
+                            let it = h * q_tiles + t;
+                            let q0 = (first_q_tile + t) * 64;
+                            let queries = q0 + arange(0, 64);
+                            let row = (batch * heads + head) * seq_q + queries;
+                            // Past the end, an infinite lse makes P zero.
+                            let valid = queries < seq_q;
+                            let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
+                            let delta_q = load(delta + row, mask = valid);
+                            let slot = it % STAGES;
+                            let phase = (it / STAGES) % 2;
+                            barrier_wait(local_view(q_full, slot), phase);
+                            let q_buf = local_view(q_bufs, slot);
+                            let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
+                            // dPᵀ right behind Sᵀ: P is computed while it runs,
+                            // and dS while dV's product runs.
+                            barrier_wait(local_view(do_full, slot), phase);
+                            let do_buf = local_view(do_bufs, slot);
+                            let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
+                            let st = async_dot_wait(1, st);
+                            let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
+                            if CAUSAL {
+                                pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
                             }
-                            // dK last: its product runs during dQ's epilogue.
-                            dk = async_dot(dst, q_buf, dk);
-                            (async_dot_wait(1, dq), col0)
-                        } else {
-                            local_store(ds_buf, dst);
-                            let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
-                            dk = async_dot(dst, q_buf, dk);
-                            (async_dot_wait(1, dq), 0)
-                        };
-                        // dV's product finished before dQ's (groups retire in order).
-                        dv = async_dot_wait(1, dv);
-                        barrier_arrive(local_view(do_empty, slot));
-                        // The previous step's reduction has read the buffer.
-                        async_descriptor_store_wait(0);
-                        local_store(dq_buf, dq * sm_scale);
-                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
-                        dk = async_dot_wait(0, dk);
-                        barrier_arrive(local_view(q_empty, slot));
+                            dv = async_dot(pt.to($t), do_buf, dv);
+                            let dpt = async_dot_wait(1, dpt);
+                            let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
+                            // The query tile's share of dQ from these keys, dS K,
+                            // takes dSᵀ through shared memory, read M-major.
+                            let (dq, col0) = if D == 128 {
+                                // FA3's split: each consumer takes 64 of dQ's
+                                // columns over all 128 keys, so the accumulator
+                                // sees one reduction per step, not two.
+                                let parity = 2 * (it % 2);
+                                local_store(local_view(ds_bufs, parity + half), dst);
+                                // Both consumers' dSᵀ are in place. (The buffers
+                                // alternate by step: a consumer rewrites one after
+                                // the next step's meeting, when the other has
+                                // finished reading it.)
+                                named_barrier_wait(8, 256);
+                                let col0 = half * 64;
+                                let mut dq = zeros([64, 64], f32);
+                                for i in static_range(0, 2) {
+                                    let ds_i = local_trans(local_view(ds_bufs, parity + i));
+                                    let k_cols = local_slice(local_view(k_bufs, i), [0, col0], [64, 64]);
+                                    dq = async_dot(ds_i, k_cols, dq);
+                                }
+                                // dK last: its product runs during dQ's epilogue.
+                                dk = async_dot(dst, q_buf, dk);
+                                (async_dot_wait(1, dq), col0)
+                            } else {
+                                local_store(ds_buf, dst);
+                                let dq = async_dot(local_trans(ds_buf), k_buf, zeros([64, D], f32));
+                                dk = async_dot(dst, q_buf, dk);
+                                (async_dot_wait(1, dq), 0)
+                            };
+                            // dV's product finished before dQ's (groups retire in order).
+                            dv = async_dot_wait(1, dv);
+                            barrier_arrive(local_view(do_empty, slot));
+                            // The previous step's reduction has read the buffer.
+                            async_descriptor_store_wait(0);
+                            local_store(dq_buf, dq * sm_scale);
+                            async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                            dk = async_dot_wait(0, dk);
+                            barrier_arrive(local_view(q_empty, slot));
+                        }
                     }
                     if D == 128 {
                         // The other consumer's last dQ products read this
