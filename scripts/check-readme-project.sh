@@ -3,7 +3,9 @@
 # crate whose Cargo.toml is the README's snippet (with the path pointed at
 # this checkout) and whose src/main.rs is the README's first example, built
 # with cargo from nothing and run (on the GPU if there is one, else on the
-# interpreter). Fails if the README's instructions stop working.
+# interpreter), with docs/language.md's first example (its kernel and host
+# lines) as a second binary. Fails if the README's instructions or that
+# example stop working.
 #
 # Kept out of scripts/test.sh because it builds tlx a second time (its own
 # target directory and profile, as a user's crate has): about 80 s on 2
@@ -32,6 +34,32 @@ manifest = '[package]\nname = "readme-project"\nversion = "0.1.0"\nedition = "20
 manifest += snippet.replace('path = "../tlx-rs"', 'path = "%s"' % repo)
 (scratch / "Cargo.toml").write_text(manifest)
 (scratch / "src" / "main.rs").write_text(main)
+# The language page's first example, kernel and host lines, as a second
+# binary: its buffers are made on its device right after the page makes it,
+# as its comment says they are.
+page = pathlib.Path(repo, "docs", "language.md").read_text()
+first = re.search(r"```rust\n(.*?)```", page, re.S)
+if first is None or "// host side" not in first.group(1):
+    sys.exit("tlx: docs/language.md's first example no longer has a `// host side` part; update this script")
+kernel, host = first.group(1).split("// host side", 1)
+buffers = """let x = dev.upload(&vec![1.0f32; n])?;
+let y = dev.upload(&vec![2.0f32; n])?;
+let out = dev.alloc::<f32>(n)?;"""
+lines = ("// host side" + host).splitlines()
+made = [i for i, line in enumerate(lines) if line.startswith("let dev =")]
+if len(made) != 1:
+    sys.exit("tlx: docs/language.md's first example no longer makes its device in one `let dev =` line; update this script")
+lines[made[0] + 1:made[0] + 1] = buffers.splitlines()
+host = "\n".join("    " + line for line in lines)
+(scratch / "src" / "bin").mkdir()
+(scratch / "src" / "bin" / "language_page.rs").write_text(kernel + """
+fn main() -> Result<(), tlx::Error> {
+    let n: usize = 4096;
+""" + host + """
+    assert!(out.download()?.iter().all(|&v| v == 3.0));
+    Ok(())
+}
+""")
 EOF
 # The checkout's lock file: the same dependency versions the tests used, and
 # no network needed for them.
@@ -41,4 +69,5 @@ start=$SECONDS
 (cd "$scratch" && cargo build --offline --quiet)
 echo "tlx: built in $((SECONDS - start)) s; running it"
 "$scratch/target/debug/readme-project"
-echo "tlx: the README's project builds and runs"
+"$scratch/target/debug/language_page"
+echo "tlx: the README's project and docs/language.md's first example build and run"
