@@ -174,6 +174,7 @@ fn attention_tile<const BM: usize, const NW: usize>(
 
 // Also compiled to PTX by tlx-codegen's `async_dot_forms` test.
 include!("common/reset_or_rescale.rs");
+include!("common/bias_epilogue.rs");
 
 /// `async_dot` on tf32 (`f32` buffers, k8) and s8 (k32, i32 sums) tiles,
 /// both with B K-major (`local_trans` of B^T).
@@ -854,6 +855,32 @@ fn an_accumulator_reset_in_one_branch_agrees() {
     });
     let worst = max_rel_diff(&g, &c);
     println!("accumulator reset in one branch: max relative difference {worst:e}");
+    assert!(worst < 1e-3, "differs by {worst}");
+}
+
+/// A bias loaded in the accumulator's layout: every column in its place,
+/// the masked ones at their default.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn a_bias_loaded_in_the_accumulators_layout_agrees() {
+    let Some(dev) = gpu_or_skip() else { return };
+    let mut rng = fresh_rng();
+    let mut tile = || -> Vec<bf16> {
+        rng.vec(64 * 64, 2.0)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect()
+    };
+    let (a, b) = (tile(), tile());
+    let bias = rng.vec(64, 4.0);
+    let (g, c) = on_both(&dev, |d| {
+        let (da, db, dbias) = (d.upload(&a)?, d.upload(&b)?, d.upload(&bias)?);
+        let out = d.upload(&vec![f32::NAN; 64 * 64])?;
+        bias_epilogue::launch(d, 1u32, &da, &db, &dbias, &out, 53)?;
+        out.download()
+    });
+    let worst = max_rel_diff(&g, &c);
+    println!("bias in the accumulator's layout: max relative difference {worst:e}");
     assert!(worst < 1e-3, "differs by {worst}");
 }
 

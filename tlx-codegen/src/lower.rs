@@ -13,7 +13,9 @@ use super::scalar;
 use super::CodegenError;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
-use tlx_core::ir::{Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, ScalarType, Type, ValueId};
+use tlx_core::ir::{
+    Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, Prim, ScalarType, Type, ValueId,
+};
 use tlx_core::layout::LinearLayout;
 
 pub type Result<T> = std::result::Result<T, CodegenError>;
@@ -122,6 +124,15 @@ pub struct Lowerer<'k> {
     /// and the scratch parameter when there are any.
     pub(super) descriptor_slots: HashMap<ValueId, usize>,
     pub(super) descriptor_scratch: Option<String>,
+    /// Loads to issue in a given layout (learnt by an earlier lowering),
+    /// and loads lowered so far (to find them behind elementwise ops).
+    load_hints: HashMap<ValueId, LinearLayout>,
+    loads: HashMap<ValueId, &'k Op>,
+    /// What this lowering learnt for the next: loads whose values were
+    /// moved through shared memory to the layout given.
+    wanted_load_layouts: HashMap<ValueId, LinearLayout>,
+    /// Moves through shared memory emitted (`convert`).
+    conversions: usize,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -129,7 +140,47 @@ pub fn malformed(what: impl Into<String>) -> CodegenError {
 }
 
 pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
-    let mut l = Lowerer::new(kernel, arch);
+    let mut best = lower_pass(kernel, arch, HashMap::new())?;
+    // A load's layout is that of its address, unless a use elsewhere wanted
+    // another: the first lowering learns which, the next issues those loads
+    // in it (a bias or a softmax statistic broadcast over a tensor-core
+    // accumulator). Kept only when it moves less through shared memory;
+    // each round can only add hints, so a few rounds settle it.
+    for _ in 0..3 {
+        if best.wanted_load_layouts.is_empty() || best.conversions == 0 {
+            break;
+        }
+        let mut hints = best.load_hints.clone();
+        let before = hints.len();
+        for (load, layout) in &best.wanted_load_layouts {
+            hints.entry(*load).or_insert_with(|| layout.clone());
+        }
+        if hints.len() == before {
+            break;
+        }
+        // A failed retry leaves the first lowering, which stands on its own.
+        match lower_pass(kernel, arch, hints) {
+            Ok(next) if next.conversions < best.conversions => best = next,
+            _ => break,
+        }
+    }
+    Ok(best.lowered)
+}
+
+/// One lowering of a kernel, and what it learnt for the next.
+struct Pass {
+    lowered: Lowered,
+    load_hints: HashMap<ValueId, LinearLayout>,
+    wanted_load_layouts: HashMap<ValueId, LinearLayout>,
+    conversions: usize,
+}
+
+fn lower_pass(
+    kernel: &Kernel,
+    arch: Arch,
+    load_hints: HashMap<ValueId, LinearLayout>,
+) -> Result<Pass> {
+    let mut l = Lowerer::new(kernel, arch, load_hints);
     // Buffers and barriers first; scratch and rings follow them.
     l.static_shared = plan_static_shared(kernel)?;
     let static_end = l.static_shared.bytes.div_ceil(16) * 16;
@@ -242,16 +293,22 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
         "attributes #0 = {{ \"nvvm.maxntid\"=\"{}\"{cluster}{maxnreg}{min_programs} }}",
         kernel.threads_per_program()
     );
-    Ok(Lowered {
-        module_text: text,
-        shared_bytes: l.shared_bytes,
-        global_scratch_bytes: (l.descriptor_slots.len()
-            * super::device_descriptor::DESCRIPTOR_BYTES) as u32,
+    Ok(Pass {
+        lowered: Lowered {
+            module_text: text,
+            shared_bytes: l.shared_bytes,
+            global_scratch_bytes: (l.descriptor_slots.len()
+                * super::device_descriptor::DESCRIPTOR_BYTES)
+                as u32,
+        },
+        load_hints: l.load_hints,
+        wanted_load_layouts: l.wanted_load_layouts,
+        conversions: l.conversions,
     })
 }
 
 impl<'k> Lowerer<'k> {
-    fn new(kernel: &'k Kernel, arch: Arch) -> Self {
+    fn new(kernel: &'k Kernel, arch: Arch, load_hints: HashMap<ValueId, LinearLayout>) -> Self {
         let mut f = FuncText::default();
         let tid = f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         // The call above went to the body; thread ids belong in the prologue.
@@ -302,6 +359,10 @@ impl<'k> Lowerer<'k> {
             descriptor_slots: HashMap::new(),
             descriptor_scratch: None,
             wgmma_in_flight: HashSet::new(),
+            load_hints,
+            loads: HashMap::new(),
+            wanted_load_layouts: HashMap::new(),
+            conversions: 0,
         }
     }
 
@@ -428,9 +489,77 @@ impl<'k> Lowerer<'k> {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
             }
         }
+        self.note_wanted_layout(v, layout);
+        self.conversions += 1;
         let t = self.tensor(v)?;
         let elem = self.ty(v).elem();
         self.convert(&t, elem, layout)
+    }
+
+    /// Records a load being lowered, for [`Lowerer::note_wanted_layout`].
+    pub(super) fn note_load(&mut self, result: ValueId, op: &'k Op) {
+        self.loads.insert(result, op);
+    }
+
+    /// The layout an earlier lowering learnt this load is wanted in.
+    pub(super) fn load_hint(&self, result: ValueId) -> Option<LinearLayout> {
+        self.load_hints.get(&result).cloned()
+    }
+
+    /// `v`, held in another layout, is about to be moved to `layout`. If it
+    /// is a load, or an elementwise function of one load and of values cheap
+    /// to redo, and that load's address, mask and default can be computed in
+    /// any layout, the next lowering issues the load in `layout` (each
+    /// element once per thread) and nothing moves.
+    fn note_wanted_layout(&mut self, mut v: ValueId, layout: &LinearLayout) {
+        loop {
+            if let Some(load) = self.loads.get(&v) {
+                // A shared buffer reads the same in any layout; a global
+                // load needs its addresses (and mask and default) there.
+                let addressable = matches!(
+                    load.kind,
+                    OpKind::Prim {
+                        prim: Prim::LocalLoad,
+                        ..
+                    }
+                ) || load
+                    .kind
+                    .operands()
+                    .iter()
+                    .all(|o| self.is_recomputable(*o));
+                if addressable && self.ty(v).shape() == layout.shape.as_slice() {
+                    self.wanted_load_layouts
+                        .entry(v)
+                        .or_insert_with(|| layout.without_register_replicas());
+                }
+                return;
+            }
+            let Some(op) = self.defs.get(&v) else {
+                return;
+            };
+            let elementwise = matches!(
+                op.kind,
+                OpKind::Binary { .. }
+                    | OpKind::Unary { .. }
+                    | OpKind::Compare { .. }
+                    | OpKind::Select { .. }
+                    | OpKind::Fma { .. }
+                    | OpKind::Cast(_)
+                    | OpKind::Bitcast(_)
+            );
+            if !elementwise {
+                return;
+            }
+            let mut held = op
+                .kind
+                .operands()
+                .into_iter()
+                .filter(|o| !self.is_recomputable(*o));
+            match (held.next(), held.next()) {
+                (Some(only), None) => v = only,
+                _ => return,
+            }
+        }
     }
 
     pub fn lower_block(&mut self, block: &'k Block) -> Result<Option<&'k Op>> {

@@ -504,7 +504,14 @@ impl<'k> Lowerer<'k> {
             return self.read_ring(op, ring);
         }
         let elem = self.ty(result).elem();
-        let ptrs = self.tensor(*ptr)?;
+        self.note_load(result, op);
+        let ptrs = match self.load_hint(result) {
+            Some(hint) => Tensor {
+                regs: self.get(*ptr, &hint)?,
+                layout: hint,
+            },
+            None => self.tensor(*ptr)?,
+        };
         let layout = ptrs.layout.clone();
         let bytes = mem_bytes(elem);
         let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);

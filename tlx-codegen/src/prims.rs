@@ -258,7 +258,11 @@ impl<'k> Lowerer<'k> {
                 let m = self.buffer_type(arg(0)?)?;
                 let placement = buffer_layout(&m)?;
                 let base = self.register(arg(0)?)?;
-                let layout = self.default_layout(m.shape())?;
+                self.note_load(result()?, op);
+                let layout = match self.load_hint(result()?) {
+                    Some(hint) => hint,
+                    None => self.default_layout(m.shape())?,
+                };
                 let regs = self.load_placed_at(&layout, elem_of(&m), &placement, &base)?;
                 self.define_value(result()?, Tensor { layout, regs });
                 Ok(())

@@ -503,6 +503,26 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
         assembles_without_spills(&ptx);
     }
 
+    /// A loaded row vector broadcast over a wgmma accumulator (a bias, or
+    /// the backward's `lse` and `delta`): the load is issued in the
+    /// accumulator's column layout, each column once per thread, instead of
+    /// in the default layout and moved through shared memory after the
+    /// product (two barriers and a shared round trip per use).
+    #[test]
+    fn a_row_vector_broadcast_over_an_accumulator_is_loaded_in_its_layout() {
+        let src = include_str!("../../tests/common/bias_epilogue.rs");
+        let ptx = ptx(src);
+        let after_product = after_first_wait(&ptx);
+        for moved in ["st.shared", "ld.shared", "stmatrix", "ldmatrix", "bar.sync"] {
+            assert!(!after_product.contains(moved), "`{moved}` in\n{ptx}");
+        }
+        // A thread's columns come in adjacent pairs (the default layout
+        // would read four at a time).
+        assert!(ptx.contains("ld.global.v2.b32"), "{ptx}");
+        assert!(!ptx.contains("ld.global.v4.b32"), "{ptx}");
+        assembles_without_spills(&ptx);
+    }
+
     /// 128 rows: two 64-row instructions per K step on one warp group, or
     /// one on each of two warp groups.
     #[test]

@@ -4,8 +4,10 @@
 //! algorithm, dQ accumulated across programs by TMA reductions as FA3 does).
 //!
 //! Three kernels:
-//! - `fa_bwd_preprocess`: `delta = rowsum(dO ∘ O)` per query row, and the
-//!   f32 dQ accumulator set to zero;
+//! - `fa_bwd_preprocess`: `delta = rowsum(dO ∘ O)` and `lse · log2 e` per
+//!   query row, each head's rows padded to a multiple of 64 (so the main
+//!   kernel's producer brings a tile of each by TMA beside Q and dO), and
+//!   the f32 dQ accumulator set to zero;
 //! - `fa_bwd_main`: one program per 128 keys of one key/value head; its
 //!   two consumer warp groups keep 64 keys each (K and V loaded once) and
 //!   stream over the query tiles of every query head that reads them
@@ -35,25 +37,43 @@ const PREPROCESS_ROWS: usize = 64;
 /// Elements per program of the dQ conversion.
 const CONVERT_BLOCK: usize = 2048;
 
+/// Query rows per head of the per-row statistics the main kernel reads by
+/// TMA (`delta`, `lse · log2 e`): whole 64-row tiles, so a tile never
+/// reaches into the next head's rows and every row is 16-byte aligned.
+pub(super) fn padded_seq(seq_q: usize) -> usize {
+    seq_q.div_ceil(64) * 64
+}
+
 /// The backward kernels for element type `$t`.
 macro_rules! fa_backward_kernels {
     ($pre:ident, $main:ident, $convert:ident, $t:ident) => {
-        /// `delta[r] = sum(dO[r, :] * O[r, :])` over `rows` rows of `D`, and
-        /// the rows of the dQ accumulator set to zero.
+        /// For `BM` query rows of one (batch, head) pair `program_id(1)`:
+        /// `delta = sum(dO * O, axis = 1)` and `lse * log2 e` at the rows of
+        /// `seq_pad` (a multiple of `BM`) per head, the padding rows given 0
+        /// and infinity (no probability), and the dQ accumulator's rows set
+        /// to zero.
         #[tlx::kernel(num_warps = 4, configs = [(D = 64, BM = 64), (D = 128, BM = 64)])]
         fn $pre<const D: usize, const BM: usize>(
             o: Ptr<$t>,
             d_o: Ptr<$t>,
+            lse: Ptr<f32>,
             delta: Ptr<f32>,
+            lse_log2: Ptr<f32>,
             dq_accum: Ptr<f32>,
-            rows: i32,
+            seq_q: i32,
         ) {
-            let r = program_id(0) * BM + arange(0, BM);
+            let head = program_id(1);
+            let q = program_id(0) * BM + arange(0, BM);
+            let valid = q < seq_q;
+            let r = head * seq_q + q;
             let at = r[(.., None)] * D + arange(0, D)[(None, ..)];
-            let inside = r[(.., None)] < rows;
+            let inside = valid[(.., None)];
             let out = load(o + at, mask = inside).to(f32);
             let grad = load(d_o + at, mask = inside).to(f32);
-            store(delta + r, sum(out * grad, axis = 1), mask = r < rows);
+            let padded = head * (cdiv(seq_q, BM) * BM) + q;
+            store(delta + padded, sum(out * grad, axis = 1));
+            let log2e = 1.4426950408889634;
+            store(lse_log2 + padded, load(lse + r, mask = valid, other = f32::INFINITY) * log2e);
             store(dq_accum + at, zeros([BM, D], f32), mask = inside);
         }
 
@@ -71,8 +91,8 @@ macro_rules! fa_backward_kernels {
             dk_desc: TensorDesc<$t, 1, 1, 64, D>,
             dv_desc: TensorDesc<$t, 1, 1, 64, D>,
             dq_desc: TensorDesc<f32, 1, 1, 64, 64>,
-            lse: Ptr<f32>,
-            delta: Ptr<f32>,
+            lse_desc: TensorDesc<f32, 1, 64>,
+            delta_desc: TensorDesc<f32, 1, 64>,
             sm_scale: f32,
             heads: i32,
             kv_heads: i32,
@@ -85,6 +105,12 @@ macro_rules! fa_backward_kernels {
             let v_bufs = local_alloc([64, D], $t, 2);
             let q_bufs = local_alloc([64, D], $t, STAGES);
             let do_bufs = local_alloc([64, D], $t, STAGES);
+            // Each query tile's `lse · log2 e` and `delta`, beside Q and dO:
+            // read in the layout of the products they meet, they cost no
+            // barrier (a plain load would be moved there through shared
+            // memory, or hold 16 registers a thread across the products).
+            let lse_bufs = local_alloc([1, 64], f32, STAGES);
+            let delta_bufs = local_alloc([1, 64], f32, STAGES);
             // Each consumer's dSᵀ (an A of the dQ products, read M-major),
             // two steps' worth at head dim 128 (both consumers read both),
             // and each consumer's part of dQ on the way to the accumulator.
@@ -123,15 +149,18 @@ macro_rules! fa_backward_kernels {
                             let q0 = (first_q_tile + t) * 64;
                             let slot = it % STAGES;
                             let free = (it / STAGES) % 2 ^ 1;
-                            let tile_bytes = 64 * D * size_of(dtype_of(q_desc));
+                            let tile_bytes = 64 * D * size_of(dtype_of(q_desc)) + 64 * 4;
+                            let stats_row = batch * heads + head;
                             barrier_wait(local_view(q_empty, slot), free);
                             let q_bar = local_view(q_full, slot);
                             barrier_expect_bytes(q_bar, tile_bytes);
                             async_descriptor_load(q_desc, local_view(q_bufs, slot), [batch, head, q0, 0], q_bar);
+                            async_descriptor_load(lse_desc, local_view(lse_bufs, slot), [stats_row, q0], q_bar);
                             barrier_wait(local_view(do_empty, slot), free);
                             let do_bar = local_view(do_full, slot);
                             barrier_expect_bytes(do_bar, tile_bytes);
                             async_descriptor_load(do_desc, local_view(do_bufs, slot), [batch, head, q0, 0], do_bar);
+                            async_descriptor_load(delta_desc, local_view(delta_bufs, slot), [stats_row, q0], do_bar);
                         }
                     }
                 }
@@ -143,8 +172,7 @@ macro_rules! fa_backward_kernels {
                     let v_buf = local_view(v_bufs, half);
                     let ds_buf = local_view(ds_bufs, half);
                     let dq_buf = local_view(dq_bufs, half);
-                    let log2e = 1.4426950408889634;
-                    let qk_scale = sm_scale * log2e;
+                    let qk_scale = sm_scale * 1.4426950408889634;
                     let mut dk = zeros([64, D], f32);
                     let mut dv = zeros([64, D], f32);
                     barrier_wait(local_view(kv_full, 0), 0);
@@ -154,11 +182,6 @@ macro_rules! fa_backward_kernels {
                             let it = h * q_tiles + t;
                             let q0 = (first_q_tile + t) * 64;
                             let queries = q0 + arange(0, 64);
-                            let row = (batch * heads + head) * seq_q + queries;
-                            // Past the end, an infinite lse makes P zero.
-                            let valid = queries < seq_q;
-                            let lse_q = load(lse + row, mask = valid, other = f32::INFINITY) * log2e;
-                            let delta_q = load(delta + row, mask = valid);
                             let slot = it % STAGES;
                             let phase = (it / STAGES) % 2;
                             barrier_wait(local_view(q_full, slot), phase);
@@ -170,13 +193,16 @@ macro_rules! fa_backward_kernels {
                             let do_buf = local_view(do_bufs, slot);
                             let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
                             let st = async_dot_wait(1, st);
-                            let mut pt = exp2(st * qk_scale - lse_q[(None, ..)]);
+                            // Past the end, an infinite lse makes P zero.
+                            let lse_q = local_load(local_view(lse_bufs, slot));
+                            let mut pt = exp2(st * qk_scale - lse_q);
                             if CAUSAL {
                                 pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
                             }
                             dv = async_dot(pt.to($t), do_buf, dv);
                             let dpt = async_dot_wait(1, dpt);
-                            let dst = (pt * (dpt - delta_q[(None, ..)])).to($t);
+                            let delta_q = local_load(local_view(delta_bufs, slot));
+                            let dst = (pt * (dpt - delta_q)).to($t);
                             // The query tile's share of dQ from these keys, dS K,
                             // takes dSᵀ through shared memory, read M-major.
                             let (dq, col0) = if D == 128 {
@@ -271,6 +297,11 @@ macro_rules! backward_kernels {
                 p: &Attention,
             ) -> Result<(), Error> {
                 let (delta, dq_accum) = (&workspace.delta, &workspace.dq_accum);
+                let lse_log2 = &workspace.lse_log2;
+                let stats = (p.batch * p.heads, padded_seq(p.seq_q));
+                let stats_desc =
+                    |buffer| TensorDesc::over(buffer, &[stats.0, stats.1], &[stats.1, 1]);
+                let (lse_desc, delta_desc) = (&stats_desc(lse_log2)?, &stats_desc(delta)?);
                 let queries = (p.heads, p.seq_q);
                 let keys = (p.kv_heads, p.seq_kv);
                 let q = &p.heads_desc(saved.q, queries)?;
@@ -282,8 +313,11 @@ macro_rules! backward_kernels {
                 let dq_desc = &p.heads_desc(dq_accum, queries)?;
                 let sizes = [p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
                 let [heads, kv_heads, seq_q, seq_kv] = sizes;
-                let (rows, elements) = (p.rows(), p.q_len());
-                let rows_grid = rows.div_ceil(PREPROCESS_ROWS) as u32;
+                let elements = p.q_len();
+                let rows_grid = (
+                    p.seq_q.div_ceil(PREPROCESS_ROWS) as u32,
+                    (p.batch * p.heads) as u32,
+                );
                 let main_grid = (
                     p.seq_kv.div_ceil(KEY_TILE) as u32,
                     (p.batch * p.kv_heads) as u32,
@@ -293,16 +327,11 @@ macro_rules! backward_kernels {
                 macro_rules! launch {
                     ($d:literal, $stages:literal, $causal:literal) => {{
                         $pre::<$d, PREPROCESS_ROWS>::launch(
-                            device,
-                            rows_grid,
-                            saved.o,
-                            saved.d_o,
-                            delta,
-                            dq_accum,
-                            rows as i32,
+                            device, rows_grid, saved.o, saved.d_o, saved.lse, delta, lse_log2,
+                            dq_accum, seq_q,
                         )?;
                         $main::<$d, $stages, $causal>::launch(
-                            device, main_grid, q, k, v, d_o, dk, dv, dq_desc, saved.lse, delta,
+                            device, main_grid, q, k, v, d_o, dk, dv, dq_desc, lse_desc, delta_desc,
                             p.scale, heads, kv_heads, seq_q, seq_kv,
                         )
                     }};

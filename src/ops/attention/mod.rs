@@ -271,23 +271,33 @@ pub struct AttentionGrads<'a, T: Element> {
 }
 
 /// The f32 scratch [`attention_backward`] needs for one problem size:
-/// `delta = rowsum(dO ∘ O)` per query row and dQ's accumulator. Keep one
-/// per training step's shape and pass it to every call.
+/// `delta = rowsum(dO ∘ O)` and the log-sum-exp in base 2 per query row,
+/// and dQ's accumulator. Keep one per training step's shape and pass it to
+/// every call.
 pub struct AttentionWorkspace {
     delta: Buffer<f32>,
+    lse_log2: Buffer<f32>,
     dq_accum: Buffer<f32>,
 }
 
 impl AttentionWorkspace {
-    /// Scratch for `problem` on `device` (`problem.rows() x (head_dim + 1)`
-    /// f32s).
+    /// Scratch for `problem` on `device` (about `problem.rows() x (head_dim
+    /// + 2)` f32s).
     pub fn new(device: &Device, problem: &Attention) -> Result<Self, Error> {
         problem.validate(OP_BACKWARD)?;
+        let stats = stats_rows(problem);
         Ok(AttentionWorkspace {
-            delta: device.alloc(problem.rows())?,
+            delta: device.alloc(stats)?,
+            lse_log2: device.alloc(stats)?,
             dq_accum: device.alloc(problem.q_len())?,
         })
     }
+}
+
+/// Rows of the backward's per-row statistics: each head's query rows
+/// padded to whole tiles.
+fn stats_rows(p: &Attention) -> usize {
+    p.batch * p.heads * backward::padded_seq(p.seq_q)
 }
 
 /// The gradients of [`attention`] for `problem`: `dq`, `dk` and `dv` from
@@ -331,7 +341,10 @@ pub fn attention_backward<T: AttentionElement>(
     holds("dk", grads.dk, p.kv_len())?;
     holds("dv", grads.dv, p.kv_len())?;
     super::holds(OP_BACKWARD, "lse", saved.lse, p.rows())?;
-    let scratch_ok = workspace.delta.len() >= p.rows() && workspace.dq_accum.len() >= p.q_len();
+    let stats = stats_rows(p);
+    let scratch_ok = workspace.delta.len() >= stats
+        && workspace.lse_log2.len() >= stats
+        && workspace.dq_accum.len() >= p.q_len();
     if !scratch_ok {
         return Err(Error::InvalidShape {
             op: OP_BACKWARD,

@@ -195,6 +195,15 @@ impl LinearLayout {
         Ok(sliced)
     }
 
+    /// The same elements on the same threads, each once per thread: register
+    /// bits that only replicate (zero bases) dropped. What a load issued for a
+    /// broadcast use should fetch: its copies are register moves afterwards.
+    pub fn without_register_replicas(&self) -> LinearLayout {
+        let mut compact = self.clone();
+        compact.regs.retain(|&b| b != 0);
+        compact
+    }
+
     /// The register of [`LinearLayout::sliced`]`(axis)` that holds what
     /// register `reg` of this layout holds once `axis` is reduced away.
     pub fn sliced_register(&self, axis: usize, reg: usize) -> Result<usize, LayoutError> {
@@ -451,6 +460,29 @@ mod tests {
             }
             // The slice still covers the whole result.
             assert_eq!(owners(&slice, 4).len(), slice.numel());
+        }
+    }
+
+    #[test]
+    fn a_broadcast_source_without_replicas_holds_each_element_once_per_thread() {
+        // A row vector added to every row of a wgmma accumulator.
+        let acc = wgmma_accumulator(64, 64, 4).unwrap();
+        let full = acc.broadcast_source(&[1, 64]).unwrap();
+        let compact = full.without_register_replicas();
+        assert!(compact.num_regs() < full.num_regs());
+        for w in 0..4 {
+            for lane in 0..WARP_SIZE {
+                let held = |l: &LinearLayout| {
+                    let mut v: Vec<u32> = (0..l.num_regs())
+                        .map(|r| l.flat_index(r, lane, w))
+                        .collect();
+                    v.sort_unstable();
+                    v
+                };
+                let mut distinct = held(&full);
+                distinct.dedup();
+                assert_eq!(held(&compact), distinct);
+            }
         }
     }
 
