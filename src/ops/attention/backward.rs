@@ -68,8 +68,9 @@ macro_rules! fa_backward_kernels {
             let r = head * seq_q + q;
             let at = r[(.., None)] * D + arange(0, D)[(None, ..)];
             let inside = valid[(.., None)];
-            let out = load(o + at, mask = inside).to(f32);
-            let grad = load(d_o + at, mask = inside).to(f32);
+            // Padding rows: a delta of 0.
+            let out = load(o + at, mask = inside, other = 0.0).to(f32);
+            let grad = load(d_o + at, mask = inside, other = 0.0).to(f32);
             let padded = head * (cdiv(seq_q, BM) * BM) + q;
             store(delta + padded, sum(out * grad, axis = 1));
             let log2e = 1.4426950408889634;
