@@ -2,7 +2,7 @@
 //! `alloc_barriers` live (planned before lowering, at the start of the
 //! dynamic shared buffer, scratch and pipeline rings after them), and the
 //! PTX each primitive becomes (mbarrier, `cp.async.bulk.tensor`, wgmma,
-//! `bar.sync`/`bar.arrive`, proxy fences).
+//! `barrier.sync`/`barrier.arrive`, proxy fences).
 //!
 //! A buffer, barrier or descriptor value is one register: the byte offset
 //! of the buffer or barrier in the shared array, or the generic address of
@@ -456,7 +456,8 @@ impl<'k> Lowerer<'k> {
                     "arrive"
                 };
                 let id = self.register(arg(0)?)?;
-                let asm = format!("bar.{step} $0, {};", imm(0)?);
+                // Not `.aligned` (`bar.*`): see `Lowerer::barrier`.
+                let asm = format!("barrier.{step} $0, {};", imm(0)?);
                 self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);
                 Ok(())
             }

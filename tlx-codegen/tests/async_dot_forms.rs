@@ -499,7 +499,7 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
         for moved in ["ld.shared", "ldmatrix"] {
             assert!(!ptx.contains(moved), "`{moved}` in\n{ptx}");
         }
-        assert_eq!(ptx.matches("bar.sync").count(), 1, "{ptx}");
+        assert_eq!(ptx.matches("barrier.sync").count(), 1, "{ptx}");
         assembles_without_spills(&ptx);
     }
 
@@ -513,7 +513,13 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
         let src = include_str!("../../tests/common/bias_epilogue.rs");
         let ptx = ptx(src);
         let after_product = after_first_wait(&ptx);
-        for moved in ["st.shared", "ld.shared", "stmatrix", "ldmatrix", "bar.sync"] {
+        for moved in [
+            "st.shared",
+            "ld.shared",
+            "stmatrix",
+            "ldmatrix",
+            "barrier.sync",
+        ] {
             assert!(!after_product.contains(moved), "`{moved}` in\n{ptx}");
         }
         // A thread's columns come in adjacent pairs (the default layout

@@ -173,7 +173,7 @@ fn accumulator_stays_in_registers_across_iterations() {
     ));
     // Per iteration: one barrier before staging, one after; the accumulator is stored
     // from its fragment layout (pairs of columns), not through shared memory.
-    assert_eq!(c[0].ptx.matches("bar.sync").count(), 2, "{}", c[0].ptx);
+    assert_eq!(c[0].ptx.matches("barrier.sync").count(), 2, "{}", c[0].ptx);
     assert!(c[0].ptx.contains("st.global.v2.b32"));
 }
 
@@ -209,7 +209,7 @@ fn row_max_of_a_dot_result_needs_no_extra_conversion() {
     k.store(pc, d, None);
     for c in compile_all(&k.finish()) {
         // Only the two barriers that stage the operands.
-        assert_eq!(c.ptx.matches("bar.sync").count(), 2, "{}", c.ptx);
+        assert_eq!(c.ptx.matches("barrier.sync").count(), 2, "{}", c.ptx);
     }
 }
 

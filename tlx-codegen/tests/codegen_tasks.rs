@@ -78,9 +78,9 @@ fn task_regions_run_on_warps_of_their_own() {
         assert!(ptx.contains(".minnctapersm 1"), "{ptx}");
         // The program meets before and after the region; each 4-warp task
         // reduces across its warps on a barrier of its own.
-        assert!(ptx.contains("bar.sync 0;"));
-        assert!(ptx.contains("bar.sync 1, 128;"), "{ptx}");
-        assert!(ptx.contains("bar.sync 2, 128;"), "{ptx}");
+        assert!(ptx.contains("barrier.sync 0;"));
+        assert!(ptx.contains("barrier.sync 1, 128;"), "{ptx}");
+        assert!(ptx.contains("barrier.sync 2, 128;"), "{ptx}");
         // 65536 over 512 threads (whole warp groups): 128 by default.
         assert!(ptx.contains("setmaxnreg.inc.sync.aligned.u32 160;"));
         assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
