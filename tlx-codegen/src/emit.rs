@@ -131,6 +131,28 @@ impl FuncText {
         let _ = writeln!(self.body, "  {}", text.as_ref());
     }
 
+    /// Removes the statement `text` that starts at `start` of the body, if
+    /// it is still there and only pure instructions (which touch no memory
+    /// and no other thread) follow it; true if removed.
+    pub fn remove_if_last(&mut self, start: usize, text: &str) -> bool {
+        let Some(rest) = self.body.get(start..) else {
+            return false;
+        };
+        let Some(after) = rest.strip_prefix(text) else {
+            return false;
+        };
+        let only_pure = after.lines().all(|line| {
+            line.trim_start()
+                .strip_prefix('%')
+                .and_then(|l| l.split_once(" = "))
+                .is_some_and(|(_, rhs)| is_pure(rhs))
+        });
+        if only_pure {
+            self.body.replace_range(start..start + text.len(), "");
+        }
+        only_pure
+    }
+
     /// Swaps in another block's value numbering, returning the current one:
     /// for emitting into a block already left (`Lowerer::lower_if` fills a
     /// branch's conversions in once it knows the other branch's layouts).
@@ -280,6 +302,25 @@ mod tests {
         // A value of another block may not dominate this one.
         f.start_block("next");
         assert_ne!(f.inst("mul i32 %x, 3"), a);
+    }
+
+    #[test]
+    fn a_statement_is_removed_only_when_pure_instructions_follow_it() {
+        let mut f = FuncText::default();
+        let start = f.body.len();
+        f.stmt("call void @barrier()");
+        let text = f.body[start..].to_string();
+        f.inst("mul i32 %x, 3");
+        assert!(f.remove_if_last(start, &text));
+        assert!(!f.body.contains("@barrier"));
+        // A memory access after it keeps it.
+        let start = f.body.len();
+        f.stmt("call void @barrier()");
+        f.inst("load i32, ptr addrspace(3) %p, align 4");
+        assert!(!f.remove_if_last(start, &text));
+        assert!(f.body.contains("@barrier"));
+        // So does text that is no longer where it was.
+        assert!(!f.remove_if_last(0, &text));
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub struct Lowerer<'k> {
     wanted_load_layouts: HashMap<ValueId, LinearLayout>,
     /// Moves through shared memory emitted (`convert`).
     conversions: usize,
+    /// Where in the body the last barrier of a context was emitted, and its
+    /// statement (see [`Lowerer::drop_barrier_subsumed_by`]).
+    last_barrier: Option<(usize, String)>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -363,6 +366,7 @@ impl<'k> Lowerer<'k> {
             loads: HashMap::new(),
             wanted_load_layouts: HashMap::new(),
             conversions: 0,
+            last_barrier: None,
         }
     }
 
@@ -944,7 +948,23 @@ impl<'k> Lowerer<'k> {
             0 => "barrier.sync 0;".to_string(),
             id => format!("barrier.sync {id}, {};", self.context.threads()),
         };
+        let start = self.f.body.len();
         self.f.asm("void", &text, "~{memory}", &[]);
+        self.last_barrier = Some((start, self.f.body[start..].to_string()));
+    }
+
+    /// Before a named barrier that every thread of the current task waits
+    /// on, over at least its threads: the task's own barrier emitted just
+    /// before it (a `local_store`'s trailing one, say) is redundant, since
+    /// the named one orders the same threads' memory and more. Removed when
+    /// nothing but pure instructions came after it.
+    pub(super) fn drop_barrier_subsumed_by(&mut self, threads: u32) {
+        if self.context.region == 0 || threads < self.context.threads() {
+            return;
+        }
+        if let Some((start, text)) = self.last_barrier.take() {
+            self.f.remove_if_last(start, &text);
+        }
     }
 
     /// Byte `offset` of the current context's scratch, as an offset in the

@@ -456,6 +456,10 @@ impl<'k> Lowerer<'k> {
                     "arrive"
                 };
                 let id = self.register(arg(0)?)?;
+                let threads = u32::try_from(imm(0)?).unwrap_or(0);
+                if *prim == Prim::NamedBarrierWait {
+                    self.drop_barrier_subsumed_by(threads);
+                }
                 // Not `.aligned` (`bar.*`): see `Lowerer::barrier`.
                 let asm = format!("barrier.{step} $0, {};", imm(0)?);
                 self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);

@@ -529,6 +529,41 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
         assembles_without_spills(&ptx);
     }
 
+    /// A `local_store` right before a named barrier that both replicas
+    /// wait on: the store's trailing barrier over its own warp group is
+    /// subsumed by the named one and not emitted (its leading one is).
+    #[test]
+    fn a_named_barrier_subsumes_the_barrier_just_before_it() {
+        let src = r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn handoff_through_shared(out: Ptr<f32>) {
+    let bufs = local_alloc([64, 64], f32, 2);
+    async_tasks! {
+        task(default) {
+        }
+        task(num_warps = 4, replicate = 2) {
+            let me = async_task_replica_id();
+            local_store(local_view(bufs, me), full([64, 64], me.to(f32), f32));
+            named_barrier_wait(8, 256);
+            let other = local_load(local_view(bufs, 1 - me));
+            let rows = arange(0, 64);
+            store(out + me * 4096 + rows[(.., None)] * 64 + rows[(None, ..)], other);
+        }
+    }
+}
+"#;
+        let ptx = ptx(src);
+        let barriers = |threads: &str| {
+            ptx.lines()
+                .filter(|l| l.contains("barrier.sync") && l.ends_with(threads))
+                .count()
+        };
+        // Each replica: the named barrier, and one warp-group barrier (the
+        // store's leading one), not two.
+        assert_eq!(barriers(", 256;"), 2, "{ptx}");
+        assert_eq!(barriers(", 128;"), 2, "{ptx}");
+    }
+
     /// 128 rows: two 64-row instructions per K step on one warp group, or
     /// one on each of two warp groups.
     #[test]
