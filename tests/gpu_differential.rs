@@ -14,7 +14,7 @@ mod rng;
 #[path = "common/warp_specialized.rs"]
 mod warp_specialized;
 
-use rng::fresh_rng;
+use rng::{fresh_rng, Rng};
 
 #[tlx::kernel(configs = [(BLOCK = 1024)])]
 fn casts<const BLOCK: usize>(
@@ -404,6 +404,14 @@ fn on_both<R>(gpu: &Device, f: impl Fn(&Device) -> Result<R, tlx::Error>) -> (R,
     let on_gpu = f(gpu).expect("GPU run failed");
     let on_cpu = f(&Device::cpu()).expect("interpreter run failed");
     (on_gpu, on_cpu)
+}
+
+/// A fresh `[64, 64]` bf16 tile of values in [-2, 2).
+fn bf16_tile(rng: &mut Rng) -> Vec<bf16> {
+    rng.vec(64 * 64, 2.0)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect()
 }
 
 /// Largest `|a - b| / max(|b|, 1)`; infinite where either is NaN (an
@@ -839,13 +847,7 @@ fn register_a_async_dot_agrees() {
 fn an_accumulator_reset_in_one_branch_agrees() {
     let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
-    let mut tile = || -> Vec<bf16> {
-        rng.vec(64 * 64, 2.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
-    let (a, b) = (tile(), tile());
+    let (a, b) = (bf16_tile(&mut rng), bf16_tile(&mut rng));
     // Four steps: rescaled, reset, rescaled, rescaled (0.75 A B at the end).
     let (g, c) = on_both(&dev, |d| {
         let (da, db) = (d.upload(&a)?, d.upload(&b)?);
@@ -865,13 +867,7 @@ fn an_accumulator_reset_in_one_branch_agrees() {
 fn a_bias_loaded_in_the_accumulators_layout_agrees() {
     let Some(dev) = gpu_or_skip() else { return };
     let mut rng = fresh_rng();
-    let mut tile = || -> Vec<bf16> {
-        rng.vec(64 * 64, 2.0)
-            .into_iter()
-            .map(bf16::from_f32)
-            .collect()
-    };
-    let (a, b) = (tile(), tile());
+    let (a, b) = (bf16_tile(&mut rng), bf16_tile(&mut rng));
     let bias = rng.vec(64, 4.0);
     let (g, c) = on_both(&dev, |d| {
         let (da, db, dbias) = (d.upload(&a)?, d.upload(&b)?, d.upload(&bias)?);
