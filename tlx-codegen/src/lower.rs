@@ -2,7 +2,9 @@
 //! scalar per register of the value's layout. Pure ops take the layout of
 //! their first tensor operand; an operand held in another layout is
 //! recomputed in the wanted one when it derives only from constants, `arange`
-//! and scalars, and otherwise moved through shared memory.
+//! and scalars, and otherwise moved through shared memory. A kernel whose
+//! lowering moved loaded values is lowered again with those loads issued in
+//! the layout their use wanted (see `lower_kernel`).
 
 use super::axis::{self, AxisInfo};
 use super::convert::Region;
