@@ -343,9 +343,7 @@ impl<'k> Lowerer<'k> {
             }
             Prim::AsyncDescriptorPrefetch => {
                 let desc = self.register(arg(0)?)?;
-                let Type::TensorDescriptor(d) = self.ty(arg(0)?).clone() else {
-                    return Err(malformed(format!("{} is not a descriptor", arg(0)?)));
-                };
+                let d = self.descriptor_type(arg(0)?)?;
                 let coords = self.registers(&args[1..])?;
                 self.tma_prefetch(&desc, &TmaBox::new(d.elem(), d.block_shape()), &coords);
                 Ok(())
