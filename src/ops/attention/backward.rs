@@ -61,6 +61,7 @@ macro_rules! fa_backward_kernels {
             lse_log2: Ptr<f32>,
             dq_accum: Ptr<f32>,
             seq_q: i32,
+            seq_pad: i32,
         ) {
             let head = program_id(1);
             let q = program_id(0) * BM + arange(0, BM);
@@ -71,7 +72,7 @@ macro_rules! fa_backward_kernels {
             // Padding rows: a delta of 0.
             let out = load(o + at, mask = inside, other = 0.0).to(f32);
             let grad = load(d_o + at, mask = inside, other = 0.0).to(f32);
-            let padded = head * (cdiv(seq_q, BM) * BM) + q;
+            let padded = head * seq_pad + q;
             store(delta + padded, sum(out * grad, axis = 1));
             let log2e = 1.4426950408889634;
             store(lse_log2 + padded, load(lse + r, mask = valid, other = f32::INFINITY) * log2e);
@@ -145,13 +146,15 @@ macro_rules! fa_backward_kernels {
                     }
                     for h in 0..group {
                         let head = kv_head * group + h;
+                        let stats_row = batch * heads + head;
                         for t in 0..q_tiles {
                             let it = h * q_tiles + t;
                             let q0 = (first_q_tile + t) * 64;
                             let slot = it % STAGES;
                             let free = (it / STAGES) % 2 ^ 1;
-                            let tile_bytes = 64 * D * size_of(dtype_of(q_desc)) + 64 * 4;
-                            let stats_row = batch * heads + head;
+                            // Q (or dO) and its rows' statistic.
+                            let tile_bytes = 64 * D * size_of(dtype_of(q_desc))
+                                + 64 * size_of(dtype_of(lse_desc));
                             barrier_wait(local_view(q_empty, slot), free);
                             let q_bar = local_view(q_full, slot);
                             barrier_expect_bytes(q_bar, tile_bytes);
@@ -299,7 +302,8 @@ macro_rules! backward_kernels {
             ) -> Result<(), Error> {
                 let (delta, dq_accum) = (&workspace.delta, &workspace.dq_accum);
                 let lse_log2 = &workspace.lse_log2;
-                let stats = (p.batch * p.heads, padded_seq(p.seq_q));
+                let seq_pad = padded_seq(p.seq_q);
+                let stats = (p.batch * p.heads, seq_pad);
                 let stats_desc =
                     |buffer| TensorDesc::over(buffer, &[stats.0, stats.1], &[stats.1, 1]);
                 let (lse_desc, delta_desc) = (&stats_desc(lse_log2)?, &stats_desc(delta)?);
@@ -315,8 +319,10 @@ macro_rules! backward_kernels {
                 let sizes = [p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
                 let [heads, kv_heads, seq_q, seq_kv] = sizes;
                 let elements = p.q_len();
+                // `seq_pad` is a multiple of PREPROCESS_ROWS: the programs
+                // cover every padding row too.
                 let rows_grid = (
-                    p.seq_q.div_ceil(PREPROCESS_ROWS) as u32,
+                    (seq_pad / PREPROCESS_ROWS) as u32,
                     (p.batch * p.heads) as u32,
                 );
                 let main_grid = (
@@ -328,8 +334,16 @@ macro_rules! backward_kernels {
                 macro_rules! launch {
                     ($d:literal, $stages:literal, $causal:literal) => {{
                         $pre::<$d, PREPROCESS_ROWS>::launch(
-                            device, rows_grid, saved.o, saved.d_o, saved.lse, delta, lse_log2,
-                            dq_accum, seq_q,
+                            device,
+                            rows_grid,
+                            saved.o,
+                            saved.d_o,
+                            saved.lse,
+                            delta,
+                            lse_log2,
+                            dq_accum,
+                            seq_q,
+                            seq_pad as i32,
                         )?;
                         $main::<$d, $stages, $causal>::launch(
                             device, main_grid, q, k, v, d_o, dk, dv, dq_desc, lse_desc, delta_desc,
