@@ -735,6 +735,12 @@ fn hint(prim: Prim) -> String {
                     \"Tensor descriptors\""
                 .into()
         }
+        Prim::AsyncDescriptorPrefetch => {
+            return "`async_descriptor_prefetch(desc, [o0, o1, ...])` takes a tensor descriptor \
+                    and one i32 offset per dimension of its block, outermost first, as \
+                    `async_descriptor_load` does; see docs/language.md, \"TLX primitives\""
+                .into()
+        }
         Prim::DescriptorStore => {
             return "`desc.store([o0, o1, ...], value)` takes one offset per dimension of the \
                     descriptor's block, outermost first, and a value of the block's shape; see \
