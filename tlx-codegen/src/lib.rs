@@ -44,6 +44,7 @@ mod repack;
 mod scalar;
 mod scan;
 mod tasks;
+mod tcgen05;
 mod tiles;
 mod wgmma;
 

@@ -122,6 +122,8 @@ pub struct Lowerer<'k> {
     pub wgmma_in_flight: HashSet<ValueId>,
     /// Where the kernel's `local_alloc` buffers and mbarriers live.
     pub(super) static_shared: StaticShared,
+    /// The tensor-memory address of the kernel's allocation, once made.
+    pub(super) tmem_base: Option<String>,
     /// Each device-made descriptor's slot in the program's global scratch,
     /// and the scratch parameter when there are any.
     pub(super) descriptor_slots: HashMap<ValueId, usize>,
@@ -233,6 +235,7 @@ fn lower_pass(
     }
     l.current_block = "body".into();
     l.lower_block(&kernel.body)?;
+    l.release_tensor_memory();
     l.f.stmt("ret void");
 
     // The rings follow the scratch used while they are live, 16-byte aligned
@@ -361,6 +364,7 @@ impl<'k> Lowerer<'k> {
             crossed_barrier: HashSet::new(),
             shared_align: 16,
             static_shared: StaticShared::default(),
+            tmem_base: None,
             descriptor_slots: HashMap::new(),
             descriptor_scratch: None,
             wgmma_in_flight: HashSet::new(),

@@ -25,6 +25,11 @@ use tlx_core::layout::{self, wgmma_register_a, SharedLayout};
 #[derive(Clone, Debug, Default)]
 pub struct StaticShared {
     offsets: HashMap<ValueId, usize>,
+    /// Each tensor-memory allocation's first column.
+    pub(super) tmem_columns: HashMap<ValueId, usize>,
+    /// With tensor memory: the shared byte offset of the slot its address
+    /// arrives in, and the columns the kernel's buffers take.
+    pub(super) tmem_slot: Option<(usize, usize)>,
     /// Bytes the allocations take (scratch starts after them).
     pub bytes: usize,
     /// The alignment the shared array needs for them.
@@ -95,6 +100,13 @@ pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
             continue;
         }
         let (bytes, align) = match (prim, kernel.type_of(result)) {
+            (Prim::LocalAlloc, Type::TensorMemory(m)) => {
+                let (slot, columns) = plan.tmem_slot.unwrap_or((usize::MAX, 0));
+                plan.tmem_columns.insert(result, columns);
+                let taken = columns + m.columns() * m.buffers() as usize;
+                plan.tmem_slot = Some((slot, taken));
+                continue;
+            }
             (Prim::LocalAlloc, Type::SharedMemory(m)) => (
                 buffer_stride(m) * m.buffers() as usize,
                 m.swizzle().alignment_bytes(),
@@ -106,6 +118,12 @@ pub fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
         plan.offsets.insert(result, at);
         plan.bytes = at + bytes;
         plan.align = plan.align.max(align);
+    }
+    // The 4-byte slot `tcgen05.alloc` writes the tensor-memory address to.
+    if let Some((_, columns)) = plan.tmem_slot {
+        let at = plan.bytes.div_ceil(8) * 8;
+        plan.tmem_slot = Some((at, columns));
+        plan.bytes = at + 8;
     }
     Ok(plan)
 }
@@ -181,6 +199,9 @@ impl<'k> Lowerer<'k> {
                 .ok_or_else(|| malformed("op without result"))
         };
         match prim {
+            Prim::LocalAlloc if matches!(self.ty(result()?), Type::TensorMemory(_)) => {
+                self.tmem_alloc(op, result()?)
+            }
             Prim::LocalAlloc | Prim::AllocBarriers => {
                 let r = result()?;
                 let at = self
@@ -194,6 +215,14 @@ impl<'k> Lowerer<'k> {
                     self.init_barriers(at, self.ty(r).numel(), imm(0)?);
                 }
                 Ok(())
+            }
+            Prim::LocalView if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
+                let Type::TensorMemory(m) = self.ty(arg(0)?) else {
+                    return Err(malformed("a view of tensor memory"));
+                };
+                let (base, index) = (self.register(arg(0)?)?, self.register(arg(1)?)?);
+                let at = self.tmem_view(m, &base, &index);
+                self.define_register(result()?, at)
             }
             Prim::LocalView => {
                 let stride = match self.ty(arg(0)?) {
@@ -234,6 +263,12 @@ impl<'k> Lowerer<'k> {
                 let base = self.register(arg(0)?)?;
                 self.define_register(result()?, base)
             }
+            // Rows stay (a slice keeps all 128 lanes): the column offset moves.
+            Prim::LocalSlice if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
+                let (base, column) = (self.register(arg(0)?)?, self.register(arg(2)?)?);
+                let at = self.f.inst(format!("add i32 {base}, {column}"));
+                self.define_register(result()?, at)
+            }
             Prim::LocalSlice => {
                 let from = self.buffer_type(arg(0)?)?;
                 let to = self.buffer_type(result()?)?;
@@ -254,6 +289,14 @@ impl<'k> Lowerer<'k> {
                 let at = self.f.inst(format!("add i32 {base}, {delta}"));
                 self.define_register(result()?, at)
             }
+            Prim::LocalLoad if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
+                self.tmem_load(op, arg(0)?, result()?)
+            }
+            Prim::LocalStore if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
+                self.tmem_store(op, arg(0)?, arg(1)?)
+            }
+            Prim::Tcgen05Mma => self.tcgen05_mma(op, args),
+            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg(0)?),
             Prim::LocalLoad => {
                 let m = self.buffer_type(arg(0)?)?;
                 let placement = buffer_layout(&m)?;
@@ -289,6 +332,7 @@ impl<'k> Lowerer<'k> {
                     Some(timeout) => self.wait_parity_or_trap(&bar, &phase, &pred, timeout, op),
                     None => self.wait_parity(&bar, &phase, &pred),
                 }
+                self.tcgen05_fence_after();
                 Ok(())
             }
             Prim::BarrierArrive => {
@@ -301,6 +345,7 @@ impl<'k> Lowerer<'k> {
                 };
                 let pred = self.register(arg(1)?)?;
                 let count = imm(0)?;
+                self.tcgen05_fence_before();
                 self.order_context_before_single_thread();
                 self.on_first_thread(&pred, |l| {
                     let asm = if remote {
@@ -460,7 +505,11 @@ impl<'k> Lowerer<'k> {
                 }
                 // Not `.aligned` (`bar.*`): see `Lowerer::barrier`.
                 let asm = format!("barrier.{step} $0, {};", imm(0)?);
+                self.tcgen05_fence_before();
                 self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);
+                if *prim == Prim::NamedBarrierWait {
+                    self.tcgen05_fence_after();
+                }
                 Ok(())
             }
         }

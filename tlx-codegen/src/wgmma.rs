@@ -82,6 +82,22 @@ impl WgmmaPlan {
     /// [`WgmmaPlan::new`] with the operands stored in `orders`.
     pub fn with_orders(
         arch: Arch,
+        types: (ScalarType, ScalarType, ScalarType),
+        dims: (usize, usize, usize),
+        num_warps: u32,
+        orders: OperandOrders,
+    ) -> Option<WgmmaPlan> {
+        if arch != Arch::Sm90a {
+            return None;
+        }
+        WgmmaPlan::operands(types, dims, num_warps, orders)
+    }
+
+    /// How the operands of `[m, k] x [k, n]` lie in swizzled shared memory
+    /// and which descriptors name them, whatever the instruction (Hopper's
+    /// wgmma, or Blackwell's `tcgen05.mma`, whose descriptors only add a
+    /// version field); `None` when the types or shapes do not fit.
+    pub(super) fn operands(
         (a, b, acc): (ScalarType, ScalarType, ScalarType),
         (m, n, k): (usize, usize, usize),
         num_warps: u32,
@@ -107,7 +123,7 @@ impl WgmmaPlan {
             } else {
                 ScalarType::F32
             };
-        if arch != Arch::Sm90a || a != b || !input_ok || !acc_ok {
+        if a != b || !input_ok || !acc_ok {
             return None;
         }
         wgmma_accumulator(m, n, num_warps).ok()?;
@@ -161,7 +177,7 @@ impl WgmmaPlan {
     }
 
     /// K of one instruction.
-    fn k_step(&self) -> usize {
+    pub(super) fn k_step(&self) -> usize {
         K_STEP_BYTES / self.input.size_bytes()
     }
 
@@ -184,7 +200,7 @@ impl WgmmaPlan {
     /// between 8-row core groups (SBO) matters. M-major, as an N-major B:
     /// the leading offset steps between 64-row blocks along M, the stride
     /// between 8-row groups of the stored tile along K.
-    fn a_descriptor_bits(&self) -> u64 {
+    pub(super) fn a_descriptor_bits(&self) -> u64 {
         let atom = self.a_swizzle.atom_bytes() as u64;
         let lbo = if self.a_m_major {
             self.k as u64 * atom
@@ -197,7 +213,7 @@ impl WgmmaPlan {
     /// The constant part of B's descriptor: N-major, the leading offset
     /// steps between 64-column blocks along N and the stride between 8-row
     /// groups along K.
-    fn b_descriptor_bits(&self) -> u64 {
+    pub(super) fn b_descriptor_bits(&self) -> u64 {
         let atom = self.b_swizzle.atom_bytes();
         if self.b_k_major {
             // Like A: 8-row core groups of the stored [N, K] tile, SBO apart.
@@ -257,7 +273,7 @@ impl<'k> Lowerer<'k> {
 
     /// A matrix descriptor (i64) starting at shared address `address` plus
     /// the constant `delta` bytes.
-    fn descriptor(&mut self, bits: u64, address: &str, delta: u32) -> String {
+    pub(super) fn descriptor(&mut self, bits: u64, address: &str, delta: u32) -> String {
         let at = self.f.inst(format!("add i32 {address}, {delta}"));
         let units = self.f.inst(format!("lshr i32 {at}, 4"));
         let field = self.f.inst(format!("and i32 {units}, 16383"));

@@ -494,7 +494,7 @@ fn finish(scratch: &Path, failures: &[String]) {
 
 /// Checked mode (`check_bounds`) rewrites every global access; the first
 /// configuration of every example kernel, so rewritten, must still verify,
-/// compile and assemble for `sm_90a`.
+/// compile and assemble for its first architecture.
 #[test]
 fn every_example_kernel_assembles_with_checked_accesses() {
     let ptxas = find_ptxas().unwrap_or_else(|e| panic!("{e}"));
@@ -522,7 +522,8 @@ fn every_example_kernel_assembles_with_checked_accesses() {
             failures.push(format!("{what}: the rewritten kernel does not verify: {e}"));
             continue;
         }
-        let compiled = match codegen::compile(&lowered, Arch::Sm90a) {
+        let arch = kernel_arches(kernel)[0];
+        let compiled = match codegen::compile(&lowered, arch) {
             Ok(c) => c,
             Err(e) => {
                 failures.push(format!("{what}: codegen: {e}"));
@@ -531,7 +532,7 @@ fn every_example_kernel_assembles_with_checked_accesses() {
         };
         if let Some(ptxas) = &ptxas {
             let stem = format!("{}.checked", file_stem(kernel, &config));
-            match assemble(ptxas, &scratch, &stem, Arch::Sm90a, &compiled.ptx) {
+            match assemble(ptxas, &scratch, &stem, arch, &compiled.ptx) {
                 // The checks between wgmmas serialize them: slower, still right.
                 Err(e) if e.contains("wgmma pipeline") && !e.contains("error") => {}
                 Err(e) => failures.push(format!("{what}: {e}")),

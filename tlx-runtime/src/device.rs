@@ -86,6 +86,15 @@ impl Device {
         }
     }
 
+    /// The GPU's compute capability, e.g. `(9, 0)` for an H100; `None` on
+    /// the CPU interpreter, which runs kernels of every architecture.
+    pub fn compute_capability(&self) -> Option<(u32, u32)> {
+        match &self.backend {
+            Backend::Cuda(device) => Some(device.compute_capability),
+            Backend::Cpu(_) => None,
+        }
+    }
+
     /// How many programs run at once at full width: the GPU's streaming
     /// multiprocessors, or the interpreter's host threads. Persistent kernels
     /// size their grid by it.

@@ -255,6 +255,31 @@ pub enum InterpError {
         buffer: usize,
     },
     #[error(
+        "{at}, task `{task}`: access of tensor-memory accumulator #{buffer} before the \
+         `async_dot` into it at line {mma_line} completed{}",
+        match .barrier {
+            Some((bar, phase)) => format!(" (wait on mbarrier #{bar} phase {phase}, which tracks it)"),
+            None => " (no barrier tracks it yet: give it `mbarriers` or `tcgen05_commit` one)".to_owned(),
+        }
+    )]
+    AccumulatorBeforeCompletion {
+        at: Site,
+        task: String,
+        buffer: usize,
+        mma_line: u32,
+        /// The barrier phase that tracks the MMA, once one does.
+        barrier: Option<(usize, u32)>,
+    },
+    #[error(
+        "{at}, task `{task}`: `tcgen05_commit` on mbarrier #{barrier}, on which the `mbarriers` \
+         of the `async_dot`s it tracks already arrive: the barrier gets two arrivals for them"
+    )]
+    DoubleMmaCompletion {
+        at: Site,
+        task: String,
+        barrier: usize,
+    },
+    #[error(
         "{at}, task `{task}`: read of shared buffer #{buffer} while an `async_load` of this task \
          may still be filling it; commit the group and `async_load_wait_group` for it first"
     )]

@@ -27,6 +27,8 @@ use super::{dot, elementwise as ew, global, reduce, shape};
 
 mod prim;
 
+pub(crate) use prim::PendingMma;
+
 /// A value handed to block args or op results, with its undefined elements.
 type Carried = (Rc<Tensor>, Flags);
 
@@ -107,6 +109,11 @@ pub(crate) struct Executor<'k> {
     /// reading it, oldest first, until an `async_descriptor_store_wait`
     /// retires it.
     tma_stores: std::collections::VecDeque<(usize, u32)>,
+    /// Barriers the `mbarriers` of this task's tensor-memory MMAs arrived on
+    /// since its last `tcgen05_commit`.
+    mma_signalled: Vec<usize>,
+    /// The tensor-memory accumulators this task's MMAs have written.
+    mma_accs: Vec<usize>,
     /// Ops this task has executed: its `clock64()`.
     ops_run: u64,
 }
@@ -155,6 +162,8 @@ impl<'k> Executor<'k> {
             skeleton,
             wgmma_groups: Default::default(),
             tma_stores: Default::default(),
+            mma_signalled: Vec::new(),
+            mma_accs: Vec::new(),
             ops_run: 0,
         }
     }
@@ -198,6 +207,8 @@ impl<'k> Executor<'k> {
                     skeleton: self.skeleton,
                     wgmma_groups: Default::default(),
                     tma_stores: Default::default(),
+                    mma_signalled: Vec::new(),
+                    mma_accs: Vec::new(),
                     ops_run: self.ops_run,
                 }));
             }
@@ -259,6 +270,8 @@ impl<'k> Executor<'k> {
         self.async_loads = prim::AsyncLoads::default();
         self.wgmma_groups.clear();
         self.tma_stores.clear();
+        self.mma_signalled.clear();
+        self.mma_accs.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }

@@ -16,6 +16,9 @@ struct AsyncWrite {
     barrier: usize,
     /// The barrier phase whose completion signals the write landed.
     phase: u32,
+    /// Further barrier phases whose completion also signals it (an MMA
+    /// with several `mbarriers`).
+    also: Vec<(usize, u32)>,
     /// Tasks that waited for that phase after the write was issued.
     observed_by: Vec<usize>,
 }
@@ -63,19 +66,48 @@ impl AsyncWrites {
                 line,
                 barrier,
                 phase,
+                also: Vec::new(),
                 observed_by: Vec::new(),
             },
         );
+    }
+
+    /// [`AsyncWrites::record_write`] for a write whose completion each of
+    /// `signals` (barrier, phase) announces: a wait for any of them makes
+    /// it visible.
+    pub fn record_write_signalled(
+        &mut self,
+        buffer: SharedBufferId,
+        writer: &str,
+        line: u32,
+        signals: &[(usize, u32)],
+    ) {
+        let Some(&(barrier, phase)) = signals.first() else {
+            return;
+        };
+        self.record_write(buffer, writer, line, barrier, phase);
+        if let Some(write) = self.last.get_mut(&buffer) {
+            write.also = signals[1..].to_vec();
+        }
+    }
+
+    /// `barrier`'s `phase` also signals the last asynchronous write into
+    /// `buffer` (a `tcgen05_commit` tracks every earlier MMA of its thread).
+    pub fn also_signalled(&mut self, buffer: SharedBufferId, barrier: usize, phase: u32) {
+        if let Some(write) = self.last.get_mut(&buffer) {
+            write.also.push((barrier, phase));
+        }
     }
 
     /// Task `task` saw `completed_phase` of `barrier` complete (a successful
     /// wait): writes signalled by that phase or earlier are visible to it.
     pub fn record_wait(&mut self, task: usize, barrier: usize, completed_phase: u32) {
         for write in self.last.values_mut() {
-            if write.barrier == barrier
-                && write.phase <= completed_phase
-                && !write.observed_by.contains(&task)
-            {
+            let signals = std::iter::once((write.barrier, write.phase)).chain(write.also.clone());
+            let signalled = signals
+                .into_iter()
+                .any(|(b, phase)| b == barrier && phase <= completed_phase);
+            if signalled && !write.observed_by.contains(&task) {
                 write.observed_by.push(task);
             }
         }

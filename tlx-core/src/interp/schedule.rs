@@ -76,6 +76,8 @@ pub(crate) struct ProgramShared {
     pub(crate) named_barriers: Vec<NamedBarriers>,
     /// TMA copies issued and not yet landed.
     pub(crate) in_flight: Vec<InFlightCopy>,
+    /// Tensor-memory MMAs issued and not yet tracked by a barrier.
+    pub(crate) mmas: Vec<super::exec::PendingMma>,
     /// Which program of the cluster made each allocation and barrier.
     pub(crate) cluster: ClusterMap,
     /// The phases each task's waits passed on, to find stale waits.
@@ -99,6 +101,7 @@ impl ProgramShared {
         self.named_barriers
             .resize_with(cluster_size, NamedBarriers::default);
         self.in_flight.clear();
+        self.mmas.clear();
         self.cluster.clear();
         self.observations.clear();
         self.expect_sites.clear();

@@ -28,6 +28,11 @@ impl MemorySpaces {
         MemorySpaces(1 << space as u8)
     }
 
+    /// Both sets.
+    pub const fn with(self, space: MemorySpace) -> MemorySpaces {
+        MemorySpaces(self.0 | MemorySpaces::only(space).0)
+    }
+
     pub fn contains(self, space: MemorySpace) -> bool {
         self.0 & MemorySpaces::only(space).0 != 0
     }

@@ -30,5 +30,5 @@ pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};
 pub use types::{
     AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,
-    TensorType, Type,
+    TensorMemoryType, TensorType, Type,
 };

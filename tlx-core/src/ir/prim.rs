@@ -10,7 +10,7 @@
 //! [`OpKind::Prim`]: super::OpKind::Prim
 
 use super::def::{AsyncRole, Effects, MemorySpace, SyncScope};
-use super::types::{ScalarType, Swizzle, Type};
+use super::types::{ScalarType, SharedMemoryType, Swizzle, TensorMemoryType, Type};
 
 /// A TLX primitive; see the TLX README for each one's meaning.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -123,6 +123,15 @@ pub enum Prim {
     /// elements, outermost first; the innermost stride is 1) are run-time
     /// values, moving blocks of the result type's shape.
     MakeTensorDescriptor,
+    /// `async_dot(a, b, acc, use_acc, mbarriers)` with `acc` a buffer in
+    /// tensor memory (Blackwell's `tcgen05.mma`): `acc = a @ b` (`+ acc`
+    /// when the i1 `use_acc` holds), issued by one thread and finished
+    /// asynchronously; each barrier after `use_acc` gets one arrival when
+    /// it (and every MMA this thread issued before) completes.
+    Tcgen05Mma,
+    /// `tcgen05_commit(bar)`: one arrival on `bar` when every `tcgen05` MMA
+    /// this thread issued so far has completed.
+    Tcgen05Commit,
 }
 
 /// What `async_descriptor_store` does with the elements already in its
@@ -236,7 +245,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 32] = [
+    pub const ALL: [Prim; 34] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -269,6 +278,8 @@ impl Prim {
         Prim::DescriptorStore,
         Prim::LocalReinterpret,
         Prim::MakeTensorDescriptor,
+        Prim::Tcgen05Mma,
+        Prim::Tcgen05Commit,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -306,6 +317,8 @@ impl Prim {
             Prim::DescriptorLoad => "load_tensor_descriptor",
             Prim::DescriptorStore => "store_tensor_descriptor",
             Prim::MakeTensorDescriptor => "make_tensor_descriptor",
+            Prim::Tcgen05Mma => "tcgen05_mma",
+            Prim::Tcgen05Commit => "tcgen05_commit",
         }
     }
 
@@ -379,11 +392,17 @@ impl Prim {
                 variadic: true,
                 ..sig(&["base", "dims"], &[], 1)
             },
+            // Zero or more completion barriers.
+            Prim::Tcgen05Mma => PrimSignature {
+                variadic: true,
+                ..sig(&["a", "b", "acc", "use_acc", "mbarriers"], &[], 0)
+            },
+            Prim::Tcgen05Commit => sig(&["bar"], &[], 0),
         }
     }
 
     pub fn effects(self) -> Effects {
-        use MemorySpace::{Global, Shared};
+        use MemorySpace::{Global, Shared, Tensor};
         let syncs = Effects {
             sync: Some(SyncScope::Cta),
             ..Effects::PURE
@@ -405,13 +424,24 @@ impl Prim {
             | Prim::LocalTrans
             | Prim::LocalReinterpret
             | Prim::RemoteView => Effects::PURE,
+            // Of a shared or a tensor-memory buffer.
             Prim::LocalLoad => Effects {
-                reads: super::MemorySpaces::only(Shared),
+                reads: super::MemorySpaces::only(Shared).with(Tensor),
                 ..Effects::PURE
             },
             Prim::LocalStore => Effects {
-                writes: super::MemorySpaces::only(Shared),
+                writes: super::MemorySpaces::only(Shared).with(Tensor),
                 ..Effects::PURE
+            },
+            Prim::Tcgen05Mma => Effects {
+                reads: super::MemorySpaces::only(Shared).with(Tensor),
+                writes: super::MemorySpaces::only(Tensor),
+                async_role: Some(AsyncRole::Starts),
+                ..Effects::PURE
+            },
+            Prim::Tcgen05Commit => Effects {
+                async_role: Some(AsyncRole::Starts),
+                ..syncs
             },
             // `mbarrier.init` writes the barrier words.
             Prim::AllocBarriers => Effects {
@@ -516,6 +546,14 @@ impl Prim {
             Prim::LocalAlloc => {
                 let m = match results[0] {
                     Type::SharedMemory(m) if m.buffers() >= 1 && !m.shape().is_empty() => m,
+                    Type::TensorMemory(t) if t.buffers() >= 1 => {
+                        if !operands.is_empty() {
+                            return Err("`reuse` of tensor memory: allocate it once and \
+                                        pick buffers with `local_view`"
+                                .into());
+                        }
+                        return TensorMemoryType::rule(t.elem(), t.shape());
+                    }
                     other => {
                         return Err(format!("`local_alloc` makes shared buffers, not {other}"))
                     }
@@ -546,8 +584,43 @@ impl Prim {
                     {
                         Ok(())
                     }
+                    (Type::TensorMemory(all), Type::TensorMemory(one))
+                        if *one == all.one_buffer() =>
+                    {
+                        Ok(())
+                    }
                     (from, to) => Err(format!("`local_view` of {from} cannot give {to}")),
                 }
+            }
+            Prim::LocalSlice if matches!(operands[0], Type::TensorMemory(_)) => {
+                // Whole rows (TMEM lanes), a run of columns.
+                let (Type::TensorMemory(m), Type::TensorMemory(r)) = (operands[0], results[0])
+                else {
+                    return Err(format!(
+                        "a slice of {} cannot be {}",
+                        operands[0], results[0]
+                    ));
+                };
+                let fits = m.buffers() == 1
+                    && r.buffers() == 1
+                    && r.elem() == m.elem()
+                    && r.shape().len() == 2
+                    && r.shape()[0] == m.shape()[0]
+                    && r.shape()[1] <= m.shape()[1];
+                if !fits {
+                    return Err(format!(
+                        "a slice of {} cannot be {}: tensor-memory slices keep all 128 rows \
+                         and take a run of columns",
+                        operands[0], results[0]
+                    ));
+                }
+                TensorMemoryType::rule(r.elem(), r.shape())?;
+                if operands.len() != 3 {
+                    return Err(format!("{} offsets for a 2-d buffer", operands.len() - 1));
+                }
+                operands[1..]
+                    .iter()
+                    .try_for_each(|t| i32_scalar(t, "an offset"))
             }
             Prim::LocalSlice => {
                 let m = one_buffer(operands[0], "`local_slice`")?;
@@ -590,15 +663,39 @@ impl Prim {
                 same(results[0], &Type::SharedMemory(m.transpose()), "the view")
             }
             Prim::LocalLoad => {
-                let m = one_buffer(operands[0], "`local_load`")?;
-                let expected = Type::tensor(m.elem().into(), m.shape().to_vec());
-                same(results[0], &expected, "the loaded tensor")
+                let (elem, shape) = buffer_contents(operands[0], "`local_load`")?;
+                same(
+                    results[0],
+                    &Type::tensor(elem.into(), shape),
+                    "the loaded tensor",
+                )
             }
             Prim::LocalStore => {
-                let m = one_buffer(operands[0], "`local_store`")?;
-                let expected = Type::tensor(m.elem().into(), m.shape().to_vec());
-                same(operands[1], &expected, "the stored tensor")
+                let (elem, shape) = buffer_contents(operands[0], "`local_store`")?;
+                same(
+                    operands[1],
+                    &Type::tensor(elem.into(), shape),
+                    "the stored tensor",
+                )
             }
+            Prim::Tcgen05Mma => {
+                let acc = match operands[2] {
+                    Type::TensorMemory(t) if t.buffers() == 1 => t,
+                    other => {
+                        return Err(format!(
+                            "the accumulator is one tensor-memory buffer, not {other}"
+                        ))
+                    }
+                };
+                let a = one_buffer(operands[0], "`async_dot`'s a")?;
+                let b = one_buffer(operands[1], "`async_dot`'s b")?;
+                mma_shapes(a, b, acc)?;
+                bool_scalar(operands[3], "`use_acc`")?;
+                operands[4..]
+                    .iter()
+                    .try_for_each(|t| one_barrier(t, "`async_dot`'s mbarriers").map(|_| ()))
+            }
+            Prim::Tcgen05Commit => one_barrier(operands[0], "`tcgen05_commit`").map(|_| ()),
             Prim::AllocBarriers => {
                 positive(imms[0], "the arrive count")?;
                 match results[0] {
@@ -1092,6 +1189,58 @@ fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t super::SharedMemoryType
         )),
         other => Err(format!("{user} takes a shared buffer, not {other}")),
     }
+}
+
+/// The element type and shape of one buffer, in shared or tensor memory
+/// (what `local_load` gives and `local_store` takes).
+fn buffer_contents(t: &Type, user: &str) -> Result<(ScalarType, Vec<usize>), String> {
+    match t {
+        Type::TensorMemory(m) if m.buffers() == 1 => Ok((m.elem(), m.shape().to_vec())),
+        Type::TensorMemory(m) => Err(format!(
+            "{user} takes one buffer, not all {} of an allocation: pick one with `local_view(buffers, i)`",
+            m.buffers()
+        )),
+        _ => one_buffer(t, user).map(|m| (m.elem(), m.shape().to_vec())),
+    }
+}
+
+/// The shapes and types of a `tcgen05` MMA: `a` `[128, K]` and `b` `[K, N]`
+/// of one 16-bit float type in shared memory, K a multiple of 16, into an
+/// f32 `[128, N]` accumulator.
+fn mma_shapes(
+    a: &SharedMemoryType,
+    b: &SharedMemoryType,
+    acc: &TensorMemoryType,
+) -> Result<(), String> {
+    let ([m, k], [k2, n]) = (a.shape(), b.shape()) else {
+        return Err("`async_dot`'s a and b are matrices".into());
+    };
+    if k != k2 {
+        return Err(format!(
+            "inner dimensions differ: a is {:?}, b is {:?}; a's columns (K) must equal b's rows",
+            a.shape(),
+            b.shape()
+        ));
+    }
+    if a.elem() != b.elem() || !matches!(a.elem(), ScalarType::F16 | ScalarType::BF16) {
+        return Err(format!(
+            "a holds {} and b holds {}: a tensor-memory `async_dot` takes f16 or bf16 operands              of one type",
+            a.elem(),
+            b.elem()
+        ));
+    }
+    if k % 16 != 0 {
+        return Err(format!(
+            "K = {k}: `tcgen05` MMAs step K by 16, so K must be a multiple of 16"
+        ));
+    }
+    if acc.elem() != ScalarType::F32 || acc.shape() != [*m, *n] || n % 16 != 0 {
+        return Err(format!(
+            "a [{m}, {k}] x [{k}, {n}] product accumulates into an f32 [{m}, {n}] tensor-memory              buffer with N a multiple of 16, not {}",
+            Type::TensorMemory(acc.clone())
+        ));
+    }
+    Ok(())
 }
 
 /// One buffer of a peer program (a `remote_view`).

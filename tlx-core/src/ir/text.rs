@@ -45,7 +45,7 @@ use super::ops::*;
 use super::tasks::TaskRegion;
 use super::types::{
     AddressSpace, BarrierType, Elem, ScalarType, SharedMemoryType, Swizzle, TensorDescriptorType,
-    Type,
+    TensorMemoryType, Type,
 };
 
 /// Why a text could not be read as a kernel; `line` is 1-based.
@@ -892,6 +892,17 @@ impl<'s> Parser<'s> {
                 memory = memory.to_remote();
             }
             return Ok(Type::SharedMemory(memory));
+        }
+        if self.eat("tmem<") {
+            let shape = self.dims()?;
+            let elem = self.scalar_type()?;
+            self.expect(",")?;
+            self.keyword("buffers")?;
+            let buffers = self.number("a buffer count")?;
+            self.expect(">")?;
+            return Ok(Type::TensorMemory(TensorMemoryType::new(
+                elem, shape, buffers,
+            )));
         }
         if self.eat("barriers<") {
             let count = self.number("a barrier count")?;

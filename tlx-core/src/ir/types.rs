@@ -206,6 +206,9 @@ pub enum Type {
     Tensor(TensorType),
     /// Buffers in shared memory (TLX's `local_alloc`).
     SharedMemory(SharedMemoryType),
+    /// Buffers in Blackwell's tensor memory (`local_alloc(..., storage =
+    /// tmem)`): the accumulators of `tcgen05` MMAs.
+    TensorMemory(TensorMemoryType),
     /// mbarriers in shared memory (TLX's `alloc_barriers`).
     Barriers(BarrierType),
     /// A TMA tensor descriptor (TLX's `make_tensor_descriptor`).
@@ -360,6 +363,74 @@ impl SharedMemoryType {
     }
 }
 
+/// `buffers` matrices of `shape` elements each in tensor memory (sm_100):
+/// row `r` of a buffer is TMEM lane `r`, and each 32-bit element one
+/// column, so an `[128, N]` f32 buffer takes `N` of the 512 columns.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMemoryType {
+    elem: ScalarType,
+    shape: Vec<usize>,
+    buffers: u32,
+}
+
+impl TensorMemoryType {
+    /// Rows of a tensor-memory buffer: one per TMEM lane.
+    pub const LANES: usize = 128;
+    /// Columns of tensor memory a program may allocate.
+    pub const COLUMNS: usize = 512;
+
+    pub fn new(elem: ScalarType, shape: Vec<usize>, buffers: u32) -> Self {
+        TensorMemoryType {
+            elem,
+            shape,
+            buffers,
+        }
+    }
+
+    /// Whether tensor memory holds such buffers: `[128, N]` matrices of
+    /// 32-bit elements, `N` a power of two from 8 to 256 (what one `tcgen05`
+    /// MMA of 128 rows writes); `Err` says what to write instead.
+    pub fn rule(elem: ScalarType, shape: &[usize]) -> Result<(), String> {
+        if elem.size_bytes() != 4 {
+            return Err(format!(
+                "tensor memory here holds 32-bit elements (f32 or i32 accumulators), not {elem}"
+            ));
+        }
+        match shape {
+            [Self::LANES, n] if n.is_power_of_two() && (8..=256).contains(n) => Ok(()),
+            _ => Err(format!(
+                "a tensor-memory buffer is [128, N] (one row per TMEM lane, N a power of two                  from 8 to 256), not {shape:?}"
+            )),
+        }
+    }
+
+    pub fn elem(&self) -> ScalarType {
+        self.elem
+    }
+
+    /// The shape of one buffer.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn buffers(&self) -> u32 {
+        self.buffers
+    }
+
+    /// The 32-bit TMEM columns one buffer takes.
+    pub fn columns(&self) -> usize {
+        self.shape.last().copied().unwrap_or(0) * self.elem.size_bytes() / 4
+    }
+
+    /// One buffer of this allocation (what `local_view` gives).
+    pub fn one_buffer(&self) -> TensorMemoryType {
+        TensorMemoryType {
+            buffers: 1,
+            ..self.clone()
+        }
+    }
+}
+
 /// `count` mbarriers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BarrierType {
@@ -441,6 +512,7 @@ impl Type {
         match self {
             Type::Tensor(t) => t.elem,
             Type::SharedMemory(m) => Elem::Scalar(m.elem),
+            Type::TensorMemory(m) => Elem::Scalar(m.elem),
             Type::Barriers(_) => Elem::Scalar(ScalarType::I64),
             Type::TensorDescriptor(d) => Elem::Scalar(d.elem),
             Type::AsyncToken => Elem::Scalar(ScalarType::Bool),
@@ -454,6 +526,7 @@ impl Type {
         match self {
             Type::Tensor(t) => &t.shape,
             Type::SharedMemory(m) => &m.shape,
+            Type::TensorMemory(m) => &m.shape,
             Type::Barriers(b) => &b.count,
             Type::TensorDescriptor(d) => &d.block_shape,
             Type::AsyncToken => &[],
@@ -478,7 +551,10 @@ impl Type {
         match self {
             Type::SharedMemory(m) => m.remote,
             Type::Barriers(b) => b.remote,
-            Type::Tensor(_) | Type::TensorDescriptor(_) | Type::AsyncToken => false,
+            Type::Tensor(_)
+            | Type::TensorMemory(_)
+            | Type::TensorDescriptor(_)
+            | Type::AsyncToken => false,
         }
     }
 
@@ -526,6 +602,11 @@ impl fmt::Display for Type {
                     m.buffers,
                     m.swizzle.name()
                 )
+            }
+            Type::TensorMemory(m) => {
+                write!(f, "tmem<")?;
+                write_shaped(f, &m.shape, m.elem)?;
+                write!(f, ", buffers {}>", m.buffers)
             }
             Type::Barriers(b) if b.remote => write!(f, "barriers<{}, remote>", b.count()),
             Type::Barriers(b) => write!(f, "barriers<{}>", b.count()),

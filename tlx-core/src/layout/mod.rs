@@ -16,7 +16,9 @@ mod shared;
 mod tensor_core;
 
 pub use shared::{OffsetBases, SharedLayout, Swizzle};
-pub use tensor_core::{mma_sync_accumulator, warp_grid, wgmma_accumulator, wgmma_register_a};
+pub use tensor_core::{
+    mma_sync_accumulator, tensor_memory_rows, warp_grid, wgmma_accumulator, wgmma_register_a,
+};
 
 /// Lanes in a warp.
 pub const WARP_SIZE: u32 = 32;

@@ -1,6 +1,7 @@
 //! The register layouts the tensor cores impose: the accumulator fragments
 //! of `mma.sync` (m16n8 tiles, one warp each) and of `wgmma` (m64nN tiles,
-//! one warp group of four warps each).
+//! one warp group of four warps each), and how Blackwell's `tcgen05.ld`
+//! and `tcgen05.st` spread a tensor-memory matrix over a task's threads.
 //!
 //! Both share one 16x8 core: register bits own (col 1, row 8), lane bits
 //! (col 2, col 4, row 1, row 2, row 4). They differ in how warps and further
@@ -136,6 +137,29 @@ pub fn wgmma_register_a(m: usize, k: usize, num_warps: u32) -> Result<LinearLayo
     })
 }
 
+/// The layout of an `[128, n]` tensor-memory matrix as `tcgen05.ld` /
+/// `tcgen05.st` of shape `32x32b` move it: warp `w` may reach TMEM lanes
+/// `32 * (w % 4)` up, so thread `t` of it holds row `32 * (w % 4) + t`;
+/// further warp groups split the columns, and a thread's registers are its
+/// consecutive columns. Needs whole warp groups.
+pub fn tensor_memory_rows(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout, LayoutError> {
+    dim_bits(&[m, n])?;
+    let groups = num_warps as usize / 4;
+    if m != 128 || num_warps % 4 != 0 || !num_warps.is_power_of_two() || n < groups {
+        return Err(LayoutError::NoTensorCoreLayout { m, n, num_warps });
+    }
+    let per_group = n / groups;
+    Ok(LinearLayout {
+        shape: vec![m, n],
+        regs: doublings(1, per_group).map(|c| at(n, 0, c)).collect(),
+        lanes: (0..5).map(|b| at(n, 1 << b, 0)).collect(),
+        warps: [at(n, 32, 0), at(n, 64, 0)]
+            .into_iter()
+            .chain(doublings(per_group, n).map(|c| at(n, 0, c)))
+            .collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +282,24 @@ mod tests {
         assert!(wgmma_accumulator(64, 64, 2).is_err());
         assert!(wgmma_accumulator(64, 64, 8).is_err());
         assert!(wgmma_accumulator(64, 512, 4).is_err());
+    }
+
+    #[test]
+    fn tensor_memory_rows_give_each_thread_one_row() {
+        for (n, warps) in [(64, 4), (256, 4), (256, 8), (32, 16)] {
+            let l = tensor_memory_rows(128, n, warps).expect("layout");
+            covers_once(&l, warps);
+            for warp in 0..warps {
+                for lane in 0..32 {
+                    let [row, col] = l.coords(0, lane, warp)[..] else {
+                        panic!("a matrix")
+                    };
+                    assert_eq!(row as u32, 32 * (warp % 4) + lane);
+                    assert_eq!(col, (warp / 4) as usize * n / (warps as usize / 4));
+                }
+            }
+        }
+        assert!(tensor_memory_rows(64, 64, 4).is_err(), "128 rows only");
+        assert!(tensor_memory_rows(128, 64, 2).is_err(), "whole warp groups");
     }
 }

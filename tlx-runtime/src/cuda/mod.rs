@@ -32,7 +32,7 @@ pub(crate) struct CudaDevice {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) ordinal: usize,
     pub(crate) name: String,
-    compute_capability: (u32, u32),
+    pub(crate) compute_capability: (u32, u32),
     max_shared_optin: u32,
     pub(crate) multiprocessor_count: u32,
     /// Loaded kernels per (kernel spec address, configuration index).

@@ -205,6 +205,43 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             ),
             "keep `local_slice`'s offsets plus shape within the buffer",
         ),
+        InterpError::AccumulatorBeforeCompletion {
+            at,
+            buffer,
+            mma_line,
+            barrier,
+            ..
+        } => error_at(
+            Rule::AccumulatorBeforeWait,
+            at.line,
+            at.op,
+            match barrier {
+                Some((bar, phase)) => format!(
+                    "this accesses tensor-memory accumulator #{buffer} before waiting for the \
+                     `async_dot` into it at line {mma_line} to complete (mbarrier #{bar} phase \
+                     {phase} tracks it): it may see a partial product"
+                ),
+                None => format!(
+                    "this accesses tensor-memory accumulator #{buffer} while the `async_dot` \
+                     into it at line {mma_line} is in flight and no barrier tracks it"
+                ),
+            },
+            "give the `async_dot` `mbarriers = [bar]` (or call `tcgen05_commit(bar)` after it) \
+             and `barrier_wait(bar, phase)` before `local_load` or `local_store` of the \
+             accumulator",
+        ),
+        InterpError::DoubleMmaCompletion { at, barrier, .. } => error_at(
+            Rule::MmaCompletion,
+            at.line,
+            at.op,
+            format!(
+                "this `tcgen05_commit` arrives on mbarrier #{barrier}, on which the `mbarriers` \
+                 of the `async_dot`s it tracks already arrive: their completion is counted twice \
+                 and the barrier's phase completes early"
+            ),
+            "track each `async_dot` once: either pass `mbarriers = [bar]` to it or call \
+             `tcgen05_commit(bar)` after it, not both on the same barrier",
+        ),
         InterpError::Remote { at, error, .. } => error_at(
             Rule::ClusterAccess,
             at.line,
@@ -311,11 +348,24 @@ impl BarrierRoles {
                             self.root.insert(r, root);
                         }
                     }
-                    Prim::BarrierArrive | Prim::BarrierExpectBytes => {
+                    Prim::BarrierArrive | Prim::BarrierExpectBytes | Prim::Tcgen05Commit => {
                         let root = args.first().and_then(|a| self.root.get(a)).copied();
                         if let Some(role) = root.and_then(|r| self.roles.get_mut(&r)) {
                             role.arrived = true;
                             role.filled_by_copies |= *prim == Prim::BarrierExpectBytes;
+                        }
+                    }
+                    // Its `mbarriers`, after the accumulator and `use_acc`.
+                    Prim::Tcgen05Mma => {
+                        for bar in args.iter().skip(4) {
+                            if let Some(role) = self
+                                .root
+                                .get(bar)
+                                .copied()
+                                .and_then(|r| self.roles.get_mut(&r))
+                            {
+                                role.arrived = true;
+                            }
                         }
                     }
                     _ => {}

@@ -39,8 +39,12 @@ pub enum Rule {
     OverwriteBeforeRelease,
     /// A buffer or barrier index outside its allocation.
     RingIndex,
-    /// An `async_dot` result read before `async_dot_wait` completes it.
+    /// An `async_dot` result read before `async_dot_wait` completes it (or,
+    /// in tensor memory, before a wait on the barrier that tracks it).
     AccumulatorBeforeWait,
+    /// A tensor-memory MMA's completion tracked twice on one barrier
+    /// (`mbarriers` and a `tcgen05_commit` of the same barrier).
+    MmaCompletion,
     /// A cluster peer's buffer or barrier reached before the peer made it
     /// visible (init fence and cluster barrier) or after the peer exited,
     /// or a rank outside the cluster.
@@ -62,6 +66,7 @@ impl Rule {
             Rule::OverwriteBeforeRelease => "overwrite-before-release",
             Rule::RingIndex => "ring-index",
             Rule::AccumulatorBeforeWait => "accumulator-before-wait",
+            Rule::MmaCompletion => "mma-completion",
             Rule::ClusterAccess => "cluster-access",
             Rule::Undecidable => "undecidable",
         }

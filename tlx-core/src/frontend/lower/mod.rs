@@ -61,6 +61,8 @@ pub(super) struct Lowerer<'a> {
     slices: std::collections::HashSet<crate::ir::ValueId>,
     /// Results of `local_alloc`: what `reuse =` may name.
     allocations: std::collections::HashSet<crate::ir::ValueId>,
+    /// Tensor-memory columns the kernel's `local_alloc`s took so far.
+    tmem_columns: usize,
     /// The pointer of each `Strided` parameter, with its extents and then
     /// its strides: what `x.shape(d)` and `x.stride(d)` read.
     strided: HashMap<crate::ir::ValueId, Vec<crate::ir::ValueId>>,
@@ -137,6 +139,7 @@ pub(super) fn lower_body(
         slot_fields: HashMap::new(),
         slices: std::collections::HashSet::new(),
         allocations: std::collections::HashSet::new(),
+        tmem_columns: 0,
         strided,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);

@@ -12,7 +12,7 @@ use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
     shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType,
-    SharedMemoryType, StoreReduce, Type, ValueId,
+    SharedMemoryType, StoreReduce, TensorMemoryType, Type, ValueId,
 };
 use syn::spanned::Spanned;
 use syn::Expr;
@@ -37,6 +37,9 @@ impl<'a> Lowerer<'a> {
                 if !(1..=64).contains(&num) {
                     return Err(Diagnostic::new(span, format!("{num} buffers"))
                         .with_hint("`local_alloc` makes 1 to 64 buffers"));
+                }
+                if choice(a[4], &[("smem", false), ("tmem", true)], false)? {
+                    return self.tensor_memory_alloc(elem, shape, num as u32, a[3], span);
                 }
                 let swizzle = shared_swizzle(elem, &shape);
                 let ty = SharedMemoryType::new(elem, shape, num as u32, swizzle, true);
@@ -68,6 +71,7 @@ impl<'a> Lowerer<'a> {
                 let index = self.int_arg(a[1])?;
                 let view = match self.ty(buffers) {
                     Type::SharedMemory(m) => Type::SharedMemory(m.one_buffer()),
+                    Type::TensorMemory(m) => Type::TensorMemory(m.one_buffer()),
                     Type::Barriers(_) => Type::Barriers(BarrierType::new(1)),
                     other => {
                         return Err(Diagnostic::new(
@@ -94,14 +98,25 @@ impl<'a> Lowerer<'a> {
                 let buffer = self.local_arg(a[0], prim)?;
                 let offsets = self.offsets_arg(self.expr_arg(a[1])?)?;
                 let shape = self.shape_arg(self.expr_arg(a[2])?)?;
-                let Type::SharedMemory(m) = self.ty(buffer) else {
-                    return Err(Diagnostic::new(span, "`local_slice` takes a shared buffer")
-                        .with_hint("pick one buffer with `local_view(buffers, i)` first"));
+                let sliced = match self.ty(buffer) {
+                    Type::SharedMemory(m) => Type::SharedMemory(SharedMemoryType::new(
+                        m.elem(),
+                        shape,
+                        1,
+                        m.swizzle(),
+                        m.mutable(),
+                    )),
+                    Type::TensorMemory(m) => {
+                        Type::TensorMemory(TensorMemoryType::new(m.elem(), shape, 1))
+                    }
+                    _ => {
+                        return Err(Diagnostic::new(span, "`local_slice` takes a buffer")
+                            .with_hint("pick one buffer with `local_view(buffers, i)` first"))
+                    }
                 };
-                let sliced = SharedMemoryType::new(m.elem(), shape, 1, m.swizzle(), m.mutable());
                 let mut operands = vec![buffer];
                 operands.extend(offsets);
-                (operands, vec![], vec![Type::SharedMemory(sliced)])
+                (operands, vec![], vec![sliced])
             }
             Prim::LocalLoad => {
                 let buffer = self.local_arg(a[0], prim)?;
@@ -251,8 +266,27 @@ impl<'a> Lowerer<'a> {
                 let x = self.local_arg(a[0], prim)?;
                 let y = self.local_arg(a[1], prim)?;
                 let acc = self.ir_arg(a[2])?;
+                if let Type::TensorMemory(_) = self.ty(acc) {
+                    let use_acc = self.pred_arg(a[3])?;
+                    let mut operands = vec![x, y, acc, use_acc];
+                    if let Some(list) = a[4] {
+                        operands.extend(self.barrier_list(list)?);
+                    }
+                    return self
+                        .emit_prim(Prim::Tcgen05Mma, operands, vec![], vec![], span)
+                        .map(|_| Val::Unit);
+                }
+                if let Some(e) = a[3].or(a[4]) {
+                    return Err(Diagnostic::new(e.span(), "`use_acc` and `mbarriers` belong to an `async_dot` into tensor memory")
+                        .with_hint("a register accumulator is complete after `async_dot_wait(pendings, acc)`; on Blackwell, accumulate into `local_alloc([128, N], f32, 1, storage = \"tmem\")` and pass `mbarriers = [bar]`"));
+                }
                 let result = self.ty(acc);
                 (vec![x, y, acc], vec![], vec![result])
+            }
+            Prim::Tcgen05Commit => (vec![self.local_arg(a[0], prim)?], vec![], vec![]),
+            Prim::Tcgen05Mma => {
+                return Err(Diagnostic::new(span, "`tcgen05_mma` is the IR's name of an `async_dot` into tensor memory")
+                    .with_hint("write `async_dot(a, b, acc, use_acc = ..., mbarriers = [bar])` with `acc` a tensor-memory buffer, as TLX does"));
             }
             Prim::AsyncDotWait => {
                 let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
@@ -370,6 +404,61 @@ impl<'a> Lowerer<'a> {
             _ => {}
         }
         Ok(result)
+    }
+
+    /// `local_alloc(shape, dtype, num, storage = "tmem")`: buffers in tensor
+    /// memory, whose columns all the kernel's allocations share (512).
+    fn tensor_memory_alloc(
+        &mut self,
+        elem: ScalarType,
+        shape: Vec<usize>,
+        num: u32,
+        reuse: Option<&'a Expr>,
+        span: proc_macro2::Span,
+    ) -> R<Val> {
+        if let Some(e) = reuse {
+            return Err(Diagnostic::new(e.span(), "`reuse` of tensor memory")
+                .with_hint("allocate tensor memory once, with as many buffers as you need, and pick them with `local_view(buffers, i)`"));
+        }
+        let ty = TensorMemoryType::new(elem, shape, num);
+        let needed = self.tmem_columns + ty.columns() * num as usize;
+        if needed > TensorMemoryType::COLUMNS {
+            return Err(Diagnostic::new(
+                span,
+                format!(
+                    "tensor memory overflows: this allocation takes {} columns ({num} x {}), \
+                     {needed} with the kernel's earlier ones; a program has {}",
+                    ty.columns() * num as usize,
+                    ty.columns(),
+                    TensorMemoryType::COLUMNS
+                ),
+            )
+            .with_hint("use fewer or narrower buffers (an [128, N] f32 buffer takes N columns), or let two uses share one allocation through `local_view`"));
+        }
+        let buffers = self.emit_prim(
+            Prim::LocalAlloc,
+            vec![],
+            vec![],
+            vec![Type::TensorMemory(ty)],
+            span,
+        )?;
+        self.tmem_columns = needed;
+        Ok(buffers.map_or(Val::Unit, Val::Ir))
+    }
+
+    /// A list of barriers, e.g. `[local_view(bars, 0)]` (an `async_dot`'s
+    /// `mbarriers`).
+    fn barrier_list(&mut self, e: &'a Expr) -> R<Vec<ValueId>> {
+        let Expr::Array(list) = e else {
+            return Err(Diagnostic::new(
+                e.span(),
+                "expected the barriers as a list, e.g. `[local_view(bars, 0)]`",
+            ));
+        };
+        list.elems
+            .iter()
+            .map(|b| self.local_arg(Some(b), Prim::Tcgen05Commit))
+            .collect()
     }
 
     /// A buffer or barrier argument of `prim` that must be this program's
@@ -670,7 +759,7 @@ impl<'a> Lowerer<'a> {
 /// are required; the rest have the defaults [`default_of`] gives.
 fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
     match prim {
-        Prim::LocalAlloc => (&["shape", "dtype", "num", "reuse"], 2),
+        Prim::LocalAlloc => (&["shape", "dtype", "num", "reuse", "storage"], 2),
         Prim::LocalView => (&["buffers", "index"], 2),
         Prim::LocalLoad => (&["buffer"], 1),
         Prim::LocalStore => (&["buffer", "value"], 2),
@@ -689,7 +778,8 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets", "store_reduce"], 3),
         Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
         Prim::AsyncDescriptorPrefetch => (&["desc", "offsets"], 2),
-        Prim::AsyncDot => (&["a", "b", "acc"], 3),
+        Prim::AsyncDot | Prim::Tcgen05Mma => (&["a", "b", "acc", "use_acc", "mbarriers"], 3),
+        Prim::Tcgen05Commit => (&["bar"], 1),
         Prim::AsyncDotWait => (&["pendings", "acc"], 2),
         Prim::AsyncLoad => (&["ptrs", "buffer", "mask", "other"], 2),
         Prim::AsyncLoadCommitGroup => (&[], 0),
@@ -721,7 +811,9 @@ fn default_of(name: &str) -> &'static str {
         "barrier" => "the pipe slot's",
         "remote_cta_rank" => "none (a remote view's)",
         "reuse" => "none (fresh bytes)",
-        "multicast_targets" => "[]",
+        "multicast_targets" | "mbarriers" => "[]",
+        "use_acc" => "true",
+        "storage" => "\"smem\"",
         "store_reduce" => "\"\" (a plain store)",
         _ => "1",
     }

@@ -21,6 +21,9 @@ use super::super::{dot, global};
 use super::Executor;
 
 mod cluster;
+mod tcgen05;
+
+pub(crate) use tcgen05::PendingMma;
 
 /// The shared buffers a task's `async_load`s (`cp.async`) are filling, by
 /// buffer id: the open group, and the committed groups not yet waited for.
@@ -109,8 +112,12 @@ impl<'k> Executor<'k> {
         };
         match prim {
             Prim::LocalAlloc => {
-                let Type::SharedMemory(m) = self.type_of(Self::result(op, 0)?)? else {
-                    return Err(Fault::malformed("local_alloc of a non-buffer").into());
+                // Tensor memory is buffers like shared memory's here: only
+                // the rules of its accesses differ.
+                let (elem, shape, buffers) = match self.type_of(Self::result(op, 0)?)? {
+                    Type::SharedMemory(m) => (m.elem(), m.shape(), m.buffers()),
+                    Type::TensorMemory(m) => (m.elem(), m.shape(), m.buffers()),
+                    _ => return Err(Fault::malformed("local_alloc of a non-buffer").into()),
                 };
                 // `reuse = other`: the same buffers, seen as this type.
                 if let [other] = args {
@@ -128,9 +135,9 @@ impl<'k> Executor<'k> {
                 let numel = if self.skeleton.is_some() {
                     0
                 } else {
-                    m.shape().iter().product()
+                    shape.iter().product()
                 };
-                let alloc = shared.smem.alloc(m.elem(), numel, m.buffers() as usize);
+                let alloc = shared.smem.alloc(elem, numel, buffers as usize);
                 self.record_alloc(shared, alloc);
                 self.define_handle(
                     op,
@@ -145,6 +152,7 @@ impl<'k> Executor<'k> {
                 let index = self.get(arg(1)?)?.scalar_int()?;
                 let count = match self.type_of(arg(0)?)? {
                     Type::SharedMemory(m) => m.buffers() as usize,
+                    Type::TensorMemory(m) => m.buffers() as usize,
                     barriers => barriers.numel(),
                 };
                 if !(0..count as i64).contains(&index) {
@@ -234,6 +242,10 @@ impl<'k> Executor<'k> {
             }
             Prim::LocalLoad => {
                 let view = self.buffer_view(arg(0)?)?;
+                if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
+                    let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                    self.check_tensor_memory(op, shared, id, task, true)?;
+                }
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
                 if self.skeleton.is_some() {
                     return Ok(self.define_opaque(op)?);
@@ -245,6 +257,9 @@ impl<'k> Executor<'k> {
             Prim::LocalStore => {
                 let view = self.buffer_view(arg(0)?)?;
                 let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
+                    self.check_tensor_memory(op, shared, id, task, false)?;
+                }
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
@@ -303,24 +318,10 @@ impl<'k> Executor<'k> {
                     return Ok(());
                 }
                 let id = self.arrival_barrier(op, arg(0)?, shared)?;
-                let count = imm(0)? as u32;
-                let bar = barrier(shared, id)?;
-                let phase = bar.phase();
-                bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
-                let completes = bar.phase() != phase;
-                shared.clocks.arrive(task, id, phase);
-                if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line)
-                {
-                    return Err(Stop::error(InterpError::EarlyArrive {
-                        at: self.site(Some(op)),
-                        task: self.name.clone(),
-                        barrier: id,
-                        phase,
-                        earlier,
-                    }));
-                }
-                Ok(())
+                self.arrive_on(op, id, imm(0)? as u32, task, shared)
             }
+            Prim::Tcgen05Mma => self.tcgen05_mma(op, args, task, shared),
+            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg(0)?, task, shared),
             Prim::BarrierExpectBytes => {
                 if !self.predicate(arg(2)?)? {
                     return Ok(());
@@ -597,8 +598,10 @@ impl<'k> Executor<'k> {
     }
 
     fn buffer_view(&self, v: ValueId) -> FaultResult<BufferView> {
-        let Type::SharedMemory(m) = self.type_of(v)? else {
-            return Err(Fault::malformed(format!("{v} is not a shared buffer")));
+        let (elem, shape) = match self.type_of(v)? {
+            Type::SharedMemory(m) => (m.elem(), m.shape()),
+            Type::TensorMemory(m) => (m.elem(), m.shape()),
+            _ => return Err(Fault::malformed(format!("{v} is not a shared buffer"))),
         };
         match self.get(v)?.handle()? {
             Handle::Shared {
@@ -609,8 +612,8 @@ impl<'k> Executor<'k> {
                 alloc: *alloc,
                 buffer: *first,
                 window: window.clone(),
-                elem: m.elem(),
-                numel: m.shape().iter().product(),
+                elem,
+                numel: shape.iter().product(),
             }),
             _ => Err(Fault::malformed(format!("{v} is not a shared buffer"))),
         }
@@ -709,6 +712,33 @@ impl<'k> Executor<'k> {
         vs.iter().map(|&v| self.get(v)?.scalar_int()).collect()
     }
 
+    /// `count` arrivals of this task on mbarrier `id` (of this program or
+    /// a peer's).
+    fn arrive_on(
+        &self,
+        op: &Op,
+        id: usize,
+        count: u32,
+        task: usize,
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let bar = barrier(shared, id)?;
+        let phase = bar.phase();
+        bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
+        let completes = bar.phase() != phase;
+        shared.clocks.arrive(task, id, phase);
+        if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line) {
+            return Err(Stop::error(InterpError::EarlyArrive {
+                at: self.site(Some(op)),
+                task: self.name.clone(),
+                barrier: id,
+                phase,
+                earlier,
+            }));
+        }
+        Ok(())
+    }
+
     /// A read of a buffer an asynchronous copy may still be writing.
     fn check_read(
         &self,
@@ -724,7 +754,7 @@ impl<'k> Executor<'k> {
         let open = matches!(
             op.kind,
             crate::ir::OpKind::Prim {
-                prim: Prim::AsyncDot | Prim::AsyncDescriptorStore,
+                prim: Prim::AsyncDot | Prim::AsyncDescriptorStore | Prim::Tcgen05Mma,
                 ..
             }
         );

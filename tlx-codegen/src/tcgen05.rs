@@ -1,0 +1,418 @@
+//! Blackwell's tensor memory and fifth-generation tensor cores in PTX for
+//! sm_100a (`tcgen05`): the kernel's tensor-memory buffers are one
+//! allocation, made by warp 0 when the first of them is reached (the
+//! address goes through a shared-memory slot to every thread) and freed by
+//! the same warp at the kernel's end; an `async_dot` into a tensor-memory
+//! accumulator is issued by one thread (one `tcgen05.mma` per K step of 16)
+//! with a `tcgen05.commit` per completion barrier; `local_load` and
+//! `local_store` move whole rows between TMEM lanes and threads (`32x32b`:
+//! warp `w` reaches lanes `32 * (w % 4)` up).
+//!
+//! Thread synchronization and tensor-memory accesses are ordered by
+//! `tcgen05.fence::before_thread_sync` before every barrier arrival and
+//! `::after_thread_sync` after every wait, in kernels that use tensor
+//! memory (the PTX model's rule: a barrier alone does not order them).
+//!
+//! Nothing here has run on a Blackwell GPU (there is none to borrow):
+//! `ptxas` assembles it and the interpreter runs the kernels' semantics.
+
+use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::wgmma::{OperandOrders, WgmmaPlan};
+use super::CodegenError;
+use tlx_core::ir::{Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId};
+use tlx_core::layout::tensor_memory_rows;
+
+/// Registers one `tcgen05.ld`/`tcgen05.st` moves per thread at most here
+/// (PTX allows 128; 32 keeps each inline asm small).
+const COLUMNS_PER_MOVE: usize = 32;
+
+/// The version field (bits 46-48 = 0b001) that sets a Blackwell shared
+/// matrix descriptor apart from Hopper's, whose other fields it keeps.
+const DESCRIPTOR_VERSION: u64 = 1 << 46;
+
+/// Columns `tcgen05.alloc` takes for `needed`: a power of two, 32 at least.
+pub(super) fn allocation_columns(needed: usize) -> usize {
+    needed.next_power_of_two().max(32)
+}
+
+/// The instruction descriptor of a `kind::f16` MMA with an f32 accumulator.
+fn instruction_descriptor(plan: &WgmmaPlan) -> u32 {
+    let input = u32::from(plan.input == ScalarType::BF16);
+    (1 << 4)
+        | input << 7
+        | input << 10
+        | u32::from(plan.a_m_major) << 15
+        | u32::from(!plan.b_k_major) << 16
+        | ((plan.n as u32) >> 3) << 17
+        | ((plan.m as u32) >> 4) << 24
+}
+
+impl<'k> Lowerer<'k> {
+    fn require_blackwell(&self, op: &Op, what: &str) -> Result<()> {
+        if self.arch == Arch::Sm100a {
+            return Ok(());
+        }
+        Err(CodegenError::Misuse {
+            message: format!("{what} needs Blackwell (sm_100a), not {}", self.arch.name()),
+            hint: "build the kernel for Blackwell: `#[tlx::kernel(arch = \"sm_100a\", ...)]`; on \
+                   Hopper accumulate in registers (`acc = async_dot(a, b, acc)` then \
+                   `async_dot_wait`)"
+                .into(),
+            at: Some(op.loc),
+        })
+    }
+
+    /// `local_alloc(..., storage = "tmem")`: the buffers' address (lane 0,
+    /// their first column). The first one allocates every tensor-memory
+    /// buffer of the kernel.
+    pub(super) fn tmem_alloc(&mut self, op: &Op, result: ValueId) -> Result<()> {
+        self.require_blackwell(op, "tensor memory")?;
+        let column = self
+            .static_shared
+            .tmem_columns
+            .get(&result)
+            .copied()
+            .ok_or_else(|| malformed("a tensor-memory allocation the planner did not place"))?;
+        let base = match self.tmem_base.clone() {
+            Some(base) => base,
+            None => self.allocate_tensor_memory()?,
+        };
+        let at = self.f.inst(format!("add i32 {base}, {column}"));
+        self.define_register(result, at)
+    }
+
+    /// Warp 0 allocates the kernel's columns into the shared slot; every
+    /// thread then reads the address.
+    fn allocate_tensor_memory(&mut self) -> Result<String> {
+        let (slot, columns) = self
+            .static_shared
+            .tmem_slot
+            .ok_or_else(|| malformed("tensor memory without an address slot"))?;
+        let slot_address = self.shared_address(&slot.to_string());
+        let first_warp = self.f.inst(format!("icmp eq i32 {}, 0", self.program_warp));
+        let n = allocation_columns(columns);
+        self.when(&first_warp, |l| {
+            let asm = format!(
+                "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$0], {n}; \
+                 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;"
+            );
+            l.f.asm("void", &asm, "r,~{memory}", &[("i32", &slot_address)]);
+        });
+        self.tcgen05_fence_before();
+        self.barrier();
+        self.tcgen05_fence_after();
+        let p = self.smem_ptr(&slot.to_string());
+        let base = self
+            .f
+            .inst(format!("load volatile i32, ptr addrspace(3) {p}, align 4"));
+        self.tmem_base = Some(base.clone());
+        Ok(base)
+    }
+
+    /// At the kernel's end: warp 0 frees the tensor memory once every
+    /// thread is done with it.
+    pub(super) fn release_tensor_memory(&mut self) {
+        let (Some(base), Some((_, columns))) =
+            (self.tmem_base.clone(), self.static_shared.tmem_slot)
+        else {
+            return;
+        };
+        self.tcgen05_fence_before();
+        self.barrier();
+        self.tcgen05_fence_after();
+        let first_warp = self.f.inst(format!("icmp eq i32 {}, 0", self.program_warp));
+        let n = allocation_columns(columns);
+        self.when(&first_warp, |l| {
+            let asm = format!("tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, {n};");
+            l.f.asm("void", &asm, "r,~{memory}", &[("i32", &base)]);
+        });
+    }
+
+    /// `tcgen05.fence::before_thread_sync`, in kernels with tensor memory:
+    /// its accesses before a barrier arrival are ordered before it.
+    pub(super) fn tcgen05_fence_before(&mut self) {
+        if self.static_shared.tmem_slot.is_some() {
+            self.f.asm(
+                "void",
+                "tcgen05.fence::before_thread_sync;",
+                "~{memory}",
+                &[],
+            );
+        }
+    }
+
+    /// `tcgen05.fence::after_thread_sync`: accesses after a wait are
+    /// ordered after it.
+    pub(super) fn tcgen05_fence_after(&mut self) {
+        if self.static_shared.tmem_slot.is_some() {
+            self.f.asm(
+                "void",
+                "tcgen05.fence::after_thread_sync;",
+                "~{memory}",
+                &[],
+            );
+        }
+    }
+
+    /// A view of buffer `index` of a tensor-memory allocation.
+    pub(super) fn tmem_view(&mut self, m: &TensorMemoryType, base: &str, index: &str) -> String {
+        let delta = self.f.inst(format!("mul i32 {index}, {}", m.columns()));
+        self.f.inst(format!("add i32 {base}, {delta}"))
+    }
+
+    /// This warp's address in a `[128, N]` buffer at `base` under
+    /// [`tensor_memory_rows`]: its lane quarter and its warp group's first
+    /// column.
+    fn tmem_warp_address(&mut self, op: &Op, m: &TensorMemoryType, base: &str) -> Result<String> {
+        let warps = self.context.num_warps;
+        if self.context.first_warp % 4 != 0 || warps % 4 != 0 {
+            return Err(CodegenError::Misuse {
+                message: format!(
+                    "tensor memory is read and written by whole warp groups, and this task runs \
+                     on {warps} warps from warp {}",
+                    self.context.first_warp
+                ),
+                hint: "access tensor memory from a task of 4 or 8 warps (give 1-warp tasks after \
+                       it, or make it the default task, so that its warps start at a multiple \
+                       of 4)"
+                    .into(),
+                at: Some(op.loc),
+            });
+        }
+        let per_group = m.columns() / (warps as usize / 4);
+        let warp = self.warp.clone();
+        let quarter = self.f.inst(format!("and i32 {warp}, 3"));
+        let lane = self.f.inst(format!("shl i32 {quarter}, 21"));
+        let group = self.f.inst(format!("lshr i32 {warp}, 2"));
+        let column = self.f.inst(format!("mul i32 {group}, {per_group}"));
+        let at = self.f.inst(format!("add i32 {base}, {lane}"));
+        Ok(self.f.inst(format!("add i32 {at}, {column}")))
+    }
+
+    fn tmem_layout(&self, op: &Op, m: &TensorMemoryType) -> Result<tlx_core::layout::LinearLayout> {
+        let (rows, cols) = (m.shape()[0], m.shape()[1]);
+        tensor_memory_rows(rows, cols, self.context.num_warps).map_err(|e| CodegenError::Misuse {
+            message: format!(
+                "no tensor-memory access of {}: {e}",
+                Type::TensorMemory(m.clone())
+            ),
+            hint: "tensor memory is read and written by whole warp groups (4 or 8 warps)".into(),
+            at: Some(op.loc),
+        })
+    }
+
+    /// `local_load` of a tensor-memory buffer.
+    pub(super) fn tmem_load(&mut self, op: &Op, buffer: ValueId, result: ValueId) -> Result<()> {
+        self.require_blackwell(op, "tensor memory")?;
+        let Type::TensorMemory(m) = self.ty(buffer).clone() else {
+            return Err(malformed("`local_load` of tensor memory"));
+        };
+        let layout = self.tmem_layout(op, &m)?;
+        let base = self.register(buffer)?;
+        let at = self.tmem_warp_address(op, &m, &base)?;
+        let mut words = Vec::with_capacity(layout.num_regs());
+        for chunk in 0..layout.num_regs().div_ceil(COLUMNS_PER_MOVE) {
+            let count = COLUMNS_PER_MOVE.min(layout.num_regs() - chunk * COLUMNS_PER_MOVE);
+            let from = self
+                .f
+                .inst(format!("add i32 {at}, {}", chunk * COLUMNS_PER_MOVE));
+            let outs: Vec<String> = (0..count).map(|i| format!("${i}")).collect();
+            let asm = format!(
+                "tcgen05.ld.sync.aligned.32x32b.x{count}.b32 {{{}}}, [${count}];",
+                outs.join(", ")
+            );
+            let constraints = format!("{}r,~{{memory}}", "=r,".repeat(count));
+            let ret = format!("{{ {} }}", vec!["i32"; count].join(", "));
+            let r = self.f.asm(&ret, &asm, &constraints, &[("i32", &from)]);
+            words.extend((0..count).map(|i| self.f.inst(format!("extractvalue {ret} {r}, {i}"))));
+        }
+        self.f
+            .asm("void", "tcgen05.wait::ld.sync.aligned;", "~{memory}", &[]);
+        let regs = match m.elem() {
+            ScalarType::F32 => words
+                .iter()
+                .map(|w| self.f.inst(format!("bitcast i32 {w} to float")))
+                .collect(),
+            _ => words,
+        };
+        self.define_value(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// `local_store` of a register tensor into a tensor-memory buffer.
+    pub(super) fn tmem_store(&mut self, op: &Op, buffer: ValueId, value: ValueId) -> Result<()> {
+        self.require_blackwell(op, "tensor memory")?;
+        let Type::TensorMemory(m) = self.ty(buffer).clone() else {
+            return Err(malformed("`local_store` into tensor memory"));
+        };
+        let layout = self.tmem_layout(op, &m)?;
+        let regs = self.get(value, &layout)?;
+        let words: Vec<String> = match m.elem() {
+            ScalarType::F32 => regs
+                .iter()
+                .map(|r| self.f.inst(format!("bitcast float {r} to i32")))
+                .collect(),
+            _ => regs,
+        };
+        let base = self.register(buffer)?;
+        let at = self.tmem_warp_address(op, &m, &base)?;
+        for (chunk, part) in words.chunks(COLUMNS_PER_MOVE).enumerate() {
+            let to = self
+                .f
+                .inst(format!("add i32 {at}, {}", chunk * COLUMNS_PER_MOVE));
+            let ins: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
+            let asm = format!(
+                "tcgen05.st.sync.aligned.32x32b.x{}.b32 [$0], {{{}}};",
+                part.len(),
+                ins.join(", ")
+            );
+            let constraints = format!("r{},~{{memory}}", ",r".repeat(part.len()));
+            let mut args = vec![("i32", to.as_str())];
+            args.extend(part.iter().map(|w| ("i32", w.as_str())));
+            self.f.asm("void", &asm, &constraints, &args);
+        }
+        self.f
+            .asm("void", "tcgen05.wait::st.sync.aligned;", "~{memory}", &[]);
+        Ok(())
+    }
+
+    /// `async_dot(a, b, acc, use_acc, mbarriers)` into tensor memory: from
+    /// the context's first thread, one `tcgen05.mma` per K step (the first
+    /// accumulating when `use_acc` holds, the rest always), then one
+    /// `tcgen05.commit` per barrier.
+    pub(super) fn tcgen05_mma(&mut self, op: &Op, args: &[ValueId]) -> Result<()> {
+        self.require_blackwell(op, "an `async_dot` into tensor memory")?;
+        let &[a, b, acc, use_acc, ref barriers @ ..] = args else {
+            return Err(malformed("an MMA lacks an operand"));
+        };
+        let (Type::SharedMemory(ma), Type::SharedMemory(mb), Type::TensorMemory(macc)) =
+            (self.ty(a), self.ty(b), self.ty(acc))
+        else {
+            return Err(malformed("`tcgen05_mma` operand types"));
+        };
+        let plan = self.tcgen05_plan(op, ma, mb, macc)?;
+        let (a_at, b_at) = (self.register(a)?, self.register(b)?);
+        let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));
+        let d = self.register(acc)?;
+        let first = self.register(use_acc)?;
+        let first = self.f.inst(format!("zext i1 {first} to i32"));
+        let bars = barriers
+            .iter()
+            .map(|&bar| {
+                let offset = self.register(bar)?;
+                Ok(self.shared_address(&offset))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let idesc = instruction_descriptor(&plan);
+        let a_bits = plan.a_descriptor_bits() | DESCRIPTOR_VERSION;
+        let b_bits = plan.b_descriptor_bits() | DESCRIPTOR_VERSION;
+        self.on_first_thread("true", |l| {
+            for s in 0..plan.k / plan.k_step() {
+                let k0 = (s * plan.k_step()) as u32;
+                let a_desc = l.descriptor(a_bits, &a_base, plan.a.offset(k0));
+                let b_desc = l.descriptor(b_bits, &b_base, plan.b.offset(k0 * plan.n as u32));
+                let accumulate = if s == 0 { first.clone() } else { "1".into() };
+                let asm = format!(
+                    "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \
+                     tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, {idesc}, p; }}"
+                );
+                l.f.asm(
+                    "void",
+                    &asm,
+                    "r,l,l,r,~{memory}",
+                    &[
+                        ("i32", &d),
+                        ("i64", &a_desc),
+                        ("i64", &b_desc),
+                        ("i32", &accumulate),
+                    ],
+                );
+            }
+            for bar in &bars {
+                l.commit_to(bar);
+            }
+        });
+        Ok(())
+    }
+
+    /// `tcgen05_commit(bar)`, from the thread that issues the MMAs.
+    pub(super) fn tcgen05_commit(&mut self, op: &Op, bar: ValueId) -> Result<()> {
+        self.require_blackwell(op, "`tcgen05_commit`")?;
+        let offset = self.register(bar)?;
+        let bar = self.shared_address(&offset);
+        self.on_first_thread("true", |l| l.commit_to(&bar));
+        Ok(())
+    }
+
+    fn commit_to(&mut self, bar: &str) {
+        self.f.asm(
+            "void",
+            "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$0];",
+            "r,~{memory}",
+            &[("i32", bar)],
+        );
+    }
+
+    /// The operands' placement for a `[128, K] x [K, N]` MMA.
+    fn tcgen05_plan(
+        &self,
+        op: &Op,
+        a: &SharedMemoryType,
+        b: &SharedMemoryType,
+        acc: &TensorMemoryType,
+    ) -> Result<WgmmaPlan> {
+        let (m, k, n) = (a.shape()[0], a.shape()[1], acc.shape()[1]);
+        let orders = OperandOrders {
+            a_m_major: a.transposed(),
+            b_k_major: b.transposed(),
+        };
+        let types = (a.elem(), b.elem(), acc.elem());
+        WgmmaPlan::operands(types, (m, n, k), 4, orders)
+            .filter(|p| {
+                super::prims::buffer_layout(a).is_ok_and(|l| l == p.a)
+                    && super::prims::buffer_layout(b).is_ok_and(|l| l == p.b)
+            })
+            .ok_or_else(|| CodegenError::Misuse {
+                message: format!(
+                    "`async_dot` of [{m}, {k}] x [{k}, {n}] {} tiles into tensor memory does not \
+                     map onto `tcgen05.mma`",
+                    a.elem()
+                ),
+                hint: "a tensor-memory `async_dot` takes f16 or bf16 buffers of 128 rows of A \
+                       (K-major, or M-major through `local_trans`) and B with at least 64 \
+                       columns (N-major) or K-major through `local_trans`, K a multiple of 16"
+                    .into(),
+                at: Some(op.loc),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instruction_descriptor_encodes_types_and_shape() {
+        let t = ScalarType::BF16;
+        let orders = OperandOrders {
+            a_m_major: false,
+            b_k_major: true,
+        };
+        let plan = WgmmaPlan::operands((t, t, ScalarType::F32), (128, 256, 64), 4, orders)
+            .expect("a plan");
+        // f32 D, bf16 A and B, both K-major, N = 256, M = 128.
+        assert_eq!(instruction_descriptor(&plan), 0x0840_0490);
+        let n_major = OperandOrders::default();
+        let plan = WgmmaPlan::operands((t, t, ScalarType::F32), (128, 128, 64), 4, n_major)
+            .expect("a plan");
+        assert_eq!(instruction_descriptor(&plan) >> 16 & 1, 1, "B is N-major");
+        assert_eq!(instruction_descriptor(&plan) >> 17 & 0x3f, 16);
+    }
+
+    #[test]
+    fn allocations_are_powers_of_two_from_32_columns() {
+        assert_eq!(allocation_columns(8), 32);
+        assert_eq!(allocation_columns(96), 128);
+        assert_eq!(allocation_columns(512), 512);
+    }
+}
