@@ -165,6 +165,20 @@ impl<'k> Lowerer<'k> {
     /// column.
     fn tmem_warp_address(&mut self, op: &Op, m: &TensorMemoryType, base: &str) -> Result<String> {
         let warps = self.context.num_warps;
+        let per_group = m.columns() / (warps as usize / 4);
+        let warp = self.warp.clone();
+        let quarter = self.f.inst(format!("and i32 {warp}, 3"));
+        let lane = self.f.inst(format!("shl i32 {quarter}, 21"));
+        let group = self.f.inst(format!("lshr i32 {warp}, 2"));
+        let column = self.f.inst(format!("mul i32 {group}, {per_group}"));
+        let at = self.f.inst(format!("add i32 {base}, {lane}"));
+        Ok(self.f.inst(format!("add i32 {at}, {column}")))
+    }
+
+    /// [`tensor_memory_rows`] over the context's warps, which must be
+    /// whole warp groups.
+    fn tmem_layout(&self, op: &Op, m: &TensorMemoryType) -> Result<tlx_core::layout::LinearLayout> {
+        let warps = self.context.num_warps;
         if self.context.first_warp % 4 != 0 || warps % 4 != 0 {
             return Err(CodegenError::Misuse {
                 message: format!(
@@ -179,17 +193,6 @@ impl<'k> Lowerer<'k> {
                 at: Some(op.loc),
             });
         }
-        let per_group = m.columns() / (warps as usize / 4);
-        let warp = self.warp.clone();
-        let quarter = self.f.inst(format!("and i32 {warp}, 3"));
-        let lane = self.f.inst(format!("shl i32 {quarter}, 21"));
-        let group = self.f.inst(format!("lshr i32 {warp}, 2"));
-        let column = self.f.inst(format!("mul i32 {group}, {per_group}"));
-        let at = self.f.inst(format!("add i32 {base}, {lane}"));
-        Ok(self.f.inst(format!("add i32 {at}, {column}")))
-    }
-
-    fn tmem_layout(&self, op: &Op, m: &TensorMemoryType) -> Result<tlx_core::layout::LinearLayout> {
         let (rows, cols) = (m.shape()[0], m.shape()[1]);
         tensor_memory_rows(rows, cols, self.context.num_warps).map_err(|e| CodegenError::Misuse {
             message: format!(

@@ -22,4 +22,5 @@ mod math;
 mod protocol;
 mod random;
 mod scans;
+mod tensor_memory;
 mod tlx_prims;

@@ -185,7 +185,8 @@ pub fn compile_all(kernel: &Kernel) -> Vec<CompiledKernel> {
         .collect()
 }
 
-fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
+/// Assembles `ptx` for `arch`; panics with ptxas's words if it refuses.
+pub fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let unique = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(

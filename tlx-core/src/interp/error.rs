@@ -255,18 +255,19 @@ pub enum InterpError {
         buffer: usize,
     },
     #[error(
-        "{at}, task `{task}`: access of tensor-memory accumulator #{buffer} before the \
-         `async_dot` into it at line {mma_line} completed{}",
-        match .barrier {
-            Some((bar, phase)) => format!(" (wait on mbarrier #{bar} phase {phase}, which tracks it)"),
-            None => " (no barrier tracks it yet: give it `mbarriers` or `tcgen05_commit` one)".to_owned(),
+        "{at}, task `{task}`: access of tensor-memory buffer #{buffer} {}",
+        match (.mma_line, .barrier) {
+            (None, _) => "before anything wrote it (no `async_dot` or `local_store` into it came first)".to_owned(),
+            (Some(line), Some((bar, phase))) => format!("before the `async_dot` into it at line {line} completed (wait on mbarrier #{bar} phase {phase}, which tracks it)"),
+            (Some(line), None) => format!("while the `async_dot` into it at line {line} is in flight and no barrier tracks it (give it `mbarriers` or `tcgen05_commit` one)"),
         }
     )]
     AccumulatorBeforeCompletion {
         at: Site,
         task: String,
         buffer: usize,
-        mma_line: u32,
+        /// The MMA that writes it; `None` when nothing has.
+        mma_line: Option<u32>,
         /// The barrier phase that tracks the MMA, once one does.
         barrier: Option<(usize, u32)>,
     },

@@ -1224,7 +1224,7 @@ fn mma_shapes(
     }
     if a.elem() != b.elem() || !matches!(a.elem(), ScalarType::F16 | ScalarType::BF16) {
         return Err(format!(
-            "a holds {} and b holds {}: a tensor-memory `async_dot` takes f16 or bf16 operands              of one type",
+            "a holds {} and b holds {}: a tensor-memory `async_dot` takes f16 or bf16 operands of one type",
             a.elem(),
             b.elem()
         ));
@@ -1236,7 +1236,7 @@ fn mma_shapes(
     }
     if acc.elem() != ScalarType::F32 || acc.shape() != [*m, *n] || n % 16 != 0 {
         return Err(format!(
-            "a [{m}, {k}] x [{k}, {n}] product accumulates into an f32 [{m}, {n}] tensor-memory              buffer with N a multiple of 16, not {}",
+            "a [{m}, {k}] x [{k}, {n}] product accumulates into an f32 [{m}, {n}] tensor-memory buffer with N a multiple of 16, not {}",
             Type::TensorMemory(acc.clone())
         ));
     }

@@ -399,7 +399,7 @@ impl TensorMemoryType {
         match shape {
             [Self::LANES, n] if n.is_power_of_two() && (8..=256).contains(n) => Ok(()),
             _ => Err(format!(
-                "a tensor-memory buffer is [128, N] (one row per TMEM lane, N a power of two                  from 8 to 256), not {shape:?}"
+                "a tensor-memory buffer is [128, N] (one row per TMEM lane, N a power of two from 8 to 256), not {shape:?}"
             )),
         }
     }

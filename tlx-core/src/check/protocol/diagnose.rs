@@ -151,6 +151,22 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
         ),
         InterpError::OverwriteBeforeRelease {
             at, buffer, read, ..
+        } if at.op == Prim::Tcgen05Mma.mnemonic() => error_at(
+            Rule::OverwriteBeforeRelease,
+            at.line,
+            at.op,
+            format!(
+                "this `async_dot` overwrites tensor-memory accumulator #{buffer} before task `{}` \
+                 released its read of it at line {}: nothing the reader arrived on after reading \
+                 was waited for before this MMA",
+                read.reader, read.line
+            ),
+            "have the reader arrive on the accumulator's \"empty\" barrier after its last \
+             `local_load` of it, and wait on that barrier before the first `async_dot` into it \
+             (with two accumulators, the MMAs of one tile overlap the other's epilogue)",
+        ),
+        InterpError::OverwriteBeforeRelease {
+            at, buffer, read, ..
         } => error_at(
             Rule::OverwriteBeforeRelease,
             at.line,
@@ -215,15 +231,19 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             Rule::AccumulatorBeforeWait,
             at.line,
             at.op,
-            match barrier {
-                Some((bar, phase)) => format!(
+            match (mma_line, barrier) {
+                (None, _) => format!(
+                    "this reads tensor-memory buffer #{buffer}, which nothing has written yet: \
+                     the `async_dot` that fills it has not been waited for"
+                ),
+                (Some(line), Some((bar, phase))) => format!(
                     "this accesses tensor-memory accumulator #{buffer} before waiting for the \
-                     `async_dot` into it at line {mma_line} to complete (mbarrier #{bar} phase \
+                     `async_dot` into it at line {line} to complete (mbarrier #{bar} phase \
                      {phase} tracks it): it may see a partial product"
                 ),
-                None => format!(
+                (Some(line), None) => format!(
                     "this accesses tensor-memory accumulator #{buffer} while the `async_dot` \
-                     into it at line {mma_line} is in flight and no barrier tracks it"
+                     into it at line {line} is in flight and no barrier tracks it"
                 ),
             },
             "give the `async_dot` `mbarriers = [bar]` (or call `tcgen05_commit(bar)` after it) \

@@ -244,7 +244,8 @@ impl<'k> Executor<'k> {
                 let view = self.buffer_view(arg(0)?)?;
                 if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
                     let id = shared.smem.buffer_id(view.alloc, view.buffer);
-                    self.check_tensor_memory(op, shared, id, task, true)?;
+                    let written = shared.smem.written(view.alloc, view.buffer);
+                    self.check_tensor_memory(op, shared, (id, written), task, true)?;
                 }
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
                 if self.skeleton.is_some() {
@@ -258,7 +259,7 @@ impl<'k> Executor<'k> {
                 let view = self.buffer_view(arg(0)?)?;
                 let id = shared.smem.buffer_id(view.alloc, view.buffer);
                 if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
-                    self.check_tensor_memory(op, shared, id, task, false)?;
+                    self.check_tensor_memory(op, shared, (id, true), task, false)?;
                 }
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {

@@ -159,7 +159,7 @@ impl<'k> Executor<'k> {
         &self,
         op: &Op,
         shared: &ProgramShared,
-        acc_id: usize,
+        (acc_id, written): (usize, bool),
         task: usize,
         read: bool,
     ) -> PrimResult<()> {
@@ -170,8 +170,9 @@ impl<'k> Executor<'k> {
             None
         };
         let (mma_line, barrier) = match (untracked, race) {
-            (Some(m), _) => (m.line, None),
-            (None, Some(race)) => (race.line, Some((race.barrier, race.phase))),
+            (Some(m), _) => (Some(m.line), None),
+            (None, Some(race)) => (Some(race.line), Some((race.barrier, race.phase))),
+            (None, None) if read && !written => (None, None),
             (None, None) => return Ok(()),
         };
         Err(Stop::error(InterpError::AccumulatorBeforeCompletion {

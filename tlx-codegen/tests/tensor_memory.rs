@@ -1,0 +1,201 @@
+//! Blackwell's tensor memory end to end, without a Blackwell GPU: a
+//! warp-specialized GEMM whose accumulator lives in tensor memory passes the
+//! protocol checker, its misuses are errors at the call (an accumulator read
+//! before the barrier that tracks its MMAs, a commit counted twice, a
+//! missing commit), and its PTX for sm_100a allocates, multiplies, commits,
+//! loads and frees tensor memory and is accepted by `ptxas`.
+
+use tlx_core::check::{check_protocol, ProtocolReport, Rule};
+use tlx_core::ir::Arch;
+
+use crate::codegen_common;
+use crate::kernels::{compile, run_gemm};
+use tlx_core::interp::InterpError;
+
+const TMEM_GEMM: &str = r#"
+#[tlx::kernel(arch = "sm_100a", num_warps = 4, configs = [(BM = 128, BN = 64, BK = 64)])]
+fn gemm<const BM: usize, const BN: usize, const BK: usize>(
+    a_desc: TensorDesc<bf16, BM, BK>,
+    b_desc: TensorDesc<bf16, BK, BN>,
+    c: Ptr<f32>,
+    m: i32,
+    n: i32,
+    k: i32,
+) {
+    let a_buf = local_alloc([BM, BK], bf16, 1);
+    let b_buf = local_alloc([BK, BN], bf16, 1);
+    let acc = local_alloc([BM, BN], f32, 1, storage = "tmem");
+    let full = alloc_barriers(1, 1);
+    let empty = alloc_barriers(1, 1);
+    let done = alloc_barriers(1, 1);
+    let off_m = program_id(0) * BM;
+    let off_n = program_id(1) * BN;
+    let k_tiles = (k + BK - 1) / BK;
+    async_tasks! {
+        task(default) {
+            barrier_wait(local_view(done, 0), 0);
+            let tile = local_load(local_view(acc, 0));
+            let rows = off_m + arange(0, BM);
+            let cols = off_n + arange(0, BN);
+            store(c + rows[(.., None)] * n + cols[(None, ..)], tile, mask = rows[(.., None)] < m);
+        }
+        task(num_warps = 1) {
+            for i in 0..k_tiles {
+                barrier_wait(local_view(empty, 0), i % 2 ^ 1);
+                let bar = local_view(full, 0);
+                barrier_expect_bytes(bar, (BM * BK + BK * BN) * size_of(bf16));
+                async_descriptor_load(a_desc, local_view(a_buf, 0), [off_m, i * BK], bar);
+                async_descriptor_load(b_desc, local_view(b_buf, 0), [i * BK, off_n], bar);
+            }
+        }
+        task(num_warps = 1) {
+            for i in 0..k_tiles {
+                barrier_wait(local_view(full, 0), i % 2);
+                async_dot(
+                    local_view(a_buf, 0),
+                    local_view(b_buf, 0),
+                    local_view(acc, 0),
+                    use_acc = i > 0,
+                    mbarriers = [local_view(empty, 0)],
+                );
+            }
+            tcgen05_commit(local_view(done, 0));
+        }
+    }
+}
+"#;
+
+fn broken(from: &str, to: &str) -> String {
+    assert!(TMEM_GEMM.contains(from), "{from:?} not in the kernel");
+    TMEM_GEMM.replacen(from, to, 1)
+}
+
+/// The one error of `src`: its rule and the line of the call it names.
+fn error_of(src: &str) -> (Rule, String) {
+    let report = check_protocol(&compile(src));
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    let line = src.lines().nth(finding.at.line as usize - 1).unwrap_or("");
+    (finding.rule, line.trim().to_owned())
+}
+
+#[test]
+fn a_tensor_memory_gemm_passes_the_checker() {
+    assert_eq!(
+        check_protocol(&compile(TMEM_GEMM)),
+        ProtocolReport::default()
+    );
+}
+
+#[test]
+fn reading_the_accumulator_before_its_mmas_is_an_error() {
+    // The copies have landed, but the MMAs are not waited for.
+    let src = broken(
+        "barrier_wait(local_view(done, 0), 0);",
+        "barrier_wait(local_view(full, 0), 0);",
+    );
+    let (rule, line) = error_of(&src);
+    assert_eq!(rule, Rule::AccumulatorBeforeWait);
+    assert!(line.starts_with("let tile = local_load"), "{line}");
+}
+
+#[test]
+fn reading_the_accumulator_after_the_first_mma_only_is_an_overwrite() {
+    // The first stage's release tracks the first MMA only: the next one
+    // overwrites the accumulator while the epilogue may be reading it.
+    let src = broken(
+        "barrier_wait(local_view(done, 0), 0);",
+        "barrier_wait(local_view(empty, 0), 0);",
+    );
+    let (rule, line) = error_of(&src);
+    assert_eq!(rule, Rule::OverwriteBeforeRelease);
+    assert!(line.starts_with("async_dot("), "{line}");
+}
+
+#[test]
+fn a_commit_on_the_barrier_the_mmas_arrive_on_is_an_error() {
+    let src = broken(
+        "tcgen05_commit(local_view(done, 0));",
+        "tcgen05_commit(local_view(empty, 0));\n            tcgen05_commit(local_view(done, 0));",
+    );
+    let (rule, line) = error_of(&src);
+    assert_eq!(rule, Rule::MmaCompletion);
+    assert_eq!(line, "tcgen05_commit(local_view(empty, 0));");
+}
+
+#[test]
+fn the_gemm_matches_its_reference_on_the_interpreter() {
+    // 64 rows of C: TMA zero-fills A's other 64, the store masks them.
+    for k in [16, 64, 200] {
+        let (got, want) = run_gemm(TMEM_GEMM, (64, 64, k)).unwrap_or_else(|e| panic!("{e}"));
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| ((g - w) / w.abs().max(1.0)).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-3, "k = {k}: relative error {worst}");
+    }
+}
+
+#[test]
+fn a_missing_commit_deadlocks_the_epilogue_on_the_checker_and_the_interpreter() {
+    let src = broken("tcgen05_commit(local_view(done, 0));", "");
+    let (rule, line) = error_of(&src);
+    assert_eq!(rule, Rule::Deadlock);
+    assert_eq!(line, "barrier_wait(local_view(done, 0), 0);");
+    let err = run_gemm(&src, (64, 64, 64)).expect_err("deadlocks");
+    let InterpError::Deadlock { tasks, .. } = &*err else {
+        panic!("the interpreter reports {err}");
+    };
+    let wait_line = src
+        .lines()
+        .position(|l| l.trim() == line)
+        .map(|i| i as u32 + 1);
+    assert!(
+        tasks.iter().any(|t| Some(t.wait.line) == wait_line),
+        "the interpreter's deadlock: {err}"
+    );
+}
+
+#[test]
+fn the_ptx_allocates_multiplies_commits_loads_and_frees_tensor_memory() {
+    let kernel = compile(TMEM_GEMM);
+    let ptx = tlx_codegen::compile(&kernel, Arch::Sm100a)
+        .expect("compiles for sm_100a")
+        .ptx;
+    for part in [
+        "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",
+        "tcgen05.relinquish_alloc_permit",
+        // f32 D, bf16 A and B, B N-major, N = 64, M = 128.
+        "tcgen05.mma.cta_group::1.kind::f16",
+        &format!(
+            "{}",
+            1 << 4 | 1 << 7 | 1 << 10 | 1 << 16 | (64 >> 3) << 17 | (128 >> 4) << 24
+        ),
+        "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+        "tcgen05.ld.sync.aligned.32x32b.x32.b32",
+        "tcgen05.wait::ld.sync.aligned",
+        "tcgen05.fence::after_thread_sync",
+        "tcgen05.dealloc.cta_group::1.sync.aligned.b32",
+    ] {
+        assert!(ptx.contains(part), "no {part:?} in\n{ptx}");
+    }
+    // K = 64 in steps of 16, each MMA's stage released by one commit, one
+    // commit for the tile.
+    assert_eq!(ptx.matches("tcgen05.mma.cta_group").count(), 4);
+    assert_eq!(ptx.matches("tcgen05.commit").count(), 2);
+    match codegen_common::ptxas() {
+        Some(ptxas) => codegen_common::assemble(&ptxas, Arch::Sm100a, &kernel.name, &ptx),
+        None => println!("skipped: ptxas not found"),
+    }
+}
+
+#[test]
+fn tensor_memory_on_hopper_is_an_error_naming_blackwell() {
+    let err = tlx_codegen::compile(&compile(TMEM_GEMM), Arch::Sm90a).expect_err("no TMEM");
+    assert!(
+        err.to_string().contains("needs Blackwell (sm_100a)"),
+        "{err}"
+    );
+}
