@@ -163,7 +163,7 @@ impl<'k> Lowerer<'k> {
     /// This warp's address in a `[128, N]` buffer at `base` under
     /// [`tensor_memory_rows`]: its lane quarter and its warp group's first
     /// column.
-    fn tmem_warp_address(&mut self, op: &Op, m: &TensorMemoryType, base: &str) -> Result<String> {
+    fn tmem_warp_address(&mut self, m: &TensorMemoryType, base: &str) -> String {
         let warps = self.context.num_warps;
         let per_group = m.columns() / (warps as usize / 4);
         let warp = self.warp.clone();
@@ -172,7 +172,7 @@ impl<'k> Lowerer<'k> {
         let group = self.f.inst(format!("lshr i32 {warp}, 2"));
         let column = self.f.inst(format!("mul i32 {group}, {per_group}"));
         let at = self.f.inst(format!("add i32 {base}, {lane}"));
-        Ok(self.f.inst(format!("add i32 {at}, {column}")))
+        self.f.inst(format!("add i32 {at}, {column}"))
     }
 
     /// [`tensor_memory_rows`] over the context's warps, which must be
@@ -212,7 +212,7 @@ impl<'k> Lowerer<'k> {
         };
         let layout = self.tmem_layout(op, &m)?;
         let base = self.register(buffer)?;
-        let at = self.tmem_warp_address(op, &m, &base)?;
+        let at = self.tmem_warp_address(&m, &base);
         let mut words = Vec::with_capacity(layout.num_regs());
         for chunk in 0..layout.num_regs().div_ceil(COLUMNS_PER_MOVE) {
             let count = COLUMNS_PER_MOVE.min(layout.num_regs() - chunk * COLUMNS_PER_MOVE);
@@ -258,7 +258,7 @@ impl<'k> Lowerer<'k> {
             _ => regs,
         };
         let base = self.register(buffer)?;
-        let at = self.tmem_warp_address(op, &m, &base)?;
+        let at = self.tmem_warp_address(&m, &base);
         for (chunk, part) in words.chunks(COLUMNS_PER_MOVE).enumerate() {
             let to = self
                 .f

@@ -255,8 +255,9 @@ pub enum InterpError {
         buffer: usize,
     },
     #[error(
-        "{at}, task `{task}`: access of tensor-memory buffer #{buffer} {}",
-        match (.mma_line, .barrier) {
+        "{at}, task `{task}`: access of tensor-memory buffer #{} {}",
+        .access.buffer,
+        match (.access.mma_line, .access.barrier) {
             (None, _) => "before anything wrote it (no `async_dot` or `local_store` into it came first)".to_owned(),
             (Some(line), Some((bar, phase))) => format!("before the `async_dot` into it at line {line} completed (wait on mbarrier #{bar} phase {phase}, which tracks it)"),
             (Some(line), None) => format!("while the `async_dot` into it at line {line} is in flight and no barrier tracks it (give it `mbarriers` or `tcgen05_commit` one)"),
@@ -265,11 +266,8 @@ pub enum InterpError {
     AccumulatorBeforeCompletion {
         at: Site,
         task: String,
-        buffer: usize,
-        /// The MMA that writes it; `None` when nothing has.
-        mma_line: Option<u32>,
-        /// The barrier phase that tracks the MMA, once one does.
-        barrier: Option<(usize, u32)>,
+        // Boxed: it would otherwise make every InterpError larger.
+        access: Box<EarlyAccumulatorAccess>,
     },
     #[error(
         "{at}, task `{task}`: `tcgen05_commit` on mbarrier #{barrier}, on which the `mbarriers` \
@@ -356,6 +354,16 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A tensor-memory accumulator accessed before the MMA into it completed.
+#[derive(Clone, Debug)]
+pub struct EarlyAccumulatorAccess {
+    pub buffer: usize,
+    /// The MMA that writes it; `None` when nothing has.
+    pub mma_line: Option<u32>,
+    /// The barrier phase that tracks the MMA, once one does.
+    pub barrier: Option<(usize, u32)>,
 }
 
 /// A read of a shared buffer that a later write was not ordered after.

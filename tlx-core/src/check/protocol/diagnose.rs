@@ -221,17 +221,13 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             ),
             "keep `local_slice`'s offsets plus shape within the buffer",
         ),
-        InterpError::AccumulatorBeforeCompletion {
-            at,
-            buffer,
-            mma_line,
-            barrier,
-            ..
-        } => error_at(
+        InterpError::AccumulatorBeforeCompletion { at, access, .. } => {
+            let buffer = access.buffer;
+            error_at(
             Rule::AccumulatorBeforeWait,
             at.line,
             at.op,
-            match (mma_line, barrier) {
+            match (access.mma_line, access.barrier) {
                 (None, _) => format!(
                     "this reads tensor-memory buffer #{buffer}, which nothing has written yet: \
                      the `async_dot` that fills it has not been waited for"
@@ -249,7 +245,8 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             "give the `async_dot` `mbarriers = [bar]` (or call `tcgen05_commit(bar)` after it) \
              and `barrier_wait(bar, phase)` before `local_load` or `local_store` of the \
              accumulator",
-        ),
+            )
+        }
         InterpError::DoubleMmaCompletion { at, barrier, .. } => error_at(
             Rule::MmaCompletion,
             at.line,

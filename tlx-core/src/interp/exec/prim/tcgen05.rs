@@ -9,7 +9,7 @@
 use crate::ir::{DotPrecision, Op, Type, ValueId};
 
 use super::super::super::dot;
-use super::super::super::error::{Fault, InterpError};
+use super::super::super::error::{EarlyAccumulatorAccess, Fault, InterpError};
 use super::super::super::schedule::ProgramShared;
 use super::super::super::value::{Data, Tensor};
 use super::super::Executor;
@@ -178,9 +178,11 @@ impl<'k> Executor<'k> {
         Err(Stop::error(InterpError::AccumulatorBeforeCompletion {
             at: self.site(Some(op)),
             task: self.name.clone(),
-            buffer: acc_id,
-            mma_line,
-            barrier,
+            access: Box::new(EarlyAccumulatorAccess {
+                buffer: acc_id,
+                mma_line,
+                barrier,
+            }),
         }))
     }
 }
