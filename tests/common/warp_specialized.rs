@@ -2,7 +2,9 @@
 //! (the kernel's 4 warps) and a 4-warp task that raises its registers each
 //! sum one row of `x` (each reducing across its warps on a barrier of its
 //! own), a 4-warp task that gives registers back stores a count, and two
-//! 1-warp replicas store their replica ids. Shared by
+//! 1-warp replicas store their replica ids after a round trip through a
+//! shared buffer each (one body for both: `shared_body`, so the replica
+//! id, the buffer and the replica's barrier are picked at run time). Shared by
 //! `warp_specialization.rs` (interpreter, in CI) and `gpu_differential.rs`
 //! (GPU and interpreter).
 
@@ -13,6 +15,7 @@ fn two_sums_and_ids<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
     let pid = program_id(0);
     let rows = x + pid * 2 * BLOCK;
     let outs = out + pid * 5;
+    let ids = local_alloc([32], f32, 2);
     async_tasks! {
         task(default) {
             store(outs, sum(load(rows + arange(0, BLOCK)), axis = 0));
@@ -23,9 +26,11 @@ fn two_sums_and_ids<const BLOCK: usize>(x: Ptr<f32>, out: Ptr<f32>) {
         task(num_warps = 4, num_regs = 40) {
             store(outs + 4, (pid * 3).to(f32));
         }
-        task(num_warps = 1, replicate = 2) {
+        task(num_warps = 1, replicate = 2, shared_body = true) {
             let r = async_task_replica_id();
-            store(outs + 2 + r, (r + 10 * pid).to(f32));
+            let slot = local_view(ids, r);
+            local_store(slot, full([32], (r + 10 * pid).to(f32), f32));
+            store(outs + 2 + r, max(local_load(slot), axis = 0));
         }
     }
 }

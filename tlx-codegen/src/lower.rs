@@ -47,8 +47,13 @@ pub struct ExecContext {
     /// Where this context's scratch starts in the shared buffer: tasks
     /// running at the same time each get scratch of their own.
     pub scratch_base: usize,
-    /// The replica's index among its task's copies (0 for the program).
-    pub replica: u32,
+    /// The replica's index among its task's copies (an i32 operand: `0`
+    /// for the program; a register computed from the warp index in a task,
+    /// whose one body serves every replica it can).
+    pub replica: String,
+    /// The hardware barrier that syncs the context (an i32 operand: `0`
+    /// for the program, `region + replica` in a task).
+    pub barrier_id: String,
 }
 
 impl ExecContext {
@@ -348,7 +353,8 @@ impl<'k> Lowerer<'k> {
                 first_warp: 0,
                 num_warps: kernel.options.num_warps,
                 scratch_base: 0,
-                replica: 0,
+                replica: "0".into(),
+                barrier_id: "0".into(),
             },
             program_tid: tid_copy.clone(),
             program_warp,
@@ -613,7 +619,7 @@ impl<'k> Lowerer<'k> {
                     .first()
                     .ok_or_else(|| malformed("op without result"))?;
                 let layout = self.scalar_layout()?;
-                let regs = vec![self.context.replica.to_string()];
+                let regs = vec![self.context.replica.clone()];
                 self.define(result, Tensor { layout, regs });
                 Ok(())
             }
@@ -950,12 +956,23 @@ impl<'k> Lowerer<'k> {
     /// there is undefined (compute-sanitizer's synccheck flagged the
     /// attention backward); measured no slower on the H100.
     pub fn barrier(&mut self) {
-        let text = match self.context.region {
-            0 => "barrier.sync 0;".to_string(),
-            id => format!("barrier.sync {id}, {};", self.context.threads()),
-        };
         let start = self.f.body.len();
-        self.f.asm("void", &text, "~{memory}", &[]);
+        let threads = self.context.threads();
+        match self.context.barrier_id.parse::<u32>() {
+            Ok(0) => {
+                self.f.asm("void", "barrier.sync 0;", "~{memory}", &[]);
+            }
+            Ok(id) => {
+                let text = format!("barrier.sync {id}, {threads};");
+                self.f.asm("void", &text, "~{memory}", &[]);
+            }
+            // A `shared_body` task's replica index is a run-time value.
+            Err(_) => {
+                let text = format!("barrier.sync $0, {threads};");
+                let id = self.context.barrier_id.clone();
+                self.f.asm("void", &text, "r,~{memory}", &[("i32", &id)]);
+            }
+        }
         self.last_barrier = Some((start, self.f.body[start..].to_string()));
     }
 

@@ -17,6 +17,8 @@
 //! own warps (the default task). A tensor the program holds spread over its
 //! warps is not in the other tasks' registers: compute it inside the task.
 
+use std::fmt::Write as _;
+
 use super::lower::{malformed, ExecContext, Lowerer, Result};
 use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
 
@@ -40,30 +42,33 @@ impl<'k> Lowerer<'k> {
         let join = self.f.fresh("tasks_end");
         let mut scratch_next = self.scratch_high_water();
         let regs_default = self.default_registers();
-        for (i, replica) in replicas.iter().enumerate() {
+        let mut i = 0;
+        while i < replicas.len() {
+            let replica = &replicas[i];
             let task = &tasks[replica.task];
+            // The task's replicas from this one on: with `shared_body`, one
+            // body serves them all if it uses no scratch or rings of its own.
+            let rest = replicas[i..]
+                .iter()
+                .take_while(|r| r.task == replica.task)
+                .count();
+            let task_first = replicas[i - replica.replica as usize].first_warp;
             let body_label = self.f.fresh("task");
             let next_label = self.f.fresh("task_next");
-            let warp = self.program_warp.clone();
-            let first = replica.first_warp;
-            let from = self.f.inst(format!("icmp uge i32 {warp}, {first}"));
-            let to = self
-                .f
-                .inst(format!("icmp ult i32 {warp}, {}", replica.end_warp()));
-            let inside = self.f.inst(format!("and i1 {from}, {to}"));
+            let route = self.f.fresh("%route");
             self.f.stmt(format!(
-                "br i1 {inside}, label %{body_label}, label %{next_label}"
+                "br i1 {route}, label %{body_label}, label %{next_label}"
             ));
             self.enter_block(&body_label);
-            self.enter_context(ExecContext {
-                region: i as u32 + 1,
-                first_warp: first,
-                num_warps: replica.num_warps,
-                scratch_base: scratch_next,
-                replica: replica.replica,
-            });
+            let region = (i - replica.replica as usize) as u32 + 1;
+            if task.shared_body {
+                self.enter_shared_task_context(task_first, region, replica, scratch_next);
+            } else {
+                self.enter_replica_context(region, replica, scratch_next);
+            }
+            let rings_before = self.ring_peak;
             self.ring_bytes = self.ring_peak;
-            if !task.default || first != 0 || replica.num_warps != program.num_warps {
+            if !task.default || replica.first_warp != 0 || replica.num_warps != program.num_warps {
                 self.outside_values = held_before.iter().copied().collect();
             }
             if let Some(regs) = task.num_regs {
@@ -76,9 +81,18 @@ impl<'k> Lowerer<'k> {
                 )));
             }
             self.f.stmt(format!("br label %{join}"));
+            let private = self.scratch_high_water() > scratch_next || self.ring_peak > rings_before;
+            let served = if task.shared_body && !private {
+                rest
+            } else {
+                1
+            };
+            let end = replicas[i + served - 1].end_warp();
+            self.define_route(&route, replica.first_warp, end);
             self.enter_block(&next_label);
             self.outside_values.clear();
             scratch_next = self.scratch_high_water();
+            i += served;
         }
         self.f.stmt(format!("br label %{join}"));
         self.enter_block(&join);
@@ -88,11 +102,26 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// Switches emission to `context`: its warp count, and warp and thread
-    /// indices relative to its first warp (computed in the entry block, where
-    /// every later block sees them).
+    /// Switches emission back to the whole program.
     fn enter_context(&mut self, context: ExecContext) {
-        let first = context.first_warp;
+        self.warp = self.program_warp.clone();
+        let tid = self.program_tid.clone();
+        self.set_thread_id(tid);
+        self.num_warps = context.num_warps;
+        self.context = context;
+    }
+
+    /// Switches emission to the body of one replica: its index, first warp
+    /// and hardware barrier (`region + replica`) are constants, and its warp
+    /// and thread indices are relative to its first warp (computed in the
+    /// entry block, where every later block sees them).
+    fn enter_replica_context(
+        &mut self,
+        region: u32,
+        replica: &tlx_core::ir::TaskWarps,
+        scratch_base: usize,
+    ) {
+        let first = replica.first_warp;
         self.warp = self
             .f
             .prologue_inst(format!("sub i32 {}, {first}", self.program_warp));
@@ -100,8 +129,65 @@ impl<'k> Lowerer<'k> {
             .f
             .prologue_inst(format!("sub i32 {}, {}", self.program_tid, first * 32));
         self.set_thread_id(tid);
-        self.num_warps = context.num_warps;
-        self.context = context;
+        self.num_warps = replica.num_warps;
+        self.context = ExecContext {
+            region,
+            first_warp: first,
+            num_warps: replica.num_warps,
+            scratch_base,
+            replica: replica.replica.to_string(),
+            barrier_id: (region + replica.replica).to_string(),
+        };
+    }
+
+    /// Switches emission to the body of a `shared_body` task whose replicas
+    /// start at warp `task_first`, lowered for `replica` but able to run any
+    /// replica of it: the replica index, the warp and thread indices
+    /// relative to the replica, and the replica's hardware barrier
+    /// (`region + replica`) are computed from the warp index (in the entry
+    /// block), so that replicas which keep no scratch of their own share one
+    /// body and the instruction cache holds it once.
+    fn enter_shared_task_context(
+        &mut self,
+        task_first: u32,
+        region: u32,
+        replica: &tlx_core::ir::TaskWarps,
+        scratch_base: usize,
+    ) {
+        let warps = replica.num_warps.max(1);
+        let in_task = self
+            .f
+            .prologue_inst(format!("sub i32 {}, {task_first}", self.program_warp));
+        let index = self.f.prologue_inst(format!("udiv i32 {in_task}, {warps}"));
+        self.warp = self.f.prologue_inst(format!("urem i32 {in_task}, {warps}"));
+        let task_tid =
+            self.f
+                .prologue_inst(format!("sub i32 {}, {}", self.program_tid, task_first * 32));
+        let tid = self
+            .f
+            .prologue_inst(format!("urem i32 {task_tid}, {}", warps * 32));
+        self.set_thread_id(tid);
+        let barrier_id = self.f.prologue_inst(format!("add i32 {index}, {region}"));
+        self.num_warps = warps;
+        self.context = ExecContext {
+            region,
+            first_warp: replica.first_warp,
+            num_warps: warps,
+            scratch_base,
+            replica: index,
+            barrier_id,
+        };
+    }
+
+    /// Defines `route` (in the entry block): whether this warp is one of
+    /// `first..end`.
+    fn define_route(&mut self, route: &str, first: u32, end: u32) {
+        let warp = self.program_warp.clone();
+        let from = self
+            .f
+            .prologue_inst(format!("icmp uge i32 {warp}, {first}"));
+        let to = self.f.prologue_inst(format!("icmp ult i32 {warp}, {end}"));
+        let _ = writeln!(self.f.prologue, "  {route} = and i1 {from}, {to}");
     }
 
     /// Registers per thread the program starts with (see

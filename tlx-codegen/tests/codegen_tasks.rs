@@ -115,3 +115,48 @@ fn tensors_from_before_the_region_stay_out_of_other_warps_tasks() {
         other => panic!("expected a misuse, got {other:?}"),
     }
 }
+
+/// A task of two replicas, each writing its own half of `out`; `reduce`
+/// adds a sum across the replica's warps (which needs scratch memory).
+fn two_replicas(shared_body: bool, reduce: bool) -> String {
+    let value = if reduce { "sum(x, axis = 0) + x" } else { "x" };
+    format!(
+        r#"
+#[tlx::kernel(num_warps = 4)]
+fn halves(out: Ptr<f32>) {{
+    async_tasks! {{
+        task(default) {{
+        }}
+        task(num_warps = 4, replicate = 2, shared_body = {shared_body}) {{
+            let me = async_task_replica_id();
+            let cols = me * 512 + arange(0, 512);
+            let x = cols.to(f32);
+            store(out + cols, {value});
+        }}
+    }}
+}}
+"#
+    )
+}
+
+#[test]
+fn shared_body_replicas_run_one_copy_of_the_code() {
+    let count = |src: &str| {
+        let ptx = tlx_codegen::compile(&crate::kernels::compile(src), Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        (ptx.matches("st.global").count(), ptx)
+    };
+    let (separate, _) = count(&two_replicas(false, false));
+    let (shared, ptx) = count(&two_replicas(true, false));
+    assert!(
+        separate > 0 && shared * 2 == separate,
+        "{separate} vs {shared} stores"
+    );
+    // The replica's hardware barrier is picked at run time.
+    assert!(!ptx.contains("barrier.sync 2,"), "{ptx}");
+    // A body that needs scratch of its own keeps a copy per replica.
+    let (with_scratch, _) = count(&two_replicas(true, true));
+    let (without_sharing, _) = count(&two_replicas(false, true));
+    assert_eq!(with_scratch, without_sharing);
+}

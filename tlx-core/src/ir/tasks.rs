@@ -25,6 +25,13 @@ pub struct TaskRegion {
     /// the author placed the task; otherwise the tasks follow the default
     /// task's warps in order.
     pub start_warp: Option<u32>,
+    /// The replicas run one copy of the code, which computes the replica
+    /// index from the warp index, instead of a copy each with the index
+    /// folded in: half the instructions for the instruction cache to hold
+    /// (short, branchy work gains), a few registers more (long loops may
+    /// lose). Code generation keeps separate copies anyway when the body
+    /// needs scratch memory or pipeline rings of its own.
+    pub shared_body: bool,
     /// Takes no args and has no terminator, like the kernel body.
     pub body: Block,
 }
@@ -38,6 +45,7 @@ impl TaskRegion {
             num_regs: None,
             replicate: 1,
             start_warp: None,
+            shared_body: false,
             body,
         }
     }

@@ -292,6 +292,9 @@ impl Printer<'_> {
                     let _ = write!(self.out, " {key} {n}");
                 }
             }
+            if task.shared_body {
+                self.out += " shared_body";
+            }
             self.out += " {\n";
             self.nested_block(&task.body, depth + 2);
             self.indent(depth + 1);
@@ -1466,6 +1469,10 @@ impl<'s> Parser<'s> {
                     "replicate" => task.replicate = n,
                     _ => task.start_warp = Some(n),
                 }
+            }
+            if self.peek_word() == "shared_body" {
+                self.word();
+                task.shared_body = true;
             }
             self.expect("{")?;
             self.end_of_line()?;

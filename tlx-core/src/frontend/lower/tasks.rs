@@ -176,6 +176,18 @@ impl<'a> Lowerer<'a> {
         };
         for (name, value) in &task.args {
             let what = format!("`{name}`");
+            if name == "shared_body" {
+                region.shared_body = match self.eval_const(value, &what)? {
+                    super::ConstVal::Bool(b) => b,
+                    _ => {
+                        return Err(Diagnostic::new(value.span(), "`shared_body` is a bool")
+                            .with_hint(
+                                "write `shared_body = true` (or a `const` bool such as `CAUSAL`)",
+                            ))
+                    }
+                };
+                continue;
+            }
             let n = self.const_int(value, &what)?;
             let n = u32::try_from(n).map_err(|_| {
                 Diagnostic::new(value.span(), format!("{what} must be a non-negative count"))
@@ -190,7 +202,7 @@ impl<'a> Lowerer<'a> {
                     format!("`{other}` is not an option of `task`"),
                 )
                 .with_hint(
-                    "use `default`, `num_warps`, `num_regs`, `replicate` or `warp_group_start_id`",
+                    "use `default`, `num_warps`, `num_regs`, `replicate`, `warp_group_start_id` or `shared_body`",
                 )),
             }
         }
