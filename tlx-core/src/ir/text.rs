@@ -1980,6 +1980,7 @@ mod tests {
             num_regs: Some(24),
             replicate: 2,
             start_warp: Some(8),
+            shared_body: true,
             body: copies,
         };
         b.push(
@@ -2135,7 +2136,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "    task num_warps 2 num_regs 24 replicate 2 start_warp 8 {\n    }\n  }\n"
+                "    task num_warps 2 num_regs 24 replicate 2 start_warp 8 shared_body {\n    }\n  }\n"
             ),
             "{text}"
         );
