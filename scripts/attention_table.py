@@ -11,7 +11,7 @@ import sys
 from collections import defaultdict
 
 OURS = re.compile(
-    r"attn d(\d+) causal (true|false) S (\d+): fwd ([\d.]+) bwd ([\d.]+) TFLOP/s"
+    r"attn d(\d+) causal (true|false) S (\d+): fwd ([\d.]+) bwd ([\d.]+|-) TFLOP/s"
 )
 ANCHOR = re.compile(r"anchor (\w+) (fwd|bwd) d(\d+) causal=([01]) S=(\d+) ([\d.]+)")
 
@@ -25,7 +25,8 @@ def read(bench_path, anchors_path):
             if m:
                 d, causal, seq = int(m[1]), m[2] == "true", int(m[3])
                 rows[("fwd", d, causal, seq)]["tlx"] = float(m[4])
-                rows[("bwd", d, causal, seq)]["tlx"] = float(m[5])
+                if m[5] != "-":  # head dim 256 has no backward
+                    rows[("bwd", d, causal, seq)]["tlx"] = float(m[5])
     with open(anchors_path) as f:
         for line in f:
             m = ANCHOR.search(line)

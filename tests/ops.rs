@@ -299,6 +299,34 @@ fn bad_attention_problems_are_typed_errors() {
     };
     let backward = tlx::ops::attention_backward(&dev, &saved, &grads, &small, &p);
     expect("small workspace", backward, "AttentionWorkspace::new");
+    // The forward takes head dim 256; the backward does not.
+    let wide = Attention::new(1, 1, 32, 256);
+    let wide_t = dev.alloc::<bf16>(wide.q_len()).expect("alloc");
+    let wide_lse = dev.alloc::<f32>(wide.rows()).expect("alloc");
+    let wide_saved = AttentionSaved {
+        q: &wide_t,
+        k: &wide_t,
+        v: &wide_t,
+        o: &wide_t,
+        lse: &wide_lse,
+        d_o: &wide_t,
+    };
+    let wide_grads = AttentionGrads {
+        dq: &wide_t,
+        dk: &wide_t,
+        dv: &wide_t,
+    };
+    let refusal = "head_dim 256 is not compiled; attention_backward takes 64, 128";
+    expect(
+        "workspace at head dim 256",
+        AttentionWorkspace::new(&dev, &wide).map(drop),
+        refusal,
+    );
+    expect(
+        "backward at head dim 256",
+        tlx::ops::attention_backward(&dev, &wide_saved, &wide_grads, &small, &wide),
+        refusal,
+    );
 }
 
 #[test]

@@ -125,12 +125,13 @@ pub struct Case {
     pub f16: bool,
 }
 
-/// Head dims 64 and 128, causal and not, GQA, bf16 and f16, and lengths
+/// (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
+type Row = (usize, usize, usize, usize, usize, usize, bool, bool);
+
+/// Head dims 64 and 128 (both passes), causal and not, GQA, bf16 and f16, and lengths
 /// that are not multiples of the tiles (and differ between queries and
 /// keys); smaller on the interpreter.
 pub fn cases(size: Size) -> Vec<Case> {
-    // (batch, heads, kv_heads, seq_q, seq_kv, head_dim, causal, f16)
-    type Row = (usize, usize, usize, usize, usize, usize, bool, bool);
     let table: &[Row] = match size {
         Size::Gpu => &[
             (2, 8, 2, 1000, 1000, 128, false, false),
@@ -147,6 +148,27 @@ pub fn cases(size: Size) -> Vec<Case> {
             (2, 2, 1, 130, 260, 64, true, true),
         ],
     };
+    rows(table)
+}
+
+/// [`cases`] and head dim 256, which only the forward takes.
+pub fn forward_cases(size: Size) -> Vec<Case> {
+    let wide: &[Row] = match size {
+        Size::Gpu => &[
+            (1, 4, 2, 1000, 1000, 256, true, false),
+            (1, 2, 2, 777, 1500, 256, false, true),
+        ],
+        Size::Interpreter => &[
+            (1, 1, 1, 150, 100, 256, true, false),
+            (1, 2, 1, 70, 200, 256, false, true),
+        ],
+    };
+    let mut all = cases(size);
+    all.extend(rows(wide));
+    all
+}
+
+fn rows(table: &[Row]) -> Vec<Case> {
     table
         .iter()
         .map(

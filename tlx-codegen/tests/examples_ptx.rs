@@ -314,6 +314,36 @@ fn running_in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
+/// Spill stores a wgmma kernel may have, by source file and configuration,
+/// each checked in its SASS (`cuobjdump -sass` on the H100) to be outside
+/// its main loop.
+const SPILL_ALLOWANCES: &[(&str, &str, u32)] = &[
+    // Flash attention forward at head dim 256: its accumulator takes 128 of
+    // the consumer's 240 registers, and ptxas spills a handful of per-tile
+    // scalars (tile coordinates' divisors), reloaded once per tile; the key
+    // loop has no local-memory access (session 21).
+    ("src/ops/attention/forward.rs", "[D=256 ", 96),
+];
+
+/// The spill stores `what` (a kernel and configuration label) may have.
+fn spill_allowance(what: &str) -> u32 {
+    SPILL_ALLOWANCES
+        .iter()
+        .filter(|(file, config, _)| what.contains(file) && what.contains(config))
+        .map(|&(_, _, bytes)| bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The spilled bytes of a [`resource_summary`]; unknown counts as a spill.
+fn spilled_bytes(summary: &str) -> u32 {
+    summary
+        .strip_suffix(" B spilled")
+        .and_then(|rest| rest.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u32::MAX)
+}
+
 /// Register and spill figures `ptxas -v` reported, e.g. `32 regs, 0 B spilled`.
 fn resource_summary(verbose_output: &str) -> String {
     let registers = verbose_output
@@ -462,7 +492,8 @@ fn check_config(
                 checked.report.push_str(&format!(" ({resources})"));
                 // Tensor-core main loops must keep their accumulators and
                 // addresses in registers.
-                if compiled.ptx.contains("wgmma.mma_async") && !resources.ends_with(" 0 B spilled")
+                if compiled.ptx.contains("wgmma.mma_async")
+                    && spilled_bytes(&resources) > spill_allowance(&what)
                 {
                     checked.failures.push(format!(
                         "{what}, {}: a wgmma kernel spills: {resources}",
@@ -670,6 +701,8 @@ mod tests {
             ptxas info    : Used 40 registers, used 1 barriers, 384 bytes cmem[0]\n";
         assert_eq!(resource_summary(output), "40 regs, 24 B spilled");
         assert_eq!(resource_summary(""), "? regs, ? B spilled");
+        assert_eq!(spilled_bytes("40 regs, 24 B spilled"), 24);
+        assert_eq!(spilled_bytes("? regs, ? B spilled"), u32::MAX);
     }
 
     #[test]

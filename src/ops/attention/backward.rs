@@ -356,12 +356,7 @@ macro_rules! backward_kernels {
                     (64, true) => launch!(64, 3, true),
                     (128, false) => launch!(128, 2, false),
                     (128, true) => launch!(128, 2, true),
-                    (d, _) => Err(Error::InvalidShape {
-                        op: super::OP_BACKWARD,
-                        reason: format!(
-                            "head_dim {d} is not compiled; the kernels take 64 and 128"
-                        ),
-                    }),
+                    (d, _) => Err(super::head_dim_not_compiled(super::OP_BACKWARD, d)),
                 }?;
                 $convert::<CONVERT_BLOCK>::launch(
                     device,

@@ -22,6 +22,11 @@
 //! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
 //! rows, so TMA zero-fills past the end of a sequence and clips the output
 //! store there, and any sequence lengths work.
+//!
+//! Head dims 64 and 128 take 128 keys a step; 256 takes 64 (an accumulator
+//! of 128 registers a thread leaves room for no more scores), and its Q, K
+//! and V buffers fill 192 KB, so O goes out through the consumer's own Q
+//! buffer, handed back to the producer once the store has read it.
 
 use super::Attention;
 use crate::prelude::*;
@@ -40,6 +45,8 @@ macro_rules! fa_forward_kernel {
             (D = 128, BN = 128, STAGES = 2, CAUSAL = false, SHARED = false),
             (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = false),
             (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true),
+            (D = 256, BN = 64, STAGES = 2, CAUSAL = false, SHARED = false),
+            (D = 256, BN = 64, STAGES = 2, CAUSAL = true, SHARED = false),
         ])]
         fn $name<
             const D: usize,
@@ -63,7 +70,11 @@ macro_rules! fa_forward_kernel {
             let q_bufs = local_alloc([64, D], $t, 2);
             let k_bufs = local_alloc([BN, D], $t, STAGES);
             let v_bufs = local_alloc([BN, D], $t, STAGES);
-            let o_bufs = local_alloc([64, D], $t, 2);
+            // At head dim 256, Q, K and V fill 192 of the 227 KB: O leaves
+            // through its consumer's Q buffer, which goes back to the
+            // producer only once the store has read it.
+            let o_in_q = D > 128;
+            let o_bufs = if o_in_q { q_bufs } else { local_alloc([64, D], $t, 2) };
             // One Q half per consumer, reloaded per tile once it is done.
             let q_full = alloc_barriers(2, 1);
             let q_empty = alloc_barriers(2, 1);
@@ -273,7 +284,7 @@ macro_rules! fa_forward_kernel {
                         barrier_arrive(local_view(k_empty, slot));
                         // Q's last product is done: the producer may load the
                         // next tile's while this one finishes.
-                        barrier_arrive(local_view(q_empty, me), pred = kv_tiles == 1);
+                        barrier_arrive(local_view(q_empty, me), pred = (kv_tiles == 1) & !o_in_q);
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
                             s,
                             0,
@@ -298,7 +309,7 @@ macro_rules! fa_forward_kernel {
                             // The older group, the scores, is done.
                             let s = async_dot_wait(1, s);
                             barrier_arrive(local_view(k_empty, slot));
-                            barrier_arrive(local_view(q_empty, me), pred = j == kv_tiles - 1);
+                            barrier_arrive(local_view(q_empty, me), pred = (j == kv_tiles - 1) & !o_in_q);
                             let (p_j, m_j, l_j, alpha) =
                                 softmax_step(s, j, row0, m_i, l_i, qk_scale, seq_kv);
                             acc = async_dot_wait(0, acc);
@@ -323,6 +334,10 @@ macro_rules! fa_forward_kernel {
                         let inv_l = 1.0 / l_i;
                         local_store(out, (acc * inv_l[(.., None)]).to($t));
                         async_descriptor_store(o_desc, out, [batch_i, head, row0, 0]);
+                        if o_in_q {
+                            async_descriptor_store_wait(0);
+                            barrier_arrive(local_view(q_empty, me));
+                        }
                         // The natural log-sum-exp of each row's scaled scores.
                         let row_lse = (m_i + log2(l_i)) * 0.6931471805599453;
                         let rows = row0 + arange(0, 64);
@@ -372,8 +387,8 @@ macro_rules! forward_kernels {
                 let sizes = [p.batch, p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
                 let [batch, heads, kv_heads, seq_q, seq_kv] = sizes;
                 macro_rules! launch {
-                    ($d:literal, $causal:literal, $shared:literal) => {
-                        $kernel::<$d, 128, 2, $causal, $shared>::launch(
+                    ($d:literal, $bn:literal, $causal:literal, $shared:literal) => {
+                        $kernel::<$d, $bn, 2, $causal, $shared>::launch(
                             device, grid, q, k, v, o, lse, p.scale, batch, heads, kv_heads, seq_q,
                             seq_kv,
                         )
@@ -385,18 +400,15 @@ macro_rules! forward_kernels {
                 // tokens, +1-4% at 1024), and costs 1.5-3% from 2048 on.
                 let short = p.seq_q <= SHARED_BODY_MAX_SEQ;
                 match (p.head_dim, p.causal, short) {
-                    (64, false, _) => launch!(64, false, false),
-                    (64, true, false) => launch!(64, true, false),
-                    (64, true, true) => launch!(64, true, true),
-                    (128, false, _) => launch!(128, false, false),
-                    (128, true, false) => launch!(128, true, false),
-                    (128, true, true) => launch!(128, true, true),
-                    (d, _, _) => Err(Error::InvalidShape {
-                        op: super::OP,
-                        reason: format!(
-                            "head_dim {d} is not compiled; the kernels take 64 and 128"
-                        ),
-                    }),
+                    (64, false, _) => launch!(64, 128, false, false),
+                    (64, true, false) => launch!(64, 128, true, false),
+                    (64, true, true) => launch!(64, 128, true, true),
+                    (128, false, _) => launch!(128, 128, false, false),
+                    (128, true, false) => launch!(128, 128, true, false),
+                    (128, true, true) => launch!(128, 128, true, true),
+                    (256, false, _) => launch!(256, 64, false, false),
+                    (256, true, _) => launch!(256, 64, true, false),
+                    (d, _, _) => Err(super::head_dim_not_compiled(super::OP, d)),
                 }
             }
         }

@@ -1,9 +1,10 @@
 //! [`attention`] and [`attention_backward`]: flash attention on Hopper, the
 //! warp-specialized TLX kernels of `forward.rs` and `backward.rs` (FA3's
 //! schedule; speeds against cuDNN in BENCHMARKS.md), for `[batch, heads,
-//! seq, head_dim]` tensors in bf16 or f16 with head dim 64 or 128, causal or
-//! not, grouped-query heads and any sequence lengths. This file checks a
-//! problem and its tensors and picks the grid; the kernels do the rest.
+//! seq, head_dim]` tensors in bf16 or f16 with head dim 64, 128 or 256 (the
+//! backward: 64 or 128), causal or not, grouped-query heads and any sequence
+//! lengths. This file checks a problem and its tensors and picks the grid;
+//! the kernels do the rest.
 
 mod backward;
 mod forward;
@@ -21,6 +22,30 @@ impl AttentionElement for f16 {}
 
 const OP: &str = "attention";
 const OP_BACKWARD: &str = "attention_backward";
+
+/// The head dims each pass is compiled for: the backward has no 256 (its
+/// K/V-stationary tiles do not fit in shared memory there).
+fn head_dims(op: &str) -> &'static [usize] {
+    if op == OP_BACKWARD {
+        &[64, 128]
+    } else {
+        &[64, 128, 256]
+    }
+}
+
+fn head_dim_not_compiled(op: &'static str, d: usize) -> Error {
+    let dims = head_dims(op)
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>();
+    Error::InvalidShape {
+        op,
+        reason: format!(
+            "head_dim {d} is not compiled; {op} takes {}",
+            dims.join(", ")
+        ),
+    }
+}
 
 /// One attention problem: `softmax(Q Kᵀ · scale) V` for queries
 /// `[batch, heads, seq_q, head_dim]` against keys and values
@@ -45,7 +70,8 @@ pub struct Attention {
     pub seq_q: usize,
     /// Key/value rows per sequence.
     pub seq_kv: usize,
-    /// Elements per row of every tensor: 64 or 128.
+    /// Elements per row of every tensor: 64, 128 or 256 (the backward: 64 or
+    /// 128).
     pub head_dim: usize,
     /// Whether key `j > i` is hidden from query `i`.
     pub causal: bool,
@@ -136,11 +162,8 @@ impl Attention {
                 "{heads} query heads do not split evenly over {kv_heads} key/value heads"
             ));
         }
-        if !matches!(self.head_dim, 64 | 128) {
-            return invalid(format!(
-                "head_dim {} is not compiled; the kernels take 64 and 128",
-                self.head_dim
-            ));
+        if !head_dims(op).contains(&self.head_dim) {
+            return Err(head_dim_not_compiled(op, self.head_dim));
         }
         if !self.scale.is_finite() {
             return invalid(format!("scale {} is not finite", self.scale));
