@@ -161,6 +161,7 @@ pub fn forward_cases(size: Size) -> Vec<Case> {
         ],
         Size::Interpreter => &[
             (1, 1, 1, 150, 100, 256, true, false),
+            (1, 2, 1, 200, 230, 256, true, true),
             (1, 2, 1, 70, 200, 256, false, true),
         ],
     };

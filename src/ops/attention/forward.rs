@@ -278,6 +278,15 @@ macro_rules! fa_forward_kernel {
                         );
                         let last_tile = tile + stride >= num_tiles;
                         let row0 = off_m + me * 64;
+                        // The key tiles this group's rows see. With 64-key
+                        // tiles, a causal tile's first group sees one fewer
+                        // than the second: it skips the last (all masked).
+                        let skips = CAUSAL & (BN < 128);
+                        let kv_mine = if skips {
+                            cdiv(minimum(seq_kv, row0 + 64), BN)
+                        } else {
+                            kv_tiles
+                        };
                         barrier_wait(local_view(q_full, me), tiles_done % 2);
                         // Key tile 0: its scores alone.
                         let slot = kv_done % STAGES;
@@ -290,7 +299,7 @@ macro_rules! fa_forward_kernel {
                         barrier_arrive(local_view(k_empty, slot));
                         // Q's last product is done: the producer may load the
                         // next tile's while this one finishes.
-                        barrier_arrive(local_view(q_empty, me), pred = (kv_tiles == 1) & !o_in_q);
+                        barrier_arrive(local_view(q_empty, me), pred = (kv_mine == 1) & !o_in_q);
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
                             s,
                             0,
@@ -301,7 +310,7 @@ macro_rules! fa_forward_kernel {
                             seq_kv,
                         );
                         let mut acc = zeros([64, D], f32);
-                        for j in 1..kv_tiles {
+                        for j in 1..kv_mine {
                             let it = kv_done + j;
                             let slot = it % STAGES;
                             let prev = (it - 1) % STAGES;
@@ -315,7 +324,7 @@ macro_rules! fa_forward_kernel {
                             // The older group, the scores, is done.
                             let s = async_dot_wait(1, s);
                             barrier_arrive(local_view(k_empty, slot));
-                            barrier_arrive(local_view(q_empty, me), pred = (j == kv_tiles - 1) & !o_in_q);
+                            barrier_arrive(local_view(q_empty, me), pred = (j == kv_mine - 1) & !o_in_q);
                             let (p_j, m_j, l_j, alpha) =
                                 softmax_step(s, j, row0, m_i, l_i, qk_scale, seq_kv);
                             acc = async_dot_wait(0, acc);
@@ -325,13 +334,37 @@ macro_rules! fa_forward_kernel {
                             m_i = m_j;
                             l_i = l_j;
                         }
+                        if skips {
+                            // The skipped tiles' turns, passed on at once,
+                            // so that the other group's come as before.
+                            for j in kv_mine..kv_tiles {
+                                take_turn(me, turns);
+                                pass_turn(me, last_tile & (j == kv_tiles - 1));
+                                turns += 1;
+                            }
+                        }
                         // The last tile's values.
-                        let it = kv_done + kv_tiles - 1;
+                        let it = kv_done + kv_mine - 1;
                         let slot = it % STAGES;
                         barrier_wait(local_view(v_full, slot), (it / STAGES) % 2);
                         acc = async_dot(p, local_view(v_bufs, slot), acc);
                         acc = async_dot_wait(0, acc);
                         barrier_arrive(local_view(v_empty, slot));
+                        if skips {
+                            // The skipped stages, released unread once the
+                            // producer has filled them: a release before the
+                            // fill would count towards the stage's previous
+                            // use, which the other group may still be reading.
+                            for j in kv_mine..kv_tiles {
+                                let it = kv_done + j;
+                                let slot = it % STAGES;
+                                let phase = (it / STAGES) % 2;
+                                barrier_wait(local_view(k_full, slot), phase);
+                                barrier_arrive(local_view(k_empty, slot));
+                                barrier_wait(local_view(v_full, slot), phase);
+                                barrier_arrive(local_view(v_empty, slot));
+                            }
+                        }
                         // The previous tile's store has finished reading the buffer.
                         async_descriptor_store_wait(0);
                         // One reciprocal per row, not a division per element:
