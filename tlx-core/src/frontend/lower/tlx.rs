@@ -453,6 +453,9 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(
                 e.span(),
                 "expected the barriers as a list, e.g. `[local_view(bars, 0)]`",
+            )
+            .with_hint(
+                "write `mbarriers = [bar]` (or several): the MMAs' completion arrives on each",
             ));
         };
         list.elems
