@@ -954,9 +954,12 @@ impl<'k> Lowerer<'k> {
     /// that only some lanes take (an elected thread's arrive or copy) a
     /// warp is not guaranteed to have reconverged, and an aligned barrier
     /// there is undefined (compute-sanitizer's synccheck flagged the
-    /// attention backward); measured no slower on the H100.
+    /// attention backward); measured no slower on the H100. In kernels with
+    /// tensor memory it carries the `tcgen05` fences, without which it does
+    /// not order tensor-memory accesses.
     pub fn barrier(&mut self) {
         let start = self.f.body.len();
+        self.tcgen05_fence_before();
         let threads = self.context.threads();
         match self.context.barrier_id.parse::<u32>() {
             Ok(0) => {
@@ -973,6 +976,7 @@ impl<'k> Lowerer<'k> {
                 self.f.asm("void", &text, "r,~{memory}", &[("i32", &id)]);
             }
         }
+        self.tcgen05_fence_after();
         self.last_barrier = Some((start, self.f.body[start..].to_string()));
     }
 

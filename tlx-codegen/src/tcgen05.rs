@@ -10,8 +10,9 @@
 //!
 //! Thread synchronization and tensor-memory accesses are ordered by
 //! `tcgen05.fence::before_thread_sync` before every barrier arrival and
-//! `::after_thread_sync` after every wait, in kernels that use tensor
-//! memory (the PTX model's rule: a barrier alone does not order them).
+//! `::after_thread_sync` after every wait (thread barriers included), in
+//! kernels that use tensor memory (the PTX model's rule: a barrier alone
+//! does not order them).
 //!
 //! Nothing here has run on a Blackwell GPU (there is none to borrow):
 //! `ptxas` assembles it and the interpreter runs the kernels' semantics.
@@ -98,9 +99,7 @@ impl<'k> Lowerer<'k> {
             );
             l.f.asm("void", &asm, "r,~{memory}", &[("i32", &slot_address)]);
         });
-        self.tcgen05_fence_before();
         self.barrier();
-        self.tcgen05_fence_after();
         let p = self.smem_ptr(&slot.to_string());
         let base = self
             .f
@@ -117,9 +116,7 @@ impl<'k> Lowerer<'k> {
         else {
             return;
         };
-        self.tcgen05_fence_before();
         self.barrier();
-        self.tcgen05_fence_after();
         let first_warp = self.f.inst(format!("icmp eq i32 {}, 0", self.program_warp));
         let n = allocation_columns(columns);
         self.when(&first_warp, |l| {
