@@ -103,9 +103,8 @@ impl AsyncWrites {
     /// wait): writes signalled by that phase or earlier are visible to it.
     pub fn record_wait(&mut self, task: usize, barrier: usize, completed_phase: u32) {
         for write in self.last.values_mut() {
-            let signals = std::iter::once((write.barrier, write.phase)).chain(write.also.clone());
-            let signalled = signals
-                .into_iter()
+            let signalled = std::iter::once((write.barrier, write.phase))
+                .chain(write.also.iter().copied())
                 .any(|(b, phase)| b == barrier && phase <= completed_phase);
             if signalled && !write.observed_by.contains(&task) {
                 write.observed_by.push(task);
