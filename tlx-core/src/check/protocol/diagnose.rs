@@ -365,23 +365,21 @@ impl BarrierRoles {
                             self.root.insert(r, root);
                         }
                     }
-                    Prim::BarrierArrive | Prim::BarrierExpectBytes | Prim::Tcgen05Commit => {
-                        let root = args.first().and_then(|a| self.root.get(a)).copied();
-                        if let Some(role) = root.and_then(|r| self.roles.get_mut(&r)) {
-                            role.arrived = true;
-                            role.filled_by_copies |= *prim == Prim::BarrierExpectBytes;
-                        }
-                    }
-                    // Its `mbarriers`, after the accumulator and `use_acc`.
-                    Prim::Tcgen05Mma => {
-                        for bar in args.iter().skip(4) {
-                            if let Some(role) = self
-                                .root
-                                .get(bar)
-                                .copied()
-                                .and_then(|r| self.roles.get_mut(&r))
-                            {
+                    Prim::BarrierArrive
+                    | Prim::BarrierExpectBytes
+                    | Prim::Tcgen05Commit
+                    | Prim::Tcgen05Mma => {
+                        // The barriers it arrives on: an MMA's `mbarriers`
+                        // follow its operands, accumulator and `use_acc`.
+                        let bars = match prim {
+                            Prim::Tcgen05Mma => args.get(4..),
+                            _ => args.get(..1),
+                        };
+                        for bar in bars.unwrap_or_default() {
+                            let root = self.root.get(bar).copied();
+                            if let Some(role) = root.and_then(|r| self.roles.get_mut(&r)) {
                                 role.arrived = true;
+                                role.filled_by_copies |= *prim == Prim::BarrierExpectBytes;
                             }
                         }
                     }
