@@ -304,13 +304,13 @@ impl<'k> Lowerer<'k> {
             })
             .collect::<Result<Vec<_>>>()?;
         let idesc = instruction_descriptor(&plan);
-        let a_bits = plan.a_descriptor_bits() | DESCRIPTOR_VERSION;
-        let b_bits = plan.b_descriptor_bits() | DESCRIPTOR_VERSION;
+        let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
+        let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
         self.on_first_thread("true", |l| {
             for s in 0..plan.k / plan.k_step() {
                 let k0 = (s * plan.k_step()) as u32;
-                let a_desc = l.descriptor(a_bits, &a_base, plan.a.offset(k0));
-                let b_desc = l.descriptor(b_bits, &b_base, plan.b.offset(k0 * plan.n as u32));
+                let a_desc = l.descriptor_at(&a_base, plan.a.offset(k0));
+                let b_desc = l.descriptor_at(&b_base, plan.b.offset(k0 * plan.n as u32));
                 let accumulate = if s == 0 { first.clone() } else { "1".into() };
                 let asm = format!(
                     "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \

@@ -251,6 +251,15 @@ pub fn is_16_bit_float(t: ScalarType) -> bool {
     matches!(t, ScalarType::F16 | ScalarType::BF16)
 }
 
+/// A shared operand's descriptor less its per-instruction offset.
+pub(super) struct MatrixDescriptor {
+    /// The low half: the start-address field and the leading byte offset
+    /// (an i32 register).
+    low: String,
+    /// The high half, a constant: stride, base offset and swizzle mode.
+    high: u64,
+}
+
 /// One instruction's A: a descriptor (i64) or four packed registers (i32).
 enum WgmmaOperandA {
     Descriptor(String),
@@ -271,14 +280,30 @@ impl<'k> Lowerer<'k> {
         self.f.inst(format!("ptrtoint ptr addrspace(3) {p} to i32"))
     }
 
-    /// A matrix descriptor (i64) starting at shared address `address` plus
-    /// the constant `delta` bytes.
-    pub(super) fn descriptor(&mut self, bits: u64, address: &str, delta: u32) -> String {
-        let at = self.f.inst(format!("add i32 {address}, {delta}"));
-        let units = self.f.inst(format!("lshr i32 {at}, 4"));
+    /// The descriptors of one shared operand starting at shared address
+    /// `address`: its start-address field (and the low half of `bits`)
+    /// computed once, so that each instruction's descriptor
+    /// ([`Self::descriptor_at`]) costs one add, where computing each from
+    /// the address took six uniform instructions per instruction in the
+    /// wgmma sequences of the attention loops.
+    pub(super) fn descriptor_base(&mut self, bits: u64, address: &str) -> MatrixDescriptor {
+        let units = self.f.inst(format!("lshr i32 {address}, 4"));
         let field = self.f.inst(format!("and i32 {units}, 16383"));
-        let wide = self.f.inst(format!("zext i32 {field} to i64"));
-        self.f.inst(format!("or i64 {wide}, {bits}"))
+        let low = self.f.inst(format!("or i32 {field}, {}", bits as u32));
+        MatrixDescriptor {
+            low,
+            high: bits >> 32,
+        }
+    }
+
+    /// The descriptor (i64) of `base`'s operand `delta` bytes on (a whole
+    /// number of 16-byte core-matrix rows, the field's unit). The
+    /// start-address field is the address in 16-byte units, below 2^14 for
+    /// every shared address, so the add never carries out of the field.
+    pub(super) fn descriptor_at(&mut self, base: &MatrixDescriptor, delta: u32) -> String {
+        let low = self.f.inst(format!("add i32 {}, {}", base.low, delta >> 4));
+        let wide = self.f.inst(format!("zext i32 {low} to i64"));
+        self.f.inst(format!("or i64 {wide}, {}", base.high << 32))
     }
 
     /// `wgmma.fence`: orders register accesses to the accumulators before
@@ -322,7 +347,8 @@ impl<'k> Lowerer<'k> {
                 let group = self.f.inst(format!("lshr i32 {warp}, 2"));
                 let group_bytes = plan.a.offset(64 * plan.k as u32);
                 let group_offset = self.f.inst(format!("mul i32 {group}, {group_bytes}"));
-                Some(self.f.inst(format!("add i32 {a_base}, {group_offset}")))
+                let a_at = self.f.inst(format!("add i32 {a_base}, {group_offset}"));
+                Some(self.descriptor_base(plan.a_descriptor_bits(), &a_at))
             }
             WgmmaA::Registers(regs) => {
                 if !is_16_bit_float(plan.input) || regs.len() != a_regs_per_block * plan.m_blocks()
@@ -332,8 +358,8 @@ impl<'k> Lowerer<'k> {
                 None
             }
         };
-        let b_base = self.shared_address(b_at);
-        let (a_bits, b_bits) = (plan.a_descriptor_bits(), plan.b_descriptor_bits());
+        let b_address = self.shared_address(b_at);
+        let b_base = self.descriptor_base(plan.b_descriptor_bits(), &b_address);
         let (dtype, itype) = match plan.input {
             ScalarType::BF16 => ("f32", "bf16"),
             ScalarType::F16 => ("f32", "f16"),
@@ -375,13 +401,13 @@ impl<'k> Lowerer<'k> {
         let mut acc = acc;
         for s in 0..plan.k / plan.k_step() {
             let k0 = (s * plan.k_step()) as u32;
-            let b_desc = self.descriptor(b_bits, &b_base, plan.b.offset(k0 * plan.n as u32));
+            let b_desc = self.descriptor_at(&b_base, plan.b.offset(k0 * plan.n as u32));
             for j in 0..plan.m_blocks() {
                 let a_operand = match (&a, &a_group) {
                     (_, Some(a_group)) => {
                         let row = (64 * plan.groups() * j) as u32;
                         let delta = plan.a.offset(row * plan.k as u32 + k0);
-                        WgmmaOperandA::Descriptor(self.descriptor(a_bits, a_group, delta))
+                        WgmmaOperandA::Descriptor(self.descriptor_at(a_group, delta))
                     }
                     (WgmmaA::Registers(_), None) => {
                         // Eight elements per (M block, K step), in that order.
