@@ -246,9 +246,34 @@ fn bad_shapes_are_typed_errors() {
     assert!(short.to_string().contains("`a` holds 2560"), "{short}");
 }
 
+/// The backward's inputs and outputs, every tensor `t`: the problems these
+/// tests pass are refused before a tensor is read.
+fn backward_tensors<'a>(
+    t: &'a dyn tlx::PtrArg<bf16>,
+    lse: &'a dyn tlx::PtrArg<f32>,
+) -> (
+    tlx::ops::AttentionSaved<'a, bf16>,
+    tlx::ops::AttentionGrads<'a, bf16>,
+) {
+    let saved = tlx::ops::AttentionSaved {
+        q: t,
+        k: t,
+        v: t,
+        o: t,
+        lse,
+        d_o: t,
+    };
+    let grads = tlx::ops::AttentionGrads {
+        dq: t,
+        dk: t,
+        dv: t,
+    };
+    (saved, grads)
+}
+
 #[test]
 fn bad_attention_problems_are_typed_errors() {
-    use tlx::ops::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
+    use tlx::ops::{Attention, AttentionWorkspace};
     let dev = Device::cpu();
     let p = Attention::new(1, 4, 64, 64);
     let t = dev.alloc::<bf16>(p.q_len()).expect("alloc");
@@ -284,38 +309,14 @@ fn bad_attention_problems_are_typed_errors() {
     expect("scale", forward(&p.scale(f32::NAN), None), "not finite");
     let small = AttentionWorkspace::new(&dev, &Attention::new(1, 4, 32, 64)).expect("workspace");
     let lse = dev.alloc::<f32>(p.rows()).expect("alloc");
-    let saved = AttentionSaved {
-        q: &t,
-        k: &t,
-        v: &t,
-        o: &t,
-        lse: &lse,
-        d_o: &t,
-    };
-    let grads = AttentionGrads {
-        dq: &t,
-        dk: &t,
-        dv: &t,
-    };
+    let (saved, grads) = backward_tensors(&t, &lse);
     let backward = tlx::ops::attention_backward(&dev, &saved, &grads, &small, &p);
     expect("small workspace", backward, "AttentionWorkspace::new");
     // The forward takes head dim 256; the backward does not.
     let wide = Attention::new(1, 1, 32, 256);
     let wide_t = dev.alloc::<bf16>(wide.q_len()).expect("alloc");
     let wide_lse = dev.alloc::<f32>(wide.rows()).expect("alloc");
-    let wide_saved = AttentionSaved {
-        q: &wide_t,
-        k: &wide_t,
-        v: &wide_t,
-        o: &wide_t,
-        lse: &wide_lse,
-        d_o: &wide_t,
-    };
-    let wide_grads = AttentionGrads {
-        dq: &wide_t,
-        dk: &wide_t,
-        dv: &wide_t,
-    };
+    let (wide_saved, wide_grads) = backward_tensors(&wide_t, &wide_lse);
     let refusal = "head_dim 256 is not compiled; attention_backward takes 64, 128";
     expect(
         "workspace at head dim 256",
