@@ -366,6 +366,27 @@ fn constant_conditions_fold() {
 }
 
 #[test]
+fn a_constant_absorbs_a_run_time_condition() {
+    // `false & c` and `true | c` are known whatever `c`: the branch goes at
+    // compile time, as for a constant condition alone.
+    let k = compile_one(&kernel_with(
+        "if (B == 3) & (n > 0) { store(p, 1.0); } \
+         if (n > 0) && (B == 3) { store(p, 2.0); } \
+         if (B > 8) | (n > 0) { store(p, 3.0); }",
+    ));
+    assert!(find(&k, |o| matches!(o, OpKind::If { .. })).is_empty());
+    assert_eq!(find(&k, |o| matches!(o, OpKind::Store { .. })).len(), 1);
+    // The other constant decides nothing: the run-time test stays.
+    let k = compile_one(&kernel_with("if (B > 8) & (n > 0) { store(p, 1.0); }"));
+    assert_eq!(find(&k, |o| matches!(o, OpKind::If { .. })).len(), 1);
+    // A tensor condition keeps its shape: no fold.
+    let k = compile_one(&kernel_with(
+        "let c = (B == 3) & (arange(0, B) < n); store(p + arange(0, B), 1.0, mask = c);",
+    ));
+    assert_eq!(find(&k, |o| matches!(o, OpKind::Store { .. })).len(), 1);
+}
+
+#[test]
 fn return_guards_the_rest_of_the_kernel() {
     let k = compile_one(&kernel_with(
         "let pid = program_id(0); if pid >= n { return; } store(p + pid, 1.0);",

@@ -350,6 +350,9 @@ impl<'a> Lowerer<'a> {
                 Diagnostic::new(span, "this operation on constants is invalid (division by zero, overflow, or wrong operand types)")
             });
         }
+        if let Some(known) = self.absorbed(&kind, &a, &b) {
+            return Ok(Val::Const(known));
+        }
         match kind {
             BinKind::Arith(o @ (BinaryOp::Add | BinaryOp::Sub))
                 if self.is_ptr(&a) || self.is_ptr(&b) =>
@@ -392,6 +395,27 @@ impl<'a> Lowerer<'a> {
                 )))
             }
         }
+    }
+
+    /// `false & c` and `true | c` (either order, `&&`/`||` too) for a
+    /// scalar `bool` known only at run time: the constant, so that
+    /// `if CAUSAL & (row < n) { .. }` leaves nothing behind when `CAUSAL` is
+    /// false, as `if CAUSAL { .. }` does (the branch may hold code that
+    /// only compiles for some configurations). `c` is already evaluated,
+    /// so dropping it drops no effect.
+    fn absorbed(&self, kind: &BinKind, a: &Val, b: &Val) -> Option<ConstVal> {
+        let (BinKind::Arith(op) | BinKind::Logic(op)) = kind else {
+            return None;
+        };
+        let absorbing = match op {
+            BinaryOp::And => false,
+            BinaryOp::Or => true,
+            _ => return None,
+        };
+        let scalar_bool = |v: &Val| matches!(v, Val::Ir(id) if *self.b.type_of(*id) == Type::scalar(ScalarType::Bool));
+        let known = |v: &Val| matches!(v, Val::Const(ConstVal::Bool(c)) if *c == absorbing);
+        ((known(a) && scalar_bool(b)) || (scalar_bool(a) && known(b)))
+            .then_some(ConstVal::Bool(absorbing))
     }
 
     pub(super) fn binary_op(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> ValueId {
