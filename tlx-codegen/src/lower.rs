@@ -51,9 +51,18 @@ pub struct ExecContext {
     /// for the program; a register computed from the warp index in a task,
     /// whose one body serves every replica it can).
     pub replica: String,
-    /// The hardware barrier that syncs the context (an i32 operand: `0`
-    /// for the program, `region + replica` in a task).
-    pub barrier_id: String,
+    /// The hardware barrier that syncs the context: 0 for the program,
+    /// `region + replica` in a task.
+    pub barrier_id: BarrierId,
+}
+
+/// A context's hardware barrier: known when the code is lowered, or (in a
+/// `shared_body` task, whose one body serves every replica) an i32
+/// register computed from the warp index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BarrierId {
+    Fixed(u32),
+    Register(String),
 }
 
 impl ExecContext {
@@ -354,7 +363,7 @@ impl<'k> Lowerer<'k> {
                 num_warps: kernel.options.num_warps,
                 scratch_base: 0,
                 replica: "0".into(),
-                barrier_id: "0".into(),
+                barrier_id: BarrierId::Fixed(0),
             },
             program_tid: tid_copy.clone(),
             program_warp,
@@ -961,18 +970,16 @@ impl<'k> Lowerer<'k> {
         let start = self.f.body.len();
         self.tcgen05_fence_before();
         let threads = self.context.threads();
-        match self.context.barrier_id.parse::<u32>() {
-            Ok(0) => {
+        match self.context.barrier_id.clone() {
+            BarrierId::Fixed(0) => {
                 self.f.asm("void", "barrier.sync 0;", "~{memory}", &[]);
             }
-            Ok(id) => {
+            BarrierId::Fixed(id) => {
                 let text = format!("barrier.sync {id}, {threads};");
                 self.f.asm("void", &text, "~{memory}", &[]);
             }
-            // A `shared_body` task's replica index is a run-time value.
-            Err(_) => {
+            BarrierId::Register(id) => {
                 let text = format!("barrier.sync $0, {threads};");
-                let id = self.context.barrier_id.clone();
                 self.f.asm("void", &text, "r,~{memory}", &[("i32", &id)]);
             }
         }

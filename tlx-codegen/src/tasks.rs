@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 
-use super::lower::{malformed, ExecContext, Lowerer, Result};
+use super::lower::{malformed, BarrierId, ExecContext, Lowerer, Result};
 use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
 
 impl<'k> Lowerer<'k> {
@@ -136,7 +136,7 @@ impl<'k> Lowerer<'k> {
             num_warps: replica.num_warps,
             scratch_base,
             replica: replica.replica.to_string(),
-            barrier_id: (region + replica.replica).to_string(),
+            barrier_id: BarrierId::Fixed(region + replica.replica),
         };
     }
 
@@ -175,7 +175,7 @@ impl<'k> Lowerer<'k> {
             num_warps: warps,
             scratch_base,
             replica: index,
-            barrier_id,
+            barrier_id: BarrierId::Register(barrier_id),
         };
     }
 
