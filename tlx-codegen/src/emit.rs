@@ -135,22 +135,29 @@ impl FuncText {
     /// it is still there and only pure instructions (which touch no memory
     /// and no other thread) follow it; true if removed.
     pub fn remove_if_last(&mut self, start: usize, text: &str) -> bool {
-        let Some(rest) = self.body.get(start..) else {
-            return false;
-        };
-        let Some(after) = rest.strip_prefix(text) else {
-            return false;
-        };
-        let only_pure = after.lines().all(|line| {
-            line.trim_start()
-                .strip_prefix('%')
-                .and_then(|l| l.split_once(" = "))
-                .is_some_and(|(_, rhs)| is_pure(rhs))
-        });
+        let only_pure = self.only_pure_after(start, text);
         if only_pure {
             self.body.replace_range(start..start + text.len(), "");
         }
         only_pure
+    }
+
+    /// Whether `text` still stands at byte `start` of the body with
+    /// nothing but pure instructions after it.
+    pub fn only_pure_after(&self, start: usize, text: &str) -> bool {
+        let Some(after) = self
+            .body
+            .get(start..)
+            .and_then(|rest| rest.strip_prefix(text))
+        else {
+            return false;
+        };
+        after.lines().all(|line| {
+            line.trim_start()
+                .strip_prefix('%')
+                .and_then(|l| l.split_once(" = "))
+                .is_some_and(|(_, rhs)| is_pure(rhs))
+        })
     }
 
     /// Swaps in another block's value numbering, returning the current one:

@@ -154,6 +154,9 @@ pub struct Lowerer<'k> {
     /// Where in the body the last barrier of a context was emitted, and its
     /// statement (see [`Lowerer::drop_barrier_subsumed_by`]).
     last_barrier: Option<(usize, String)>,
+    /// Where the last `fence.proxy.async` and barrier pair was emitted, and
+    /// its text (see [`Lowerer::shared_writes_reach_async_proxy`]).
+    async_proxy_fence: Option<(usize, String)>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -388,6 +391,7 @@ impl<'k> Lowerer<'k> {
             wanted_load_layouts: HashMap::new(),
             conversions: 0,
             last_barrier: None,
+            async_proxy_fence: None,
         }
     }
 
@@ -985,6 +989,24 @@ impl<'k> Lowerer<'k> {
         }
         self.tcgen05_fence_after();
         self.last_barrier = Some((start, self.f.body[start..].to_string()));
+    }
+
+    /// Makes every thread's generic shared-memory writes so far visible to
+    /// the async proxy (TMA, wgmma) for any thread of the context: each
+    /// thread's `fence.proxy.async`, then the context's barrier. Skipped
+    /// when the last such pair stands with nothing but pure instructions
+    /// after it (a `local_store` right before a TMA store emits one, which
+    /// the store would repeat).
+    pub(super) fn shared_writes_reach_async_proxy(&mut self) {
+        if let Some((start, text)) = &self.async_proxy_fence {
+            if self.f.only_pure_after(*start, text) {
+                return;
+            }
+        }
+        let start = self.f.body.len();
+        self.fence_async_shared();
+        self.barrier();
+        self.async_proxy_fence = Some((start, self.f.body[start..].to_string()));
     }
 
     /// Before a named barrier that every thread of the current task waits

@@ -320,8 +320,7 @@ impl<'k> Lowerer<'k> {
                 // threads, the async proxy) see the whole tile.
                 self.barrier();
                 self.store_placed_at(&value, elem_of(&m), &placement, &base)?;
-                self.fence_async_shared();
-                self.barrier();
+                self.shared_writes_reach_async_proxy();
                 Ok(())
             }
             Prim::BarrierWait => {
@@ -438,8 +437,7 @@ impl<'k> Lowerer<'k> {
                 let src = self.shared_address_of(arg(1)?)?;
                 let coords = self.registers(&args[2..])?;
                 // The tile's generic writes reach the async proxy, from every thread.
-                self.fence_async_shared();
-                self.barrier();
+                self.shared_writes_reach_async_proxy();
                 let reduce = StoreReduce::from_code(imm(0)?)
                     .ok_or_else(|| malformed("an unknown store reduction"))?;
                 self.tma_block(

@@ -564,6 +564,37 @@ fn handoff_through_shared(out: Ptr<f32>) {
         assert_eq!(barriers(", 128;"), 2, "{ptx}");
     }
 
+    /// A TMA store of a tile just written by `local_store`: the store's
+    /// trailing proxy fence and barrier already make the tile visible to
+    /// TMA, so the TMA store adds none; after another write (a global
+    /// store here) it fences again.
+    #[test]
+    fn a_tma_store_right_after_a_local_store_fences_once() {
+        let src = |between: &str| {
+            format!(
+                r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn stage_out(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
+    let buf = local_alloc([8, 32], f32, 1);
+    let row0 = program_id(0) * 8;
+    let r = arange(0, 8);
+    let c = arange(0, 32);
+    local_store(local_view(buf, 0), load(x + r[(.., None)] * 32 + c[(None, ..)]) * 2.0);
+    {between}
+    async_descriptor_store(desc, local_view(buf, 0), [row0, 0]);
+    async_descriptor_store_wait(0);
+}}
+"#
+            )
+        };
+        let fences = |ptx: &str| ptx.matches("fence.proxy.async.shared::cta").count();
+        let direct = ptx(&src(""));
+        assert_eq!(fences(&direct), 1, "{direct}");
+        let with_write = ptx(&src("store(x + 256 + row0, 1.0);"));
+        assert_eq!(fences(&with_write), 2, "{with_write}");
+        assembles_without_spills(&direct);
+    }
+
     /// 128 rows: two 64-row instructions per K step on one warp group, or
     /// one on each of two warp groups.
     #[test]
