@@ -974,7 +974,7 @@ impl<'k> Lowerer<'k> {
         let start = self.f.body.len();
         self.tcgen05_fence_before();
         let threads = self.context.threads();
-        match self.context.barrier_id.clone() {
+        match &self.context.barrier_id {
             BarrierId::Fixed(0) => {
                 self.f.asm("void", "barrier.sync 0;", "~{memory}", &[]);
             }
@@ -984,7 +984,7 @@ impl<'k> Lowerer<'k> {
             }
             BarrierId::Register(id) => {
                 let text = format!("barrier.sync $0, {threads};");
-                self.f.asm("void", &text, "r,~{memory}", &[("i32", &id)]);
+                self.f.asm("void", &text, "r,~{memory}", &[("i32", id)]);
             }
         }
         self.tcgen05_fence_after();
