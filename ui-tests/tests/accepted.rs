@@ -15,6 +15,8 @@ mod protocol_idioms;
 mod protocol_named_barrier_relay;
 #[path = "pass/protocol_tmem_commit.rs"]
 mod protocol_tmem_commit;
+#[path = "pass/protocol_wait_in_branch.rs"]
+mod protocol_wait_in_branch;
 
 #[test]
 fn accepted_forms_compile_and_run() {
@@ -24,4 +26,5 @@ fn accepted_forms_compile_and_run() {
     protocol_idioms::main();
     protocol_named_barrier_relay::main();
     protocol_tmem_commit::main();
+    protocol_wait_in_branch::main();
 }

@@ -5,10 +5,11 @@
 //! through a loop or branch, or be waited for: any other use reads
 //! registers the tensor cores are still writing. Tracked statically, to a
 //! fixed point over loop-carried values; a wait with `pendings > 0` leaves
-//! its result in flight unless at least `pendings` later `async_dot`s of
-//! the same block were issued after it (groups retire in order), counting,
-//! for a value carried around a `for` loop, those after it in the previous
-//! iteration.
+//! its result in flight unless at least `pendings` later `async_dot`s were
+//! surely issued after it (groups retire in order): those of the wait's
+//! block and, when the value comes from an enclosing block, those of every
+//! block in between on the way to the wait; for a value carried around a
+//! `for` loop, those after it in the previous iteration.
 
 use std::collections::HashMap;
 
@@ -21,7 +22,7 @@ pub(crate) fn check(kernel: &Kernel) -> Vec<Finding> {
     let mut flight = InFlight::default();
     loop {
         flight.changed = false;
-        flight.block(&kernel.body, None);
+        flight.block(&kernel.body, None, &mut Vec::new());
         if !flight.changed {
             break;
         }
@@ -30,6 +31,10 @@ pub(crate) fn check(kernel: &Kernel) -> Vec<Finding> {
     flight.uses(&kernel.body, &mut findings);
     findings
 }
+
+/// A block that holds the one being walked, and the index of its op that
+/// holds it (a loop, a branch).
+type Enclosing<'k> = (&'k Block, usize);
 
 /// Values in flight, each with the `async_dot` it comes from.
 #[derive(Default)]
@@ -46,13 +51,25 @@ impl InFlight {
         }
     }
 
-    /// `inits`: the loop's initial values, when `block` is a `for` body.
-    fn block(&mut self, block: &Block, inits: Option<&[ValueId]>) {
+    /// `inits`: the loop's initial values, when `block` is a `for` body;
+    /// `enclosing`: the blocks around `block`, outermost first.
+    fn block<'k>(
+        &mut self,
+        block: &'k Block,
+        inits: Option<&[ValueId]>,
+        enclosing: &mut Vec<Enclosing<'k>>,
+    ) {
         for (at, op) in block.ops.iter().enumerate() {
+            enclosing.push((block, at));
             match &op.kind {
-                OpKind::For { inits, body, .. } => self.block(body, Some(inits)),
-                kind => kind.blocks().into_iter().for_each(|b| self.block(b, None)),
+                OpKind::For { inits, body, .. } => self.block(body, Some(inits), enclosing),
+                kind => {
+                    for nested in kind.blocks() {
+                        self.block(nested, None, enclosing);
+                    }
+                }
             }
+            enclosing.pop();
             match &op.kind {
                 OpKind::Prim {
                     prim: Prim::AsyncDot,
@@ -75,13 +92,13 @@ impl InFlight {
                                 // The first iteration waits for the init,
                                 // later ones for the previous yield.
                                 let first = if self.origin.contains_key(&init) {
-                                    issued_after(block, None, at)
+                                    issued_after(block, None, at, &[])
                                 } else {
                                     usize::MAX
                                 };
-                                first.min(issued_after(block, Some((yielded, true)), at))
+                                first.min(issued_after(block, Some((yielded, true)), at, &[]))
                             }
-                            None => issued_after(block, Some((a, false)), at),
+                            None => issued_after(block, Some((a, false)), at, enclosing),
                         };
                         after >= pendings
                     });
@@ -140,12 +157,20 @@ impl InFlight {
 /// `value` and before op `at`: those at the block's own level (nested loops
 /// and branches may add more, never fewer). A wait leaving fewer than that
 /// in flight covers `value` (FA's `S_j` issued before `O += P V`, then
-/// `async_dot_wait(1, s)`). Zero when `value` does not come from an
-/// `async_dot` of this block. With `yielded`, `value` is what a `for` body
-/// yields for the carried argument waited for: the `async_dot` after it
-/// to the end of the body (the previous iteration's) count too. `None`
-/// counts every one before `at`.
-fn issued_after(block: &Block, value: Option<(ValueId, bool)>, at: usize) -> usize {
+/// `async_dot_wait(1, s)`). When `value` comes from one of the `enclosing`
+/// blocks (outermost first), those each block between it and `block`
+/// issues before the op that leads on to the wait count too (a branch that
+/// issues one more product and then waits for the older one). Zero when
+/// `value` comes from no `async_dot` there. With `yielded`, `value` is what
+/// a `for` body yields for the carried argument waited for: the
+/// `async_dot` after it to the end of the body (the previous iteration's)
+/// count too. `None` counts every one before `at`.
+fn issued_after(
+    block: &Block,
+    value: Option<(ValueId, bool)>,
+    at: usize,
+    enclosing: &[Enclosing<'_>],
+) -> usize {
     let is_async_dot = |op: &Op| {
         matches!(
             op.kind,
@@ -165,7 +190,18 @@ fn issued_after(block: &Block, value: Option<(ValueId, bool)>, at: usize) -> usi
             .rposition(|op| is_async_dot(op) && op.results.first() == Some(&value))
     };
     if !yielded {
-        return origin(before).map_or(0, |d| count(&before[d + 1..]));
+        if let Some(d) = origin(before) {
+            return count(&before[d + 1..]);
+        }
+        let mut issued = count(before);
+        for &(outer, holder) in enclosing.iter().rev() {
+            let before = &outer.ops[..holder];
+            match origin(before) {
+                Some(d) => return issued + count(&before[d + 1..]),
+                None => issued += count(before),
+            }
+        }
+        return 0;
     }
     // Issued in the previous iteration, before everything of this one.
     origin(&block.ops).map_or(0, |d| count(&block.ops[d + 1..]) + count(before))
