@@ -17,7 +17,11 @@
 //! the two groups, two named barriers pass a turn on the tensor cores
 //! (ping-pong): one group issues its products while the other does its
 //! softmax. `P` goes to wgmma straight from registers; `O` leaves through
-//! shared memory and a TMA store.
+//! shared memory and a TMA store. Up to head dim 128 each group has two Q
+//! buffers, so the next tile's Q is in place before a tile ends: the next
+//! tile's first scores go in the same turn as the tile's last `P V` and
+//! run while its output is stored (a spare tile after the last keeps the
+//! wgmmas out of branches).
 //!
 //! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
 //! rows, so TMA zero-fills past the end of a sequence and clips the output
@@ -67,7 +71,13 @@ macro_rules! fa_forward_kernel {
             seq_q: i32,
             seq_kv: i32,
         ) {
-            let q_bufs = local_alloc([64, D], $t, 2);
+            // Up to head dim 128, each consumer has two Q buffers, so that
+            // its next tile's Q is in place before this tile ends: the
+            // next tile's first scores start with this tile's last
+            // product. At 256 there is room for one.
+            const Q_SETS: usize = if D <= 128 { 2 } else { 1 };
+            let ahead = Q_SETS == 2;
+            let q_bufs = local_alloc([64, D], $t, 2 * Q_SETS);
             let k_bufs = local_alloc([BN, D], $t, STAGES);
             let v_bufs = local_alloc([BN, D], $t, STAGES);
             // At head dim 256, Q, K and V fill 192 of the 227 KB: O leaves
@@ -75,9 +85,9 @@ macro_rules! fa_forward_kernel {
             // producer only once the store has read it.
             let o_in_q = D > 128;
             let o_bufs = if o_in_q { q_bufs } else { local_alloc([64, D], $t, 2) };
-            // One Q half per consumer, reloaded per tile once it is done.
-            let q_full = alloc_barriers(2, 1);
-            let q_empty = alloc_barriers(2, 1);
+            // One Q half per consumer and set, reloaded once it is done.
+            let q_full = alloc_barriers(2 * Q_SETS, 1);
+            let q_empty = alloc_barriers(2 * Q_SETS, 1);
             let k_full = alloc_barriers(STAGES, 1);
             let v_full = alloc_barriers(STAGES, 1);
             // Both consumers read every K and V tile.
@@ -227,11 +237,12 @@ macro_rules! fa_forward_kernel {
                             inv_group,
                         );
                         for half in static_range(0, 2) {
-                            barrier_wait(local_view(q_empty, half), tiles_done % 2 ^ 1);
-                            let q_bar = local_view(q_full, half);
+                            let q_slot = 2 * (tiles_done % Q_SETS) + half;
+                            barrier_wait(local_view(q_empty, q_slot), (tiles_done / Q_SETS) % 2 ^ 1);
+                            let q_bar = local_view(q_full, q_slot);
                             barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
                             let row0 = off_m + half * 64;
-                            async_descriptor_load(q_desc, local_view(q_bufs, half), [batch_i, head, row0, 0], q_bar);
+                            async_descriptor_load(q_desc, local_view(q_bufs, q_slot), [batch_i, head, row0, 0], q_bar);
                         }
                         for j in 0..kv_tiles {
                             let it = kv_done + j;
@@ -251,16 +262,47 @@ macro_rules! fa_forward_kernel {
                         kv_done += kv_tiles;
                         tiles_done += 1;
                     }
+                    if ahead {
+                        // The consumers' spare tile after their last: its
+                        // first scores are started and never read, so any Q
+                        // and K will do.
+                        for half in static_range(0, 2) {
+                            let q_slot = 2 * (tiles_done % Q_SETS) + half;
+                            barrier_wait(local_view(q_empty, q_slot), (tiles_done / Q_SETS) % 2 ^ 1);
+                            let q_bar = local_view(q_full, q_slot);
+                            barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
+                            async_descriptor_load(q_desc, local_view(q_bufs, q_slot), [0, 0, 0, 0], q_bar);
+                        }
+                        let slot = kv_done % STAGES;
+                        barrier_wait(local_view(k_empty, slot), (kv_done / STAGES) % 2 ^ 1);
+                        let k_bar = local_view(k_full, slot);
+                        barrier_expect_bytes(k_bar, BN * D * size_of(dtype_of(k_desc)));
+                        async_descriptor_load(k_desc, local_view(k_bufs, slot), [0, 0, 0, 0], k_bar);
+                    }
                 }
                 task(num_warps = 4, num_regs = 240, replicate = 2, shared_body = SHARED) {
                     let me = async_task_replica_id();
-                    let q_buf = local_view(q_bufs, me);
                     let out = local_view(o_bufs, me);
                     // Scores in log2 units, so that the softmax is `exp2`.
                     let qk_scale = sm_scale * 1.4426950408889634;
                     let mut kv_done = 0;
                     let mut tiles_done = 0;
                     let mut turns = 0;
+                    // A tile's first scores: started by the tile itself, or
+                    // (`ahead`) in the last turn of the tile before, and
+                    // for the first tile here. After the last tile comes a
+                    // spare one, so that no wgmma is issued under a
+                    // condition: ptxas would wait for every wgmma if one
+                    // were in flight on one side of a branch only.
+                    let mut s = zeros([64, BN], f32);
+                    if ahead {
+                        barrier_wait(local_view(q_full, me), 0);
+                        barrier_wait(local_view(k_full, 0), 0);
+                        take_turn(me, turns);
+                        s = async_dot(local_view(q_bufs, me), local_trans(local_view(k_bufs, 0)), s);
+                        pass_turn(me, first >= num_tiles);
+                        turns += 1;
+                    }
                     for tile in (first..num_tiles).step_by(stride) {
                         let (batch_i, head, _kv_head, off_m, kv_tiles) =
                             tile_coords(
@@ -287,21 +329,25 @@ macro_rules! fa_forward_kernel {
                         } else {
                             kv_tiles
                         };
-                        barrier_wait(local_view(q_full, me), tiles_done % 2);
+                        let q_slot = 2 * (tiles_done % Q_SETS) + me;
+                        let q_buf = local_view(q_bufs, q_slot);
                         // Key tile 0: its scores alone.
                         let slot = kv_done % STAGES;
-                        barrier_wait(local_view(k_full, slot), (kv_done / STAGES) % 2);
-                        take_turn(me, turns);
-                        let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
-                        pass_turn(me, last_tile & (kv_tiles == 1));
-                        turns += 1;
-                        let s = async_dot_wait(0, s);
+                        if !ahead {
+                            barrier_wait(local_view(q_full, q_slot), (tiles_done / Q_SETS) % 2);
+                            barrier_wait(local_view(k_full, slot), (kv_done / STAGES) % 2);
+                            take_turn(me, turns);
+                            s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
+                            pass_turn(me, false);
+                            turns += 1;
+                        }
+                        let s0 = async_dot_wait(0, s);
                         barrier_arrive(local_view(k_empty, slot));
                         // Q's last product is done: the producer may load the
                         // next tile's while this one finishes.
-                        barrier_arrive(local_view(q_empty, me), pred = (kv_mine == 1) & !o_in_q);
+                        barrier_arrive(local_view(q_empty, q_slot), pred = (kv_mine == 1) & !o_in_q);
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
-                            s,
+                            s0,
                             0,
                             row0,
                             full([64], f32::NEG_INFINITY, f32),
@@ -319,12 +365,12 @@ macro_rules! fa_forward_kernel {
                             take_turn(me, turns);
                             let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
                             acc = async_dot(p, local_view(v_bufs, prev), acc);
-                            pass_turn(me, last_tile & (j == kv_tiles - 1));
+                            pass_turn(me, false);
                             turns += 1;
                             // The older group, the scores, is done.
                             let s = async_dot_wait(1, s);
                             barrier_arrive(local_view(k_empty, slot));
-                            barrier_arrive(local_view(q_empty, me), pred = (j == kv_mine - 1) & !o_in_q);
+                            barrier_arrive(local_view(q_empty, q_slot), pred = (j == kv_mine - 1) & !o_in_q);
                             let (p_j, m_j, l_j, alpha) =
                                 softmax_step(s, j, row0, m_i, l_i, qk_scale, seq_kv);
                             acc = async_dot_wait(0, acc);
@@ -337,18 +383,39 @@ macro_rules! fa_forward_kernel {
                         if skips {
                             // The skipped tiles' turns, passed on at once,
                             // so that the other group's come as before.
-                            for j in kv_mine..kv_tiles {
+                            for _ in kv_mine..kv_tiles {
                                 take_turn(me, turns);
-                                pass_turn(me, last_tile & (j == kv_tiles - 1));
+                                pass_turn(me, false);
                                 turns += 1;
                             }
                         }
-                        // The last tile's values.
+                        // The last tile's values and, `ahead`, the next
+                        // tile's first scores, in one turn: they run while
+                        // this tile's output is stored.
                         let it = kv_done + kv_mine - 1;
                         let slot = it % STAGES;
                         barrier_wait(local_view(v_full, slot), (it / STAGES) % 2);
-                        acc = async_dot(p, local_view(v_bufs, slot), acc);
-                        acc = async_dot_wait(0, acc);
+                        if ahead {
+                            let next_q = 2 * ((tiles_done + 1) % Q_SETS) + me;
+                            let next_kv = kv_done + kv_tiles;
+                            let next_k = next_kv % STAGES;
+                            barrier_wait(local_view(q_full, next_q), ((tiles_done + 1) / Q_SETS) % 2);
+                            barrier_wait(local_view(k_full, next_k), (next_kv / STAGES) % 2);
+                            take_turn(me, turns);
+                            acc = async_dot(p, local_view(v_bufs, slot), acc);
+                            s = async_dot(local_view(q_bufs, next_q), local_trans(local_view(k_bufs, next_k)), zeros([64, BN], f32));
+                            pass_turn(me, last_tile);
+                            acc = async_dot_wait(1, acc);
+                        } else {
+                            take_turn(me, turns);
+                            acc = async_dot(p, local_view(v_bufs, slot), acc);
+                            pass_turn(me, last_tile);
+                            acc = async_dot_wait(0, acc);
+                            // Not the tile's scores, which would then stay
+                            // live (in registers) through all its steps.
+                            s = zeros([64, BN], f32);
+                        }
+                        turns += 1;
                         barrier_arrive(local_view(v_empty, slot));
                         if skips {
                             // The skipped stages, released unread once the
@@ -384,6 +451,10 @@ macro_rules! fa_forward_kernel {
                         store(lse + at, row_lse, mask = rows < seq_q);
                         kv_done += kv_tiles;
                         tiles_done += 1;
+                    }
+                    if ahead {
+                        // The spare tile's scores, unused.
+                        s = async_dot_wait(0, s);
                     }
                     async_descriptor_store_wait(0);
                 }
