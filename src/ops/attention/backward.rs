@@ -36,6 +36,12 @@ const KEY_TILE: usize = 128;
 const PREPROCESS_ROWS: usize = 64;
 /// Elements per program of the dQ conversion.
 const CONVERT_BLOCK: usize = 2048;
+/// The shortest key sequence whose causal main kernel runs its programs
+/// longest first. On the H100 (session 24): +3-6% at 2048-8192 keys (head
+/// dim 128), +1-2% at head dim 64; at 512 keys, -5% (programs of two to
+/// eight query tiles, whose heads' queries are then read by fewer programs
+/// at a time), and no change at 1024.
+const LONGEST_FIRST_MIN_KEYS: usize = 2048;
 
 /// Query rows per head of the per-row statistics the main kernel reads by
 /// TMA (`delta`, `lse · log2 e`): whole 64-row tiles, so a tile never
@@ -100,6 +106,7 @@ macro_rules! fa_backward_kernels {
             kv_heads: i32,
             seq_q: i32,
             seq_kv: i32,
+            order_group: i32,
         ) {
             // Each consumer's 64 keys and values, loaded once; they take dK and dV
             // at the end.
@@ -124,8 +131,26 @@ macro_rules! fa_backward_kernels {
             // Both consumers read every query tile.
             let q_empty = alloc_barriers(STAGES, 2);
             let do_empty = alloc_barriers(STAGES, 2);
-            let off_n = program_id(0) * 128;
-            let batch_kv_head = program_id(1);
+            // A causal program's work shrinks with its key tile (it sees
+            // the queries from its own on). Within groups of `order_group`
+            // heads, the programs run longest first, all heads' first key
+            // tiles before any head's second, so that the last to start are
+            // short: the hardware starts programs in order, and a long one
+            // started late sets the kernel's end. (Groups, not the whole
+            // grid, so that the programs running together read few heads'
+            // queries and dQ, as in the plain order, from L2.)
+            let (key_tile, batch_kv_head) = if CAUSAL {
+                let key_tiles = num_programs(0);
+                let p = program_id(0) + program_id(1) * key_tiles;
+                let per_group = order_group * key_tiles;
+                let g = p / per_group;
+                let r = p - g * per_group;
+                let size = minimum(order_group, num_programs(1) - g * order_group);
+                (r / size, g * order_group + r % size)
+            } else {
+                (program_id(0), program_id(1))
+            };
+            let off_n = key_tile * 128;
             let batch = batch_kv_head / kv_heads;
             let kv_head = batch_kv_head % kv_heads;
             let group = heads / kv_heads;
@@ -344,6 +369,16 @@ macro_rules! backward_kernels {
                     p.seq_kv.div_ceil(KEY_TILE) as u32,
                     (p.batch * p.kv_heads) as u32,
                 );
+                // Causal programs longest first, in groups of heads about
+                // two waves of programs long (see the kernel), from
+                // `LONGEST_FIRST_MIN_KEYS` keys on; a group of one head is
+                // the plain order.
+                let waves = 2 * device.multiprocessor_count() as usize;
+                let order_group = if p.seq_kv >= LONGEST_FIRST_MIN_KEYS {
+                    (waves / p.seq_kv.div_ceil(KEY_TILE)).max(1) as i32
+                } else {
+                    1
+                };
                 // Q/dO stages: three at head dim 64 (+2-6% on the H100);
                 // at 128 a third would leave L1 32 KB and measured no faster.
                 macro_rules! launch {
@@ -361,8 +396,23 @@ macro_rules! backward_kernels {
                             seq_pad as i32,
                         )?;
                         $main::<$d, $stages, $causal>::launch(
-                            device, main_grid, q, k, v, d_o, dk, dv, dq_desc, lse_desc, delta_desc,
-                            p.scale, heads, kv_heads, seq_q, seq_kv,
+                            device,
+                            main_grid,
+                            q,
+                            k,
+                            v,
+                            d_o,
+                            dk,
+                            dv,
+                            dq_desc,
+                            lse_desc,
+                            delta_desc,
+                            p.scale,
+                            heads,
+                            kv_heads,
+                            seq_q,
+                            seq_kv,
+                            order_group,
                         )
                     }};
                 }
