@@ -141,6 +141,10 @@ pub fn cases(size: Size) -> Vec<Case> {
             (1, 2, 2, 4096, 4096, 128, true, false),
             (2, 4, 2, 1000, 1000, 128, true, true),
             (1, 4, 4, 777, 1500, 64, false, true),
+            // Seventeen heads of 2048 keys: the causal backward's programs
+            // longest first, in a group of sixteen heads and one of one on
+            // a GPU of 132 SMs.
+            (1, 17, 17, 2048, 2048, 64, true, false),
         ],
         Size::Interpreter => &[
             (1, 2, 1, 200, 150, 64, false, false),
