@@ -517,6 +517,21 @@ fn return_inside_a_while_ends_the_loop() {
 }
 
 #[test]
+fn helpers_see_the_kernels_const_items() {
+    let k = compile_one(&kernel_with(
+        "const ROWS: usize = 4;
+         fn rows(x: Tensor) -> Tensor { x.reshape([B / ROWS, ROWS]) }
+         let x = load(p + arange(0, B));
+         store(p + arange(0, B / ROWS), rows(x).sum(axis = 1));",
+    ));
+    let reshape = find(&k, |o| matches!(o, OpKind::Reshape(_)))[0];
+    assert_eq!(
+        ty(&k, reshape.results[0]),
+        &tensor(ScalarType::F32, &[4, 4])
+    );
+}
+
+#[test]
 fn helpers_take_constants_and_call_helpers() {
     let k = compile_one(&kernel_with(
         "fn rows(x: Tensor, W: usize) -> Tensor { double(x.reshape([B / W, W])) }

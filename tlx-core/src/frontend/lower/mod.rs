@@ -36,6 +36,9 @@ pub(super) struct Lowerer<'a> {
     b: Builder,
     /// Const generics, visible everywhere (helpers included).
     globals: HashMap<String, Val>,
+    /// The kernel's `const` items so far: visible in the helpers it calls,
+    /// as a Rust item is in the `fn`s nested beside it.
+    const_items: HashMap<String, Val>,
     /// One frame for the kernel body and one per inlined helper call; each a stack of scopes.
     frames: Vec<Vec<HashMap<String, Val>>>,
     helpers: HashMap<String, &'a syn::ItemFn>,
@@ -127,6 +130,7 @@ pub(super) fn lower_body(
     let mut lowerer = Lowerer {
         b,
         globals,
+        const_items: HashMap::new(),
         frames: vec![vec![top]],
         helpers,
         errors: Vec::new(),
@@ -273,6 +277,7 @@ impl<'a> Lowerer<'a> {
             .iter()
             .rev()
             .find_map(|s| s.get(name))
+            .or_else(|| self.const_items.get(name))
             .or_else(|| self.globals.get(name))
     }
 
@@ -410,7 +415,9 @@ impl<'a> Lowerer<'a> {
                 .with_hint("integer constants are `usize` (or another integer type), float ones `f32`, flags `bool`"))
             }
         };
-        self.define(item.ident.to_string(), Val::Const(value));
+        let name = item.ident.to_string();
+        self.const_items.insert(name.clone(), Val::Const(value));
+        self.define(name, Val::Const(value));
         Ok(())
     }
 
