@@ -373,9 +373,9 @@ macro_rules! backward_kernels {
                 // two waves of programs long (see the kernel), from
                 // `LONGEST_FIRST_MIN_KEYS` keys on; a group of one head is
                 // the plain order.
-                let waves = 2 * device.multiprocessor_count() as usize;
+                let two_waves = 2 * device.multiprocessor_count() as usize;
                 let order_group = if p.seq_kv >= LONGEST_FIRST_MIN_KEYS {
-                    (waves / p.seq_kv.div_ceil(KEY_TILE)).max(1) as i32
+                    (two_waves / p.seq_kv.div_ceil(KEY_TILE)).max(1) as i32
                 } else {
                     1
                 };

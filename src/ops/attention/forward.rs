@@ -162,6 +162,28 @@ macro_rules! fa_forward_kernel {
                 let kv_end = if CAUSAL { minimum(seq_kv, off_m + 128) } else { seq_kv };
                 (batch_i, head, quotient(head, group, inv_group), off_m, cdiv(kv_end, BN))
             }
+            // The producer's loads of the `n`-th tile's Q (from row
+            // `off_m` of one head): each consumer's half into its buffer of
+            // the set the tile takes, once that is free.
+            fn load_q(
+                q_desc: TensorDesc,
+                q_bufs: Buffers,
+                q_full: Barriers,
+                q_empty: Barriers,
+                n: i32,
+                batch_i: i32,
+                head: i32,
+                off_m: i32,
+            ) {
+                for half in static_range(0, 2) {
+                    let q_slot = 2 * (n % Q_SETS) + half;
+                    barrier_wait(local_view(q_empty, q_slot), (n / Q_SETS) % 2 ^ 1);
+                    let q_bar = local_view(q_full, q_slot);
+                    barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
+                    let row0 = off_m + half * 64;
+                    async_descriptor_load(q_desc, local_view(q_bufs, q_slot), [batch_i, head, row0, 0], q_bar);
+                }
+            }
             // The tensor cores' turns: group 0 takes the first; each
             // group passes the turn on after issuing its products.
             // Group 1 passes no turn after its very last, so that
@@ -236,14 +258,7 @@ macro_rules! fa_forward_kernel {
                             inv_heads,
                             inv_group,
                         );
-                        for half in static_range(0, 2) {
-                            let q_slot = 2 * (tiles_done % Q_SETS) + half;
-                            barrier_wait(local_view(q_empty, q_slot), (tiles_done / Q_SETS) % 2 ^ 1);
-                            let q_bar = local_view(q_full, q_slot);
-                            barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
-                            let row0 = off_m + half * 64;
-                            async_descriptor_load(q_desc, local_view(q_bufs, q_slot), [batch_i, head, row0, 0], q_bar);
-                        }
+                        load_q(q_desc, q_bufs, q_full, q_empty, tiles_done, batch_i, head, off_m);
                         for j in 0..kv_tiles {
                             let it = kv_done + j;
                             let slot = it % STAGES;
@@ -266,13 +281,7 @@ macro_rules! fa_forward_kernel {
                         // The consumers' spare tile after their last: its
                         // first scores are started and never read, so any Q
                         // and K will do.
-                        for half in static_range(0, 2) {
-                            let q_slot = 2 * (tiles_done % Q_SETS) + half;
-                            barrier_wait(local_view(q_empty, q_slot), (tiles_done / Q_SETS) % 2 ^ 1);
-                            let q_bar = local_view(q_full, q_slot);
-                            barrier_expect_bytes(q_bar, 64 * D * size_of(dtype_of(q_desc)));
-                            async_descriptor_load(q_desc, local_view(q_bufs, q_slot), [0, 0, 0, 0], q_bar);
-                        }
+                        load_q(q_desc, q_bufs, q_full, q_empty, tiles_done, 0, 0, 0);
                         let slot = kv_done % STAGES;
                         barrier_wait(local_view(k_empty, slot), (kv_done / STAGES) % 2 ^ 1);
                         let k_bar = local_view(k_full, slot);
