@@ -532,6 +532,27 @@ fn helpers_see_the_kernels_const_items() {
 }
 
 #[test]
+fn a_const_item_ends_with_its_block() {
+    expect_error(
+        "if n > 0 { const INNER: usize = 2; }
+         let z = arange(0, INNER);",
+        "INNER)",
+        "unknown name `INNER`",
+    );
+}
+
+#[test]
+fn a_helpers_const_items_stay_in_the_helper() {
+    expect_error(
+        "fn twice(x: Tensor) -> Tensor { const K: usize = 2; x * K }
+         let y = twice(arange(0, B));
+         let z = y + K;",
+        "K;",
+        "unknown name `K`",
+    );
+}
+
+#[test]
 fn helpers_take_constants_and_call_helpers() {
     let k = compile_one(&kernel_with(
         "fn rows(x: Tensor, W: usize) -> Tensor { double(x.reshape([B / W, W])) }

@@ -36,9 +36,6 @@ pub(super) struct Lowerer<'a> {
     b: Builder,
     /// Const generics, visible everywhere (helpers included).
     globals: HashMap<String, Val>,
-    /// The kernel's `const` items so far: visible in the helpers it calls,
-    /// as a Rust item is in the `fn`s nested beside it.
-    const_items: HashMap<String, Val>,
     /// One frame for the kernel body and one per inlined helper call; each a stack of scopes.
     frames: Vec<Vec<HashMap<String, Val>>>,
     helpers: HashMap<String, &'a syn::ItemFn>,
@@ -130,7 +127,6 @@ pub(super) fn lower_body(
     let mut lowerer = Lowerer {
         b,
         globals,
-        const_items: HashMap::new(),
         frames: vec![vec![top]],
         helpers,
         errors: Vec::new(),
@@ -251,6 +247,12 @@ pub(super) fn loc_of(span: Span) -> SrcLoc {
     }
 }
 
+/// The key under which a `const` item is recorded in its scope a second
+/// time, for the helpers called from there (no identifier has a space).
+fn const_item_key(name: &str) -> String {
+    format!("const {name}")
+}
+
 impl<'a> Lowerer<'a> {
     fn scopes(&self) -> &Vec<HashMap<String, Val>> {
         self.frames
@@ -277,8 +279,19 @@ impl<'a> Lowerer<'a> {
             .iter()
             .rev()
             .find_map(|s| s.get(name))
-            .or_else(|| self.const_items.get(name))
+            .or_else(|| self.kernel_const_item(name))
             .or_else(|| self.globals.get(name))
+    }
+
+    /// In a helper, a `const` item of the kernel in scope where the helper
+    /// was called: helpers see those as a nested Rust `fn` sees the items
+    /// of the blocks around it (and none of the kernel's `let`s).
+    fn kernel_const_item(&self, name: &str) -> Option<&Val> {
+        let [kernel, _, ..] = self.frames.as_slice() else {
+            return None;
+        };
+        let key = const_item_key(name);
+        kernel.iter().rev().find_map(|s| s.get(&key))
     }
 
     /// A variable of the current frame (not a const generic), assignable.
@@ -416,7 +429,7 @@ impl<'a> Lowerer<'a> {
             }
         };
         let name = item.ident.to_string();
-        self.const_items.insert(name.clone(), Val::Const(value));
+        self.define(const_item_key(&name), Val::Const(value));
         self.define(name, Val::Const(value));
         Ok(())
     }
