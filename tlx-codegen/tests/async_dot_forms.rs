@@ -500,6 +500,28 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
             assert!(!ptx.contains(moved), "`{moved}` in\n{ptx}");
         }
         assert_eq!(ptx.matches("barrier.sync").count(), 1, "{ptx}");
+        // The carried accumulator is read by every step (the `zeros` before
+        // the loop is not the product's operand).
+        assert!(scale_d(&ptx).iter().all(|&on| on), "{ptx}");
+        assembles_without_spills(&ptx);
+    }
+
+    /// Whether each wgmma of `ptx` reads its accumulator (scale-d on).
+    fn scale_d(ptx: &str) -> Vec<bool> {
+        ptx.lines()
+            .filter(|l| l.contains("wgmma.mma_async"))
+            .map(|l| !l.contains("setp.ne.b32 p, 0, 0;"))
+            .collect()
+    }
+
+    /// A product into a `zeros` tile does not read it: its first K step runs
+    /// with scale-d off, and no register is zeroed for it.
+    #[test]
+    fn a_product_into_zeros_does_not_read_the_accumulator() {
+        let ptx = ptx(super::ATTENTION_TILE);
+        // S and O: four K steps of 16 each, the first of each writing.
+        let steps = [false, true, true, true];
+        assert_eq!(scale_d(&ptx), [steps, steps].concat(), "{ptx}");
         assembles_without_spills(&ptx);
     }
 
