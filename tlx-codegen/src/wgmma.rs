@@ -245,10 +245,9 @@ pub struct OperandOrders {
     pub b_k_major: bool,
 }
 
-/// Whether an accumulator register is the literal zero (`0.0` as LLVM
-/// writes an f32, or integer `0`).
+/// Whether an accumulator register is the literal zero (an f32 or an i32).
 fn is_zero_literal(reg: &str) -> bool {
-    reg == "0x0000000000000000" || reg == "0"
+    reg == super::emit::f32_literal(0.0) || reg == "0"
 }
 
 /// f16 or bf16: the inputs wgmma reads A of from registers, and the only
