@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds release binaries here and copies them into .gpu/ (listed in
-# .git/info/exclude) for the GPU machine, which has no cargo: every example,
-# benchmark and test binary of the workspace. Extra cargo target flags may be
-# passed (e.g. `--example softmax`); the default is all examples and benches.
+# Builds release binaries here and copies them into .gpu/ (git-ignored) for
+# the GPU machine, which has no cargo: every example, benchmark and test
+# binary of the workspace, also packed as .gpu.tgz (carry that one). Extra
+# cargo target flags may be passed (e.g. `--example softmax`); the default
+# is all examples and benches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/examples .gpu/tests .gpu/benches
@@ -44,4 +45,8 @@ done
 for f in .gpu/examples/* .gpu/benches/*; do
   if links_llvm "$f"; then echo "error: $f contains LLVM" >&2; exit 1; fi
 done
-ls .gpu/*; du -sh .gpu
+# The device tool carries at most 64 MiB: stripped (after the LLVM check,
+# which reads symbols) and packed, the binaries fit; gpu-suite.sh unpacks.
+strip .gpu/examples/* .gpu/benches/* .gpu/tests/* 2>/dev/null || true
+tar czf .gpu.tgz .gpu
+ls .gpu/*; du -sh .gpu .gpu.tgz

@@ -4,8 +4,10 @@
 # Each step has a timeout so one hang cannot eat the sitting. Logs go to
 # $OUT (or ./gpu-out); a summary table is printed last.
 #
-# Prepare here with: bash scripts/gpu-prepare.sh
+# Prepare here with: bash scripts/gpu-prepare.sh, and carry .gpu.tgz (the
+# unpacked .gpu/ is over the device tool's 64 MiB).
 set -uo pipefail
+[ -d .gpu ] || tar xzf .gpu.tgz
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 bin=.gpu
