@@ -7,7 +7,10 @@
 # Prepare here with: bash scripts/gpu-prepare.sh, and carry .gpu.tgz (the
 # unpacked .gpu/ is over the device tool's 64 MiB).
 set -uo pipefail
-[ -d .gpu ] || tar xzf .gpu.tgz
+[ -d .gpu ] || tar xzf .gpu.tgz || {
+  echo "no .gpu/ or .gpu.tgz here: run scripts/gpu-prepare.sh and carry .gpu.tgz" >&2
+  exit 1
+}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 bin=.gpu
