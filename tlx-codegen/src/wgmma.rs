@@ -245,11 +245,6 @@ pub struct OperandOrders {
     pub b_k_major: bool,
 }
 
-/// Whether an accumulator register is the literal zero (an f32 or an i32).
-fn is_zero_literal(reg: &str) -> bool {
-    reg == super::emit::f32_literal(0.0) || reg == "0"
-}
-
 /// f16 or bf16: the inputs wgmma reads A of from registers, and the only
 /// ones it transposes.
 pub fn is_16_bit_float(t: ScalarType) -> bool {
@@ -407,7 +402,8 @@ impl<'k> Lowerer<'k> {
         // read: the first K step runs with scale-d off, and its registers
         // need no zeroing (a product of 64 x 64 f32 per warp group saves
         // 16 register-pair moves a thread).
-        let from_zero = acc.iter().all(|r| is_zero_literal(r));
+        let f32_zero = super::emit::f32_literal(0.0);
+        let from_zero = acc.iter().all(|r| *r == f32_zero || r == "0");
         let mut acc = acc;
         for s in 0..plan.k / plan.k_step() {
             let k0 = (s * plan.k_step()) as u32;
