@@ -242,7 +242,7 @@ macro_rules! fa_backward_kernels {
                             // the next step's meeting, when the other has
                             // finished reading it.)
                             named_barrier_wait(8, 256);
-                            let (dq, col0) = if D == 128 {
+                            if D == 128 {
                                 // FA3's split: each consumer takes 64 of dQ's
                                 // columns.
                                 let col0 = half * 64;
@@ -254,7 +254,15 @@ macro_rules! fa_backward_kernels {
                                 }
                                 // dK last: its product runs during dQ's epilogue.
                                 dk = async_dot(dst, q_buf, dk);
-                                (async_dot_wait(1, dq), col0)
+                                // dV's product finished before dQ's (groups
+                                // retire in order).
+                                let dq = async_dot_wait(1, dq);
+                                dv = async_dot_wait(1, dv);
+                                barrier_arrive(local_view(do_empty, slot));
+                                // The previous step's reduction has read the buffer.
+                                async_descriptor_store_wait(0);
+                                local_store(dq_buf, dq * sm_scale);
+                                async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
                             } else {
                                 // 64 columns are one product's narrowest N:
                                 // the consumers take dQ in turns, a step each
@@ -273,17 +281,8 @@ macro_rules! fa_backward_kernels {
                                     local_store(dq_buf, dq * sm_scale);
                                     async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, 0], store_reduce = "add");
                                 }
-                                // Sent: nothing for the head dim 128 epilogue below.
-                                (zeros([64, 64], f32), 0)
-                            };
-                            // dV's product finished before dQ's (groups retire in order).
-                            dv = async_dot_wait(1, dv);
-                            barrier_arrive(local_view(do_empty, slot));
-                            if D == 128 {
-                                // The previous step's reduction has read the buffer.
-                                async_descriptor_store_wait(0);
-                                local_store(dq_buf, dq * sm_scale);
-                                async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                                dv = async_dot_wait(1, dv);
+                                barrier_arrive(local_view(do_empty, slot));
                             }
                             dk = async_dot_wait(0, dk);
                             barrier_arrive(local_view(q_empty, slot));
