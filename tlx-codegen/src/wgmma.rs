@@ -25,7 +25,7 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::RingRead;
-use tlx_core::ir::{Arch, Elem, ScalarType};
+use tlx_core::ir::{Arch, Elem, Literal, ScalarType};
 use tlx_core::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 
 /// Bytes of K one instruction takes (k16 for 16-bit inputs, k32 for fp8 and
@@ -402,8 +402,8 @@ impl<'k> Lowerer<'k> {
         // read: the first K step runs with scale-d off, and its registers
         // need no zeroing (a product of 64 x 64 f32 per warp group saves
         // 16 register-pair moves a thread).
-        let f32_zero = super::emit::f32_literal(0.0);
-        let from_zero = acc.iter().all(|r| *r == f32_zero || r == "0");
+        let zero = super::scalar::literal(&mut self.f, Elem::Scalar(plan.acc), Literal::Int(0))?;
+        let from_zero = acc.iter().all(|r| *r == zero);
         let mut acc = acc;
         for s in 0..plan.k / plan.k_step() {
             let k0 = (s * plan.k_step()) as u32;
