@@ -188,6 +188,15 @@ pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
             _ => break,
         }
     }
+    // Checked on the lowering kept: the moves a later one saves may be
+    // what made the first too large.
+    let needed = best.lowered.shared_bytes;
+    if needed > SHARED_BYTES_LIMIT {
+        return Err(CodegenError::SharedMemoryExceeded {
+            needed,
+            limit: SHARED_BYTES_LIMIT,
+        });
+    }
     Ok(best.lowered)
 }
 
@@ -267,12 +276,6 @@ fn lower_pass(
         in_pipelines
     };
     l.shared_bytes = l.shared_bytes.max(pipelined as u32);
-    if l.shared_bytes > SHARED_BYTES_LIMIT {
-        return Err(CodegenError::SharedMemoryExceeded {
-            needed: l.shared_bytes,
-            limit: SHARED_BYTES_LIMIT,
-        });
-    }
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
     let _ = writeln!(
@@ -535,13 +538,15 @@ impl<'k> Lowerer<'k> {
         self.load_hints.get(&result).cloned()
     }
 
-    /// `v`, held in another layout, is about to be moved to `layout`. If it
-    /// is a load, or an elementwise function of one load and of values cheap
-    /// to redo, and that load's address, mask and default can be computed in
-    /// any layout, the next lowering issues the load in `layout` (each
-    /// element once per thread) and nothing moves.
-    fn note_wanted_layout(&mut self, mut v: ValueId, layout: &LinearLayout) {
-        loop {
+    /// `v`, held in another layout, is about to be moved to `layout`. The
+    /// loads it is an elementwise function of (through any number of
+    /// elementwise ops, beside values cheap to redo or held otherwise) whose
+    /// address, mask and default can be computed in any layout are noted:
+    /// the next lowering issues them in `layout` (each element once per
+    /// thread), and what they feed then moves less or not at all.
+    fn note_wanted_layout(&mut self, v: ValueId, layout: &LinearLayout) {
+        let mut pending = vec![v];
+        while let Some(v) = pending.pop() {
             if let Some(load) = self.loads.get(&v) {
                 // A shared buffer reads the same in any layout; a global
                 // load needs its addresses (and mask and default) there.
@@ -561,10 +566,10 @@ impl<'k> Lowerer<'k> {
                         .entry(v)
                         .or_insert_with(|| layout.without_register_replicas());
                 }
-                return;
+                continue;
             }
             let Some(op) = self.defs.get(&v) else {
-                return;
+                continue;
             };
             let elementwise = matches!(
                 op.kind,
@@ -576,17 +581,13 @@ impl<'k> Lowerer<'k> {
                     | OpKind::Cast(_)
                     | OpKind::Bitcast(_)
             );
-            if !elementwise {
-                return;
-            }
-            let mut held = op
-                .kind
-                .operands()
-                .into_iter()
-                .filter(|o| !self.is_recomputable(*o));
-            match (held.next(), held.next()) {
-                (Some(only), None) => v = only,
-                _ => return,
+            if elementwise {
+                pending.extend(
+                    op.kind
+                        .operands()
+                        .into_iter()
+                        .filter(|o| !self.is_recomputable(*o)),
+                );
             }
         }
     }
