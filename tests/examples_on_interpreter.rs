@@ -103,6 +103,8 @@ fn hopper_fa_fwd_split_tail_matches_reference() {
             Attention::new(1, 2, 500, 64).seq_kv(512).causal(true),
             false,
         ),
+        // One 2-step tile left for five programs: two take a step each.
+        (5, Attention::new(1, 6, 100, 64).kv_heads(2).seq_kv(150), false),
         // Three 6-step tiles on five programs, ragged keys and queries.
         (
             5,

@@ -234,8 +234,11 @@ macro_rules! fa_forward_kernel {
             // This program's whole tiles, then its range of the tail:
             // steps `range_lo..range_hi`, from tail tile `tail_lo` on.
             let whole_tiles = if split { full_rounds * PER_UNIT } else { cdiv(num_tiles - first, stride) };
-            let range_lo = if split { range_start(first, tail_steps, stride) } else { 0 };
-            let range_hi = if split { range_start(first + 1, tail_steps, stride) } else { 0 };
+            // Ranges of at least one step: with fewer steps than
+            // programs, the programs from `tail_programs` on get none.
+            let tail_programs = maximum(minimum(stride, tail_steps), 1);
+            let range_lo = if split { range_start(minimum(first, tail_programs), tail_steps, tail_programs) } else { 0 };
+            let range_hi = if split { range_start(minimum(first + 1, tail_programs), tail_steps, tail_programs) } else { 0 };
             let tail_lo = if split { tail_tile_of(range_lo, tail_first, unit_steps, m_tiles, inv_m_tiles) } else { 0 };
             let tail_tiles = if range_hi > range_lo {
                 tail_tile_of(range_hi - 1, tail_first, unit_steps, m_tiles, inv_m_tiles) - tail_lo + 1
@@ -262,6 +265,7 @@ macro_rules! fa_forward_kernel {
                 tail_first: i32,
                 unit_steps: i32,
                 tail_steps: i32,
+                tail_programs: i32,
                 tail_lo: i32,
                 range_lo: i32,
                 range_hi: i32,
@@ -282,8 +286,8 @@ macro_rules! fa_forward_kernel {
                     if in_tail { maximum(range_lo - start, 0) } else { 0 },
                     if in_tail { minimum(range_hi - start, steps) } else { kv_tiles },
                     if in_tail { i } else { -1 },
-                    if in_tail { program_of(start, tail_steps, stride) } else { me },
-                    if in_tail { program_of(start + steps - 1, tail_steps, stride) } else { me },
+                    if in_tail { program_of(start, tail_steps, tail_programs) } else { me },
+                    if in_tail { program_of(start + steps - 1, tail_steps, tail_programs) } else { me },
                 )
             }
             // The producer's loads of the `n`-th tile's Q (from row
@@ -393,6 +397,7 @@ macro_rules! fa_forward_kernel {
                             tail_first,
                             unit_steps,
                             tail_steps,
+                            tail_programs,
                             tail_lo,
                             range_lo,
                             range_hi,
@@ -467,6 +472,7 @@ macro_rules! fa_forward_kernel {
                             tail_first,
                             unit_steps,
                             tail_steps,
+                            tail_programs,
                             tail_lo,
                             range_lo,
                             range_hi,
@@ -618,7 +624,7 @@ macro_rules! fa_forward_kernel {
                             for q in p0..p1 + 1 {
                                 if q != first {
                                     let q_lo = tail_tile_of(
-                                        range_start(q, tail_steps, stride),
+                                        range_start(q, tail_steps, tail_programs),
                                         tail_first,
                                         unit_steps,
                                         m_tiles,
