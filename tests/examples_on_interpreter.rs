@@ -71,60 +71,6 @@ fn hopper_fa_fwd_matches_reference() {
     on_interpreter(hopper_fa_fwd::run);
 }
 
-/// The forward's split tail (the last round's tiles shared along the keys
-/// by two or three programs and merged by the last to finish), on grids
-/// of a set size whatever the host's thread count.
-#[test]
-fn hopper_fa_fwd_split_tail_matches_reference() {
-    use tlx::half::{bf16, f16};
-    use tlx::ops::Attention;
-    let mut rng = hopper_fa_fwd::common::Rng::fresh("hopper_fa_fwd split tail");
-    // (multiprocessors, problem, f16): each leaves a last round that not
-    // every program has work in.
-    let cases = [
-        // Three 3-step tiles on two programs: the third split 1 + 2.
-        (
-            2,
-            Attention::new(1, 3, 100, 64).kv_heads(1).seq_kv(300),
-            false,
-        ),
-        // Three causal pairs of 2 + 1 steps on two: the last pair's long tile split.
-        (
-            2,
-            Attention::new(1, 3, 250, 128)
-                .kv_heads(1)
-                .seq_kv(256)
-                .causal(true),
-            true,
-        ),
-        // Four causal pairs of 4 + 1 steps on three: one long tile in three parts.
-        (
-            3,
-            Attention::new(1, 2, 500, 64).seq_kv(512).causal(true),
-            false,
-        ),
-        // One 2-step tile left for five programs: two take a step each.
-        (5, Attention::new(1, 6, 100, 64).kv_heads(2).seq_kv(150), false),
-        // Three 6-step tiles on five programs, ragged keys and queries.
-        (
-            5,
-            Attention::new(2, 2, 130, 64).kv_heads(1).seq_kv(700),
-            true,
-        ),
-    ];
-    for (multiprocessors, problem, half) in cases {
-        let device = tlx::Device::cpu_with_multiprocessors(multiprocessors);
-        let outcome = if half {
-            hopper_fa_fwd::check::<f16>(&device, &mut rng, &problem)
-        } else {
-            hopper_fa_fwd::check::<bf16>(&device, &mut rng, &problem)
-        };
-        if let Err(e) = outcome {
-            panic!("{problem} on {multiprocessors} programs: {e}");
-        }
-    }
-}
-
 #[test]
 fn hopper_gemm_pipelined_matches_reference() {
     on_interpreter(hopper_gemm_pipelined::run);

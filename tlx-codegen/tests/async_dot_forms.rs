@@ -617,6 +617,43 @@ fn stage_out(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
         assembles_without_spills(&direct);
     }
 
+    /// A partial result merged into a wgmma accumulator, as split-KV
+    /// attention merges another program's rows: `acc * alpha + beta * o`,
+    /// with `o` a loaded tile and `beta` computed from a loaded row
+    /// statistic. The tile is two elementwise steps from the sum that wants
+    /// the accumulator's layout, beside another held operand; it is still
+    /// loaded in that layout, and nothing moves through shared memory.
+    #[test]
+    fn a_tile_scaled_by_a_loaded_statistic_is_loaded_in_the_accumulators_layout() {
+        let ptx = ptx(r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn merge_rows(a: Ptr<bf16>, b: Ptr<bf16>, part: Ptr<f32>, part_max: Ptr<f32>, out: Ptr<f32>) {
+    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let rows = arange(0, 64);
+    let at = rows[(.., None)] * 64 + rows[(None, ..)];
+    async_load(a + at, a_buf);
+    async_load(b + at, b_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+    let acc = async_dot(a_buf, b_buf, zeros([64, 64], f32));
+    let acc = async_dot_wait(0, acc);
+    let m = max(acc, axis = 1);
+    let o = load(part + at);
+    let m_o = load(part_max + rows);
+    let m_new = maximum(m, m_o);
+    let alpha = exp2(m - m_new);
+    let beta = exp2(0.0 - (m_new - m_o));
+    store(out + at, acc * alpha[(.., None)] + beta[(.., None)] * o);
+}
+"#);
+        let after_product = after_first_wait(&ptx);
+        for moved in ["st.shared", "ld.shared", "stmatrix", "ldmatrix"] {
+            assert!(!after_product.contains(moved), "`{moved}` in\n{ptx}");
+        }
+        assembles_without_spills(&ptx);
+    }
+
     /// 128 rows: two 64-row instructions per K step on one warp group, or
     /// one on each of two warp groups.
     #[test]

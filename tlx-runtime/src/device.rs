@@ -9,7 +9,6 @@ use cudarc::driver::{CudaContext, CudaStream};
 use crate::arg::DeviceId;
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
-use crate::workspace::Workspaces;
 use crate::Error;
 
 /// Where kernels run: a CUDA GPU or the CPU interpreter. Cheap to clone
@@ -17,7 +16,6 @@ use crate::Error;
 #[derive(Clone)]
 pub struct Device {
     backend: Backend,
-    workspaces: Arc<Workspaces>,
 }
 
 #[derive(Clone)]
@@ -65,23 +63,13 @@ impl Device {
     pub fn cuda(ordinal: usize) -> Result<Device, Error> {
         Ok(Device {
             backend: Backend::Cuda(Arc::new(CudaDevice::open(ordinal)?)),
-            workspaces: Arc::default(),
         })
     }
 
     /// A new CPU interpreter device with its own memory.
     pub fn cpu() -> Device {
-        Device::cpu_with_multiprocessors(tlx_core::interp::default_threads() as u32)
-    }
-
-    /// A CPU interpreter device that reports `count` multiprocessors
-    /// ([`Device::multiprocessor_count`], at least 1), so that a test can
-    /// run a persistent kernel's schedule for a grid of its choice on any
-    /// host. The programs still run on the host's threads.
-    pub fn cpu_with_multiprocessors(count: u32) -> Device {
         Device {
-            backend: Backend::Cpu(Arc::new(CpuDevice::new(count.max(1)))),
-            workspaces: Arc::default(),
+            backend: Backend::Cpu(Arc::new(CpuDevice::new())),
         }
     }
 
@@ -113,7 +101,7 @@ impl Device {
     pub fn multiprocessor_count(&self) -> u32 {
         match &self.backend {
             Backend::Cuda(device) => device.multiprocessor_count,
-            Backend::Cpu(device) => device.multiprocessors,
+            Backend::Cpu(_) => tlx_core::interp::default_threads() as u32,
         }
     }
 
@@ -160,10 +148,6 @@ impl Device {
             Backend::Cuda(device) => Ok(&device.stream),
             Backend::Cpu(_) => Err(Error::NeedsGpu("a CUDA stream")),
         }
-    }
-
-    pub(crate) fn workspaces(&self) -> &Workspaces {
-        &self.workspaces
     }
 
     pub(crate) fn backend(&self) -> &Backend {

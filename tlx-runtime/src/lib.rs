@@ -26,7 +26,6 @@ mod launch;
 mod spec;
 mod strided;
 pub mod testing;
-mod workspace;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
 pub use autotune::{autotune, autotune_launch};

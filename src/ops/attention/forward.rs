@@ -71,8 +71,6 @@ macro_rules! fa_forward_kernel {
             kv_heads: i32,
             seq_q: i32,
             seq_kv: i32,
-            ws: Ptr<f32>,
-            counters: Ptr<i32>,
         ) {
             // Up to head dim 128, each consumer has two Q buffers, so that
             // its next tile's Q is in place before this tile ends: the
@@ -105,7 +103,8 @@ macro_rules! fa_forward_kernel {
             let first = program_id(0);
             let stride = num_programs(0);
             let group = heads / kv_heads;
-            // Reciprocals of the divisors `quotient` takes, once.
+            // Reciprocals of the divisors `tile_coords` takes, once.
+            let inv_stride = 1.0 / stride.to(f32);
             let inv_m_tiles = 1.0 / m_tiles.to(f32);
             let inv_heads = 1.0 / heads.to(f32);
             let inv_group = 1.0 / group.to(f32);
@@ -126,169 +125,47 @@ macro_rules! fa_forward_kernel {
                     q
                 }
             }
-            // The tile at place `order` of the work: its batch, head,
-            // key/value head, first query row and number of key tiles.
-            // Tiles run head-major, so that the programs of one round share
-            // K and V in L2; causal tiles differ in length, and a head's
-            // come in pairs, the longest with the shortest, so that every
-            // pair holds the same work.
-            fn tile_at(
-                order: i32,
-                m_tiles: i32,
-                heads: i32,
-                group: i32,
-                seq_kv: i32,
-                inv_m_tiles: f32,
-                inv_heads: f32,
-                inv_group: f32,
-            ) -> (i32, i32, i32, i32, i32) {
-                let batch_head = quotient(order, m_tiles, inv_m_tiles);
-                let k = order - batch_head * m_tiles;
-                let m = if CAUSAL {
-                    if k % 2 == 0 { m_tiles - 1 - k / 2 } else { k / 2 }
-                } else {
-                    k
-                };
-                let batch_i = quotient(batch_head, heads, inv_heads);
-                let head = batch_head - batch_i * heads;
-                let off_m = m * 128;
-                let kv_end = if CAUSAL { minimum(seq_kv, off_m + 128) } else { seq_kv };
-                (batch_i, head, quotient(head, group, inv_group), off_m, cdiv(kv_end, BN))
-            }
-            // The place in the work of the tile a program takes in round
-            // `round` (programs take every `stride`-th). A causal program
-            // takes a pair in two consecutive rounds; in the last two
-            // rounds of a schedule without a split tail, programs past
-            // `two` get one tile.
-            fn dealt(round: i32, stride: i32, num_tiles: i32) -> i32 {
-                let tile = round * stride + program_id(0);
-                if CAUSAL {
-                    let base = round / 2 * (2 * stride);
-                    let two = maximum(minimum(2 * stride, num_tiles - base) - stride, 0);
-                    let p = tile - round * stride;
-                    if p < two { base + 2 * p + round % 2 } else { base + two + p }
-                } else {
-                    tile
-                }
-            }
-            // The split tail (split-KV): the work left after the last full
-            // round, in key steps laid end to end, cut into one equal range
-            // per program, so that no program idles while others finish
-            // whole tiles. Its units (causal: a pair, else a tile) all take
-            // `unit_steps`; tail tile `i` is at place `tail_first + i` and
-            // these are its first step and its number of steps.
-            fn tail_span(i: i32, tail_first: i32, unit_steps: i32, m_tiles: i32, inv_m_tiles: f32) -> (i32, i32) {
-                let unit = i / PER_UNIT;
-                let longest = unit_longest(unit, tail_first, unit_steps, m_tiles, inv_m_tiles);
-                let second = CAUSAL & (i % 2 == 1);
-                (
-                    unit * unit_steps + if second { longest } else { 0 },
-                    if second { unit_steps - longest } else { longest },
-                )
-            }
-            // The steps of tail unit `unit`'s first tile (of a causal pair,
-            // the head's longer one).
-            fn unit_longest(unit: i32, tail_first: i32, unit_steps: i32, m_tiles: i32, inv_m_tiles: f32) -> i32 {
-                if CAUSAL {
-                    let order = tail_first + 2 * unit;
-                    let k = order - quotient(order, m_tiles, inv_m_tiles) * m_tiles;
-                    (128 / BN) * (m_tiles - k / 2)
-                } else {
-                    unit_steps
-                }
-            }
-            // The tail tile holding step `step`.
-            fn tail_tile_of(step: i32, tail_first: i32, unit_steps: i32, m_tiles: i32, inv_m_tiles: f32) -> i32 {
-                let unit = step / unit_steps;
-                let longest = unit_longest(unit, tail_first, unit_steps, m_tiles, inv_m_tiles);
-                let second = CAUSAL & (step - unit * unit_steps >= longest);
-                PER_UNIT * unit + if second { 1 } else { 0 }
-            }
-            // Tiles per unit of work: a causal pair, else a tile.
-            const PER_UNIT: i32 = if CAUSAL { 2 } else { 1 };
-            // Program `p`'s first step of the tail's `steps`, and the
-            // program whose range holds step `step`.
-            fn range_start(p: i32, steps: i32, stride: i32) -> i32 {
-                (p.to(i64) * steps.to(i64) / stride.to(i64)).to(i32)
-            }
-            fn program_of(step: i32, steps: i32, stride: i32) -> i32 {
-                (((step + 1).to(i64) * stride.to(i64) - 1) / maximum(steps, 1).to(i64)).to(i32)
-            }
-            // The split tail needs a tail (a last round that not every
-            // program has work in) and units of equal steps: causal pairs
-            // are so when a head's tiles pair up and no tile is cut short
-            // by the keys' end. Not at head dim 256 (its merge would not fit
-            // in registers beside a 128-register accumulator).
-            let full_rounds = num_tiles / PER_UNIT / stride;
-            let tail_units = num_tiles / PER_UNIT - full_rounds * stride;
-            let kv_steps = cdiv(seq_kv, BN);
-            let even = if CAUSAL {
-                (m_tiles % 2 == 0) & (kv_steps >= (128 / BN) * m_tiles)
-            } else {
-                true
-            };
-            let split = (D <= 128) & (BN == 128) & even & (tail_units > 0);
-            let unit_steps = if CAUSAL { (128 / BN) * (m_tiles + 1) } else { kv_steps };
-            let tail_steps = if split { tail_units * unit_steps } else { 0 };
-            let tail_first = full_rounds * stride * PER_UNIT;
-            // This program's whole tiles, then its range of the tail:
-            // steps `range_lo..range_hi`, from tail tile `tail_lo` on.
-            let whole_tiles = if split { full_rounds * PER_UNIT } else { cdiv(num_tiles - first, stride) };
-            // Ranges of at least one step: with fewer steps than
-            // programs, the programs from `tail_programs` on get none.
-            let tail_programs = maximum(minimum(stride, tail_steps), 1);
-            let range_lo = if split { range_start(minimum(first, tail_programs), tail_steps, tail_programs) } else { 0 };
-            let range_hi = if split { range_start(minimum(first + 1, tail_programs), tail_steps, tail_programs) } else { 0 };
-            let tail_lo = if split { tail_tile_of(range_lo, tail_first, unit_steps, m_tiles, inv_m_tiles) } else { 0 };
-            let tail_tiles = if range_hi > range_lo {
-                tail_tile_of(range_hi - 1, tail_first, unit_steps, m_tiles, inv_m_tiles) - tail_lo + 1
-            } else {
-                0
-            };
-            let segments = whole_tiles + tail_tiles;
-            // A program's `n`-th piece of work: a tile's coordinates (as
-            // `tile_at`), the key tiles `j0..j1` it takes, its tail tile
-            // (-1 for a whole tile) and the first and last programs
-            // that share the tile (both this one for a whole tile).
-            fn segment(
-                n: i32,
+            // A tile's batch, head, key/value head, first query row and
+            // number of key tiles. Programs take every `stride`-th tile.
+            // Tiles run head-major, so that the programs of one round
+            // share K and V in L2. Causal tiles differ in length: a
+            // program takes two in a row (in two consecutive rounds) from
+            // the two ends of one head, the longest left with the
+            // shortest, so every pair holds the same work.
+            fn tile_coords(
+                tile: i32,
                 stride: i32,
                 num_tiles: i32,
                 m_tiles: i32,
                 heads: i32,
                 group: i32,
                 seq_kv: i32,
+                inv_stride: f32,
                 inv_m_tiles: f32,
                 inv_heads: f32,
                 inv_group: f32,
-                whole_tiles: i32,
-                tail_first: i32,
-                unit_steps: i32,
-                tail_steps: i32,
-                tail_programs: i32,
-                tail_lo: i32,
-                range_lo: i32,
-                range_hi: i32,
-            ) -> (i32, i32, i32, i32, i32, i32, i32, i32, i32) {
-                let in_tail = n >= whole_tiles;
-                let i = tail_lo + n - whole_tiles;
-                let order = if in_tail { tail_first + i } else { dealt(n, stride, num_tiles) };
-                let (batch_i, head, kv_head, off_m, kv_tiles) =
-                    tile_at(order, m_tiles, heads, group, seq_kv, inv_m_tiles, inv_heads, inv_group);
-                // (Outside the tail, `i` is negative and these are unused.)
-                let (start, steps) = tail_span(i, tail_first, unit_steps, m_tiles, inv_m_tiles);
-                let me = program_id(0);
-                (
-                    batch_i,
-                    head,
-                    kv_head,
-                    off_m,
-                    if in_tail { maximum(range_lo - start, 0) } else { 0 },
-                    if in_tail { minimum(range_hi - start, steps) } else { kv_tiles },
-                    if in_tail { i } else { -1 },
-                    if in_tail { program_of(start, tail_steps, tail_programs) } else { me },
-                    if in_tail { program_of(start + steps - 1, tail_steps, tail_programs) } else { me },
-                )
+            ) -> (i32, i32, i32, i32, i32) {
+                let (batch_head, m) = if CAUSAL {
+                    // Rounds go in twos; in the last two, programs past
+                    // `two` get one tile.
+                    let round = quotient(tile, stride, inv_stride);
+                    let base = round / 2 * (2 * stride);
+                    let two = maximum(minimum(2 * stride, num_tiles - base) - stride, 0);
+                    let p = tile - round * stride;
+                    let order = if p < two { base + 2 * p + round % 2 } else { base + two + p };
+                    let batch_head = quotient(order, m_tiles, inv_m_tiles);
+                    let k = order - batch_head * m_tiles;
+                    let m = if k % 2 == 0 { m_tiles - 1 - k / 2 } else { k / 2 };
+                    (batch_head, m)
+                } else {
+                    let batch_head = quotient(tile, m_tiles, inv_m_tiles);
+                    (batch_head, tile - batch_head * m_tiles)
+                };
+                let batch_i = quotient(batch_head, heads, inv_heads);
+                let head = batch_head - batch_i * heads;
+                let off_m = m * 128;
+                let kv_end = if CAUSAL { minimum(seq_kv, off_m + 128) } else { seq_kv };
+                (batch_i, head, quotient(head, group, inv_group), off_m, cdiv(kv_end, BN))
             }
             // The producer's loads of the `n`-th tile's Q (from row
             // `off_m` of one head): each consumer's half into its buffer of
@@ -365,46 +242,30 @@ macro_rules! fa_forward_kernel {
                 let alpha = exp2(m_i - m_new);
                 (p.to($t), m_new, l_i * alpha + sum(p, axis = 1), alpha)
             }
-            // The split tail's workspace: for each program, two parts
-            // (its range's first tile and its last, when the tiles are
-            // shared), each of two groups' 64 rows: the unscaled output
-            // rows, then each row's max, then its sum. `counters` holds
-            // one count per tail tile and group, zero between launches.
-            let merge_rows_total = 256 * stride;
-            fn merge_rows(q: i32, tail_i: i32, q_lo: i32, me: i32) -> i32 {
-                let part = if tail_i == q_lo { 2 * q } else { 2 * q + 1 };
-                (2 * part + me) * 64
-            }
             async_tasks! {
                 task(default, num_regs = 24) {
                     // K/V tiles loaded and tiles started so far: the rings'
                     // positions carry over from tile to tile.
                     let mut kv_done = 0;
                     let mut tiles_done = 0;
-                    for n in 0..segments {
-                        let (batch_i, head, kv_head, off_m, j0, j1, _, _, _) = segment(
-                            n,
+                    for tile in (first..num_tiles).step_by(stride) {
+                        let (batch_i, head, kv_head, off_m, kv_tiles) =
+                            tile_coords(
+                            tile,
                             stride,
                             num_tiles,
                             m_tiles,
                             heads,
                             group,
                             seq_kv,
+                            inv_stride,
                             inv_m_tiles,
                             inv_heads,
                             inv_group,
-                            whole_tiles,
-                            tail_first,
-                            unit_steps,
-                            tail_steps,
-                            tail_programs,
-                            tail_lo,
-                            range_lo,
-                            range_hi,
                         );
                         load_q(q_desc, q_bufs, q_full, q_empty, tiles_done, batch_i, head, off_m);
-                        for j in j0..j1 {
-                            let it = kv_done + j - j0;
+                        for j in 0..kv_tiles {
+                            let it = kv_done + j;
                             let slot = it % STAGES;
                             // The first pass over the ring finds every stage free.
                             let free = (it / STAGES) % 2 ^ 1;
@@ -418,7 +279,7 @@ macro_rules! fa_forward_kernel {
                             barrier_expect_bytes(v_bar, tile_bytes);
                             async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, j * BN, 0], v_bar);
                         }
-                        kv_done += j1 - j0;
+                        kv_done += kv_tiles;
                         tiles_done += 1;
                     }
                     if ahead {
@@ -453,45 +314,38 @@ macro_rules! fa_forward_kernel {
                         barrier_wait(local_view(k_full, 0), 0);
                         take_turn(me, turns);
                         s = async_dot(local_view(q_bufs, me), local_trans(local_view(k_bufs, 0)), s);
-                        pass_turn(me, segments == 0);
+                        pass_turn(me, first >= num_tiles);
                         turns += 1;
                     }
-                    for n in 0..segments {
-                        let (batch_i, head, _kv_head, off_m, j0, j1, tail_i, p0, p1) = segment(
-                            n,
+                    for tile in (first..num_tiles).step_by(stride) {
+                        let (batch_i, head, _kv_head, off_m, kv_tiles) =
+                            tile_coords(
+                            tile,
                             stride,
                             num_tiles,
                             m_tiles,
                             heads,
                             group,
                             seq_kv,
+                            inv_stride,
                             inv_m_tiles,
                             inv_heads,
                             inv_group,
-                            whole_tiles,
-                            tail_first,
-                            unit_steps,
-                            tail_steps,
-                            tail_programs,
-                            tail_lo,
-                            range_lo,
-                            range_hi,
                         );
-                        let last_tile = n == segments - 1;
+                        let last_tile = tile + stride >= num_tiles;
                         let row0 = off_m + me * 64;
                         // The key tiles this group's rows see. With 64-key
                         // tiles, a causal tile's first group sees one fewer
                         // than the second: it skips the last (all masked).
-                        // (Such tiles are never split: `j0` is 0.)
                         let skips = CAUSAL & (BN < 128);
                         let kv_mine = if skips {
                             cdiv(minimum(seq_kv, row0 + 64), BN)
                         } else {
-                            j1
+                            kv_tiles
                         };
                         let q_slot = 2 * (tiles_done % Q_SETS) + me;
                         let q_buf = local_view(q_bufs, q_slot);
-                        // Key tile `j0`: its scores alone.
+                        // Key tile 0: its scores alone.
                         let slot = kv_done % STAGES;
                         if !ahead {
                             barrier_wait(local_view(q_full, q_slot), (tiles_done / Q_SETS) % 2);
@@ -505,10 +359,10 @@ macro_rules! fa_forward_kernel {
                         barrier_arrive(local_view(k_empty, slot));
                         // Q's last product is done: the producer may load the
                         // next tile's while this one finishes.
-                        barrier_arrive(local_view(q_empty, q_slot), pred = (kv_mine - j0 == 1) & !o_in_q);
+                        barrier_arrive(local_view(q_empty, q_slot), pred = (kv_mine == 1) & !o_in_q);
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
                             s0,
-                            j0,
+                            0,
                             row0,
                             full([64], f32::NEG_INFINITY, f32),
                             zeros([64], f32),
@@ -516,8 +370,8 @@ macro_rules! fa_forward_kernel {
                             seq_kv,
                         );
                         let mut acc = zeros([64, D], f32);
-                        for j in j0 + 1..kv_mine {
-                            let it = kv_done + j - j0;
+                        for j in 1..kv_mine {
+                            let it = kv_done + j;
                             let slot = it % STAGES;
                             let prev = (it - 1) % STAGES;
                             barrier_wait(local_view(k_full, slot), (it / STAGES) % 2);
@@ -543,7 +397,7 @@ macro_rules! fa_forward_kernel {
                         if skips {
                             // The skipped tiles' turns, passed on at once,
                             // so that the other group's come as before.
-                            for _ in kv_mine..j1 {
+                            for _ in kv_mine..kv_tiles {
                                 take_turn(me, turns);
                                 pass_turn(me, false);
                                 turns += 1;
@@ -552,12 +406,12 @@ macro_rules! fa_forward_kernel {
                         // The last tile's values and, `ahead`, the next
                         // tile's first scores, in one turn: they run while
                         // this tile's output is stored.
-                        let it = kv_done + kv_mine - j0 - 1;
+                        let it = kv_done + kv_mine - 1;
                         let slot = it % STAGES;
                         barrier_wait(local_view(v_full, slot), (it / STAGES) % 2);
                         if ahead {
                             let next_q = 2 * ((tiles_done + 1) % Q_SETS) + me;
-                            let next_kv = kv_done + j1 - j0;
+                            let next_kv = kv_done + kv_tiles;
                             let next_k = next_kv % STAGES;
                             barrier_wait(local_view(q_full, next_q), ((tiles_done + 1) / Q_SETS) % 2);
                             barrier_wait(local_view(k_full, next_k), (next_kv / STAGES) % 2);
@@ -582,69 +436,14 @@ macro_rules! fa_forward_kernel {
                             // producer has filled them: a release before the
                             // fill would count towards the stage's previous
                             // use, which the other group may still be reading.
-                            for j in kv_mine..j1 {
-                                let it = kv_done + j - j0;
+                            for j in kv_mine..kv_tiles {
+                                let it = kv_done + j;
                                 let slot = it % STAGES;
                                 let phase = (it / STAGES) % 2;
                                 barrier_wait(local_view(k_full, slot), phase);
                                 barrier_arrive(local_view(k_empty, slot));
                                 barrier_wait(local_view(v_full, slot), phase);
                                 barrier_arrive(local_view(v_empty, slot));
-                            }
-                        }
-                        // A tile of the split tail that other programs share:
-                        // each leaves its part (the unscaled output and the
-                        // rows' max and sum) in the workspace and counts
-                        // itself in; the last to come merges the others'
-                        // parts into its own and writes the tile.
-                        // (`shared` is the branch's condition, `writes` a
-                        // separate variable: were they one, the protocol
-                        // checker would follow the count as a condition.)
-                        let shared = p0 != p1;
-                        let mut writes = true;
-                        if shared {
-                            let rows = arange(0, 64);
-                            let cols = arange(0, D);
-                            let part = merge_rows(first, tail_i, tail_lo, me) + rows;
-                            store(ws + part[(.., None)] * D + cols[(None, ..)], acc);
-                            store(ws + merge_rows_total * D + part, m_i);
-                            store(ws + merge_rows_total * (D + 1) + part, l_i);
-                            // Every thread's part is out before the count.
-                            named_barrier_wait(10 + me, 128);
-                            let counter = counters + 2 * tail_i + me;
-                            let before = atomic_add(counter, 1, sem = "acq_rel", scope = "gpu");
-                            writes = before == p1 - p0;
-                            // The merge runs in every part, its loads and
-                            // the count's reset masked by `writes`, so that
-                            // no branch depends on the count: the protocol
-                            // checker follows only what program ids and
-                            // parameters decide. A masked part reads as
-                            // max -inf, sum 0, output 0: a no-op.
-                            atomic_xchg(counter, 0, mask = writes);
-                            for q in p0..p1 + 1 {
-                                if q != first {
-                                    let q_lo = tail_tile_of(
-                                        range_start(q, tail_steps, tail_programs),
-                                        tail_first,
-                                        unit_steps,
-                                        m_tiles,
-                                        inv_m_tiles,
-                                    );
-                                    let part = merge_rows(q, tail_i, q_lo, me) + rows;
-                                    let o_q = load(ws + part[(.., None)] * D + cols[(None, ..)], mask = writes, other = 0.0, cache_modifier = ".cg");
-                                    let m_q = load(ws + merge_rows_total * D + part, mask = writes, other = f32::NEG_INFINITY, cache_modifier = ".cg");
-                                    let l_q = load(ws + merge_rows_total * (D + 1) + part, mask = writes, other = 0.0, cache_modifier = ".cg");
-                                    // (The running values first in each
-                                    // operation: the loads then come in
-                                    // their layouts, not through shared
-                                    // memory.)
-                                    let m_new = maximum(m_i, m_q);
-                                    let alpha = exp2(m_i - m_new);
-                                    let beta = exp2(0.0 - (m_new - m_q));
-                                    acc = acc * alpha[(.., None)] + beta[(.., None)] * o_q;
-                                    l_i = l_i * alpha + beta * l_q;
-                                    m_i = m_new;
-                                }
                             }
                         }
                         // The previous tile's store has finished reading the buffer.
@@ -654,21 +453,17 @@ macro_rules! fa_forward_kernel {
                         // key tiles' softmax, which short sequences felt.
                         let inv_l = 1.0 / l_i;
                         local_store(out, (acc * inv_l[(.., None)]).to($t));
-                        // A part that does not write its tile stores past the
-                        // end of the sequence, where TMA writes nothing: the
-                        // barrier protocol stays the same on both sides.
-                        let out_row = if writes { row0 } else { seq_q };
-                        async_descriptor_store(o_desc, out, [batch_i, head, out_row, 0]);
-                        // The natural log-sum-exp of each row's scaled scores.
-                        let row_lse = (m_i + log2(l_i)) * 0.6931471805599453;
-                        let rows = row0 + arange(0, 64);
-                        let at = (batch_i * heads + head) * seq_q + rows;
-                        store(lse + at, row_lse, mask = (rows < seq_q) & writes);
+                        async_descriptor_store(o_desc, out, [batch_i, head, row0, 0]);
                         if o_in_q {
                             async_descriptor_store_wait(0);
                             barrier_arrive(local_view(q_empty, me));
                         }
-                        kv_done += j1 - j0;
+                        // The natural log-sum-exp of each row's scaled scores.
+                        let row_lse = (m_i + log2(l_i)) * 0.6931471805599453;
+                        let rows = row0 + arange(0, 64);
+                        let at = (batch_i * heads + head) * seq_q + rows;
+                        store(lse + at, row_lse, mask = rows < seq_q);
+                        kv_done += kv_tiles;
                         tiles_done += 1;
                     }
                     if ahead {
@@ -690,18 +485,6 @@ fa_forward_kernel!(hopper_fa_fwd_f16, f16);
 /// 1024 tokens and loses from 2048).
 const SHARED_BODY_MAX_SEQ: usize = 1024;
 
-/// The lengths of the split tail's workspace for `grid` programs: f32s for
-/// the partial rows (two parts of 128 rows per program, each row its head
-/// dim's outputs, its max and its sum) and i32 counts (one per tail tile and
-/// consumer; a tail holds under two tiles per program). Head dim 256 splits
-/// no tiles.
-pub(super) fn workspace_len(grid: usize, head_dim: usize) -> (usize, usize) {
-    if head_dim > 128 {
-        return (1, 1);
-    }
-    (256 * grid * (head_dim + 2), 4 * grid)
-}
-
 /// The forward kernels of one element type.
 pub trait ForwardKernels: Element {
     /// Launches the configuration for `problem`'s head dim and causality;
@@ -711,7 +494,6 @@ pub trait ForwardKernels: Element {
         grid: u32,
         descs: [&TensorDesc<Self>; 4],
         lse: &dyn PtrArg<f32>,
-        workspace: (&Buffer<f32>, &Buffer<i32>),
         problem: &Attention,
     ) -> Result<(), Error>;
 }
@@ -724,7 +506,6 @@ macro_rules! forward_kernels {
                 grid: u32,
                 [q, k, v, o]: [&TensorDesc<Self>; 4],
                 lse: &dyn PtrArg<f32>,
-                (parts, counts): (&Buffer<f32>, &Buffer<i32>),
                 p: &Attention,
             ) -> Result<(), Error> {
                 let sizes = [p.batch, p.heads, p.kv_heads, p.seq_q, p.seq_kv].map(|n| n as i32);
@@ -733,7 +514,7 @@ macro_rules! forward_kernels {
                     ($d:literal, $bn:literal, $causal:literal, $shared:literal) => {
                         $kernel::<$d, $bn, 2, $causal, $shared>::launch(
                             device, grid, q, k, v, o, lse, p.scale, batch, heads, kv_heads, seq_q,
-                            seq_kv, parts, counts,
+                            seq_kv,
                         )
                     };
                 }

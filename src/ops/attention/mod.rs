@@ -261,14 +261,7 @@ pub fn attention<T: AttentionElement>(
     // Persistent: one program per SM, or per tile when there are fewer.
     let tiles = p.seq_q.div_ceil(forward::QUERY_TILE) * p.batch * p.heads;
     let grid = tiles.min(device.multiprocessor_count() as usize) as u32;
-    // The split tail's workspace (see `forward.rs`): its partial rows and
-    // their counts, kept on the device from call to call.
-    let (parts, counts) = forward::workspace_len(grid as usize, p.head_dim);
-    device.with_workspace("tlx::ops::attention parts", parts, |parts| {
-        device.with_workspace("tlx::ops::attention counts", counts, |counts| {
-            T::launch_forward(device, grid, descs, lse, (parts, counts), p)
-        })
-    })
+    T::launch_forward(device, grid, descs, lse, p)
 }
 
 /// The forward pass's tensors and the output gradient, for

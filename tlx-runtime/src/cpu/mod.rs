@@ -23,18 +23,15 @@ pub(crate) struct CpuDevice {
     /// The last kernel each buffer was passed to, and as which parameter,
     /// for messages about what wrote (or did not write) it.
     last_use: Mutex<HashMap<u32, (&'static str, &'static str)>>,
-    /// What `Device::multiprocessor_count` reports.
-    pub(crate) multiprocessors: u32,
 }
 
 impl CpuDevice {
-    pub(crate) fn new(multiprocessors: u32) -> CpuDevice {
+    pub(crate) fn new() -> CpuDevice {
         CpuDevice {
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             memory: HostMemory::new(),
             kernels: Mutex::new(HashMap::new()),
             last_use: Mutex::new(HashMap::new()),
-            multiprocessors,
         }
     }
 
