@@ -415,6 +415,28 @@ mod codegen {
         &ptx[at..]
     }
 
+    /// A kernel `name(a, b, params..)` whose `body` finds 64x64 bf16
+    /// operands `a_buf` and `b_buf` in shared memory, `rows` (`0..64`) and
+    /// `at` (the row-major offsets of a 64x64 tile).
+    fn with_operands_in_shared(name: &str, params: &str, body: &str) -> String {
+        format!(
+            r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn {name}(a: Ptr<bf16>, b: Ptr<bf16>, {params}) {{
+    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
+    let rows = arange(0, 64);
+    let at = rows[(.., None)] * 64 + rows[(None, ..)];
+    async_load(a + at, a_buf);
+    async_load(b + at, b_buf);
+    async_load_commit_group();
+    async_load_wait_group(0);
+{body}
+}}
+"#
+        )
+    }
+
     #[test]
     fn attention_tile_feeds_p_from_registers_without_moving_it() {
         let ptx = ptx(super::ATTENTION_TILE);
@@ -471,17 +493,10 @@ mod codegen {
     /// and out (the backward at head dim 128 then needed 262 KB).
     #[test]
     fn an_accumulator_carried_through_nested_loops_keeps_its_layout() {
-        let src = r#"
-#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
-fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inner: i32) {
-    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
-    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
-    let rows = arange(0, 64);
-    let at = rows[(.., None)] * 64 + rows[(None, ..)];
-    async_load(a + at, a_buf);
-    async_load(b + at, b_buf);
-    async_load_commit_group();
-    async_load_wait_group(0);
+        let src = with_operands_in_shared(
+            "nested_accumulate",
+            "out: Ptr<f32>, outer: i32, inner: i32",
+            "
     let mut acc = zeros([64, 64], f32);
     for i in 0..outer {
         for j in 0..inner {
@@ -489,10 +504,9 @@ fn nested_accumulate(a: Ptr<bf16>, b: Ptr<bf16>, out: Ptr<f32>, outer: i32, inne
             acc = async_dot_wait(0, acc);
         }
     }
-    store(out + at, acc);
-}
-"#;
-        let ptx = ptx(src);
+    store(out + at, acc);",
+        );
+        let ptx = ptx(&src);
         // Nothing reads shared memory but wgmma (through its descriptors),
         // and the one barrier is the copies' (`async_load_wait_group`):
         // a conversion would add reads and barriers around the inner loop.
@@ -625,17 +639,10 @@ fn stage_out(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
     /// loaded in that layout, and nothing moves through shared memory.
     #[test]
     fn a_tile_scaled_by_a_loaded_statistic_is_loaded_in_the_accumulators_layout() {
-        let ptx = ptx(r#"
-#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
-fn merge_rows(a: Ptr<bf16>, b: Ptr<bf16>, part: Ptr<f32>, part_max: Ptr<f32>, out: Ptr<f32>) {
-    let a_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
-    let b_buf = local_view(local_alloc([64, 64], bf16, 1), 0);
-    let rows = arange(0, 64);
-    let at = rows[(.., None)] * 64 + rows[(None, ..)];
-    async_load(a + at, a_buf);
-    async_load(b + at, b_buf);
-    async_load_commit_group();
-    async_load_wait_group(0);
+        let ptx = ptx(&with_operands_in_shared(
+            "merge_rows",
+            "part: Ptr<f32>, part_max: Ptr<f32>, out: Ptr<f32>",
+            "
     let acc = async_dot(a_buf, b_buf, zeros([64, 64], f32));
     let acc = async_dot_wait(0, acc);
     let m = max(acc, axis = 1);
@@ -644,9 +651,8 @@ fn merge_rows(a: Ptr<bf16>, b: Ptr<bf16>, part: Ptr<f32>, part_max: Ptr<f32>, ou
     let m_new = maximum(m, m_o);
     let alpha = exp2(m - m_new);
     let beta = exp2(0.0 - (m_new - m_o));
-    store(out + at, acc * alpha[(.., None)] + beta[(.., None)] * o);
-}
-"#);
+    store(out + at, acc * alpha[(.., None)] + beta[(.., None)] * o);",
+        ));
         let after_product = after_first_wait(&ptx);
         for moved in ["st.shared", "ld.shared", "stmatrix", "ldmatrix"] {
             assert!(!after_product.contains(moved), "`{moved}` in\n{ptx}");
