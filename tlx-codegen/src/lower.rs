@@ -546,7 +546,13 @@ impl<'k> Lowerer<'k> {
     /// thread), and what they feed then moves less or not at all.
     fn note_wanted_layout(&mut self, v: ValueId, layout: &LinearLayout) {
         let mut pending = vec![v];
+        // A value two operands share is walked once (chains of squares
+        // would otherwise double the walk at every step).
+        let mut seen = HashSet::new();
         while let Some(v) = pending.pop() {
+            if !seen.insert(v) {
+                continue;
+            }
             if let Some(load) = self.loads.get(&v) {
                 // A shared buffer reads the same in any layout; a global
                 // load needs its addresses (and mask and default) there.
