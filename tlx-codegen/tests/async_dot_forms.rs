@@ -634,9 +634,9 @@ fn stage_out(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
     /// A partial result merged into a wgmma accumulator, as split-KV
     /// attention merges another program's rows: `acc * alpha + beta * o`,
     /// with `o` a loaded tile and `beta` computed from a loaded row
-    /// statistic. The tile is two elementwise steps from the sum that wants
-    /// the accumulator's layout, beside another held operand; it is still
-    /// loaded in that layout, and nothing moves through shared memory.
+    /// statistic. The tile reaches the sum that wants the accumulator's
+    /// layout through a product with another held operand (`beta`); it is
+    /// still loaded in that layout, and nothing moves through shared memory.
     #[test]
     fn a_tile_scaled_by_a_loaded_statistic_is_loaded_in_the_accumulators_layout() {
         let ptx = ptx(&with_operands_in_shared(
