@@ -155,9 +155,20 @@ impl<'k> Lowerer<'k> {
         scratch_base: usize,
     ) {
         let warps = replica.num_warps.max(1);
+        // The warp index read back from lane 0 (it is the same in every lane):
+        // ptxas then knows the replica index is uniform in a warp, so the
+        // shared memory addresses and wgmma descriptors derived from it stay
+        // in uniform registers instead of being built per thread and moved
+        // over (`R2UR`) before every wgmma.
+        self.f
+            .declare("declare i32 @llvm.nvvm.shfl.sync.idx.i32(i32, i32, i32, i32)");
+        let uniform_warp = self.f.prologue_inst(format!(
+            "call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 -1, i32 {}, i32 0, i32 31)",
+            self.program_warp
+        ));
         let in_task = self
             .f
-            .prologue_inst(format!("sub i32 {}, {task_first}", self.program_warp));
+            .prologue_inst(format!("sub i32 {uniform_warp}, {task_first}"));
         let index = self.f.prologue_inst(format!("udiv i32 {in_task}, {warps}"));
         self.warp = self.f.prologue_inst(format!("urem i32 {in_task}, {warps}"));
         let task_tid =

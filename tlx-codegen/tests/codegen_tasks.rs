@@ -153,8 +153,10 @@ fn shared_body_replicas_run_one_copy_of_the_code() {
         separate > 0 && shared * 2 == separate,
         "{separate} vs {shared} stores"
     );
-    // The replica's hardware barrier is picked at run time.
+    // The replica's hardware barrier is picked at run time, from the warp
+    // index as lane 0 holds it (which ptxas knows is the same in every lane).
     assert!(!ptx.contains("barrier.sync 2,"), "{ptx}");
+    assert!(ptx.contains("shfl.sync.idx.b32"), "{ptx}");
     // A body that needs scratch of its own keeps a copy per replica.
     let (with_scratch, _) = count(&two_replicas(true, true));
     let (without_sharing, _) = count(&two_replicas(false, true));

@@ -323,13 +323,6 @@ const SPILL_ALLOWANCES: &[(&str, &str, u32)] = &[
     // scalars (tile coordinates' divisors), reloaded once per tile; the key
     // loop has no local-memory access (session 21).
     ("src/ops/attention/forward.rs", "[D=256 ", 96),
-    // Its causal head-dim-128 variant with one body for both consumers (the
-    // replica's ids live in registers there): one per-tile scalar (session 21).
-    (
-        "src/ops/attention/forward.rs",
-        "[D=128 BN=128 STAGES=2 CAUSAL=1 SHARED=1 ",
-        16,
-    ),
 ];
 
 /// The spill stores `what` (a kernel and configuration label) may have.

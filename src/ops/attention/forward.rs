@@ -45,10 +45,8 @@ macro_rules! fa_forward_kernel {
     ($name:ident, $t:ident) => {
         #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
             (D = 64, BN = 128, STAGES = 2, CAUSAL = false, SHARED = false),
-            (D = 64, BN = 128, STAGES = 2, CAUSAL = true, SHARED = false),
             (D = 64, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true),
-            (D = 128, BN = 128, STAGES = 2, CAUSAL = false, SHARED = false),
-            (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = false),
+            (D = 128, BN = 128, STAGES = 2, CAUSAL = false, SHARED = true),
             (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true),
             (D = 256, BN = 64, STAGES = 2, CAUSAL = false, SHARED = false),
             (D = 256, BN = 64, STAGES = 2, CAUSAL = true, SHARED = false),
@@ -480,11 +478,6 @@ macro_rules! fa_forward_kernel {
 fa_forward_kernel!(hopper_fa_fwd, bf16);
 fa_forward_kernel!(hopper_fa_fwd_f16, f16);
 
-/// The longest causal query sequence whose forward runs the consumers'
-/// `shared_body` variant (measured on the H100, session 20: it gains up to
-/// 1024 tokens and loses from 2048).
-const SHARED_BODY_MAX_SEQ: usize = 1024;
-
 /// The forward kernels of one element type.
 pub trait ForwardKernels: Element {
     /// Launches the configuration for `problem`'s head dim and causality;
@@ -518,21 +511,21 @@ macro_rules! forward_kernels {
                         )
                     };
                 }
-                // Short causal tiles spend their time entering and leaving
-                // the loop: one copy of the consumers' code (`shared_body`)
-                // keeps the instruction cache warm there (+14-17% at 512
-                // tokens, +1-4% at 1024), and costs 1.5-3% from 2048 on.
-                let short = p.seq_q <= SHARED_BODY_MAX_SEQ;
-                match (p.head_dim, p.causal, short) {
-                    (64, false, _) => launch!(64, 128, false, false),
-                    (64, true, false) => launch!(64, 128, true, false),
-                    (64, true, true) => launch!(64, 128, true, true),
-                    (128, false, _) => launch!(128, 128, false, false),
-                    (128, true, false) => launch!(128, 128, true, false),
-                    (128, true, true) => launch!(128, 128, true, true),
-                    (256, false, _) => launch!(256, 64, false, false),
-                    (256, true, _) => launch!(256, 64, true, false),
-                    (d, _, _) => Err(super::head_dim_not_compiled(super::OP, d)),
+                // One copy of the consumers' code (`shared_body`) keeps the
+                // instruction cache warm where tiles are short (+14-17% at
+                // 512 causal tokens, session 20). Since session 29, when the
+                // replica index became warp-uniform to ptxas, it is at least
+                // as fast at every length at head dim 128 (H200: +1-3%
+                // non-causal, +2-4% causal up to 1024) and causal at 64; d64
+                // non-causal runs 1% faster with a copy per consumer.
+                match (p.head_dim, p.causal) {
+                    (64, false) => launch!(64, 128, false, false),
+                    (64, true) => launch!(64, 128, true, true),
+                    (128, false) => launch!(128, 128, false, true),
+                    (128, true) => launch!(128, 128, true, true),
+                    (256, false) => launch!(256, 64, false, false),
+                    (256, true) => launch!(256, 64, true, false),
+                    (d, _) => Err(super::head_dim_not_compiled(super::OP, d)),
                 }
             }
         }
