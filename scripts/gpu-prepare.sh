@@ -31,7 +31,8 @@ collect examples build "${targets[@]}"
 # The facade's and the runtime's tests: the ones that use a GPU.
 collect tests test -p tlx -p tlx-runtime --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
-cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py .gpu/
+cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py \
+  scripts/cudnn_bwd_sequence.py .gpu/
 # The trybuild suite needs cargo and the proc-macro's tests the toolchain's
 # libstd, neither of which the GPU machine has; neither needs a GPU.
 rm -f .gpu/tests/ui .gpu/tests/tlx_macros
