@@ -42,8 +42,8 @@ pub use half;
 pub use tlx_macros::kernel;
 pub use tlx_runtime::testing;
 pub use tlx_runtime::{
-    autotune, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport, PtrArg,
-    ScalarArg, Strided, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
+    autotune, BenchSpec, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport,
+    PtrArg, ScalarArg, Strided, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
 };
 
 /// The kernel language's builtins, one item each, documented as

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use crate::arg::DeviceId;
 use crate::cpu::CpuDevice;
@@ -116,14 +116,22 @@ impl Device {
     /// Runs `f` and returns how long the work it queued took, in
     /// milliseconds: GPU time between CUDA events, or wall time on the CPU.
     pub fn time(&self, f: impl FnOnce() -> Result<(), Error>) -> Result<f32, Error> {
-        match &self.backend {
-            Backend::Cuda(device) => device.time(f),
-            Backend::Cpu(_) => {
-                let start = Instant::now();
-                f()?;
-                Ok(start.elapsed().as_secs_f32() * 1000.0)
-            }
-        }
+        let start = self.mark()?;
+        f()?;
+        let end = self.mark()?;
+        start.elapsed_ms(&end)
+    }
+
+    /// The point this device's queued work has reached.
+    pub(crate) fn mark(&self) -> Result<Mark, Error> {
+        let event = match &self.backend {
+            Backend::Cuda(device) => Some(device.mark()?),
+            Backend::Cpu(_) => None,
+        };
+        Ok(Mark {
+            event,
+            at: Instant::now(),
+        })
     }
 
     /// Flushes the L2 cache before a timed launch (nothing on the CPU).
@@ -171,6 +179,24 @@ impl Default for Device {
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Device({})", self.id())
+    }
+}
+
+/// A point in a device's work: a CUDA event recorded on its stream, or on
+/// the CPU, where launches finish before they return, the wall clock.
+pub(crate) struct Mark {
+    event: Option<CudaEvent>,
+    at: Instant,
+}
+
+impl Mark {
+    /// Milliseconds from this mark to the later `end`, waiting for `end`'s
+    /// work: GPU time between the events where both have one.
+    pub(crate) fn elapsed_ms(&self, end: &Mark) -> Result<f32, Error> {
+        match (&self.event, &end.event) {
+            (Some(start), Some(end)) => CudaDevice::elapsed_ms(start, end),
+            _ => Ok(end.at.duration_since(self.at).as_secs_f32() * 1000.0),
+        }
     }
 }
 

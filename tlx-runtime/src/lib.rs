@@ -12,6 +12,7 @@
 
 mod arg;
 mod autotune;
+mod bench;
 mod bounds;
 mod buffer;
 mod cpu;
@@ -29,6 +30,7 @@ pub mod testing;
 
 pub use arg::{KernelArg, PtrArg, PtrValue, ScalarArg, ScalarValue};
 pub use autotune::{autotune, autotune_launch};
+pub use bench::BenchSpec;
 pub use buffer::{Buffer, BufferView};
 pub use cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap, TmaSwizzle};
 pub use desc::{TensorDesc, TensorDescValue};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use cudarc::driver::sys::{
     self, CUdevice_attribute, CUevent_flags, CUfunction, CUfunction_attribute, CUmodule,
 };
-use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{result, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
 use crate::arg::{KernelArg, PtrTarget};
 use crate::spec::{ConfigSpec, KernelSpec};
@@ -102,24 +102,24 @@ impl CudaDevice {
             .map_err(|e| Error::cuda("cuStreamSynchronize", e))
     }
 
-    /// GPU time of the work `f` queues, in milliseconds, measured with events.
-    pub(crate) fn time(&self, f: impl FnOnce() -> Result<(), Error>) -> Result<f32, Error> {
-        let event = || {
-            self.ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(|e| Error::cuda("cuEventCreate", e))
-        };
-        let (start, end) = (event()?, event()?);
-        start
+    /// An event recorded on the stream: the point its queued work has reached.
+    pub(crate) fn mark(&self) -> Result<CudaEvent, Error> {
+        let event = self
+            .ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| Error::cuda("cuEventCreate", e))?;
+        event
             .record(&self.stream)
             .map_err(|e| Error::cuda("cuEventRecord", e))?;
-        f()?;
-        end.record(&self.stream)
-            .map_err(|e| Error::cuda("cuEventRecord", e))?;
+        Ok(event)
+    }
+
+    /// Milliseconds of GPU time from `start` to `end`, once `end` is reached.
+    pub(crate) fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> Result<f32, Error> {
         end.synchronize()
             .map_err(|e| Error::cuda("cuEventSynchronize", e))?;
         start
-            .elapsed_ms(&end)
+            .elapsed_ms(end)
             .map_err(|e| Error::cuda("cuEventElapsedTime", e))
     }
 
