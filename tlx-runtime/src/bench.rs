@@ -51,13 +51,13 @@ impl BenchSpec {
 
 impl Device {
     /// The median time in milliseconds of the work `f` queues, timed as
-    /// `do_bench` times a function: one run, then [`ESTIMATE_RUNS`] with
-    /// the L2 cache flushed before each to estimate a run's time, warm-up
-    /// runs for `spec.warmup_ms`, then runs for `spec.rep_ms`, each after
-    /// an L2 flush and between two events of its own; the timed runs are
-    /// queued back to back and read once at the end. Of an even count, the
-    /// lower middle time (as `torch.median` takes it). On the CPU
-    /// interpreter: wall time, the same runs.
+    /// `do_bench` times a function: one run, then five with the L2 cache
+    /// flushed before each to estimate a run's time, warm-up runs for
+    /// `spec.warmup_ms`, then runs for `spec.rep_ms`, each after an L2
+    /// flush and between two events of its own; the timed runs are queued
+    /// back to back and read once at the end. Of an even count, the lower
+    /// middle time (as `torch.median` takes it). On the CPU interpreter:
+    /// wall time, the same runs.
     pub fn bench(
         &self,
         spec: BenchSpec,
