@@ -179,10 +179,23 @@ impl FuncText {
 
     /// Call an LLVM intrinsic or declared function returning `ret`.
     pub fn call(&mut self, ret: &str, name: &str, args: &[(&str, &str)]) -> String {
+        let call = self.declared_call(ret, name, args);
+        self.inst(call)
+    }
+
+    /// [`Self::call`] in the entry block's prologue (values every block
+    /// sees, such as thread and warp indices).
+    pub fn prologue_call(&mut self, ret: &str, name: &str, args: &[(&str, &str)]) -> String {
+        let call = self.declared_call(ret, name, args);
+        self.prologue_inst(call)
+    }
+
+    /// Declares `name` and returns the text of a call to it.
+    fn declared_call(&mut self, ret: &str, name: &str, args: &[(&str, &str)]) -> String {
         let params: Vec<&str> = args.iter().map(|(t, _)| *t).collect();
         self.declare(format!("declare {ret} @{name}({})", params.join(", ")));
         let list: Vec<String> = args.iter().map(|(t, v)| format!("{t} {v}")).collect();
-        self.inst(format!("call {ret} @{name}({})", list.join(", ")))
+        format!("call {ret} @{name}({})", list.join(", "))
     }
 
     /// Call inline PTX asm with one result of type `ret` (or `void`).

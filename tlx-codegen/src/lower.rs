@@ -338,10 +338,7 @@ fn lower_pass(
 impl<'k> Lowerer<'k> {
     fn new(kernel: &'k Kernel, arch: Arch, load_hints: HashMap<ValueId, LinearLayout>) -> Self {
         let mut f = FuncText::default();
-        let tid = f.call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
-        // The call above went to the body; thread ids belong in the prologue.
-        let moved = std::mem::take(&mut f.body);
-        f.prologue.push_str(&moved);
+        let tid = f.prologue_call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
         let tid_copy = tid.clone();
         let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));

@@ -160,12 +160,12 @@ impl<'k> Lowerer<'k> {
         // shared memory addresses and wgmma descriptors derived from it stay
         // in uniform registers instead of being built per thread and moved
         // over (`R2UR`) before every wgmma.
-        self.f
-            .declare("declare i32 @llvm.nvvm.shfl.sync.idx.i32(i32, i32, i32, i32)");
-        let uniform_warp = self.f.prologue_inst(format!(
-            "call i32 @llvm.nvvm.shfl.sync.idx.i32(i32 -1, i32 {}, i32 0, i32 31)",
-            self.program_warp
-        ));
+        let warp = self.program_warp.clone();
+        let uniform_warp = self.f.prologue_call(
+            "i32",
+            "llvm.nvvm.shfl.sync.idx.i32",
+            &[("i32", "-1"), ("i32", &warp), ("i32", "0"), ("i32", "31")],
+        );
         let in_task = self
             .f
             .prologue_inst(format!("sub i32 {uniform_warp}, {task_first}"));
