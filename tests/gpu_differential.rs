@@ -992,3 +992,92 @@ fn warp_specialized_tasks_agree() {
     warp_specialized::check(&x, &g, "GPU");
     warp_specialized::check(&x, &c, "interpreter");
 }
+
+/// Flash attention, forward and backward (`tlx::ops`), on the GPU and on
+/// the interpreter from the same inputs: O, the log-sum-exp, dQ, dK and dV
+/// agree to bf16 rounding (the GPU's `exp2` is approximate, and a P or dS
+/// element on a rounding boundary may round either way; a misplaced tile or
+/// a wrong mask is off by O(1)). Ragged lengths, grouped-query heads,
+/// causal and not, head dims 64 and 128, and a grid with more tiles than
+/// SMs; outputs NaN-poisoned first.
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn flash_attention_agrees() {
+    use tlx::ops::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
+    let Some(dev) = gpu_or_skip() else { return };
+    let mut rng = fresh_rng();
+    let problems = [
+        Attention::new(1, 4, 150, 64).kv_heads(2).causal(true),
+        Attention::new(2, 2, 70, 128).seq_kv(190),
+        Attention::new(1, 2, 130, 128).kv_heads(1).causal(true),
+        // More query tiles than a GPU has SMs: the persistent forward's
+        // programs take several (causal: in pairs).
+        Attention::new(1, 140, 100, 64).kv_heads(35).causal(true),
+    ];
+    for p in problems {
+        let mut draw =
+            |n: usize| -> Vec<bf16> { rng.vec(n, 2.0).into_iter().map(bf16::from_f32).collect() };
+        let (q, k, v, d_o) = (
+            draw(p.q_len()),
+            draw(p.kv_len()),
+            draw(p.kv_len()),
+            draw(p.q_len()),
+        );
+        // O, lse, dQ, dK, dV, each widened to f32.
+        let (g, c) = on_both(&dev, |d| {
+            let (q, k, v, d_o) = (d.upload(&q)?, d.upload(&k)?, d.upload(&v)?, d.upload(&d_o)?);
+            let poisoned = |n: usize| d.upload(&vec![bf16::NAN; n]);
+            let o = poisoned(p.q_len())?;
+            let lse = d.upload(&vec![f32::NAN; p.rows()])?;
+            tlx::ops::attention(d, &q, &k, &v, &o, Some(&lse), &p)?;
+            let (dq, dk, dv) = (
+                poisoned(p.q_len())?,
+                poisoned(p.kv_len())?,
+                poisoned(p.kv_len())?,
+            );
+            let saved = AttentionSaved {
+                q: &q,
+                k: &k,
+                v: &v,
+                o: &o,
+                lse: &lse,
+                d_o: &d_o,
+            };
+            let grads = AttentionGrads {
+                dq: &dq,
+                dk: &dk,
+                dv: &dv,
+            };
+            let workspace = AttentionWorkspace::new(d, &p)?;
+            tlx::ops::attention_backward(d, &saved, &grads, &workspace, &p)?;
+            let wide = |t: Vec<bf16>| t.into_iter().map(bf16::to_f32).collect::<Vec<f32>>();
+            Ok([
+                wide(o.download()?),
+                lse.download()?,
+                wide(dq.download()?),
+                wide(dk.download()?),
+                wide(dv.download()?),
+            ])
+        });
+        for (name, (g, c)) in ["O", "lse", "dQ", "dK", "dV"].iter().zip(g.iter().zip(&c)) {
+            // Relative to the tensor's largest magnitude: gradients of
+            // nearly cancelling sums are small where the tensor is not.
+            let scale = c.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-3);
+            let worst = g
+                .iter()
+                .zip(c)
+                .map(|(x, y)| (x - y).abs() / scale)
+                .fold(
+                    0f32,
+                    |w, e| if e.is_nan() { f32::INFINITY } else { w.max(e) },
+                );
+            println!(
+                "flash attention {p}: {name} max difference {worst:e} of its largest magnitude"
+            );
+            assert!(
+                worst < 2e-2,
+                "{p}: {name} differs by {worst} of its largest magnitude"
+            );
+        }
+    }
+}

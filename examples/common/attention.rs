@@ -148,6 +148,7 @@ pub fn cases(size: Size) -> Vec<Case> {
         ],
         Size::Interpreter => &[
             (1, 2, 1, 200, 150, 64, false, false),
+            (1, 2, 1, 100, 170, 128, false, false),
             (1, 2, 2, 190, 190, 128, true, false),
             (2, 2, 1, 130, 260, 64, true, true),
             (1, 1, 1, 260, 140, 64, true, false),

@@ -19,11 +19,23 @@ pub enum Size {
 }
 
 impl Size {
+    /// The device's size; `TLX_EXAMPLE_SIZE=small` picks the interpreter's
+    /// problems on a GPU too, for tools that run kernels hundreds of times
+    /// slower (compute-sanitizer's racecheck), and `full` the GPU's.
     pub fn for_device(device: &tlx::Device) -> Size {
-        if device.is_gpu() {
+        let native = if device.is_gpu() {
             Size::Gpu
         } else {
             Size::Interpreter
+        };
+        match std::env::var("TLX_EXAMPLE_SIZE").as_deref() {
+            Err(_) => native,
+            Ok("small") => Size::Interpreter,
+            Ok("full") => Size::Gpu,
+            Ok(other) => {
+                eprintln!("TLX_EXAMPLE_SIZE={other:?} is neither `small` nor `full`: using the device's size");
+                native
+            }
         }
     }
 }
