@@ -8,12 +8,15 @@
 //! accumulation (f16 on a subset). Every configuration's output is checked
 //! against cuBLAS's (NaN-poisoned first) before it is timed; the fastest
 //! correct configuration per shape is reported. `TLX_BENCH_ONLY=GH4` runs
-//! the shapes whose name starts with that.
+//! the shapes whose name starts with that. Ours and cuBLAS are timed as
+//! `scripts/triton_gemm_anchor.py` times upstream Triton ([`Device::bench`]:
+//! `do_bench`'s procedure, 25 ms of warm-up, 200 ms of runs queued back to
+//! back, the L2 flushed before each, median): at the GPU's power cap a
+//! burst of synchronized runs reads several percent faster than a sustained
+//! run (BENCHMARKS.md, session 30).
 
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
-
-mod timing;
 
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
@@ -30,8 +33,19 @@ mod hopper_gemm_ws;
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use half::{bf16, f16};
-use timing::median_ms;
 use tlx::prelude::*;
+use tlx::BenchSpec;
+
+/// `scripts/triton_gemm_anchor.py`'s `do_bench(fn, warmup=25, rep=200)`.
+const TIMING: BenchSpec = BenchSpec {
+    warmup_ms: 25.0,
+    rep_ms: 200.0,
+};
+
+/// Median milliseconds of `f`, timed by [`TIMING`].
+fn median_ms(dev: &Device, f: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
+    dev.bench(TIMING, f).map(f64::from)
+}
 
 /// The tutorial kernel, generic over nothing but its tile configuration:
 /// one program per `[BLOCK_M, BLOCK_N]` tile of `C`, programs ordered in
@@ -463,7 +477,6 @@ where
         beta: T::from_f32(0.0),
         ldc: n as i32,
     };
-    let reps = if 2 * m * n * k > 1 << 40 { 5 } else { 10 };
     // cuBLAS's own errors are kept aside: the timer's closures speak tlx's.
     let mut blas_error = None;
     let mut cublas_call = |c: &mut Buffer<T>| -> Result<(), Error> {
@@ -476,7 +489,7 @@ where
         Ok(())
     };
     cublas_call(&mut reference)?;
-    let cublas_ms = median_ms(dev, reps, || cublas_call(&mut reference))?;
+    let cublas_ms = median_ms(dev, || cublas_call(&mut reference))?;
     if let Some(e) = blas_error {
         return Err(format!("cuBLAS failed on {name}: {e}").into());
     }
@@ -498,7 +511,7 @@ where
             );
             continue;
         }
-        let ms = median_ms(dev, reps, || {
+        let ms = median_ms(dev, || {
             T::launch(dev, i, (&da, &db, &out), (m, n, k)).unwrap_or(Ok(()))
         })?;
         println!(
@@ -616,9 +629,7 @@ fn fp8_8192(dev: &Device) -> Result<(), Box<dyn std::error::Error>> {
     let c = dev.upload(&vec![bf16::NAN; m * n])?;
     tlx::ops::gemm_fp8(dev, &a, &bt, &c, (m, n, k), 1.0)?;
     let finite = c.download()?.iter().step_by(4099).all(|v| v.is_finite());
-    let ms = median_ms(dev, 10, || {
-        tlx::ops::gemm_fp8(dev, &a, &bt, &c, (m, n, k), 1.0)
-    })?;
+    let ms = median_ms(dev, || tlx::ops::gemm_fp8(dev, &a, &bt, &c, (m, n, k), 1.0))?;
     let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
     println!(
         "fp8 e4m3 8192^3 (TLX pipe!, bf16 out): {tflops:.1} TFLOP/s, outputs finite: {finite}"
