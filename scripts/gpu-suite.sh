@@ -3,6 +3,8 @@
 # binary in .gpu/, the benchmarks, and compute-sanitizer over the examples.
 # Each step has a timeout so one hang cannot eat the sitting. Logs go to
 # $OUT (or ./gpu-out); a summary table is printed last.
+# TLX_SANITIZE=0 skips compute-sanitizer, 1 (the default) runs memcheck, 2
+# adds racecheck and synccheck; TLX_ANCHORS=1 adds the reference numbers.
 #
 # Prepare here with: bash scripts/gpu-prepare.sh, and carry .gpu.tgz (the
 # unpacked .gpu/ is over the device tool's 64 MiB).
@@ -33,7 +35,7 @@ for t in "$bin"/tests/*; do
   # GPU-only tests are #[ignore]d so that runs without a GPU show them as not run.
   [ -x "$t" ] && step "test-$(basename "$t")" 300 "$t" --test-threads=1 --nocapture --include-ignored
 done
-if [ "${TLX_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+if [ "${TLX_SANITIZE:-1}" != 0 ] && command -v compute-sanitizer >/dev/null; then
   for ex in "$bin"/examples/*; do
     [ -x "$ex" ] && step "memcheck-$(basename "$ex")" 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$ex"
   done
