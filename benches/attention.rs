@@ -9,9 +9,9 @@
 //! run `../shared/anchors.py` in the same sitting and combine the two with
 //! `scripts/attention_table.py`. Each shape's output is checked on sampled
 //! rows against an f64 CPU reference (NaN-poisoned first) before it is timed.
-//! Both passes are timed as the anchors time cuDNN and torch
-//! ([`Device::bench`]: `do_bench`'s procedure, 25 ms of warm-up and 200 ms
-//! of runs, the L2 flushed before each, median).
+//! Both passes are timed as the anchors time cuDNN and torch (`timing`:
+//! `do_bench`'s procedure, 25 ms of warm-up and 200 ms of runs, the L2
+//! flushed before each, median).
 //! `TLX_BENCH_ONLY=128` runs the head dimension 128 shapes only, `TLX_BENCH_ONLY="128 true 512"`
 //! one shape (head dim, causal, sequence length: a prefix of that), and
 //! `"128 true 512, 64 false"` several; with it set, the examples' full
@@ -20,6 +20,8 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+mod timing;
+
 #[path = "../examples/hopper_fa_bwd.rs"]
 #[allow(dead_code)]
 mod hopper_fa_bwd;
@@ -27,15 +29,9 @@ mod hopper_fa_bwd;
 use half::bf16;
 use hopper_fa_bwd::forward as hopper_fa_fwd;
 use hopper_fa_bwd::forward::common;
+use timing::median_ms;
 use tlx::ops::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
 use tlx::prelude::*;
-use tlx::BenchSpec;
-
-/// `scripts/attention_anchors.py`'s `do_bench(fn, warmup=25, rep=200)`.
-const TIMING: BenchSpec = BenchSpec {
-    warmup_ms: 25.0,
-    rep_ms: 200.0,
-};
 
 /// What one shape measured: forward and backward TFLOP/s (the backward
 /// counted as 2.5 forwards, FA's convention: five products to two; none at
@@ -75,7 +71,7 @@ fn run_shape(dev: &Device, shape: &Attention) -> Result<Measured, Box<dyn std::e
             worst = worst.max(common::attention::output_error(&row, &want, d));
         }
     }
-    let forward_ms = f64::from(dev.bench(TIMING, forward)?);
+    let forward_ms = median_ms(dev, forward)?;
     let measured = |backward| Measured {
         forward: shape.flops() / forward_ms / 1e9,
         backward,
@@ -103,9 +99,9 @@ fn run_shape(dev: &Device, shape: &Attention) -> Result<Measured, Box<dyn std::e
         dv: &dv,
     };
     let workspace = AttentionWorkspace::new(dev, shape)?;
-    let backward_ms = f64::from(dev.bench(TIMING, || {
+    let backward_ms = median_ms(dev, || {
         tlx::ops::attention_backward(dev, &saved, &grads, &workspace, shape)
-    })?);
+    })?;
     Ok(measured(Some(2.5 * shape.flops() / backward_ms / 1e9)))
 }
 

@@ -9,7 +9,7 @@
 //! against cuBLAS's (NaN-poisoned first) before it is timed; the fastest
 //! correct configuration per shape is reported. `TLX_BENCH_ONLY=GH4` runs
 //! the shapes whose name starts with that. Ours and cuBLAS are timed as
-//! `scripts/triton_gemm_anchor.py` times upstream Triton ([`Device::bench`]:
+//! `scripts/triton_gemm_anchor.py` times upstream Triton (`timing`:
 //! `do_bench`'s procedure, 25 ms of warm-up, 200 ms of runs queued back to
 //! back, the L2 flushed before each, median): at the GPU's power cap a
 //! burst of synchronized runs reads several percent faster than a sustained
@@ -17,6 +17,8 @@
 
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
+
+mod timing;
 
 #[path = "../examples/hopper_gemm_cluster.rs"]
 #[allow(dead_code)]
@@ -33,19 +35,8 @@ mod hopper_gemm_ws;
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use half::{bf16, f16};
+use timing::median_ms;
 use tlx::prelude::*;
-use tlx::BenchSpec;
-
-/// `scripts/triton_gemm_anchor.py`'s `do_bench(fn, warmup=25, rep=200)`.
-const TIMING: BenchSpec = BenchSpec {
-    warmup_ms: 25.0,
-    rep_ms: 200.0,
-};
-
-/// Median milliseconds of `f`, timed by [`TIMING`].
-fn median_ms(dev: &Device, f: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
-    dev.bench(TIMING, f).map(f64::from)
-}
 
 /// The tutorial kernel, generic over nothing but its tile configuration:
 /// one program per `[BLOCK_M, BLOCK_N]` tile of `C`, programs ordered in
