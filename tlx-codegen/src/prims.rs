@@ -346,14 +346,24 @@ impl<'k> Lowerer<'k> {
                 let count = imm(0)?;
                 self.tcgen05_fence_before();
                 self.order_context_before_single_thread();
+                // A remote arrival publishes this program's generic stores
+                // into the peer's buffers (`remote_shmem_store`) only with a
+                // release at cluster scope, which ptxas builds from a
+                // GPU-wide `MEMBAR` (hundreds of cycles, every arrival).
+                // Without such stores, the peer learns only that this
+                // program is done reading a buffer of its own, which the
+                // default release (CTA scope) orders, as CUTLASS's and
+                // TLX's own remote arrivals do: the remote-arrive-per-stage
+                // multicast backward measured 20% slower with the
+                // cluster-scope form (H200, session 31).
+                let publishes_stores = remote && self.kernel.uses_prim(Prim::RemoteShmemStore);
                 self.on_first_thread(&pred, |l| {
-                    let asm = if remote {
-                        // Release at cluster scope: what this program wrote
-                        // before (its remote stores included) is visible to
-                        // the peer's threads that wait on the phase.
+                    let asm = if publishes_stores {
                         format!(
                             "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [$0], {count};"
                         )
+                    } else if remote {
+                        format!("mbarrier.arrive.shared::cluster.b64 _, [$0], {count};")
                     } else {
                         format!("mbarrier.arrive.shared::cta.b64 _, [$0], {count};")
                     };

@@ -565,3 +565,24 @@ fn the_cluster_primitives_become_their_ptx_and_assemble() {
         }
     }
 }
+
+/// A remote arrival that only says "done reading" (no generic store into
+/// the peer before it, as in a multicast ring) is the plain
+/// `shared::cluster` arrive, CUTLASS's and TLX's: the cluster-scope release
+/// the exchange above needs costs a GPU-wide `MEMBAR` on every arrival.
+#[test]
+fn a_remote_arrival_without_remote_stores_releases_at_cta_scope() {
+    let kernel = compile(RING_SUM);
+    for compiled in codegen_common::compile_all(&kernel) {
+        assert!(
+            compiled.ptx.contains("mbarrier.arrive.shared::cluster.b64"),
+            "{}",
+            compiled.ptx
+        );
+        assert!(
+            !compiled.ptx.contains("mbarrier.arrive.release.cluster"),
+            "{}",
+            compiled.ptx
+        );
+    }
+}

@@ -228,6 +228,17 @@ impl Kernel {
         self.total_warps() * 32
     }
 
+    /// Whether any op of the kernel, wherever it is nested, is `prim`.
+    pub fn uses_prim(&self, prim: super::Prim) -> bool {
+        fn any(block: &Block, prim: super::Prim) -> bool {
+            block.ops.iter().any(|op| {
+                matches!(op.kind, super::OpKind::Prim { prim: p, .. } if p == prim)
+                    || op.kind.blocks().into_iter().any(|b| any(b, prim))
+            })
+        }
+        any(&self.body, prim)
+    }
+
     /// The op with identity `id`, wherever it is nested.
     pub fn op(&self, id: OpId) -> Option<&Op> {
         fn find(block: &Block, id: OpId) -> Option<&Op> {
