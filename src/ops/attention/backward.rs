@@ -204,6 +204,16 @@ macro_rules! fa_backward_kernels {
                     let mut dk = zeros([64, D], f32);
                     let mut dv = zeros([64, D], f32);
                     barrier_wait(local_view(kv_full, 0), 0);
+                    // At head dim 64, K and V stay in registers as the A
+                    // operands of Sᵀ and dPᵀ: the step is bound by shared-
+                    // memory reads (two 64-wide products per consumer read
+                    // A and B for every 16 of K), and these halve two of
+                    // them (+2-4% on the H200, session 31). At 128 the 64
+                    // more registers a thread do not fit beside dK and dV:
+                    // ptxas spills and then serializes every wgmma.
+                    const KV_IN_REGS: bool = D == 64;
+                    let k_regs = if KV_IN_REGS { local_load(k_buf) } else { zeros([64, D], $t) };
+                    let v_regs = if KV_IN_REGS { local_load(v_buf) } else { zeros([64, D], $t) };
                     for h in 0..group {
                         let head = kv_head * group + h;
                         for t in 0..q_tiles {
@@ -214,12 +224,20 @@ macro_rules! fa_backward_kernels {
                             let phase = (it / STAGES) % 2;
                             barrier_wait(local_view(q_full, slot), phase);
                             let q_buf = local_view(q_bufs, slot);
-                            let st = async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32));
+                            let st = if KV_IN_REGS {
+                                async_dot(k_regs, local_trans(q_buf), zeros([64, 64], f32))
+                            } else {
+                                async_dot(k_buf, local_trans(q_buf), zeros([64, 64], f32))
+                            };
                             // dPᵀ right behind Sᵀ: P is computed while it runs,
                             // and dS while dV's product runs.
                             barrier_wait(local_view(do_full, slot), phase);
                             let do_buf = local_view(do_bufs, slot);
-                            let dpt = async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32));
+                            let dpt = if KV_IN_REGS {
+                                async_dot(v_regs, local_trans(do_buf), zeros([64, 64], f32))
+                            } else {
+                                async_dot(v_buf, local_trans(do_buf), zeros([64, 64], f32))
+                            };
                             let st = async_dot_wait(1, st);
                             // Past the end, an infinite lse makes P zero.
                             let lse_q = local_load(local_view(lse_bufs, slot));
