@@ -16,12 +16,13 @@
 //! Each program's `full` barrier expects the whole stage (its A halves and
 //! both halves of B), half of which the peer's copy brings.
 //!
-//! Measured on an H100 (2026-11-23, `benches/gemm.rs`): correct, and with
-//! a producer-side handshake instead (each producer arriving on both
-//! programs' `pair_free` barrier and waiting for both before multicasting)
-//! 523-555 TFLOP/s on GH1-GH6 (0.65-0.76x cuBLAS) against 650-796 for the
-//! one-program kernel of `hopper_gemm_ws.rs`; see BENCHMARKS.md for the
-//! consumer-side release.
+//! Measured (`benches/gemm.rs`, BENCHMARKS.md): 0.65-0.76x cuBLAS on an
+//! H100 in sessions 7-8, where every remote arrival was compiled as a
+//! release at cluster scope, which ptxas builds from a GPU-wide memory
+//! barrier; since session 31 an arrival that publishes no remote store is
+//! the plain `shared::cluster` one, and this kernel runs at 0.98-1.01x
+//! cuBLAS on GH1/GH4/GH6 (H200), level with or ahead of the one-program
+//! kernel of `hopper_gemm_ws.rs`.
 //!
 //! `cargo run --release --example hopper_gemm_cluster`
 
