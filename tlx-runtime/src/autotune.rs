@@ -15,9 +15,12 @@
 //! Candidates run several times on the caller's buffers, so they must be
 //! idempotent (write outputs only from inputs they do not write), as with
 //! Triton's autotuner, unless the outputs they also read are named to be
-//! restored (a kernel's `restore = [..]`). Each timed run starts with the
-//! L2 cache flushed. On the CPU interpreter nothing is timed: timings there
-//! say nothing about a GPU, so the first candidate runs.
+//! restored (a kernel's `restore = [..]`). Each candidate is timed as
+//! Triton's autotuner times it (`Device::bench_with_setup`, `do_bench`'s
+//! procedure: 25 ms of warm-up, 100 ms of runs, the L2 cache flushed before
+//! each, the restore outside the timed events). On the CPU interpreter
+//! nothing is timed: timings there say nothing about a GPU, so the first
+//! candidate runs.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -30,10 +33,16 @@ use cudarc::driver::CudaSlice;
 use crate::arg::{KernelArg, PtrTarget};
 use crate::device::Backend;
 use crate::spec::{ConfigSpec, KernelSpec};
-use crate::{Device, Error, Grid};
+use crate::{BenchSpec, Device, Error, Grid};
 
-/// Timed runs per candidate, after one warm-up run.
-const RUNS: usize = 3;
+/// How each candidate is timed: Triton's autotuner times with `do_bench`'s
+/// defaults (25 ms of warm-up, 100 ms of timed runs). Under the GPU's power
+/// cap a short burst of runs reads faster than a sustained run, and not by
+/// the same amount for every candidate (BENCHMARKS.md, session 30).
+const TUNING: BenchSpec = BenchSpec {
+    warmup_ms: 25.0,
+    rep_ms: 100.0,
+};
 
 /// What the environment asks of the autotuner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,16 +194,7 @@ fn autotune_with(
     }
     let mut best: Option<(f32, usize)> = None;
     for index in 0..labels.len() {
-        reset()?;
-        run(index)?;
-        let mut times = Vec::with_capacity(RUNS);
-        for _ in 0..RUNS {
-            reset()?;
-            device.flush_l2()?;
-            times.push(device.time(|| run(index))?);
-        }
-        times.sort_by(f32::total_cmp);
-        let median = times[RUNS / 2];
+        let median = device.bench_with_setup(TUNING, &mut reset, || run(index))?;
         if best.is_none_or(|(ms, _)| median < ms) {
             best = Some((median, index));
         }

@@ -55,12 +55,28 @@ impl Device {
     pub fn bench(
         &self,
         spec: BenchSpec,
+        f: impl FnMut() -> Result<(), Error>,
+    ) -> Result<f32, Error> {
+        self.bench_with_setup(spec, || Ok(()), f)
+    }
+
+    /// [`Device::bench`] with `setup` queued before every run of `f`,
+    /// outside the timed events (and, in the estimate, before its L2
+    /// flush): for work that must be undone between runs, such as a kernel
+    /// that accumulates into its output. The estimate then includes the
+    /// setup's time, which only shortens the warm-up and the timed runs.
+    pub fn bench_with_setup(
+        &self,
+        spec: BenchSpec,
+        mut setup: impl FnMut() -> Result<(), Error>,
         mut f: impl FnMut() -> Result<(), Error>,
     ) -> Result<f32, Error> {
+        setup()?;
         f()?;
         self.synchronize()?;
         let start = self.mark()?;
         for _ in 0..ESTIMATE_RUNS {
+            setup()?;
             self.flush_l2()?;
             f()?;
         }
@@ -68,10 +84,12 @@ impl Device {
         let estimate = start.elapsed_ms(&end)? / ESTIMATE_RUNS as f32;
         let (warmup, repeat) = spec.runs(estimate);
         for _ in 0..warmup {
+            setup()?;
             f()?;
         }
         let mut marks = Vec::with_capacity(repeat);
         for _ in 0..repeat {
+            setup()?;
             self.flush_l2()?;
             let start = self.mark()?;
             f()?;
@@ -125,6 +143,40 @@ mod tests {
         // One first run, five to estimate, then at least one warm-up run and
         // at most five timed ones (the estimate is 2 ms or more).
         assert!((8..=12).contains(&calls), "{calls} calls");
+    }
+
+    #[test]
+    fn setup_runs_once_before_every_run_of_the_function() {
+        use std::cell::Cell;
+        let device = Device::cpu();
+        let spec = BenchSpec {
+            warmup_ms: 4.0,
+            rep_ms: 10.0,
+        };
+        let (set_up, runs, out_of_order) = (Cell::new(false), Cell::new(0), Cell::new(0));
+        device
+            .bench_with_setup(
+                spec,
+                || {
+                    // A second setup without a run between.
+                    if set_up.replace(true) {
+                        out_of_order.set(out_of_order.get() + 1);
+                    }
+                    Ok(())
+                },
+                || {
+                    // A run without its setup.
+                    if !set_up.replace(false) {
+                        out_of_order.set(out_of_order.get() + 1);
+                    }
+                    runs.set(runs.get() + 1);
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    Ok(())
+                },
+            )
+            .expect("the CPU device times");
+        assert_eq!(out_of_order.get(), 0);
+        assert!((8..=12).contains(&runs.get()), "{} runs", runs.get());
     }
 
     #[test]
