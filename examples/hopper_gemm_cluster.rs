@@ -20,9 +20,9 @@
 //! H100 in sessions 7-8, where every remote arrival was compiled as a
 //! release at cluster scope, which ptxas builds from a GPU-wide memory
 //! barrier; since session 31 an arrival that publishes no remote store is
-//! the plain `shared::cluster` one, and this kernel runs at 0.98-1.01x
-//! cuBLAS on GH1/GH4/GH6 (H200), level with or ahead of the one-program
-//! kernel of `hopper_gemm_ws.rs`.
+//! the plain `shared::cluster` one, and this kernel runs at 0.98-1.03x
+//! cuBLAS on GH1-GH6 (H200), the fastest of the bench's kernels at
+//! GH1-GH4.
 //!
 //! `cargo run --release --example hopper_gemm_cluster`
 
