@@ -1013,6 +1013,15 @@ impl<'k> Lowerer<'k> {
         self.async_proxy_fence = Some((start, self.f.body[start..].to_string()));
     }
 
+    /// Whether the context's last barrier stands with nothing but pure
+    /// instructions after it, so that another one now would order nothing
+    /// more.
+    pub(super) fn barrier_stands(&self) -> bool {
+        self.last_barrier
+            .as_ref()
+            .is_some_and(|(start, text)| self.f.only_pure_after(*start, text))
+    }
+
     /// Before a named barrier that every thread of the current task waits
     /// on, over at least its threads: the task's own barrier emitted just
     /// before it (a `local_store`'s trailing one, say) is redundant, since

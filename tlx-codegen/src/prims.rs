@@ -317,8 +317,13 @@ impl<'k> Lowerer<'k> {
                 let value = self.tensor(arg(1)?)?;
                 // As Triton's shared-memory barrier analysis would: earlier
                 // readers of the buffer are done, and later readers (other
-                // threads, the async proxy) see the whole tile.
-                self.barrier();
+                // threads, the async proxy) see the whole tile. A barrier
+                // with nothing but pure instructions after it (the one of
+                // `async_descriptor_store_wait` before a TMA store's
+                // staging buffer is refilled) already orders the readers.
+                if !self.barrier_stands() {
+                    self.barrier();
+                }
                 self.store_placed_at(&value, elem_of(&m), &placement, &base)?;
                 self.shared_writes_reach_async_proxy();
                 Ok(())

@@ -241,7 +241,7 @@ macro_rules! fa_backward_kernels {
                             let st = async_dot_wait(1, st);
                             // Past the end, an infinite lse makes P zero.
                             let lse_q = local_load(local_view(lse_bufs, slot));
-                            let mut pt = exp2(st * qk_scale - lse_q);
+                            let mut pt = exp2(fma(st, qk_scale, -lse_q));
                             if CAUSAL {
                                 pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
                             }
@@ -279,7 +279,7 @@ macro_rules! fa_backward_kernels {
                                 barrier_arrive(local_view(do_empty, slot));
                                 // The previous step's reduction has read the buffer.
                                 async_descriptor_store_wait(0);
-                                local_store(dq_buf, dq * sm_scale);
+                                local_store(dq_buf, dq);
                                 async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
                             } else {
                                 // 64 columns are one product's narrowest N:
@@ -296,7 +296,7 @@ macro_rules! fa_backward_kernels {
                                     let dq = async_dot_wait(0, dq);
                                     // The reduction two steps back has read the buffer.
                                     async_descriptor_store_wait(0);
-                                    local_store(dq_buf, dq * sm_scale);
+                                    local_store(dq_buf, dq);
                                     async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, 0], store_reduce = "add");
                                 }
                                 dv = async_dot_wait(1, dv);
@@ -318,11 +318,14 @@ macro_rules! fa_backward_kernels {
             }
         }
 
-        /// `dq = dq_accum` in `$t`, over `n` elements.
+        /// `dq = dq_accum * sm_scale` in `$t`, over `n` elements (the main
+        /// kernel leaves the softmax scale of `dS K` to this pass: 32 fewer
+        /// multiplications a thread and step there).
         #[tlx::kernel(num_warps = 4, configs = [(BLOCK = 2048)])]
-        fn $convert<const BLOCK: usize>(dq_accum: Ptr<f32>, dq: Ptr<$t>, n: i32) {
+        fn $convert<const BLOCK: usize>(dq_accum: Ptr<f32>, dq: Ptr<$t>, sm_scale: f32, n: i32) {
             let at = program_id(0) * BLOCK + arange(0, BLOCK);
-            store(dq + at, load(dq_accum + at, mask = at < n).to($t), mask = at < n);
+            let scaled = load(dq_accum + at, mask = at < n) * sm_scale;
+            store(dq + at, scaled.to($t), mask = at < n);
         }
     };
 }
@@ -445,6 +448,7 @@ macro_rules! backward_kernels {
                     elements.div_ceil(CONVERT_BLOCK) as u32,
                     dq_accum,
                     grads.dq,
+                    p.scale,
                     elements as i32,
                 )
             }
