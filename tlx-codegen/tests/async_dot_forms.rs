@@ -631,6 +631,39 @@ fn stage_out(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
         assembles_without_spills(&direct);
     }
 
+    /// A staging buffer refilled right after `async_descriptor_store_wait`
+    /// (the TMA store of the previous tile has read it): the wait's
+    /// barrier already orders every earlier reader, so the `local_store`
+    /// adds no barrier before its writes; after a global load in between
+    /// (not pure) it syncs again.
+    #[test]
+    fn a_local_store_right_after_a_store_wait_syncs_once() {
+        let src = |between: &str| {
+            format!(
+                r#"
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn stage_twice(x: Ptr<f32>, desc: TensorDesc<f32, 8, 32>) {{
+    let buf = local_alloc([8, 32], f32, 1);
+    let at = arange(0, 8)[(.., None)] * 32 + arange(0, 32)[(None, ..)];
+    let first = load(x + at);
+    local_store(local_view(buf, 0), first);
+    async_descriptor_store(desc, local_view(buf, 0), [0, 0]);
+    async_descriptor_store_wait(0);
+    {between}
+    local_store(local_view(buf, 0), y);
+    async_descriptor_store(desc, local_view(buf, 0), [8, 0]);
+    async_descriptor_store_wait(0);
+}}
+"#
+            )
+        };
+        let syncs = |ptx: &str| ptx.matches("barrier.sync 0;").count();
+        let pure = ptx(&src("let y = first;"));
+        let loaded = ptx(&src("let y = load(x + 256 + at);"));
+        assert_eq!(syncs(&loaded), syncs(&pure) + 1, "{pure}\n{loaded}");
+        assembles_without_spills(&pure);
+    }
+
     /// A partial result merged into a wgmma accumulator, as split-KV
     /// attention merges another program's rows: `acc * alpha + beta * o`,
     /// with `o` a loaded tile and `beta` computed from a loaded row

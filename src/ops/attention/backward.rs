@@ -241,10 +241,14 @@ macro_rules! fa_backward_kernels {
                             let st = async_dot_wait(1, st);
                             // Past the end, an infinite lse makes P zero.
                             let lse_q = local_load(local_view(lse_bufs, slot));
-                            let mut pt = exp2(fma(st, qk_scale, -lse_q));
-                            if CAUSAL {
-                                pt = select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0);
-                            }
+                            let pt = exp2(fma(st, qk_scale, -lse_q));
+                            // Only a tile with a key after one of its queries
+                            // (on this consumer's diagonal) has some to mask.
+                            let pt = if CAUSAL & (q0 < key0 + 64) {
+                                select(keys[(.., None)] <= queries[(None, ..)], pt, 0.0)
+                            } else {
+                                pt
+                            };
                             dv = async_dot(pt.to($t), do_buf, dv);
                             let dpt = async_dot_wait(1, dpt);
                             let delta_q = local_load(local_view(delta_bufs, slot));
