@@ -19,7 +19,8 @@
 //!   `store_reduce = "add"`; both consumers' `dSᵀ` meet in shared memory
 //!   so that each step sends one reduction, not two: at head dim 128 the
 //!   consumers split dQ's columns (FA3's way), at 64 they take it in turns;
-//! - `fa_bwd_dq_convert`: the accumulator in the element type.
+//! - `fa_bwd_dq_convert`: the accumulator times the softmax scale (which the
+//!   main kernel leaves out of `dS K`), in the element type.
 //!
 //! The main kernel is warp-specialized like the forward (a TMA producer
 //! task, two consumer warp groups), takes the same `[batch, heads, seq,
