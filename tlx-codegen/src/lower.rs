@@ -1002,10 +1002,8 @@ impl<'k> Lowerer<'k> {
     /// after it (a `local_store` right before a TMA store emits one, which
     /// the store would repeat).
     pub(super) fn shared_writes_reach_async_proxy(&mut self) {
-        if let Some((start, text)) = &self.async_proxy_fence {
-            if self.f.only_pure_after(*start, text) {
-                return;
-            }
+        if self.stands(&self.async_proxy_fence) {
+            return;
         }
         let start = self.f.body.len();
         self.fence_async_shared();
@@ -1017,7 +1015,13 @@ impl<'k> Lowerer<'k> {
     /// instructions after it, so that another one now would order nothing
     /// more.
     pub(super) fn barrier_stands(&self) -> bool {
-        self.last_barrier
+        self.stands(&self.last_barrier)
+    }
+
+    /// Whether `emitted` (where in the body some synchronization began, and
+    /// its text) is still there with nothing but pure instructions after it.
+    fn stands(&self, emitted: &Option<(usize, String)>) -> bool {
+        emitted
             .as_ref()
             .is_some_and(|(start, text)| self.f.only_pure_after(*start, text))
     }

@@ -109,6 +109,12 @@ impl Device {
 mod tests {
     use super::*;
 
+    /// Budgets for the tests' 2 ms functions on the CPU device.
+    const SHORT: BenchSpec = BenchSpec {
+        warmup_ms: 4.0,
+        rep_ms: 10.0,
+    };
+
     #[test]
     fn runs_follow_the_budgets_over_the_estimate() {
         let spec = BenchSpec {
@@ -127,13 +133,9 @@ mod tests {
     #[test]
     fn bench_runs_the_function_as_do_bench_does_and_returns_its_median() {
         let device = Device::cpu();
-        let spec = BenchSpec {
-            warmup_ms: 4.0,
-            rep_ms: 10.0,
-        };
         let mut calls = 0;
         let ms = device
-            .bench(spec, || {
+            .bench(SHORT, || {
                 calls += 1;
                 std::thread::sleep(std::time::Duration::from_millis(2));
                 Ok(())
@@ -149,14 +151,10 @@ mod tests {
     fn setup_runs_once_before_every_run_of_the_function() {
         use std::cell::Cell;
         let device = Device::cpu();
-        let spec = BenchSpec {
-            warmup_ms: 4.0,
-            rep_ms: 10.0,
-        };
         let (set_up, runs, out_of_order) = (Cell::new(false), Cell::new(0), Cell::new(0));
         device
             .bench_with_setup(
-                spec,
+                SHORT,
                 || {
                     // A second setup without a run between.
                     if set_up.replace(true) {
