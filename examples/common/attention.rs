@@ -145,6 +145,10 @@ pub fn cases(size: Size) -> Vec<Case> {
             // longest first, in a group of sixteen heads and one of one on
             // a GPU of 132 SMs.
             (1, 17, 17, 2048, 2048, 64, true, false),
+            // More key tiles than an H100 or H200 has SMs: the non-causal
+            // backward's persistent programs take two or more.
+            (2, 8, 4, 200, 2300, 128, false, false),
+            (1, 8, 8, 300, 2200, 64, false, true),
         ],
         Size::Interpreter => &[
             (1, 2, 1, 200, 150, 64, false, false),
@@ -152,6 +156,10 @@ pub fn cases(size: Size) -> Vec<Case> {
             (1, 2, 2, 190, 190, 128, true, false),
             (2, 2, 1, 130, 260, 64, true, true),
             (1, 1, 1, 260, 140, 64, true, false),
+            // Eighteen key tiles: more than the interpreter has threads
+            // (its programs) on most machines, so that the persistent
+            // backward's programs take several.
+            (1, 2, 2, 70, 1100, 128, false, false),
         ],
     };
     rows(table)
