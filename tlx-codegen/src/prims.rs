@@ -677,9 +677,22 @@ impl<'k> Lowerer<'k> {
 
     /// One `mbarrier.try_wait.parity`: whether the phase of parity `phase` completed.
     fn try_wait_parity(&mut self, bar: &str, phase: &str) -> String {
+        // A peer's stores into this program (`remote_shmem_store`) come
+        // with its cluster-scope release (see `BarrierArrive`), which by
+        // PTX's memory model synchronizes only with an acquire whose scope
+        // holds the peer: the default is the CTA's.
+        let scope = if self.kernel.uses_prim(Prim::RemoteShmemStore) {
+            ".acquire.cluster"
+        } else {
+            ""
+        };
+        let asm = format!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity{scope}.shared::cta.b64 p, [$1], $2; \
+             selp.u32 $0, 1, 0, p; }}"
+        );
         let ok = self.f.asm(
             "i32",
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.u32 $0, 1, 0, p; }",
+            &asm,
             "=r,r,r,~{memory}",
             &[("i32", bar), ("i32", phase)],
         );

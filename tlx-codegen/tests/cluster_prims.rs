@@ -552,6 +552,7 @@ fn the_cluster_primitives_become_their_ptx_and_assemble() {
             "mapa.shared::cluster.u32",
             "fence.mbarrier_init.release.cluster;",
             "mbarrier.arrive.release.cluster.shared::cluster.b64",
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
             "st.shared::cluster.",
             "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32",
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
@@ -566,10 +567,28 @@ fn the_cluster_primitives_become_their_ptx_and_assemble() {
     }
 }
 
+/// The other threads' stores into the peer reach it with the first
+/// thread's releasing arrival only through a barrier of the program between
+/// them (the remote store's own trailing one).
+#[test]
+fn a_releasing_remote_arrival_follows_a_barrier_after_the_remote_stores() {
+    let kernel = compile(EXCHANGE);
+    for compiled in codegen_common::compile_all(&kernel) {
+        let ptx = &compiled.ptx;
+        let store = ptx.rfind("st.shared::cluster.").expect("a remote store");
+        let arrive = ptx
+            .find("mbarrier.arrive.release.cluster.shared::cluster.b64")
+            .expect("a releasing arrival");
+        assert!(store < arrive, "{ptx}");
+        assert!(ptx[store..arrive].contains("barrier.sync 0;"), "{ptx}");
+    }
+}
+
 /// A remote arrival that only says "done reading" (no generic store into
 /// the peer before it, as in a multicast ring) is the plain
-/// `shared::cluster` arrive, CUTLASS's and TLX's: the cluster-scope release
-/// the exchange above needs costs a GPU-wide `MEMBAR` on every arrival.
+/// `shared::cluster` arrive, CUTLASS's and TLX's, and its waits acquire at
+/// CTA scope: the cluster-scope release the exchange above needs costs a
+/// GPU-wide `MEMBAR` on every arrival.
 #[test]
 fn a_remote_arrival_without_remote_stores_releases_at_cta_scope() {
     let kernel = compile(RING_SUM);
@@ -579,10 +598,11 @@ fn a_remote_arrival_without_remote_stores_releases_at_cta_scope() {
             "{}",
             compiled.ptx
         );
-        assert!(
-            !compiled.ptx.contains("mbarrier.arrive.release.cluster"),
-            "{}",
-            compiled.ptx
-        );
+        for cluster_scope in [
+            "mbarrier.arrive.release.cluster",
+            "mbarrier.try_wait.parity.acquire.cluster",
+        ] {
+            assert!(!compiled.ptx.contains(cluster_scope), "{}", compiled.ptx);
+        }
     }
 }
