@@ -157,6 +157,10 @@ pub struct Lowerer<'k> {
     /// Where the last `fence.proxy.async` and barrier pair was emitted, and
     /// its text (see [`Lowerer::shared_writes_reach_async_proxy`]).
     async_proxy_fence: Option<(usize, String)>,
+    /// The kernel stores into its peers' shared memory
+    /// (`remote_shmem_store`): remote arrivals release, and waits acquire,
+    /// at cluster scope.
+    pub(super) stores_into_peers: bool,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -392,6 +396,7 @@ impl<'k> Lowerer<'k> {
             conversions: 0,
             last_barrier: None,
             async_proxy_fence: None,
+            stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
         }
     }
 

@@ -361,7 +361,7 @@ impl<'k> Lowerer<'k> {
                 // TLX's own remote arrivals do: the remote-arrive-per-stage
                 // multicast backward measured 20% slower with the
                 // cluster-scope form (H200, session 31).
-                let publishes_stores = remote && self.kernel.uses_prim(Prim::RemoteShmemStore);
+                let publishes_stores = remote && self.stores_into_peers;
                 self.on_first_thread(&pred, |l| {
                     let asm = if publishes_stores {
                         format!(
@@ -681,7 +681,7 @@ impl<'k> Lowerer<'k> {
         // with its cluster-scope release (see `BarrierArrive`), which by
         // PTX's memory model synchronizes only with an acquire whose scope
         // holds the peer: the default is the CTA's.
-        let scope = if self.kernel.uses_prim(Prim::RemoteShmemStore) {
+        let scope = if self.stores_into_peers {
             ".acquire.cluster"
         } else {
             ""
