@@ -84,7 +84,13 @@ macro_rules! fa_backward_kernels {
             store(delta + padded, sum(out * grad, axis = 1));
             let log2e = 1.4426950408889634;
             store(lse_log2 + padded, load(lse + r, mask = valid, other = f32::INFINITY) * log2e);
-            store(dq_accum + at, zeros([BM, D], f32), mask = inside);
+            // The accumulator's rows are one run of `BM * D` floats, zeroed
+            // in a shape of their own: f32 accesses at `[BM, D]` would make
+            // the loads of O and dO there 8-byte vectors, not 16.
+            let row0 = program_id(0) * BM;
+            let flat = arange(0, BM * D);
+            let run = dq_accum + (head * seq_q + row0) * D;
+            store(run + flat, zeros([BM * D], f32), mask = flat < (seq_q - row0) * D);
         }
 
         #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
