@@ -18,28 +18,86 @@ pub const CONTINUED: &str = "#continued";
 /// The flags that, once set, skip the rest of a statement list.
 pub const EXIT_FLAGS: [&str; 3] = [RETURNED, BROKEN, CONTINUED];
 
-#[derive(Default)]
 struct Assigned {
     names: BTreeSet<String>,
     /// Loops entered: a `break` or `continue` inside one belongs to it.
     loop_depth: usize,
+    /// The names the region's own `let`s (and loop patterns) bind, per
+    /// block: an assignment to one of those is to the region's variable,
+    /// not to the one outside it that it shadows.
+    declared: Vec<BTreeSet<String>>,
+}
+
+impl Default for Assigned {
+    fn default() -> Self {
+        Assigned {
+            names: BTreeSet::new(),
+            loop_depth: 0,
+            declared: vec![BTreeSet::new()],
+        }
+    }
+}
+
+impl Assigned {
+    fn assigns(&mut self, target: &syn::Expr) {
+        if let Some(name) = ident_of(target) {
+            if !self.declared.iter().any(|scope| scope.contains(&name)) {
+                self.names.insert(name);
+            }
+        }
+    }
+
+    fn declare(&mut self, pat: &syn::Pat) {
+        let mut bound = Bound::default();
+        bound.visit_pat(pat);
+        if let Some(scope) = self.declared.last_mut() {
+            scope.extend(bound.names);
+        }
+    }
+}
+
+/// The names a pattern binds.
+#[derive(Default)]
+struct Bound {
+    names: Vec<String>,
+}
+
+impl<'ast> Visit<'ast> for Bound {
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        self.names.push(p.ident.to_string());
+        syn::visit::visit_pat_ident(self, p);
+    }
 }
 
 impl<'ast> Visit<'ast> for Assigned {
     fn visit_expr_assign(&mut self, e: &'ast syn::ExprAssign) {
-        if let Some(name) = ident_of(&e.left) {
-            self.names.insert(name);
-        }
+        self.assigns(&e.left);
         self.visit_expr(&e.right);
     }
 
     fn visit_expr_binary(&mut self, e: &'ast syn::ExprBinary) {
         if is_compound_assign(&e.op) {
-            if let Some(name) = ident_of(&e.left) {
-                self.names.insert(name);
-            }
+            self.assigns(&e.left);
         }
         syn::visit::visit_expr_binary(self, e);
+    }
+
+    fn visit_block(&mut self, b: &'ast syn::Block) {
+        self.declared.push(BTreeSet::new());
+        syn::visit::visit_block(self, b);
+        self.declared.pop();
+    }
+
+    // The initializer runs before the pattern binds: `let x = { x = 1; x };`
+    // assigns the outer `x`.
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if let Some(init) = &l.init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
+        self.declare(&l.pat);
     }
 
     fn visit_expr_return(&mut self, e: &'ast syn::ExprReturn) {
@@ -61,8 +119,12 @@ impl<'ast> Visit<'ast> for Assigned {
     }
 
     fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        self.visit_expr(&e.expr);
         self.loop_depth += 1;
-        syn::visit::visit_expr_for_loop(self, e);
+        self.declared.push(BTreeSet::new());
+        self.declare(&e.pat);
+        self.visit_block(&e.body);
+        self.declared.pop();
         self.loop_depth -= 1;
     }
 
@@ -185,5 +247,33 @@ mod tests {
         assert!(stmt_exits(&block.stmts[2]));
         assert!(!stmt_exits(&block.stmts[0]));
         assert_eq!(helper_fns(&block).len(), 1);
+    }
+
+    #[test]
+    fn assignments_to_a_shadowing_let_are_not_to_the_outer_variable() {
+        let block: syn::Block = syn::parse_quote!({
+            a = 1;
+            let a = 2;
+            a = 3;
+            if c {
+                let mut b = zeros([64], f32);
+                for i in static_range(0, 2) {
+                    b = b + 1.0;
+                    i += 1;
+                }
+            }
+            b = 4;
+            let d = {
+                d = 5;
+                d
+            };
+            for (e, f) in pairs {
+                e = 6;
+                f += 7;
+            }
+            e = 8;
+        });
+        let names: Vec<String> = assigned_in_stmts(&block.stmts).into_iter().collect();
+        assert_eq!(names, vec!["a", "b", "d", "e"]);
     }
 }

@@ -453,6 +453,20 @@ fn while_loops_carry_values() {
 }
 
 #[test]
+fn a_let_in_a_loop_shadows_without_carrying_the_outer_variable() {
+    // The body's `s` is its own: the loop carries `i` alone, and the store
+    // after it sees the outer scalar.
+    let k = compile_one(&kernel_with(
+        "let s = f; let mut i = 0; while i < n { let mut s = zeros([B], f32); s = s + 1.0; store(p + arange(0, B), s); i += 1; } store(p, s);",
+    ));
+    let w = find(&k, |o| matches!(o, OpKind::While { .. }))[0];
+    let OpKind::While { inits, .. } = &w.kind else {
+        unreachable!()
+    };
+    assert_eq!(inits.len(), 1);
+}
+
+#[test]
 fn static_range_unrolls_with_constant_index() {
     let k = compile_one(&kernel_with(
         "let x = load(p + arange(0, B)); for i in static_range(0, 4) { store(p + i * B + arange(0, B), x.extract_tile([i / 2], [8]).reshape([8]).broadcast_to([8]).sum(0)); }",
