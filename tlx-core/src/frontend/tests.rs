@@ -726,6 +726,22 @@ fn expect_error(body: &str, token: &str, message: &str) -> Diagnostic {
 }
 
 #[test]
+fn a_task_assigning_an_outer_variable_in_a_loop_is_refused_at_the_loop() {
+    expect_error(
+        "let mut total = 0.0; async_tasks! { task(default) { let mut i = 0; while i < n { total += 1.0; i += 1; } } task(num_warps = 1) { store(p, 1.0); } } store(p, total);",
+        "while i < n",
+        "this task assigns `total`, a variable declared outside it",
+    );
+}
+
+#[test]
+fn a_task_may_shadow_an_outer_variable_and_assign_its_own() {
+    compile_one(&kernel_with(
+        "let total = 0.0; async_tasks! { task(default) { let mut total = 1.0; let mut i = 0; while i < n { total += 1.0; i += 1; } store(p, total); } task(num_warps = 1) { store(p, 1.0); } } store(p, total);",
+    ));
+}
+
+#[test]
 fn runtime_value_as_shape() {
     let d = expect_error(
         "let z = zeros([n, 4], f32);",

@@ -48,6 +48,9 @@ pub(super) struct Lowerer<'a> {
     task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
     /// Lowering the body of a task of `async_tasks!`.
     in_task: bool,
+    /// The kernel frame's scopes outside the task being lowered: a task
+    /// may not assign a variable of those.
+    task_outer_scopes: usize,
     /// The task being lowered: its index in its region and its replicas.
     current_task: Option<(usize, u32)>,
     /// Warps of each replica of the task being lowered.
@@ -133,6 +136,7 @@ pub(super) fn lower_body(
         cluster_barriers: Vec::new(),
         task_regions: &task_regions,
         in_task: false,
+        task_outer_scopes: 0,
         current_task: None,
         task_warps: None,
         pipes: Vec::new(),
@@ -307,8 +311,24 @@ impl<'a> Lowerer<'a> {
 
     /// Rebinds an existing variable in the scope that declared it.
     fn assign(&mut self, name: &str, val: Val, span: Span) -> R<()> {
-        for scope in self.scopes_mut().iter_mut().rev() {
+        // Tasks are lowered only in the kernel's own frame (helpers they
+        // call have frames of their own, which cannot see these).
+        let outer = if self.in_task && self.frames.len() == 1 {
+            self.task_outer_scopes
+        } else {
+            0
+        };
+        for (depth, scope) in self.scopes_mut().iter_mut().enumerate().rev() {
             if let Some(slot) = scope.get_mut(name) {
+                if depth < outer {
+                    return Err(Diagnostic::new(
+                        span,
+                        format!("this task assigns `{name}`, a variable declared outside it"),
+                    )
+                    .with_hint(
+                        "tasks run at the same time and give nothing back: declare the variable inside the task",
+                    ));
+                }
                 *slot = val;
                 return Ok(());
             }

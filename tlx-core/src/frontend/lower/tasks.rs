@@ -129,11 +129,11 @@ impl<'a> Lowerer<'a> {
                 .with_hint("move it out of the `if`, loop or helper function it is in"))
             }
         };
-        let before = self.scopes().clone();
         let mut tasks = Vec::new();
         for (index, task) in parsed.tasks.iter().enumerate() {
             let region = self.task_options(task)?;
             self.b.begin_block(vec![]);
+            self.task_outer_scopes = self.scopes().len();
             self.push_scope();
             self.in_task = true;
             self.current_task = Some((index, region.replicate));
@@ -145,15 +145,6 @@ impl<'a> Lowerer<'a> {
             self.pop_scope();
             let body = self.b.end_block();
             lowered?;
-            if let Some(name) = changed_variable(&before, self.scopes()) {
-                return Err(Diagnostic::new(
-                    task.body.span(),
-                    format!("this task assigns `{name}`, a variable declared outside it"),
-                )
-                .with_hint(
-                    "tasks run at the same time and give nothing back: declare the variable inside the task",
-                ));
-            }
             tasks.push(TaskRegion { body, ..region });
         }
         crate::check::check_task_region(&tasks, self.b.options()).map_err(|e| {
@@ -215,16 +206,4 @@ impl<'a> Lowerer<'a> {
         }
         Ok(region)
     }
-}
-
-/// The first variable bound in `before` whose binding differs in `after`.
-fn changed_variable(
-    before: &[HashMap<String, super::Val>],
-    after: &[HashMap<String, super::Val>],
-) -> Option<String> {
-    before.iter().zip(after).find_map(|(b, a)| {
-        b.iter()
-            .find(|(name, v)| a.get(*name) != Some(*v))
-            .map(|(name, _)| name.clone())
-    })
 }
