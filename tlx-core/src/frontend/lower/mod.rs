@@ -46,11 +46,10 @@ pub(super) struct Lowerer<'a> {
     cluster_barriers: Vec<(SrcLoc, Span)>,
     /// The kernel body's `async_tasks!`, parsed before lowering.
     task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
-    /// Lowering the body of a task of `async_tasks!`.
-    in_task: bool,
-    /// The kernel frame's scopes outside the task being lowered: a task
-    /// may not assign a variable of those.
-    task_outer_scopes: usize,
+    /// Lowering the body of a task of `async_tasks!`: how many of the
+    /// kernel frame's scopes are outside it (a task may not assign a
+    /// variable of those).
+    task_outer_scopes: Option<usize>,
     /// The task being lowered: its index in its region and its replicas.
     current_task: Option<(usize, u32)>,
     /// Warps of each replica of the task being lowered.
@@ -135,8 +134,7 @@ pub(super) fn lower_body(
         errors: Vec::new(),
         cluster_barriers: Vec::new(),
         task_regions: &task_regions,
-        in_task: false,
-        task_outer_scopes: 0,
+        task_outer_scopes: None,
         current_task: None,
         task_warps: None,
         pipes: Vec::new(),
@@ -313,10 +311,9 @@ impl<'a> Lowerer<'a> {
     fn assign(&mut self, name: &str, val: Val, span: Span) -> R<()> {
         // Tasks are lowered only in the kernel's own frame (helpers they
         // call have frames of their own, which cannot see these).
-        let outer = if self.in_task && self.frames.len() == 1 {
-            self.task_outer_scopes
-        } else {
-            0
+        let outer = match self.task_outer_scopes {
+            Some(outer) if self.frames.len() == 1 => outer,
+            _ => 0,
         };
         for (depth, scope) in self.scopes_mut().iter_mut().enumerate().rev() {
             if let Some(slot) = scope.get_mut(name) {

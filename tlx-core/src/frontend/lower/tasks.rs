@@ -133,15 +133,14 @@ impl<'a> Lowerer<'a> {
         for (index, task) in parsed.tasks.iter().enumerate() {
             let region = self.task_options(task)?;
             self.b.begin_block(vec![]);
-            self.task_outer_scopes = self.scopes().len();
+            self.task_outer_scopes = Some(self.scopes().len());
             self.push_scope();
-            self.in_task = true;
             self.current_task = Some((index, region.replicate));
             self.task_warps = Some(region.num_warps.unwrap_or(self.b.options().num_warps));
             let lowered = self.lower_stmts(&task.body.stmts);
             self.current_task = None;
             self.task_warps = None;
-            self.in_task = false;
+            self.task_outer_scopes = None;
             self.pop_scope();
             let body = self.b.end_block();
             lowered?;
