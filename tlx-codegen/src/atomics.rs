@@ -1,7 +1,9 @@
 //! Global atomics (`AtomicRmw`, `AtomicCas`) as predicated PTX `atom`. Only
 //! the primary copy of a replicated element performs the atomic; when a layout
 //! replicates elements across threads, the old values reach the other copies
-//! through shared memory.
+//! through shared memory. An update whose old values nothing reads is a
+//! `red`: no result register, no sharing (a counter bumped inside a hot loop
+//! costs a store, not a round trip and a barrier).
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
@@ -9,6 +11,7 @@ use super::CodegenError;
 use tlx_core::ir::{cas_takes, AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
 use tlx_core::layout::LinearLayout;
 
+/// `.sem.scope.global` of an `atom` or `red`.
 fn qualifiers(sem: MemSem, scope: MemScope) -> String {
     let sem = match sem {
         MemSem::Relaxed => "relaxed",
@@ -21,7 +24,13 @@ fn qualifiers(sem: MemSem, scope: MemScope) -> String {
         MemScope::Gpu => "gpu",
         MemScope::System => "sys",
     };
-    format!("atom.{sem}.{scope}.global")
+    format!("{sem}.{scope}.global")
+}
+
+/// Whether an update of `op` with `sem` can be a `red`: PTX has no
+/// exchange and no acquire among the reductions.
+fn reduces(op: AtomicOp, sem: MemSem) -> bool {
+    op != AtomicOp::Exchange && matches!(sem, MemSem::Relaxed | MemSem::Release)
 }
 
 /// The `.op.type` suffix of an `atom` on `s` (the front end refuses what
@@ -92,9 +101,16 @@ impl<'k> Lowerer<'k> {
         let bytes = mem_bytes(elem);
         let (con, lty) = register(bytes);
         let head = qualifiers(sem, scope);
+        if let OpKind::AtomicRmw { op: aop, value, .. } = &op.kind {
+            if !self.is_used(result) && reduces(*aop, sem) {
+                let instr = format!("red.{head}.{}", op_suffix(*aop, s)?);
+                let value = self.get(*value, &layout)?;
+                return self.lower_reduction(&instr, elem, (&ptrs, &value), masks, &primary);
+            }
+        }
         let (instr, operands) = match &op.kind {
             OpKind::AtomicRmw { op: aop, value, .. } => (
-                format!("{head}.{}", op_suffix(*aop, s)?),
+                format!("atom.{head}.{}", op_suffix(*aop, s)?),
                 vec![self.get(*value, &layout)?],
             ),
             OpKind::AtomicCas { cmp, value, .. } => {
@@ -102,7 +118,7 @@ impl<'k> Lowerer<'k> {
                     return Err(CodegenError::Unsupported(format!("atomic_cas on {s}")));
                 }
                 let operands = vec![self.get(*cmp, &layout)?, self.get(*value, &layout)?];
-                (format!("{head}.cas.b{}", bytes * 8), operands)
+                (format!("atom.{head}.cas.b{}", bytes * 8), operands)
             }
             _ => return Err(malformed("not an atomic")),
         };
@@ -114,10 +130,14 @@ impl<'k> Lowerer<'k> {
             bits = bytes * 8,
             p = n_ops + 2
         );
+        // An ordered atomic (acquire, release) keeps LLVM's loads and
+        // stores on their side of it.
+        let clobber = (sem != MemSem::Relaxed).then(|| "~{memory}".to_string());
         let constraints = [format!("={con}"), "l".into()]
             .into_iter()
             .chain((0..n_ops).map(|_| con.to_string()))
             .chain(["b".to_string()])
+            .chain(clobber)
             .collect::<Vec<_>>()
             .join(",");
         let mut regs = Vec::with_capacity(layout.num_regs());
@@ -151,6 +171,38 @@ impl<'k> Lowerer<'k> {
             primary_regs.regs
         };
         self.values.insert(result, Tensor { layout, regs });
+        Ok(())
+    }
+
+    /// A `red` per primary element of `ptrs` (masked by `masks`): the update
+    /// of an atomic whose old values nothing reads.
+    fn lower_reduction(
+        &mut self,
+        instr: &str,
+        elem: Elem,
+        (ptrs, value): (&Tensor, &[String]),
+        masks: Option<Vec<String>>,
+        primary: &str,
+    ) -> Result<()> {
+        let (con, lty) = register(mem_bytes(elem));
+        let asm = format!("@$2 {instr} [$0], $1;");
+        let constraints = format!("l,{con},b,~{{memory}}");
+        for r in 0..ptrs.layout.num_regs() {
+            if ptrs.layout.is_replica(r, 0, 0) {
+                continue;
+            }
+            let bits = to_bits(&mut self.f, elem, &value[r]);
+            let pred = match &masks {
+                Some(m) => self.f.inst(format!("and i1 {primary}, {}", m[r])),
+                None => primary.to_string(),
+            };
+            let args = [
+                ("ptr addrspace(1)", ptrs.regs[r].as_str()),
+                (lty, bits.as_str()),
+                ("i1", pred.as_str()),
+            ];
+            self.f.asm("void", &asm, &constraints, &args);
+        }
         Ok(())
     }
 
@@ -210,7 +262,10 @@ mod tests {
         assert!(op_suffix(AtomicOp::Max, ScalarType::F32).is_err());
         assert_eq!(
             qualifiers(MemSem::AcqRel, MemScope::Gpu),
-            "atom.acq_rel.gpu.global"
+            "acq_rel.gpu.global"
         );
+        assert!(reduces(AtomicOp::Add, MemSem::Release));
+        assert!(!reduces(AtomicOp::Add, MemSem::Acquire));
+        assert!(!reduces(AtomicOp::Exchange, MemSem::Relaxed));
     }
 }

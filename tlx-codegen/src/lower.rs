@@ -89,6 +89,8 @@ pub struct Lowerer<'k> {
     defs: HashMap<ValueId, &'k Op>,
     /// Values that derive only from constants, `arange` and scalars.
     recomputable: HashSet<ValueId>,
+    /// Values some op reads (an atomic whose old values none reads reduces).
+    used: HashSet<ValueId>,
     pub axis: HashMap<ValueId, AxisInfo>,
     /// Elements per thread vector along the last dim, per shape (from the widest access).
     vector_of_shape: HashMap<Vec<usize>, usize>,
@@ -357,6 +359,7 @@ impl<'k> Lowerer<'k> {
             values: HashMap::new(),
             defs: HashMap::new(),
             recomputable: HashSet::new(),
+            used: used_values(&kernel.body),
             axis: axis::analyze(kernel),
             vector_of_shape,
             shared_bytes: 0,
@@ -398,6 +401,11 @@ impl<'k> Lowerer<'k> {
             async_proxy_fence: None,
             stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
         }
+    }
+
+    /// Whether any op of the kernel reads `v`.
+    pub fn is_used(&self, v: ValueId) -> bool {
+        self.used.contains(&v)
     }
 
     pub fn ty(&self, v: ValueId) -> &'k Type {
@@ -893,6 +901,12 @@ impl<'k> Lowerer<'k> {
     /// i1: this thread holds the primary copies of its elements in `layout` (it is the
     /// lowest of the lanes and warps that replicate them).
     pub fn thread_is_primary(&mut self, layout: &LinearLayout) -> String {
+        // Replicated in every thread (a scalar): the context's first thread,
+        // from the thread index TMA issues use too, so that no lane or warp
+        // index stays live for it (across a hot loop, say).
+        if layout.lanes.iter().chain(&layout.warps).all(|&b| b == 0) {
+            return self.f.inst(format!("icmp eq i32 {}, 0", self.thread_id()));
+        }
         let mut acc = "true".to_string();
         for (id, bases) in [
             (self.lane.clone(), layout.lanes.clone()),
@@ -1122,4 +1136,19 @@ fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<u
         let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
         *entry = (*entry).min(vector);
     }
+}
+
+/// The values the ops of `block` and their nested blocks read.
+fn used_values(block: &Block) -> HashSet<ValueId> {
+    fn walk(block: &Block, used: &mut HashSet<ValueId>) {
+        for op in &block.ops {
+            used.extend(op.kind.operands());
+            for nested in op.kind.blocks() {
+                walk(nested, used);
+            }
+        }
+    }
+    let mut used = HashSet::new();
+    walk(block, &mut used);
+    used
 }

@@ -439,6 +439,16 @@ impl<'k> Lowerer<'k> {
             Prim::MakeTensorDescriptor => {
                 self.lower_make_descriptor(arg(0)?, &args[1..], result()?)
             }
+            // Without a programmatic launch both return at once.
+            Prim::GdcWait => {
+                self.f.asm("void", "griddepcontrol.wait;", "~{memory}", &[]);
+                Ok(())
+            }
+            Prim::GdcLaunchDependents => {
+                let asm = "griddepcontrol.launch_dependents;";
+                self.f.asm("void", asm, "~{memory}", &[]);
+                Ok(())
+            }
             Prim::Clock64 => {
                 // Volatile: two reads are two instructions, in program order.
                 let now = self
@@ -465,7 +475,11 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::AsyncDescriptorStoreWait => {
-                let asm = format!("cp.async.bulk.wait_group.read {};", imm(0)?);
+                // `.read`: the stores have read their shared buffers; without
+                // it, their writes to global memory are done too (visible to
+                // this thread, and to others after a release).
+                let read = if imm(1)? == 0 { ".read" } else { "" };
+                let asm = format!("cp.async.bulk.wait_group{read} {};", imm(0)?);
                 self.f.asm("void", &asm, "~{memory}", &[]);
                 // Only the issuing thread tracked the stores: the others wait for it.
                 self.barrier();

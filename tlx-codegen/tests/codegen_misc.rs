@@ -80,6 +80,20 @@ fn atomics_assemble_with_semantics_and_scope() {
         },
         ty(ScalarType::F16, &[256]),
     );
+    // A scalar counter whose old value nothing reads: a `red`, one thread.
+    let one = k.b.push1(OpKind::Constant(Literal::Int(1)), i32t(&[]));
+    let pc = k.add_ptr(xi, zero);
+    k.b.push1(
+        OpKind::AtomicRmw {
+            op: AtomicOp::Add,
+            ptr: pc,
+            value: one,
+            mask: None,
+            sem: MemSem::Release,
+            scope: MemScope::Gpu,
+        },
+        i32t(&[]),
+    );
     let po = k.add_ptr(out, offs);
     let fi = k.cast(old_f, ScalarType::I32);
     let s1 = k.bin(BinaryOp::Add, fi, cas);
@@ -93,10 +107,14 @@ fn atomics_assemble_with_semantics_and_scope() {
             "atom.acq_rel.cta.global.max.s32",
             "atom.acquire.sys.global.cas.b32",
             "atom.acq_rel.gpu.global.add.u64",
-            "atom.relaxed.gpu.global.add.noftz.f16",
+            // The two updates whose old values nothing reads.
+            "red.relaxed.gpu.global.add.noftz.f16",
+            "red.release.gpu.global.add.u32",
         ] {
             assert!(c.ptx.contains(needle), "{needle} missing");
         }
+        assert!(!c.ptx.contains("atom.relaxed.gpu.global.add.noftz.f16"));
+        assert!(!c.ptx.contains("atom.release"));
     }
 }
 

@@ -25,6 +25,7 @@ struct CompiledConfig {
     consts: Vec<(String, i64)>,
     num_warps: u32,
     cluster: [u32; 3],
+    launch_pdl: bool,
     shared_bytes: u32,
     global_scratch_bytes: u32,
     ptx: Vec<(Arch, String)>,
@@ -298,6 +299,7 @@ fn compile_one(
         consts: config.consts.clone(),
         num_warps: kernel.total_warps(),
         cluster: kernel.options.cluster,
+        launch_pdl: kernel.options.launch_pdl,
         shared_bytes,
         global_scratch_bytes,
         ptx,
@@ -812,6 +814,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
     let values = config.consts.iter().map(|(_, v)| *v);
     let num_warps = config.num_warps;
     let [cx, cy, cz] = config.cluster;
+    let launch_pdl = config.launch_pdl;
     let shared_bytes = config.shared_bytes;
     let global_scratch_bytes = config.global_scratch_bytes;
     let arches = config.ptx.iter().map(|(a, _)| arch_tokens(*a));
@@ -843,6 +846,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             consts: &[#((#keys, #values)),*],
             num_warps: #num_warps,
             cluster: [#cx, #cy, #cz],
+            launch_pdl: #launch_pdl,
             shared_bytes: #shared_bytes,
             global_scratch_bytes: #global_scratch_bytes,
             ptx: &[#((#arches, #texts)),*],

@@ -122,6 +122,7 @@ mod tests {
             consts: &[("BLOCK", 256), ("CAUSAL", 1)],
             num_warps: 4,
             cluster: [1, 1, 1],
+            launch_pdl: false,
             shared_bytes: 0,
             global_scratch_bytes: 0,
             ptx: &[(Arch::Sm90a, "// ptx text")],

@@ -165,6 +165,7 @@ mod tests {
             consts: &[("BLOCK", 128)],
             num_warps: 4,
             cluster: [1, 1, 1],
+            launch_pdl: false,
             shared_bytes: 0,
             global_scratch_bytes: 0,
             ptx: &[],

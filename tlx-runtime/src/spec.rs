@@ -34,6 +34,9 @@ pub struct ConfigSpec {
     /// Programs per cluster along x, y and z (`ctas_per_cga`); the grid
     /// must be a whole number of clusters.
     pub cluster: [u32; 3],
+    /// Launched as a programmatic dependent of the kernel before it on the
+    /// stream (`launch_pdl = true`): it may start before that one ends.
+    pub launch_pdl: bool,
     /// Dynamic shared memory the kernel needs, in bytes.
     pub shared_bytes: u32,
     /// Global scratch the kernel needs per program, in bytes (for tensor

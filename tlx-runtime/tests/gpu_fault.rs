@@ -29,6 +29,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
         consts: &[],
         num_warps: 1,
         cluster: [1, 1, 1],
+        launch_pdl: false,
         shared_bytes: 0,
         global_scratch_bytes: 0,
         ptx: &[(Arch::Sm90a, STORE_TO_NULL_PTX)],

@@ -22,6 +22,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut check_protocol = true;
     let mut check_bounds = None;
     let mut mbar_timeout_ns = None;
+    let mut launch_pdl = false;
     let mut autotune_key = None;
     let mut restore = Vec::new();
     let mut errors = Vec::new();
@@ -52,6 +53,10 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     mbar_timeout_ns = Some(timeout_value(value)?);
                     Ok(())
                 }
+                "launch_pdl" => {
+                    launch_pdl = parse_bool(value, "launch_pdl = true")?;
+                    Ok(())
+                }
                 "key" => {
                     autotune_key = Some(parameter_names(value, "key = [m, n, k]")?);
                     Ok(())
@@ -66,8 +71,8 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                 )
                 .with_hint(
                     "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
-                     `configs`, `check_protocol`, `check_bounds`, `mbar_timeout_ns`, `key` and \
-                     `restore`",
+                     `configs`, `check_protocol`, `check_bounds`, `mbar_timeout_ns`, \
+                     `launch_pdl`, `key` and `restore`",
                 )),
             }
         })();
@@ -86,6 +91,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         Some(ns) => Some(ns),
         None => timeout_from_env()?,
     };
+    options.launch_pdl = launch_pdl;
     // Options given at the top apply to every config unless the config overrides them.
     for config in &mut configs {
         if config.options.num_warps == UNSET {
@@ -99,6 +105,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
         }
         config.options.maxnreg = config.options.maxnreg.or(options.maxnreg);
         config.options.mbar_timeout_ns = options.mbar_timeout_ns;
+        config.options.launch_pdl = options.launch_pdl;
     }
     Ok(KernelAttr {
         options,
@@ -468,6 +475,8 @@ fn parse_config(config: &Expr) -> Result<ConfigAttr, Diagnostic> {
             cluster: partial.cluster.unwrap_or([UNSET; 3]),
             maxnreg: partial.maxnreg,
             mbar_timeout_ns: None,
+            // A kernel's, set from the top-level attribute.
+            launch_pdl: false,
         },
     })
 }

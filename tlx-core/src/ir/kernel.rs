@@ -146,6 +146,11 @@ pub struct KernelOptions {
     /// longer prints its source line, barrier and phase, and traps, so a
     /// hang becomes an error with a location; `None`: plain waits.
     pub mbar_timeout_ns: Option<u64>,
+    /// Launched as a programmatic dependent of the kernel before it on the
+    /// stream (PDL, Triton's `launch_pdl`): it may start once every program
+    /// of that kernel has run `gdc_launch_dependents()` (or exited), before
+    /// that kernel's memory is complete; `gdc_wait()` waits for it.
+    pub launch_pdl: bool,
 }
 
 impl KernelOptions {
@@ -164,6 +169,7 @@ impl Default for KernelOptions {
             num_stages: 1,
             cluster: [1, 1, 1],
             maxnreg: None,
+            launch_pdl: false,
             mbar_timeout_ns: None,
         }
     }

@@ -132,6 +132,15 @@ pub enum Prim {
     /// `tcgen05_commit(bar)`: one arrival on `bar` when every `tcgen05` MMA
     /// this thread issued so far has completed.
     Tcgen05Commit,
+    /// `gdc_wait()` (Triton's name; PTX `griddepcontrol.wait`): in a kernel
+    /// launched as a programmatic dependent (`launch_pdl = true`), waits
+    /// until the grids it depends on (the kernel before it on the stream)
+    /// have completed and their memory is visible; otherwise returns at once.
+    GdcWait,
+    /// `gdc_launch_dependents()` (`griddepcontrol.launch_dependents`): once
+    /// every program of this grid has run it (or exited), the next kernel on
+    /// the stream, if launched with `launch_pdl`, may start.
+    GdcLaunchDependents,
 }
 
 /// What `async_descriptor_store` does with the elements already in its
@@ -245,7 +254,7 @@ const fn sig(
 }
 
 impl Prim {
-    pub const ALL: [Prim; 34] = [
+    pub const ALL: [Prim; 36] = [
         Prim::LocalAlloc,
         Prim::LocalView,
         Prim::LocalSlice,
@@ -280,6 +289,8 @@ impl Prim {
         Prim::MakeTensorDescriptor,
         Prim::Tcgen05Mma,
         Prim::Tcgen05Commit,
+        Prim::GdcWait,
+        Prim::GdcLaunchDependents,
     ];
 
     /// The name in the IR text and in the kernel language (TLX's name).
@@ -319,6 +330,8 @@ impl Prim {
             Prim::MakeTensorDescriptor => "make_tensor_descriptor",
             Prim::Tcgen05Mma => "tcgen05_mma",
             Prim::Tcgen05Commit => "tcgen05_commit",
+            Prim::GdcWait => "gdc_wait",
+            Prim::GdcLaunchDependents => "gdc_launch_dependents",
         }
     }
 
@@ -356,7 +369,7 @@ impl Prim {
                 variadic: true,
                 ..sig(&["desc", "offsets"], &[], 0)
             },
-            Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings"], 0),
+            Prim::AsyncDescriptorStoreWait => sig(&[], &["pendings", "writes"], 0),
             Prim::AsyncDot => sig(&["a", "b", "acc"], &[], 1),
             Prim::AsyncDotWait => sig(&["acc"], &["pendings"], 1),
             Prim::AsyncLoad => sig(&["ptrs", "buffer", "mask"], &[], 0),
@@ -398,6 +411,7 @@ impl Prim {
                 ..sig(&["a", "b", "acc", "use_acc", "mbarriers"], &[], 0)
             },
             Prim::Tcgen05Commit => sig(&["bar"], &[], 0),
+            Prim::GdcWait | Prim::GdcLaunchDependents => sig(&[], &[], 0),
         }
     }
 
@@ -516,6 +530,19 @@ impl Prim {
             },
             Prim::FenceMbarrierInitCluster => syncs_cluster,
             Prim::Clock64 => Effects {
+                volatile: true,
+                ..Effects::PURE
+            },
+            // Global accesses after the wait may read what the grids before
+            // wrote: none moves above it.
+            Prim::GdcWait => Effects {
+                reads: super::MemorySpaces::only(Global),
+                writes: super::MemorySpaces::only(Global),
+                volatile: true,
+                ..Effects::PURE
+            },
+            // Where it runs decides when the next kernel starts: kept in place.
+            Prim::GdcLaunchDependents => Effects {
                 volatile: true,
                 ..Effects::PURE
             },
@@ -714,7 +741,10 @@ impl Prim {
                 positive(imms[0], "the arrive count")?;
                 bool_scalar(operands[1], "the predicate")
             }
-            Prim::FenceAsyncShared | Prim::FenceMbarrierInitCluster => Ok(()),
+            Prim::FenceAsyncShared
+            | Prim::FenceMbarrierInitCluster
+            | Prim::GdcWait
+            | Prim::GdcLaunchDependents => Ok(()),
             Prim::Clock64 => match results {
                 [t] if **t == Type::scalar(ScalarType::I64) => Ok(()),
                 _ => Err("`clock64` gives one i64 scalar".into()),
@@ -799,7 +829,13 @@ impl Prim {
                 };
                 same(tile, &block, what)
             }
-            Prim::AsyncDescriptorStoreWait => non_negative(imms[0], "pendings"),
+            Prim::AsyncDescriptorStoreWait => {
+                non_negative(imms[0], "pendings")?;
+                if !matches!(imms[1], 0 | 1) {
+                    return Err(format!("`writes` is 0 or 1, not {}", imms[1]));
+                }
+                Ok(())
+            }
             Prim::MakeTensorDescriptor => {
                 let Type::TensorDescriptor(d) = results[0] else {
                     return Err(format!(

@@ -178,6 +178,9 @@ impl Printer<'_> {
         if let Some(ns) = k.options.mbar_timeout_ns {
             self.out += &format!(" mbar_timeout_ns {ns}");
         }
+        if k.options.launch_pdl {
+            self.out += " launch_pdl";
+        }
         self.out += "\n";
         for (name, value) in &k.consts {
             self.out += &format!("  const {} {value}\n", quote(name));
@@ -1047,6 +1050,10 @@ impl<'s> Parser<'s> {
                     if self.peek_word() == "mbar_timeout_ns" {
                         self.word();
                         kernel.options.mbar_timeout_ns = Some(self.number("nanoseconds")?);
+                    }
+                    if self.peek_word() == "launch_pdl" {
+                        self.word();
+                        kernel.options.launch_pdl = true;
                     }
                 }
                 "const" => {

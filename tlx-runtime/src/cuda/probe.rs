@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 /// Driver functions the runtime reaches through cudarc; a driver without
 /// them is too old for the CUDA 13 bindings.
-const REQUIRED_SYMBOLS: [&str; 12] = [
+const REQUIRED_SYMBOLS: [&str; 13] = [
     "cuInit",
     "cuDeviceGetCount",
     "cuDevicePrimaryCtxRetain",
@@ -15,6 +15,7 @@ const REQUIRED_SYMBOLS: [&str; 12] = [
     "cuModuleGetFunction",
     "cuFuncSetAttribute",
     "cuLaunchKernel",
+    "cuLaunchKernelEx",
     "cuMemAllocAsync",
     "cuMemcpyHtoDAsync_v2",
     "cuStreamSynchronize",

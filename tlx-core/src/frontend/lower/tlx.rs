@@ -206,7 +206,12 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![reduce.code()], vec![])
             }
             Prim::AsyncDescriptorStoreWait => {
-                (vec![], vec![self.const_or(a[0], 0, "pendings")?], vec![])
+                let writes = match a[1] {
+                    Some(e) => self.const_bool(e)?,
+                    None => false,
+                };
+                let pendings = self.const_or(a[0], 0, "pendings")?;
+                (vec![], vec![pendings, i64::from(writes)], vec![])
             }
             Prim::AsyncDescriptorPrefetch => {
                 let mut operands = vec![self.ir_arg(a[0])?];
@@ -352,7 +357,9 @@ impl<'a> Lowerer<'a> {
                 }
                 (operands, vec![], vec![])
             }
-            Prim::FenceMbarrierInitCluster => (vec![], vec![], vec![]),
+            Prim::FenceMbarrierInitCluster | Prim::GdcWait | Prim::GdcLaunchDependents => {
+                (vec![], vec![], vec![])
+            }
             Prim::Clock64 => (vec![], vec![], vec![Type::scalar(ScalarType::I64)]),
             Prim::AsyncDescriptorLoadMulticast => {
                 return Err(Diagnostic::new(span, "`async_descriptor_load_multicast` is the IR's name of a multicast copy")
@@ -779,7 +786,7 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
             3,
         ),
         Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets", "store_reduce"], 3),
-        Prim::AsyncDescriptorStoreWait => (&["pendings"], 0),
+        Prim::AsyncDescriptorStoreWait => (&["pendings", "writes"], 0),
         Prim::AsyncDescriptorPrefetch => (&["desc", "offsets"], 2),
         Prim::AsyncDot | Prim::Tcgen05Mma => (&["a", "b", "acc", "use_acc", "mbarriers"], 3),
         Prim::Tcgen05Commit => (&["bar"], 1),
@@ -793,7 +800,10 @@ fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
         // remote views already.
         Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 2),
         Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
-        Prim::FenceMbarrierInitCluster | Prim::Clock64 => (&[], 0),
+        Prim::FenceMbarrierInitCluster
+        | Prim::Clock64
+        | Prim::GdcWait
+        | Prim::GdcLaunchDependents => (&[], 0),
         Prim::DescriptorLoad => (&["desc", "offsets"], 2),
         Prim::DescriptorStore => (&["desc", "offsets", "value"], 3),
         Prim::MakeTensorDescriptor => (&["base", "shape", "strides", "block_shape"], 4),
@@ -810,6 +820,7 @@ fn default_of(name: &str) -> &'static str {
     match name {
         "pred" | "mask" => "true",
         "pendings" | "other" => "0",
+        "writes" => "false (the stores have read their buffers)",
         // Into a field of a pipe slot (`slot.x`), the stage's full barrier.
         "barrier" => "the pipe slot's",
         "remote_cta_rank" => "none (a remote view's)",

@@ -521,6 +521,9 @@ impl<'k> Executor<'k> {
                     }),
                 )
             }
+            // Kernels run one after another here: the grids before have
+            // finished, and the next starts after this one ends.
+            Prim::GdcWait | Prim::GdcLaunchDependents => Ok(()),
             // The interpreter's cycles are the ops the task has run.
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
