@@ -715,6 +715,7 @@ mod tests {
                 cluster: [2, 1, 1],
                 maxnreg: Some(64),
                 mbar_timeout_ns: None,
+                launch_pdl: false,
             },
         };
         assert_eq!(

@@ -147,6 +147,24 @@ fn a_prefetch_changes_no_result() {
     assert_eq!(got, want, "products of eighths sum exactly in f32");
 }
 
+/// A dependent launch (`launch_pdl`) that waits for the kernel before it,
+/// lets the next one start, copies a block out by TMA and counts itself
+/// once the copy has written.
+const PUBLISHING: &str = r#"
+#[tlx::kernel(num_warps = 4, launch_pdl = true, configs = [(BLOCK = 64)])]
+fn publish<const BLOCK: usize>(x: Ptr<f32>, y_desc: TensorDesc<f32, 1, BLOCK>, done: Ptr<i32>) {
+    gdc_wait();
+    gdc_launch_dependents();
+    let buf = local_view(local_alloc([1, BLOCK], f32, 1), 0);
+    let col0 = program_id(0) * BLOCK;
+    let cols = col0 + arange(0, BLOCK);
+    local_store(buf, load(x + cols)[(None, ..)]);
+    async_descriptor_store(y_desc, buf, [0, col0]);
+    async_descriptor_store_wait(0, writes = true);
+    atomic_add(done, 1, sem = "release");
+}
+"#;
+
 /// The same kernel through LLVM to PTX, assembled by `ptxas` for sm_90a.
 mod codegen {
     use crate::codegen_common;
@@ -197,6 +215,35 @@ mod codegen {
                 .count(),
             2
         );
+        match codegen_common::ptxas() {
+            Some(ptxas) => {
+                codegen_common::ptxas_verbose(&ptxas, &ptx);
+            }
+            None => println!("skipped: ptxas not found"),
+        }
+    }
+
+    /// Both sides of a programmatic dependent launch, and a count
+    /// published once TMA stores have written: `griddepcontrol`,
+    /// `cp.async.bulk.wait_group` without `.read`, and a `red` for the
+    /// count, whose old value nothing reads (no `atom`, no sharing).
+    #[test]
+    fn dependent_launch_prims_and_a_published_count_compile() {
+        let kernel = super::compile(super::PUBLISHING);
+        assert!(kernel.options.launch_pdl);
+        let ptx = tlx_codegen::compile(&kernel, Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        for needle in [
+            "griddepcontrol.wait;",
+            "griddepcontrol.launch_dependents;",
+            "cp.async.bulk.wait_group 0;",
+            "red.release.gpu.global.add.u32",
+        ] {
+            assert!(ptx.contains(needle), "no `{needle}` in\n{ptx}");
+        }
+        assert!(!ptx.contains("wait_group.read"), "{ptx}");
+        assert!(!ptx.contains("atom."), "{ptx}");
         match codegen_common::ptxas() {
             Some(ptxas) => {
                 codegen_common::ptxas_verbose(&ptxas, &ptx);

@@ -43,8 +43,9 @@ use quote::quote;
 /// compiled specialization per tuple; required when the function has const
 /// generics), `check_protocol = false` (turns off the compile-time barrier
 /// checker), `check_bounds = true` (every global access checked at run time,
-/// reported as `Error::KernelOutOfBounds`) and `mbar_timeout_ns` (barrier
-/// waits that trap instead of hanging).
+/// reported as `Error::KernelOutOfBounds`), `mbar_timeout_ns` (barrier
+/// waits that trap instead of hanging) and `launch_pdl = true` (launched as
+/// a programmatic dependent of the kernel before it: see `gdc_wait()`).
 ///
 /// Build-time environment: `TLX_ARCH`, `TLX_CHECK_BOUNDS=1`,
 /// `TLX_MBAR_TIMEOUT_NS`, and `TLX_DUMP`/`TLX_DUMP_DIR` (LLVM IR, PTX and

@@ -490,6 +490,7 @@ mod tests {
     fn configs_inherit_and_override_options() {
         let attr = parse_attr(quote!(
             num_stages = 2,
+            launch_pdl = true,
             arch = ["sm_90a", "sm_100a"],
             configs = [
                 (BLOCK = 64),
@@ -515,6 +516,7 @@ mod tests {
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
                 mbar_timeout_ns: None,
+                launch_pdl: true,
             }
         );
         assert_eq!(attr.configs.len(), 2);
@@ -527,6 +529,7 @@ mod tests {
                 cluster: [1, 1, 1],
                 maxnreg: Some(128),
                 mbar_timeout_ns: None,
+                launch_pdl: true,
             }
         );
         assert_eq!(
@@ -537,6 +540,7 @@ mod tests {
                 cluster: [2, 2, 1],
                 maxnreg: Some(80),
                 mbar_timeout_ns: None,
+                launch_pdl: true,
             }
         );
     }

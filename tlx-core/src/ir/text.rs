@@ -1630,6 +1630,7 @@ mod tests {
                 cluster: [2, 1, 4],
                 maxnreg: Some(96),
                 mbar_timeout_ns: Some(250_000_000),
+                launch_pdl: true,
             },
         );
         b.set_source_file("src/ké rnel.rs\t\u{1}");

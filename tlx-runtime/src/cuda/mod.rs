@@ -204,7 +204,7 @@ impl CudaDevice {
             .bind_to_thread()
             .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
         let block = 32 * config.num_warps;
-        let status = if config.launch_pdl && std::env::var_os("TLX_NO_PDL").is_none() {
+        let status = if config.launch_pdl {
             // A programmatic dependent of the kernel before it on the stream:
             // it may start once every program of that one has run
             // `griddepcontrol.launch_dependents` (or exited).
