@@ -3,7 +3,9 @@
 //! replicates elements across threads, the old values reach the other copies
 //! through shared memory. An update whose old values nothing reads is a
 //! `red`: no result register, no sharing (a counter bumped inside a hot loop
-//! costs a store, not a round trip and a barrier).
+//! costs a store, not a round trip and a barrier). A releasing atomic that
+//! only some threads perform follows a barrier, so that it publishes what
+//! every thread of the program wrote before it.
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
@@ -98,6 +100,14 @@ impl<'k> Lowerer<'k> {
         let layout = ptrs.layout.clone();
         let masks = mask.map(|m| self.get(m, &layout)).transpose()?;
         let primary = self.thread_is_primary(&layout);
+        if matches!(sem, MemSem::Release | MemSem::AcqRel)
+            && Self::replicated_across_threads(&layout)
+        {
+            // Fewer threads than the program's perform it: what the others
+            // wrote before is theirs to publish only once a barrier has
+            // ordered it before the release (which is cumulative).
+            self.barrier();
+        }
         let bytes = mem_bytes(elem);
         let (con, lty) = register(bytes);
         let head = qualifiers(sem, scope);

@@ -252,6 +252,29 @@ mod codegen {
         }
     }
 
+    /// A program's release (one thread performs a scalar atomic) comes after
+    /// a barrier, so that it publishes the stores of every thread.
+    #[test]
+    fn a_scalar_release_follows_a_barrier() {
+        let kernel = super::compile(
+            r#"
+#[tlx::kernel(num_warps = 4)]
+fn publish_rows(out: Ptr<f32>, flag: Ptr<i32>) {
+    let cols = arange(0, 512);
+    store(out + cols, cols.to(f32));
+    atomic_add(flag, 1, sem = "release");
+}
+"#,
+        );
+        let ptx = tlx_codegen::compile(&kernel, Arch::Sm90a)
+            .expect("compiles")
+            .ptx;
+        let release = ptx.find("red.release.gpu").expect("a red");
+        let barrier = ptx.find("barrier.sync").expect("a barrier");
+        let store = ptx.find("st.global").expect("the stores");
+        assert!(store < barrier && barrier < release, "{ptx}");
+    }
+
     /// Each `clock64()` is its own read of the cycle counter, in program
     /// order around the work it times: never merged into one.
     #[test]
