@@ -359,7 +359,11 @@ impl<'k> Lowerer<'k> {
             values: HashMap::new(),
             defs: HashMap::new(),
             recomputable: HashSet::new(),
-            used: used_values(&kernel.body),
+            used: {
+                let mut uses = HashMap::new();
+                super::pipeline::count_uses(&kernel.body, &mut uses);
+                uses.into_keys().collect()
+            },
             axis: axis::analyze(kernel),
             vector_of_shape,
             shared_bytes: 0,
@@ -1136,19 +1140,4 @@ fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<u
         let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
         *entry = (*entry).min(vector);
     }
-}
-
-/// The values the ops of `block` and their nested blocks read.
-fn used_values(block: &Block) -> HashSet<ValueId> {
-    fn walk(block: &Block, used: &mut HashSet<ValueId>) {
-        for op in &block.ops {
-            used.extend(op.kind.operands());
-            for nested in op.kind.blocks() {
-                walk(nested, used);
-            }
-        }
-    }
-    let mut used = HashSet::new();
-    walk(block, &mut used);
-    used
 }

@@ -844,7 +844,7 @@ pub(super) fn yielded(body: &Block) -> Vec<ValueId> {
 }
 
 /// Counts the uses of each value by the ops of `block` and their nested blocks.
-fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
+pub(super) fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
     for op in &block.ops {
         for v in op.kind.operands() {
             *uses.entry(v).or_default() += 1;

@@ -301,10 +301,7 @@ impl<'a> Lowerer<'a> {
                     return Err(Diagnostic::new(args.span, format!("`{name}` divides f32, f16 or bf16, not `{elem}`"))
                         .with_hint("integers divide with `/` (rounding toward zero); cast to f32 first for a float quotient"));
                 }
-                let ieee = match a.get(2).copied().flatten() {
-                    Some(e) => self.const_bool(e)?,
-                    None => name == "div_rn",
-                };
+                let ieee = self.const_bool_or(a.get(2).copied().flatten(), name == "div_rn")?;
                 let ids = self.unify_as(&[&x, &y], ScalarType::F32, args.span)?;
                 let op = if ieee { crate::ir::BinaryOp::Div } else { crate::ir::BinaryOp::DivFull };
                 let quotient = self.binary_op(op, ids[0], ids[1]);
@@ -525,10 +522,7 @@ impl<'a> Lowerer<'a> {
             Some(_) => self.axis_arg(a[1], ty.rank())?,
             None => 0,
         };
-        let reverse = match a[2] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
+        let reverse = self.const_bool_or(a[2], false)?;
         let mut total_shape = ty.shape().to_vec();
         total_shape.remove(axis);
         let results = self.b.push(
@@ -654,10 +648,7 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(span, "cannot reduce a scalar")
                 .with_hint("reductions need a tensor"));
         }
-        let keep_dims = match a[2] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
+        let keep_dims = self.const_bool_or(a[2], false)?;
         let (value, axis) = match a[1] {
             Some(_) => {
                 let axis = self.axis_arg(a[1], ty.rank()).map_err(|d| match kind {

@@ -417,6 +417,14 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// A compile-time flag argument, `default` when absent.
+    pub(super) fn const_bool_or(&self, e: Option<&Expr>, default: bool) -> R<bool> {
+        match e {
+            Some(e) => self.const_bool(e),
+            None => Ok(default),
+        }
+    }
+
     /// An axis in `0..rank` (negative counts from the end).
     pub(super) fn axis_arg(&self, e: Option<&Expr>, rank: usize) -> R<usize> {
         let e = self.expr_arg(e)?;

@@ -27,10 +27,7 @@ impl<'a> Lowerer<'a> {
         let a = args.bind(&["x", "axis", "combine_fn", "keep_dims"], 3)?;
         let (helper, operands, tupled) = self.combine_operands(a[0], a[2])?;
         let shape = self.ty(operands[0]).shape().to_vec();
-        let keep_dims = match a[3] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
+        let keep_dims = self.const_bool_or(a[3], false)?;
         let given = match a[1] {
             Some(Expr::Path(p)) if p.path.is_ident("None") => None,
             Some(_) => Some(self.axis_arg(a[1], shape.len())?),
@@ -243,10 +240,7 @@ impl<'a> Lowerer<'a> {
         let (helper, operands, tupled) = self.combine_operands(a[0], a[2])?;
         let shape = self.ty(operands[0]).shape().to_vec();
         let axis = self.axis_arg(a[1], shape.len())?;
-        let reverse = match a[3] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
+        let reverse = self.const_bool_or(a[3], false)?;
         let rank = shape.len();
         let perm: Vec<usize> = (0..rank).filter(|&d| d != axis).chain([axis]).collect();
         let mut values = operands;

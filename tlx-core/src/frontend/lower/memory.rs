@@ -116,10 +116,7 @@ impl<'a> Lowerer<'a> {
         };
         let cache = choice(a[3], CACHE, CacheModifier::None)?;
         let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
-        let volatile = match a[5] {
-            Some(e) => self.const_bool(e)?,
-            None => false,
-        };
+        let volatile = self.const_bool_or(a[5], false)?;
         let mut shape = self.ty(ptr).shape().to_vec();
         if let Some(m) = mask {
             shape = broadcast_shapes(&shape, self.ty(m).shape(), span)?;

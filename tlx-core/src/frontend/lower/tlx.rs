@@ -206,10 +206,7 @@ impl<'a> Lowerer<'a> {
                 (operands, vec![reduce.code()], vec![])
             }
             Prim::AsyncDescriptorStoreWait => {
-                let writes = match a[1] {
-                    Some(e) => self.const_bool(e)?,
-                    None => false,
-                };
+                let writes = self.const_bool_or(a[1], false)?;
                 let pendings = self.const_or(a[0], 0, "pendings")?;
                 (vec![], vec![pendings, i64::from(writes)], vec![])
             }
