@@ -413,7 +413,8 @@ impl<'a> Lowerer<'a> {
     pub(super) fn const_bool(&self, e: &Expr) -> R<bool> {
         match self.eval_const(e, "this flag")? {
             ConstVal::Bool(b) => Ok(b),
-            _ => Err(Diagnostic::new(e.span(), "expected `true` or `false`")),
+            _ => Err(Diagnostic::new(e.span(), "expected `true` or `false`")
+                .with_hint("this argument is a compile-time flag: write `true` or `false`, or a `const` bool")),
         }
     }
 
