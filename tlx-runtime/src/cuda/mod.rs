@@ -1,5 +1,5 @@
 //! The CUDA device: a context and stream from cudarc, kernel modules loaded
-//! once per (kernel, configuration), and launches through `cuLaunchKernel`.
+//! once per (kernel, configuration), and launches through `cuLaunchKernelEx`.
 
 pub(crate) mod probe;
 pub(crate) mod tensor_map;
@@ -203,63 +203,44 @@ impl CudaDevice {
         self.ctx
             .bind_to_thread()
             .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
-        let block = 32 * config.num_warps;
-        let status = if config.launch_pdl {
-            // A programmatic dependent of the kernel before it on the stream:
-            // it may start once every program of that one has run
-            // `griddepcontrol.launch_dependents` (or exited).
-            let mut attribute = sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                // SAFETY: a plain-data union; every field is an integer array.
-                value: unsafe { std::mem::zeroed() },
-            };
-            attribute.value.programmaticStreamSerializationAllowed = 1;
-            let launch = sys::CUlaunchConfig {
-                gridDimX: grid.x,
-                gridDimY: grid.y,
-                gridDimZ: grid.z,
-                blockDimX: block,
-                blockDimY: 1,
-                blockDimZ: 1,
-                sharedMemBytes: config.shared_bytes,
-                hStream: self.stream.cu_stream(),
-                attrs: &mut attribute,
-                numAttrs: 1,
-            };
-            // SAFETY: as for `cuLaunchKernel` below; `launch` and the
-            // attribute it points at live until the call returns.
-            unsafe {
-                sys::cuLaunchKernelEx(
-                    &launch,
-                    function.function,
-                    params.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            }
-        } else {
-            // SAFETY: the function belongs to this context; `params` holds one
-            // pointer per kernel parameter, each to a slot at least as large as
-            // the parameter, alive until the call returns (the driver copies them).
-            unsafe {
-                sys::cuLaunchKernel(
-                    function.function,
-                    grid.x,
-                    grid.y,
-                    grid.z,
-                    block,
-                    1,
-                    1,
-                    config.shared_bytes,
-                    self.stream.cu_stream(),
-                    params.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            }
+        // A programmatic dependent of the kernel before it on the stream
+        // (`launch_pdl`) may start once every program of that one has run
+        // `griddepcontrol.launch_dependents` (or exited); any other launch
+        // passes no attribute.
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            // SAFETY: a plain-data union; every field is an integer array.
+            value: unsafe { std::mem::zeroed() },
+        };
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        let launch = sys::CUlaunchConfig {
+            gridDimX: grid.x,
+            gridDimY: grid.y,
+            gridDimZ: grid.z,
+            blockDimX: 32 * config.num_warps,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: config.shared_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(config.launch_pdl),
+        };
+        // SAFETY: the function belongs to this context; `params` holds one
+        // pointer per kernel parameter, each to a slot at least as large as
+        // the parameter, alive until the call returns (the driver copies
+        // them); `launch` and the attribute it points at live as long.
+        let status = unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                function.function,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
         };
         status
             .result()
-            .map_err(|e| Error::cuda("cuLaunchKernel", e))
+            .map_err(|e| Error::cuda("cuLaunchKernelEx", e))
     }
 
     /// Evicts the L2 cache's contents by writing a buffer twice its size

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 /// Driver functions the runtime reaches through cudarc; a driver without
 /// them is too old for the CUDA 13 bindings.
-const REQUIRED_SYMBOLS: [&str; 13] = [
+const REQUIRED_SYMBOLS: [&str; 12] = [
     "cuInit",
     "cuDeviceGetCount",
     "cuDevicePrimaryCtxRetain",
@@ -14,7 +14,6 @@ const REQUIRED_SYMBOLS: [&str; 13] = [
     "cuModuleLoadData",
     "cuModuleGetFunction",
     "cuFuncSetAttribute",
-    "cuLaunchKernel",
     "cuLaunchKernelEx",
     "cuMemAllocAsync",
     "cuMemcpyHtoDAsync_v2",
