@@ -24,6 +24,10 @@
 //! run while its output is stored (a spare tile after the last keeps the
 //! wgmmas out of branches).
 //!
+//! At head dim 128 non-causal the key tiles go last first, so that the
+//! only tile with scores to mask is a tile's first and the steps after it
+//! carry no branch (see `DESCENDING`).
+//!
 //! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
 //! rows, so TMA zero-fills past the end of a sequence and clips the output
 //! store there, and any sequence lengths work.
@@ -80,6 +84,16 @@ macro_rules! fa_forward_kernel {
             // 64 causal: there each issuing when ready measured 0.5-2%
             // faster at every length (session 25, H100).
             const PING_PONG: bool = !(CAUSAL & (D == 64));
+            // Key tiles go last first, so that the only one with scores to
+            // mask (at the end of the keys, or on the diagonal) is a tile's
+            // first, whose softmax runs with no product in flight: a branch
+            // around the mask while `P V` runs made ptxas wait for `P V`
+            // before every step's softmax, which then no longer overlapped
+            // it (session 36: +2-3% at head dim 128 non-causal, H200). The
+            // causal and head dim 64 configurations keep ascending order:
+            // measured with descending tiles (and tree-shaped reductions)
+            // they ran 2-7% slower, and their masking branch stays.
+            const DESCENDING: bool = !CAUSAL & (D == 128);
             let q_bufs = local_alloc([64, D], $t, 2 * Q_SETS);
             let k_bufs = local_alloc([BN, D], $t, STAGES);
             let v_bufs = local_alloc([BN, D], $t, STAGES);
@@ -201,9 +215,25 @@ macro_rules! fa_forward_kernel {
                     named_barrier_arrive(9 - me, 256);
                 }
             }
-            // One online-softmax step over key tile `j`: the tile's
-            // probabilities (in `$t`), the new running max and sum,
-            // and the factor that rescales what came before.
+            // The key tile a tile's `j`-th step takes, of `n`.
+            fn key_tile(j: i32, n: i32) -> i32 {
+                if DESCENDING {
+                    n - 1 - j
+                } else {
+                    j
+                }
+            }
+            // Whether key tile `j` has scores to mask: only tiles at the
+            // end of the keys or on the diagonal do.
+            fn needs_mask(j: i32, row0: i32, seq_kv: i32) -> bool {
+                let ragged = (j + 1) * BN > seq_kv;
+                let diagonal = CAUSAL & ((j + 1) * BN > row0 + 1);
+                ragged | diagonal
+            }
+            // One online-softmax step over key tile `j` (`masked`: with
+            // its scores masked): the tile's probabilities (in `$t`), the
+            // new running max and sum, and the factor that rescales what
+            // came before.
             fn softmax_step(
                 s: f32,
                 j: i32,
@@ -212,12 +242,9 @@ macro_rules! fa_forward_kernel {
                 l_i: f32,
                 qk_scale: f32,
                 seq_kv: i32,
+                masked: bool,
             ) -> ($t, f32, f32, f32) {
-                // Only tiles at the end of the keys or on the
-                // diagonal have scores to mask.
-                let ragged = (j + 1) * BN > seq_kv;
-                let diagonal = CAUSAL & ((j + 1) * BN > row0 + 1);
-                let s = if ragged | diagonal {
+                let s = if masked {
                     // The last key a row sees, relative to the tile: the
                     // sequence's last or (causal) the row's own. One compare
                     // an element, where a test per condition took two and an
@@ -234,7 +261,8 @@ macro_rules! fa_forward_kernel {
                 } else {
                     s
                 };
-                // Every row sees key 0 in its first tile, so the max is finite.
+                // Every row sees the first key of its first tile (the last
+                // tile's, descending), so the max is finite.
                 let m_new = maximum(m_i, max(s, axis = 1) * qk_scale);
                 let p = exp2(fma(s, qk_scale, -m_new[(.., None)]));
                 let alpha = exp2(m_i - m_new);
@@ -271,11 +299,11 @@ macro_rules! fa_forward_kernel {
                             barrier_wait(local_view(k_empty, slot), free);
                             let k_bar = local_view(k_full, slot);
                             barrier_expect_bytes(k_bar, tile_bytes);
-                            async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch_i, kv_head, j * BN, 0], k_bar);
+                            async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch_i, kv_head, key_tile(j, kv_tiles) * BN, 0], k_bar);
                             barrier_wait(local_view(v_empty, slot), free);
                             let v_bar = local_view(v_full, slot);
                             barrier_expect_bytes(v_bar, tile_bytes);
-                            async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, j * BN, 0], v_bar);
+                            async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, key_tile(j, kv_tiles) * BN, 0], v_bar);
                         }
                         kv_done += kv_tiles;
                         tiles_done += 1;
@@ -343,7 +371,7 @@ macro_rules! fa_forward_kernel {
                         };
                         let q_slot = 2 * (tiles_done % Q_SETS) + me;
                         let q_buf = local_view(q_bufs, q_slot);
-                        // Key tile 0: its scores alone.
+                        // The first key tile: its scores alone.
                         let slot = kv_done % STAGES;
                         if !ahead {
                             barrier_wait(local_view(q_full, q_slot), (tiles_done / Q_SETS) % 2);
@@ -358,14 +386,16 @@ macro_rules! fa_forward_kernel {
                         // Q's last product is done: the producer may load the
                         // next tile's while this one finishes.
                         barrier_arrive(local_view(q_empty, q_slot), pred = (kv_mine == 1) & !o_in_q);
+                        let first_tile = key_tile(0, kv_mine);
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
                             s0,
-                            0,
+                            first_tile,
                             row0,
                             full([64], f32::NEG_INFINITY, f32),
                             zeros([64], f32),
                             qk_scale,
                             seq_kv,
+                            needs_mask(first_tile, row0, seq_kv),
                         );
                         let mut acc = zeros([64, D], f32);
                         for j in 1..kv_mine {
@@ -383,8 +413,10 @@ macro_rules! fa_forward_kernel {
                             let s = async_dot_wait(1, s);
                             barrier_arrive(local_view(k_empty, slot));
                             barrier_arrive(local_view(q_empty, q_slot), pred = (j == kv_mine - 1) & !o_in_q);
+                            // Descending, no step after the first masks.
+                            let masked = !DESCENDING & needs_mask(j, row0, seq_kv);
                             let (p_j, m_j, l_j, alpha) =
-                                softmax_step(s, j, row0, m_i, l_i, qk_scale, seq_kv);
+                                softmax_step(s, key_tile(j, kv_mine), row0, m_i, l_i, qk_scale, seq_kv, masked);
                             acc = async_dot_wait(0, acc);
                             barrier_arrive(local_view(v_empty, prev));
                             acc = acc * alpha[(.., None)];
