@@ -37,9 +37,12 @@ def read(bench_path, anchors_path):
 
 
 def table(rows):
+    # FlashAttention-3 (scripts/fa3) gets its columns when the anchors hold it.
+    fa3 = any("fa3" in r for r in rows.values())
+    extra = " FA3 | tlx / FA3 |" if fa3 else ""
     out = [
-        "| pass | head dim | causal | seq | tlx | cuDNN | flash | tlx / cuDNN | tlx / flash |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| pass | head dim | causal | seq | tlx | cuDNN | flash | tlx / cuDNN | tlx / flash |" + extra,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + " --- | --- |" * fa3,
     ]
     for key in sorted(rows):
         r = rows[key]
@@ -47,16 +50,19 @@ def table(rows):
         ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"
         num = lambda x: f"{x:.0f}" if x else "-"
         p, d, causal, seq = key
-        out.append(
+        line = (
             f"| {p} | {d} | {causal} | {seq} | {num(tlx)} | {num(cudnn)} | {num(flash)} "
             f"| {ratio(tlx, cudnn)} | {ratio(tlx, flash)} |"
         )
+        if fa3:
+            line += f" {num(r.get('fa3'))} | {ratio(tlx, r.get('fa3'))} |"
+        out.append(line)
     return "\n".join(out)
 
 
 def plot(rows, stem):
     panels = [(p, c) for p in ("fwd", "bwd") for c in (False, True)]
-    series = ("tlx", "cudnn", "flash")
+    series = ("tlx", "cudnn", "flash", "fa3")
     try:
         import matplotlib
 
@@ -85,7 +91,8 @@ def plot(rows, stem):
 
 
 def plot_svg(rows, stem, panels, series):
-    colors = {"tlx": "#d62728", "cudnn": "#1f77b4", "flash": "#2ca02c"}
+    colors = {"tlx": "#d62728", "cudnn": "#1f77b4", "flash": "#2ca02c", "fa3": "#9467bd"}
+    series = [s for s in series if any(s in r for r in rows.values())]
     w, h, pad = 300, 220, 40
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{4 * w}" height="{h + 30}">']
     top = max([v for r in rows.values() for v in r.values()] + [1])
