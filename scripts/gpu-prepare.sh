@@ -33,6 +33,12 @@ collect tests test -p tlx -p tlx-runtime --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
 cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py \
   scripts/cudnn_bwd_sequence.py .gpu/
+# FlashAttention-3, the attention sitting's third reference, when its sources
+# are packed (scripts/fa3/README.md): gpu-suite.sh builds it there.
+if [ -f scripts/fa3/src.tgz ]; then
+  mkdir -p .gpu/fa3
+  cp scripts/fa3/build.sh scripts/fa3/shim.cu scripts/fa3/fa3_bench.py scripts/fa3/src.tgz .gpu/fa3/
+fi
 # The trybuild suite needs cargo and the proc-macro's tests the toolchain's
 # libstd, neither of which the GPU machine has; neither needs a GPU.
 rm -f .gpu/tests/ui .gpu/tests/tlx_macros

@@ -4,7 +4,9 @@
 # Each step has a timeout so one hang cannot eat the sitting. Logs go to
 # $OUT (or ./gpu-out); a summary table is printed last.
 # TLX_SANITIZE=0 skips compute-sanitizer, 1 (the default) runs memcheck, 2
-# adds racecheck and synccheck; TLX_ANCHORS=1 adds the reference numbers.
+# adds racecheck and synccheck; TLX_ANCHORS=1 adds the reference numbers,
+# and with TLX_FA3=1 FlashAttention-3's beside them (a few minutes of nvcc;
+# needs .gpu/fa3, which gpu-prepare.sh packs when scripts/fa3/src.tgz exists).
 #
 # Prepare here with: bash scripts/gpu-prepare.sh, and carry .gpu.tgz (the
 # unpacked .gpu/ is over the device tool's 64 MiB).
@@ -60,6 +62,11 @@ fi
 # then the combined table and plot.
 if [ "${TLX_ANCHORS:-0}" = 1 ] && [ -f .gpu/attention_anchors.py ]; then
   step attention-anchors 300 python3 .gpu/attention_anchors.py
+  if [ "${TLX_FA3:-0}" = 1 ] && [ -f .gpu/fa3/build.sh ]; then
+    step fa3-build 600 env FA3_BUILD="$out/fa3" bash .gpu/fa3/build.sh
+    step fa3-anchors 300 env FA3_LIB="$out/fa3/libfa3.so" python3 .gpu/fa3/fa3_bench.py
+    cat "$out/fa3-anchors.log" >> "$out/attention-anchors.log"
+  fi
   [ -f "$out/bench-attention.log" ] && python3 .gpu/attention_table.py \
     "$out/bench-attention.log" "$out/attention-anchors.log" "$out/attention" > "$out/attention-table.md" 2>&1
 fi
