@@ -157,14 +157,12 @@ impl<'k> Lowerer<'k> {
                 .map(|o| to_bits(&mut self.f, elem, &o[r]))
                 .collect();
             // A register replica repeats an element this thread already updated.
-            let mut pred = if layout.is_replica(r, 0, 0) {
-                "false".to_string()
+            let base = if layout.is_replica(r, 0, 0) {
+                "false"
             } else {
-                primary.clone()
+                &primary
             };
-            if let Some(m) = &masks {
-                pred = self.f.inst(format!("and i1 {pred}, {}", m[r]));
-            }
+            let pred = self.masked(base, masks.as_ref().map(|m| m[r].as_str()));
             let mut args: Vec<(&str, &str)> = vec![("ptr addrspace(1)", ptrs.regs[r].as_str())];
             args.extend(bits.iter().map(|b| (lty, b.as_str())));
             args.push(("i1", pred.as_str()));
@@ -202,10 +200,7 @@ impl<'k> Lowerer<'k> {
                 continue;
             }
             let bits = to_bits(&mut self.f, elem, &value[r]);
-            let pred = match &masks {
-                Some(m) => self.f.inst(format!("and i1 {primary}, {}", m[r])),
-                None => primary.to_string(),
-            };
+            let pred = self.masked(primary, masks.as_ref().map(|m| m[r].as_str()));
             let args = [
                 ("ptr addrspace(1)", ptrs.regs[r].as_str()),
                 (lty, bits.as_str()),
@@ -214,6 +209,14 @@ impl<'k> Lowerer<'k> {
             self.f.asm("void", &asm, &constraints, &args);
         }
         Ok(())
+    }
+
+    /// The predicate of one element's update: `base`, and its mask if any.
+    fn masked(&mut self, base: &str, mask: Option<&str>) -> String {
+        match mask {
+            Some(m) => self.f.inst(format!("and i1 {base}, {m}")),
+            None => base.to_string(),
+        }
     }
 
     /// Every copy of each element takes the primary copy's value (through shared memory).
