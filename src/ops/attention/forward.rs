@@ -296,14 +296,15 @@ macro_rules! fa_forward_kernel {
                             // The first pass over the ring finds every stage free.
                             let free = (it / STAGES) % 2 ^ 1;
                             let tile_bytes = BN * D * size_of(dtype_of(k_desc));
+                            let key0 = key_tile(j, kv_tiles) * BN;
                             barrier_wait(local_view(k_empty, slot), free);
                             let k_bar = local_view(k_full, slot);
                             barrier_expect_bytes(k_bar, tile_bytes);
-                            async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch_i, kv_head, key_tile(j, kv_tiles) * BN, 0], k_bar);
+                            async_descriptor_load(k_desc, local_view(k_bufs, slot), [batch_i, kv_head, key0, 0], k_bar);
                             barrier_wait(local_view(v_empty, slot), free);
                             let v_bar = local_view(v_full, slot);
                             barrier_expect_bytes(v_bar, tile_bytes);
-                            async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, key_tile(j, kv_tiles) * BN, 0], v_bar);
+                            async_descriptor_load(v_desc, local_view(v_bufs, slot), [batch_i, kv_head, key0, 0], v_bar);
                         }
                         kv_done += kv_tiles;
                         tiles_done += 1;
@@ -414,9 +415,10 @@ macro_rules! fa_forward_kernel {
                             barrier_arrive(local_view(k_empty, slot));
                             barrier_arrive(local_view(q_empty, q_slot), pred = (j == kv_mine - 1) & !o_in_q);
                             // Descending, no step after the first masks.
-                            let masked = !DESCENDING & needs_mask(j, row0, seq_kv);
+                            let tile = key_tile(j, kv_mine);
+                            let masked = !DESCENDING & needs_mask(tile, row0, seq_kv);
                             let (p_j, m_j, l_j, alpha) =
-                                softmax_step(s, key_tile(j, kv_mine), row0, m_i, l_i, qk_scale, seq_kv, masked);
+                                softmax_step(s, tile, row0, m_i, l_i, qk_scale, seq_kv, masked);
                             acc = async_dot_wait(0, acc);
                             barrier_arrive(local_view(v_empty, prev));
                             acc = acc * alpha[(.., None)];
