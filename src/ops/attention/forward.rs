@@ -403,8 +403,14 @@ macro_rules! fa_forward_kernel {
                             let it = kv_done + j;
                             let slot = it % STAGES;
                             let prev = (it - 1) % STAGES;
-                            barrier_wait(local_view(k_full, slot), (it / STAGES) % 2);
-                            barrier_wait(local_view(v_full, prev), ((it - 1) / STAGES) % 2);
+                            // The second group takes its turn after the first
+                            // has issued its products on the same stages, which
+                            // it waited for (FA3's order); not with 64-key causal
+                            // tiles, where the first skips the second's last.
+                            if !PING_PONG | (me == 0) | (CAUSAL & (BN < 128)) {
+                                barrier_wait(local_view(k_full, slot), (it / STAGES) % 2);
+                                barrier_wait(local_view(v_full, prev), ((it - 1) / STAGES) % 2);
+                            }
                             take_turn(me, turns);
                             let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
                             acc = async_dot(p, local_view(v_bufs, prev), acc);

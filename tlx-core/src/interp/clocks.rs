@@ -87,6 +87,11 @@ impl Clocks {
         clock[task]
     }
 
+    /// `task`'s clock as it stands (empty before its first event).
+    pub(crate) fn seen(&self, task: usize) -> &[u64] {
+        self.tasks.get(task).map_or(&[], Vec::as_slice)
+    }
+
     /// A copy of `task`'s clock (what an asynchronous copy it issues carries).
     pub(crate) fn snapshot(&mut self, task: usize) -> Clock {
         self.clock(task).clone()

@@ -1,7 +1,9 @@
 //! Shared-memory race detection for asynchronous writes (TMA-style copies
 //! into shared buffers that complete on an mbarrier): per buffer, the last
 //! asynchronous writer and which tasks have since waited for its completion.
-//! A read by a task that has not waited is a race.
+//! A read by a task that has not waited, and is not ordered after a task
+//! that did (an arrive -> wait chain through named barriers or mbarriers,
+//! as FA3's second consumer follows the first, which waited), is a race.
 
 use std::collections::HashMap;
 
@@ -19,8 +21,9 @@ struct AsyncWrite {
     /// Further barrier phases whose completion also signals it (an MMA
     /// with several `mbarriers`).
     also: Vec<(usize, u32)>,
-    /// Tasks that waited for that phase after the write was issued.
-    observed_by: Vec<usize>,
+    /// Tasks that waited for that phase after the write was issued, each
+    /// with its clock tick at the wait (see [`super::clocks`]).
+    observed_by: Vec<(usize, u64)>,
 }
 
 /// A read of a shared buffer that raced with an asynchronous write.
@@ -100,22 +103,34 @@ impl AsyncWrites {
     }
 
     /// Task `task` saw `completed_phase` of `barrier` complete (a successful
-    /// wait): writes signalled by that phase or earlier are visible to it.
-    pub fn record_wait(&mut self, task: usize, barrier: usize, completed_phase: u32) {
+    /// wait, its clock then at `tick`): writes signalled by that phase or
+    /// earlier are visible to it, and to whatever is ordered after it.
+    pub fn record_wait(&mut self, task: usize, tick: u64, barrier: usize, completed_phase: u32) {
         for write in self.last.values_mut() {
             let signalled = std::iter::once((write.barrier, write.phase))
                 .chain(write.also.iter().copied())
                 .any(|(b, phase)| b == barrier && phase <= completed_phase);
-            if signalled && !write.observed_by.contains(&task) {
-                write.observed_by.push(task);
+            if signalled && !write.observed_by.iter().any(|&(t, _)| t == task) {
+                write.observed_by.push((task, tick));
             }
         }
     }
 
-    /// Checks a read of `buffer` by `task`.
-    pub fn check_read(&self, buffer: SharedBufferId, task: usize) -> Result<(), SharedRace> {
+    /// Checks a read of `buffer` by `task`, whose vector clock is `seen`.
+    pub fn check_read(
+        &self,
+        buffer: SharedBufferId,
+        task: usize,
+        seen: &[u64],
+    ) -> Result<(), SharedRace> {
+        let ordered = |write: &AsyncWrite| {
+            write
+                .observed_by
+                .iter()
+                .any(|&(t, at)| t == task || seen.get(t).is_some_and(|&s| s >= at))
+        };
         match self.last.get(&buffer) {
-            Some(write) if !write.observed_by.contains(&task) => Err(SharedRace {
+            Some(write) if !ordered(write) => Err(SharedRace {
                 buffer,
                 writer: write.writer.clone(),
                 line: write.line,
@@ -135,21 +150,21 @@ mod tests {
     fn reading_before_the_wait_is_a_race_and_after_it_is_not() {
         let mut writes = AsyncWrites::default();
         assert_eq!(
-            writes.check_read(4, 1),
+            writes.check_read(4, 1, &[]),
             Ok(()),
             "never written asynchronously"
         );
         writes.record_write(4, "producer", 17, 2, 0);
-        let race = writes.check_read(4, 1).unwrap_err();
+        let race = writes.check_read(4, 1, &[]).unwrap_err();
         assert_eq!(
             race.to_string(),
             "read of shared buffer #4 (written asynchronously by task `producer` at line 17) \
              before waiting on its barrier (mbarrier #2 phase 0)"
         );
-        writes.record_wait(1, 2, 0);
-        assert_eq!(writes.check_read(4, 1), Ok(()));
+        writes.record_wait(1, 1, 2, 0);
+        assert_eq!(writes.check_read(4, 1, &[]), Ok(()));
         assert!(
-            writes.check_read(4, 0).is_err(),
+            writes.check_read(4, 0, &[]).is_err(),
             "the writer itself has not waited"
         );
     }
@@ -158,22 +173,40 @@ mod tests {
     fn only_the_signalling_barrier_and_phase_count() {
         let mut writes = AsyncWrites::default();
         writes.record_write(0, "producer", 5, 1, 3);
-        writes.record_wait(1, 0, 3);
-        assert!(writes.check_read(0, 1).is_err(), "another barrier");
-        writes.record_wait(1, 1, 2);
-        assert!(writes.check_read(0, 1).is_err(), "an earlier phase");
-        writes.record_wait(1, 1, 4);
-        assert_eq!(writes.check_read(0, 1), Ok(()), "a later phase implies it");
+        writes.record_wait(1, 1, 0, 3);
+        assert!(writes.check_read(0, 1, &[]).is_err(), "another barrier");
+        writes.record_wait(1, 1, 1, 2);
+        assert!(writes.check_read(0, 1, &[]).is_err(), "an earlier phase");
+        writes.record_wait(1, 1, 1, 4);
+        assert_eq!(
+            writes.check_read(0, 1, &[]),
+            Ok(()),
+            "a later phase implies it"
+        );
+    }
+
+    #[test]
+    fn a_read_ordered_after_another_tasks_wait_is_not_a_race() {
+        let mut writes = AsyncWrites::default();
+        writes.record_write(3, "producer", 9, 1, 0);
+        // Task 1 waits at its tick 5; task 2 then learns of ticks up to 4
+        // and later up to 5 of task 1 (a named barrier's arrive -> wait).
+        writes.record_wait(1, 5, 1, 0);
+        assert!(
+            writes.check_read(3, 2, &[0, 4, 7]).is_err(),
+            "before the wait"
+        );
+        assert_eq!(writes.check_read(3, 2, &[0, 5, 7]), Ok(()), "after it");
     }
 
     #[test]
     fn a_new_write_needs_a_new_wait() {
         let mut writes = AsyncWrites::default();
         writes.record_write(0, "producer", 5, 1, 0);
-        writes.record_wait(1, 1, 0);
+        writes.record_wait(1, 1, 1, 0);
         writes.record_write(0, "producer", 5, 1, 1);
-        assert!(writes.check_read(0, 1).is_err());
+        assert!(writes.check_read(0, 1, &[]).is_err());
         writes.clear();
-        assert_eq!(writes.check_read(0, 1), Ok(()));
+        assert_eq!(writes.check_read(0, 1, &[]), Ok(()));
     }
 }

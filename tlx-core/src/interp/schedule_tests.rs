@@ -124,7 +124,7 @@ impl<'t> Task<'t> for ScriptedTask {
                     }));
                 }
                 if let Some(completed) = bar.phase().checked_sub(1) {
-                    shared.async_writes.record_wait(index, id, completed);
+                    shared.async_writes.record_wait(index, 0, id, completed);
                 }
             }
             Action::ExpectTx { barrier: id, bytes } => {
@@ -150,7 +150,7 @@ impl<'t> Task<'t> for ScriptedTask {
             Action::Read { buffer } => {
                 shared
                     .async_writes
-                    .check_read(buffer, index)
+                    .check_read(buffer, index, &[])
                     .map_err(|race| InterpError::SharedMemoryRace {
                         at: self.site(action.op(), line),
                         task: self.name.into(),

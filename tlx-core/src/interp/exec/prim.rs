@@ -293,8 +293,9 @@ impl<'k> Executor<'k> {
                 // The phase that passed the wait: the latest completed one.
                 let completed = bar.phase().wrapping_sub(1);
                 let next_started = bar.phase_started();
-                shared.async_writes.record_wait(task, id, completed);
                 shared.clocks.acquire(task, id, completed);
+                let at = shared.clocks.tick(task);
+                shared.async_writes.record_wait(task, at, id, completed);
                 shared.observations.waited(task);
                 let phase = i64::from(completed as i32);
                 let Some(first_line) = shared.observations.observe(task, id, phase, op.loc.line)
@@ -777,17 +778,21 @@ impl<'k> Executor<'k> {
                 buffer: id,
             }));
         }
-        shared.async_writes.check_read(id, task).map_err(|race| {
-            // A stale wait on the barrier that guards the buffer explains the race.
-            match shared.observations.take_suspect(task, race.barrier) {
-                Some(stale) => Stop::error(stale),
-                None => Stop::error(InterpError::SharedMemoryRace {
-                    at: self.site(Some(op)),
-                    task: self.name.clone(),
-                    race: Box::new(race),
-                }),
-            }
-        })
+        let seen = shared.clocks.seen(task);
+        shared
+            .async_writes
+            .check_read(id, task, seen)
+            .map_err(|race| {
+                // A stale wait on the barrier that guards the buffer explains the race.
+                match shared.observations.take_suspect(task, race.barrier) {
+                    Some(stale) => Stop::error(stale),
+                    None => Stop::error(InterpError::SharedMemoryRace {
+                        at: self.site(Some(op)),
+                        task: self.name.clone(),
+                        race: Box::new(race),
+                    }),
+                }
+            })
     }
 
     /// A write into buffer `id` by `task`: every read of it by another task

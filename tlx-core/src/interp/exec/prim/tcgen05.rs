@@ -165,7 +165,8 @@ impl<'k> Executor<'k> {
     ) -> PrimResult<()> {
         let untracked = shared.mmas.iter().find(|m| m.acc == acc_id);
         let race = if read {
-            shared.async_writes.check_read(acc_id, task).err()
+            let seen = shared.clocks.seen(task);
+            shared.async_writes.check_read(acc_id, task, seen).err()
         } else {
             None
         };
