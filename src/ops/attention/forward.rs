@@ -24,9 +24,9 @@
 //! run while its output is stored (a spare tile after the last keeps the
 //! wgmmas out of branches).
 //!
-//! At head dim 128 non-causal the key tiles go last first, so that the
-//! only tile with scores to mask is a tile's first and the steps after it
-//! carry no branch (see `DESCENDING`).
+//! At head dim 128 the key tiles go last first, so that the only tile
+//! with scores to mask is a tile's first and the steps after it carry no
+//! branch (see `DESCENDING`).
 //!
 //! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
 //! rows, so TMA zero-fills past the end of a sequence and clips the output
@@ -89,11 +89,11 @@ macro_rules! fa_forward_kernel {
             // first, whose softmax runs with no product in flight: a branch
             // around the mask while `P V` runs made ptxas wait for `P V`
             // before every step's softmax, which then no longer overlapped
-            // it (session 36: +2-3% at head dim 128 non-causal, H200). The
-            // causal and head dim 64 configurations keep ascending order:
-            // measured with descending tiles (and tree-shaped reductions)
-            // they ran 2-7% slower, and their masking branch stays.
-            const DESCENDING: bool = !CAUSAL & (D == 128);
+            // it (session 36: +2-3% at head dim 128 non-causal; session 37:
+            // +1-2% causal, H200). Head dim 64 keeps ascending order (2%
+            // slower causal descending, level non-causal), and so do
+            // 64-key causal tiles, whose diagonal spans two tiles.
+            const DESCENDING: bool = (D == 128) & !(CAUSAL & (BN < 128));
             let q_bufs = local_alloc([64, D], $t, 2 * Q_SETS);
             let k_bufs = local_alloc([BN, D], $t, STAGES);
             let v_bufs = local_alloc([BN, D], $t, STAGES);
