@@ -53,6 +53,10 @@ impl<'k> Lowerer<'k> {
                 .take_while(|r| r.task == replica.task)
                 .count();
             let task_first = replicas[i - replica.replica as usize].first_warp;
+            // A budgeted task on fewer than four warps holds its whole warp
+            // group: the idle warps run its `setmaxnreg` with it (the group
+            // executes it together), then wait at the region's end.
+            let idle_warps = replica.held_warps > replica.num_warps;
             let body_label = self.f.fresh("task");
             let next_label = self.f.fresh("task_next");
             let route = self.f.fresh("%route");
@@ -61,7 +65,7 @@ impl<'k> Lowerer<'k> {
             ));
             self.enter_block(&body_label);
             let region = (i - replica.replica as usize) as u32 + 1;
-            if task.shared_body {
+            if task.shared_body && !idle_warps {
                 self.enter_shared_task_context(task_first, region, replica, scratch_next);
             } else {
                 self.enter_replica_context(region, replica, scratch_next);
@@ -74,6 +78,17 @@ impl<'k> Lowerer<'k> {
             if let Some(regs) = task.num_regs {
                 self.set_max_registers(regs, regs_default);
             }
+            if idle_warps {
+                let work = self.f.fresh("task_work");
+                let idle = self.f.inst(format!(
+                    "icmp uge i32 {}, {}",
+                    self.program_warp,
+                    replica.end_warp()
+                ));
+                self.f
+                    .stmt(format!("br i1 {idle}, label %{join}, label %{work}"));
+                self.enter_block(&work);
+            }
             if let Some(term) = self.lower_block(&task.body)? {
                 return Err(malformed(format!(
                     "task body ends with {}",
@@ -82,12 +97,12 @@ impl<'k> Lowerer<'k> {
             }
             self.f.stmt(format!("br label %{join}"));
             let private = self.scratch_high_water() > scratch_next || self.ring_peak > rings_before;
-            let served = if task.shared_body && !private {
+            let served = if task.shared_body && !private && !idle_warps {
                 rest
             } else {
                 1
             };
-            let end = replicas[i + served - 1].end_warp();
+            let end = replicas[i + served - 1].held_end();
             self.define_route(&route, replica.first_warp, end);
             self.enter_block(&next_label);
             self.outside_values.clear();

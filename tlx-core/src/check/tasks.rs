@@ -39,7 +39,8 @@ pub enum TaskRuleError {
     MixedStartWarps,
     #[error(
         "warp {warp} belongs to task {task} (replica {replica}) and to task {other_task} \
-         (replica {other_replica}): tasks need warps of their own"
+         (replica {other_replica}): tasks need warps of their own (a task with `num_regs` on \
+         fewer than 4 warps holds its whole warp group)"
     )]
     OverlappingWarps {
         warp: u32,
@@ -64,8 +65,8 @@ pub enum TaskRuleError {
     RegisterFile { registers: u64 },
     #[error(
         "task {task}: `num_regs` applies to whole warp groups (`setmaxnreg` is executed by \
-         four aligned warps together); this task's warps {first_warp}..{end_warp} are not \
-         whole warp groups"
+         four aligned warps together); this task's warps {first_warp}..{end_warp} do not start \
+         a warp group (a multiple of 4)"
     )]
     PartialWarpGroup {
         task: usize,
@@ -134,7 +135,7 @@ pub fn check_task_region(
         return Err(TaskRuleError::MixedStartWarps);
     }
     let warps = task_warps(tasks, options.num_warps);
-    let end = warps.iter().map(|w| w.end_warp()).max().unwrap_or(0);
+    let end = warps.iter().map(|w| w.held_end()).max().unwrap_or(0);
     if end > MAX_WARPS {
         return Err(TaskRuleError::TooManyWarps { warps: end });
     }
@@ -146,7 +147,7 @@ pub fn check_task_region(
     for (i, a) in warps.iter().enumerate() {
         for b in &warps[i + 1..] {
             let first_shared = a.first_warp.max(b.first_warp);
-            if first_shared < a.end_warp().min(b.end_warp()) {
+            if first_shared < a.held_end().min(b.held_end()) {
                 return Err(TaskRuleError::OverlappingWarps {
                     warp: first_shared,
                     task: a.task,
@@ -163,7 +164,7 @@ pub fn check_task_region(
         .iter()
         .filter_map(|w| {
             let regs = tasks.get(w.task)?.num_regs.or(options.maxnreg)?;
-            Some(u64::from(regs) * 32 * u64::from(w.num_warps))
+            Some(u64::from(regs) * 32 * u64::from(w.held_warps))
         })
         .sum();
     if registers > REGISTER_FILE {
@@ -174,7 +175,8 @@ pub fn check_task_region(
     }
     for w in &warps {
         let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
-        if budgeted && (w.first_warp % 4 != 0 || w.num_warps % 4 != 0) {
+        // Fewer than four warps hold their whole group (`held_warps`).
+        if budgeted && (w.first_warp % 4 != 0 || w.held_warps % 4 != 0) {
             return Err(TaskRuleError::PartialWarpGroup {
                 task: w.task,
                 first_warp: w.first_warp,
@@ -191,7 +193,7 @@ pub fn check_task_region(
         .map(|warp| {
             let task = warps
                 .iter()
-                .find(|w| (w.first_warp..w.end_warp()).contains(&warp))
+                .find(|w| (w.first_warp..w.held_end()).contains(&warp))
                 .and_then(|w| tasks.get(w.task));
             u64::from(task.and_then(|t| t.num_regs).unwrap_or(per_thread)) * 32
         })
@@ -392,14 +394,35 @@ mod tests {
 
     #[test]
     fn register_budgets_cover_whole_warp_groups() {
-        let mut t = task(2);
-        t.num_regs = Some(40);
+        // Two budgeted warps hold their group: the next task starts at 8,
+        // and the program launches 12 warps.
+        let mut two = task(2);
+        two.num_regs = Some(40);
+        let k = kernel(vec![trunk(), two.clone(), task(4)], KernelOptions::default());
+        assert_eq!(verify(&k), Ok(()));
+        assert_eq!(k.total_warps(), 12);
+        // A task placed in the held group's idle warps overlaps it.
+        let mut inside = task(2);
+        inside.start_warp = Some(6);
+        let mut placed = two.clone();
+        placed.start_warp = Some(4);
+        let err = broken(vec![trunk(), placed, inside]);
+        assert!(
+            matches!(err, TaskRuleError::OverlappingWarps { warp: 6, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("whole warp group"), "{err}");
+        // Budgeted warps that do not start a group.
+        let mut mid = two;
+        mid.start_warp = Some(5);
+        let mut other = task(1);
+        other.start_warp = Some(4);
         assert_eq!(
-            broken(vec![trunk(), t]),
+            broken(vec![trunk(), other, mid]),
             TaskRuleError::PartialWarpGroup {
-                task: 1,
-                first_warp: 4,
-                end_warp: 6
+                task: 2,
+                first_warp: 5,
+                end_warp: 7
             }
         );
         // Four warps, but starting mid-group.
@@ -410,6 +433,34 @@ mod tests {
             broken(vec![trunk(), off]),
             TaskRuleError::PartialWarpGroup { first_warp: 6, .. }
         ));
+    }
+
+    #[test]
+    fn a_one_warp_budgeted_default_task_frees_its_group() {
+        // FA3's producer: one warp at 24 registers, its group's three other
+        // warps idle at 24 too, two consumer groups at 240: 12 warps' pool.
+        let mut producer = trunk();
+        producer.num_regs = Some(24);
+        let mut consumers = task(4);
+        consumers.replicate = 2;
+        consumers.num_regs = Some(240);
+        consumers.start_warp = Some(4);
+        let options = KernelOptions {
+            num_warps: 1,
+            ..KernelOptions::default()
+        };
+        let k = kernel(vec![producer, consumers.clone()], options.clone());
+        assert_eq!(verify(&k), Ok(()));
+        assert_eq!(k.total_warps(), 12);
+        // Each replica of a budgeted one-warp task holds a group of its own.
+        let mut one_replica = task(1);
+        one_replica.num_regs = Some(24);
+        one_replica.replicate = 2;
+        let ranges: Vec<(u32, u32)> = task_warps(&[trunk(), one_replica], 4)
+            .iter()
+            .map(|w| (w.first_warp, w.held_end()))
+            .collect();
+        assert_eq!(ranges, [(0, 4), (4, 8), (8, 12)]);
     }
 
     #[test]

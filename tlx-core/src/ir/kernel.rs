@@ -222,7 +222,7 @@ impl Kernel {
                 super::OpKind::AsyncTasks { tasks } => {
                     super::task_warps(tasks, self.options.num_warps)
                         .iter()
-                        .map(|t| t.end_warp())
+                        .map(|t| t.held_end())
                         .max()
                 }
                 _ => None,

@@ -69,21 +69,48 @@ pub struct TaskWarps {
     pub replica: u32,
     pub first_warp: u32,
     pub num_warps: u32,
+    /// The warps the replica holds from `first_warp`: its own, or, for a
+    /// task with a register budget on fewer than four warps, its whole warp
+    /// group, whose other warps idle (`setmaxnreg` is executed by the four
+    /// warps of a group together).
+    pub held_warps: u32,
 }
 
 impl TaskWarps {
-    /// One past the last warp.
+    /// One past the last warp the replica runs on.
     pub fn end_warp(&self) -> u32 {
         self.first_warp.saturating_add(self.num_warps)
+    }
+
+    /// One past the last warp the replica holds (see `held_warps`).
+    pub fn held_end(&self) -> u32 {
+        self.first_warp.saturating_add(self.held_warps)
+    }
+}
+
+/// Warps per warp group: `setmaxnreg` moves registers a group at a time.
+const WARP_GROUP: u32 = 4;
+
+/// The warps a replica of `warps` warps holds: a whole warp group when the
+/// task has a register budget and fewer warps.
+fn held_warps(task: &TaskRegion, warps: u32) -> u32 {
+    if task.num_regs.is_some() && warps < WARP_GROUP {
+        WARP_GROUP
+    } else {
+        warps
     }
 }
 
 /// The warps of every replica of every task, in task then replica order,
 /// for a kernel of `kernel_warps` warps. A non-default task without
 /// `num_warps` is given none (the verifier rejects it); a task without
-/// `start_warp` starts where the previous one without it ended.
+/// `start_warp` starts where the previous one without it ended (after the
+/// warps it holds).
 pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
-    let mut next = kernel_warps;
+    let mut next = tasks
+        .iter()
+        .find(|t| t.default)
+        .map_or(kernel_warps, |t| held_warps(t, kernel_warps));
     let mut out = Vec::new();
     for (index, task) in tasks.iter().enumerate() {
         if task.default {
@@ -92,10 +119,12 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 replica: 0,
                 first_warp: 0,
                 num_warps: kernel_warps,
+                held_warps: held_warps(task, kernel_warps),
             });
             continue;
         }
         let warps = task.num_warps.unwrap_or(0);
+        let held = held_warps(task, warps);
         let mut first = task.start_warp.unwrap_or(next);
         for replica in 0..task.replicate {
             out.push(TaskWarps {
@@ -103,8 +132,9 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 replica,
                 first_warp: first,
                 num_warps: warps,
+                held_warps: held,
             });
-            first = first.saturating_add(warps);
+            first = first.saturating_add(held);
         }
         if task.start_warp.is_none() {
             next = first;
