@@ -6,8 +6,8 @@
 //! tile) in head-major order (neighbouring programs share K and V in L2);
 //! a causal program takes its tiles in pairs, a head's longest with its
 //! shortest, so that every program gets the same work. Its default task
-//! (one warp, holding its warp group at few registers) is the producer: per
-//! tile it loads the two 64-row halves of Q, then K and V tiles through rings of `STAGES` shared buffers with TMA,
+//! (few registers; at head dim 128 one warp, holding its warp group) is the
+//! producer: per tile it loads the two 64-row halves of Q, then K and V tiles through rings of `STAGES` shared buffers with TMA,
 //! guarded by `full`/`empty` mbarriers. Two consumer warp groups (a
 //! replicated task) each own one half of Q and pipeline within themselves:
 //! iteration `j` issues `S_j = Q K_jᵀ` and `O += P_{j-1} V_{j-1}` together,
@@ -46,11 +46,11 @@ pub(super) const QUERY_TILE: usize = 128;
 /// The forward kernel for element type `$t`.
 macro_rules! fa_forward_kernel {
     ($name:ident, $t:ident) => {
-        #[tlx::kernel(arch = "sm_90a", num_warps = 1, configs = [
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
             (D = 64, BN = 128, STAGES = 2, CAUSAL = false, SHARED = false),
             (D = 64, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true),
-            (D = 128, BN = 128, STAGES = 2, CAUSAL = false, SHARED = true),
-            (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true),
+            (D = 128, BN = 128, STAGES = 2, CAUSAL = false, SHARED = true, num_warps = 1),
+            (D = 128, BN = 128, STAGES = 2, CAUSAL = true, SHARED = true, num_warps = 1),
             (D = 256, BN = 64, STAGES = 2, CAUSAL = false, SHARED = false),
             (D = 256, BN = 64, STAGES = 2, CAUSAL = true, SHARED = false),
         ])]
@@ -268,10 +268,11 @@ macro_rules! fa_forward_kernel {
                 (p.to($t), m_new, l_i * alpha + sum(p, axis = 1), alpha)
             }
             async_tasks! {
-                // The producer is one warp: its warp group's other three
-                // idle at the region's end instead of polling the same
-                // barriers (FA3's layout; session 37: +1.5-2% at head dim
-                // 128 non-causal, H200).
+                // At head dim 128 (`num_warps = 1`) the producer is one
+                // warp: its warp group's other three idle at the region's
+                // end instead of polling the same barriers (FA3's layout;
+                // session 37, H200: +0.5-1.5% non-causal, causal level).
+                // At 64 four warps measured 1-2% faster; 256 is unmeasured.
                 task(default, num_regs = 24) {
                     // K/V tiles loaded and tiles started so far: the rings'
                     // positions carry over from tile to tile.
