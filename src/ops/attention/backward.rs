@@ -96,7 +96,7 @@ macro_rules! fa_backward_kernels {
         #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
             (D = 64, STAGES = 3, CAUSAL = false),
             (D = 64, STAGES = 3, CAUSAL = true),
-            (D = 128, STAGES = 2, CAUSAL = false, num_warps = 1),
+            (D = 128, STAGES = 2, CAUSAL = false),
             (D = 128, STAGES = 2, CAUSAL = true),
         ])]
         fn $main<const D: usize, const STAGES: usize, const CAUSAL: bool>(
@@ -200,10 +200,10 @@ macro_rules! fa_backward_kernels {
             // one counter every step); `it` counts them for the ring, from
             // key tile to key tile.
             async_tasks! {
-                // At head dim 128 non-causal (`num_warps = 1`) the producer
-                // is one warp holding its warp group, as in the forward
-                // (session 37, H200: +1% at 2048-8192 tokens; causal lost
-                // 2.5% with it and keeps four warps).
+                // Four producer warps: one (holding its warp group, as in
+                // the forward) measured +1% at head dim 128 non-causal but
+                // made ptxas spill 20 bytes (12.9 and 13.0 alike), and
+                // causal lost 2.5% (session 37, H200).
                 task(default, num_regs = 24) {
                     let mut it0 = 0;
                     let mut tiles_done = 0;
@@ -246,7 +246,7 @@ macro_rules! fa_backward_kernels {
                         tiles_done += 1;
                     }
                 }
-                task(num_warps = 4, num_regs = 240, replicate = 2, warp_group_start_id = 4) {
+                task(num_warps = 4, num_regs = 240, replicate = 2) {
                     let half = async_task_replica_id();
                     let k_buf = local_view(k_bufs, half);
                     let v_buf = local_view(v_bufs, half);

@@ -398,7 +398,10 @@ mod tests {
         // and the program launches 12 warps.
         let mut two = task(2);
         two.num_regs = Some(40);
-        let k = kernel(vec![trunk(), two.clone(), task(4)], KernelOptions::default());
+        let k = kernel(
+            vec![trunk(), two.clone(), task(4)],
+            KernelOptions::default(),
+        );
         assert_eq!(verify(&k), Ok(()));
         assert_eq!(k.total_warps(), 12);
         // A task placed in the held group's idle warps overlaps it.
