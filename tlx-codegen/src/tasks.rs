@@ -22,6 +22,15 @@ use std::fmt::Write as _;
 use super::lower::{malformed, BarrierId, ExecContext, Lowerer, Result};
 use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
 
+/// The idle warps of a warp group one replica holds: where they go after
+/// its `setmaxnreg` (`head`), and the block that routes those no sharing
+/// replica has claimed yet (`tail`; the region's end once all are placed).
+struct IdleChain {
+    warps: std::ops::Range<u32>,
+    head: String,
+    tail: String,
+}
+
 impl<'k> Lowerer<'k> {
     pub fn lower_async_tasks(&mut self, op: &'k Op) -> Result<()> {
         let OpKind::AsyncTasks { tasks } = &op.kind else {
@@ -42,6 +51,21 @@ impl<'k> Lowerer<'k> {
         let join = self.f.fresh("tasks_end");
         let mut scratch_next = self.scratch_high_water();
         let regs_default = self.default_registers();
+        // Per warp group held from its start: the block its idle warps go
+        // to after the group's `setmaxnreg` (fixed), and the end of the
+        // chain that routes them to the replicas sharing the group.
+        let mut idle_chains: Vec<IdleChain> = replicas
+            .iter()
+            .filter(|r| r.held_warps > r.num_warps && !r.shares_group)
+            .map(|r| {
+                let head = self.f.fresh("task_idle");
+                IdleChain {
+                    warps: r.end_warp()..r.held_end(),
+                    tail: head.clone(),
+                    head,
+                }
+            })
+            .collect();
         let mut i = 0;
         while i < replicas.len() {
             let replica = &replicas[i];
@@ -60,12 +84,29 @@ impl<'k> Lowerer<'k> {
             let body_label = self.f.fresh("task");
             let next_label = self.f.fresh("task_next");
             let route = self.f.fresh("%route");
-            self.f.stmt(format!(
-                "br i1 {route}, label %{body_label}, label %{next_label}"
-            ));
+            if replica.shares_group {
+                // Its warps enter through the holder's body, past the
+                // group's `setmaxnreg`: none of them is on this chain.
+                let chain = idle_chains
+                    .iter_mut()
+                    .find(|c| c.warps.contains(&replica.first_warp))
+                    .ok_or_else(|| malformed("a task sharing a warp group no task holds"))?;
+                self.f.stmt(format!("br label %{next_label}"));
+                self.enter_block(&chain.tail);
+                chain.tail = self.f.fresh("task_idle");
+                self.f.stmt(format!(
+                    "br i1 {route}, label %{body_label}, label %{}",
+                    chain.tail
+                ));
+            } else {
+                self.f.stmt(format!(
+                    "br i1 {route}, label %{body_label}, label %{next_label}"
+                ));
+            }
             self.enter_block(&body_label);
             let region = (i - replica.replica as usize) as u32 + 1;
-            if task.shared_body && !idle_warps {
+            let own_body = idle_warps || replica.shares_group;
+            if task.shared_body && !own_body {
                 self.enter_shared_task_context(task_first, region, replica, scratch_next);
             } else {
                 self.enter_replica_context(region, replica, scratch_next);
@@ -75,18 +116,25 @@ impl<'k> Lowerer<'k> {
             if !task.default || replica.first_warp != 0 || replica.num_warps != program.num_warps {
                 self.outside_values = held_before.iter().copied().collect();
             }
-            if let Some(regs) = task.num_regs {
-                self.set_max_registers(regs, regs_default);
+            match task.num_regs {
+                Some(regs) if !replica.shares_group => self.set_max_registers(regs, regs_default),
+                _ => {}
             }
             if idle_warps {
+                let chain = idle_chains
+                    .iter()
+                    .find(|c| c.warps.start == replica.end_warp())
+                    .ok_or_else(|| malformed("a held warp group without its idle chain"))?;
                 let work = self.f.fresh("task_work");
                 let idle = self.f.inst(format!(
                     "icmp uge i32 {}, {}",
                     self.program_warp,
                     replica.end_warp()
                 ));
-                self.f
-                    .stmt(format!("br i1 {idle}, label %{join}, label %{work}"));
+                self.f.stmt(format!(
+                    "br i1 {idle}, label %{}, label %{work}",
+                    chain.head
+                ));
                 self.enter_block(&work);
             }
             if let Some(term) = self.lower_block(&task.body)? {
@@ -97,19 +145,28 @@ impl<'k> Lowerer<'k> {
             }
             self.f.stmt(format!("br label %{join}"));
             let private = self.scratch_high_water() > scratch_next || self.ring_peak > rings_before;
-            let served = if task.shared_body && !private && !idle_warps {
+            let served = if task.shared_body && !private && !own_body {
                 rest
             } else {
                 1
             };
             let end = replicas[i + served - 1].held_end();
-            self.define_route(&route, replica.first_warp, end);
+            if replica.shares_group {
+                self.define_route(&route, replica.first_warp, replica.end_warp());
+            } else {
+                self.define_route(&route, replica.first_warp, end);
+            }
             self.enter_block(&next_label);
             self.outside_values.clear();
             scratch_next = self.scratch_high_water();
             i += served;
         }
         self.f.stmt(format!("br label %{join}"));
+        // Idle warps no sharing replica took wait at the region's end.
+        for chain in idle_chains {
+            self.enter_block(&chain.tail);
+            self.f.stmt(format!("br label %{join}"));
+        }
         self.enter_block(&join);
         self.enter_context(program);
         self.pipelines_open -= 1;

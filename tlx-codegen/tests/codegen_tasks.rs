@@ -162,3 +162,47 @@ fn shared_body_replicas_run_one_copy_of_the_code() {
     let (without_sharing, _) = count(&two_replicas(false, true));
     assert_eq!(with_scratch, without_sharing);
 }
+
+/// FA3's producer layout: a producer warp holding its warp group at a low
+/// budget, a second task on one of that group's idle warps at the same
+/// budget, and a consumer group raising its own.
+const SHARED_GROUP: &str = r#"
+#[tlx::kernel(num_warps = 1)]
+fn shared_group(out: Ptr<f32>) {
+    async_tasks! {
+        task(default, num_regs = 24) {
+            store(out, 1.0);
+        }
+        task(num_warps = 1, num_regs = 24, warp_group_start_id = 1) {
+            store(out + 1 + arange(0, 32), full([32], 2.0, f32));
+        }
+        task(num_warps = 4, num_regs = 240, warp_group_start_id = 4) {
+            store(out + 64 + arange(0, 128), full([128], 3.0, f32));
+        }
+    }
+}
+"#;
+
+#[test]
+fn tasks_sharing_a_warp_group_lower_its_budget_once() {
+    let kernel = crate::kernels::compile(SHARED_GROUP);
+    tlx_core::check::verify(&kernel).unwrap();
+    assert_eq!(kernel.total_warps(), 8);
+    for c in compile_all(&kernel) {
+        let ptx = &c.ptx;
+        // The group executes one `setmaxnreg` together; the sharing task's
+        // warp reaches its body from the holder's, past it.
+        // (Eight warps start with 256 registers: both budgets lower it.)
+        assert_eq!(
+            ptx.matches("setmaxnreg.dec.sync.aligned.u32 24;").count(),
+            1,
+            "{ptx}"
+        );
+        assert_eq!(
+            ptx.matches("setmaxnreg.dec.sync.aligned.u32 240;").count(),
+            1,
+            "{ptx}"
+        );
+        assert_eq!(ptx.matches("setmaxnreg").count(), 2, "{ptx}");
+    }
+}

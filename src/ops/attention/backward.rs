@@ -93,7 +93,7 @@ macro_rules! fa_backward_kernels {
             store(run + flat, zeros([BM * D], f32), mask = flat < (seq_q - row0) * D);
         }
 
-        #[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [
+        #[tlx::kernel(arch = "sm_90a", num_warps = 1, configs = [
             (D = 64, STAGES = 3, CAUSAL = false),
             (D = 64, STAGES = 3, CAUSAL = true),
             (D = 128, STAGES = 2, CAUSAL = false),
@@ -149,6 +149,11 @@ macro_rules! fa_backward_kernels {
             } else {
                 local_alloc([64, D / 2], f32, 2)
             };
+            // dQ's parts (and, `DK_BY_WRITER`, dK) on their way out: left
+            // in a consumer's buffer (`dq_full`), read by the writer's store
+            // (`dq_empty`).
+            let dq_full = alloc_barriers(2, 1);
+            let dq_empty = alloc_barriers(2, 1);
             let kv_full = alloc_barriers(1, 1);
             // Both consumers read both halves of K (the dQ products).
             let kv_empty = alloc_barriers(1, 2);
@@ -157,10 +162,14 @@ macro_rules! fa_backward_kernels {
             // Both consumers read every query tile.
             let q_empty = alloc_barriers(STAGES, 2);
             let do_empty = alloc_barriers(STAGES, 2);
-            let num_tiles = key_tiles * kv_pairs;
-            let first = program_id(0);
-            let stride = num_programs(0);
-            let group = heads / kv_heads;
+            // The key tiles this program takes (`first..num_tiles` by
+            // `stride`) and the query heads per K/V head: computed in each
+            // task, since a value the program holds across the region is
+            // live in every task (ptxas spilled one with a one-warp
+            // producer).
+            fn schedule(key_tiles: i32, kv_pairs: i32, heads: i32, kv_heads: i32) -> (i32, i32, i32, i32) {
+                (program_id(0), key_tiles * kv_pairs, num_programs(0), heads / kv_heads)
+            }
             // The `tile`-th key tile of the order: its first key, batch,
             // key/value head, first query tile and query tiles. A causal
             // tile's work shrinks with its key tile (it sees the queries
@@ -195,18 +204,30 @@ macro_rules! fa_backward_kernels {
                 let q_tiles = maximum(cdiv(seq_q, 64) - first_q_tile, 0);
                 (key_tile * 128, batch, kv_head, first_q_tile, q_tiles)
             }
+            // At head dim 128 non-causal, dK leaves through the consumers'
+            // dQ buffers (there is room for no other), so the writer
+            // stores it too.
+            const DK_BY_WRITER: bool = (D == 128) & !CAUSAL;
+            // A consumer's `n`-th part for the writer (counted from the
+            // kernel's start): into its buffer once the writer's store has
+            // read the one before (`local_store` makes it visible to that
+            // store, the async proxy), then announced.
+            fn hand_over(buf: Buffer, part: Tensor, full: Barriers, empty: Barriers, half: i32, n: i32) {
+                barrier_wait(local_view(empty, half), n % 2 ^ 1);
+                local_store(buf, part);
+                barrier_arrive(local_view(full, half));
+            }
             // The steps of a key tile: every query head `h` of the group,
             // each over its query tiles `t` (two loops, not a division of
             // one counter every step); `it` counts them for the ring, from
             // key tile to key tile.
             async_tasks! {
-                // Four producer warps: one (holding its warp group, as in
-                // the forward) measured +1% at head dim 128 non-causal but
-                // made ptxas spill 20 bytes (12.9 and 13.0 alike), and
-                // causal lost 2.5% (session 37, H200).
+                // The producer: one warp (`num_warps = 1`), holding its
+                // warp group, whose second warp is the dQ writer's.
                 task(default, num_regs = 24) {
                     let mut it0 = 0;
                     let mut tiles_done = 0;
+                    let (first, num_tiles, stride, group) = schedule(key_tiles, kv_pairs, heads, kv_heads);
                     for tile in (first..num_tiles).step_by(stride) {
                         let (off_n, batch, kv_head, first_q_tile, q_tiles) =
                             tile_coords(tile, key_tiles, kv_pairs, kv_heads, order_group, seq_q);
@@ -246,7 +267,62 @@ macro_rules! fa_backward_kernels {
                         tiles_done += 1;
                     }
                 }
-                task(num_warps = 4, num_regs = 240, replicate = 2) {
+                // FA3's dQ writer, on a warp of the producer's group: sends
+                // each consumer's part of dQ to the accumulator by a TMA
+                // reduce-add and hands the buffer back once the reduction
+                // has read it, so that no consumer waits on its own stores
+                // (without the reductions the step ran 8% faster: session
+                // 38, H200).
+                task(num_warps = 1, num_regs = 24, warp_group_start_id = 1) {
+                    let mut it0 = 0;
+                    let mut tiles_done = 0;
+                    let (first, num_tiles, stride, group) = schedule(key_tiles, kv_pairs, heads, kv_heads);
+                    for tile in (first..num_tiles).step_by(stride) {
+                        let (off_n, batch, kv_head, first_q_tile, q_tiles) =
+                            tile_coords(tile, key_tiles, kv_pairs, kv_heads, order_group, seq_q);
+                        for h in 0..group {
+                            let head = kv_head * group + h;
+                            for t in 0..q_tiles {
+                                let it = it0 + h * q_tiles + t;
+                                let q0 = (first_q_tile + t) * 64;
+                                if D == 128 {
+                                    // Each consumer's 64 columns, every step.
+                                    let n = if DK_BY_WRITER { it + tiles_done } else { it };
+                                    for half in static_range(0, 2) {
+                                        barrier_wait(local_view(dq_full, half), n % 2);
+                                        let part = local_view(dq_bufs, half);
+                                        async_descriptor_store(dq_desc, part, [batch, head, q0, half * 64], store_reduce = "add");
+                                    }
+                                    async_descriptor_store_wait(1);
+                                    barrier_arrive(local_view(dq_empty, 0));
+                                    async_descriptor_store_wait(0);
+                                    barrier_arrive(local_view(dq_empty, 1));
+                                } else {
+                                    // The consumers in turns, all 64 columns.
+                                    let half = it % 2;
+                                    barrier_wait(local_view(dq_full, half), (it / 2) % 2);
+                                    async_descriptor_store(dq_desc, local_view(dq_bufs, half), [batch, head, q0, 0], store_reduce = "add");
+                                    async_descriptor_store_wait(0);
+                                    barrier_arrive(local_view(dq_empty, half));
+                                }
+                            }
+                        }
+                        it0 += group * q_tiles;
+                        if DK_BY_WRITER {
+                            for half in static_range(0, 2) {
+                                barrier_wait(local_view(dq_full, half), (it0 + tiles_done) % 2);
+                                let dk_out = local_reinterpret(local_view(dk_bufs, half), $t, [64, D]);
+                                async_descriptor_store(dk_desc, dk_out, [batch, kv_head, off_n + half * 64, 0]);
+                            }
+                            async_descriptor_store_wait(1);
+                            barrier_arrive(local_view(dq_empty, 0));
+                            async_descriptor_store_wait(0);
+                            barrier_arrive(local_view(dq_empty, 1));
+                        }
+                        tiles_done += 1;
+                    }
+                }
+                task(num_warps = 4, num_regs = 240, replicate = 2, warp_group_start_id = 4) {
                     let half = async_task_replica_id();
                     let k_buf = local_view(k_bufs, half);
                     let v_buf = local_view(v_bufs, half);
@@ -264,6 +340,7 @@ macro_rules! fa_backward_kernels {
                     const KV_IN_REGS: bool = D == 64;
                     let mut it0 = 0;
                     let mut tiles_done = 0;
+                    let (first, num_tiles, stride, group) = schedule(key_tiles, kv_pairs, heads, kv_heads);
                     for tile in (first..num_tiles).step_by(stride) {
                         let (off_n, batch, kv_head, first_q_tile, q_tiles) =
                             tile_coords(tile, key_tiles, kv_pairs, kv_heads, order_group, seq_q);
@@ -341,10 +418,8 @@ macro_rules! fa_backward_kernels {
                                     let dq = async_dot_wait(1, dq);
                                     dv = async_dot_wait(1, dv);
                                     barrier_arrive(local_view(do_empty, slot));
-                                    // The previous step's reduction has read the buffer.
-                                    async_descriptor_store_wait(0);
-                                    local_store(dq_buf, dq);
-                                    async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, col0], store_reduce = "add");
+                                    let n = if DK_BY_WRITER { it + tiles_done } else { it };
+                                    hand_over(dq_buf, dq, dq_full, dq_empty, half, n);
                                 } else {
                                     // 64 columns are one product's narrowest N:
                                     // the consumers take dQ in turns, a step each
@@ -358,10 +433,8 @@ macro_rules! fa_backward_kernels {
                                             dq = async_dot(ds_i, local_view(k_bufs, i), dq);
                                         }
                                         let dq = async_dot_wait(0, dq);
-                                        // The reduction two steps back has read the buffer.
-                                        async_descriptor_store_wait(0);
-                                        local_store(dq_buf, dq);
-                                        async_descriptor_store(dq_desc, dq_buf, [batch, head, q0, 0], store_reduce = "add");
+                                        // This consumer's parts before: every other step's.
+                                        hand_over(dq_buf, dq, dq_full, dq_empty, half, (it + 1 - half) / 2);
                                     }
                                     dv = async_dot_wait(1, dv);
                                     barrier_arrive(local_view(do_empty, slot));
@@ -374,18 +447,28 @@ macro_rules! fa_backward_kernels {
                         // halves of K: the producer may load the next tile's.
                         named_barrier_wait(8, 256);
                         barrier_arrive(local_view(kv_empty, 0), pred = !CAUSAL);
-                        // The last dQ reduction (from the buffer dK leaves
-                        // through at head dim 128) and the previous tile's dK
-                        // and dV stores have read their buffers.
-                        async_descriptor_store_wait(0);
-                        local_store(dk_out, (dk * sm_scale).to($t));
-                        async_descriptor_store(dk_desc, dk_out, [batch, kv_head, key0, 0]);
-                        local_store(dv_out, dv.to($t));
-                        async_descriptor_store(dv_desc, dv_out, [batch, kv_head, key0, 0]);
-                        if CAUSAL {
-                            // Through K and V: they are free once read.
+                        if DK_BY_WRITER {
+                            // dK leaves through the dQ buffer, by the writer,
+                            // as the tile's last part.
+                            let n = it0 + group * q_tiles + tiles_done;
+                            hand_over(dk_out, (dk * sm_scale).to($t), dq_full, dq_empty, half, n);
+                            // The previous tile's dV store has read its buffer.
                             async_descriptor_store_wait(0);
-                            barrier_arrive(local_view(kv_empty, 0));
+                            local_store(dv_out, dv.to($t));
+                            async_descriptor_store(dv_desc, dv_out, [batch, kv_head, key0, 0]);
+                        } else {
+                            // The previous tile's dK and dV stores have read
+                            // their buffers.
+                            async_descriptor_store_wait(0);
+                            local_store(dk_out, (dk * sm_scale).to($t));
+                            async_descriptor_store(dk_desc, dk_out, [batch, kv_head, key0, 0]);
+                            local_store(dv_out, dv.to($t));
+                            async_descriptor_store(dv_desc, dv_out, [batch, kv_head, key0, 0]);
+                            if CAUSAL {
+                                // Through K and V: they are free once read.
+                                async_descriptor_store_wait(0);
+                                barrier_arrive(local_view(kv_empty, 0));
+                            }
                         }
                         it0 += group * q_tiles;
                         tiles_done += 1;

@@ -3,7 +3,7 @@
 //! placements that fit a program, register budgets `setmaxnreg` accepts and
 //! the register file holds.
 
-use crate::ir::{launch_registers, task_warps, KernelOptions, TaskRegion};
+use crate::ir::{launch_registers, task_warps, KernelOptions, TaskRegion, TaskWarps};
 
 /// Threads a program (CTA) may have, in warps: 1024 threads.
 const MAX_WARPS: u32 = 32;
@@ -40,7 +40,8 @@ pub enum TaskRuleError {
     #[error(
         "warp {warp} belongs to task {task} (replica {replica}) and to task {other_task} \
          (replica {other_replica}): tasks need warps of their own (a task with `num_regs` on \
-         fewer than 4 warps holds its whole warp group)"
+         fewer than 4 warps holds its whole warp group; only a task of fewer than 4 warps \
+         with the same `num_regs` may run on its idle warps)"
     )]
     OverlappingWarps {
         warp: u32,
@@ -72,6 +73,17 @@ pub enum TaskRuleError {
         task: usize,
         first_warp: u32,
         end_warp: u32,
+    },
+    #[error(
+        "task {task}: `num_regs = {num_regs}` on warps of the group task {holder} holds with \
+         `num_regs = {holder_regs}`: tasks sharing a warp group share its registers \
+         (`setmaxnreg` is executed by the group together); give both the same `num_regs`"
+    )]
+    SharedGroupRegisters {
+        task: usize,
+        num_regs: u32,
+        holder: usize,
+        holder_regs: u32,
     },
     #[error(
         "the tasks' `num_regs` need {needed} registers but the program starts with {available} \
@@ -146,8 +158,16 @@ pub fn check_task_region(
     }
     for (i, a) in warps.iter().enumerate() {
         for b in &warps[i + 1..] {
+            // A replica sharing a group holds no warps: its own must be free.
+            let end = |w: &TaskWarps| {
+                if a.shares_group || b.shares_group {
+                    w.end_warp()
+                } else {
+                    w.held_end()
+                }
+            };
             let first_shared = a.first_warp.max(b.first_warp);
-            if first_shared < a.held_end().min(b.held_end()) {
+            if first_shared < end(a).min(end(b)) {
                 return Err(TaskRuleError::OverlappingWarps {
                     warp: first_shared,
                     task: a.task,
@@ -174,9 +194,26 @@ pub fn check_task_region(
         return Ok(());
     }
     for w in &warps {
-        let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
+        let budget = tasks.get(w.task).and_then(|t| t.num_regs);
+        if w.shares_group {
+            let holder = warps
+                .iter()
+                .find(|h| !h.shares_group && (h.first_warp..h.held_end()).contains(&w.first_warp));
+            let holder_regs = holder.and_then(|h| Some((h.task, tasks.get(h.task)?.num_regs?)));
+            match (budget, holder_regs) {
+                (Some(num_regs), Some((holder, holder_regs))) if num_regs != holder_regs => {
+                    return Err(TaskRuleError::SharedGroupRegisters {
+                        task: w.task,
+                        num_regs,
+                        holder,
+                        holder_regs,
+                    })
+                }
+                _ => continue,
+            }
+        }
         // Fewer than four warps hold their whole group (`held_warps`).
-        if budgeted && (w.first_warp % 4 != 0 || w.held_warps % 4 != 0) {
+        if budget.is_some() && (w.first_warp % 4 != 0 || w.held_warps % 4 != 0) {
             return Err(TaskRuleError::PartialWarpGroup {
                 task: w.task,
                 first_warp: w.first_warp,
@@ -464,6 +501,59 @@ mod tests {
             .map(|w| (w.first_warp, w.held_end()))
             .collect();
         assert_eq!(ranges, [(0, 4), (4, 8), (8, 12)]);
+    }
+
+    #[test]
+    fn budgeted_warps_share_a_held_group() {
+        // FA3's backward: the producer warp holds group 0, the dQ writer
+        // runs on its warp 1 at the same budget, consumers from warp 4.
+        let mut producer = trunk();
+        producer.num_regs = Some(24);
+        let mut writer = task(1);
+        writer.num_regs = Some(24);
+        writer.start_warp = Some(1);
+        let mut consumers = task(4);
+        consumers.replicate = 2;
+        consumers.num_regs = Some(240);
+        consumers.start_warp = Some(4);
+        let options = KernelOptions {
+            num_warps: 1,
+            ..KernelOptions::default()
+        };
+        let tasks = vec![producer.clone(), writer.clone(), consumers.clone()];
+        let k = kernel(tasks.clone(), options.clone());
+        assert_eq!(verify(&k), Ok(()));
+        assert_eq!(k.total_warps(), 12);
+        let shares: Vec<bool> = task_warps(&tasks, 1)
+            .iter()
+            .map(|w| w.shares_group)
+            .collect();
+        assert_eq!(shares, [false, true, false, false]);
+        // Another budget than the group's.
+        let mut greedy = writer.clone();
+        greedy.num_regs = Some(40);
+        let err = broken_kernel(&kernel(
+            vec![producer.clone(), greedy, consumers.clone()],
+            options.clone(),
+        ));
+        assert_eq!(
+            err,
+            TaskRuleError::SharedGroupRegisters {
+                task: 1,
+                num_regs: 40,
+                holder: 0,
+                holder_regs: 24
+            }
+        );
+        assert!(err.to_string().contains("same `num_regs`"), "{err}");
+        // Two sharers on one warp.
+        let mut second = writer.clone();
+        second.num_warps = Some(2);
+        let err = broken_kernel(&kernel(vec![producer, writer, second, consumers], options));
+        assert!(
+            matches!(err, TaskRuleError::OverlappingWarps { warp: 1, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]

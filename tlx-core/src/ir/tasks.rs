@@ -74,6 +74,11 @@ pub struct TaskWarps {
     /// group, whose other warps idle (`setmaxnreg` is executed by the four
     /// warps of a group together).
     pub held_warps: u32,
+    /// The replica runs on idle warps of a group another replica holds
+    /// (a budgeted task of fewer than four warps placed inside it, FA3's
+    /// producer and dQ-writer warps): it holds no warps of its own, and the
+    /// group's `setmaxnreg` is the holder's.
+    pub shares_group: bool,
 }
 
 impl TaskWarps {
@@ -105,8 +110,29 @@ fn held_warps(task: &TaskRegion, warps: u32) -> u32 {
 /// for a kernel of `kernel_warps` warps. A non-default task without
 /// `num_warps` is given none (the verifier rejects it); a task without
 /// `start_warp` starts where the previous one without it ended (after the
-/// warps it holds).
+/// warps it holds). A budgeted task of fewer than four warps placed in the
+/// idle warps of another's held group shares that group (`shares_group`).
 pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
+    let mut out = place_tasks(tasks, kernel_warps);
+    // The idle warps of each group a replica holds from its start.
+    let idle: Vec<(u32, u32)> = out
+        .iter()
+        .filter(|w| w.held_warps > w.num_warps && w.first_warp % WARP_GROUP == 0)
+        .map(|w| (w.end_warp(), w.held_end()))
+        .collect();
+    for w in &mut out {
+        let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
+        let inside = |&(from, end): &(u32, u32)| from <= w.first_warp && w.end_warp() <= end;
+        if budgeted && w.num_warps < WARP_GROUP && idle.iter().any(inside) {
+            w.held_warps = 0;
+            w.shares_group = true;
+        }
+    }
+    out
+}
+
+/// [`task_warps`] before sharing: every replica where its placement puts it.
+fn place_tasks(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
     let mut next = tasks
         .iter()
         .find(|t| t.default)
@@ -120,6 +146,7 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 first_warp: 0,
                 num_warps: kernel_warps,
                 held_warps: held_warps(task, kernel_warps),
+                shares_group: false,
             });
             continue;
         }
@@ -133,6 +160,7 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 first_warp: first,
                 num_warps: warps,
                 held_warps: held,
+                shares_group: false,
             });
             first = first.saturating_add(held);
         }
