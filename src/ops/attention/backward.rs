@@ -17,16 +17,18 @@
 //!   (`Pᵀ` and `dSᵀ` fed to wgmma from registers), and the query tile's
 //!   share of dQ from these keys, `dS K` (`dSᵀ` through shared memory, read
 //!   M-major), added into the accumulator by a TMA store with
-//!   `store_reduce = "add"`; both consumers' `dSᵀ` meet in shared memory
+//!   `store_reduce = "add"`, which a writer warp sends from the
+//!   consumer's buffer; both consumers' `dSᵀ` meet in shared memory
 //!   so that each step sends one reduction, not two: at head dim 128 the
 //!   consumers split dQ's columns (FA3's way), at 64 they take it in turns;
 //! - `fa_bwd_dq_convert`: the accumulator times the softmax scale (which the
 //!   main kernel leaves out of `dS K`), in the element type.
 //!
 //! The main kernel is warp-specialized like the forward (a TMA producer
-//! task, two consumer warp groups), takes the same `[batch, heads, seq,
-//! head_dim]` tensors, GQA, causal masking and ragged lengths, and writes
-//! through shared memory and TMA stores, which clip at each sequence's end.
+//! warp and FA3's dQ writer warp sharing one warp group, two consumer warp
+//! groups), takes the same `[batch, heads, seq, head_dim]` tensors, GQA,
+//! causal masking and ragged lengths, and writes through shared memory and
+//! TMA stores, which clip at each sequence's end.
 
 use super::{Attention, AttentionGrads, AttentionSaved, AttentionWorkspace};
 use crate::prelude::*;
