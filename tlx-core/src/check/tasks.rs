@@ -475,10 +475,9 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_one_warp_budgeted_default_task_frees_its_group() {
-        // FA3's producer: one warp at 24 registers, its group's three other
-        // warps idle at 24 too, two consumer groups at 240: 12 warps' pool.
+    /// A one-warp default task at 24 registers and two consumer groups at
+    /// 240 from warp 4, in a kernel of one warp.
+    fn fa3_layout() -> (TaskRegion, TaskRegion, KernelOptions) {
         let mut producer = trunk();
         producer.num_regs = Some(24);
         let mut consumers = task(4);
@@ -489,6 +488,14 @@ mod tests {
             num_warps: 1,
             ..KernelOptions::default()
         };
+        (producer, consumers, options)
+    }
+
+    #[test]
+    fn a_one_warp_budgeted_default_task_frees_its_group() {
+        // FA3's producer: one warp at 24 registers, its group's three other
+        // warps idle at 24 too, two consumer groups at 240: 12 warps' pool.
+        let (producer, consumers, options) = fa3_layout();
         let k = kernel(vec![producer, consumers.clone()], options.clone());
         assert_eq!(verify(&k), Ok(()));
         assert_eq!(k.total_warps(), 12);
@@ -507,19 +514,10 @@ mod tests {
     fn budgeted_warps_share_a_held_group() {
         // FA3's backward: the producer warp holds group 0, the dQ writer
         // runs on its warp 1 at the same budget, consumers from warp 4.
-        let mut producer = trunk();
-        producer.num_regs = Some(24);
+        let (producer, consumers, options) = fa3_layout();
         let mut writer = task(1);
         writer.num_regs = Some(24);
         writer.start_warp = Some(1);
-        let mut consumers = task(4);
-        consumers.replicate = 2;
-        consumers.num_regs = Some(240);
-        consumers.start_warp = Some(4);
-        let options = KernelOptions {
-            num_warps: 1,
-            ..KernelOptions::default()
-        };
         let tasks = vec![producer.clone(), writer.clone(), consumers.clone()];
         let k = kernel(tasks.clone(), options.clone());
         assert_eq!(verify(&k), Ok(()));
