@@ -9,7 +9,9 @@
 //! gets scratch and pipeline rings of its own, and scratch inside a region
 //! never shares bytes with rings. A task with a register budget starts with
 //! `setmaxnreg` (the kernel then declares `.minnctapersm 1`, without which
-//! ptxas ignores it).
+//! ptxas ignores it); one on fewer than four warps holds its warp group,
+//! whose other warps run that `setmaxnreg` with it and then go on to the
+//! tasks sharing the group or to the region's end.
 //!
 //! Values computed before the region cross into a task only when the task's
 //! threads hold them in full: scalars, values recomputable from constants,
@@ -51,9 +53,6 @@ impl<'k> Lowerer<'k> {
         let join = self.f.fresh("tasks_end");
         let mut scratch_next = self.scratch_high_water();
         let regs_default = self.default_registers();
-        // Per warp group held from its start: the block its idle warps go
-        // to after the group's `setmaxnreg` (fixed), and the end of the
-        // chain that routes them to the replicas sharing the group.
         let mut idle_chains: Vec<IdleChain> = replicas
             .iter()
             .filter(|r| r.held_warps > r.num_warps && !r.shares_group)
