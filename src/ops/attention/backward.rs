@@ -219,6 +219,23 @@ macro_rules! fa_backward_kernels {
                 local_store(buf, part);
                 barrier_arrive(local_view(full, half));
             }
+            // At head dim 128, each consumer's parts before step `it`: one
+            // a step, and (`DK_BY_WRITER`) one dK a key tile done.
+            fn parts_before(it: i32, tiles_done: i32) -> i32 {
+                if DK_BY_WRITER {
+                    it + tiles_done
+                } else {
+                    it
+                }
+            }
+            // The writer hands both consumers' buffers back as its two
+            // stores (the older first) have read them.
+            fn hand_back_both(empty: Barriers) {
+                async_descriptor_store_wait(1);
+                barrier_arrive(local_view(empty, 0));
+                async_descriptor_store_wait(0);
+                barrier_arrive(local_view(empty, 1));
+            }
             // The steps of a key tile: every query head `h` of the group,
             // each over its query tiles `t` (two loops, not a division of
             // one counter every step); `it` counts them for the ring, from
@@ -289,16 +306,13 @@ macro_rules! fa_backward_kernels {
                                 let q0 = (first_q_tile + t) * 64;
                                 if D == 128 {
                                     // Each consumer's 64 columns, every step.
-                                    let n = if DK_BY_WRITER { it + tiles_done } else { it };
+                                    let n = parts_before(it, tiles_done);
                                     for half in static_range(0, 2) {
                                         barrier_wait(local_view(dq_full, half), n % 2);
                                         let part = local_view(dq_bufs, half);
                                         async_descriptor_store(dq_desc, part, [batch, head, q0, half * 64], store_reduce = "add");
                                     }
-                                    async_descriptor_store_wait(1);
-                                    barrier_arrive(local_view(dq_empty, 0));
-                                    async_descriptor_store_wait(0);
-                                    barrier_arrive(local_view(dq_empty, 1));
+                                    hand_back_both(dq_empty);
                                 } else {
                                     // The consumers in turns, all 64 columns.
                                     let half = it % 2;
@@ -312,14 +326,11 @@ macro_rules! fa_backward_kernels {
                         it0 += group * q_tiles;
                         if DK_BY_WRITER {
                             for half in static_range(0, 2) {
-                                barrier_wait(local_view(dq_full, half), (it0 + tiles_done) % 2);
+                                barrier_wait(local_view(dq_full, half), parts_before(it0, tiles_done) % 2);
                                 let dk_out = local_reinterpret(local_view(dk_bufs, half), $t, [64, D]);
                                 async_descriptor_store(dk_desc, dk_out, [batch, kv_head, off_n + half * 64, 0]);
                             }
-                            async_descriptor_store_wait(1);
-                            barrier_arrive(local_view(dq_empty, 0));
-                            async_descriptor_store_wait(0);
-                            barrier_arrive(local_view(dq_empty, 1));
+                            hand_back_both(dq_empty);
                         }
                         tiles_done += 1;
                     }
@@ -420,7 +431,7 @@ macro_rules! fa_backward_kernels {
                                     let dq = async_dot_wait(1, dq);
                                     dv = async_dot_wait(1, dv);
                                     barrier_arrive(local_view(do_empty, slot));
-                                    let n = if DK_BY_WRITER { it + tiles_done } else { it };
+                                    let n = parts_before(it, tiles_done);
                                     hand_over(dq_buf, dq, dq_full, dq_empty, half, n);
                                 } else {
                                     // 64 columns are one product's narrowest N:
@@ -452,7 +463,7 @@ macro_rules! fa_backward_kernels {
                         if DK_BY_WRITER {
                             // dK leaves through the dQ buffer, by the writer,
                             // as the tile's last part.
-                            let n = it0 + group * q_tiles + tiles_done;
+                            let n = parts_before(it0 + group * q_tiles, tiles_done);
                             hand_over(dk_out, (dk * sm_scale).to($t), dq_full, dq_empty, half, n);
                             // The previous tile's dV store has read its buffer.
                             async_descriptor_store_wait(0);
