@@ -414,10 +414,12 @@ macro_rules! fa_forward_kernel {
                             // tiles, where the first skips the second's last.
                             if !PING_PONG | (me == 0) | (CAUSAL & (BN < 128)) {
                                 barrier_wait(local_view(k_full, slot), (it / STAGES) % 2);
-                                barrier_wait(local_view(v_full, prev), ((it - 1) / STAGES) % 2);
                             }
                             take_turn(me, turns);
                             let s = async_dot(q_buf, local_trans(local_view(k_bufs, slot)), zeros([64, BN], f32));
+                            // The values only now (FA3's order): the scores
+                            // need not wait for them.
+                            barrier_wait(local_view(v_full, prev), ((it - 1) / STAGES) % 2);
                             acc = async_dot(p, local_view(v_bufs, prev), acc);
                             pass_turn(me, false);
                             turns += 1;
