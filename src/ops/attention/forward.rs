@@ -458,10 +458,12 @@ macro_rules! fa_forward_kernel {
                             let next_q = 2 * ((tiles_done + 1) % Q_SETS) + me;
                             let next_kv = kv_done + kv_tiles;
                             let next_k = next_kv % STAGES;
-                            barrier_wait(local_view(q_full, next_q), ((tiles_done + 1) / Q_SETS) % 2);
-                            barrier_wait(local_view(k_full, next_k), (next_kv / STAGES) % 2);
                             take_turn(me, turns);
                             acc = async_dot(p, local_view(v_bufs, slot), acc);
+                            // The next tile's Q and K only now: this tile's
+                            // last product need not wait for them.
+                            barrier_wait(local_view(q_full, next_q), ((tiles_done + 1) / Q_SETS) % 2);
+                            barrier_wait(local_view(k_full, next_k), (next_kv / STAGES) % 2);
                             s = async_dot(local_view(q_bufs, next_q), local_trans(local_view(k_bufs, next_k)), zeros([64, BN], f32));
                             pass_turn(me, last_tile);
                             acc = async_dot_wait(1, acc);
