@@ -28,7 +28,8 @@ use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
 /// its `setmaxnreg` (`head`), and the block that routes those no sharing
 /// replica has claimed yet (`tail`; the region's end once all are placed).
 struct IdleChain {
-    warps: std::ops::Range<u32>,
+    /// The holding replica's index in `task_warps`'s list.
+    holder: usize,
     head: String,
     tail: String,
 }
@@ -55,11 +56,12 @@ impl<'k> Lowerer<'k> {
         let regs_default = self.default_registers();
         let mut idle_chains: Vec<IdleChain> = replicas
             .iter()
-            .filter(|r| r.held_warps > r.num_warps && !r.shares_group)
-            .map(|r| {
+            .enumerate()
+            .filter(|(_, r)| r.held_warps > r.num_warps && !r.shares_group())
+            .map(|(holder, _)| {
                 let head = self.f.fresh("task_idle");
                 IdleChain {
-                    warps: r.end_warp()..r.held_end(),
+                    holder,
                     tail: head.clone(),
                     head,
                 }
@@ -83,12 +85,12 @@ impl<'k> Lowerer<'k> {
             let body_label = self.f.fresh("task");
             let next_label = self.f.fresh("task_next");
             let route = self.f.fresh("%route");
-            if replica.shares_group {
+            if let Some(holder) = replica.holder {
                 // Its warps enter through the holder's body, past the
                 // group's `setmaxnreg`: none of them is on this chain.
                 let chain = idle_chains
                     .iter_mut()
-                    .find(|c| c.warps.contains(&replica.first_warp))
+                    .find(|c| c.holder == holder)
                     .ok_or_else(|| malformed("a task sharing a warp group no task holds"))?;
                 self.f.stmt(format!("br label %{next_label}"));
                 self.enter_block(&chain.tail);
@@ -104,7 +106,7 @@ impl<'k> Lowerer<'k> {
             }
             self.enter_block(&body_label);
             let region = (i - replica.replica as usize) as u32 + 1;
-            let own_body = idle_warps || replica.shares_group;
+            let own_body = idle_warps || replica.shares_group();
             if task.shared_body && !own_body {
                 self.enter_shared_task_context(task_first, region, replica, scratch_next);
             } else {
@@ -116,13 +118,13 @@ impl<'k> Lowerer<'k> {
                 self.outside_values = held_before.iter().copied().collect();
             }
             match task.num_regs {
-                Some(regs) if !replica.shares_group => self.set_max_registers(regs, regs_default),
+                Some(regs) if !replica.shares_group() => self.set_max_registers(regs, regs_default),
                 _ => {}
             }
             if idle_warps {
                 let chain = idle_chains
                     .iter()
-                    .find(|c| c.warps.start == replica.end_warp())
+                    .find(|c| c.holder == i)
                     .ok_or_else(|| malformed("a held warp group without its idle chain"))?;
                 let work = self.f.fresh("task_work");
                 let idle = self.f.inst(format!(
@@ -150,7 +152,7 @@ impl<'k> Lowerer<'k> {
                 1
             };
             let end = replicas[i + served - 1].held_end();
-            if replica.shares_group {
+            if replica.shares_group() {
                 self.define_route(&route, replica.first_warp, replica.end_warp());
             } else {
                 self.define_route(&route, replica.first_warp, end);

@@ -160,7 +160,7 @@ pub fn check_task_region(
         for b in &warps[i + 1..] {
             // A replica sharing a group holds no warps: its own must be free.
             let end = |w: &TaskWarps| {
-                if a.shares_group || b.shares_group {
+                if a.shares_group() || b.shares_group() {
                     w.end_warp()
                 } else {
                     w.held_end()
@@ -195,11 +195,10 @@ pub fn check_task_region(
     }
     for w in &warps {
         let budget = tasks.get(w.task).and_then(|t| t.num_regs);
-        if w.shares_group {
-            let holder = warps
-                .iter()
-                .find(|h| !h.shares_group && (h.first_warp..h.held_end()).contains(&w.first_warp));
-            let holder_regs = holder.and_then(|h| Some((h.task, tasks.get(h.task)?.num_regs?)));
+        if let Some(holder) = w.holder {
+            let holder_regs = warps
+                .get(holder)
+                .and_then(|h| Some((h.task, tasks.get(h.task)?.num_regs?)));
             match (budget, holder_regs) {
                 (Some(num_regs), Some((holder, holder_regs))) if num_regs != holder_regs => {
                     return Err(TaskRuleError::SharedGroupRegisters {
@@ -524,9 +523,9 @@ mod tests {
         assert_eq!(k.total_warps(), 12);
         let shares: Vec<bool> = task_warps(&tasks, 1)
             .iter()
-            .map(|w| w.shares_group)
+            .map(|w| w.holder)
             .collect();
-        assert_eq!(shares, [false, true, false, false]);
+        assert_eq!(shares, [None, Some(0), None, None]);
         // Another budget than the group's.
         let mut greedy = writer.clone();
         greedy.num_regs = Some(40);

@@ -76,9 +76,10 @@ pub struct TaskWarps {
     pub held_warps: u32,
     /// The replica runs on idle warps of a group another replica holds
     /// (a budgeted task of fewer than four warps placed inside it, FA3's
-    /// producer and dQ-writer warps): it holds no warps of its own, and the
-    /// group's `setmaxnreg` is the holder's.
-    pub shares_group: bool,
+    /// producer and dQ-writer warps): the holder's index in
+    /// [`task_warps`]'s list. Such a replica holds no warps of its own, and
+    /// the group's `setmaxnreg` is the holder's.
+    pub holder: Option<usize>,
 }
 
 impl TaskWarps {
@@ -90,6 +91,11 @@ impl TaskWarps {
     /// One past the last warp the replica holds (see `held_warps`).
     pub fn held_end(&self) -> u32 {
         self.first_warp.saturating_add(self.held_warps)
+    }
+
+    /// Whether the replica runs in a group another holds (see `holder`).
+    pub fn shares_group(&self) -> bool {
+        self.holder.is_some()
     }
 }
 
@@ -111,21 +117,28 @@ fn held_warps(task: &TaskRegion, warps: u32) -> u32 {
 /// `num_warps` is given none (the verifier rejects it); a task without
 /// `start_warp` starts where the previous one without it ended (after the
 /// warps it holds). A budgeted task of fewer than four warps placed in the
-/// idle warps of another's held group shares that group (`shares_group`).
+/// idle warps of another's held group shares that group (`holder`).
 pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
     let mut out = place_tasks(tasks, kernel_warps);
-    // The idle warps of each group a replica holds from its start.
-    let idle: Vec<(u32, u32)> = out
+    // The idle warps of each group a replica holds from its start, and
+    // that replica's index.
+    let idle: Vec<(usize, u32, u32)> = out
         .iter()
-        .filter(|w| w.held_warps > w.num_warps && w.first_warp % WARP_GROUP == 0)
-        .map(|w| (w.end_warp(), w.held_end()))
+        .enumerate()
+        .filter(|(_, w)| w.held_warps > w.num_warps && w.first_warp % WARP_GROUP == 0)
+        .map(|(index, w)| (index, w.end_warp(), w.held_end()))
         .collect();
     for w in &mut out {
         let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
-        let inside = |&(from, end): &(u32, u32)| from <= w.first_warp && w.end_warp() <= end;
-        if budgeted && w.num_warps < WARP_GROUP && idle.iter().any(inside) {
+        let inside = |&&(_, from, end): &&(usize, u32, u32)| {
+            from <= w.first_warp && w.end_warp() <= end
+        };
+        if !budgeted || w.num_warps >= WARP_GROUP {
+            continue;
+        }
+        if let Some(&(holder, _, _)) = idle.iter().find(inside) {
             w.held_warps = 0;
-            w.shares_group = true;
+            w.holder = Some(holder);
         }
     }
     out
@@ -146,7 +159,7 @@ fn place_tasks(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 first_warp: 0,
                 num_warps: kernel_warps,
                 held_warps: held_warps(task, kernel_warps),
-                shares_group: false,
+                holder: None,
             });
             continue;
         }
@@ -160,7 +173,7 @@ fn place_tasks(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
                 first_warp: first,
                 num_warps: warps,
                 held_warps: held,
-                shares_group: false,
+                holder: None,
             });
             first = first.saturating_add(held);
         }
