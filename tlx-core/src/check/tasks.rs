@@ -521,11 +521,8 @@ mod tests {
         let k = kernel(tasks.clone(), options.clone());
         assert_eq!(verify(&k), Ok(()));
         assert_eq!(k.total_warps(), 12);
-        let shares: Vec<bool> = task_warps(&tasks, 1)
-            .iter()
-            .map(|w| w.holder)
-            .collect();
-        assert_eq!(shares, [None, Some(0), None, None]);
+        let holders: Vec<Option<usize>> = task_warps(&tasks, 1).iter().map(|w| w.holder).collect();
+        assert_eq!(holders, [None, Some(0), None, None]);
         // Another budget than the group's.
         let mut greedy = writer.clone();
         greedy.num_regs = Some(40);

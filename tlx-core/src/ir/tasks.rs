@@ -130,9 +130,8 @@ pub fn task_warps(tasks: &[TaskRegion], kernel_warps: u32) -> Vec<TaskWarps> {
         .collect();
     for w in &mut out {
         let budgeted = tasks.get(w.task).is_some_and(|t| t.num_regs.is_some());
-        let inside = |&&(_, from, end): &&(usize, u32, u32)| {
-            from <= w.first_warp && w.end_warp() <= end
-        };
+        let inside =
+            |&&(_, from, end): &&(usize, u32, u32)| from <= w.first_warp && w.end_warp() <= end;
         if !budgeted || w.num_warps >= WARP_GROUP {
             continue;
         }
