@@ -230,10 +230,24 @@ macro_rules! fa_forward_kernel {
                 let diagonal = CAUSAL & ((j + 1) * BN > row0 + 1);
                 ragged | diagonal
             }
+            // The row sums' parts (see `softmax_step`): four from head dim
+            // 128 (session 40, H200: +5% at 256 non-causal, +1% causal,
+            // 0-1% at 128). Head dim 64 keeps one running sum per row and
+            // its code as before: the parts, even one, measured 1-2% slower
+            // there (session 41) with a key loop of the same instructions
+            // in another order.
+            const PARTS: usize = if D >= 128 { 4 } else { 1 };
             // One online-softmax step over key tile `j` (`masked`: with
             // its scores masked): the tile's probabilities (in `$t`), the
-            // new running max and sum, and the factor that rescales what
-            // came before.
+            // new running max, the row sums, and the factor that rescales
+            // what came before. With one part the sums are the running
+            // ones (`l_i` rescaled plus the tile's); with `PARTS` they are
+            // the tile's own in parts, which the caller folds in. Part `b`
+            // of four sums the columns `8 a + 2 b + c` over `a` and `c`:
+            // in the tensor cores' accumulator those are one thread's, so a
+            // step adds within threads, and the four threads of a row add
+            // their parts once, at the tile's end (FA3's deferred sum: 4
+            // shuffles and 4 adds a step fewer).
             fn softmax_step(
                 s: f32,
                 j: i32,
@@ -266,7 +280,12 @@ macro_rules! fa_forward_kernel {
                 let m_new = maximum(m_i, max(s, axis = 1) * qk_scale);
                 let p = exp2(fma(s, qk_scale, -m_new[(.., None)]));
                 let alpha = exp2(m_i - m_new);
-                (p.to($t), m_new, l_i * alpha + sum(p, axis = 1), alpha)
+                if PARTS == 1 {
+                    (p.to($t), m_new, l_i * alpha + sum(p, axis = 1), alpha)
+                } else {
+                    let parts = sum(sum(reshape(p, [64, BN / 8, PARTS, 8 / PARTS]), axis = 1), axis = 2);
+                    (p.to($t), m_new, parts, alpha)
+                }
             }
             async_tasks! {
                 // At head dim 128 (`num_warps = 1`) the producer is one
@@ -393,6 +412,9 @@ macro_rules! fa_forward_kernel {
                         // next tile's while this one finishes.
                         barrier_arrive(local_view(q_empty, q_slot), pred = (kv_mine == 1) & !o_in_q);
                         let first_tile = key_tile(0, kv_mine);
+                        // In parts, the first tile's start the sums (a start
+                        // from zeros would carry the zeros' layout round the
+                        // loop and move the parts into it every step).
                         let (mut p, mut m_i, mut l_i, _) = softmax_step(
                             s0,
                             first_tile,
@@ -434,6 +456,7 @@ macro_rules! fa_forward_kernel {
                             let masked = !DESCENDING & needs_mask(tile, row0, seq_kv);
                             let (p_j, m_j, l_j, alpha) =
                                 softmax_step(s, tile, row0, m_i, l_i, qk_scale, seq_kv, masked);
+                            let l_j = if PARTS == 1 { l_j } else { l_i * alpha[(.., None)] + l_j };
                             acc = async_dot_wait(0, acc);
                             barrier_arrive(local_view(v_empty, prev));
                             acc = acc * alpha[(.., None)];
@@ -501,6 +524,8 @@ macro_rules! fa_forward_kernel {
                         // One reciprocal per row, not a division per element:
                         // 64 IEEE divisions per thread cost as much as two
                         // key tiles' softmax, which short sequences felt.
+                        // The rows' sums from their parts.
+                        let l_i = if PARTS == 1 { l_i } else { sum(l_i, axis = 1) };
                         let inv_l = 1.0 / l_i;
                         local_store(out, (acc * inv_l[(.., None)]).to($t));
                         async_descriptor_store(o_desc, out, [batch_i, head, row0, 0]);
