@@ -26,7 +26,10 @@
 //!
 //! At head dim 128 the key tiles go last first, so that the only tile
 //! with scores to mask is a tile's first and the steps after it carry no
-//! branch (see `DESCENDING`).
+//! branch (see `DESCENDING`). From head dim 128 each thread keeps its
+//! rows' sums in four parts, its own columns of the accumulator, and the
+//! four threads of a row add them once a tile instead of once a step (see
+//! `PARTS`).
 //!
 //! Descriptors with blocks of `[1, 1, rows, head_dim]` load one head's
 //! rows, so TMA zero-fills past the end of a sequence and clips the output
