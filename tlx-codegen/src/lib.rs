@@ -67,6 +67,10 @@ pub struct CompiledKernel {
     /// device); 0 when the kernel takes none.
     pub global_scratch_bytes: u32,
     pub num_warps: u32,
+    /// Where code generation took a slower path than the kernel could have
+    /// had (an operand staged element by element, ...), each with how to get
+    /// the fast one; `TLX_DUMP=notes` writes them at build time.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Error)]
@@ -110,5 +114,6 @@ pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, Co
         shared_bytes: lowered.shared_bytes,
         global_scratch_bytes: lowered.global_scratch_bytes,
         num_warps: kernel.total_warps(),
+        notes: lowered.notes,
     })
 }

@@ -31,6 +31,9 @@ pub struct Lowered {
     pub shared_bytes: u32,
     /// Global scratch each program needs (its device-made descriptors).
     pub global_scratch_bytes: u32,
+    /// Where the code took a slower path than the kernel could have had,
+    /// and how to get the fast one (see [`crate::CompiledKernel::notes`]).
+    pub notes: Vec<String>,
 }
 
 /// Where the code being emitted runs: the whole program (CTA), or one
@@ -163,6 +166,8 @@ pub struct Lowerer<'k> {
     /// (`remote_shmem_store`): remote arrivals release, and waits acquire,
     /// at cluster scope.
     pub(super) stores_into_peers: bool,
+    /// Slower paths taken (see [`Lowered::notes`]).
+    pub(super) notes: Vec<String>,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -334,6 +339,7 @@ fn lower_pass(
             global_scratch_bytes: (l.descriptor_slots.len()
                 * super::device_descriptor::DESCRIPTOR_BYTES)
                 as u32,
+            notes: l.notes,
         },
         load_hints: l.load_hints,
         wanted_load_layouts: l.wanted_load_layouts,
@@ -404,6 +410,7 @@ impl<'k> Lowerer<'k> {
             last_barrier: None,
             async_proxy_fence: None,
             stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
+            notes: Vec::new(),
         }
     }
 

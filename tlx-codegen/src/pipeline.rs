@@ -363,6 +363,7 @@ impl<'k> Lowerer<'k> {
                 .is_some()
         };
         let (mut out, mut in_flight) = (HashMap::new(), Vec::new());
+        let mut uncopyable = Vec::new();
         for op in &body.ops {
             let OpKind::Dot { a, b, acc, .. } = &op.kind else {
                 continue;
@@ -374,6 +375,21 @@ impl<'k> Lowerer<'k> {
                 continue;
             };
             if ta.rank() != 2 || tb.rank() != 2 || !taken(*a) || !taken(*b) {
+                continue;
+            }
+            // An operand `cp.async` cannot copy stays a register load that
+            // the `dot` stages itself: measured 1.45x faster than filling
+            // its slots element by element (BENCHMARKS.md, `dot_staging`).
+            let narrow: Vec<(&Op, usize)> = [*a, *b]
+                .iter()
+                .filter_map(|v| {
+                    let load = candidates.iter().find(|c| c.load.results[0] == *v)?.load;
+                    let run = self.contiguous_bytes(load)?;
+                    (!is_copy_size(run.min(16))).then_some((load, run))
+                })
+                .collect();
+            if !narrow.is_empty() {
+                uncopyable.extend(narrow);
                 continue;
             }
             let shape = (ta.shape()[0], tb.shape()[1], ta.shape()[1]);
@@ -400,6 +416,9 @@ impl<'k> Lowerer<'k> {
             }
         }
         self.wgmma_in_flight.extend(in_flight);
+        for (load, run) in uncopyable {
+            self.note_uncopyable_operand(load, run, "loaded into registers each iteration");
+        }
         Ok(out)
     }
 
@@ -502,10 +521,11 @@ impl<'k> Lowerer<'k> {
             pipe.candidates[i].slice = slice;
             match (plan, taken?) {
                 (true, Some(ring)) if !was_known => pipe.rings.push((result, ring)),
-                // An operand without its ring would have no registers either.
+                // `start_pipeline` made room for every operand ring, and
+                // `copy_pointer_tile` fills one however its tile lies.
                 (true, None) if placement.is_some() => {
-                    return Err(CodegenError::Unsupported(
-                        "a wgmma operand load that cannot be copied in 4-16 byte chunks".into(),
+                    return Err(super::lower::malformed(
+                        "a wgmma operand load without a ring",
                     ))
                 }
                 _ => {}
@@ -563,8 +583,21 @@ impl<'k> Lowerer<'k> {
                     ),
                 };
                 let ring_bytes = slot_bytes * stages;
-                if !matches!(chunk * bytes, 4 | 8 | 16) || ring_offset + ring_bytes > limit {
+                if ring_offset + ring_bytes > limit {
                     return Ok(None);
+                }
+                if !is_copy_size(chunk * bytes) {
+                    // A wgmma operand has no registers to fall back to: its
+                    // slot is filled element by element instead.
+                    if placement.is_none() {
+                        return Ok(None);
+                    }
+                    self.note_uncopyable_operand(
+                        load,
+                        contiguity * bytes,
+                        "copied into shared memory element by element",
+                    );
+                    chunk = 1;
                 }
                 let offsets = match placement {
                     Some(placed) => Some(placed.compose(&ptrs.layout)?),
@@ -601,6 +634,39 @@ impl<'k> Lowerer<'k> {
         Ok(Some(ring))
     }
 
+    /// The bytes `load`'s addresses are known to run contiguously along
+    /// the last dimension (`None` for a descriptor load).
+    fn contiguous_bytes(&self, load: &Op) -> Option<usize> {
+        let OpKind::Load { ptr, .. } = &load.kind else {
+            return None;
+        };
+        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        Some(contiguity * mem_bytes(self.ty(load.results[0]).elem()))
+    }
+
+    /// Says why the `dot` operand `load` is not copied with `cp.async`
+    /// (`how`: what is done instead): its addresses give `run_bytes`
+    /// contiguous bytes along the last dimension, or its shared-memory
+    /// placement takes fewer.
+    fn note_uncopyable_operand(&mut self, load: &Op, run_bytes: usize, how: &str) {
+        let why = if run_bytes < 4 {
+            format!(
+                "its addresses are not known to be contiguous along the last dimension (runs of {run_bytes} byte{})",
+                if run_bytes == 1 { "" } else { "s" }
+            )
+        } else {
+            "the shared-memory layout the tensor cores read it in runs along its other dimension"
+                .to_string()
+        };
+        self.notes.push(format!(
+            "line {}: this `dot` operand is {how}, not prefetched with `cp.async`: {why}. \
+             For the fast path, leave the stride of the contiguous dimension out where it is 1 by contract \
+             (`a + rows * stride_am + cols`, not `+ cols * stride_ak`), and load A with K contiguous and B \
+             with N contiguous",
+            load.loc.line
+        ));
+    }
+
     fn threads(&self) -> usize {
         self.context.threads() as usize
     }
@@ -633,7 +699,7 @@ impl<'k> Lowerer<'k> {
         let contiguity = self.axis.get(&ptr).map_or(1, |a| a.contiguity);
         let chunk = vector_len(&ptrs.layout, contiguity, bytes)
             .min(placed.contiguous_run(&ptrs.layout, bytes)?);
-        if !matches!(chunk * bytes, 4 | 8 | 16) {
+        if !is_copy_size(chunk * bytes) {
             return Err(CodegenError::Misuse {
                 message: format!(
                     "`async_load` of a tile whose rows give {} contiguous bytes per thread",
@@ -704,6 +770,10 @@ impl<'k> Lowerer<'k> {
         } = *copy;
         let n = copies.chunk;
         let chunk_bytes = n * bytes;
+        if !is_copy_size(chunk_bytes) {
+            self.copy_tile_elements(copy, cache, eviction);
+            return;
+        }
         let ok = self.tile_vector_ok(ptrs, masks, n, bytes, align);
         let vector = self.f.fresh("ring_copy");
         let scalar = self.f.fresh("ring_copy_scalar");
@@ -745,6 +815,34 @@ impl<'k> Lowerer<'k> {
         }
         self.f.stmt(format!("br label %{join}"));
         self.f.start_block(&scalar);
+        self.copy_tile_elements(copy, cache, eviction);
+        self.f.stmt(format!("br label %{join}"));
+        self.enter_block(&join);
+    }
+
+    /// `copy`'s tile moved element by element (a load into a register,
+    /// masked-off elements zero, then a shared store) where `cp.async` cannot
+    /// take it: addresses not aligned to the chunk, or fewer than 4
+    /// contiguous bytes.
+    fn copy_tile_elements(
+        &mut self,
+        copy: &TileCopy,
+        cache: CacheModifier,
+        eviction: EvictionPolicy,
+    ) {
+        let TileCopy {
+            copies,
+            base,
+            ptrs,
+            masks,
+            valid,
+            bytes,
+            ..
+        } = *copy;
+        let on = |l: &mut Self, reg: usize| match masks {
+            Some((m, _)) => l.f.inst(format!("and i1 {valid}, {}", m[reg])),
+            None => valid.to_string(),
+        };
         let (word, _) = words_of(1, bytes);
         let lty = word_type(word);
         let instr = load_qualifiers(cache, eviction, false);
@@ -763,8 +861,6 @@ impl<'k> Lowerer<'k> {
                 "store {ty} {value}, ptr addrspace(3) {p}, align {bytes}"
             ));
         }
-        self.f.stmt(format!("br label %{join}"));
-        self.enter_block(&join);
     }
 
     /// The registers of a pipelined load, read from its current slot; masked-off
@@ -866,6 +962,11 @@ struct TileCopy<'a> {
     bytes: usize,
     /// What the axis analysis proves divides every chunk's address (bytes).
     align: usize,
+}
+
+/// Whether one `cp.async` can copy `bytes`.
+fn is_copy_size(bytes: usize) -> bool {
+    matches!(bytes, 4 | 8 | 16)
 }
 
 /// The module constant holding the byte offset where the rings start:

@@ -15,6 +15,7 @@ mod codegen_elementwise;
 mod codegen_misc;
 mod codegen_reduce;
 mod codegen_tasks;
+mod dot_operands;
 mod examples_ptx;
 mod golden_ptx;
 mod loop_exits;

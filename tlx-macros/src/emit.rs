@@ -281,6 +281,9 @@ fn compile_one(
             let arch_stem = format!("{stem}.{}", arch.name());
             dump.write("llvm", &arch_stem, "ll", &compiled.llvm_ir);
             dump.write("ptx", &arch_stem, "ptx", &compiled.ptx);
+            if !compiled.notes.is_empty() {
+                dump.write("notes", &arch_stem, "notes.txt", &compiled.notes.join("\n"));
+            }
         }
         shared_bytes = shared_bytes.max(compiled.shared_bytes);
         global_scratch_bytes = global_scratch_bytes.max(compiled.global_scratch_bytes);

@@ -1019,7 +1019,7 @@ fn misuse_is_reported_not_panicked() {
         "for i in (0..n).rev() {}",
         "for i in 0..=n {}",
         "for (i, j) in 0..n {}",
-        "let x = arange(0, B)[0];",
+        "let x = arange(0, B)[B];",
         "let x = n.0;",
         "let v = if n > 0 { 1 } else { p };",
         "while n {}",
@@ -1119,5 +1119,59 @@ fn a_failed_static_assert_stops_the_build_with_its_message() {
         "static_assert(n > 0);",
         "n > 0",
         "a `static_assert` condition",
+    );
+}
+
+#[test]
+fn a_constant_index_past_the_dimension_is_refused_at_the_index() {
+    expect_error(
+        "let t = arange(0, 16); store(p, t[16].to(f32));",
+        "16]",
+        "index 16 is out of bounds for dimension 0 of size 16",
+    );
+}
+
+#[test]
+fn more_indices_than_dimensions_are_refused() {
+    expect_error(
+        "let t = arange(0, 16); store(p, t[(1, 2)].to(f32));",
+        "2)]",
+        "too many indices for a tensor of rank 1",
+    );
+}
+
+#[test]
+fn boundary_check_on_a_tensor_of_pointers_is_refused() {
+    expect_error(
+        "let v = load(p + arange(0, 16), boundary_check = (0,)); store(p + arange(0, 16), v);",
+        "(0,)",
+        "`boundary_check` and `padding_option` apply to block pointers",
+    );
+}
+
+#[test]
+fn a_block_pointer_load_with_a_mask_is_refused() {
+    expect_error(
+        "let b = make_block_ptr(p, (n,), (1,), (0,), (16,), (0,)); let v = load(b, mask = arange(0, 16) < n); store(p + arange(0, 16), v);",
+        "arange(0, 16) < n",
+        "a block pointer's load takes no `mask` or `other`",
+    );
+}
+
+#[test]
+fn a_block_pointer_with_a_wrong_number_of_offsets_is_refused() {
+    expect_error(
+        "let b = make_block_ptr(p, (n,), (1,), (0, 0), (16,), (0,)); store(p + arange(0, 16), load(b));",
+        "(0, 0)",
+        "`offsets` needs 1 values",
+    );
+}
+
+#[test]
+fn bitcast_of_bools_is_refused() {
+    expect_error(
+        "let b = arange(0, 16) < n; store(p + arange(0, 16), bitcast(b, u8).to(f32));",
+        "bitcast(b",
+        "a `bool` has no bit pattern of its own",
     );
 }

@@ -81,8 +81,49 @@ pub enum Val {
     Tuple(Vec<Val>),
     /// A TLE pipe, one of its endpoints, or a slot (see `lower/pipe.rs`).
     Pipe(PipeVal),
+    /// Triton's block pointer (see `lower/block_ptr.rs`).
+    BlockPtr(BlockPtr),
     /// What a statement-like expression (a call to `store`, a loop) gives.
     Unit,
+}
+
+/// A block pointer: a `block_shape` window at `offsets` of a tensor at
+/// `base` with extents `shape` and element `strides`; every value an i32
+/// scalar but `base`, a scalar pointer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockPtr {
+    pub base: ValueId,
+    pub shape: Vec<ValueId>,
+    pub strides: Vec<ValueId>,
+    pub offsets: Vec<ValueId>,
+    pub block_shape: Vec<usize>,
+    /// Triton's dimension order, fastest first; kept for the reader (the
+    /// addresses follow from the strides).
+    pub order: Vec<usize>,
+}
+
+impl BlockPtr {
+    /// Its IR values: the base, then the extents, strides and offsets.
+    pub fn parts(&self) -> Vec<ValueId> {
+        std::iter::once(self.base)
+            .chain(self.shape.iter().copied())
+            .chain(self.strides.iter().copied())
+            .chain(self.offsets.iter().copied())
+            .collect()
+    }
+
+    /// The same window with its IR values replaced, in [`BlockPtr::parts`] order.
+    pub fn with_parts(&self, parts: &[ValueId]) -> BlockPtr {
+        let rank = self.block_shape.len();
+        BlockPtr {
+            base: parts[0],
+            shape: parts[1..1 + rank].to_vec(),
+            strides: parts[1 + rank..1 + 2 * rank].to_vec(),
+            offsets: parts[1 + 2 * rank..1 + 3 * rank].to_vec(),
+            block_shape: self.block_shape.clone(),
+            order: self.order.clone(),
+        }
+    }
 }
 
 /// A pipe value of the kernel language.

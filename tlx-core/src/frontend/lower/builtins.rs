@@ -206,6 +206,10 @@ impl<'a> Lowerer<'a> {
                 }
                 let id = self.materialize(&x, x_expr.span())?;
                 let from = self.scalar_elem(id, x_expr.span(), "a bitcast operand")?;
+                if from == ScalarType::Bool || dtype == ScalarType::Bool {
+                    return Err(Diagnostic::new(args.span, format!("cannot bitcast `{from}` to `{dtype}`: a `bool` has no bit pattern of its own"))
+                        .with_hint("convert with `.to(...)` (`x != 0` makes a bool, `b.to(u8)` a number)"));
+                }
                 if from.size_bytes() != dtype.size_bytes() {
                     return Err(Diagnostic::new(args.span, format!("cannot bitcast `{from}` to `{dtype}`: sizes differ"))
                         .with_hint("bitcast needs types of the same size; use `.to(...)` to convert values"));
@@ -215,6 +219,8 @@ impl<'a> Lowerer<'a> {
             }
             "load" => self.load(args),
             "store" => self.store(args),
+            "make_block_ptr" => self.make_block_ptr(args),
+            "advance" => self.advance(args),
             "expand_dims" => {
                 let a = args.bind(&["x", "axis"], 2)?;
                 let x = self.ir_arg(a[0])?;
@@ -762,6 +768,17 @@ impl<'a> Lowerer<'a> {
             }
         };
         let precision = choice(a[3], PRECISION, DotPrecision::Tf32)?;
+        // fp8 values are f16 values too: widened, they multiply exactly on
+        // any architecture's 16-bit tensor cores, accumulating in f32 as the
+        // language's `dot` promises (`async_dot` is for fp8 at its own rate).
+        let (x, y) = if matches!(xe, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
+            (
+                self.cast(x, ScalarType::F16, span)?,
+                self.cast(y, ScalarType::F16, span)?,
+            )
+        } else {
+            (x, y)
+        };
         Ok(Val::Ir(self.b.push1(
             OpKind::Dot {
                 a: x,

@@ -249,7 +249,9 @@ impl<'a> Lowerer<'a> {
                 block.ops.push(self.b.op(kind, vec![id]));
                 id
             }
-            Val::Tuple(_) | Val::Pipe(_) | Val::Unit => self.b.new_value(ty.clone()),
+            Val::Tuple(_) | Val::Pipe(_) | Val::BlockPtr(_) | Val::Unit => {
+                self.b.new_value(ty.clone())
+            }
         }
     }
 
@@ -257,15 +259,29 @@ impl<'a> Lowerer<'a> {
         block.ops.push(self.b.op(kind, vec![]));
     }
 
-    /// Loop-carried variables: their names and IR initial values.
-    fn carried(&mut self, names: BTreeSet<String>, span: Span) -> R<(Vec<String>, Vec<ValueId>)> {
+    /// Loop-carried variables: their names and IR initial values, block
+    /// pointers carried as their scalars (see `block_ptr.rs`).
+    fn carried(&mut self, names: BTreeSet<String>, span: Span) -> R<Carried> {
         let names = self.visible(names);
+        let (names, block_ptrs) = self.unpack_block_ptrs(names);
         let mut inits = Vec::new();
         for n in &names {
             let v = self.current(n, span)?;
             inits.push(self.materialize(&v, span)?);
         }
-        Ok((names, inits))
+        Ok(Carried {
+            names,
+            inits,
+            block_ptrs,
+        })
+    }
+
+    /// Binds the carried variables to `values` (block args or results).
+    fn bind_carried(&mut self, carried: &Carried, values: &[ValueId], span: Span) -> R<()> {
+        for (n, v) in carried.names.iter().zip(values) {
+            self.assign(n, Val::Ir(*v), span)?;
+        }
+        self.repack_block_ptrs(&carried.block_ptrs, span)
     }
 
     /// The carried variables' values at the end of a body, checked against their types.
@@ -549,13 +565,13 @@ impl<'a> Lowerer<'a> {
             )
             .with_hint("use `i32` or `i64` scalars"));
         }
-        let (names, inits) = self.carried(scan::assigned_in_stmts(&f.body.stmts), span)?;
-        let types: Vec<Type> = inits.iter().map(|v| self.ty(*v)).collect();
+        let carried = self.carried(scan::assigned_in_stmts(&f.body.stmts), span)?;
+        let types: Vec<Type> = carried.inits.iter().map(|v| self.ty(*v)).collect();
         let mut arg_types = vec![index_ty];
         arg_types.extend(types.iter().cloned());
         let args = self.b.begin_block(arg_types);
         let body = self.loop_body(
-            &names,
+            &carried,
             &args[1..],
             &types,
             |this| {
@@ -581,14 +597,12 @@ impl<'a> Lowerer<'a> {
                 lower: bounds[0],
                 upper: bounds[1],
                 step: bounds[2],
-                inits,
+                inits: carried.inits.clone(),
                 body,
             },
             types,
         );
-        for (n, r) in names.iter().zip(results) {
-            self.assign(n, Val::Ir(r), span)?;
-        }
+        self.bind_carried(&carried, &results, span)?;
         Ok(Val::Unit)
     }
 
@@ -596,20 +610,19 @@ impl<'a> Lowerer<'a> {
     /// and returns the values to yield.
     fn loop_body(
         &mut self,
-        names: &[String],
+        carried: &Carried,
         args: &[ValueId],
         types: &[Type],
         inner: impl FnOnce(&mut Self) -> R<()>,
         span: Span,
     ) -> R<Vec<ValueId>> {
-        for (n, a) in names.iter().zip(args) {
-            self.assign(n, Val::Ir(*a), span)?;
-        }
+        self.bind_carried(carried, args, span)?;
         self.push_scope();
         let result = inner(self);
         self.pop_scope();
         result?;
-        self.yields(names, types, span)
+        self.split_block_ptrs(&carried.block_ptrs, span)?;
+        self.yields(&carried.names, types, span)
     }
 
     pub(super) fn lower_while(&mut self, w: &'a syn::ExprWhile) -> R<Val> {
@@ -626,11 +639,11 @@ impl<'a> Lowerer<'a> {
         let span = w.while_token.span;
         let mut assigned = scan::assigned_in_stmts(&w.body.stmts);
         assigned.extend(scan::assigned_in_expr(&w.cond));
-        let (names, inits) = self.carried(assigned, span)?;
-        let types: Vec<Type> = inits.iter().map(|v| self.ty(*v)).collect();
+        let carried = self.carried(assigned, span)?;
+        let types: Vec<Type> = carried.inits.iter().map(|v| self.ty(*v)).collect();
 
         let cond_args = self.b.begin_block(types.clone());
-        let cond = self.while_condition(&names, &cond_args, &w.cond, span);
+        let cond = self.while_condition(&carried, &cond_args, &w.cond, span);
         let cond_block = self.b.end_block();
         let mut cond_block = cond_block;
         let cond = cond?;
@@ -638,7 +651,7 @@ impl<'a> Lowerer<'a> {
 
         let body_args = self.b.begin_block(types.clone());
         let yields = self.loop_body(
-            &names,
+            &carried,
             &body_args,
             &types,
             |this| this.lower_stmts(&w.body.stmts).map(drop),
@@ -656,29 +669,26 @@ impl<'a> Lowerer<'a> {
         };
         let results = self.b.push(
             OpKind::While {
-                inits,
+                inits: carried.inits.clone(),
                 cond: cond_block,
                 body,
             },
             types,
         );
-        for (n, r) in names.iter().zip(results) {
-            self.assign(n, Val::Ir(r), span)?;
-        }
+        self.bind_carried(&carried, &results, span)?;
         Ok(Val::Unit)
     }
 
     /// The `while` condition over the carried values, false once the kernel has returned.
     fn while_condition(
         &mut self,
-        names: &[String],
+        carried: &Carried,
         args: &[ValueId],
         cond: &'a Expr,
         span: Span,
     ) -> R<ValueId> {
-        for (n, a) in names.iter().zip(args) {
-            self.assign(n, Val::Ir(*a), span)?;
-        }
+        self.bind_carried(carried, args, span)?;
+        let names = &carried.names;
         let c = match self.condition(cond)? {
             Val::Ir(id) => id,
             other => self.materialize(&other, cond.span())?,
@@ -711,6 +721,14 @@ impl<'a> Lowerer<'a> {
         self.assign(RETURNED, Val::Const(ConstVal::Bool(true)), r.span())?;
         Ok(Val::Unit)
     }
+}
+
+/// What a loop carries: variables by name with their initial IR values,
+/// and the block pointers whose scalars some of those names are.
+struct Carried {
+    names: Vec<String>,
+    inits: Vec<ValueId>,
+    block_ptrs: Vec<super::block_ptr::PackedBlockPtr>,
 }
 
 fn pointer_and_constant(label: &str, span: Span) -> Diagnostic {

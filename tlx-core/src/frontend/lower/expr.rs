@@ -492,21 +492,28 @@ impl<'a> Lowerer<'a> {
         };
         let rank = self.ty(id).rank();
         let mut out = id;
+        // `dim`: the dimension of `out` the next item applies to;
+        // `consumed`: how many of the indexed tensor's dimensions the items
+        // so far kept (`..`) or took away (an integer).
         let mut dim = 0;
-        let mut kept = 0;
+        let mut consumed = 0;
         for item in items {
-            match item {
-                Expr::Range(r) if r.start.is_none() && r.end.is_none() => {
-                    dim += 1;
-                    kept += 1;
-                    if kept > rank {
-                        return Err(Diagnostic::new(
-                            item.span(),
-                            format!("too many `..` for a tensor of rank {rank}"),
-                        ));
-                    }
+            let is_new_axis = matches!(item, Expr::Path(p) if p.path.is_ident("None"));
+            if !is_new_axis {
+                consumed += 1;
+                if consumed > rank {
+                    return Err(Diagnostic::new(
+                        item.span(),
+                        format!("too many indices for a tensor of rank {rank}"),
+                    )
+                    .with_hint(
+                        "give at most one `..` or integer per dimension (`None` adds one)",
+                    ));
                 }
-                Expr::Path(p) if p.path.is_ident("None") => {
+            }
+            match item {
+                Expr::Range(r) if r.start.is_none() && r.end.is_none() => dim += 1,
+                _ if is_new_axis => {
                     let ty = self.ty(out);
                     let mut shape = ty.shape().to_vec();
                     shape.insert(dim, 1);
@@ -519,13 +526,17 @@ impl<'a> Lowerer<'a> {
                     );
                     dim += 1;
                 }
-                other => return Err(Diagnostic::new(
-                    other.span(),
-                    "only `..` and `None` are supported in an index",
-                )
-                .with_hint(
-                    "write `x[(.., None)]` or `x[(None, ..)]`; read memory with `load(ptr + offs)`",
-                )),
+                Expr::Range(r) => {
+                    return Err(Diagnostic::new(
+                        r.span(),
+                        "only a full `..` range is supported in an index",
+                    )
+                    .with_hint("take a sub-tile with `x.extract_tile([i, j], [h, w])`"))
+                }
+                other => {
+                    let index = self.lower_expr(other)?;
+                    out = self.index_along(out, dim, index, other.span())?;
+                }
             }
         }
         Ok(Val::Ir(out))

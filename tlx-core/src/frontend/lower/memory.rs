@@ -1,11 +1,11 @@
 //! Memory builtins: `load`, `store` and the atomics, with their masks,
 //! `other` values and cache/eviction/ordering options.
 
-use super::calls::{choice, CallArgs};
+use super::calls::{choice, str_arg, CallArgs};
 use super::typing::broadcast_shapes;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::Val;
+use crate::frontend::value::{ConstVal, Val};
 use crate::ir::{
     cas_takes, AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType,
     Type, ValueId,
@@ -103,17 +103,58 @@ impl<'a> Lowerer<'a> {
                 "cache_modifier",
                 "eviction_policy",
                 "volatile",
+                "boundary_check",
+                "padding_option",
             ],
             1,
         )?;
         let span = args.span;
-        let ptr = self.ir_arg(a[0])?;
-        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
-        let mask = self.mask_arg(a[1])?;
-        let other = match a[2] {
-            Some(e) => Some(self.lower_expr(e)?),
-            None => None,
+        let (ptr, mask, other) = match self.val_arg(a[0])? {
+            Val::BlockPtr(p) => {
+                if let Some(e) = a[1].or(a[2]) {
+                    return Err(Diagnostic::new(e.span(), "a block pointer's load takes no `mask` or `other`")
+                        .with_hint("mask its edges with `boundary_check = (0, 1)` and fill them with `padding_option = \"zero\"` (or `\"nan\"`)"));
+                }
+                let checked = self.boundary_check(a[6])?;
+                let (ptr, mask) = self.block_ptr_addresses(&p, &checked, span)?;
+                let other = match a[7].map(str_arg).transpose()?.as_deref() {
+                    None | Some("") => None,
+                    Some("zero") => Some(Val::Const(ConstVal::Int(0))),
+                    Some("nan") => Some(Val::Const(ConstVal::Float(f64::NAN))),
+                    Some(other) => {
+                        return Err(Diagnostic::new(span, format!("unknown `padding_option` \"{other}\""))
+                            .with_hint("write \"zero\" or \"nan\" (or leave it out: out-of-bounds elements are then undefined)"))
+                    }
+                };
+                (ptr, mask, other)
+            }
+            v => {
+                if let Some(e) = a[6].or(a[7]) {
+                    return Err(Diagnostic::new(
+                        e.span(),
+                        "`boundary_check` and `padding_option` apply to block pointers",
+                    )
+                    .with_hint("for a tensor of pointers give `mask = ...` and `other = ...`"));
+                }
+                let ptr = self.materialize(&v, self.expr_arg(a[0])?.span())?;
+                let mask = self.mask_arg(a[1])?;
+                let other = match a[2] {
+                    Some(e) => Some(self.lower_expr(e)?),
+                    None => None,
+                };
+                (ptr, mask, other)
+            }
         };
+        let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
+        if matches!(other, Some(Val::Const(ConstVal::Float(x))) if x.is_nan())
+            && !pointee.is_float()
+        {
+            return Err(Diagnostic::new(
+                span,
+                format!("`padding_option = \"nan\"` needs float elements, found `{pointee}`"),
+            )
+            .with_hint("pad integers with `padding_option = \"zero\"`"));
+        }
         let cache = choice(a[3], CACHE, CacheModifier::None)?;
         let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
         let volatile = self.const_bool_or(a[5], false)?;
@@ -154,14 +195,45 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn store(&mut self, args: &CallArgs<'a>) -> R<Val> {
         let a = args.bind(
-            &["ptr", "value", "mask", "cache_modifier", "eviction_policy"],
+            &[
+                "ptr",
+                "value",
+                "mask",
+                "cache_modifier",
+                "eviction_policy",
+                "boundary_check",
+            ],
             2,
         )?;
         let span = args.span;
-        let ptr = self.ir_arg(a[0])?;
+        let (ptr, mask) = match self.val_arg(a[0])? {
+            Val::BlockPtr(p) => {
+                if let Some(e) = a[2] {
+                    return Err(Diagnostic::new(
+                        e.span(),
+                        "a block pointer's store takes no `mask`",
+                    )
+                    .with_hint("mask its edges with `boundary_check = (0, 1)`"));
+                }
+                let checked = self.boundary_check(a[5])?;
+                self.block_ptr_addresses(&p, &checked, span)?
+            }
+            v => {
+                if let Some(e) = a[5] {
+                    return Err(Diagnostic::new(
+                        e.span(),
+                        "`boundary_check` applies to block pointers",
+                    )
+                    .with_hint("for a tensor of pointers give `mask = ...`"));
+                }
+                (
+                    self.materialize(&v, self.expr_arg(a[0])?.span())?,
+                    self.mask_arg(a[2])?,
+                )
+            }
+        };
         let pointee = self.pointee(ptr, self.expr_arg(a[0])?.span())?;
         let value = self.val_arg(a[1])?;
-        let mask = self.mask_arg(a[2])?;
         let cache = choice(a[3], CACHE, CacheModifier::None)?;
         let eviction = choice(a[4], EVICTION, EvictionPolicy::Normal)?;
         let (ptr, value, mask) = self.ptr_value_mask(ptr, value, mask, pointee, span)?;

@@ -2,12 +2,14 @@
 //! statements here; expressions, typing, builtins and control flow in the
 //! submodules.
 
+mod block_ptr;
 mod builtins;
 mod calls;
 mod combine;
 mod composite;
 mod control;
 mod expr;
+mod index;
 mod memory;
 mod pipe;
 mod random;

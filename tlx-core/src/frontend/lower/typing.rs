@@ -107,6 +107,11 @@ impl Lowerer<'_> {
                 "a pipe, endpoint or slot cannot be used as a value here",
             )
             .with_hint("use a slot's fields (`slot.x`), or call the endpoint's methods")),
+            Val::BlockPtr(_) => Err(Diagnostic::new(
+                span,
+                "a block pointer cannot be used as a value here",
+            )
+            .with_hint("read its window with `load(ptr, boundary_check = (0, 1))`, move it with `advance(ptr, offsets)`")),
             Val::Unit => Err(Diagnostic::new(span, "this expression has no value")),
         }
     }
