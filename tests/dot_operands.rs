@@ -65,9 +65,9 @@ fn ragged_matmul<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usiz
 macro_rules! operand_form {
     ($name:ident, $t:ident, $a_at:tt, $b_at:tt) => {
         #[tlx::kernel(configs = [
-                    (BM = 64, BN = 64, BK = 32, num_warps = 4),
-                    (BM = 128, BN = 128, BK = 64, num_warps = 8, num_stages = 3),
-                ])]
+                                    (BM = 64, BN = 64, BK = 32, num_warps = 4),
+                                    (BM = 128, BN = 128, BK = 64, num_warps = 8, num_stages = 3),
+                                ])]
         fn $name<const BM: usize, const BN: usize, const BK: usize>(
             a: Ptr<$t>,
             b: Ptr<$t>,

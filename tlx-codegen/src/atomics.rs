@@ -7,9 +7,8 @@
 //! only some threads perform follows a barrier, so that it publishes what
 //! every thread of the program wrote before it.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
-use super::CodegenError;
 use tlx_core::ir::{cas_takes, AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
 use tlx_core::layout::LinearLayout;
 
@@ -39,7 +38,7 @@ fn reduces(op: AtomicOp, sem: MemSem) -> bool {
 /// [`AtomicOp::takes`] does not).
 fn op_suffix(op: AtomicOp, s: ScalarType) -> Result<String> {
     if !op.takes(s) {
-        return Err(CodegenError::Unsupported(format!("atomic {op:?} on {s}")));
+        return Err(refused_upstream(format!("atomic {op:?} on {s}")));
     }
     let bits = s.size_bytes() * 8;
     let typed = match s {
@@ -80,9 +79,9 @@ impl<'k> Lowerer<'k> {
             .first()
             .ok_or_else(|| malformed("atomic without result"))?;
         let elem = self.ty(result).elem();
-        let s = elem
-            .scalar()
-            .ok_or_else(|| CodegenError::Unsupported("atomics on pointers".into()))?;
+        let s = elem.scalar().ok_or_else(|| {
+            malformed("atomic result of pointer type (pointers point at scalars)")
+        })?;
         let (ptr, mask, sem, scope) = match &op.kind {
             OpKind::AtomicRmw {
                 ptr,
@@ -125,7 +124,7 @@ impl<'k> Lowerer<'k> {
             ),
             OpKind::AtomicCas { cmp, value, .. } => {
                 if !cas_takes(s) {
-                    return Err(CodegenError::Unsupported(format!("atomic_cas on {s}")));
+                    return Err(refused_upstream(format!("atomic_cas on {s}")));
                 }
                 let operands = vec![self.get(*cmp, &layout)?, self.get(*value, &layout)?];
                 (format!("atom.{head}.cas.b{}", bytes * 8), operands)

@@ -7,10 +7,9 @@
 //! and shapes use per-element FMAs.
 
 use super::convert::{Placement, Region};
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar::{self, mem_bytes};
 use super::wgmma::WgmmaPlan;
-use super::CodegenError;
 use tlx_core::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
 use tlx_core::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
 
@@ -428,9 +427,7 @@ impl<'k> Lowerer<'k> {
             acc_s,
             ScalarType::Bool | ScalarType::F8E4M3 | ScalarType::F8E5M2
         ) {
-            return Err(CodegenError::Unsupported(format!(
-                "dot accumulating in {acc_s}"
-            )));
+            return Err(refused_upstream(format!("dot accumulating in {acc_s}")));
         }
         for (r, c) in acc_t.regs.iter().enumerate() {
             let flat = self.flat_index(&layout, r);

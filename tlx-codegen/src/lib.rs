@@ -75,8 +75,6 @@ pub struct CompiledKernel {
 
 #[derive(Debug, Error)]
 pub enum CodegenError {
-    #[error("code generation does not support {0} yet")]
-    Unsupported(String),
     #[error(transparent)]
     Layout(#[from] LayoutError),
     #[error("malformed IR: {0}")]

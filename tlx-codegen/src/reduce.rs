@@ -4,9 +4,8 @@
 //! axis). f16/bf16 sums accumulate in f32 and round once at the end.
 
 use super::emit::scalar_type;
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar;
-use super::CodegenError;
 use tlx_core::ir::{BinaryOp, Elem, Op, OpKind, ReduceKind, ScalarType};
 use tlx_core::layout::dim_bits;
 
@@ -20,6 +19,8 @@ struct Partial {
 fn accumulator_type(kind: ReduceKind, s: ScalarType) -> ScalarType {
     match (kind, s) {
         (ReduceKind::Sum, ScalarType::F16 | ScalarType::BF16) => ScalarType::F32,
+        // fp8 has no arithmetic or comparison of its own.
+        (_, ScalarType::F8E4M3 | ScalarType::F8E5M2) => ScalarType::F32,
         _ => s,
     }
 }
@@ -162,12 +163,7 @@ impl<'k> Lowerer<'k> {
             .ty(*value)
             .elem()
             .scalar()
-            .ok_or_else(|| CodegenError::Unsupported("reducing pointers".into()))?;
-        if matches!(s, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
-            return Err(CodegenError::Unsupported(format!(
-                "reducing {s} (cast it first)"
-            )));
-        }
+            .ok_or_else(|| refused_upstream("reducing pointers"))?;
         let layout = src.layout.clone();
         let shape = layout.shape.clone();
         if axis >= shape.len() {
@@ -181,9 +177,7 @@ impl<'k> Lowerer<'k> {
         let field = ((1u32 << bits[axis]) - 1) << low;
         let mixed = |bases: &[u32]| bases.iter().any(|&b| b & field != 0 && b & !field != 0);
         if mixed(&layout.regs) || mixed(&layout.lanes) || mixed(&layout.warps) {
-            return Err(CodegenError::Unsupported(
-                "reducing a layout that mixes dimensions".into(),
-            ));
+            return Err(malformed("reducing a layout that mixes dimensions"));
         }
         let (reg_mask, lane_mask, warp_mask) = layout.axis_bits(axis)?;
         let acc_s = accumulator_type(kind, s);

@@ -4,14 +4,11 @@
 use super::emit::{
     bits_type, f32_literal, float_literal, is_llvm_float, llvm_type, scalar_type, FuncText,
 };
+use super::lower::refused_upstream;
 use super::CodegenError;
 use tlx_core::ir::{BinaryOp, CmpPred, Elem, Literal, ScalarType, UnaryOp};
 
 type Result<T> = std::result::Result<T, CodegenError>;
-
-fn unsupported(what: String) -> CodegenError {
-    CodegenError::Unsupported(what)
-}
 
 /// The LLVM intrinsic suffix of a float type.
 fn float_suffix(s: ScalarType) -> &'static str {
@@ -70,6 +67,12 @@ fn saturate_to_int(x: f64, s: ScalarType) -> i64 {
         ScalarType::U32 => x as u32 as i64,
         _ => x as i64,
     }
+}
+
+/// An fp8 value as f32. fp8 has no arithmetic of its own: every operation
+/// on it runs in f32 and rounds back, as the interpreter computes it.
+fn widen_fp8(f: &mut FuncText, s: ScalarType, x: &str) -> Result<String> {
+    cast(f, s, ScalarType::F32, x)
 }
 
 /// Run `body` on `x` widened to f32, rounding the result back to `s`.
@@ -136,12 +139,18 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
                     )
                 }));
             }
-            _ => return Err(unsupported(format!("{op:?} on {s}"))),
+            _ => {
+                return Err(refused_upstream(format!(
+                    "bit operation {op:?} on float {s}"
+                )))
+            }
         };
         return Ok(f.inst(format!("{inst} {ty} {a}, {b}")));
     }
-    if matches!(s, ScalarType::F8E4M3 | ScalarType::F8E5M2) {
-        return Err(unsupported(format!("arithmetic on {s} (cast it first)")));
+    if is_fp8(s) {
+        let (wa, wb) = (widen_fp8(f, s, a)?, widen_fp8(f, s, b)?);
+        let r = binary(f, op, ScalarType::F32, &wa, &wb)?;
+        return cast(f, ScalarType::F32, s, &r);
     }
     let signed = s.is_signed_int();
     if s == ScalarType::Bool
@@ -150,7 +159,7 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
             BinaryOp::And | BinaryOp::Or | BinaryOp::Xor | BinaryOp::Max | BinaryOp::Min
         )
     {
-        return Err(unsupported(format!("{op:?} on bool")));
+        return Err(refused_upstream(format!("{op:?} on bool")));
     }
     let inst = match op {
         BinaryOp::Add => "add",
@@ -158,7 +167,7 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
         BinaryOp::Mul => "mul",
         BinaryOp::Div if signed => "sdiv",
         BinaryOp::Div => "udiv",
-        BinaryOp::DivFull => return Err(unsupported(format!("fast division of {s}"))),
+        BinaryOp::DivFull => return Err(refused_upstream(format!("fast division of {s}"))),
         BinaryOp::Rem if signed => "srem",
         BinaryOp::Rem => "urem",
         BinaryOp::And => "and",
@@ -192,6 +201,11 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
 }
 
 pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<String> {
+    if is_fp8(s) {
+        let wide = widen_fp8(f, s, x)?;
+        let r = unary(f, op, ScalarType::F32, &wide)?;
+        return cast(f, ScalarType::F32, s, &r);
+    }
     let ty = scalar_type(s);
     let float = is_llvm_float(s);
     let int = s.is_int() || s == ScalarType::Bool;
@@ -206,7 +220,11 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
             UnaryOp::Sqrt => "sqrt",
             UnaryOp::Abs => "fabs",
             UnaryOp::Neg => return Ok(f.inst(format!("fneg double {x}"))),
-            _ => return Err(unsupported(format!("{op:?} on {s}"))),
+            _ => {
+                return Err(refused_upstream(format!(
+                    "{op:?} on f64 (PTX approximates it in f32 only)"
+                )))
+            }
         };
         return Ok(f.call(ty, &format!("llvm.{name}.f64"), &[(ty, x)]));
     }
@@ -260,7 +278,7 @@ pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<St
         UnaryOp::Sin if float => in_f32(f, s, x, |f, w| approx(f, "sin.approx", w)),
         UnaryOp::Cos if float => in_f32(f, s, x, |f, w| approx(f, "cos.approx", w)),
         UnaryOp::Tanh if float => in_f32(f, s, x, |f, w| approx(f, "tanh.approx", w)),
-        _ => return Err(unsupported(format!("{op:?} on {s}"))),
+        _ => return Err(refused_upstream(format!("unary {op:?} on {s}"))),
     })
 }
 
@@ -278,8 +296,9 @@ pub fn compare(f: &mut FuncText, pred: CmpPred, elem: Elem, a: &str, b: &str) ->
         };
         return Ok(f.inst(format!("fcmp {p} {} {a}, {b}", scalar_type(s))));
     }
-    if matches!(s, Some(ScalarType::F8E4M3 | ScalarType::F8E5M2)) {
-        return Err(unsupported(format!("comparing {elem} (cast it first)")));
+    if let Some(s) = s.filter(|s| is_fp8(*s)) {
+        let (wa, wb) = (widen_fp8(f, s, a)?, widen_fp8(f, s, b)?);
+        return compare(f, pred, Elem::Scalar(ScalarType::F32), &wa, &wb);
     }
     let signed = s.is_some_and(|s| s.is_signed_int());
     let p = match (pred, signed) {
@@ -305,6 +324,15 @@ pub fn fma(f: &mut FuncText, s: ScalarType, a: &str, b: &str, c: &str) -> Result
             &format!("llvm.fma.{}", float_suffix(s)),
             &[(ty, a), (ty, b), (ty, c)],
         ));
+    }
+    if is_fp8(s) {
+        let wide = [
+            widen_fp8(f, s, a)?,
+            widen_fp8(f, s, b)?,
+            widen_fp8(f, s, c)?,
+        ];
+        let r = fma(f, ScalarType::F32, &wide[0], &wide[1], &wide[2])?;
+        return cast(f, ScalarType::F32, s, &r);
     }
     let p = binary(f, BinaryOp::Mul, s, a, b)?;
     binary(f, BinaryOp::Add, s, &p, c)
@@ -449,7 +477,7 @@ fn int_bits(s: ScalarType) -> usize {
 /// Reinterpret the bits of `x` as another type of the same size.
 pub fn bitcast(f: &mut FuncText, from: ScalarType, to: ScalarType, x: &str) -> Result<String> {
     if from.size_bytes() != to.size_bytes() || from == ScalarType::Bool || to == ScalarType::Bool {
-        return Err(unsupported(format!("bitcast from {from} to {to}")));
+        return Err(refused_upstream(format!("bitcast from {from} to {to}")));
     }
     let (ft, tt) = (scalar_type(from), scalar_type(to));
     if ft == tt {

@@ -5,9 +5,8 @@
 //! combine's identity first) and each line its total. f16/bf16 combine in
 //! f32; `reverse` scans from the end.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar;
-use super::CodegenError;
 use tlx_core::ir::{BinaryOp, Elem, Literal, Op, OpKind, ScalarType};
 
 impl<'k> Lowerer<'k> {
@@ -31,10 +30,15 @@ impl<'k> Lowerer<'k> {
             .ok_or_else(|| malformed("a scan of pointers"))?;
         let scannable = matches!(
             s,
-            ScalarType::F16 | ScalarType::BF16 | ScalarType::F32 | ScalarType::F64
+            ScalarType::F16
+                | ScalarType::BF16
+                | ScalarType::F32
+                | ScalarType::F64
+                | ScalarType::F8E4M3
+                | ScalarType::F8E5M2
         );
         if !(s.is_int() || scannable) {
-            return Err(CodegenError::Unsupported(format!("a scan of {s}")));
+            return Err(refused_upstream(format!("a scan of {s}")));
         }
         let shape = ty.shape().to_vec();
         let axis = *axis;

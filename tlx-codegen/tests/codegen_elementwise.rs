@@ -163,6 +163,8 @@ fn every_op_on_every_arithmetic_type_assembles() {
         ScalarType::F16,
         ScalarType::BF16,
         ScalarType::F32,
+        ScalarType::F8E4M3,
+        ScalarType::F8E5M2,
     ] {
         let c = compile_all(&all_ops(s));
         if s == ScalarType::F32 {
@@ -305,5 +307,29 @@ fn cache_and_eviction_hints_become_ptx_qualifiers() {
         ] {
             assert!(c.ptx.contains(needle), "{needle} missing");
         }
+    }
+}
+
+/// fp8 has no arithmetic of its own: operators, math, comparisons,
+/// reductions and scans on it compute in f32 and round back.
+#[test]
+fn fp8_arithmetic_reductions_and_scans_assemble() {
+    let src = r#"
+#[kernel]
+fn fp8_math(x: Ptr<f16>, out: Ptr<f32>) {
+    let o = arange(0, 128);
+    let a = load(x + o).to(f8e5m2);
+    let b = load(x + 128 + o).to(f8e5m2);
+    let y = fma(a, b, -a) / b;
+    let big = maximum(y, a) >= exp(b);
+    let total = sum(y, axis = 0);
+    let top = argmax(y, axis = 0);
+    let (run, _) = cumsum(y, axis = 0);
+    store(out + o, (run + total).to(f32) + top.to(f32), mask = big);
+}
+"#;
+    let kernels = tlx_core::frontend::compile_str(src).unwrap_or_else(|e| panic!("{e}"));
+    for k in &kernels {
+        compile_all(k);
     }
 }

@@ -244,11 +244,11 @@ fn print_and_assert_call_vprintf_and_trap() {
 #[test]
 fn unsupported_and_malformed_kernels_are_errors_not_panics() {
     use tlx_codegen::{compile, CodegenError};
-    // A scan of fp8 values (the frontend widens them first).
+    // A scan of bools (the frontend refuses it).
     let mut k = K::new("bad", 4);
     let x = k.ptr("x", ScalarType::F32);
-    let t = ty(ScalarType::F8E4M3, &[4, 4]);
-    let zero = k.b.push1(OpKind::Constant(Literal::Float(0.0)), t.clone());
+    let t = ty(ScalarType::Bool, &[4, 4]);
+    let zero = k.b.push1(OpKind::Constant(Literal::Bool(false)), t.clone());
     k.b.push(
         OpKind::Scan {
             value: zero,
@@ -256,12 +256,12 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
             reverse: false,
             combine: BinaryOp::Add,
         },
-        vec![t, ty(ScalarType::F8E4M3, &[4])],
+        vec![t, ty(ScalarType::Bool, &[4])],
     );
     k.store(x, zero, None);
     assert!(matches!(
         compile(&k.finish(), Arch::Sm90a),
-        Err(CodegenError::Unsupported(_))
+        Err(CodegenError::MalformedIr(_))
     ));
 
     // A cluster barrier inside a task: the program's other warps never arrive.
@@ -284,10 +284,10 @@ fn unsupported_and_malformed_kernels_are_errors_not_panics() {
         vec![],
     );
     match compile(&k.finish(), Arch::Sm90a) {
-        Err(CodegenError::Unsupported(what)) => {
+        Err(CodegenError::MalformedIr(what)) => {
             assert!(what.starts_with("cluster_barrier inside"), "{what}")
         }
-        other => panic!("expected Unsupported, got {other:?}"),
+        other => panic!("expected a refusal, got {other:?}"),
     }
 
     let mut k = K::new("odd", 4);

@@ -61,6 +61,7 @@ fn every_reduction_along_each_axis_assembles() {
     for s in [
         ScalarType::F32,
         ScalarType::F16,
+        ScalarType::F8E4M3,
         ScalarType::BF16,
         ScalarType::I32,
         ScalarType::U8,

@@ -18,6 +18,7 @@ mod codegen_tasks;
 mod dot_operands;
 mod examples_ptx;
 mod golden_ptx;
+mod ice_guards;
 mod loop_exits;
 mod math;
 mod protocol;

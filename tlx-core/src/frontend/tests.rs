@@ -1175,3 +1175,110 @@ fn bitcast_of_bools_is_refused() {
         "a `bool` has no bit pattern of its own",
     );
 }
+
+/// What code generation has no lowering for, refused here at the user's
+/// token. Each case's tag is named by `tlx-codegen/tests/ice_guards.rs`
+/// for the `refused_upstream` site it keeps unreachable.
+#[test]
+fn what_codegen_cannot_lower_is_refused_at_the_call() {
+    let cases = [
+        (
+            "guard:reduce-pointers",
+            "let x = max(p + arange(0, B), axis = 0);",
+            "cannot be a pointer",
+        ),
+        (
+            "guard:reduce-pointers",
+            "let x = argmin(p + arange(0, B), axis = 0);",
+            "cannot be a pointer",
+        ),
+        (
+            "guard:scan-bools",
+            "let x = cummax(arange(0, B) > n);",
+            "not bools",
+        ),
+        (
+            "guard:dot-accumulator",
+            "let x = dot(zeros([16, 16], f16), zeros([16, 16], f16), zeros([16, 16], f16));",
+            "accumulator must be",
+        ),
+        (
+            "guard:float-bit-operation",
+            "let x = f & f;",
+            "does not apply",
+        ),
+        (
+            "guard:float-bit-operation",
+            "let x = f << 1;",
+            "does not apply",
+        ),
+        (
+            "guard:bool-arithmetic",
+            "let x = (n > 0) * (n > 1);",
+            "does not apply",
+        ),
+        ("guard:fast-division", "let x = fdiv(n, n);", "divides f32"),
+        (
+            "guard:f64-math",
+            "let x = exp(zeros([B], f64));",
+            "not available",
+        ),
+        (
+            "guard:f64-math",
+            "let x = pow(zeros([B], f32) + 1.0, zeros([B], f64));",
+            "not available",
+        ),
+        ("guard:unary-operator", "let x = !f;", "does not apply"),
+        ("guard:elementwise-pointers", "let x = -p;", "pointer"),
+        (
+            "guard:elementwise-pointers",
+            "let x = fma(p, 1, 2);",
+            "pointer",
+        ),
+        ("guard:elementwise-pointers", "let x = p * 2;", "pointer"),
+        ("guard:bitcast", "let x = bitcast(n > 0, u8);", "bool"),
+        ("guard:bitcast", "let x = bitcast(n, f16);", "size"),
+    ];
+    let mut wrong = Vec::new();
+    for (tag, body, expected) in cases {
+        match compile_str(&kernel_with(body)) {
+            Err(d) if d.0[0].message.contains(expected) && !d.0[0].message.contains("internal") => {
+            }
+            Err(d) => wrong.push(format!("{tag} `{body}`: {d}")),
+            Ok(_) => wrong.push(format!("{tag} `{body}`: accepted")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Tensors larger than a tile can be, and TMA blocks no tile matches,
+/// are refused where the shape is written.
+#[test]
+fn oversized_and_odd_shaped_blocks_are_refused_where_written() {
+    for (body, expected) in [
+        ("let x = zeros([65536, 65536], f32);", "at most 1048576"),
+        ("let x = arange(0, 1 << 21);", "at most 1048576"),
+        (
+            "let x = arange(0, 1 << 20)[(.., None)] + arange(0, 1 << 20)[(None, ..)];",
+            "at most 1048576",
+        ),
+    ] {
+        let d = compile_str(&kernel_with(body)).expect_err(body);
+        assert!(d.0[0].message.contains(expected), "{body}: {d}");
+    }
+    let desc =
+        "#[kernel(configs = [(B = 48)])]\nfn k<const B: usize>(d: TensorDesc<f16, B, 64>) {}";
+    let d = compile_str(desc).expect_err("a 48-row TMA block");
+    assert!(d.0[0].message.contains("48 is not a power of two"), "{d}");
+    let made = kernel_with("let d = make_tensor_descriptor(h, [n, n], [n, 1], [48, 64]);");
+    let d = compile_str(&made).expect_err("a 48-row made descriptor");
+    assert!(d.0[0].message.contains("power-of-two"), "{d}");
+}
+
+/// fp8 arithmetic, comparisons and reductions run in f32 and round back.
+#[test]
+fn fp8_values_compute() {
+    compile_one(&kernel_with(
+        "let o = arange(0, B);\n    let x = load(h + o).to(f8e4m3);\n    let y = -x * x + x;\n    let big = y > x;\n    let total = sum(y, axis = 0);\n    let top = max(y, axis = 0);\n    let (run, _) = cumsum(y, axis = 0);\n    store(p + o, (run + exp(y) + total + top).to(f32), mask = big);",
+    ));
+}

@@ -984,6 +984,12 @@ pub fn tma_block_rule(elem: ScalarType, block: &[usize]) -> Result<(), String> {
              (only the innermost is cut into swizzle-wide pieces)"
         ));
     }
+    if let Some(d) = block.iter().find(|d| !d.is_power_of_two()) {
+        return Err(format!(
+            "a block dimension of {d}: the tiles a TMA block lands in (shared buffers, \
+             register tensors) have power-of-two shapes"
+        ));
+    }
     let inner = block[block.len() - 1] * elem.size_bytes();
     if inner % 16 != 0 {
         return Err(format!(

@@ -12,6 +12,7 @@ use syn::spanned::Spanned;
 use syn::Expr;
 
 use super::calls::CallArgs;
+use super::typing::check_tile_size;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{BlockPtr, ConstVal, Val};
@@ -116,7 +117,8 @@ impl<'a> Lowerer<'a> {
                 )
                 .with_hint("block shapes are powers of two, e.g. `(64, 32)`")),
             })
-            .collect()
+            .collect::<R<Vec<usize>>>()
+            .and_then(|shape| check_tile_size(&shape, e.span()).map(|()| shape))
     }
 
     /// Dimensions named by constants (`order`, `boundary_check`).

@@ -4,6 +4,7 @@
 
 use super::calls::{choice, str_arg, CallArgs};
 use super::expr::is_power_of_two;
+use super::typing::check_tile_size;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::value::{ConstVal, Val};
@@ -169,7 +170,9 @@ impl<'a> Lowerer<'a> {
                     return Err(Diagnostic::new(args.span, format!("`arange({start}, {end})` has {} elements, not a power of two", end - start))
                         .with_hint("block shapes must be powers of two; mask the extra lanes instead"));
                 }
-                let ty = Type::tensor(Elem::Scalar(ScalarType::I32), vec![(end - start) as usize]);
+                let shape = vec![(end - start) as usize];
+                check_tile_size(&shape, args.span)?;
+                let ty = Type::tensor(Elem::Scalar(ScalarType::I32), shape);
                 Ok(Val::Ir(self.b.push1(OpKind::Arange { start, end }, ty)))
             }
             "zeros" => {
@@ -646,6 +649,8 @@ impl<'a> Lowerer<'a> {
         a: &[Option<&'a Expr>],
         span: Span,
     ) -> R<Val> {
+        // Pointers have no order or sum: refused here, at the call.
+        self.scalar_elem(x, span, "a reduction operand")?;
         if kind == ReduceKind::Sum {
             x = self.widen_for_sum(x, span)?;
         }

@@ -32,6 +32,10 @@ impl<'a> Lowerer<'a> {
             let x = self.math_operand(UnaryOp::Log2, x, span)?;
             self.refuse_f64(name, x, span)?;
             let y = self.val_arg(a[1])?;
+            if let Val::Ir(exponent) = y {
+                // An f64 exponent would promote `exp2` to f64, which PTX lacks.
+                self.refuse_f64(name, exponent, span)?;
+            }
             let log = Val::Ir(self.unary(UnaryOp::Log2, x));
             let scaled = self.arith("*", y, log, span)?;
             return self.unary_val(UnaryOp::Exp2, scaled, span);

@@ -1,6 +1,7 @@
 //! Expressions: literals, names, operators, casts, indexing, and the
 //! compile-time evaluator for places that need constants (shapes, axes).
 
+use super::typing::check_tile_size;
 use super::{loc_of, macro_error, Lowerer, R};
 use crate::diag::Diagnostic;
 use crate::frontend::scan::is_compound_assign;
@@ -707,7 +708,8 @@ impl<'a> Lowerer<'a> {
                 }
                 Ok(n as usize)
             })
-            .collect()
+            .collect::<R<Vec<usize>>>()
+            .and_then(|shape| check_tile_size(&shape, e.span()).map(|()| shape))
     }
 }
 

@@ -190,6 +190,11 @@ fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind
             return Err(Diagnostic::new(*at, what)
                 .with_hint("a descriptor's block is written with the kernel's const generics or literals, e.g. `TensorDesc<bf16, BLOCK_M, BLOCK_K>`"));
         };
+        if !value.is_power_of_two() {
+            let at = dim_spans.get(shape.len()).unwrap_or(span);
+            return Err(Diagnostic::new(*at, format!("TMA block dimension {value} is not a power of two"))
+                .with_hint("the tiles a block lands in have power-of-two shapes: use the next power of two (TMA fills the rows past the tensor's edge with zeros)"));
+        }
         shape.push(value);
     }
     DescriptorBlock::new(*elem, &shape)

@@ -50,6 +50,26 @@ pub(super) fn promote(a: ScalarType, b: ScalarType) -> ScalarType {
     }
 }
 
+/// The most elements a block tensor may have (Triton's limit too): it
+/// lives in registers or shared memory, which hold far less.
+pub(super) const MAX_TILE_ELEMENTS: usize = 1 << 20;
+
+/// Refuses a block shape of more than [`MAX_TILE_ELEMENTS`] elements.
+pub(super) fn check_tile_size(shape: &[usize], span: Span) -> R<()> {
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    if numel <= MAX_TILE_ELEMENTS {
+        return Ok(());
+    }
+    Err(Diagnostic::new(
+        span,
+        format!("a block of shape {shape:?} has {numel} elements; a block tensor holds at most {MAX_TILE_ELEMENTS}"),
+    )
+    .with_hint("a block is one program's tile, held in registers or shared memory: cover a larger tensor with more programs or a loop over smaller blocks"))
+}
+
 pub(super) fn broadcast_shapes(a: &[usize], b: &[usize], span: Span) -> R<Vec<usize>> {
     let rank = a.len().max(b.len());
     let dim = |s: &[usize], i: usize| {
@@ -71,7 +91,8 @@ pub(super) fn broadcast_shapes(a: &[usize], b: &[usize], span: Span) -> R<Vec<us
             )
             .with_hint("dimensions must match or be 1; insert dimensions with `x[(.., None)]`")),
         })
-        .collect()
+        .collect::<R<Vec<usize>>>()
+        .and_then(|shape| check_tile_size(&shape, span).map(|()| shape))
 }
 
 impl Lowerer<'_> {
