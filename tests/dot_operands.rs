@@ -214,9 +214,10 @@ fn operand<T: Input>(
     let outer = inner * inner_len + 3;
     let mut stored = vec![T::round(f32::NAN); outer * outer_len];
     let mut values = vec![0.0; rows * cols];
+    let draws = rng.vec(rows * cols, 1.0);
     for r in 0..rows {
         for c in 0..cols {
-            let v = T::round(rng.next());
+            let v = T::round(draws[r * cols + c]);
             values[r * cols + c] = v.value();
             let (o, i) = if transposed { (c, r) } else { (r, c) };
             stored[o * outer + i * inner] = v;
@@ -293,7 +294,7 @@ macro_rules! form {
 /// The twelve forms of one element type, in `forms_of!`'s order.
 macro_rules! forms_list {
     ($($nn1:ident $nn2:ident $nns:ident $tn1:ident $tn2:ident $tns:ident $nt1:ident $nt2:ident $nts:ident $tt1:ident $tt2:ident $tts:ident)?) => {
-        $(vec![
+        $([
             form!($nn1, false, false, 1), form!($nn2, false, false, 2), form!($nns, false, false, 1),
             form!($tn1, true, false, 1), form!($tn2, true, false, 2), form!($tns, true, false, 1),
             form!($nt1, false, true, 1), form!($nt2, false, true, 2), form!($nts, false, true, 1),

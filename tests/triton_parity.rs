@@ -82,7 +82,7 @@ fn pick_agrees(dev: &Device) {
     let dx = dev.upload(&x).expect("upload");
     for (r, j2) in [(0usize, 0usize), (11, 30), (15, 31)] {
         let rows_out = dev.upload(&vec![f32::NAN; 64]).expect("upload");
-        let elems_out = dev.upload(&vec![f32::NAN; 3]).expect("upload");
+        let elems_out = dev.upload(&[f32::NAN; 3]).expect("upload");
         pick::launch(dev, 1u32, &dx, &rows_out, &elems_out, r as i32, j2 as i32).expect("launch");
         let rows = rows_out.download().expect("download");
         let elems = elems_out.download().expect("download");
