@@ -37,7 +37,10 @@ fn fp8_arith_agrees(dev: &Device) {
             .collect()
     };
     let (x, y) = (draw(), draw());
-    let (dx, dy) = (dev.upload(&x).expect("upload"), dev.upload(&y).expect("upload"));
+    let (dx, dy) = (
+        dev.upload(&x).expect("upload"),
+        dev.upload(&y).expect("upload"),
+    );
     let dout = dev.upload(&vec![f32::NAN; 385 + N]).expect("upload");
     fp8_arith::launch(dev, 1u32, &dx, &dy, &dout).expect("launch");
     let got = dout.download().expect("download");

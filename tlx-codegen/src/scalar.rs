@@ -557,7 +557,14 @@ mod tests {
                 && f.body.contains("lshr i32")
                 && f.body.contains("icmp ult")
         );
-        assert!(binary(&mut f, BinaryOp::Add, ScalarType::F8E5M2, "%a", "%b").is_err());
+    }
+
+    #[test]
+    fn fp8_arithmetic_runs_in_f32() {
+        let mut f = FuncText::default();
+        binary(&mut f, BinaryOp::Add, ScalarType::F8E5M2, "%a", "%b").unwrap();
+        assert!(f.body.contains("fadd float"), "{}", f.body);
+        assert!(binary(&mut f, BinaryOp::Shl, ScalarType::F8E5M2, "%a", "%b").is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Every `#[tlx::kernel]` of the workspace's `src/`, `examples/` and `benches/`,
 //! found by parsing the files (so a new example is covered without editing
 //! this test), lowered for each configuration, compiled for every
-//! architecture and assembled by `ptxas`. Also prints what each
+//! architecture and assembled by `ptxas`, its PTX compared with the golden
+//! manifest (`tests/golden/workspace_ptx.txt`). Also prints what each
 //! configuration costs to compile, and (ignored by default) measures the
 //! macro-equivalent build cost per configuration.
 
@@ -436,6 +437,8 @@ struct CheckedConfig {
     compile_time: Duration,
     assembled: usize,
     failures: Vec<String>,
+    /// `file:kernel [config] arch` and a hash of its PTX, for the golden manifest.
+    ptx_hashes: Vec<(String, u64)>,
 }
 
 /// Lowers one configuration, compiles it for every architecture and
@@ -452,6 +455,7 @@ fn check_config(
         compile_time: Duration::ZERO,
         assembled: 0,
         failures: Vec::new(),
+        ptx_hashes: Vec::new(),
     };
     let started = Instant::now();
     let lowered = lower(kernel, config);
@@ -484,6 +488,16 @@ fn check_config(
         checked
             .report
             .push_str(&format!(", {} {:.1} ms", arch.name(), millis(arch_time)));
+        checked.ptx_hashes.push((
+            format!(
+                "{}:{} [{}] {}",
+                kernel.file,
+                kernel.item.sig.ident,
+                config_label(config),
+                arch.name()
+            ),
+            fnv1a(compiled.ptx.as_bytes()),
+        ));
         let Some(ptxas) = ptxas else { continue };
         match assemble(
             ptxas,
@@ -601,6 +615,7 @@ fn every_example_kernel_assembles_for_every_arch() {
         workspace_root().display()
     );
     let mut assembled = 0;
+    let mut ptx_hashes = Vec::new();
     for kernel in &kernels {
         let configs = match configurations(kernel) {
             Ok(c) => c,
@@ -616,6 +631,7 @@ fn every_example_kernel_assembles_for_every_arch() {
             kernel_time += checked_config.compile_time;
             assembled += checked_config.assembled;
             failures.extend(checked_config.failures);
+            ptx_hashes.extend(checked_config.ptx_hashes);
         }
         println!(
             "{}: {} config(s), frontend+codegen {:.1} ms",
@@ -624,11 +640,86 @@ fn every_example_kernel_assembles_for_every_arch() {
             millis(kernel_time)
         );
     }
+    if failures.is_empty() {
+        failures.extend(compare_with_golden_ptx(ptx_hashes));
+    }
     finish(&scratch, &failures);
     println!(
         "{} kernel(s), {assembled} PTX file(s) assembled",
         kernels.len()
     );
+}
+
+/// The golden manifest: one line per kernel configuration and architecture
+/// with a hash of its PTX, under the LLVM version that made it.
+const GOLDEN_PTX: &str = "tests/golden/workspace_ptx.txt";
+
+/// 64-bit FNV-1a: stable across Rust versions, unlike `DefaultHasher`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Differences between this build's PTX and the golden manifest: a
+/// refactoring of the compiler must leave every kernel's PTX byte-identical.
+/// `TLX_BLESS_PTX=1` rewrites the manifest; do that only in a commit of its
+/// own that says why the PTX changed. Under another LLVM version than the
+/// manifest's the comparison is skipped (LLVM's own output may differ).
+fn compare_with_golden_ptx(mut hashes: Vec<(String, u64)>) -> Vec<String> {
+    hashes.sort();
+    let (major, minor, patch) = inkwell::support::get_llvm_version();
+    let llvm = format!("# llvm {major}.{minor}.{patch}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN_PTX);
+    let lines: Vec<String> = hashes
+        .iter()
+        .map(|(name, hash)| format!("{name} {hash:016x}"))
+        .collect();
+    if std::env::var_os("TLX_BLESS_PTX").is_some() {
+        let text = format!("{llvm}\n{}\n", lines.join("\n"));
+        std::fs::write(&path, text).expect("writing the golden PTX manifest");
+        println!("wrote {} ({} entries)", path.display(), lines.len());
+        return Vec::new();
+    }
+    let Ok(golden) = std::fs::read_to_string(&path) else {
+        return vec![format!(
+            "{} is missing: run with TLX_BLESS_PTX=1 to write it",
+            path.display()
+        )];
+    };
+    let mut golden_lines = golden.lines();
+    if golden_lines.next() != Some(llvm.as_str()) {
+        println!("skipped the golden PTX comparison: the manifest is not from {llvm}");
+        return Vec::new();
+    }
+    let golden: std::collections::BTreeMap<&str, &str> =
+        golden_lines.filter_map(|l| l.rsplit_once(' ')).collect();
+    let now: std::collections::BTreeMap<&str, &str> =
+        lines.iter().filter_map(|l| l.rsplit_once(' ')).collect();
+    let mut differences = Vec::new();
+    for (name, hash) in &now {
+        match golden.get(name) {
+            None => differences.push(format!("new: {name}")),
+            Some(h) if h != hash => differences.push(format!("changed: {name}")),
+            Some(_) => {}
+        }
+    }
+    differences.extend(
+        golden
+            .keys()
+            .filter(|name| !now.contains_key(*name))
+            .map(|name| format!("gone: {name}")),
+    );
+    if differences.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "the PTX differs from {GOLDEN_PTX} for {} kernel configuration(s):\n{}\n\
+         if the change is meant (a new kernel, a better lowering), rewrite the manifest with \
+         TLX_BLESS_PTX=1 in a commit of its own that says why",
+        differences.len(),
+        differences.join("\n")
+    )]
 }
 
 /// Build cost per configuration as the macro pays it (lower + codegen for
