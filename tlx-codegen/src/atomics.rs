@@ -9,8 +9,8 @@
 
 use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
+use crate::layout::LinearLayout;
 use tlx_core::ir::{cas_takes, AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};
-use tlx_core::layout::LinearLayout;
 
 /// `.sem.scope.global` of an `atom` or `red`.
 fn qualifiers(sem: MemSem, scope: MemScope) -> String {

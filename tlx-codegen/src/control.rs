@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use super::emit::llvm_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::LoopBounds;
+use crate::layout::{wgmma_accumulator, LinearLayout};
 use tlx_core::ir::{Block, Op, OpKind, Prim, ValueId};
-use tlx_core::layout::{wgmma_accumulator, LinearLayout};
 
 /// Every op of `block` and its nested blocks by the values it defines.
 fn index_producers<'k>(block: &'k Block, producers: &mut HashMap<ValueId, &'k Op>) {

@@ -13,8 +13,8 @@
 use super::emit::FuncText;
 use super::lower::{Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
+use crate::layout::{LinearLayout, SharedLayout, Swizzle};
 use tlx_core::ir::Elem;
-use tlx_core::layout::{LinearLayout, SharedLayout, Swizzle};
 
 /// The LLVM integer type moving `bytes`-sized elements.
 pub fn bits_llvm_type(bytes: usize) -> &'static str {

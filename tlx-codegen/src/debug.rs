@@ -5,8 +5,8 @@
 use super::emit::{llvm_type, scalar_type};
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar;
+use crate::layout::LinearLayout;
 use tlx_core::ir::{Elem, Op, OpKind, ScalarType};
-use tlx_core::layout::LinearLayout;
 
 /// Bytes of `text` as an LLVM `c"..."` string body, NUL-terminated.
 fn llvm_c_string(text: &str) -> (String, usize) {

@@ -11,11 +11,11 @@
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead};
 use super::prims::{buffer_layout, TmaDirection};
+use crate::layout::SharedLayout;
 use tlx_core::ir::{
     shared_swizzle, without_leading_ones, Elem, Op, OpKind, Prim, SharedMemoryType, StoreReduce,
     TensorDescriptorType, Type, ValueId,
 };
-use tlx_core::layout::SharedLayout;
 
 /// The buffer a descriptor's block lands in: the block's matrix (leading
 /// unit dimensions left out) in TMA's swizzle for it.

@@ -10,8 +10,8 @@ use super::convert::{Placement, Region};
 use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar::{self, mem_bytes};
 use super::wgmma::WgmmaPlan;
+use crate::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
 use tlx_core::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
-use tlx_core::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
 
 /// One `mma.sync` shape and type combination.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

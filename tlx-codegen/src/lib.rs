@@ -1,7 +1,7 @@
 //! Code generation: a verified [`ir::Kernel`] to LLVM IR to PTX.
 //!
 //! The kernel is lowered to LLVM IR text (one function, every tensor spread
-//! over the threads by a [`tlx_core::layout::LinearLayout`], one LLVM scalar per
+//! over the threads by a [`crate::layout::LinearLayout`], one LLVM scalar per
 //! register), which LLVM's NVPTX back end then verifies, optimizes (O2 less
 //! the vectorizers, see `llvm.rs`) and turns into PTX.
 //!
@@ -34,6 +34,7 @@ mod device_descriptor;
 mod dot;
 mod emit;
 mod join;
+pub mod layout;
 mod llvm;
 mod lower;
 mod memory;
@@ -48,9 +49,9 @@ mod tcgen05;
 mod tiles;
 mod wgmma;
 
+use crate::layout::LayoutError;
 use thiserror::Error;
 use tlx_core::ir;
-use tlx_core::layout::LayoutError;
 
 /// A kernel compiled for one architecture.
 #[derive(Clone, Debug, PartialEq, Eq)]

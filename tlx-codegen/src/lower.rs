@@ -13,12 +13,12 @@ use super::pipeline::{RingRead, RING_BASE_SYMBOL};
 use super::prims::{plan_static_shared, StaticShared};
 use super::scalar;
 use super::CodegenError;
+use crate::layout::LinearLayout;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use tlx_core::ir::{
     Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, Prim, ScalarType, Type, ValueId,
 };
-use tlx_core::layout::LinearLayout;
 
 pub type Result<T> = std::result::Result<T, CodegenError>;
 

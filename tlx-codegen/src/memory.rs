@@ -13,8 +13,8 @@ use super::axis::{self, MaskRun};
 use super::emit::scalar_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
+use crate::layout::LinearLayout;
 use tlx_core::ir::{CacheModifier, Elem, EvictionPolicy, Op, OpKind, ScalarType, ValueId};
-use tlx_core::layout::LinearLayout;
 
 /// How one memory word travels: PTX type, asm constraint, LLVM type.
 fn word_kind(bytes: usize) -> (&'static str, &'static str, &'static str) {
@@ -768,7 +768,7 @@ mod tests {
             warps: vec![],
         };
         assert_eq!(vector_len(&odd, 64, 4), 1);
-        let mma = tlx_core::layout::mma_sync_accumulator(16, 8, 1).unwrap();
+        let mma = crate::layout::mma_sync_accumulator(16, 8, 1).unwrap();
         assert_eq!(vector_len(&mma, 8, 4), 2);
     }
 

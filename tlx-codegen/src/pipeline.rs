@@ -35,12 +35,12 @@ use super::memory::{load_qualifiers, vector_len, word_type, words_of};
 use super::scalar::{from_bits, mem_bytes};
 use super::wgmma::WgmmaPlan;
 use super::CodegenError;
+use crate::layout::{LinearLayout, OffsetBases, SharedLayout};
 use std::collections::{HashMap, HashSet};
 use tlx_core::ir::Literal;
 use tlx_core::ir::{
     Block, CacheModifier, EvictionPolicy, Op, OpKind, Prim, SharedMemoryType, ValueId,
 };
-use tlx_core::layout::{LinearLayout, OffsetBases, SharedLayout};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
 /// room for reduction and layout-conversion scratch under sm_90's 227 KB.

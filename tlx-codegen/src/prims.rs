@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
 use super::CodegenError;
+use crate::layout::{self, wgmma_register_a, SharedLayout};
 use tlx_core::ir::{
     Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, StoreReduce,
     Swizzle, TmaBox, Type, ValueId,
 };
-use tlx_core::layout::{self, wgmma_register_a, SharedLayout};
 
 /// Where each `local_alloc` and `alloc_barriers` result lives.
 #[derive(Clone, Debug, Default)]

@@ -6,8 +6,8 @@
 use super::emit::scalar_type;
 use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
 use super::scalar;
+use crate::layout::dim_bits;
 use tlx_core::ir::{BinaryOp, Elem, Op, OpKind, ReduceKind, ScalarType};
-use tlx_core::layout::dim_bits;
 
 /// A partial result: the value and, for argmax/argmin, its index along the axis.
 #[derive(Clone)]
@@ -216,7 +216,7 @@ impl<'k> Lowerer<'k> {
             .collect::<Result<_>>()?;
 
         // Lanes of the warp.
-        for bit in 0..tlx_core::layout::LANE_BITS {
+        for bit in 0..crate::layout::LANE_BITS {
             if lane_mask >> bit & 1 == 0 {
                 continue;
             }
@@ -281,7 +281,7 @@ impl<'k> Lowerer<'k> {
         &mut self,
         kind: ReduceKind,
         s: ScalarType,
-        result_layout: &tlx_core::layout::LinearLayout,
+        result_layout: &crate::layout::LinearLayout,
         sliced: &[usize],
         reduced: Vec<Partial>,
         warp_mask: u32,
@@ -340,7 +340,7 @@ impl<'k> Lowerer<'k> {
 
 #[cfg(test)]
 mod tests {
-    use tlx_core::layout::{unflatten, LinearLayout, WARP_SIZE};
+    use crate::layout::{unflatten, LinearLayout, WARP_SIZE};
 
     /// Runs the reduction plan of `lower_reduce` (registers of a thread, then lane
     /// butterflies, then one slot per warp group) on the layout alone, summing the

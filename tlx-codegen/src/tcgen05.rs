@@ -20,8 +20,8 @@
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::wgmma::{OperandOrders, WgmmaPlan};
 use super::CodegenError;
+use crate::layout::tensor_memory_rows;
 use tlx_core::ir::{Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId};
-use tlx_core::layout::tensor_memory_rows;
 
 /// Registers one `tcgen05.ld`/`tcgen05.st` moves per thread at most here
 /// (PTX allows 128; 32 keeps each inline asm small).
@@ -174,7 +174,7 @@ impl<'k> Lowerer<'k> {
 
     /// [`tensor_memory_rows`] over the context's warps, which must be
     /// whole warp groups.
-    fn tmem_layout(&self, op: &Op, m: &TensorMemoryType) -> Result<tlx_core::layout::LinearLayout> {
+    fn tmem_layout(&self, op: &Op, m: &TensorMemoryType) -> Result<crate::layout::LinearLayout> {
         let warps = self.context.num_warps;
         if self.context.first_warp % 4 != 0 || warps % 4 != 0 {
             return Err(CodegenError::Misuse {

@@ -4,8 +4,8 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::scalar::mem_bytes;
+use crate::layout::{dim_bits, LinearLayout};
 use tlx_core::ir::{Op, OpKind};
-use tlx_core::layout::{dim_bits, LinearLayout};
 
 impl<'k> Lowerer<'k> {
     /// Write `t` to shared memory at its flat indices (the caller synchronizes).

@@ -1,9 +1,9 @@
 //! `Dot` on Hopper's warp-group tensor cores (`wgmma.mma_async`, sm_90a).
 //!
 //! Both operands sit in NVMMA-swizzled shared memory (see
-//! [`tlx_core::layout::SharedLayout::nvmma`]) and are named by 64-bit matrix
+//! [`crate::layout::SharedLayout::nvmma`]) and are named by 64-bit matrix
 //! descriptors; the accumulator stays in registers in the layout of
-//! [`tlx_core::layout::wgmma_accumulator`]. A is K-major (its rows are
+//! [`crate::layout::wgmma_accumulator`]. A is K-major (its rows are
 //! contiguous in K) and B is N-major (a row-major `[K, N]` tile), which the
 //! instruction reads transposed. For f16/bf16, A may also be M-major (a
 //! `local_trans` view of a `[K, M]` tile), read transposed by the same
@@ -17,7 +17,7 @@
 //! place, the loop keeping one group of instructions in flight.
 //!
 //! TLX's `async_dot` also takes A from registers (16-bit inputs, in the
-//! layout of [`tlx_core::layout::wgmma_register_a`]): each instruction then
+//! layout of [`crate::layout::wgmma_register_a`]): each instruction then
 //! reads four 32-bit registers of packed pairs instead of A's descriptor.
 //! Besides f16/bf16, `async_dot` takes fp8 and tf32 (`f32` buffers, k8)
 //! with an f32 accumulator and s8/u8 (k32) with an i32 one; those forms read
@@ -25,8 +25,8 @@
 
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::pipeline::RingRead;
+use crate::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 use tlx_core::ir::{Arch, Elem, Literal, ScalarType};
-use tlx_core::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 
 /// Bytes of K one instruction takes (k16 for 16-bit inputs, k32 for fp8 and
 /// 8-bit integers, k8 for tf32).
@@ -38,7 +38,7 @@ pub enum WgmmaA<'r> {
     /// dynamic shared buffer, in the plan's `a` placement.
     Shared(&'r str),
     /// The registers of an `[m, k]` tensor in the layout of
-    /// [`tlx_core::layout::wgmma_register_a`] (16-bit elements).
+    /// [`crate::layout::wgmma_register_a`] (16-bit elements).
     Registers(&'r [String]),
 }
 

@@ -5,9 +5,9 @@
 //! - [`ir`]: the typed block-tensor IR every later stage reads;
 //! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
 //! - [`instrument`]: optional run-time checks woven into a kernel (bounds);
-//! - [`layout`]: which thread register holds which tensor element;
-//! - code generation (IR to LLVM IR to PTX) is the `tlx-codegen` crate, the
-//!   only one that links LLVM.
+//! - code generation (IR to LLVM IR to PTX), with the layouts that say which
+//!   thread register holds which tensor element, is the `tlx-codegen` crate,
+//!   the only one that links LLVM.
 
 pub mod check;
 pub mod diag;
@@ -15,5 +15,4 @@ pub mod frontend;
 pub mod instrument;
 pub mod interp;
 pub mod ir;
-pub mod layout;
 pub mod numeric;

@@ -4,6 +4,9 @@
 //!   typing rule, terminators in place, task regions by `tasks`' rules).
 //! - [`check_cluster_sync`]: every program of a cluster reaches each
 //!   `cluster_barrier()` alike.
+//! - [`check_task_region`]: the rules of `async_tasks!` regions.
+//! - [`check_protocol`]: the synchronization protocol (barrier phases,
+//!   buffer ownership, async copies) proved at build time.
 
 mod cluster;
 pub mod protocol;
