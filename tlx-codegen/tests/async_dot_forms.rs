@@ -6,9 +6,9 @@
 //! random inputs; the same kernels go through code generation, where the
 //! PTX must hold the right wgmma form and `ptxas` must accept it unspilled.
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
+use tlx_frontend::compile_str;
 
 /// `O = P @ V` with `P = exp2(S - rowmax(S))` and `S = Q @ K^T`, Q and O
 /// `[BM, 64]`, K and V `[64, 64]`, bf16: `P` never leaves registers.

@@ -3,9 +3,9 @@
 //! its buffer in the fault record, and suppresses it; pointers are followed
 //! through loops, task regions and selects to the parameters they may reach.
 
-use tlx_core::frontend::compile_str;
 use tlx_core::instrument::{instrument_bounds, BoundsFault};
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpOptions};
+use tlx_frontend::compile_str;
 
 use crate::kernels::{fault_record, read_fault, run_checked_gemm, WS_GEMM};
 

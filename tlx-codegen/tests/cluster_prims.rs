@@ -11,11 +11,11 @@
 
 use crate::codegen_common;
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{
     run_kernel, ArgValue, HostMemory, InterpError, InterpOptions, RemoteError, Schedule,
 };
 use tlx_core::ir::{Kernel, ScalarType};
+use tlx_frontend::compile_str;
 
 /// Programs `2c` and `2c + 1` form cluster `c`. Each sends its row of `x`,
 /// doubled, to the other's `inbox[0]` and arrives on the other's barrier 0;

@@ -328,7 +328,7 @@ fn fp8_math(x: Ptr<f16>, out: Ptr<f32>) {
     store(out + o, (run + total).to(f32) + top.to(f32), mask = big);
 }
 "#;
-    let kernels = tlx_core::frontend::compile_str(src).unwrap_or_else(|e| panic!("{e}"));
+    let kernels = tlx_frontend::compile_str(src).unwrap_or_else(|e| panic!("{e}"));
     for k in &kernels {
         compile_all(k);
     }

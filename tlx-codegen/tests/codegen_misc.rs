@@ -326,7 +326,7 @@ fn row_sum<const BLOCK: usize>(x: Ptr<bf16>, out: Ptr<f32>, n: i32) {{
 #[test]
 fn pipelined_loops_prefetch_through_a_shared_ring() {
     let compile = |stages: u32| {
-        let mut kernels = tlx_core::frontend::compile_str(&row_sum(stages))
+        let mut kernels = tlx_frontend::compile_str(&row_sum(stages))
             .unwrap_or_else(|e| panic!("frontend:\n{e}"));
         // sm_90a's copy, after every architecture went through ptxas.
         compile_all(&kernels.remove(0)).remove(0)
@@ -372,7 +372,7 @@ fn cluster_row_sum<const SLICE: usize, const K: usize>(x: Ptr<f32>, partial: Ptr
 
 #[test]
 fn clusters_reach_the_ptx_and_assemble() {
-    let kernels = tlx_core::frontend::compile_str(CLUSTER_ROW_SUM).expect("frontend");
+    let kernels = tlx_frontend::compile_str(CLUSTER_ROW_SUM).expect("frontend");
     for c in compile_all(&kernels[0]) {
         for part in [
             ".reqnctapercluster 4, 1, 1",
@@ -402,7 +402,7 @@ fn cluster_center<const SLICE: usize, const K: usize>(x: Ptr<bf16>, partial: Ptr
 
 #[test]
 fn narrow_values_cross_a_cluster_barrier_packed() {
-    let kernels = tlx_core::frontend::compile_str(CLUSTER_REPACK).expect("frontend");
+    let kernels = tlx_frontend::compile_str(CLUSTER_REPACK).expect("frontend");
     for c in compile_all(&kernels[0]) {
         assert!(c.ptx.contains(".reqnctapercluster 16, 1, 1"), "{}", c.ptx);
         assert!(c.ptx.contains(".maxnreg 72"), "{}", c.ptx);

@@ -13,8 +13,8 @@
 //! 58's regression was an internal compiler error here).
 
 use crate::codegen_common;
-use tlx_core::frontend::compile_str;
 use tlx_core::ir::{Arch, Kernel, ScalarType};
+use tlx_frontend::compile_str;
 
 /// How the contiguous dimension of an operand is strided.
 #[derive(Copy, Clone, Debug)]

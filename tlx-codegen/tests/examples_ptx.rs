@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use proc_macro2::TokenStream;
 use syn::visit::Visit;
 use tlx_codegen as codegen;
-use tlx_core::frontend::{self, ConfigAttr};
 use tlx_core::ir::{Arch, Kernel};
+use tlx_frontend::{self as frontend, ConfigAttr};
 
 /// The folders whose kernels are checked, relative to the workspace root.
 const KERNEL_DIRS: [&str; 3] = ["src", "examples", "benches"];

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use tlx_codegen as codegen;
-use tlx_core::frontend;
 use tlx_core::ir::Arch;
+use tlx_frontend as frontend;
 
 const VECTOR_ADD: &str = r#"
 #[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4)])]

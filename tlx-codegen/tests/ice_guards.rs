@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Where a construct is refused before code generation.
 enum Guard {
-    /// A case tagged so in `tlx-core/src/frontend/tests.rs`.
+    /// A case tagged so in `tlx-frontend/src/tests.rs`.
     Frontend(&'static str),
     /// A `ui-tests/tests/fail/<name>.rs` case.
     Ui(&'static str),
@@ -106,7 +106,7 @@ fn every_refusal_in_code_generation_has_an_upstream_guard_test() {
             }
         }
     }
-    let frontend_tests = std::fs::read_to_string(workspace.join("tlx-core/src/frontend/tests.rs"))
+    let frontend_tests = std::fs::read_to_string(workspace.join("tlx-frontend/src/tests.rs"))
         .expect("the frontend's tests");
     for ((start, guard), seen) in SITES.iter().zip(seen) {
         if !seen {

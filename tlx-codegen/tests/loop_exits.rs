@@ -5,9 +5,9 @@
 
 use crate::codegen_common;
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
+use tlx_frontend::compile_str;
 
 /// Four results per run: a `for` that skips multiples of 3 and stops past
 /// `stop`, a `while` that stops at the first `i * i > stop`, nested loops

@@ -6,9 +6,9 @@
 //! generation, where the PTX must use the hardware instructions and
 //! `ptxas` must accept it.
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
+use tlx_frontend::compile_str;
 
 /// Each function of `x`, in its own row of `out`.
 const MATH: &str = r#"

@@ -5,9 +5,9 @@
 //! functions' accuracy for `randn`), and the distributions' moments. The same
 //! kernels go through code generation and `ptxas`.
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
+use tlx_frontend::compile_str;
 
 fn compile(src: &str) -> Kernel {
     match compile_str(src) {

@@ -6,9 +6,9 @@
 
 use crate::codegen_common;
 
-use tlx_core::frontend::compile_str;
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Kernel;
+use tlx_frontend::compile_str;
 
 const N: usize = 256;
 

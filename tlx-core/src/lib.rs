@@ -1,17 +1,18 @@
-//! tlx-core: the tlx compiler as a library.
+//! tlx-core: the compiler's core, which neither syn nor LLVM touches.
 //!
-//! The pipeline, one folder a stage:
-//! - [`frontend`]: Rust syntax (syn) to [`ir`], with shape and dtype inference and diagnostics;
-//! - [`ir`]: the typed block-tensor IR every later stage reads;
-//! - [`interp`]: the CPU interpreter that runs the IR without a GPU;
+//! One folder a stage:
+//! - [`ir`]: the typed block-tensor IR every stage reads (types, ops, the
+//!   primitive table, the text form, the builder);
+//! - [`check`]: the verifier and the build-time checks (task regions,
+//!   cluster barriers, the synchronization protocol);
 //! - [`instrument`]: optional run-time checks woven into a kernel (bounds);
-//! - code generation (IR to LLVM IR to PTX), with the layouts that say which
-//!   thread register holds which tensor element, is the `tlx-codegen` crate,
-//!   the only one that links LLVM.
+//! - [`interp`]: the CPU interpreter that runs the IR without a GPU.
+//!
+//! Rust syntax to IR is the `tlx-frontend` crate; code generation (IR to
+//! LLVM IR to PTX, with the layouts) is `tlx-codegen`, the only crate that
+//! links LLVM.
 
 pub mod check;
-pub mod diag;
-pub mod frontend;
 pub mod instrument;
 pub mod interp;
 pub mod ir;

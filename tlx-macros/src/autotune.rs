@@ -11,9 +11,9 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
-use tlx_core::diag::{Diagnostic, Diagnostics};
-use tlx_core::frontend::{SigParam, Signature};
 use tlx_core::ir::ParamKind;
+use tlx_frontend::diag::{Diagnostic, Diagnostics};
+use tlx_frontend::{SigParam, Signature};
 
 /// What the attribute says about autotuning, checked against the signature.
 pub struct AutotunePlan {

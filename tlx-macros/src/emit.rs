@@ -12,10 +12,10 @@ use std::time::Instant;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use tlx_codegen as codegen;
-use tlx_core::diag::{Diagnostic, Diagnostics};
-use tlx_core::frontend::{self, ConfigAttr, KernelAttr, SigParam, Signature};
 use tlx_core::instrument::{instrument_bounds, BoundsSite};
 use tlx_core::ir::{Arch, ParamKind, ScalarType, SrcLoc};
+use tlx_frontend::diag::{Diagnostic, Diagnostics};
+use tlx_frontend::{self as frontend, ConfigAttr, KernelAttr, SigParam, Signature};
 
 use crate::autotune::{autotune_tokens, camel_case, AutotunePlan, ConfigValues, Launcher};
 use crate::dump::DumpRequest;
@@ -136,7 +136,7 @@ fn lang_refs(function: &syn::ItemFn) -> TokenStream {
             syn::visit::visit_expr_method_call(self, call);
         }
     }
-    let names = tlx_core::frontend::lang::builtins()
+    let names = tlx_frontend::lang::builtins()
         .iter()
         .map(|b| b.name.as_str())
         .collect();

@@ -65,21 +65,19 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// The items of `tlx::lang`: one documented marker per builtin that
-/// `docs/language.md` describes (see `tlx_core::frontend::lang`). Used once,
+/// `docs/language.md` describes (see `tlx_frontend::lang`). Used once,
 /// by the `tlx` crate.
 #[doc(hidden)]
 #[proc_macro]
 pub fn __lang_items(_: TokenStream) -> TokenStream {
-    let items = tlx_core::frontend::lang::builtins()
-        .iter()
-        .filter_map(|builtin| {
-            let ident: syn::Ident = syn::parse_str(&builtin.name).ok()?;
-            let (name, doc) = (&builtin.name, &builtin.doc);
-            Some(quote! {
-                #[doc = #doc]
-                #[allow(non_upper_case_globals)]
-                pub const #ident: Builtin = Builtin { name: #name };
-            })
-        });
+    let items = tlx_frontend::lang::builtins().iter().filter_map(|builtin| {
+        let ident: syn::Ident = syn::parse_str(&builtin.name).ok()?;
+        let (name, doc) = (&builtin.name, &builtin.doc);
+        Some(quote! {
+            #[doc = #doc]
+            #[allow(non_upper_case_globals)]
+            pub const #ident: Builtin = Builtin { name: #name };
+        })
+    });
     quote! { #(#items)* }.into()
 }

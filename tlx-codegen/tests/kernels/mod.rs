@@ -3,10 +3,10 @@
 // Each test crate that includes this module uses a part of it.
 #![allow(dead_code)]
 
-use tlx_core::frontend::compile_str;
 use tlx_core::instrument::{instrument_bounds, BoundsFault, BoundsSite, FAULT_RECORD_WORDS};
 use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpError, InterpOptions};
 use tlx_core::ir::{Kernel, ScalarType};
+use tlx_frontend::compile_str;
 
 /// A warp-specialized GEMM in the style of TLX's Hopper tutorial: a
 /// producer warp loads A and B tiles with TMA into a ring of `NUM_STAGES`

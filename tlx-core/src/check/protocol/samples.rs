@@ -305,23 +305,48 @@ mod tests {
     /// (and the ring's `2`) may divide a trip count; `D` only shapes data.
     #[test]
     fn blocks_are_the_constants_loop_bounds_divide_by() {
-        let src = r#"
-#[tlx::kernel(num_warps = 4, configs = [(BK = 32, D = 64)])]
-fn ring<const BK: usize, const D: usize>(x: Ptr<f32>, k: i32) {
-    let bufs = local_alloc([8, D], f32, 2);
-    let bars = alloc_barriers(2, 1);
-    for i in 0..cdiv(k, BK) {
-        let s = i % 2;
-        let bar = local_view(bars, s);
-        barrier_arrive(bar);
-        barrier_wait(bar, (i / 2) % 2);
-        local_store(local_view(bufs, s), zeros([8, D], f32));
-    }
+        // What the frontend makes of
+        // `for i in 0..cdiv(k, BK) { let s = i % 2; arrive and wait on
+        // bars[s]; local_store(bufs[s], zeros([8, D], f32)) }`.
+        let text = r#"
+kernel "ring" {
+  source "ring.rs"
+  options num_warps 4 num_stages 1
+  const "BK" 32
+  const "D" 64
+  param "x" %0 ptr<f32>
+  param "k" %1 i32
+  %2 = local_alloc : smem<8x64xf32, buffers 2, swizzle 128b, mutable>  // line 4:15
+  %3 = alloc_barriers [1] : barriers<2>  // line 5:15
+  %4 = constant 32 : i32  // line 6:16
+  %5 = add %1, %4 : i32  // line 6:16
+  %6 = constant 1 : i32  // line 6:16
+  %7 = sub %5, %6 : i32  // line 6:16
+  %8 = constant 32 : i32  // line 6:16
+  %9 = div %7, %8 : i32  // line 6:16
+  %10 = constant 0 : i32  // line 6:4
+  %11 = constant 1 : i32  // line 6:4
+  for %10 to %9 step %11 iter() {  // line 11:8
+    ^(%12: i32)
+    %13 = constant 2 : i32  // line 7:16
+    %14 = rem %12, %13 : i32  // line 7:16
+    %15 = local_view %3, %14 : barriers<1>  // line 8:18
+    %16 = constant true : bool  // line 9:8
+    barrier_arrive %15, %16 [1]  // line 9:8
+    %17 = constant 2 : i32  // line 10:27
+    %18 = div %12, %17 : i32  // line 10:27
+    %19 = constant 2 : i32  // line 10:26
+    %20 = rem %18, %19 : i32  // line 10:26
+    %21 = constant true : bool  // line 10:8
+    barrier_wait %15, %20, %21  // line 10:8
+    %22 = local_view %2, %14 : smem<8x64xf32, buffers 1, swizzle 128b, mutable>  // line 11:20
+    %23 = constant 0.0 : tensor<8x64xf32>  // line 11:41
+    local_store %22, %23  // line 11:8
+    yield  // line 11:8
+  }
 }
 "#;
-        let kernel = crate::frontend::compile_str(src)
-            .expect("compiles")
-            .remove(0);
+        let kernel = crate::ir::parse(text).expect("parses");
         let skeleton = super::super::slice::skeleton(&kernel);
         assert_eq!(blocks(&kernel, &skeleton), vec![32]);
     }

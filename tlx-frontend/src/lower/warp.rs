@@ -19,8 +19,8 @@ use syn::spanned::Spanned;
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{BinaryOp, Elem, OpKind, ReduceKind, ScalarType, Type, UnaryOp, ValueId};
+use crate::value::{ConstVal, Val};
+use tlx_core::ir::{BinaryOp, Elem, OpKind, ReduceKind, ScalarType, Type, UnaryOp, ValueId};
 
 /// The functions this module builds.
 pub(super) const FUNCTIONS: &[&str] = &["thread_id", "vote_ballot_sync", "warp_redux"];

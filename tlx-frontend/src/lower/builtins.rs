@@ -7,13 +7,13 @@ use super::expr::is_power_of_two;
 use super::typing::check_tile_size;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{
-    AtomicOp, DotPrecision, Elem, OpKind, ReduceKind, ScalarType, Type, UnaryOp, ValueId,
-};
+use crate::value::{ConstVal, Val};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::{
+    AtomicOp, DotPrecision, Elem, OpKind, ReduceKind, ScalarType, Type, UnaryOp, ValueId,
+};
 
 const PRECISION: &[(&str, DotPrecision)] =
     &[("tf32", DotPrecision::Tf32), ("ieee", DotPrecision::Ieee)];
@@ -65,7 +65,7 @@ fn atomic_op(name: &str) -> Option<AtomicOp> {
 impl<'a> Lowerer<'a> {
     pub(super) fn builtin(&mut self, args: &CallArgs<'a>) -> R<Val> {
         let name = args.name.as_str();
-        if let Some(prim) = crate::ir::Prim::from_mnemonic(name) {
+        if let Some(prim) = tlx_core::ir::Prim::from_mnemonic(name) {
             return self.prim_call(prim, args);
         }
         if let Some(op) = unary_math(name) {
@@ -273,8 +273,8 @@ impl<'a> Lowerer<'a> {
                 let a = args.bind(&["x", "min", "max"], 3)?;
                 let x = self.val_arg(a[0])?;
                 let (lo, hi) = (self.val_arg(a[1])?, self.val_arg(a[2])?);
-                let at_least = self.extremum(crate::ir::BinaryOp::Max, x, lo, args.span)?;
-                self.extremum(crate::ir::BinaryOp::Min, at_least, hi, args.span)
+                let at_least = self.extremum(tlx_core::ir::BinaryOp::Max, x, lo, args.span)?;
+                self.extremum(tlx_core::ir::BinaryOp::Min, at_least, hi, args.span)
             }
             "static_assert" => {
                 // Triton's `tl.static_assert`: a failed one stops the build here.
@@ -312,7 +312,7 @@ impl<'a> Lowerer<'a> {
                 }
                 let ieee = self.const_bool_or(a.get(2).copied().flatten(), name == "div_rn")?;
                 let ids = self.unify_as(&[&x, &y], ScalarType::F32, args.span)?;
-                let op = if ieee { crate::ir::BinaryOp::Div } else { crate::ir::BinaryOp::DivFull };
+                let op = if ieee { tlx_core::ir::BinaryOp::Div } else { tlx_core::ir::BinaryOp::DivFull };
                 let quotient = self.binary_op(op, ids[0], ids[1]);
                 Ok(Val::Ir(self.cast(quotient, elem, args.span)?))
             }
@@ -326,12 +326,12 @@ impl<'a> Lowerer<'a> {
                         .with_hint("`umulhi(x, y)` is the high 32 (or 64) bits of the integer product `x * y`"));
                 }
                 let ids = self.unify_as(&[&x, &y], elem, args.span)?;
-                Ok(Val::Ir(self.binary_op(crate::ir::BinaryOp::MulHi, ids[0], ids[1])))
+                Ok(Val::Ir(self.binary_op(tlx_core::ir::BinaryOp::MulHi, ids[0], ids[1])))
             }
             "maximum" | "minimum" => {
                 let a = args.bind(&["x", "y"], 2)?;
                 let (x, y) = (self.val_arg(a[0])?, self.val_arg(a[1])?);
-                let op = if name == "maximum" { crate::ir::BinaryOp::Max } else { crate::ir::BinaryOp::Min };
+                let op = if name == "maximum" { tlx_core::ir::BinaryOp::Max } else { tlx_core::ir::BinaryOp::Min };
                 self.extremum(op, x, y, args.span)
             }
             "fma" => {
@@ -499,7 +499,7 @@ impl<'a> Lowerer<'a> {
     /// TLE's `cumsum` (exclusive prefix and total) and Triton's inclusive
     /// `cumprod`, `cummax` and `cummin`, all on one scan op.
     fn scan(&mut self, args: &CallArgs<'a>) -> R<Val> {
-        use crate::ir::BinaryOp;
+        use tlx_core::ir::BinaryOp;
         let name = args.name.as_str();
         let a = args.bind(&["x", "axis", "reverse"], 1)?;
         let x = self.ir_arg(a[0])?;
@@ -552,13 +552,13 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn extremum(
         &mut self,
-        op: crate::ir::BinaryOp,
+        op: tlx_core::ir::BinaryOp,
         x: Val,
         y: Val,
         span: Span,
     ) -> R<Val> {
         if let (Val::Const(p), Val::Const(q)) = (&x, &y) {
-            return crate::frontend::value::fold_binary(op, *p, *q)
+            return crate::value::fold_binary(op, *p, *q)
                 .map(Val::Const)
                 .ok_or_else(|| Diagnostic::new(span, "invalid constant operands"));
         }

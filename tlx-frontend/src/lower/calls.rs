@@ -3,13 +3,13 @@
 
 use super::{Lowerer, MAX_INLINE_DEPTH, R};
 use crate::diag::Diagnostic;
-use crate::frontend::scan;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::ValueId;
+use crate::scan;
+use crate::value::{ConstVal, Val};
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::ValueId;
 
 /// Builtins that may also be called as methods (`x.exp()`), receiver first.
 /// Methods of pipes, their endpoints and slots (see `pipe.rs`).
@@ -226,8 +226,8 @@ impl<'a> Lowerer<'a> {
         // Triton's `desc.load([o0, o1])` and `desc.store([o0, o1], v)`;
         // pointers have no methods.
         let descriptor_method = match name.as_str() {
-            "load" => Some(crate::ir::Prim::DescriptorLoad),
-            "store" => Some(crate::ir::Prim::DescriptorStore),
+            "load" => Some(tlx_core::ir::Prim::DescriptorLoad),
+            "store" => Some(tlx_core::ir::Prim::DescriptorStore),
             _ => None,
         };
         if let Some(prim) = descriptor_method {

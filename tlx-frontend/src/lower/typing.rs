@@ -3,9 +3,9 @@
 
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{Elem, OpKind, ScalarType, Type, ValueId};
+use crate::value::{ConstVal, Val};
 use proc_macro2::Span;
+use tlx_core::ir::{Elem, OpKind, ScalarType, Type, ValueId};
 
 /// The common type of two element types, as Triton promotes them.
 pub(super) fn promote(a: ScalarType, b: ScalarType) -> ScalarType {

@@ -4,13 +4,13 @@
 
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::scan::{self, BROKEN, CONTINUED, RETURNED};
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{Block, OpKind, ScalarType, Type, ValueId};
+use crate::scan::{self, BROKEN, CONTINUED, RETURNED};
+use crate::value::{ConstVal, Val};
 use proc_macro2::Span;
 use std::collections::BTreeSet;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::{Block, OpKind, ScalarType, Type, ValueId};
 
 /// Whether the rest of a statement list runs, given the exit flags
 /// (`return`, `break`, `continue`).
@@ -495,7 +495,7 @@ impl<'a> Lowerer<'a> {
             return Go::Always;
         };
         let any = rest.iter().fold(first, |acc, &v| {
-            self.binary_op(crate::ir::BinaryOp::Or, acc, v)
+            self.binary_op(tlx_core::ir::BinaryOp::Or, acc, v)
         });
         Go::If(self.logical_not(any))
     }
@@ -700,10 +700,10 @@ impl<'a> Lowerer<'a> {
             .filter(|f| names.iter().any(|n| n == f))
             .collect();
         match self.keep_going(&carried) {
-            Go::If(go) => Ok(self.binary_op(crate::ir::BinaryOp::And, c, go)),
+            Go::If(go) => Ok(self.binary_op(tlx_core::ir::BinaryOp::And, c, go)),
             Go::Never => Ok(self.constant(
                 ConstVal::Bool(false),
-                Type::scalar(crate::ir::ScalarType::Bool),
+                Type::scalar(tlx_core::ir::ScalarType::Bool),
             )),
             Go::Always => Ok(c),
         }

@@ -14,7 +14,7 @@ pub struct BuiltinDoc {
     pub doc: String,
 }
 
-const LANGUAGE_PAGE: &str = include_str!("../../../docs/language.md");
+const LANGUAGE_PAGE: &str = include_str!("../../docs/language.md");
 
 /// Every builtin the page's function tables name, in page order (parsed
 /// once per process: the macro asks for every kernel it expands).
@@ -201,7 +201,7 @@ mod frontend_agrees {
                 "#[tlx::kernel]\nfn k(x: Ptr<f32>) {{\n    {}();\n}}\n",
                 builtin.name
             );
-            if let Err(e) = crate::frontend::compile_str(&src) {
+            if let Err(e) = crate::compile_str(&src) {
                 if e.to_string().contains("unknown function") {
                     unknown.push(&builtin.name);
                 }
@@ -257,7 +257,7 @@ mod page_examples {
         let failures: Vec<String> = kernels
             .iter()
             .filter_map(|src| {
-                crate::frontend::compile_str(src)
+                crate::compile_str(src)
                     .err()
                     .map(|e| format!("{e}\nin:\n{src}"))
             })

@@ -23,11 +23,13 @@ use super::scan::{self, RETURNED};
 use super::value::{ConstVal, Val};
 use super::{BlockDim, SigParam, Signature};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{Builder, DescriptorBlock, Kernel, KernelOptions, ParamKind, ScalarType, SrcLoc};
 use proc_macro2::Span;
 use quote::ToTokens;
 use std::collections::HashMap;
 use syn::spanned::Spanned;
+use tlx_core::ir::{
+    Builder, DescriptorBlock, Kernel, KernelOptions, ParamKind, ScalarType, SrcLoc,
+};
 
 type R<T> = Result<T, Diagnostic>;
 
@@ -59,17 +61,17 @@ pub(super) struct Lowerer<'a> {
     /// What lowering learned about each `pipe!`, by pipe id.
     pipes: Vec<pipe::PipeState>,
     /// Field views of acquired pipe stages, which TMA copies may fill.
-    slot_fields: HashMap<crate::ir::ValueId, pipe::SlotField>,
+    slot_fields: HashMap<tlx_core::ir::ValueId, pipe::SlotField>,
     /// Results of `local_slice`: views whose elements are not the bytes
     /// after their start, which `local_reinterpret` cannot take.
-    slices: std::collections::HashSet<crate::ir::ValueId>,
+    slices: std::collections::HashSet<tlx_core::ir::ValueId>,
     /// Results of `local_alloc`: what `reuse =` may name.
-    allocations: std::collections::HashSet<crate::ir::ValueId>,
+    allocations: std::collections::HashSet<tlx_core::ir::ValueId>,
     /// Tensor-memory columns the kernel's `local_alloc`s took so far.
     tmem_columns: usize,
     /// The pointer of each `Strided` parameter, with its extents and then
     /// its strides: what `x.shape(d)` and `x.stride(d)` read.
-    strided: HashMap<crate::ir::ValueId, Vec<crate::ir::ValueId>>,
+    strided: HashMap<tlx_core::ir::ValueId, Vec<tlx_core::ir::ValueId>>,
 }
 
 pub(super) fn lower_body(
@@ -226,7 +228,7 @@ fn check_cluster_sync(
     barriers: &[(SrcLoc, Span)],
     sig: &Signature,
 ) -> Result<(), Diagnostic> {
-    crate::check::check_cluster_sync(kernel).map_err(|e| {
+    tlx_core::check::check_cluster_sync(kernel).map_err(|e| {
         let span = barriers
             .iter()
             .find(|(loc, _)| *loc == e.barrier)
@@ -524,11 +526,11 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `!flag` for a scalar bool value.
-    fn logical_not(&mut self, flag: crate::ir::ValueId) -> crate::ir::ValueId {
+    fn logical_not(&mut self, flag: tlx_core::ir::ValueId) -> tlx_core::ir::ValueId {
         let ty = self.b.type_of(flag).clone();
         self.b.push1(
-            crate::ir::OpKind::Unary {
-                op: crate::ir::UnaryOp::Not,
+            tlx_core::ir::OpKind::Unary {
+                op: tlx_core::ir::UnaryOp::Not,
                 value: flag,
             },
             ty,

@@ -15,8 +15,8 @@ use super::calls::CallArgs;
 use super::typing::check_tile_size;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{BlockPtr, ConstVal, Val};
-use crate::ir::{ScalarType, Type, ValueId};
+use crate::value::{BlockPtr, ConstVal, Val};
+use tlx_core::ir::{ScalarType, Type, ValueId};
 
 /// A block-pointer variable a loop carries: its name and the names of the
 /// variables that carry its scalars (`parts`, in [`BlockPtr::parts`] order).
@@ -85,7 +85,7 @@ impl<'a> Lowerer<'a> {
             .offsets
             .iter()
             .zip(deltas)
-            .map(|(&o, d)| self.binary_op(crate::ir::BinaryOp::Add, o, d))
+            .map(|(&o, d)| self.binary_op(tlx_core::ir::BinaryOp::Add, o, d))
             .collect();
         Ok(Val::BlockPtr(BlockPtr { offsets, ..ptr }))
     }
@@ -210,8 +210,8 @@ impl<'a> Lowerer<'a> {
             let mut along = vec![1; rank];
             along[d] = n;
             let positions = self.b.push1(
-                crate::ir::OpKind::Reshape(positions),
-                Type::tensor(crate::ir::Elem::Scalar(ScalarType::I32), along),
+                tlx_core::ir::OpKind::Reshape(positions),
+                Type::tensor(tlx_core::ir::Elem::Scalar(ScalarType::I32), along),
             );
             let index = self.binary(&add, Val::Ir(positions), Val::Ir(p.offsets[d]), span)?;
             let scaled = self.binary(&mul, index.clone(), Val::Ir(p.strides[d]), span)?;

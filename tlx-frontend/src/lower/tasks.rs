@@ -17,11 +17,11 @@
 
 use super::{loc_of, Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::ir::{OpKind, TaskRegion};
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
+use tlx_core::ir::{OpKind, TaskRegion};
 
 /// One `task(...) { ... }` as written.
 pub(super) struct TaskSyntax {
@@ -146,7 +146,7 @@ impl<'a> Lowerer<'a> {
             lowered?;
             tasks.push(TaskRegion { body, ..region });
         }
-        crate::check::check_task_region(&tasks, self.b.options()).map_err(|e| {
+        tlx_core::check::check_task_region(&tasks, self.b.options()).map_err(|e| {
             Diagnostic::new(mac.span(), e.to_string()).with_hint(
                 "see the `async_tasks!` section of docs/language.md for how tasks share warps and registers",
             )
@@ -162,7 +162,7 @@ impl<'a> Lowerer<'a> {
     fn task_options(&self, task: &TaskSyntax) -> R<TaskRegion> {
         let mut region = TaskRegion {
             default: task.default,
-            ..TaskRegion::default_task(crate::ir::Block::default())
+            ..TaskRegion::default_task(tlx_core::ir::Block::default())
         };
         for (name, value) in &task.args {
             let what = format!("`{name}`");

@@ -1,4 +1,5 @@
-//! The frontend: a `#[tlx::kernel]` Rust function (syn) lowered to the IR,
+//! The frontend: a `#[tlx::kernel]` Rust function (syn) lowered to
+//! tlx-core's IR,
 //! one kernel per configuration of its const generics.
 //!
 //! - [`attr`](parse_attr): the attribute; [`signature`](parse_signature): the fn signature;
@@ -7,6 +8,7 @@
 //! - `value`, `scan`: compile-time values and syntactic pre-scans the lowering uses.
 
 mod attr;
+pub mod diag;
 pub mod lang;
 mod lower;
 mod scan;
@@ -20,8 +22,8 @@ pub use attr::parse_attr;
 pub use signature::parse_signature;
 
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir;
 use syn::spanned::Spanned;
+use tlx_core::ir;
 
 /// The parsed `#[tlx::kernel(...)]` attribute.
 #[derive(Clone, Debug)]
@@ -33,7 +35,7 @@ pub struct KernelAttr {
     pub check_protocol: bool,
     /// Whether every global access is checked against its buffer's length
     /// at run time (`check_bounds = true`, or `TLX_CHECK_BOUNDS=1` at build
-    /// time): see [`crate::instrument`].
+    /// time): see [`tlx_core::instrument`].
     pub check_bounds: bool,
     /// The scalar parameters whose values key the kernel's `autotune`
     /// choices (`key = [m, n, k]`); `None`: every scalar parameter.
@@ -197,7 +199,7 @@ pub fn lower_kernel(
     let sig = parse_signature(item)?;
     check_consts(item, &sig, consts)?;
     let kernel = lower::lower_body(item, &sig, consts, options)?;
-    crate::check::verify(&kernel).map_err(|e| {
+    tlx_core::check::verify(&kernel).map_err(|e| {
         Diagnostic::new(
             item.sig.ident.span(),
             format!("internal compiler error: the IR of this kernel is malformed: {e}"),

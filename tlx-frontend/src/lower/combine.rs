@@ -15,9 +15,9 @@ use syn::Expr;
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::ConstVal;
-use crate::frontend::value::Val;
-use crate::ir::{Elem, OpKind, ScalarType, Type, ValueId};
+use crate::value::ConstVal;
+use crate::value::Val;
+use tlx_core::ir::{Elem, OpKind, ScalarType, Type, ValueId};
 
 impl<'a> Lowerer<'a> {
     /// `reduce(x, axis, combine, keep_dims = false)`; `x` a tensor or a tuple

@@ -10,8 +10,8 @@ use proc_macro2::Span;
 
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{CmpPred, Elem, OpKind, ReduceKind, ScalarType, Type, ValueId};
+use crate::value::{ConstVal, Val};
+use tlx_core::ir::{CmpPred, Elem, OpKind, ReduceKind, ScalarType, Type, ValueId};
 
 impl Lowerer<'_> {
     /// `value` with dimension `dim` taken away at position `index`.
@@ -156,7 +156,7 @@ impl Lowerer<'_> {
             },
             Type::scalar(ScalarType::Bool),
         );
-        let cond = self.binary_op(crate::ir::BinaryOp::And, below, above);
+        let cond = self.binary_op(tlx_core::ir::BinaryOp::And, below, above);
         let line = span.start().line;
         let message =
             format!("tensor index out of bounds (line {line}): a dimension of size {size}");

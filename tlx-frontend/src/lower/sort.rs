@@ -11,8 +11,8 @@ use syn::spanned::Spanned;
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{OpKind, ScalarType, ValueId};
+use crate::value::{ConstVal, Val};
+use tlx_core::ir::{OpKind, ScalarType, ValueId};
 
 impl<'a> Lowerer<'a> {
     /// `sort(x, dim = -1, descending = false)` and `topk(x, k, dim = -1)`.

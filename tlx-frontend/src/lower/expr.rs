@@ -4,12 +4,12 @@
 use super::typing::check_tile_size;
 use super::{loc_of, macro_error, Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::scan::is_compound_assign;
-use crate::frontend::value::{fold_binary, fold_compare, ConstVal, Val};
-use crate::ir::{BinaryOp, CmpPred, Elem, OpKind, ScalarType, Type, UnaryOp, ValueId};
+use crate::scan::is_compound_assign;
+use crate::value::{fold_binary, fold_compare, ConstVal, Val};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::{BinaryOp, CmpPred, Elem, OpKind, ScalarType, Type, UnaryOp, ValueId};
 
 /// What a Rust binary operator means in the IR.
 enum BinKind {
@@ -171,12 +171,12 @@ impl<'a> Lowerer<'a> {
             )
             .with_hint("use `while cond { ... }` or `for i in 0..n { ... }`")),
             Expr::Break(b) => self.lower_loop_exit(
-                crate::frontend::scan::BROKEN,
+                crate::scan::BROKEN,
                 b.label.is_some() || b.expr.is_some(),
                 b.break_token.span,
             ),
             Expr::Continue(c) => self.lower_loop_exit(
-                crate::frontend::scan::CONTINUED,
+                crate::scan::CONTINUED,
                 c.label.is_some(),
                 c.continue_token.span,
             ),

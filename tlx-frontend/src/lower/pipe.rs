@@ -28,12 +28,12 @@ use std::rc::Rc;
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Pipe, PipeVal, Val};
-use crate::ir::{BarrierType, Block, OpKind, Prim, ScalarType, Type, ValueId};
+use crate::value::{ConstVal, Pipe, PipeVal, Val};
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::{BarrierType, Block, OpKind, Prim, ScalarType, Type, ValueId};
 
 /// What lowering learns about a pipe as it goes.
 #[derive(Debug, Default)]

@@ -10,8 +10,8 @@ use super::calls::CallArgs;
 use super::typing::broadcast_shapes;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{BinaryOp, OpKind, ScalarType, UnaryOp};
+use crate::value::{ConstVal, Val};
+use tlx_core::ir::{BinaryOp, OpKind, ScalarType, UnaryOp};
 
 /// The functions this module builds.
 pub(super) const FUNCTIONS: &[&str] = &["sigmoid", "softplus", "log1p", "expm1", "erf", "pow"];

@@ -11,8 +11,8 @@ use syn::spanned::Spanned;
 use super::calls::CallArgs;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{BinaryOp, Elem, OpKind, ScalarType, UnaryOp};
+use crate::value::{ConstVal, Val};
+use tlx_core::ir::{BinaryOp, Elem, OpKind, ScalarType, UnaryOp};
 
 /// The functions this module builds.
 pub(super) const FUNCTIONS: &[&str] = &[

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use crate::ir::{BinaryOp, CmpPred, Literal, ScalarType, ValueId};
+use tlx_core::ir::{BinaryOp, CmpPred, Literal, ScalarType, ValueId};
 
 /// A compile-time constant. It has no IR type until it meets a typed value
 /// (it adopts that value's type) or is materialized with a default type.

@@ -3,7 +3,7 @@
 
 use super::compile_str;
 use crate::diag::Diagnostic;
-use crate::ir::{
+use tlx_core::ir::{
     BinaryOp, Block, Elem, Kernel, Literal, Op, OpKind, ReduceKind, ScalarType, Type, ValueId,
 };
 
@@ -171,7 +171,7 @@ fn layernorm_carries_accumulators_through_loops() {
         find(&k, |o| matches!(
             o,
             OpKind::Unary {
-                op: crate::ir::UnaryOp::Rsqrt,
+                op: tlx_core::ir::UnaryOp::Rsqrt,
                 ..
             }
         ))
@@ -642,7 +642,7 @@ fn dot_without_acc_creates_f32_zeros() {
         unreachable!()
     };
     assert_eq!(ty(&k, *acc), &tensor(ScalarType::F32, &[16, 16]));
-    assert_eq!(*precision, crate::ir::DotPrecision::Ieee);
+    assert_eq!(*precision, tlx_core::ir::DotPrecision::Ieee);
 }
 
 #[test]

@@ -5,14 +5,14 @@ use super::calls::{choice, str_arg, CallArgs};
 use super::typing::broadcast_shapes;
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{
-    cas_takes, AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType,
-    Type, ValueId,
-};
+use crate::value::{ConstVal, Val};
 use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::Expr;
+use tlx_core::ir::{
+    cas_takes, AtomicOp, CacheModifier, Elem, EvictionPolicy, MemScope, MemSem, OpKind, ScalarType,
+    Type, ValueId,
+};
 
 const CACHE: &[(&str, CacheModifier)] = &[
     ("", CacheModifier::None),

@@ -3,12 +3,12 @@
 
 use super::{ConfigAttr, KernelAttr};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{Arch, KernelOptions};
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, Token};
+use tlx_core::ir::{Arch, KernelOptions};
 
 const ATTR_HINT: &str = "write e.g. `#[tlx::kernel(num_warps = 4, configs = [(BLOCK = 1024)])]`";
 

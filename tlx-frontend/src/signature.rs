@@ -2,8 +2,8 @@
 
 use super::{BlockDim, ConstParam, SigParam, Signature};
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::ir::{ParamKind, ScalarType};
 use syn::spanned::Spanned;
+use tlx_core::ir::{ParamKind, ScalarType};
 
 const POINTEES: &[ScalarType] = &[
     ScalarType::F32,

@@ -9,13 +9,13 @@
 use super::calls::{choice, CallArgs};
 use super::{Lowerer, R};
 use crate::diag::Diagnostic;
-use crate::frontend::value::{ConstVal, Val};
-use crate::ir::{
+use crate::value::{ConstVal, Val};
+use syn::spanned::Spanned;
+use syn::Expr;
+use tlx_core::ir::{
     shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType,
     SharedMemoryType, StoreReduce, TensorMemoryType, Type, ValueId,
 };
-use syn::spanned::Spanned;
-use syn::Expr;
 
 impl<'a> Lowerer<'a> {
     pub(super) fn prim_call(&mut self, prim: Prim, args: &CallArgs<'a>) -> R<Val> {
@@ -680,7 +680,9 @@ impl<'a> Lowerer<'a> {
         let base = self.ir_arg(a[0])?;
         let base_ty = self.ty(base);
         let elem = match base_ty.elem() {
-            Elem::Ptr(pointee, crate::ir::AddressSpace::Global) if base_ty.is_scalar() => pointee,
+            Elem::Ptr(pointee, tlx_core::ir::AddressSpace::Global) if base_ty.is_scalar() => {
+                pointee
+            }
             _ => return Err(not_a_base(base_expr, &base_ty)),
         };
         let block_expr = self.expr_arg(a[3])?;
@@ -737,7 +739,7 @@ impl<'a> Lowerer<'a> {
             }
             operands.push(self.cast(id, ScalarType::I64, e.span())?);
         }
-        let ty = Type::TensorDescriptor(crate::ir::TensorDescriptorType::new(elem, block));
+        let ty = Type::TensorDescriptor(tlx_core::ir::TensorDescriptorType::new(elem, block));
         let desc = self.emit_prim(
             Prim::MakeTensorDescriptor,
             operands,
