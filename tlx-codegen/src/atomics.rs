@@ -177,7 +177,7 @@ impl<'k> Lowerer<'k> {
         } else {
             primary_regs.regs
         };
-        self.values.insert(result, Tensor { layout, regs });
+        self.held.values.insert(result, Tensor { layout, regs });
         Ok(())
     }
 

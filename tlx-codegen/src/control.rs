@@ -184,7 +184,7 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("block arg count differs from carried values"));
         }
         for (a, t) in block.args.iter().zip(tensors) {
-            self.values.insert(*a, t.clone());
+            self.held.values.insert(*a, t.clone());
         }
         Ok(())
     }
@@ -415,7 +415,7 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("control flow result count"));
         }
         for (r, t) in op.results.iter().zip(tensors) {
-            self.values.insert(*r, t);
+            self.held.values.insert(*r, t);
         }
         Ok(())
     }

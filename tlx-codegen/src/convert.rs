@@ -213,7 +213,7 @@ impl<'k> Lowerer<'k> {
             layout.lanes.clone(),
             layout.warps.clone(),
         );
-        if let Some(p) = self.smem_thread_ptrs.get(&key) {
+        if let Some(p) = self.threads.smem_thread_ptrs.get(&key) {
             return p.clone();
         }
         let flat = self.thread_offset(layout);
@@ -229,7 +229,7 @@ impl<'k> Lowerer<'k> {
         let p = self.f.prologue_inst(format!(
             "getelementptr i8, ptr addrspace(3) @global_smem, i32 {off}"
         ));
-        self.smem_thread_ptrs.insert(key, p.clone());
+        self.threads.smem_thread_ptrs.insert(key, p.clone());
         p
     }
 

@@ -78,7 +78,7 @@ impl<'k> Lowerer<'k> {
         let data_at = base.div_ceil(block.align()) * block.align();
         let after = data_at + block.bytes.div_ceil(8) * 8;
         self.use_shared(after + extra - base);
-        self.shared_align = self.shared_align.max(block.align());
+        self.shared.shared_align = self.shared.shared_align.max(block.align());
         Ok(ScratchBlock {
             block,
             data_at,
@@ -235,15 +235,15 @@ impl<'k> Lowerer<'k> {
             let block = BlockPlacement::of(self.descriptor_type(desc)?)?;
             let align = block.align().max(1024);
             let slot_bytes = block.placement.bytes.div_ceil(align) * align;
-            let ring_offset = self.ring_bytes.div_ceil(align) * align;
-            self.ring_bytes = ring_offset + slot_bytes * stages;
+            let ring_offset = self.shared.ring_bytes.div_ceil(align) * align;
+            self.shared.ring_bytes = ring_offset + slot_bytes * stages;
             rings.push((result, ring_offset, slot_bytes, block));
         }
         if rings.is_empty() {
             return Ok(());
         }
-        let barriers = self.ring_bytes.div_ceil(8) * 8;
-        self.ring_bytes = barriers + 8 * stages;
+        let barriers = self.shared.ring_bytes.div_ceil(8) * 8;
+        self.shared.ring_bytes = barriers + 8 * stages;
         for (result, ring_offset, slot_bytes, block) in rings {
             let ring = RingRead {
                 ring_offset,

@@ -90,6 +90,7 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("make_tensor_descriptor operand count"));
         }
         let slot = self
+            .facts
             .descriptor_slots
             .get(&result)
             .copied()
@@ -100,7 +101,7 @@ impl<'k> Lowerer<'k> {
         let start = self.scratch(0);
         let at = start.div_ceil(DESCRIPTOR_BYTES) * DESCRIPTOR_BYTES;
         self.use_shared(at + DESCRIPTOR_BYTES - start);
-        self.shared_align = self.shared_align.max(DESCRIPTOR_BYTES);
+        self.shared.shared_align = self.shared.shared_align.max(DESCRIPTOR_BYTES);
         // Earlier readers of the scratch are done before it is written.
         self.barrier();
         let staged = self.shared_address(&at.to_string());
@@ -219,6 +220,7 @@ impl<'k> Lowerer<'k> {
     /// this program: programs are numbered x fastest, as the grid is.
     fn descriptor_slot_address(&mut self, slot: usize) -> Result<(String, String)> {
         let scratch = self
+            .shared
             .descriptor_scratch
             .clone()
             .ok_or_else(|| malformed("a device descriptor without the scratch parameter"))?;
@@ -237,7 +239,7 @@ impl<'k> Lowerer<'k> {
         let row = self.f.inst(format!("add i64 {zy}, {y}"));
         let rows = self.f.inst(format!("mul i64 {row}, {nx}"));
         let program = self.f.inst(format!("add i64 {rows}, {x}"));
-        let per_program = self.descriptor_slots.len() * DESCRIPTOR_BYTES;
+        let per_program = self.facts.descriptor_slots.len() * DESCRIPTOR_BYTES;
         let first = self.f.inst(format!("mul i64 {program}, {per_program}"));
         let offset = self
             .f

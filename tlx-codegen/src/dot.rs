@@ -233,14 +233,14 @@ impl<'k> Lowerer<'k> {
         if let Some(plan) = self.wgmma_plan(&d, acc_s) {
             let layout = plan.acc_layout()?;
             let acc_regs = self.get(*acc, &layout)?;
-            self.shared_align = self.shared_align.max(1024);
+            self.shared.shared_align = self.shared.shared_align.max(1024);
             let rings = (
                 self.ring_reads.get(&d.a.id).cloned(),
                 self.ring_reads.get(&d.b.id).cloned(),
             );
             let tensor = match rings {
                 (Some(a), Some(b)) if a.is_operand() && b.is_operand() => {
-                    let in_flight = self.wgmma_in_flight.contains(&result);
+                    let in_flight = self.sync.wgmma_in_flight.contains(&result);
                     self.wgmma_from_rings(&plan, (&a, &b), acc_regs, in_flight)?
                 }
                 _ => {
@@ -248,7 +248,7 @@ impl<'k> Lowerer<'k> {
                     self.wgmma_from_registers(&plan, (&a, &b), acc_regs)?
                 }
             };
-            self.values.insert(result, tensor);
+            self.held.values.insert(result, tensor);
             return Ok(());
         }
         let a_bytes = d.a.s.size_bytes();
@@ -266,7 +266,7 @@ impl<'k> Lowerer<'k> {
             Some(kind) => self.mma_tiles(&d, *acc, kind, b_base)?,
             None => self.fma_dot(&d, *acc, acc_s, b_base)?,
         };
-        self.values.insert(result, tensor);
+        self.held.values.insert(result, tensor);
         Ok(())
     }
 
@@ -285,7 +285,7 @@ impl<'k> Lowerer<'k> {
         let bytes = 4 / kind.per_reg;
         // Elements in 16 bytes: the second half of a K step's fragment.
         let half = 16 / bytes;
-        let (lane, warp) = (self.lane.clone(), self.warp.clone());
+        let (lane, warp) = (self.threads.lane.clone(), self.threads.warp.clone());
         let wm = self.f.inst(format!("and i32 {warp}, {}", warps_m - 1));
         let wn_shift = self
             .f

@@ -81,93 +81,149 @@ pub struct Tensor {
     pub regs: Vec<String>,
 }
 
+/// Code generation's state while one kernel is emitted: the function being
+/// written and the context it is written in, with the rest grouped by what
+/// it is about.
 pub struct Lowerer<'k> {
     pub kernel: &'k Kernel,
     /// The architecture code is generated for (wgmma needs sm_90a).
     pub arch: Arch,
     pub f: FuncText,
     pub num_warps: u32,
-    pub values: HashMap<ValueId, Tensor>,
-    /// Defining op of each op result, for recomputation in another layout.
-    defs: HashMap<ValueId, &'k Op>,
-    /// Values that derive only from constants, `arange` and scalars.
-    recomputable: HashSet<ValueId>,
-    /// Values some op reads (an atomic whose old values none reads reduces).
-    used: HashSet<ValueId>,
-    pub axis: HashMap<ValueId, AxisInfo>,
-    /// Elements per thread vector along the last dim, per shape (from the widest access).
-    vector_of_shape: HashMap<Vec<usize>, usize>,
-    pub shared_bytes: u32,
-    /// `(lane, warp)` values in the entry block.
-    pub lane: String,
-    pub warp: String,
-    thread_offsets: HashMap<(u32, Vec<u32>, Vec<u32>), String>,
-    /// Per-thread shared pointers, by context, shared region and `(lanes,
-    /// warps)` of the layout.
-    pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
-    /// The context code is emitted in, and the program's own thread and
-    /// warp indices (entry block), from which a task's are derived.
+    /// What the kernel is, found before any code is emitted.
+    pub(super) facts: KernelFacts,
+    /// The values emitted so far, and how to emit them again elsewhere.
+    pub(super) held: HeldValues<'k>,
+    /// The thread and warp indices, and per-thread addresses made from them.
+    pub(super) threads: ThreadIndices,
+    /// Shared-memory bytes used so far, and tensor memory.
+    pub(super) shared: SharedUse,
+    /// Which layout each load is issued in, learnt across lowering rounds.
+    pub(super) load_layouts: LoadLayouts<'k>,
+    /// Barriers and fences emitted, to drop those another already covers.
+    pub(super) sync: SyncState,
+    /// The context code is emitted in.
     pub context: ExecContext,
-    pub(super) program_tid: String,
-    pub(super) program_warp: String,
-    /// Values held before the task region being lowered, whose threads may
-    /// not hold them (see `tasks.rs`).
-    pub(super) outside_values: HashSet<ValueId>,
-    /// A task sets its register budget (the kernel must declare one program
-    /// per SM for that to take effect).
-    pub(super) uses_setmaxnreg: bool,
     /// Label of the basic block being filled (phis name their predecessors).
     pub current_block: String,
     /// Loads of the loop body being lowered that read a pipeline ring.
     pub ring_reads: HashMap<ValueId, RingRead>,
-    /// Bytes of pipeline rings of the loops being lowered (they follow the
-    /// scratch), and the most they took at once.
-    pub ring_bytes: usize,
-    pub ring_peak: usize,
-    /// Pipelined loops being lowered (their rings are live), and the most
-    /// scratch used while one was: the rings go after that. Scratch used
-    /// while none is (`shared_bytes`) may reuse the rings' bytes.
-    pub pipelines_open: usize,
-    scratch_in_pipelines: u32,
-    /// This thread's index in the program (entry block).
-    tid: String,
-    /// Values held in registers when a cluster barrier was emitted.
-    pub(super) crossed_barrier: HashSet<ValueId>,
-    /// Alignment of the dynamic shared buffer: 16 bytes, or a swizzle
-    /// period when the tensor cores read swizzled buffers from it.
-    pub shared_align: usize,
-    /// `dot` results whose wgmma group a pipelined loop leaves in flight
-    /// until the next iteration (or the loop's end) waits for it.
-    pub wgmma_in_flight: HashSet<ValueId>,
-    /// Where the kernel's `local_alloc` buffers and mbarriers live.
-    pub(super) static_shared: StaticShared,
-    /// The tensor-memory address of the kernel's allocation, once made.
-    pub(super) tmem_base: Option<String>,
-    /// Each device-made descriptor's slot in the program's global scratch,
-    /// and the scratch parameter when there are any.
-    pub(super) descriptor_slots: HashMap<ValueId, usize>,
-    pub(super) descriptor_scratch: Option<String>,
-    /// Loads to issue in a given layout (learnt by an earlier lowering),
-    /// and loads lowered so far (to find them behind elementwise ops).
-    load_hints: HashMap<ValueId, LinearLayout>,
-    loads: HashMap<ValueId, &'k Op>,
-    /// What this lowering learnt for the next: loads whose values were
-    /// moved through shared memory to the layout given.
-    wanted_load_layouts: HashMap<ValueId, LinearLayout>,
-    /// Moves through shared memory emitted (`convert`).
-    conversions: usize,
-    /// Where in the body the last barrier of a context was emitted, and its
-    /// statement (see [`Lowerer::drop_barrier_subsumed_by`]).
-    last_barrier: Option<(usize, String)>,
-    /// Where the last `fence.proxy.async` and barrier pair was emitted, and
-    /// its text (see [`Lowerer::shared_writes_reach_async_proxy`]).
-    async_proxy_fence: Option<(usize, String)>,
+    /// Slower paths taken (see [`Lowered::notes`]).
+    pub(super) notes: Vec<String>,
+}
+
+/// Analyses of the whole kernel, run before emission; read-only after.
+pub(super) struct KernelFacts {
+    /// Values some op reads (an atomic whose old values none reads reduces).
+    pub(super) used: HashSet<ValueId>,
+    pub(super) axis: HashMap<ValueId, AxisInfo>,
+    /// Elements per thread vector along the last dim, per shape (from the widest access).
+    pub(super) vector_of_shape: HashMap<Vec<usize>, usize>,
     /// The kernel stores into its peers' shared memory
     /// (`remote_shmem_store`): remote arrivals release, and waits acquire,
     /// at cluster scope.
     pub(super) stores_into_peers: bool,
-    /// Slower paths taken (see [`Lowered::notes`]).
-    pub(super) notes: Vec<String>,
+    /// Each device-made descriptor's slot in the program's global scratch.
+    pub(super) descriptor_slots: HashMap<ValueId, usize>,
+    /// Where the kernel's `local_alloc` buffers and mbarriers live.
+    pub(super) static_shared: StaticShared,
+}
+
+impl KernelFacts {
+    fn analyze(kernel: &Kernel) -> Result<KernelFacts> {
+        let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
+        collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
+        let mut uses = HashMap::new();
+        super::pipeline::count_uses(&kernel.body, &mut uses);
+        Ok(KernelFacts {
+            used: uses.into_keys().collect(),
+            axis: axis::analyze(kernel),
+            vector_of_shape,
+            stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
+            descriptor_slots: super::device_descriptor::descriptor_slots(kernel),
+            static_shared: plan_static_shared(kernel)?,
+        })
+    }
+}
+
+/// Values as the threads hold them.
+pub(super) struct HeldValues<'k> {
+    pub(super) values: HashMap<ValueId, Tensor>,
+    /// Defining op of each op result, for recomputation in another layout.
+    pub(super) defs: HashMap<ValueId, &'k Op>,
+    /// Values that derive only from constants, `arange` and scalars.
+    pub(super) recomputable: HashSet<ValueId>,
+    /// Values held before the task region being lowered, whose threads may
+    /// not hold them (see `tasks.rs`).
+    pub(super) outside_values: HashSet<ValueId>,
+}
+
+/// Thread indices (entry block) and what is computed from them once.
+pub(super) struct ThreadIndices {
+    /// This thread's index in the program.
+    pub(super) tid: String,
+    /// `(lane, warp)` of the context being lowered.
+    pub(super) lane: String,
+    pub(super) warp: String,
+    /// The program's own thread and warp indices, from which a task's are
+    /// derived.
+    pub(super) program_tid: String,
+    pub(super) program_warp: String,
+    pub(super) thread_offsets: HashMap<(u32, Vec<u32>, Vec<u32>), String>,
+    /// Per-thread shared pointers, by context, shared region and `(lanes,
+    /// warps)` of the layout.
+    pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
+}
+
+/// Shared memory taken so far (the plan is settled once emission ends).
+pub(super) struct SharedUse {
+    pub(super) shared_bytes: u32,
+    /// Alignment of the dynamic shared buffer: 16 bytes, or a swizzle
+    /// period when the tensor cores read swizzled buffers from it.
+    pub(super) shared_align: usize,
+    /// Bytes of pipeline rings of the loops being lowered (they follow the
+    /// scratch), and the most they took at once.
+    pub(super) ring_bytes: usize,
+    pub(super) ring_peak: usize,
+    /// Pipelined loops being lowered (their rings are live), and the most
+    /// scratch used while one was: the rings go after that. Scratch used
+    /// while none is (`shared_bytes`) may reuse the rings' bytes.
+    pub(super) pipelines_open: usize,
+    pub(super) scratch_in_pipelines: u32,
+    /// The tensor-memory address of the kernel's allocation, once made.
+    pub(super) tmem_base: Option<String>,
+    /// The global-scratch parameter of device-made descriptors, if any.
+    pub(super) descriptor_scratch: Option<String>,
+}
+
+/// Loads to issue in a given layout (learnt by an earlier lowering), and
+/// what this lowering learns for the next.
+pub(super) struct LoadLayouts<'k> {
+    pub(super) load_hints: HashMap<ValueId, LinearLayout>,
+    /// Loads lowered so far (to find them behind elementwise ops).
+    pub(super) loads: HashMap<ValueId, &'k Op>,
+    /// Loads whose values were moved through shared memory to the layout given.
+    pub(super) wanted_load_layouts: HashMap<ValueId, LinearLayout>,
+    /// Moves through shared memory emitted (`convert`).
+    pub(super) conversions: usize,
+}
+
+/// Synchronization emitted so far.
+pub(super) struct SyncState {
+    /// Where in the body the last barrier of a context was emitted, and its
+    /// statement (see [`Lowerer::drop_barrier_subsumed_by`]).
+    pub(super) last_barrier: Option<(usize, String)>,
+    /// Where the last `fence.proxy.async` and barrier pair was emitted, and
+    /// its text (see [`Lowerer::shared_writes_reach_async_proxy`]).
+    pub(super) async_proxy_fence: Option<(usize, String)>,
+    /// Values held in registers when a cluster barrier was emitted.
+    pub(super) crossed_barrier: HashSet<ValueId>,
+    /// `dot` results whose wgmma group a pipelined loop leaves in flight
+    /// until the next iteration (or the loop's end) waits for it.
+    pub(super) wgmma_in_flight: HashSet<ValueId>,
+    /// A task sets its register budget (the kernel must declare one program
+    /// per SM for that to take effect).
+    pub(super) uses_setmaxnreg: bool,
 }
 
 pub fn malformed(what: impl Into<String>) -> CodegenError {
@@ -234,14 +290,7 @@ fn lower_pass(
     arch: Arch,
     load_hints: HashMap<ValueId, LinearLayout>,
 ) -> Result<Pass> {
-    let mut l = Lowerer::new(kernel, arch, load_hints);
-    // Buffers and barriers first; scratch and rings follow them.
-    l.static_shared = plan_static_shared(kernel)?;
-    let static_end = l.static_shared.bytes.div_ceil(16) * 16;
-    l.context.scratch_base = static_end;
-    l.shared_bytes = static_end as u32;
-    l.scratch_in_pipelines = static_end as u32;
-    l.shared_align = l.shared_align.max(l.static_shared.align);
+    let mut l = Lowerer::new(kernel, arch, load_hints)?;
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         let arg = format!("%arg{i}");
@@ -266,7 +315,7 @@ fn lower_pass(
         };
         params.push(format!("{ty} {arg}"));
         let layout = l.scalar_layout()?;
-        l.values.insert(
+        l.held.values.insert(
             p.value,
             Tensor {
                 layout,
@@ -274,11 +323,10 @@ fn lower_pass(
             },
         );
     }
-    l.descriptor_slots = super::device_descriptor::descriptor_slots(kernel);
-    if !l.descriptor_slots.is_empty() {
+    if !l.facts.descriptor_slots.is_empty() {
         let arg = "%descriptor_scratch".to_string();
         params.push(format!("ptr addrspace(1) {arg}"));
-        l.descriptor_scratch = Some(arg);
+        l.shared.descriptor_scratch = Some(arg);
     }
     l.current_block = "body".into();
     l.lower_block(&kernel.body)?;
@@ -289,20 +337,20 @@ fn lower_pass(
     // as `cp.async` wants (a swizzle period when the tensor cores read them);
     // scratch used outside pipelined loops shares their bytes (see
     // `start_pipeline`'s barrier).
-    let in_pipelines = l.scratch_in_pipelines as usize;
-    let ring_base = in_pipelines.div_ceil(l.shared_align) * l.shared_align;
-    let pipelined = if l.ring_peak > 0 {
-        ring_base + l.ring_peak
+    let in_pipelines = l.shared.scratch_in_pipelines as usize;
+    let ring_base = in_pipelines.div_ceil(l.shared.shared_align) * l.shared.shared_align;
+    let pipelined = if l.shared.ring_peak > 0 {
+        ring_base + l.shared.ring_peak
     } else {
         in_pipelines
     };
-    l.shared_bytes = l.shared_bytes.max(pipelined as u32);
+    l.shared.shared_bytes = l.shared.shared_bytes.max(pipelined as u32);
     let mut text = String::new();
     let _ = writeln!(text, "target triple = \"{}\"\n", super::llvm::TRIPLE);
     let _ = writeln!(
         text,
         "@global_smem = external addrspace(3) global [0 x i8], align {}\n",
-        l.shared_align
+        l.shared.shared_align
     );
     let _ = writeln!(
         text,
@@ -332,7 +380,7 @@ fn lower_pass(
     };
     // `setmaxnreg` only takes effect in a kernel that declares one program
     // per SM (ptxas warns C7508 and ignores it otherwise).
-    let min_programs = if l.uses_setmaxnreg {
+    let min_programs = if l.sync.uses_setmaxnreg {
         " \"nvvm.minctasm\"=\"1\""
     } else {
         ""
@@ -345,88 +393,93 @@ fn lower_pass(
     Ok(Pass {
         lowered: Lowered {
             module_text: text,
-            shared_bytes: l.shared_bytes,
-            global_scratch_bytes: (l.descriptor_slots.len()
+            shared_bytes: l.shared.shared_bytes,
+            global_scratch_bytes: (l.facts.descriptor_slots.len()
                 * super::device_descriptor::DESCRIPTOR_BYTES)
                 as u32,
             notes: l.notes,
         },
-        load_hints: l.load_hints,
-        wanted_load_layouts: l.wanted_load_layouts,
-        conversions: l.conversions,
+        load_hints: l.load_layouts.load_hints,
+        wanted_load_layouts: l.load_layouts.wanted_load_layouts,
+        conversions: l.load_layouts.conversions,
     })
 }
 
 impl<'k> Lowerer<'k> {
-    fn new(kernel: &'k Kernel, arch: Arch, load_hints: HashMap<ValueId, LinearLayout>) -> Self {
+    fn new(
+        kernel: &'k Kernel,
+        arch: Arch,
+        load_hints: HashMap<ValueId, LinearLayout>,
+    ) -> Result<Self> {
         let mut f = FuncText::default();
         let tid = f.prologue_call("i32", "llvm.nvvm.read.ptx.sreg.tid.x", &[]);
         let lane = f.prologue_inst(format!("and i32 {tid}, 31"));
-        let tid_copy = tid.clone();
         let warp = f.prologue_inst(format!("lshr i32 {tid}, 5"));
-        let program_warp = warp.clone();
-        let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
-        collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
-        Lowerer {
+        let facts = KernelFacts::analyze(kernel)?;
+        // Buffers and barriers first; scratch and rings follow them.
+        let static_end = facts.static_shared.bytes.div_ceil(16) * 16;
+        let shared_align = facts.static_shared.align.max(16);
+        Ok(Lowerer {
             kernel,
             arch,
             f,
             num_warps: kernel.options.num_warps,
-            values: HashMap::new(),
-            defs: HashMap::new(),
-            recomputable: HashSet::new(),
-            used: {
-                let mut uses = HashMap::new();
-                super::pipeline::count_uses(&kernel.body, &mut uses);
-                uses.into_keys().collect()
+            facts,
+            held: HeldValues {
+                values: HashMap::new(),
+                defs: HashMap::new(),
+                recomputable: HashSet::new(),
+                outside_values: HashSet::new(),
             },
-            axis: axis::analyze(kernel),
-            vector_of_shape,
-            shared_bytes: 0,
-            lane,
-            warp,
-            thread_offsets: HashMap::new(),
-            smem_thread_ptrs: HashMap::new(),
+            threads: ThreadIndices {
+                program_tid: tid.clone(),
+                program_warp: warp.clone(),
+                tid,
+                lane,
+                warp,
+                thread_offsets: HashMap::new(),
+                smem_thread_ptrs: HashMap::new(),
+            },
+            shared: SharedUse {
+                shared_bytes: static_end as u32,
+                shared_align,
+                ring_bytes: 0,
+                ring_peak: 0,
+                pipelines_open: 0,
+                scratch_in_pipelines: static_end as u32,
+                tmem_base: None,
+                descriptor_scratch: None,
+            },
+            load_layouts: LoadLayouts {
+                load_hints,
+                loads: HashMap::new(),
+                wanted_load_layouts: HashMap::new(),
+                conversions: 0,
+            },
+            sync: SyncState {
+                last_barrier: None,
+                async_proxy_fence: None,
+                crossed_barrier: HashSet::new(),
+                wgmma_in_flight: HashSet::new(),
+                uses_setmaxnreg: false,
+            },
             context: ExecContext {
                 region: 0,
                 first_warp: 0,
                 num_warps: kernel.options.num_warps,
-                scratch_base: 0,
+                scratch_base: static_end,
                 replica: "0".into(),
                 barrier_id: BarrierId::Fixed(0),
             },
-            program_tid: tid_copy.clone(),
-            program_warp,
-            outside_values: HashSet::new(),
-            uses_setmaxnreg: false,
             current_block: String::new(),
             ring_reads: HashMap::new(),
-            ring_bytes: 0,
-            ring_peak: 0,
-            pipelines_open: 0,
-            scratch_in_pipelines: 0,
-            tid: tid_copy,
-            crossed_barrier: HashSet::new(),
-            shared_align: 16,
-            static_shared: StaticShared::default(),
-            tmem_base: None,
-            descriptor_slots: HashMap::new(),
-            descriptor_scratch: None,
-            wgmma_in_flight: HashSet::new(),
-            load_hints,
-            loads: HashMap::new(),
-            wanted_load_layouts: HashMap::new(),
-            conversions: 0,
-            last_barrier: None,
-            async_proxy_fence: None,
-            stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
             notes: Vec::new(),
-        }
+        })
     }
 
     /// Whether any op of the kernel reads `v`.
     pub fn is_used(&self, v: ValueId) -> bool {
-        self.used.contains(&v)
+        self.facts.used.contains(&v)
     }
 
     pub fn ty(&self, v: ValueId) -> &'k Type {
@@ -439,7 +492,7 @@ impl<'k> Lowerer<'k> {
 
     /// The default layout of a shape: 16-byte vectors of the widest element accessed at it.
     pub fn default_layout(&self, shape: &[usize]) -> Result<LinearLayout> {
-        let vector = self.vector_of_shape.get(shape).copied().unwrap_or(4);
+        let vector = self.facts.vector_of_shape.get(shape).copied().unwrap_or(4);
         Ok(LinearLayout::blocked(shape, vector, self.num_warps)?)
     }
 
@@ -447,14 +500,14 @@ impl<'k> Lowerer<'k> {
     /// use, in its natural layout (not cached: the use may sit in a nested block).
     pub fn tensor(&mut self, v: ValueId) -> Result<Tensor> {
         if self.crosses_into_task(v)? {
-            if let Some(op) = self.defs.get(&v).copied() {
+            if let Some(op) = self.held.defs.get(&v).copied() {
                 return self.lower_pure(op, None);
             }
         }
-        if let Some(t) = self.values.get(&v) {
+        if let Some(t) = self.held.values.get(&v) {
             return Ok(t.clone());
         }
-        match self.defs.get(&v).copied() {
+        match self.held.defs.get(&v).copied() {
             Some(op) => self.lower_pure(op, None),
             None => Err(malformed(format!("{v} used before its definition"))),
         }
@@ -462,20 +515,21 @@ impl<'k> Lowerer<'k> {
 
     /// The pure op defining `v`, if any (loads, reductions and loops are not recorded).
     pub fn def_of(&self, v: ValueId) -> Option<&'k Op> {
-        self.defs.get(&v).copied()
+        self.held.defs.get(&v).copied()
     }
 
     /// True if `v` can be produced in any layout without moving data between threads.
     pub fn is_recomputable(&self, v: ValueId) -> bool {
-        self.ty(v).is_scalar() || self.recomputable.contains(&v)
+        self.ty(v).is_scalar() || self.held.recomputable.contains(&v)
     }
 
     /// The layout `v` is held in (or, if deferred, would be), without emitting code.
     pub fn layout_of(&self, v: ValueId) -> Result<LinearLayout> {
-        if let Some(t) = self.values.get(&v) {
+        if let Some(t) = self.held.values.get(&v) {
             return Ok(t.layout.clone());
         }
         let op = self
+            .held
             .defs
             .get(&v)
             .copied()
@@ -492,11 +546,14 @@ impl<'k> Lowerer<'k> {
     /// thread's lane and warp bits select, i32, in the entry block.
     pub fn thread_xor(&mut self, lanes: &[u32], warps: &[u32]) -> String {
         let key = (self.context.region, lanes.to_vec(), warps.to_vec());
-        if let Some(v) = self.thread_offsets.get(&key) {
+        if let Some(v) = self.threads.thread_offsets.get(&key) {
             return v.clone();
         }
         let mut acc = "0".to_string();
-        for (id, bases) in [(self.lane.clone(), lanes), (self.warp.clone(), warps)] {
+        for (id, bases) in [
+            (self.threads.lane.clone(), lanes),
+            (self.threads.warp.clone(), warps),
+        ] {
             for (bit, &basis) in bases.iter().enumerate() {
                 if basis == 0 {
                     continue;
@@ -511,7 +568,7 @@ impl<'k> Lowerer<'k> {
                 acc = self.f.prologue_inst(format!("xor i32 {acc}, {part}"));
             }
         }
-        self.thread_offsets.insert(key, acc.clone());
+        self.threads.thread_offsets.insert(key, acc.clone());
         acc
     }
 
@@ -533,11 +590,11 @@ impl<'k> Lowerer<'k> {
             return Ok(vec![t.regs[0].clone(); layout.num_regs()]);
         }
         if self.crosses_into_task(v)? {
-            if let Some(op) = self.defs.get(&v).copied() {
+            if let Some(op) = self.held.defs.get(&v).copied() {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
             }
         }
-        if let Some(t) = self.values.get(&v) {
+        if let Some(t) = self.held.values.get(&v) {
             if t.layout == *layout {
                 return Ok(t.regs.clone());
             }
@@ -545,15 +602,15 @@ impl<'k> Lowerer<'k> {
                 return Ok(regs);
             }
         }
-        if let Some(op) = self.defs.get(&v).copied() {
+        if let Some(op) = self.held.defs.get(&v).copied() {
             // Deferred layout-only ops and values derived from constants are redone in
             // the wanted layout: moving a (smaller or equal) operand is never dearer.
-            if !self.values.contains_key(&v) || self.recomputable.contains(&v) {
+            if !self.held.values.contains_key(&v) || self.held.recomputable.contains(&v) {
                 return Ok(self.lower_pure(op, Some(layout))?.regs);
             }
         }
         self.note_wanted_layout(v, layout);
-        self.conversions += 1;
+        self.load_layouts.conversions += 1;
         let t = self.tensor(v)?;
         let elem = self.ty(v).elem();
         self.convert(&t, elem, layout)
@@ -561,12 +618,12 @@ impl<'k> Lowerer<'k> {
 
     /// Records a load being lowered, for [`Lowerer::note_wanted_layout`].
     pub(super) fn note_load(&mut self, result: ValueId, op: &'k Op) {
-        self.loads.insert(result, op);
+        self.load_layouts.loads.insert(result, op);
     }
 
     /// The layout an earlier lowering learnt this load is wanted in.
     pub(super) fn load_hint(&self, result: ValueId) -> Option<LinearLayout> {
-        self.load_hints.get(&result).cloned()
+        self.load_layouts.load_hints.get(&result).cloned()
     }
 
     /// `v`, held in another layout, is about to be moved to `layout`. The
@@ -584,7 +641,7 @@ impl<'k> Lowerer<'k> {
             if !seen.insert(v) {
                 continue;
             }
-            if let Some(load) = self.loads.get(&v) {
+            if let Some(load) = self.load_layouts.loads.get(&v) {
                 // A shared buffer reads the same in any layout; a global
                 // load needs its addresses (and mask and default) there.
                 let addressable = matches!(
@@ -599,13 +656,14 @@ impl<'k> Lowerer<'k> {
                     .iter()
                     .all(|o| self.is_recomputable(*o));
                 if addressable && self.ty(v).shape() == layout.shape.as_slice() {
-                    self.wanted_load_layouts
+                    self.load_layouts
+                        .wanted_load_layouts
                         .entry(v)
                         .or_insert_with(|| layout.without_register_replicas());
                 }
                 continue;
             }
-            let Some(op) = self.defs.get(&v) else {
+            let Some(op) = self.held.defs.get(&v) else {
                 continue;
             };
             let elementwise = matches!(
@@ -640,7 +698,7 @@ impl<'k> Lowerer<'k> {
     }
 
     fn define(&mut self, v: ValueId, t: Tensor) {
-        self.values.insert(v, t);
+        self.held.values.insert(v, t);
     }
 
     pub(super) fn define_value(&mut self, v: ValueId, t: Tensor) {
@@ -730,11 +788,11 @@ impl<'k> Lowerer<'k> {
                 );
                 let derived = operands
                     .iter()
-                    .all(|o| self.recomputable.contains(o) || self.ty(*o).is_scalar());
+                    .all(|o| self.held.recomputable.contains(o) || self.ty(*o).is_scalar());
                 if leaf || derived {
-                    self.recomputable.insert(result);
+                    self.held.recomputable.insert(result);
                 }
-                self.defs.insert(result, op);
+                self.held.defs.insert(result, op);
                 if let Some(t) = t {
                     self.define(result, t);
                 }
@@ -846,7 +904,7 @@ impl<'k> Lowerer<'k> {
         let anchored = tensors
             .iter()
             .copied()
-            .find(|o| self.values.contains_key(o) && !self.recomputable.contains(o));
+            .find(|o| self.held.values.contains_key(o) && !self.held.recomputable.contains(o));
         match (&op.kind, anchored.or(tensors.first().copied())) {
             (OpKind::Broadcast(_), _) | (_, None) => self.default_layout(rty.shape()),
             (OpKind::ExpandDims { .. } | OpKind::Reshape(_), Some(v)) => {
@@ -929,8 +987,8 @@ impl<'k> Lowerer<'k> {
         }
         let mut acc = "true".to_string();
         for (id, bases) in [
-            (self.lane.clone(), layout.lanes.clone()),
-            (self.warp.clone(), layout.warps.clone()),
+            (self.threads.lane.clone(), layout.lanes.clone()),
+            (self.threads.warp.clone(), layout.warps.clone()),
         ] {
             for (bit, &b) in bases.iter().enumerate() {
                 if b == 0 {
@@ -945,16 +1003,18 @@ impl<'k> Lowerer<'k> {
 
     /// This thread's index in its context (the program or a task replica).
     pub fn thread_id(&self) -> String {
-        self.tid.clone()
+        self.threads.tid.clone()
     }
 
     pub(super) fn set_thread_id(&mut self, tid: String) {
-        self.tid = tid;
+        self.threads.tid = tid;
     }
 
     /// Scratch bytes used so far by every context, in or out of pipelines.
     pub(super) fn scratch_used(&self) -> u32 {
-        self.shared_bytes.max(self.scratch_in_pipelines)
+        self.shared
+            .shared_bytes
+            .max(self.shared.scratch_in_pipelines)
     }
 
     /// Fails when `v`, held before the current task region, may not be in
@@ -964,10 +1024,10 @@ impl<'k> Lowerer<'k> {
         let ty = self.ty(v);
         // Scalars, buffers, barriers and descriptors are uniform: every
         // thread computed them before the tasks split.
-        if !self.outside_values.contains(&v) || ty.is_scalar() || !ty.is_tensor() {
+        if !self.held.outside_values.contains(&v) || ty.is_scalar() || !ty.is_tensor() {
             return Ok(false);
         }
-        if self.recomputable.contains(&v) {
+        if self.held.recomputable.contains(&v) {
             return Ok(true);
         }
         Err(CodegenError::Misuse {
@@ -989,17 +1049,17 @@ impl<'k> Lowerer<'k> {
         f: impl FnOnce(&mut Self) -> Result<T>,
     ) -> Result<T> {
         let (var, value) = bind;
-        let saved = self.values.insert(var, value);
+        let saved = self.held.values.insert(var, value);
         let lowered = ops.iter().try_for_each(|op| self.lower_op(op));
         let out = lowered.and_then(|()| f(self));
         for r in ops.iter().flat_map(|op| &op.results) {
-            self.values.remove(r);
-            self.defs.remove(r);
-            self.recomputable.remove(r);
+            self.held.values.remove(r);
+            self.held.defs.remove(r);
+            self.held.recomputable.remove(r);
         }
         match saved {
-            Some(v) => self.values.insert(var, v),
-            None => self.values.remove(&var),
+            Some(v) => self.held.values.insert(var, v),
+            None => self.held.values.remove(&var),
         };
         out
     }
@@ -1031,7 +1091,7 @@ impl<'k> Lowerer<'k> {
             }
         }
         self.tcgen05_fence_after();
-        self.last_barrier = Some((start, self.f.body[start..].to_string()));
+        self.sync.last_barrier = Some((start, self.f.body[start..].to_string()));
     }
 
     /// Makes every thread's generic shared-memory writes so far visible to
@@ -1041,20 +1101,20 @@ impl<'k> Lowerer<'k> {
     /// after it (a `local_store` right before a TMA store emits one, which
     /// the store would repeat).
     pub(super) fn shared_writes_reach_async_proxy(&mut self) {
-        if self.stands(&self.async_proxy_fence) {
+        if self.stands(&self.sync.async_proxy_fence) {
             return;
         }
         let start = self.f.body.len();
         self.fence_async_shared();
         self.barrier();
-        self.async_proxy_fence = Some((start, self.f.body[start..].to_string()));
+        self.sync.async_proxy_fence = Some((start, self.f.body[start..].to_string()));
     }
 
     /// Whether the context's last barrier stands with nothing but pure
     /// instructions after it, so that another one now would order nothing
     /// more.
     pub(super) fn barrier_stands(&self) -> bool {
-        self.stands(&self.last_barrier)
+        self.stands(&self.sync.last_barrier)
     }
 
     /// Whether `emitted` (where in the body some synchronization began, and
@@ -1074,7 +1134,7 @@ impl<'k> Lowerer<'k> {
         if self.context.region == 0 || threads < self.context.threads() {
             return;
         }
-        if let Some((start, text)) = self.last_barrier.take() {
+        if let Some((start, text)) = self.sync.last_barrier.take() {
             self.f.remove_if_last(start, &text);
         }
     }
@@ -1106,10 +1166,10 @@ impl<'k> Lowerer<'k> {
     /// while or outside a pipelined loop.
     pub fn use_shared(&mut self, bytes: usize) {
         let bytes = self.scratch(bytes);
-        let used = if self.pipelines_open > 0 {
-            &mut self.scratch_in_pipelines
+        let used = if self.shared.pipelines_open > 0 {
+            &mut self.shared.scratch_in_pipelines
         } else {
-            &mut self.shared_bytes
+            &mut self.shared.shared_bytes
         };
         *used = (*used).max(bytes as u32);
     }

@@ -392,7 +392,7 @@ impl<'k> Lowerer<'k> {
     /// The power of two, in bytes, that the axis analysis proves divides the
     /// start of every chunk of the pointer tile `ptr`.
     pub(super) fn known_alignment(&self, ptr: ValueId) -> usize {
-        self.axis.get(&ptr).map_or(1, |a| a.divisibility)
+        self.facts.axis.get(&ptr).map_or(1, |a| a.divisibility)
     }
 
     /// i1: every `n`-register chunk of the tile may be one vector access: its first
@@ -462,7 +462,7 @@ impl<'k> Lowerer<'k> {
             MaskRun::Uniform
         } else {
             let def = |v| self.def_of(v).map(|op| &op.kind);
-            axis::mask_run(self.kernel, &self.axis, &def, m, n)
+            axis::mask_run(self.kernel, &self.facts.axis, &def, m, n)
         };
         Ok(Some((regs, run)))
     }
@@ -514,7 +514,7 @@ impl<'k> Lowerer<'k> {
         };
         let layout = ptrs.layout.clone();
         let bytes = mem_bytes(elem);
-        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let contiguity = self.facts.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
         let masks = self.access_masks(*mask, &layout, n)?;
         let others = other.map(|o| self.get(o, &layout)).transpose()?;
@@ -549,7 +549,7 @@ impl<'k> Lowerer<'k> {
                 .iter()
                 .map(|b| from_bits(&mut self.f, elem, b))
                 .collect();
-            self.values.insert(result, Tensor { layout, regs });
+            self.held.values.insert(result, Tensor { layout, regs });
             return Ok(());
         }
         let (vword, _) = words_of(n, bytes);
@@ -631,7 +631,7 @@ impl<'k> Lowerer<'k> {
             .iter()
             .map(|b| from_bits(&mut self.f, elem, b))
             .collect();
-        self.values.insert(result, Tensor { layout, regs });
+        self.held.values.insert(result, Tensor { layout, regs });
         Ok(())
     }
 
@@ -669,7 +669,7 @@ impl<'k> Lowerer<'k> {
         let ptrs = self.get(*ptr, &layout)?;
         let values = self.get(*value, &layout)?;
         let bytes = mem_bytes(elem);
-        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let contiguity = self.facts.axis.get(ptr).map_or(1, |a| a.contiguity);
         let n = vector_len(&layout, contiguity, bytes);
         let masks = self.access_masks(*mask, &layout, n)?;
         let instr = store_qualifiers(*cache, *eviction);

@@ -220,7 +220,7 @@ impl<'k> Lowerer<'k> {
             .values()
             .map(|p| p.bytes.div_ceil(1024) * 1024 * stages)
             .sum();
-        let needed = self.ring_bytes.div_ceil(1024) * 1024 + operand_bytes;
+        let needed = self.shared.ring_bytes.div_ceil(1024) * 1024 + operand_bytes;
         if needed > SHARED_BYTES_LIMIT as usize {
             return Err(CodegenError::SharedMemoryExceeded {
                 needed: needed as u32,
@@ -230,12 +230,12 @@ impl<'k> Lowerer<'k> {
         let distance = stages - 1 - usize::from(!operand_placements.is_empty());
         // The rings may reuse scratch bytes that other warps still read.
         self.barrier();
-        self.pipelines_open += 1;
+        self.shared.pipelines_open += 1;
         let mut pipe = LoopPipeline {
             stages,
             distance,
             operand_placements,
-            ring_mark: self.ring_bytes,
+            ring_mark: self.shared.ring_bytes,
             candidates,
             rings: Vec::new(),
         };
@@ -272,10 +272,10 @@ impl<'k> Lowerer<'k> {
         self.enter_block(&done);
         // With no ring the loop above only commits empty groups: harmless.
         if pipe.rings.is_empty() {
-            self.pipelines_open -= 1;
+            self.shared.pipelines_open -= 1;
             return Ok(None);
         }
-        self.ring_peak = self.ring_peak.max(self.ring_bytes);
+        self.shared.ring_peak = self.shared.ring_peak.max(self.shared.ring_bytes);
         Ok(Some(pipe))
     }
 
@@ -415,7 +415,7 @@ impl<'k> Lowerer<'k> {
                 }
             }
         }
-        self.wgmma_in_flight.extend(in_flight);
+        self.sync.wgmma_in_flight.extend(in_flight);
         for (load, run) in uncopyable {
             self.note_uncopyable_operand(load, run, "loaded into registers each iteration");
         }
@@ -465,10 +465,10 @@ impl<'k> Lowerer<'k> {
     ) {
         self.f.asm("void", "cp.async.wait_all;", "~{memory}", &[]);
         self.retire_tma_rings(pipe);
-        self.ring_bytes = pipe.ring_mark;
-        self.pipelines_open -= 1;
+        self.shared.ring_bytes = pipe.ring_mark;
+        self.shared.pipelines_open -= 1;
         for (t, v) in carried.iter_mut().zip(yielded(body)) {
-            if self.wgmma_in_flight.contains(&v) {
+            if self.sync.wgmma_in_flight.contains(&v) {
                 // Pipelined dots read N-major B, so 16-bit inputs and f32
                 // accumulators only.
                 t.regs = self.wgmma_wait(0, tlx_core::ir::ScalarType::F32, &t.regs);
@@ -561,7 +561,7 @@ impl<'k> Lowerer<'k> {
         let ptrs = self.tensor(*ptr)?;
         let elem = self.ty(load.results[0]).elem();
         let bytes = mem_bytes(elem);
-        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let contiguity = self.facts.axis.get(ptr).map_or(1, |a| a.contiguity);
         let mut chunk = vector_len(&ptrs.layout, contiguity, bytes);
         if let Some(placed) = placement {
             chunk = chunk.min(placed.contiguous_run(&ptrs.layout, bytes)?);
@@ -572,13 +572,13 @@ impl<'k> Lowerer<'k> {
                 let (slot_bytes, ring_offset, limit) = match placement {
                     None => (
                         ptrs.layout.num_regs() * bytes * self.threads(),
-                        self.ring_bytes,
+                        self.shared.ring_bytes,
                         RING_BYTES_LIMIT,
                     ),
                     // Slots start on a swizzle period, as wgmma reads them.
                     Some(placed) => (
                         placed.bytes.div_ceil(1024) * 1024,
-                        self.ring_bytes.div_ceil(1024) * 1024,
+                        self.shared.ring_bytes.div_ceil(1024) * 1024,
                         SHARED_BYTES_LIMIT as usize,
                     ),
                 };
@@ -603,7 +603,7 @@ impl<'k> Lowerer<'k> {
                     Some(placed) => Some(placed.compose(&ptrs.layout)?),
                     None => None,
                 };
-                self.ring_bytes = ring_offset + ring_bytes;
+                self.shared.ring_bytes = ring_offset + ring_bytes;
                 RingRead {
                     ring_offset,
                     slot_bytes,
@@ -640,7 +640,7 @@ impl<'k> Lowerer<'k> {
         let OpKind::Load { ptr, .. } = &load.kind else {
             return None;
         };
-        let contiguity = self.axis.get(ptr).map_or(1, |a| a.contiguity);
+        let contiguity = self.facts.axis.get(ptr).map_or(1, |a| a.contiguity);
         Some(contiguity * mem_bytes(self.ty(load.results[0]).elem()))
     }
 
@@ -696,7 +696,7 @@ impl<'k> Lowerer<'k> {
                 .pointee()
                 .ok_or_else(|| super::lower::malformed("async_load of non-pointers"))?,
         ));
-        let contiguity = self.axis.get(&ptr).map_or(1, |a| a.contiguity);
+        let contiguity = self.facts.axis.get(&ptr).map_or(1, |a| a.contiguity);
         let chunk = vector_len(&ptrs.layout, contiguity, bytes)
             .min(placed.contiguous_run(&ptrs.layout, bytes)?);
         if !is_copy_size(chunk * bytes) {
@@ -920,7 +920,7 @@ impl<'k> Lowerer<'k> {
                 .map(|(v, (m, o))| self.f.inst(format!("select i1 {m}, {ty} {v}, {ty} {o}")))
                 .collect();
         }
-        self.values.insert(
+        self.held.values.insert(
             result,
             Tensor {
                 layout: copies.layout,

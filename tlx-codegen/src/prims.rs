@@ -205,6 +205,7 @@ impl<'k> Lowerer<'k> {
             Prim::LocalAlloc | Prim::AllocBarriers => {
                 let r = result()?;
                 let at = self
+                    .facts
                     .static_shared
                     .offsets
                     .get(&r)
@@ -361,7 +362,7 @@ impl<'k> Lowerer<'k> {
                 // TLX's own remote arrivals do: the remote-arrive-per-stage
                 // multicast backward measured 20% slower with the
                 // cluster-scope form (H200, session 31).
-                let publishes_stores = remote && self.stores_into_peers;
+                let publishes_stores = remote && self.facts.stores_into_peers;
                 self.on_first_thread(&pred, |l| {
                     let asm = if publishes_stores {
                         format!(
@@ -695,7 +696,7 @@ impl<'k> Lowerer<'k> {
         // with its cluster-scope release (see `BarrierArrive`), which by
         // PTX's memory model synchronizes only with an acquire whose scope
         // holds the peer: the default is the CTA's.
-        let scope = if self.stores_into_peers {
+        let scope = if self.facts.stores_into_peers {
             ".acquire.cluster"
         } else {
             ""

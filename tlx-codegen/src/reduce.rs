@@ -253,7 +253,7 @@ impl<'k> Lowerer<'k> {
             // Every register holds the total: keep the one register a scalar has.
             let layout = self.scalar_layout()?;
             let total = finals.swap_remove(0);
-            self.values.insert(
+            self.held.values.insert(
                 result,
                 Tensor {
                     layout,
@@ -267,7 +267,7 @@ impl<'k> Lowerer<'k> {
         for (&k, value) in sliced.iter().zip(finals) {
             regs[k] = value;
         }
-        self.values.insert(
+        self.held.values.insert(
             result,
             Tensor {
                 layout: result_layout,
@@ -300,7 +300,9 @@ impl<'k> Lowerer<'k> {
         // This warp's position among the warps that split the axis.
         let mut group = "0".to_string();
         for (j, bit) in (0..32).filter(|b| warp_mask >> b & 1 == 1).enumerate() {
-            let shifted = self.f.inst(format!("lshr i32 {}, {bit}", self.warp));
+            let shifted = self
+                .f
+                .inst(format!("lshr i32 {}, {bit}", self.threads.warp));
             let one = self.f.inst(format!("and i32 {shifted}, 1"));
             let placed = self.f.inst(format!("shl i32 {one}, {j}"));
             group = self.f.inst(format!("or i32 {group}, {placed}"));

@@ -22,7 +22,7 @@ impl Lowerer<'_> {
         };
         let from = self.ty(*src);
         let narrow = mem_bytes(from.elem()) < 4 && mem_bytes(from.elem()) < mem_bytes(out);
-        narrow && !from.is_scalar() && self.crossed_barrier.contains(src)
+        narrow && !from.is_scalar() && self.sync.crossed_barrier.contains(src)
     }
 
     /// `regs` (elements of type `elem`, narrower than 4 bytes) passed, a
@@ -49,6 +49,8 @@ impl Lowerer<'_> {
 
     /// Marks every value held now as living across the barrier being emitted.
     pub(super) fn note_barrier(&mut self) {
-        self.crossed_barrier.extend(self.values.keys().copied());
+        self.sync
+            .crossed_barrier
+            .extend(self.held.values.keys().copied());
     }
 }

@@ -150,14 +150,14 @@ impl<'k> Lowerer<'k> {
             let total = self.smem_load(acc, 0, &at);
             totals.push(scalar::cast(&mut self.f, acc_s, s, &total)?);
         }
-        self.values.insert(
+        self.held.values.insert(
             prefix_id,
             Tensor {
                 layout,
                 regs: prefix,
             },
         );
-        self.values.insert(
+        self.held.values.insert(
             total_id,
             Tensor {
                 layout: total_layout,

@@ -45,12 +45,12 @@ impl<'k> Lowerer<'k> {
         // The verifier keeps replicas within the hardware barriers.
         let replicas = task_warps(tasks, self.kernel.options.num_warps);
         let program = self.context.clone();
-        let held_before: Vec<_> = self.values.keys().copied().collect();
+        let held_before: Vec<_> = self.held.values.keys().copied().collect();
         // Everything before the region is visible to every task.
         self.barrier();
         // Tasks run at the same time: their scratch and rings must not meet
         // each other's, and scratch may not reuse ring bytes (see `use_shared`).
-        self.pipelines_open += 1;
+        self.shared.pipelines_open += 1;
         let join = self.f.fresh("tasks_end");
         let mut scratch_next = self.scratch_high_water();
         let regs_default = self.default_registers();
@@ -112,10 +112,10 @@ impl<'k> Lowerer<'k> {
             } else {
                 self.enter_replica_context(region, replica, scratch_next);
             }
-            let rings_before = self.ring_peak;
-            self.ring_bytes = self.ring_peak;
+            let rings_before = self.shared.ring_peak;
+            self.shared.ring_bytes = self.shared.ring_peak;
             if !task.default || replica.first_warp != 0 || replica.num_warps != program.num_warps {
-                self.outside_values = held_before.iter().copied().collect();
+                self.held.outside_values = held_before.iter().copied().collect();
             }
             match task.num_regs {
                 Some(regs) if !replica.shares_group() => self.set_max_registers(regs, regs_default),
@@ -129,7 +129,7 @@ impl<'k> Lowerer<'k> {
                 let work = self.f.fresh("task_work");
                 let idle = self.f.inst(format!(
                     "icmp uge i32 {}, {}",
-                    self.program_warp,
+                    self.threads.program_warp,
                     replica.end_warp()
                 ));
                 self.f.stmt(format!(
@@ -145,7 +145,8 @@ impl<'k> Lowerer<'k> {
                 )));
             }
             self.f.stmt(format!("br label %{join}"));
-            let private = self.scratch_high_water() > scratch_next || self.ring_peak > rings_before;
+            let private =
+                self.scratch_high_water() > scratch_next || self.shared.ring_peak > rings_before;
             let served = if task.shared_body && !private && !own_body {
                 rest
             } else {
@@ -158,7 +159,7 @@ impl<'k> Lowerer<'k> {
                 self.define_route(&route, replica.first_warp, end);
             }
             self.enter_block(&next_label);
-            self.outside_values.clear();
+            self.held.outside_values.clear();
             scratch_next = self.scratch_high_water();
             i += served;
         }
@@ -170,15 +171,15 @@ impl<'k> Lowerer<'k> {
         }
         self.enter_block(&join);
         self.enter_context(program);
-        self.pipelines_open -= 1;
+        self.shared.pipelines_open -= 1;
         self.barrier();
         Ok(())
     }
 
     /// Switches emission back to the whole program.
     fn enter_context(&mut self, context: ExecContext) {
-        self.warp = self.program_warp.clone();
-        let tid = self.program_tid.clone();
+        self.threads.warp = self.threads.program_warp.clone();
+        let tid = self.threads.program_tid.clone();
         self.set_thread_id(tid);
         self.num_warps = context.num_warps;
         self.context = context;
@@ -195,12 +196,14 @@ impl<'k> Lowerer<'k> {
         scratch_base: usize,
     ) {
         let first = replica.first_warp;
-        self.warp = self
+        self.threads.warp = self
             .f
-            .prologue_inst(format!("sub i32 {}, {first}", self.program_warp));
-        let tid = self
-            .f
-            .prologue_inst(format!("sub i32 {}, {}", self.program_tid, first * 32));
+            .prologue_inst(format!("sub i32 {}, {first}", self.threads.program_warp));
+        let tid = self.f.prologue_inst(format!(
+            "sub i32 {}, {}",
+            self.threads.program_tid,
+            first * 32
+        ));
         self.set_thread_id(tid);
         self.num_warps = replica.num_warps;
         self.context = ExecContext {
@@ -233,7 +236,7 @@ impl<'k> Lowerer<'k> {
         // shared memory addresses and wgmma descriptors derived from it stay
         // in uniform registers instead of being built per thread and moved
         // over (`R2UR`) before every wgmma.
-        let warp = self.program_warp.clone();
+        let warp = self.threads.program_warp.clone();
         let uniform_warp = self.f.prologue_call(
             "i32",
             "llvm.nvvm.shfl.sync.idx.i32",
@@ -243,10 +246,12 @@ impl<'k> Lowerer<'k> {
             .f
             .prologue_inst(format!("sub i32 {uniform_warp}, {task_first}"));
         let index = self.f.prologue_inst(format!("udiv i32 {in_task}, {warps}"));
-        self.warp = self.f.prologue_inst(format!("urem i32 {in_task}, {warps}"));
-        let task_tid =
-            self.f
-                .prologue_inst(format!("sub i32 {}, {}", self.program_tid, task_first * 32));
+        self.threads.warp = self.f.prologue_inst(format!("urem i32 {in_task}, {warps}"));
+        let task_tid = self.f.prologue_inst(format!(
+            "sub i32 {}, {}",
+            self.threads.program_tid,
+            task_first * 32
+        ));
         let tid = self
             .f
             .prologue_inst(format!("urem i32 {task_tid}, {}", warps * 32));
@@ -266,7 +271,7 @@ impl<'k> Lowerer<'k> {
     /// Defines `route` (in the entry block): whether this warp is one of
     /// `first..end`.
     fn define_route(&mut self, route: &str, first: u32, end: u32) {
-        let warp = self.program_warp.clone();
+        let warp = self.threads.program_warp.clone();
         let from = self
             .f
             .prologue_inst(format!("icmp uge i32 {warp}, {first}"));
@@ -282,7 +287,7 @@ impl<'k> Lowerer<'k> {
 
     /// `setmaxnreg` to `regs`, up or down from `from`.
     fn set_max_registers(&mut self, regs: u32, from: u32) {
-        self.uses_setmaxnreg = true;
+        self.sync.uses_setmaxnreg = true;
         let direction = match regs.cmp(&from) {
             std::cmp::Ordering::Less => "dec",
             std::cmp::Ordering::Greater => "inc",

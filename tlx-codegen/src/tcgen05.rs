@@ -69,12 +69,13 @@ impl<'k> Lowerer<'k> {
     pub(super) fn tmem_alloc(&mut self, op: &Op, result: ValueId) -> Result<()> {
         self.require_blackwell(op, "tensor memory")?;
         let column = self
+            .facts
             .static_shared
             .tmem_columns
             .get(&result)
             .copied()
             .ok_or_else(|| malformed("a tensor-memory allocation the planner did not place"))?;
-        let base = match self.tmem_base.clone() {
+        let base = match self.shared.tmem_base.clone() {
             Some(base) => base,
             None => self.allocate_tensor_memory()?,
         };
@@ -86,11 +87,14 @@ impl<'k> Lowerer<'k> {
     /// thread then reads the address.
     fn allocate_tensor_memory(&mut self) -> Result<String> {
         let (slot, columns) = self
+            .facts
             .static_shared
             .tmem_slot
             .ok_or_else(|| malformed("tensor memory without an address slot"))?;
         let slot_address = self.shared_address(&slot.to_string());
-        let first_warp = self.f.inst(format!("icmp eq i32 {}, 0", self.program_warp));
+        let first_warp = self
+            .f
+            .inst(format!("icmp eq i32 {}, 0", self.threads.program_warp));
         let n = allocation_columns(columns);
         self.when(&first_warp, |l| {
             let asm = format!(
@@ -104,20 +108,23 @@ impl<'k> Lowerer<'k> {
         let base = self
             .f
             .inst(format!("load volatile i32, ptr addrspace(3) {p}, align 4"));
-        self.tmem_base = Some(base.clone());
+        self.shared.tmem_base = Some(base.clone());
         Ok(base)
     }
 
     /// At the kernel's end: warp 0 frees the tensor memory once every
     /// thread is done with it.
     pub(super) fn release_tensor_memory(&mut self) {
-        let (Some(base), Some((_, columns))) =
-            (self.tmem_base.clone(), self.static_shared.tmem_slot)
-        else {
+        let (Some(base), Some((_, columns))) = (
+            self.shared.tmem_base.clone(),
+            self.facts.static_shared.tmem_slot,
+        ) else {
             return;
         };
         self.barrier();
-        let first_warp = self.f.inst(format!("icmp eq i32 {}, 0", self.program_warp));
+        let first_warp = self
+            .f
+            .inst(format!("icmp eq i32 {}, 0", self.threads.program_warp));
         let n = allocation_columns(columns);
         self.when(&first_warp, |l| {
             let asm = format!("tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, {n};");
@@ -128,7 +135,7 @@ impl<'k> Lowerer<'k> {
     /// `tcgen05.fence::before_thread_sync`, in kernels with tensor memory:
     /// its accesses before a barrier arrival are ordered before it.
     pub(super) fn tcgen05_fence_before(&mut self) {
-        if self.static_shared.tmem_slot.is_some() {
+        if self.facts.static_shared.tmem_slot.is_some() {
             self.f.asm(
                 "void",
                 "tcgen05.fence::before_thread_sync;",
@@ -141,7 +148,7 @@ impl<'k> Lowerer<'k> {
     /// `tcgen05.fence::after_thread_sync`: accesses after a wait are
     /// ordered after it.
     pub(super) fn tcgen05_fence_after(&mut self) {
-        if self.static_shared.tmem_slot.is_some() {
+        if self.facts.static_shared.tmem_slot.is_some() {
             self.f.asm(
                 "void",
                 "tcgen05.fence::after_thread_sync;",
@@ -163,7 +170,7 @@ impl<'k> Lowerer<'k> {
     fn tmem_warp_address(&mut self, m: &TensorMemoryType, base: &str) -> String {
         let warps = self.context.num_warps;
         let per_group = m.columns() / (warps as usize / 4);
-        let warp = self.warp.clone();
+        let warp = self.threads.warp.clone();
         let quarter = self.f.inst(format!("and i32 {warp}, 3"));
         let lane = self.f.inst(format!("shl i32 {quarter}, 21"));
         let group = self.f.inst(format!("lshr i32 {warp}, 2"));

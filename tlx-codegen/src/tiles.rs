@@ -85,7 +85,7 @@ impl<'k> Lowerer<'k> {
                     let at = self.tile_to_outer(&flat, rty.shape(), &outer, index)?;
                     regs.push(self.smem_load(elem, 0, &at));
                 }
-                self.values.insert(result, Tensor { layout, regs });
+                self.held.values.insert(result, Tensor { layout, regs });
             }
             OpKind::InsertTile { value, tile, index } => {
                 let src: Tensor = self.tensor(*value)?;
@@ -112,7 +112,7 @@ impl<'k> Lowerer<'k> {
                         self.smem_load(elem, 0, &flat)
                     })
                     .collect();
-                self.values.insert(result, Tensor { layout, regs });
+                self.held.values.insert(result, Tensor { layout, regs });
             }
             _ => return Err(malformed("not a tile op")),
         }

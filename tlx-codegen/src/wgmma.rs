@@ -343,7 +343,7 @@ impl<'k> Lowerer<'k> {
             WgmmaA::Shared(a_at) => {
                 let a_base = self.shared_address(a_at);
                 // This warp group's first row of A.
-                let warp = self.warp.clone();
+                let warp = self.threads.warp.clone();
                 let group = self.f.inst(format!("lshr i32 {warp}, 2"));
                 let group_bytes = plan.a.offset(64 * plan.k as u32);
                 let group_offset = self.f.inst(format!("mul i32 {group}, {group_bytes}"));
