@@ -83,12 +83,24 @@ pub(crate) struct Executor<'k> {
     kernel: &'k Kernel,
     mem: &'k HostMemory,
     check_uninit: bool,
-    grid: [u32; 3],
-    program: [u32; 3],
     env: Vec<Option<Rc<Tensor>>>,
     /// Undefined elements per value, beside `env`; all `None` unless `check_uninit`.
     flags: Vec<Flags>,
     frames: Vec<Frame<'k>>,
+    /// Which task of which program this executor runs.
+    task: TaskIdentity,
+    /// This task's asynchronous work not yet waited for.
+    in_flight: TaskInFlight,
+    /// In a skeleton run, the ops to execute; `None` in a normal run.
+    skeleton: Option<&'k HashSet<OpId>>,
+    /// Ops this task has executed: its `clock64()`.
+    ops_run: u64,
+}
+
+/// Which task an executor runs, and where.
+struct TaskIdentity {
+    grid: [u32; 3],
+    program: [u32; 3],
     /// The task's name in deadlock reports.
     name: String,
     /// Whether the name says which program of a cluster this is.
@@ -97,11 +109,14 @@ pub(crate) struct Executor<'k> {
     replica: u32,
     /// The GPU threads the task stands for (named barriers count them).
     threads: u32,
+}
+
+/// A task's asynchronous operations in flight.
+#[derive(Default)]
+struct TaskInFlight {
     /// Shared buffers this task's `async_load`s are filling: the open group,
     /// then the committed groups not yet waited for, oldest first.
     async_loads: prim::AsyncLoads,
-    /// In a skeleton run, the ops to execute; `None` in a normal run.
-    skeleton: Option<&'k HashSet<OpId>>,
     /// The shared buffers each `async_dot` group of this task reads, oldest
     /// first, until an `async_dot_wait` retires it.
     wgmma_groups: std::collections::VecDeque<Vec<usize>>,
@@ -114,8 +129,6 @@ pub(crate) struct Executor<'k> {
     mma_signalled: Vec<usize>,
     /// The tensor-memory accumulators this task's MMAs have written.
     mma_accs: Vec<usize>,
-    /// Ops this task has executed: its `clock64()`.
-    ops_run: u64,
 }
 
 fn format_elements(data: &Data) -> String {
@@ -149,21 +162,19 @@ impl<'k> Executor<'k> {
             kernel,
             mem,
             check_uninit,
-            grid,
-            program: [0; 3],
             env: vec![None; kernel.types.len()],
             flags: vec![None; kernel.types.len()],
             frames: Vec::new(),
-            name: "default".to_owned(),
-            named_after_program: false,
-            replica: 0,
-            threads: kernel.options.num_warps * 32,
-            async_loads: prim::AsyncLoads::default(),
+            task: TaskIdentity {
+                grid,
+                program: [0; 3],
+                name: "default".to_owned(),
+                named_after_program: false,
+                replica: 0,
+                threads: kernel.options.num_warps * 32,
+            },
+            in_flight: TaskInFlight::default(),
             skeleton,
-            wgmma_groups: Default::default(),
-            tma_stores: Default::default(),
-            mma_signalled: Vec::new(),
-            mma_accs: Vec::new(),
             ops_run: 0,
         }
     }
@@ -182,16 +193,14 @@ impl<'k> Executor<'k> {
                 if task.replicate > 1 {
                     name += &format!(" replica {replica}");
                 }
-                if self.named_after_program {
-                    let [x, y, z] = self.program;
+                if self.task.named_after_program {
+                    let [x, y, z] = self.task.program;
                     name += &format!(" of program ({x}, {y}, {z})");
                 }
                 children.push(Box::new(Executor {
                     kernel: self.kernel,
                     mem: self.mem,
                     check_uninit: self.check_uninit,
-                    grid: self.grid,
-                    program: self.program,
                     env: self.env.clone(),
                     flags: self.flags.clone(),
                     frames: vec![Frame {
@@ -199,16 +208,16 @@ impl<'k> Executor<'k> {
                         pc: 0,
                         cont: Continuation::Root,
                     }],
-                    name,
-                    named_after_program: self.named_after_program,
-                    replica,
-                    threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
-                    async_loads: prim::AsyncLoads::default(),
+                    task: TaskIdentity {
+                        grid: self.task.grid,
+                        program: self.task.program,
+                        name,
+                        named_after_program: self.task.named_after_program,
+                        replica,
+                        threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
+                    },
+                    in_flight: TaskInFlight::default(),
                     skeleton: self.skeleton,
-                    wgmma_groups: Default::default(),
-                    tma_stores: Default::default(),
-                    mma_signalled: Vec::new(),
-                    mma_accs: Vec::new(),
                     ops_run: self.ops_run,
                 }));
             }
@@ -219,16 +228,16 @@ impl<'k> Executor<'k> {
     /// Names the task after its program, for clusters, whose programs are
     /// scheduled together.
     pub(crate) fn name_after_program(&mut self) {
-        let [x, y, z] = self.program;
-        self.name = format!("default of program ({x}, {y}, {z})");
-        self.named_after_program = true;
+        let [x, y, z] = self.task.program;
+        self.task.name = format!("default of program ({x}, {y}, {z})");
+        self.task.named_after_program = true;
     }
 
     fn site(&self, op: Option<&Op>) -> Site {
         Site {
             kernel: self.kernel.name.clone(),
             file: self.kernel.source_file.as_str().into(),
-            program: self.program,
+            program: self.task.program,
             op: op.map_or("kernel", |o| o.kind.code().source_name()),
             line: op.map_or(0, |o| o.loc.line),
             buffers: self.parameter_buffers().into(),
@@ -263,15 +272,15 @@ impl<'k> Executor<'k> {
 
     /// Resets the state for `program` and binds the parameters.
     fn start(&mut self, program: [u32; 3], params: &[Rc<Tensor>]) -> FaultResult<()> {
-        self.program = program;
+        self.task.program = program;
         self.env.iter_mut().for_each(|slot| *slot = None);
         self.flags.iter_mut().for_each(|slot| *slot = None);
         self.frames.clear();
-        self.async_loads = prim::AsyncLoads::default();
-        self.wgmma_groups.clear();
-        self.tma_stores.clear();
-        self.mma_signalled.clear();
-        self.mma_accs.clear();
+        self.in_flight.async_loads = prim::AsyncLoads::default();
+        self.in_flight.wgmma_groups.clear();
+        self.in_flight.tma_stores.clear();
+        self.in_flight.mma_signalled.clear();
+        self.in_flight.mma_accs.clear();
         for (param, value) in self.kernel.params.iter().zip(params) {
             self.set(param.value, Rc::clone(value))?;
         }
@@ -587,9 +596,9 @@ impl<'k> Executor<'k> {
             }
             OpKind::ProgramId { axis } | OpKind::NumPrograms { axis } => {
                 let source = if matches!(op.kind, OpKind::ProgramId { .. }) {
-                    self.program
+                    self.task.program
                 } else {
-                    self.grid
+                    self.task.grid
                 };
                 let v = source
                     .get(usize::from(*axis))
@@ -624,10 +633,10 @@ impl<'k> Executor<'k> {
                 }
                 v.data.clone()
             }
-            OpKind::AsyncTaskReplicaId => Data::Int(vec![i64::from(self.replica)]),
+            OpKind::AsyncTaskReplicaId => Data::Int(vec![i64::from(self.task.replica)]),
             OpKind::ClusterCtaRank => {
                 let cluster = self.kernel.options.cluster.map(|d| d.max(1));
-                let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
+                let local = [0, 1, 2].map(|a| self.task.program[a] % cluster[a]);
                 Data::Int(vec![super::linear_index(cluster, local) as i64])
             }
             OpKind::Arange { start, end } => {
@@ -1012,7 +1021,7 @@ impl<'k> Executor<'k> {
             .iter()
             .map(|&v| Ok(&self.get(v)?.data))
             .collect::<FaultResult<Vec<&Data>>>()?;
-        let line = print_line(self.program, op.loc.line, prefix, &data);
+        let line = print_line(self.task.program, op.loc.line, prefix, &data);
         // One write per line so lines of concurrent programs do not interleave.
         let _ = std::io::stdout().lock().write_all(line.as_bytes());
         Ok(())
@@ -1024,7 +1033,7 @@ impl<'k> Executor<'k> {
 /// (its task number in the cluster's schedule), and forks at `async_tasks`.
 impl<'k> Task<'k> for Executor<'k> {
     fn name(&self) -> &str {
-        &self.name
+        &self.task.name
     }
 
     fn step(

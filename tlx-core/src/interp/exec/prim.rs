@@ -304,7 +304,7 @@ impl<'k> Executor<'k> {
                 };
                 let stale = InterpError::StaleWait {
                     at: self.site(Some(op)),
-                    task: self.name.clone(),
+                    task: self.task.name.clone(),
                     barrier: id,
                     phase,
                     first_line,
@@ -349,8 +349,8 @@ impl<'k> Executor<'k> {
             // reading their buffers.
             Prim::AsyncDescriptorStoreWait => {
                 let pendings = imm(0)? as usize;
-                while self.tma_stores.len() > pendings {
-                    if let Some((retired, _)) = self.tma_stores.pop_front() {
+                while self.in_flight.tma_stores.len() > pendings {
+                    if let Some((retired, _)) = self.in_flight.tma_stores.pop_front() {
                         shared.clocks.end_reads(task, &[retired]);
                     }
                 }
@@ -374,9 +374,13 @@ impl<'k> Executor<'k> {
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
                 self.check_write(op, shared, buffer_id, task)?;
-                shared
-                    .async_writes
-                    .record_write(buffer_id, &self.name, op.loc.line, bar_id, phase);
+                shared.async_writes.record_write(
+                    buffer_id,
+                    &self.task.name,
+                    op.loc.line,
+                    bar_id,
+                    phase,
+                );
                 // The copy lands later, when the scheduler says (see `inflight`).
                 shared.in_flight.push(InFlightCopy {
                     alloc,
@@ -388,7 +392,7 @@ impl<'k> Executor<'k> {
                     bytes,
                     clock: shared.clocks.snapshot(task),
                     at: self.site(Some(op)),
-                    task: self.name.clone(),
+                    task: self.task.name.clone(),
                 });
                 Ok(())
             }
@@ -396,7 +400,7 @@ impl<'k> Executor<'k> {
                 let view = self.buffer_view(arg(1)?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
                 let id = shared.smem.buffer_id(view.alloc, view.buffer);
-                self.tma_stores.push_back((id, op.loc.line));
+                self.in_flight.tma_stores.push_back((id, op.loc.line));
                 if self.skeleton.is_some() {
                     return Ok(());
                 }
@@ -413,7 +417,7 @@ impl<'k> Executor<'k> {
                     .filter_map(|v| self.buffer_view(v).ok())
                     .map(|view| shared.smem.buffer_id(view.alloc, view.buffer))
                     .collect();
-                self.wgmma_groups.push_back(group);
+                self.in_flight.wgmma_groups.push_back(group);
                 let (Some(a), Some(b)) = (a, b) else {
                     return Ok(self.define_opaque(op)?);
                 };
@@ -426,8 +430,8 @@ impl<'k> Executor<'k> {
             }
             Prim::AsyncDotWait => {
                 let pendings = imm(0)? as usize;
-                while self.wgmma_groups.len() > pendings {
-                    if let Some(retired) = self.wgmma_groups.pop_front() {
+                while self.in_flight.wgmma_groups.len() > pendings {
+                    if let Some(retired) = self.in_flight.wgmma_groups.pop_front() {
                         shared.clocks.end_reads(task, &retired);
                     }
                 }
@@ -442,7 +446,7 @@ impl<'k> Executor<'k> {
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     shared.smem.mark_written(alloc, buffer)?;
-                    self.async_loads.open.push(id);
+                    self.in_flight.async_loads.open.push(id);
                     return Ok(());
                 }
                 let elem = view.elem;
@@ -458,18 +462,18 @@ impl<'k> Executor<'k> {
                     Some(&zero),
                 )?;
                 view.write(shared, data)?;
-                self.async_loads.open.push(id);
+                self.in_flight.async_loads.open.push(id);
                 Ok(())
             }
             Prim::AsyncLoadCommitGroup => {
-                let group = std::mem::take(&mut self.async_loads.open);
-                self.async_loads.committed.push_back(group);
+                let group = std::mem::take(&mut self.in_flight.async_loads.open);
+                self.in_flight.async_loads.committed.push_back(group);
                 Ok(())
             }
             Prim::AsyncLoadWaitGroup => {
                 let pendings = imm(0)? as usize;
-                while self.async_loads.committed.len() > pendings {
-                    self.async_loads.committed.pop_front();
+                while self.in_flight.async_loads.committed.len() > pendings {
+                    self.in_flight.async_loads.committed.pop_front();
                 }
                 Ok(())
             }
@@ -540,7 +544,7 @@ impl<'k> Executor<'k> {
                 let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {
                     return Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
-                        task: self.name.clone(),
+                        task: self.task.name.clone(),
                         error: Box::new(NamedBarrierError::BadId { id }),
                     }));
                 };
@@ -548,7 +552,7 @@ impl<'k> Executor<'k> {
                 if id <= last {
                     return Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
-                        task: self.name.clone(),
+                        task: self.task.name.clone(),
                         error: Box::new(NamedBarrierError::Reserved { id, last }),
                     }));
                 }
@@ -566,9 +570,9 @@ impl<'k> Executor<'k> {
                     shared.clocks.named_arrive(task, clock_id, generation);
                 }
                 match shared.named_barriers(rank).arrive(
-                    (task, &self.name),
+                    (task, &self.task.name),
                     id,
-                    self.threads,
+                    self.task.threads,
                     threads,
                     wait,
                 ) {
@@ -581,7 +585,7 @@ impl<'k> Executor<'k> {
                     Ok(Err(reason)) => Err(Stop::Wait(reason)),
                     Err(error) => Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
-                        task: self.name.clone(),
+                        task: self.task.name.clone(),
                         error: Box::new(error),
                     })),
                 }
@@ -735,7 +739,7 @@ impl<'k> Executor<'k> {
         if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line) {
             return Err(Stop::error(InterpError::EarlyArrive {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 barrier: id,
                 phase,
                 earlier,
@@ -763,18 +767,20 @@ impl<'k> Executor<'k> {
                 ..
             }
         );
-        shared.clocks.read(task, &self.name, op.loc.line, id, open);
-        if self.async_loads.filling(id) {
+        shared
+            .clocks
+            .read(task, &self.task.name, op.loc.line, id, open);
+        if self.in_flight.async_loads.filling(id) {
             return Err(Stop::error(InterpError::AsyncLoadPending {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 buffer: id,
             }));
         }
         if !shared.smem.written(alloc, buffer) {
             return Err(Stop::error(InterpError::UnwrittenShared {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 buffer: id,
             }));
         }
@@ -788,7 +794,7 @@ impl<'k> Executor<'k> {
                     Some(stale) => Stop::error(stale),
                     None => Stop::error(InterpError::SharedMemoryRace {
                         at: self.site(Some(op)),
-                        task: self.name.clone(),
+                        task: self.task.name.clone(),
                         race: Box::new(race),
                     }),
                 }
@@ -806,13 +812,13 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         // The task's own TMA store may still be reading the buffer.
-        if let Some(&(_, line)) = self.tma_stores.iter().find(|(b, _)| *b == id) {
+        if let Some(&(_, line)) = self.in_flight.tma_stores.iter().find(|(b, _)| *b == id) {
             return Err(Stop::error(InterpError::OverwriteBeforeRelease {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 buffer: id,
                 read: Box::new(UnreleasedRead {
-                    reader: self.name.clone(),
+                    reader: self.task.name.clone(),
                     line,
                     in_flight: true,
                 }),
@@ -824,7 +830,7 @@ impl<'k> Executor<'k> {
             }
             Stop::error(InterpError::OverwriteBeforeRelease {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 buffer: id,
                 read: Box::new(UnreleasedRead {
                     reader: race.reader,
@@ -862,7 +868,7 @@ impl<'k> Executor<'k> {
     fn mbarrier_error(&self, op: &Op, error: MBarrierError) -> Stop {
         Stop::error(InterpError::MBarrier {
             at: self.site(Some(op)),
-            task: self.name.clone(),
+            task: self.task.name.clone(),
             error,
         })
     }

@@ -24,7 +24,7 @@ impl<'k> Executor<'k> {
     /// This program's rank in its cluster (x fastest, as `cluster_cta_rank()`).
     pub(super) fn cluster_rank(&self) -> usize {
         let cluster = self.kernel.options.cluster.map(|d| d.max(1));
-        let local = [0, 1, 2].map(|a| self.program[a] % cluster[a]);
+        let local = [0, 1, 2].map(|a| self.task.program[a] % cluster[a]);
         linear_index(cluster, local)
     }
 
@@ -35,7 +35,7 @@ impl<'k> Executor<'k> {
     fn remote_error(&self, op: &Op, error: RemoteError) -> Stop {
         Stop::error(InterpError::Remote {
             at: self.site(Some(op)),
-            task: self.name.clone(),
+            task: self.task.name.clone(),
             error: Box::new(error),
         })
     }
@@ -266,7 +266,7 @@ impl<'k> Executor<'k> {
         self.check_write(op, shared, buffer_id, task)?;
         shared
             .async_writes
-            .record_write(buffer_id, &self.name, op.loc.line, bar, phase);
+            .record_write(buffer_id, &self.task.name, op.loc.line, bar, phase);
         shared.in_flight.push(InFlightCopy {
             alloc: to.alloc,
             buffer: to.buffer,
@@ -277,7 +277,7 @@ impl<'k> Executor<'k> {
             bytes,
             clock: shared.clocks.snapshot(task),
             at: self.site(Some(op)),
-            task: self.name.clone(),
+            task: self.task.name.clone(),
         });
         Ok(())
     }

@@ -52,7 +52,7 @@ impl<'k> Executor<'k> {
         if accumulate && !shared.smem.written(view.alloc, view.buffer) {
             return Err(Stop::error(InterpError::UnwrittenShared {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 buffer: acc_id,
             }));
         }
@@ -87,7 +87,7 @@ impl<'k> Executor<'k> {
             .iter()
             .map(|&v| self.barrier_of(v))
             .collect::<Result<Vec<_>, Fault>>()?;
-        self.mma_signalled.extend(&ids);
+        self.in_flight.mma_signalled.extend(&ids);
         self.complete_mmas(op, &ids, task, shared)
     }
 
@@ -101,11 +101,11 @@ impl<'k> Executor<'k> {
     ) -> PrimResult<()> {
         let id = self.barrier_of(bar)?;
         let tracks_new = shared.mmas.iter().any(|m| m.task == task);
-        let signalled = std::mem::take(&mut self.mma_signalled);
+        let signalled = std::mem::take(&mut self.in_flight.mma_signalled);
         if !tracks_new && signalled.contains(&id) {
             return Err(Stop::error(InterpError::DoubleMmaCompletion {
                 at: self.site(Some(op)),
-                task: self.name.clone(),
+                task: self.task.name.clone(),
                 barrier: id,
             }));
         }
@@ -130,7 +130,7 @@ impl<'k> Executor<'k> {
         shared.mmas = pending;
         // The arrival waits for every earlier MMA of the thread too, so it
         // also signals the accumulators those wrote.
-        for &acc in &self.mma_accs {
+        for &acc in &self.in_flight.mma_accs {
             if !done.iter().any(|m| m.acc == acc) {
                 for &(id, phase) in &phases {
                     shared.async_writes.also_signalled(acc, id, phase);
@@ -140,10 +140,10 @@ impl<'k> Executor<'k> {
         for mma in &done {
             shared
                 .async_writes
-                .record_write_signalled(mma.acc, &self.name, mma.line, &phases);
+                .record_write_signalled(mma.acc, &self.task.name, mma.line, &phases);
             shared.clocks.end_reads(task, &mma.operands);
-            if !self.mma_accs.contains(&mma.acc) {
-                self.mma_accs.push(mma.acc);
+            if !self.in_flight.mma_accs.contains(&mma.acc) {
+                self.in_flight.mma_accs.push(mma.acc);
             }
         }
         for &(id, _) in &phases {
@@ -178,7 +178,7 @@ impl<'k> Executor<'k> {
         };
         Err(Stop::error(InterpError::AccumulatorBeforeCompletion {
             at: self.site(Some(op)),
-            task: self.name.clone(),
+            task: self.task.name.clone(),
             access: Box::new(EarlyAccumulatorAccess {
                 buffer: acc_id,
                 mma_line,
