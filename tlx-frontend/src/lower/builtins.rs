@@ -135,7 +135,7 @@ impl<'a> Lowerer<'a> {
             }
             "async_task_replica_id" => {
                 args.bind(&[], 0)?;
-                if self.task_outer_scopes.is_none() {
+                if self.task.task_outer_scopes.is_none() {
                     return Err(Diagnostic::new(args.span, "`async_task_replica_id()` outside a task")
                         .with_hint("call it inside a `task(...) { ... }` of `async_tasks!`, where each replica gets its own id"));
                 }
@@ -147,7 +147,7 @@ impl<'a> Lowerer<'a> {
             }
             "cluster_barrier" => {
                 args.bind(&[], 0)?;
-                if self.task_outer_scopes.is_some() {
+                if self.task.task_outer_scopes.is_some() {
                     return Err(Diagnostic::new(args.span, "`cluster_barrier()` inside a task")
                         .with_hint("every thread of every program of the cluster must arrive, and a task has only some of them: call it before or after `async_tasks!`"));
                 }

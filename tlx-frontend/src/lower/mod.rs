@@ -48,6 +48,19 @@ pub(super) struct Lowerer<'a> {
     errors: Vec<Diagnostic>,
     /// Where each `cluster_barrier()` call is, by the location its op carries.
     cluster_barriers: Vec<(SrcLoc, Span)>,
+    /// Where lowering stands with respect to `async_tasks!`.
+    task: TaskLowering<'a>,
+    /// What lowering learned about each `pipe!`, by pipe id.
+    pipes: Vec<pipe::PipeState>,
+    /// What is known of the shared and tensor memory made so far.
+    shared: SharedFacts,
+    /// The pointer of each `Strided` parameter, with its extents and then
+    /// its strides: what `x.shape(d)` and `x.stride(d)` read.
+    strided: HashMap<tlx_core::ir::ValueId, Vec<tlx_core::ir::ValueId>>,
+}
+
+/// The `async_tasks!` regions of the body and the task being lowered.
+struct TaskLowering<'a> {
     /// The kernel body's `async_tasks!`, parsed before lowering.
     task_regions: &'a HashMap<usize, tasks::TaskRegionSyntax>,
     /// Lowering the body of a task of `async_tasks!`: how many of the
@@ -58,8 +71,11 @@ pub(super) struct Lowerer<'a> {
     current_task: Option<(usize, u32)>,
     /// Warps of each replica of the task being lowered.
     task_warps: Option<u32>,
-    /// What lowering learned about each `pipe!`, by pipe id.
-    pipes: Vec<pipe::PipeState>,
+}
+
+/// Facts about the buffers made so far that later primitives check.
+#[derive(Default)]
+struct SharedFacts {
     /// Field views of acquired pipe stages, which TMA copies may fill.
     slot_fields: HashMap<tlx_core::ir::ValueId, pipe::SlotField>,
     /// Results of `local_slice`: views whose elements are not the bytes
@@ -69,9 +85,6 @@ pub(super) struct Lowerer<'a> {
     allocations: std::collections::HashSet<tlx_core::ir::ValueId>,
     /// Tensor-memory columns the kernel's `local_alloc`s took so far.
     tmem_columns: usize,
-    /// The pointer of each `Strided` parameter, with its extents and then
-    /// its strides: what `x.shape(d)` and `x.stride(d)` read.
-    strided: HashMap<tlx_core::ir::ValueId, Vec<tlx_core::ir::ValueId>>,
 }
 
 pub(super) fn lower_body(
@@ -137,15 +150,14 @@ pub(super) fn lower_body(
         helpers,
         errors: Vec::new(),
         cluster_barriers: Vec::new(),
-        task_regions: &task_regions,
-        task_outer_scopes: None,
-        current_task: None,
-        task_warps: None,
+        task: TaskLowering {
+            task_regions: &task_regions,
+            task_outer_scopes: None,
+            current_task: None,
+            task_warps: None,
+        },
         pipes: Vec::new(),
-        slot_fields: HashMap::new(),
-        slices: std::collections::HashSet::new(),
-        allocations: std::collections::HashSet::new(),
-        tmem_columns: 0,
+        shared: SharedFacts::default(),
         strided,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
@@ -320,7 +332,7 @@ impl<'a> Lowerer<'a> {
     fn assign(&mut self, name: &str, val: Val, span: Span) -> R<()> {
         // Tasks are lowered only in the kernel's own frame (helpers they
         // call have frames of their own, which cannot see these).
-        let outer = match self.task_outer_scopes {
+        let outer = match self.task.task_outer_scopes {
             Some(outer) if self.frames.len() == 1 => outer,
             _ => 0,
         };

@@ -234,7 +234,7 @@ impl<'a> Lowerer<'a> {
                 self.pipes[p.id].acquired_at_depth = Some(self.b.depth());
                 let fields = self.field_views(p, None, stage, span)?;
                 for (_, view) in &fields {
-                    self.slot_fields.insert(*view, SlotField { pipe: p.id, full });
+                    self.shared.slot_fields.insert(*view, SlotField { pipe: p.id, full });
                 }
                 Ok(Val::Pipe(PipeVal::Slot(fields)))
             }
@@ -275,8 +275,8 @@ impl<'a> Lowerer<'a> {
                 let empty = self.view(pipe.empty, stage, span)?;
                 let yes = self.bool_const(true);
                 self.emit_prim(Prim::BarrierArrive, vec![empty, yes], vec![1], vec![], span)?;
-                let task = self.current_task.map_or(usize::MAX, |(index, _)| index);
-                let replicas = self.current_task.map_or(1, |(_, r)| r);
+                let task = self.task.current_task.map_or(usize::MAX, |(index, _)| index);
+                let replicas = self.task.current_task.map_or(1, |(_, r)| r);
                 self.pipes[pipe.id].releasers.insert(task, replicas);
                 Ok(Val::Unit)
             }
@@ -318,7 +318,7 @@ impl<'a> Lowerer<'a> {
         bytes: i64,
         span: Span,
     ) -> R<Option<ValueId>> {
-        let Some(field) = self.slot_fields.get(&buffer).copied() else {
+        let Some(field) = self.shared.slot_fields.get(&buffer).copied() else {
             return Ok(None);
         };
         let state = &mut self.pipes[field.pipe];

@@ -119,7 +119,7 @@ impl<'a> Lowerer<'a> {
     /// Lowers an `async_tasks!` to an `AsyncTasks` op.
     pub(super) fn lower_task_region(&mut self, mac: &'a syn::Macro) -> R<()> {
         let top_level = self.frames.len() == 1 && self.b.depth() == 0;
-        let parsed = match self.task_regions.get(&key(mac)) {
+        let parsed = match self.task.task_regions.get(&key(mac)) {
             Some(p) if top_level => p,
             _ => {
                 return Err(Diagnostic::new(
@@ -133,14 +133,14 @@ impl<'a> Lowerer<'a> {
         for (index, task) in parsed.tasks.iter().enumerate() {
             let region = self.task_options(task)?;
             self.b.begin_block(vec![]);
-            self.task_outer_scopes = Some(self.scopes().len());
+            self.task.task_outer_scopes = Some(self.scopes().len());
             self.push_scope();
-            self.current_task = Some((index, region.replicate));
-            self.task_warps = Some(region.num_warps.unwrap_or(self.b.options().num_warps));
+            self.task.current_task = Some((index, region.replicate));
+            self.task.task_warps = Some(region.num_warps.unwrap_or(self.b.options().num_warps));
             let lowered = self.lower_stmts(&task.body.stmts);
-            self.current_task = None;
-            self.task_warps = None;
-            self.task_outer_scopes = None;
+            self.task.current_task = None;
+            self.task.task_warps = None;
+            self.task.task_outer_scopes = None;
             self.pop_scope();
             let body = self.b.end_block();
             lowered?;

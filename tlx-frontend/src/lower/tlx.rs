@@ -46,7 +46,7 @@ impl<'a> Lowerer<'a> {
                 let reused = match a[3] {
                     Some(e) => {
                         let other = self.ir_arg(Some(e))?;
-                        if !self.allocations.contains(&other) {
+                        if !self.shared.allocations.contains(&other) {
                             return Err(Diagnostic::new(e.span(), "`reuse` of a view: it takes an allocation")
                                 .with_hint("pass what `local_alloc` returned (`reuse = bufs`), not a `local_view`, slice or reinterpreted view of it"));
                         }
@@ -217,7 +217,7 @@ impl<'a> Lowerer<'a> {
             }
             Prim::LocalReinterpret => {
                 let buffer = self.local_arg(a[0], prim)?;
-                if self.slices.contains(&buffer) {
+                if self.shared.slices.contains(&buffer) {
                     return Err(Diagnostic::new(
                         self.expr_arg(a[0])?.span(),
                         "`local_reinterpret` of a `local_slice`: a slice's elements are not the bytes after its start",
@@ -400,10 +400,10 @@ impl<'a> Lowerer<'a> {
         let result = self.b.push(kind, results).first().copied();
         match (prim, result) {
             (Prim::LocalSlice, Some(view)) => {
-                self.slices.insert(view);
+                self.shared.slices.insert(view);
             }
             (Prim::LocalAlloc, Some(buffers)) => {
-                self.allocations.insert(buffers);
+                self.shared.allocations.insert(buffers);
             }
             _ => {}
         }
@@ -425,7 +425,7 @@ impl<'a> Lowerer<'a> {
                 .with_hint("allocate tensor memory once, with as many buffers as you need, and pick them with `local_view(buffers, i)`"));
         }
         let ty = TensorMemoryType::new(elem, shape, num);
-        let needed = self.tmem_columns + ty.columns() * num as usize;
+        let needed = self.shared.tmem_columns + ty.columns() * num as usize;
         if needed > TensorMemoryType::COLUMNS {
             return Err(Diagnostic::new(
                 span,
@@ -446,7 +446,7 @@ impl<'a> Lowerer<'a> {
             vec![Type::TensorMemory(ty)],
             span,
         )?;
-        self.tmem_columns = needed;
+        self.shared.tmem_columns = needed;
         Ok(buffers.map_or(Val::Unit, Val::Ir))
     }
 

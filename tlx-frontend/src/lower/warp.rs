@@ -50,9 +50,9 @@ impl<'a> Lowerer<'a> {
             )
             .with_hint("a program's threads form one dimension here: use `thread_id(0)`"));
         }
-        let warps = match self.task_warps {
+        let warps = match self.task.task_warps {
             Some(w) => w,
-            None if !self.task_regions.is_empty() => return Err(Diagnostic::new(
+            None if !self.task.task_regions.is_empty() => return Err(Diagnostic::new(
                 args.span,
                 "`thread_id` outside the tasks of a warp-specialized kernel",
             )
