@@ -69,10 +69,21 @@ fn saturate_to_int(x: f64, s: ScalarType) -> i64 {
     }
 }
 
-/// An fp8 value as f32. fp8 has no arithmetic of its own: every operation
-/// on it runs in f32 and rounds back, as the interpreter computes it.
-fn widen_fp8(f: &mut FuncText, s: ScalarType, x: &str) -> Result<String> {
-    cast(f, s, ScalarType::F32, x)
+/// fp8 has no arithmetic of its own: `body` runs on the fp8 `operands`
+/// widened to f32 (exactly) and its result rounds back to `s`, as the
+/// interpreter computes it.
+fn fp8_in_f32(
+    f: &mut FuncText,
+    s: ScalarType,
+    operands: &[&str],
+    body: impl FnOnce(&mut FuncText, &[String]) -> Result<String>,
+) -> Result<String> {
+    let wide = operands
+        .iter()
+        .map(|x| cast(f, s, ScalarType::F32, x))
+        .collect::<Result<Vec<_>>>()?;
+    let r = body(f, &wide)?;
+    cast(f, ScalarType::F32, s, &r)
 }
 
 /// Run `body` on `x` widened to f32, rounding the result back to `s`.
@@ -148,9 +159,9 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
         return Ok(f.inst(format!("{inst} {ty} {a}, {b}")));
     }
     if is_fp8(s) {
-        let (wa, wb) = (widen_fp8(f, s, a)?, widen_fp8(f, s, b)?);
-        let r = binary(f, op, ScalarType::F32, &wa, &wb)?;
-        return cast(f, ScalarType::F32, s, &r);
+        return fp8_in_f32(f, s, &[a, b], |f, w| {
+            binary(f, op, ScalarType::F32, &w[0], &w[1])
+        });
     }
     let signed = s.is_signed_int();
     if s == ScalarType::Bool
@@ -202,9 +213,7 @@ pub fn binary(f: &mut FuncText, op: BinaryOp, s: ScalarType, a: &str, b: &str) -
 
 pub fn unary(f: &mut FuncText, op: UnaryOp, s: ScalarType, x: &str) -> Result<String> {
     if is_fp8(s) {
-        let wide = widen_fp8(f, s, x)?;
-        let r = unary(f, op, ScalarType::F32, &wide)?;
-        return cast(f, ScalarType::F32, s, &r);
+        return fp8_in_f32(f, s, &[x], |f, w| unary(f, op, ScalarType::F32, &w[0]));
     }
     let ty = scalar_type(s);
     let float = is_llvm_float(s);
@@ -297,7 +306,11 @@ pub fn compare(f: &mut FuncText, pred: CmpPred, elem: Elem, a: &str, b: &str) ->
         return Ok(f.inst(format!("fcmp {p} {} {a}, {b}", scalar_type(s))));
     }
     if let Some(s) = s.filter(|s| is_fp8(*s)) {
-        let (wa, wb) = (widen_fp8(f, s, a)?, widen_fp8(f, s, b)?);
+        // Widened exactly: the comparison is the same in f32.
+        let (wa, wb) = (
+            cast(f, s, ScalarType::F32, a)?,
+            cast(f, s, ScalarType::F32, b)?,
+        );
         return compare(f, pred, Elem::Scalar(ScalarType::F32), &wa, &wb);
     }
     let signed = s.is_some_and(|s| s.is_signed_int());
@@ -326,13 +339,9 @@ pub fn fma(f: &mut FuncText, s: ScalarType, a: &str, b: &str, c: &str) -> Result
         ));
     }
     if is_fp8(s) {
-        let wide = [
-            widen_fp8(f, s, a)?,
-            widen_fp8(f, s, b)?,
-            widen_fp8(f, s, c)?,
-        ];
-        let r = fma(f, ScalarType::F32, &wide[0], &wide[1], &wide[2])?;
-        return cast(f, ScalarType::F32, s, &r);
+        return fp8_in_f32(f, s, &[a, b, c], |f, w| {
+            fma(f, ScalarType::F32, &w[0], &w[1], &w[2])
+        });
     }
     let p = binary(f, BinaryOp::Mul, s, a, b)?;
     binary(f, BinaryOp::Add, s, &p, c)

@@ -28,16 +28,7 @@ impl<'k> Lowerer<'k> {
             .elem()
             .scalar()
             .ok_or_else(|| malformed("a scan of pointers"))?;
-        let scannable = matches!(
-            s,
-            ScalarType::F16
-                | ScalarType::BF16
-                | ScalarType::F32
-                | ScalarType::F64
-                | ScalarType::F8E4M3
-                | ScalarType::F8E5M2
-        );
-        if !(s.is_int() || scannable) {
+        if !(s.is_int() || s.is_float()) {
             return Err(refused_upstream(format!("a scan of {s}")));
         }
         let shape = ty.shape().to_vec();
