@@ -34,7 +34,10 @@ impl<'a> Lowerer<'a> {
             let y = self.val_arg(a[1])?;
             if let Val::Ir(exponent) = y {
                 // An f64 exponent would promote `exp2` to f64, which PTX lacks.
-                self.refuse_f64(name, exponent, span)?;
+                if self.scalar_elem(exponent, span, "an exponent")? == ScalarType::F64 {
+                    return Err(Diagnostic::new(span, "`pow` with an f64 exponent is not available")
+                        .with_hint("PTX approximates `pow` in f32 only: pass the exponent as f32, `pow(x, y.to(f32))`"));
+                }
             }
             let log = Val::Ir(self.unary(UnaryOp::Log2, x));
             let scaled = self.arith("*", y, log, span)?;
