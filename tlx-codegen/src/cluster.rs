@@ -25,15 +25,6 @@ impl<'k> Lowerer<'k> {
         )
     }
 
-    pub(super) fn fence_mbarrier_init_cluster(&mut self) {
-        self.f.asm(
-            "void",
-            "fence.mbarrier_init.release.cluster;",
-            "~{memory}",
-            &[],
-        );
-    }
-
     /// `remote_shmem_store`: every thread stores its elements of `value`
     /// into the peer's buffer `dst`, then the context syncs, so that one
     /// thread's remote arrival afterwards (release, cluster scope) covers

@@ -12,13 +12,14 @@
 
 use std::collections::HashMap;
 
+use super::emit::llvm_type;
 use super::lower::{malformed, Lowerer, Result, Tensor};
 use super::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
 use super::CodegenError;
 use crate::layout::{self, wgmma_register_a, SharedLayout};
 use tlx_core::ir::{
-    Arch, Block, Elem, Kernel, Op, OpKind, Prim, ScalarType, SharedMemoryType, StoreReduce,
-    Swizzle, TmaBox, Type, ValueId,
+    Arch, Block, Elem, Kernel, Lowering, Op, OpKind, Prim, ScalarType, SharedMemoryType,
+    StoreReduce, Swizzle, TmaBox, Type, ValueId,
 };
 
 /// Where each `local_alloc` and `alloc_barriers` result lives.
@@ -182,6 +183,14 @@ impl<'k> Lowerer<'k> {
         let OpKind::Prim { prim, args, imms } = &op.kind else {
             return Err(malformed("not a primitive"));
         };
+        if let Lowering::Asm {
+            asm,
+            result,
+            constraints,
+        } = prim.def().lowering
+        {
+            return self.lower_asm_prim(op, asm, result, constraints);
+        }
         let arg = |i: usize| -> Result<ValueId> {
             args.get(i)
                 .copied()
@@ -384,10 +393,6 @@ impl<'k> Lowerer<'k> {
                 self.expect_bytes(&pred, &bar, &bytes);
                 Ok(())
             }
-            Prim::FenceAsyncShared => {
-                self.fence_async_shared();
-                Ok(())
-            }
             Prim::AsyncDescriptorLoad => {
                 let desc = self.register(arg(0)?)?;
                 let m = self.buffer_type(arg(1)?)?;
@@ -431,31 +436,10 @@ impl<'k> Lowerer<'k> {
             }
             Prim::RemoteShmemStore => self.remote_store(op, arg(0)?, arg(1)?),
             Prim::AsyncRemoteShmemStore => self.async_remote_store(op, arg(0)?, arg(1)?, arg(2)?),
-            Prim::FenceMbarrierInitCluster => {
-                self.fence_mbarrier_init_cluster();
-                Ok(())
-            }
             Prim::DescriptorLoad => self.lower_descriptor_load(arg(0)?, &args[1..], result()?),
             Prim::DescriptorStore => self.lower_descriptor_store(arg(0)?, arg(1)?, &args[2..]),
             Prim::MakeTensorDescriptor => {
                 self.lower_make_descriptor(arg(0)?, &args[1..], result()?)
-            }
-            // Without a programmatic launch both return at once.
-            Prim::GdcWait => {
-                self.f.asm("void", "griddepcontrol.wait;", "~{memory}", &[]);
-                Ok(())
-            }
-            Prim::GdcLaunchDependents => {
-                let asm = "griddepcontrol.launch_dependents;";
-                self.f.asm("void", asm, "~{memory}", &[]);
-                Ok(())
-            }
-            Prim::Clock64 => {
-                // Volatile: two reads are two instructions, in program order.
-                let now = self
-                    .f
-                    .asm("i64", "mov.u64 $0, %clock64;", "=l,~{memory}", &[]);
-                self.define_register(result()?, now)
             }
             Prim::AsyncDescriptorStore => {
                 let desc = self.register(arg(0)?)?;
@@ -540,6 +524,33 @@ impl<'k> Lowerer<'k> {
                 }
                 Ok(())
             }
+            // `Lowering::Asm` primitives returned above.
+            _ => Err(malformed(format!(
+                "`{}` has no lowering of its own",
+                prim.mnemonic()
+            ))),
+        }
+    }
+
+    /// A primitive whose definition is one instruction: scalar operands in
+    /// order, one scalar result or none.
+    fn lower_asm_prim(
+        &mut self,
+        op: &'k Op,
+        asm: &str,
+        result: &str,
+        constraints: &str,
+    ) -> Result<()> {
+        let mut operands = Vec::with_capacity(op.kind.operands().len());
+        for v in op.kind.operands() {
+            let reg = self.register(v)?;
+            operands.push((llvm_type(self.ty(v).elem()), reg));
+        }
+        let operands: Vec<(&str, &str)> = operands.iter().map(|(t, r)| (*t, r.as_str())).collect();
+        let out = self.f.asm(result, asm, constraints, &operands);
+        match op.results.first() {
+            Some(&r) => self.define_register(r, out),
+            None => Ok(()),
         }
     }
 

@@ -5,7 +5,7 @@
 //! instead of keeping lists of their own.
 
 use super::ops::{BinaryOp, OpKind, UnaryOp};
-use super::prim::Prim;
+use super::prims::Prim;
 
 /// Where the memory an op reads or writes lives.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -233,7 +233,7 @@ impl OpCode {
             .into_iter()
             .map(OpCode::Binary)
             .chain(UnaryOp::ALL.into_iter().map(OpCode::Unary))
-            .chain(Prim::ALL.into_iter().map(OpCode::Prim))
+            .chain(Prim::ALL.iter().copied().map(OpCode::Prim))
             .chain(FIELDLESS_CODES.iter().copied())
     }
 

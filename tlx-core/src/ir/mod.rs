@@ -13,7 +13,7 @@ mod builder;
 mod def;
 mod kernel;
 mod ops;
-mod prim;
+mod prims;
 mod tasks;
 mod text;
 mod types;
@@ -22,9 +22,9 @@ pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind};
 pub use ops::*;
-pub use prim::{
-    nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Prim, PrimSignature,
-    StoreReduce, TmaBox,
+pub use prims::{
+    nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Interp, Lowering, Named,
+    Prim, PrimDef, PrimSignature, Protocol, ResultTypes, StoreReduce, Surface, TmaBox, Typing,
 };
 pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};

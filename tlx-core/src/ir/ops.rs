@@ -6,7 +6,7 @@
 //! same tree. Operand types are exact: the frontend inserts every cast,
 //! splat and broadcast, so an op never converts implicitly.
 
-use super::prim::Prim;
+use super::prims::Prim;
 use super::tasks::TaskRegion;
 use super::types::ScalarType;
 

@@ -2021,7 +2021,7 @@ mod tests {
         );
         // Every primitive, in the shape its row gives (types do not matter
         // to the text): operands, a repeat of a variadic one, immediates.
-        for prim in crate::ir::Prim::ALL {
+        for &prim in crate::ir::Prim::ALL {
             let sig = prim.signature();
             let count = sig.operands.len() + usize::from(sig.variadic);
             let imms = (0..sig.immediates.len() as i64).map(|i| i - 1).collect();

@@ -13,8 +13,8 @@ use crate::value::{ConstVal, Val};
 use syn::spanned::Spanned;
 use syn::Expr;
 use tlx_core::ir::{
-    shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, OpKind, Prim, ScalarType,
-    SharedMemoryType, StoreReduce, TensorMemoryType, Type, ValueId,
+    shared_swizzle, tma_block_rule, BarrierType, BinaryOp, Elem, Named, OpKind, Prim, ResultTypes,
+    ScalarType, SharedMemoryType, StoreReduce, TensorMemoryType, Type, ValueId,
 };
 
 impl<'a> Lowerer<'a> {
@@ -24,8 +24,11 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(span, format!("`{}` inside a loop, branch or task", prim.mnemonic()))
                 .with_hint("allocate shared buffers and barriers once, at the top of the kernel body before `async_tasks!`, and pick one with `local_view(x, i)` where it is used"));
         }
-        let (params, required) = arguments(prim);
-        let a = args.bind(params, required)?;
+        let surface = prim.def().surface;
+        let a = args.bind(surface.params, surface.required)?;
+        if let Some(result_types) = surface.generic {
+            return self.generic_prim(prim, &a, result_types, span);
+        }
         let (operands, imms, results) = match prim {
             Prim::LocalAlloc => {
                 let shape = self.shape_arg(self.expr_arg(a[0])?)?;
@@ -151,7 +154,6 @@ impl<'a> Lowerer<'a> {
                 let pred = self.pred_arg(a[2])?;
                 (vec![bar, bytes, pred], vec![], vec![])
             }
-            Prim::FenceAsyncShared => (vec![], vec![], vec![]),
             Prim::AsyncDescriptorLoad => {
                 let desc = self.ir_arg(a[0])?;
                 let buffer = self.local_arg(a[1], prim)?;
@@ -320,7 +322,6 @@ impl<'a> Lowerer<'a> {
                 };
                 (vec![ptrs, buffer, mask], vec![], vec![])
             }
-            Prim::AsyncLoadCommitGroup => (vec![], vec![], vec![]),
             Prim::AsyncLoadWaitGroup => {
                 let pendings = self.const_int(self.expr_arg(a[0])?, "pendings")?;
                 (vec![], vec![pendings], vec![])
@@ -354,15 +355,48 @@ impl<'a> Lowerer<'a> {
                 }
                 (operands, vec![], vec![])
             }
-            Prim::FenceMbarrierInitCluster | Prim::GdcWait | Prim::GdcLaunchDependents => {
-                (vec![], vec![], vec![])
-            }
-            Prim::Clock64 => (vec![], vec![], vec![Type::scalar(ScalarType::I64)]),
             Prim::AsyncDescriptorLoadMulticast => {
                 return Err(Diagnostic::new(span, "`async_descriptor_load_multicast` is the IR's name of a multicast copy")
                     .with_hint("write `async_descriptor_load(desc, buffer, offsets, barrier, multicast_targets = [r0, r1, ...])`, as TLX does"));
             }
+            // Lowered by `generic_prim` above.
+            _ => {
+                return Err(Diagnostic::new(
+                    span,
+                    format!("`{}` has no form of its own", prim.mnemonic()),
+                ))
+            }
         };
+        Ok(match self.emit_prim(prim, operands, imms, results, span)? {
+            Some(v) => Val::Ir(v),
+            None => Val::Unit,
+        })
+    }
+
+    /// A call lowered from the primitive's definition alone: its operands
+    /// in the signature's order, then its immediates as compile-time
+    /// integers, the result types from the definition's rule.
+    fn generic_prim(
+        &mut self,
+        prim: Prim,
+        a: &[Option<&'a Expr>],
+        result_types: ResultTypes,
+        span: proc_macro2::Span,
+    ) -> R<Val> {
+        let sig = prim.signature();
+        let mut operands = Vec::with_capacity(sig.operands.len());
+        for e in &a[..sig.operands.len()] {
+            operands.push(self.ir_arg(*e)?);
+        }
+        let mut imms = Vec::with_capacity(sig.immediates.len());
+        for (e, name) in a[sig.operands.len()..].iter().zip(sig.immediates) {
+            imms.push(self.const_int(self.expr_arg(*e)?, name)?);
+        }
+        let types: Vec<Type> = operands.iter().map(|&v| self.ty(v)).collect();
+        let type_refs: Vec<&Type> = types.iter().collect();
+        let results = result_types(&Named::new(prim, &type_refs, &imms)).map_err(|message| {
+            Diagnostic::new(span, format!("`{}`: {message}", prim.mnemonic())).with_hint(hint(prim))
+        })?;
         Ok(match self.emit_prim(prim, operands, imms, results, span)? {
             Some(v) => Val::Ir(v),
             None => Val::Unit,
@@ -766,49 +800,6 @@ impl<'a> Lowerer<'a> {
 /// A primitive's arguments as the kernel language takes them (TLX's names
 /// and order, which the IR's operand order need not follow), and how many
 /// are required; the rest have the defaults [`default_of`] gives.
-fn arguments(prim: Prim) -> (&'static [&'static str], usize) {
-    match prim {
-        Prim::LocalAlloc => (&["shape", "dtype", "num", "reuse", "storage"], 2),
-        Prim::LocalView => (&["buffers", "index"], 2),
-        Prim::LocalLoad => (&["buffer"], 1),
-        Prim::LocalStore => (&["buffer", "value"], 2),
-        Prim::LocalSlice => (&["buffer", "offsets", "shapes"], 3),
-        Prim::LocalTrans => (&["buffer"], 1),
-        Prim::LocalReinterpret => (&["buffer", "dtype", "shape"], 3),
-        Prim::AllocBarriers => (&["num_barriers", "arrive_count"], 1),
-        Prim::BarrierWait => (&["bar", "phase", "pred"], 2),
-        Prim::BarrierArrive => (&["bar", "arrive_count", "remote_cta_rank", "pred"], 1),
-        Prim::BarrierExpectBytes => (&["bar", "bytes", "pred"], 2),
-        Prim::FenceAsyncShared => (&[], 0),
-        Prim::AsyncDescriptorLoad | Prim::AsyncDescriptorLoadMulticast => (
-            &["desc", "buffer", "offsets", "barrier", "multicast_targets"],
-            3,
-        ),
-        Prim::AsyncDescriptorStore => (&["desc", "buffer", "offsets", "store_reduce"], 3),
-        Prim::AsyncDescriptorStoreWait => (&["pendings", "writes"], 0),
-        Prim::AsyncDescriptorPrefetch => (&["desc", "offsets"], 2),
-        Prim::AsyncDot | Prim::Tcgen05Mma => (&["a", "b", "acc", "use_acc", "mbarriers"], 3),
-        Prim::Tcgen05Commit => (&["bar"], 1),
-        Prim::AsyncDotWait => (&["pendings", "acc"], 2),
-        Prim::AsyncLoad => (&["ptrs", "buffer", "mask", "other"], 2),
-        Prim::AsyncLoadCommitGroup => (&[], 0),
-        Prim::AsyncLoadWaitGroup => (&["pendings"], 1),
-        Prim::NamedBarrierWait | Prim::NamedBarrierArrive => (&["bar_id", "num_threads"], 2),
-        Prim::RemoteView => (&["buffer", "remote_cta_rank"], 2),
-        // `remote_cta_rank` may be left out when `dst` (and `barrier`) are
-        // remote views already.
-        Prim::RemoteShmemStore => (&["dst", "src", "remote_cta_rank"], 2),
-        Prim::AsyncRemoteShmemStore => (&["dst", "src", "remote_cta_rank", "barrier"], 2),
-        Prim::FenceMbarrierInitCluster
-        | Prim::Clock64
-        | Prim::GdcWait
-        | Prim::GdcLaunchDependents => (&[], 0),
-        Prim::DescriptorLoad => (&["desc", "offsets"], 2),
-        Prim::DescriptorStore => (&["desc", "offsets", "value"], 3),
-        Prim::MakeTensorDescriptor => (&["base", "shape", "strides", "block_shape"], 4),
-    }
-}
-
 fn not_a_base(e: &Expr, t: &Type) -> Diagnostic {
     Diagnostic::new(e.span(), format!("the base of a tensor descriptor is a pointer, not {t}"))
         .with_hint("pass the pointer parameter (plus an offset) of the tensor's first element, e.g. `make_tensor_descriptor(a + off, [m, k], [k, 1], [64, 64])`")
@@ -854,8 +845,10 @@ fn hint(prim: Prim) -> String {
         }
         _ => {}
     }
-    let (params, required) = arguments(prim);
-    let params: Vec<String> = params
+    let surface = prim.def().surface;
+    let required = surface.required;
+    let params: Vec<String> = surface
+        .params
         .iter()
         .enumerate()
         .map(|(i, p)| {

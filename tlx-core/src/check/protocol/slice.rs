@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use crate::ir::{Block, Kernel, Op, OpId, OpKind, Prim, Type, ValueId};
+use crate::ir::{Block, Kernel, Op, OpId, OpKind, Protocol, Type, ValueId};
 
 /// The ops to execute and the values they need.
 #[derive(Debug, Default)]
@@ -74,25 +74,26 @@ impl Slicer<'_> {
                 .fold(false, |any, b| self.block(b) | any);
             let result_needed = op.results.iter().any(|&r| self.needed(r));
             let keep = match &op.kind {
-                // Block-level descriptor loads and stores complete within the
-                // op, and what a descriptor holds decides what a copy moves,
-                // not when: data, kept only as the handle a copy names.
-                OpKind::Prim {
-                    prim: Prim::DescriptorLoad | Prim::DescriptorStore,
-                    ..
-                } => false,
-                OpKind::Prim {
-                    prim: Prim::MakeTensorDescriptor,
-                    ..
-                } => result_needed,
-                OpKind::Prim { prim, args, .. } => {
-                    for (i, &arg) in args.iter().enumerate() {
-                        if self.is_protocol_operand(*prim, i, arg) {
-                            self.need(arg);
+                // What a primitive's definition says the skeleton keeps: e.g.
+                // a block-level descriptor load completes within the op, and
+                // what a descriptor holds decides what a copy moves, not when.
+                OpKind::Prim { prim, args, .. } => match prim.def().protocol {
+                    Protocol::Dropped => false,
+                    Protocol::IfResultNeeded => result_needed,
+                    Protocol::Kept { data } => {
+                        // A named data operand, and a variadic one's repeats.
+                        let sig = prim.signature();
+                        let data_from = |name: &&str| sig.operands.iter().position(|n| n == name);
+                        let first_data = data.iter().filter_map(data_from).min();
+                        for (i, &arg) in args.iter().enumerate() {
+                            let is_data = first_data.is_some_and(|d| i >= d);
+                            if !is_data && self.is_protocol_operand(arg) {
+                                self.need(arg);
+                            }
                         }
+                        true
                     }
-                    true
-                }
+                },
                 OpKind::AsyncTasks { .. } | OpKind::ClusterBarrier => true,
                 // Terminators run with their block; their operands are
                 // needed as far as the values they carry are.
@@ -146,18 +147,9 @@ impl Slicer<'_> {
         }
     }
 
-    /// Whether operand `index` of `prim` says when or where it acts rather
-    /// than what data it moves.
-    fn is_protocol_operand(&self, prim: Prim, index: usize, arg: ValueId) -> bool {
-        let tma = matches!(
-            prim,
-            Prim::AsyncDescriptorLoad
-                | Prim::AsyncDescriptorLoadMulticast
-                | Prim::AsyncDescriptorStore
-        );
-        if tma && index + 1 >= prim.signature().operands.len() {
-            return false;
-        }
+    /// Whether an operand says when or where a primitive acts rather than
+    /// what data it moves: every handle, and scalars.
+    fn is_protocol_operand(&self, arg: ValueId) -> bool {
         match self.kernel.types.get(arg.index()) {
             Some(t @ Type::Tensor(_)) => t.is_scalar(),
             Some(_) => true,

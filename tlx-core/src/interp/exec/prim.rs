@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use crate::ir::{DotPrecision, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
+use crate::ir::{DotPrecision, Interp, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
 use super::super::error::{Fault, FaultResult, InterpError, SliceWindow, UnreleasedRead};
 use super::super::inflight::InFlightCopy;
@@ -110,6 +110,10 @@ impl<'k> Executor<'k> {
                 .copied()
                 .ok_or_else(|| Fault::malformed("a primitive lacks an immediate"))
         };
+        // The definition says why nothing the interpreter models changes.
+        if prim.def().interp == Interp::Nothing {
+            return Ok(());
+        }
         match prim {
             Prim::LocalAlloc => {
                 // Tensor memory is buffers like shared memory's here: only
@@ -341,10 +345,6 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             // Proxy fences order what the interpreter already runs in order.
-            Prim::FenceAsyncShared => Ok(()),
-            // A cache hint: the interpreter has no cache. (Out-of-bounds
-            // blocks are fine, as on the GPU, where TMA clips them.)
-            Prim::AsyncDescriptorPrefetch => Ok(()),
             // Stores complete in order: all but the newest `pendings` are done
             // reading their buffers.
             Prim::AsyncDescriptorStoreWait => {
@@ -528,7 +528,6 @@ impl<'k> Executor<'k> {
             }
             // Kernels run one after another here: the grids before have
             // finished, and the next starts after this one ends.
-            Prim::GdcWait | Prim::GdcLaunchDependents => Ok(()),
             // The interpreter's cycles are the ops the task has run.
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
@@ -590,6 +589,12 @@ impl<'k> Executor<'k> {
                     })),
                 }
             }
+            // `Interp::Nothing` primitives returned above.
+            _ => Err(Fault::malformed(format!(
+                "`{}` has no semantics of its own",
+                prim.mnemonic()
+            ))
+            .into()),
         }
     }
 
