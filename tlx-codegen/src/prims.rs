@@ -18,7 +18,7 @@ use super::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
 use super::CodegenError;
 use crate::layout::{self, wgmma_register_a, SharedLayout};
 use tlx_core::ir::{
-    Arch, Block, Elem, Kernel, Lowering, Op, OpKind, Prim, ScalarType, SharedMemoryType,
+    Arch, Block, Elem, Kernel, Lowering, Named, Op, OpKind, Prim, ScalarType, SharedMemoryType,
     StoreReduce, Swizzle, TmaBox, Type, ValueId,
 };
 
@@ -191,16 +191,10 @@ impl<'k> Lowerer<'k> {
         {
             return self.lower_asm_prim(op, asm, result, constraints);
         }
-        let arg = |i: usize| -> Result<ValueId> {
-            args.get(i)
-                .copied()
-                .ok_or_else(|| malformed("a primitive lacks an operand"))
-        };
-        let imm = |i: usize| -> Result<i64> {
-            imms.get(i)
-                .copied()
-                .ok_or_else(|| malformed("a primitive lacks an immediate"))
-        };
+        let named = Named::new(*prim, args, imms);
+        let arg = |name: &str| named.get(name).copied().map_err(malformed);
+        let rest = |name: &str| named.rest(name).map_err(malformed);
+        let imm = |name: &str| named.imm(name).map_err(malformed);
         let result = || -> Result<ValueId> {
             op.results
                 .first()
@@ -222,37 +216,40 @@ impl<'k> Lowerer<'k> {
                     .ok_or_else(|| malformed("an allocation the planner did not place"))?;
                 self.define_register(r, at.to_string())?;
                 if *prim == Prim::AllocBarriers {
-                    self.init_barriers(at, self.ty(r).numel(), imm(0)?);
+                    self.init_barriers(at, self.ty(r).numel(), imm("arrive_count")?);
                 }
                 Ok(())
             }
-            Prim::LocalView if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
-                let Type::TensorMemory(m) = self.ty(arg(0)?) else {
+            Prim::LocalView if matches!(self.ty(arg("buffers")?), Type::TensorMemory(_)) => {
+                let Type::TensorMemory(m) = self.ty(arg("buffers")?) else {
                     return Err(malformed("a view of tensor memory"));
                 };
-                let (base, index) = (self.register(arg(0)?)?, self.register(arg(1)?)?);
+                let (base, index) = (
+                    self.register(arg("buffers")?)?,
+                    self.register(arg("index")?)?,
+                );
                 let at = self.tmem_view(m, &base, &index);
                 self.define_register(result()?, at)
             }
             Prim::LocalView => {
-                let stride = match self.ty(arg(0)?) {
+                let stride = match self.ty(arg("buffers")?) {
                     Type::SharedMemory(m) => buffer_stride(m),
                     _ => 8,
                 };
-                let base = self.register(arg(0)?)?;
-                let index = self.register(arg(1)?)?;
+                let base = self.register(arg("buffers")?)?;
+                let index = self.register(arg("index")?)?;
                 let delta = self.f.inst(format!("mul i32 {index}, {stride}"));
                 let at = self.f.inst(format!("add i32 {base}, {delta}"));
                 self.define_register(result()?, at)
             }
             // The same bytes: only the type (and so the placement) changes.
             Prim::LocalTrans => {
-                let base = self.register(arg(0)?)?;
+                let base = self.register(arg("buffer")?)?;
                 self.define_register(result()?, base)
             }
             Prim::LocalReinterpret => {
                 // A slice's elements are not the bytes after its start.
-                let of_slice = self.def_of(arg(0)?).is_some_and(|def| {
+                let of_slice = self.def_of(arg("buffer")?).is_some_and(|def| {
                     matches!(
                         def.kind,
                         OpKind::Prim {
@@ -270,17 +267,20 @@ impl<'k> Lowerer<'k> {
                         at: Some(op.loc),
                     });
                 }
-                let base = self.register(arg(0)?)?;
+                let base = self.register(arg("buffer")?)?;
                 self.define_register(result()?, base)
             }
             // Rows stay (a slice keeps all 128 lanes): the column offset moves.
-            Prim::LocalSlice if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
-                let (base, column) = (self.register(arg(0)?)?, self.register(arg(2)?)?);
+            Prim::LocalSlice if matches!(self.ty(arg("buffer")?), Type::TensorMemory(_)) => {
+                let column = *rest("offsets")?
+                    .get(1)
+                    .ok_or_else(|| malformed("a 2-d slice"))?;
+                let (base, column) = (self.register(arg("buffer")?)?, self.register(column)?);
                 let at = self.f.inst(format!("add i32 {base}, {column}"));
                 self.define_register(result()?, at)
             }
             Prim::LocalSlice => {
-                let from = self.buffer_type(arg(0)?)?;
+                let from = self.buffer_type(arg("buffer")?)?;
                 let to = self.buffer_type(result()?)?;
                 let (dim, step) = slice_step(&from, &to).ok_or_else(|| CodegenError::Misuse {
                     message: format!(
@@ -293,24 +293,27 @@ impl<'k> Lowerer<'k> {
                         .into(),
                     at: Some(op.loc),
                 })?;
-                let base = self.register(arg(0)?)?;
-                let offset = self.register(arg(1 + dim)?)?;
+                let base = self.register(arg("buffer")?)?;
+                let offset = *rest("offsets")?
+                    .get(dim)
+                    .ok_or_else(|| malformed("an offset"))?;
+                let offset = self.register(offset)?;
                 let delta = self.f.inst(format!("mul i32 {offset}, {step}"));
                 let at = self.f.inst(format!("add i32 {base}, {delta}"));
                 self.define_register(result()?, at)
             }
-            Prim::LocalLoad if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
-                self.tmem_load(op, arg(0)?, result()?)
+            Prim::LocalLoad if matches!(self.ty(arg("buffer")?), Type::TensorMemory(_)) => {
+                self.tmem_load(op, arg("buffer")?, result()?)
             }
-            Prim::LocalStore if matches!(self.ty(arg(0)?), Type::TensorMemory(_)) => {
-                self.tmem_store(op, arg(0)?, arg(1)?)
+            Prim::LocalStore if matches!(self.ty(arg("buffer")?), Type::TensorMemory(_)) => {
+                self.tmem_store(op, arg("buffer")?, arg("value")?)
             }
             Prim::Tcgen05Mma => self.tcgen05_mma(op, args),
-            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg(0)?),
+            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?),
             Prim::LocalLoad => {
-                let m = self.buffer_type(arg(0)?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
                 let placement = buffer_layout(&m)?;
-                let base = self.register(arg(0)?)?;
+                let base = self.register(arg("buffer")?)?;
                 self.note_load(result()?, op);
                 let layout = match self.load_hint(result()?) {
                     Some(hint) => hint,
@@ -321,10 +324,10 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::LocalStore => {
-                let m = self.buffer_type(arg(0)?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
                 let placement = buffer_layout(&m)?;
-                let base = self.register(arg(0)?)?;
-                let value = self.tensor(arg(1)?)?;
+                let base = self.register(arg("buffer")?)?;
+                let value = self.tensor(arg("value")?)?;
                 // As Triton's shared-memory barrier analysis would: earlier
                 // readers of the buffer are done, and later readers (other
                 // threads, the async proxy) see the whole tile. A barrier
@@ -339,9 +342,9 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::BarrierWait => {
-                let bar = self.shared_address_of(arg(0)?)?;
-                let phase = self.register(arg(1)?)?;
-                let pred = self.register(arg(2)?)?;
+                let bar = self.shared_address_of(arg("bar")?)?;
+                let phase = self.register(arg("phase")?)?;
+                let pred = self.register(arg("pred")?)?;
                 match self.kernel.options.mbar_timeout_ns {
                     Some(timeout) => self.wait_parity_or_trap(&bar, &phase, &pred, timeout, op),
                     None => self.wait_parity(&bar, &phase, &pred),
@@ -350,15 +353,15 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::BarrierArrive => {
-                let remote = self.ty(arg(0)?).is_remote();
+                let remote = self.ty(arg("bar")?).is_remote();
                 // A remote view's register is already its `shared::cluster` address.
                 let bar = if remote {
-                    self.register(arg(0)?)?
+                    self.register(arg("bar")?)?
                 } else {
-                    self.shared_address_of(arg(0)?)?
+                    self.shared_address_of(arg("bar")?)?
                 };
-                let pred = self.register(arg(1)?)?;
-                let count = imm(0)?;
+                let pred = self.register(arg("pred")?)?;
+                let count = imm("arrive_count")?;
                 self.tcgen05_fence_before();
                 self.order_context_before_single_thread();
                 // A remote arrival publishes this program's generic stores
@@ -387,18 +390,18 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::BarrierExpectBytes => {
-                let bar = self.shared_address_of(arg(0)?)?;
-                let bytes = self.register(arg(1)?)?;
-                let pred = self.register(arg(2)?)?;
+                let bar = self.shared_address_of(arg("bar")?)?;
+                let bytes = self.register(arg("bytes")?)?;
+                let pred = self.register(arg("pred")?)?;
                 self.expect_bytes(&pred, &bar, &bytes);
                 Ok(())
             }
             Prim::AsyncDescriptorLoad => {
-                let desc = self.register(arg(0)?)?;
-                let m = self.buffer_type(arg(1)?)?;
-                let dst = self.shared_address_of(arg(1)?)?;
-                let bar = self.shared_address_of(arg(2)?)?;
-                let coords = self.registers(&args[3..])?;
+                let desc = self.register(arg("desc")?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
+                let dst = self.shared_address_of(arg("buffer")?)?;
+                let bar = self.shared_address_of(arg("barrier")?)?;
+                let coords = self.registers(rest("offsets")?)?;
                 let load = TmaDirection::Load {
                     barrier: &bar,
                     multicast: None,
@@ -407,20 +410,20 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::AsyncDescriptorPrefetch => {
-                let desc = self.register(arg(0)?)?;
-                let d = self.descriptor_type(arg(0)?)?;
-                let coords = self.registers(&args[1..])?;
+                let desc = self.register(arg("desc")?)?;
+                let d = self.descriptor_type(arg("desc")?)?;
+                let coords = self.registers(rest("offsets")?)?;
                 self.tma_prefetch(&desc, &TmaBox::new(d.elem(), d.block_shape()), &coords);
                 Ok(())
             }
             Prim::AsyncDescriptorLoadMulticast => {
-                let desc = self.register(arg(0)?)?;
-                let m = self.buffer_type(arg(1)?)?;
-                let dst = self.shared_address_of(arg(1)?)?;
-                let bar = self.shared_address_of(arg(2)?)?;
-                let mask = self.register(arg(3)?)?;
+                let desc = self.register(arg("desc")?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
+                let dst = self.shared_address_of(arg("buffer")?)?;
+                let bar = self.shared_address_of(arg("barrier")?)?;
+                let mask = self.register(arg("cta_mask")?)?;
                 let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
-                let coords = self.registers(&args[4..])?;
+                let coords = self.registers(rest("offsets")?)?;
                 let load = TmaDirection::Load {
                     barrier: &bar,
                     multicast: Some(&mask),
@@ -429,26 +432,32 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::RemoteView => {
-                let local = self.shared_address_of(arg(0)?)?;
-                let rank = self.register(arg(1)?)?;
+                let local = self.shared_address_of(arg("buffer")?)?;
+                let rank = self.register(arg("remote_cta_rank")?)?;
                 let remote = self.map_to_peer(&local, &rank);
                 self.define_register(result()?, remote)
             }
-            Prim::RemoteShmemStore => self.remote_store(op, arg(0)?, arg(1)?),
-            Prim::AsyncRemoteShmemStore => self.async_remote_store(op, arg(0)?, arg(1)?, arg(2)?),
-            Prim::DescriptorLoad => self.lower_descriptor_load(arg(0)?, &args[1..], result()?),
-            Prim::DescriptorStore => self.lower_descriptor_store(arg(0)?, arg(1)?, &args[2..]),
+            Prim::RemoteShmemStore => self.remote_store(op, arg("dst")?, arg("value")?),
+            Prim::AsyncRemoteShmemStore => {
+                self.async_remote_store(op, arg("dst")?, arg("value")?, arg("barrier")?)
+            }
+            Prim::DescriptorLoad => {
+                self.lower_descriptor_load(arg("desc")?, rest("offsets")?, result()?)
+            }
+            Prim::DescriptorStore => {
+                self.lower_descriptor_store(arg("desc")?, arg("value")?, rest("offsets")?)
+            }
             Prim::MakeTensorDescriptor => {
-                self.lower_make_descriptor(arg(0)?, &args[1..], result()?)
+                self.lower_make_descriptor(arg("base")?, rest("dims")?, result()?)
             }
             Prim::AsyncDescriptorStore => {
-                let desc = self.register(arg(0)?)?;
-                let m = self.buffer_type(arg(1)?)?;
-                let src = self.shared_address_of(arg(1)?)?;
-                let coords = self.registers(&args[2..])?;
+                let desc = self.register(arg("desc")?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
+                let src = self.shared_address_of(arg("buffer")?)?;
+                let coords = self.registers(rest("offsets")?)?;
                 // The tile's generic writes reach the async proxy, from every thread.
                 self.shared_writes_reach_async_proxy();
-                let reduce = StoreReduce::from_code(imm(0)?)
+                let reduce = StoreReduce::from_code(imm("store_reduce")?)
                     .ok_or_else(|| malformed("an unknown store reduction"))?;
                 self.tma_block(
                     "true",
@@ -463,18 +472,24 @@ impl<'k> Lowerer<'k> {
                 // `.read`: the stores have read their shared buffers; without
                 // it, their writes to global memory are done too (visible to
                 // this thread, and to others after a release).
-                let read = if imm(1)? == 0 { ".read" } else { "" };
-                let asm = format!("cp.async.bulk.wait_group{read} {};", imm(0)?);
+                let read = if imm("writes")? == 0 { ".read" } else { "" };
+                let asm = format!("cp.async.bulk.wait_group{read} {};", imm("pendings")?);
                 self.f.asm("void", &asm, "~{memory}", &[]);
                 // Only the issuing thread tracked the stores: the others wait for it.
                 self.barrier();
                 Ok(())
             }
-            Prim::AsyncDot => self.lower_async_dot(op, arg(0)?, arg(1)?, arg(2)?, result()?),
+            Prim::AsyncDot => {
+                self.lower_async_dot(op, arg("a")?, arg("b")?, arg("acc")?, result()?)
+            }
             Prim::AsyncDotWait => {
-                let acc = self.tensor(arg(0)?)?;
-                let acc_type = self.ty(arg(0)?).elem().scalar().unwrap_or(ScalarType::F32);
-                let regs = self.wgmma_wait(imm(0)? as usize, acc_type, &acc.regs);
+                let acc = self.tensor(arg("acc")?)?;
+                let acc_type = self
+                    .ty(arg("acc")?)
+                    .elem()
+                    .scalar()
+                    .unwrap_or(ScalarType::F32);
+                let regs = self.wgmma_wait(imm("pendings")? as usize, acc_type, &acc.regs);
                 self.define_value(
                     result()?,
                     Tensor {
@@ -485,10 +500,10 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::AsyncLoad => {
-                let m = self.buffer_type(arg(1)?)?;
+                let m = self.buffer_type(arg("buffer")?)?;
                 let placement = buffer_layout(&m)?;
-                let base = self.register(arg(1)?)?;
-                self.async_copy_into(arg(0)?, arg(2)?, &placement, &base, op.loc)
+                let base = self.register(arg("buffer")?)?;
+                self.async_copy_into(arg("ptrs")?, arg("mask")?, &placement, &base, op.loc)
             }
             Prim::AsyncLoadCommitGroup => {
                 self.f
@@ -496,7 +511,7 @@ impl<'k> Lowerer<'k> {
                 Ok(())
             }
             Prim::AsyncLoadWaitGroup => {
-                let asm = format!("cp.async.wait_group {};", imm(0)?);
+                let asm = format!("cp.async.wait_group {};", imm("pendings")?);
                 self.f.asm("void", &asm, "~{memory}", &[]);
                 // Each thread waited for its own copies: make them visible to
                 // the async proxy (wgmma) and to the task's other threads.
@@ -510,13 +525,13 @@ impl<'k> Lowerer<'k> {
                 } else {
                     "arrive"
                 };
-                let id = self.register(arg(0)?)?;
-                let threads = u32::try_from(imm(0)?).unwrap_or(0);
+                let id = self.register(arg("bar_id")?)?;
+                let threads = u32::try_from(imm("num_threads")?).unwrap_or(0);
                 if *prim == Prim::NamedBarrierWait {
                     self.drop_barrier_subsumed_by(threads);
                 }
                 // Not `.aligned` (`bar.*`): see `Lowerer::barrier`.
-                let asm = format!("barrier.{step} $0, {};", imm(0)?);
+                let asm = format!("barrier.{step} $0, {};", imm("num_threads")?);
                 self.tcgen05_fence_before();
                 self.f.asm("void", &asm, "r,~{memory}", &[("i32", &id)]);
                 if *prim == Prim::NamedBarrierWait {
@@ -547,7 +562,20 @@ impl<'k> Lowerer<'k> {
             operands.push((llvm_type(self.ty(v).elem()), reg));
         }
         let operands: Vec<(&str, &str)> = operands.iter().map(|(t, r)| (*t, r.as_str())).collect();
-        let out = self.f.asm(result, asm, constraints, &operands);
+        let mut asm = asm.to_string();
+        if let OpKind::Prim { prim, args, imms } = &op.kind {
+            let named = Named::new(*prim, args, imms);
+            for choice in prim.signature().choices {
+                let code = named.imm(choice.immediate).map_err(malformed)?;
+                let ptx = usize::try_from(code)
+                    .ok()
+                    .and_then(|c| choice.options.get(c))
+                    .ok_or_else(|| malformed(format!("`{}` code {code}", choice.immediate)))?
+                    .1;
+                asm = asm.replace(&format!("{{{}}}", choice.immediate), ptx);
+            }
+        }
+        let out = self.f.asm(result, &asm, constraints, &operands);
         match op.results.first() {
             Some(&r) => self.define_register(r, out),
             None => Ok(()),

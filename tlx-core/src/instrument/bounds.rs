@@ -14,8 +14,8 @@ use std::collections::HashMap;
 
 use crate::ir::{
     AtomicOp, BinaryOp, Block, CacheModifier, CmpPred, Elem, EvictionPolicy, Kernel, Literal,
-    MemScope, MemSem, Op, OpId, OpKind, Param, ParamKind, Prim, ScalarType, SrcLoc, Type, UnaryOp,
-    ValueId,
+    MemScope, MemSem, Named, Op, OpId, OpKind, Param, ParamKind, Prim, ScalarType, SrcLoc, Type,
+    UnaryOp, ValueId,
 };
 
 /// The fault record: `FAULT_RECORD_WORDS` i64 words the launcher zeroes
@@ -228,10 +228,14 @@ fn access_of(op: &Op) -> Option<Access> {
         OpKind::AtomicRmw { ptr, mask, .. } => access(*ptr, *mask, "atomic"),
         OpKind::AtomicCas { ptr, .. } => access(*ptr, None, "atomic"),
         OpKind::Prim {
-            prim: Prim::AsyncLoad,
+            prim: prim @ Prim::AsyncLoad,
             args,
             ..
-        } => access(*args.first()?, args.get(2).copied(), "async_load"),
+        } => {
+            let named = Named::new(*prim, args, &[]);
+            let mask = named.get("mask").ok().copied();
+            access(*named.get("ptrs").ok()?, mask, "async_load")
+        }
         _ => None,
     }
 }

@@ -390,7 +390,20 @@ impl<'a> Lowerer<'a> {
         }
         let mut imms = Vec::with_capacity(sig.immediates.len());
         for (e, name) in a[sig.operands.len()..].iter().zip(sig.immediates) {
-            imms.push(self.const_int(self.expr_arg(*e)?, name)?);
+            let e = self.expr_arg(*e)?;
+            let imm = match sig.choices.iter().find(|c| c.immediate == *name) {
+                Some(c) => {
+                    let table: Vec<(&str, i64)> = c
+                        .options
+                        .iter()
+                        .zip(0..)
+                        .map(|((w, _), i)| (*w, i))
+                        .collect();
+                    choice(Some(e), &table, 0)?
+                }
+                None => self.const_int(e, name)?,
+            };
+            imms.push(imm);
         }
         let types: Vec<Type> = operands.iter().map(|&v| self.ty(v)).collect();
         let type_refs: Vec<&Type> = types.iter().collect();

@@ -6,7 +6,7 @@
 use crate::interp::{BlockedTask, InterpError, NamedBarrierError, WaitReason};
 use std::collections::HashMap;
 
-use crate::ir::{Block, Kernel, Op, OpKind, Prim, SrcLoc, ValueId};
+use crate::ir::{Block, Kernel, Named, Op, OpKind, Prim, SrcLoc, ValueId};
 
 use super::{Finding, Rule};
 
@@ -352,6 +352,7 @@ impl BarrierRoles {
     fn walk(&mut self, block: &Block) {
         for op in &block.ops {
             if let OpKind::Prim { prim, args, .. } = &op.kind {
+                let named = Named::new(*prim, args, &[]);
                 match prim {
                     Prim::AllocBarriers => {
                         if let Some(&r) = op.results.first() {
@@ -360,7 +361,8 @@ impl BarrierRoles {
                         }
                     }
                     Prim::LocalView => {
-                        let root = args.first().and_then(|a| self.root.get(a)).copied();
+                        let root = named.get("buffers").ok().and_then(|a| self.root.get(a));
+                        let root = root.copied();
                         if let (Some(root), Some(&r)) = (root, op.results.first()) {
                             self.root.insert(r, root);
                         }
@@ -369,11 +371,10 @@ impl BarrierRoles {
                     | Prim::BarrierExpectBytes
                     | Prim::Tcgen05Commit
                     | Prim::Tcgen05Mma => {
-                        // The barriers it arrives on: an MMA's `mbarriers`
-                        // follow its operands, accumulator and `use_acc`.
+                        // The barriers it arrives on.
                         let bars = match prim {
-                            Prim::Tcgen05Mma => args.get(4..),
-                            _ => args.get(..1),
+                            Prim::Tcgen05Mma => named.rest("mbarriers"),
+                            _ => named.get("bar").map(std::slice::from_ref),
                         };
                         for bar in bars.unwrap_or_default() {
                             let root = self.root.get(bar).copied();
@@ -404,10 +405,12 @@ impl BarrierRoles {
                     }
                 )
         })?;
-        let OpKind::Prim { args, .. } = &wait.kind else {
+        let OpKind::Prim { prim, args, .. } = &wait.kind else {
             return None;
         };
-        let root = self.root.get(args.first()?)?;
+        let root = self
+            .root
+            .get(Named::new(*prim, args, &[]).get("bar").ok()?)?;
         self.roles.get(root).copied()
     }
 }

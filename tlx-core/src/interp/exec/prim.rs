@@ -8,7 +8,7 @@
 
 use std::rc::Rc;
 
-use crate::ir::{DotPrecision, Interp, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
+use crate::ir::{DotPrecision, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
 use super::super::error::{Fault, FaultResult, InterpError, SliceWindow, UnreleasedRead};
 use super::super::inflight::InFlightCopy;
@@ -100,16 +100,10 @@ impl<'k> Executor<'k> {
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
-        let arg = |i: usize| -> FaultResult<ValueId> {
-            args.get(i)
-                .copied()
-                .ok_or_else(|| Fault::malformed("a primitive lacks an operand"))
-        };
-        let imm = |i: usize| -> FaultResult<i64> {
-            imms.get(i)
-                .copied()
-                .ok_or_else(|| Fault::malformed("a primitive lacks an immediate"))
-        };
+        let named = Named::new(prim, args, imms);
+        let arg = |name: &str| named.get(name).copied().map_err(Fault::malformed);
+        let rest = |name: &str| named.rest(name).map_err(Fault::malformed);
+        let imm = |name: &str| named.imm(name).map_err(Fault::malformed);
         // The definition says why nothing the interpreter models changes.
         if prim.def().interp == Interp::Nothing {
             return Ok(());
@@ -124,7 +118,7 @@ impl<'k> Executor<'k> {
                     _ => return Err(Fault::malformed("local_alloc of a non-buffer").into()),
                 };
                 // `reuse = other`: the same buffers, seen as this type.
-                if let [other] = args {
+                if let [other] = rest("reuse")? {
                     let view = self.buffer_view(*other)?;
                     return self.define_handle(
                         op,
@@ -153,8 +147,8 @@ impl<'k> Executor<'k> {
                 )
             }
             Prim::LocalView => {
-                let index = self.get(arg(1)?)?.scalar_int()?;
-                let count = match self.type_of(arg(0)?)? {
+                let index = self.get(arg("index")?)?.scalar_int()?;
+                let count = match self.type_of(arg("buffers")?)? {
                     Type::SharedMemory(m) => m.buffers() as usize,
                     Type::TensorMemory(m) => m.buffers() as usize,
                     barriers => barriers.numel(),
@@ -166,7 +160,7 @@ impl<'k> Executor<'k> {
                         count,
                     }));
                 }
-                let view = match self.get(arg(0)?)?.handle()? {
+                let view = match self.get(arg("buffers")?)?.handle()? {
                     Handle::Shared {
                         alloc,
                         first,
@@ -192,10 +186,10 @@ impl<'k> Executor<'k> {
                 self.define_handle(op, view)
             }
             Prim::LocalSlice => {
-                let view = self.buffer_view(arg(0)?)?;
-                let from = self.type_of(arg(0)?)?.shape().to_vec();
+                let view = self.buffer_view(arg("buffer")?)?;
+                let from = self.type_of(arg("buffer")?)?.shape().to_vec();
                 let to = self.type_of(Self::result(op, 0)?)?.shape().to_vec();
-                let offsets = self.offsets(&args[1..])?;
+                let offsets = self.offsets(rest("offsets")?)?;
                 let fits = from.len() == to.len()
                     && (0..from.len()).all(|d| {
                         offsets.get(d).is_some_and(|&o| {
@@ -219,8 +213,8 @@ impl<'k> Executor<'k> {
                 self.define_handle(op, view.narrowed(&within))
             }
             Prim::LocalTrans => {
-                let view = self.buffer_view(arg(0)?)?;
-                let &[rows, cols] = self.type_of(arg(0)?)?.shape() else {
+                let view = self.buffer_view(arg("buffer")?)?;
+                let &[rows, cols] = self.type_of(arg("buffer")?)?.shape() else {
                     return Err(Fault::malformed("a transpose of a non-matrix").into());
                 };
                 if self.skeleton.is_some() {
@@ -231,7 +225,7 @@ impl<'k> Executor<'k> {
                 self.define_handle(op, view.narrowed(&within))
             }
             Prim::LocalReinterpret => {
-                let view = self.buffer_view(arg(0)?)?;
+                let view = self.buffer_view(arg("buffer")?)?;
                 if view.window.is_some() {
                     return Err(Fault::malformed("`local_reinterpret` of a slice").into());
                 }
@@ -245,8 +239,8 @@ impl<'k> Executor<'k> {
                 )
             }
             Prim::LocalLoad => {
-                let view = self.buffer_view(arg(0)?)?;
-                if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
+                let view = self.buffer_view(arg("buffer")?)?;
+                if let Type::TensorMemory(_) = self.type_of(arg("buffer")?)? {
                     let id = shared.smem.buffer_id(view.alloc, view.buffer);
                     let written = shared.smem.written(view.alloc, view.buffer);
                     self.check_tensor_memory(op, shared, (id, written), task, true)?;
@@ -260,16 +254,16 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::LocalStore => {
-                let view = self.buffer_view(arg(0)?)?;
+                let view = self.buffer_view(arg("buffer")?)?;
                 let id = shared.smem.buffer_id(view.alloc, view.buffer);
-                if let Type::TensorMemory(_) = self.type_of(arg(0)?)? {
+                if let Type::TensorMemory(_) = self.type_of(arg("buffer")?)? {
                     self.check_tensor_memory(op, shared, (id, true), task, false)?;
                 }
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
                 }
-                let data = self.get(arg(1)?)?.data.clone();
+                let data = self.get(arg("value")?)?.data.clone();
                 view.write(shared, data)?;
                 Ok(())
             }
@@ -277,19 +271,19 @@ impl<'k> Executor<'k> {
                 let count = self.type_of(Self::result(op, 0)?)?.numel();
                 let first = shared.barriers.len();
                 for _ in 0..count {
-                    let bar =
-                        MBarrier::new(imm(0)? as u32).map_err(|e| self.mbarrier_error(op, e))?;
+                    let bar = MBarrier::new(imm("arrive_count")? as u32)
+                        .map_err(|e| self.mbarrier_error(op, e))?;
                     shared.barriers.push(bar);
                 }
                 self.record_barriers(shared, first, count);
                 self.define_handle(op, Handle::Barriers { first })
             }
             Prim::BarrierWait => {
-                if !self.predicate(arg(2)?)? {
+                if !self.predicate(arg("pred")?)? {
                     return Ok(());
                 }
-                let id = self.barrier_of(arg(0)?)?;
-                let parity = self.get(arg(1)?)?.scalar_int()? as u32;
+                let id = self.barrier_of(arg("bar")?)?;
+                let parity = self.get(arg("phase")?)?.scalar_int()? as u32;
                 let bar = barrier(shared, id)?;
                 if !bar.try_wait_parity(parity) {
                     return Err(Stop::Wait(bar.wait_reason(id)));
@@ -320,20 +314,20 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::BarrierArrive => {
-                if !self.predicate(arg(1)?)? {
+                if !self.predicate(arg("pred")?)? {
                     return Ok(());
                 }
-                let id = self.arrival_barrier(op, arg(0)?, shared)?;
-                self.arrive_on(op, id, imm(0)? as u32, task, shared)
+                let id = self.arrival_barrier(op, arg("bar")?, shared)?;
+                self.arrive_on(op, id, imm("arrive_count")? as u32, task, shared)
             }
             Prim::Tcgen05Mma => self.tcgen05_mma(op, args, task, shared),
-            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg(0)?, task, shared),
+            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?, task, shared),
             Prim::BarrierExpectBytes => {
-                if !self.predicate(arg(2)?)? {
+                if !self.predicate(arg("pred")?)? {
                     return Ok(());
                 }
-                let id = self.barrier_of(arg(0)?)?;
-                let bytes = self.get(arg(1)?)?.scalar_int()?;
+                let id = self.barrier_of(arg("bar")?)?;
+                let bytes = self.get(arg("bytes")?)?.scalar_int()?;
                 let bytes = u32::try_from(bytes)
                     .map_err(|_| Fault::malformed(format!("{bytes} expected bytes")))?;
                 let bar = barrier(shared, id)?;
@@ -348,7 +342,7 @@ impl<'k> Executor<'k> {
             // Stores complete in order: all but the newest `pendings` are done
             // reading their buffers.
             Prim::AsyncDescriptorStoreWait => {
-                let pendings = imm(0)? as usize;
+                let pendings = imm("pendings")? as usize;
                 while self.in_flight.tma_stores.len() > pendings {
                     if let Some((retired, _)) = self.in_flight.tma_stores.pop_front() {
                         shared.clocks.end_reads(task, &[retired]);
@@ -357,19 +351,19 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDescriptorLoad => {
-                let view = self.buffer_view(arg(1)?)?;
+                let view = self.buffer_view(arg("buffer")?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
-                let bar_id = self.barrier_of(arg(2)?)?;
+                let bar_id = self.barrier_of(arg("barrier")?)?;
                 let elem = view.elem;
                 // The descriptor's block: the buffer's shape, perhaps with
                 // leading unit dimensions (one head of a 4-d tensor).
-                let block = self.type_of(arg(0)?)?.shape().to_vec();
+                let block = self.type_of(arg("desc")?)?.shape().to_vec();
                 // TMA counts the whole box, clipped or not.
                 let bytes = (block.iter().product::<usize>() * elem.size_bytes()) as u32;
                 let data = if self.skeleton.is_some() {
                     None
                 } else {
-                    Some(self.read_tma_box(arg(0)?, elem, &args[3..], false)?)
+                    Some(self.read_tma_box(arg("desc")?, elem, rest("offsets")?, false)?)
                 };
                 let phase = barrier(shared, bar_id)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
@@ -397,7 +391,7 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncDescriptorStore => {
-                let view = self.buffer_view(arg(1)?)?;
+                let view = self.buffer_view(arg("buffer")?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
                 let id = shared.smem.buffer_id(view.alloc, view.buffer);
                 self.in_flight.tma_stores.push_back((id, op.loc.line));
@@ -405,14 +399,14 @@ impl<'k> Executor<'k> {
                     return Ok(());
                 }
                 let data = view.read(shared)?;
-                let reduce = StoreReduce::from_code(imm(0)?)
+                let reduce = StoreReduce::from_code(imm("store_reduce")?)
                     .ok_or_else(|| Fault::malformed("an unknown store reduction"))?;
-                Ok(self.write_tma_box(arg(0)?, view.elem, &args[2..], &data, reduce)?)
+                Ok(self.write_tma_box(arg("desc")?, view.elem, rest("offsets")?, &data, reduce)?)
             }
             Prim::AsyncDot => {
-                let a = self.dot_operand(op, shared, arg(0)?, task)?;
-                let b = self.dot_operand(op, shared, arg(1)?, task)?;
-                let group = [arg(0)?, arg(1)?]
+                let a = self.dot_operand(op, shared, arg("a")?, task)?;
+                let b = self.dot_operand(op, shared, arg("b")?, task)?;
+                let group = [arg("a")?, arg("b")?]
                     .into_iter()
                     .filter_map(|v| self.buffer_view(v).ok())
                     .map(|view| shared.smem.buffer_id(view.alloc, view.buffer))
@@ -421,26 +415,26 @@ impl<'k> Executor<'k> {
                 let (Some(a), Some(b)) = (a, b) else {
                     return Ok(self.define_opaque(op)?);
                 };
-                let acc = Rc::clone(self.get(arg(2)?)?);
-                let input = self.scalar_type(arg(1)?)?;
-                let acc_ty = self.scalar_type(arg(2)?)?;
+                let acc = Rc::clone(self.get(arg("acc")?)?);
+                let input = self.scalar_type(arg("b")?)?;
+                let acc_ty = self.scalar_type(arg("acc")?)?;
                 let data = dot::dot(&a, &b, &acc, input, acc_ty, DotPrecision::Tf32)?;
                 self.define(op, 0, data)?;
                 Ok(())
             }
             Prim::AsyncDotWait => {
-                let pendings = imm(0)? as usize;
+                let pendings = imm("pendings")? as usize;
                 while self.in_flight.wgmma_groups.len() > pendings {
                     if let Some(retired) = self.in_flight.wgmma_groups.pop_front() {
                         shared.clocks.end_reads(task, &retired);
                     }
                 }
-                let acc = Rc::clone(self.get_any(arg(0)?)?);
+                let acc = Rc::clone(self.get_any(arg("acc")?)?);
                 self.set(Self::result(op, 0)?, acc)?;
                 Ok(())
             }
             Prim::AsyncLoad => {
-                let view = self.buffer_view(arg(1)?)?;
+                let view = self.buffer_view(arg("buffer")?)?;
                 let (alloc, buffer) = (view.alloc, view.buffer);
                 let id = shared.smem.buffer_id(alloc, buffer);
                 self.check_write(op, shared, id, task)?;
@@ -450,9 +444,9 @@ impl<'k> Executor<'k> {
                     return Ok(());
                 }
                 let elem = view.elem;
-                let mask = Rc::clone(self.get(arg(2)?)?);
+                let mask = Rc::clone(self.get(arg("mask")?)?);
                 let zero = zero_of(elem);
-                let ptrs = Rc::clone(self.get(arg(0)?)?);
+                let ptrs = Rc::clone(self.get(arg("ptrs")?)?);
                 let data = global::load(
                     self.mem,
                     self.check_uninit,
@@ -471,7 +465,7 @@ impl<'k> Executor<'k> {
                 Ok(())
             }
             Prim::AsyncLoadWaitGroup => {
-                let pendings = imm(0)? as usize;
+                let pendings = imm("pendings")? as usize;
                 while self.in_flight.async_loads.committed.len() > pendings {
                     self.in_flight.async_loads.committed.pop_front();
                 }
@@ -481,23 +475,30 @@ impl<'k> Executor<'k> {
                 if self.skeleton.is_some() {
                     return Ok(self.define_opaque(op)?);
                 }
-                let elem = self.desc_elem(arg(0)?)?;
-                let data = self.read_tma_box(arg(0)?, elem, &args[1..], self.check_uninit)?;
+                let elem = self.desc_elem(arg("desc")?)?;
+                let data =
+                    self.read_tma_box(arg("desc")?, elem, rest("offsets")?, self.check_uninit)?;
                 Ok(self.define(op, 0, data)?)
             }
             Prim::DescriptorStore => {
                 if self.skeleton.is_some() {
                     return Ok(());
                 }
-                let elem = self.desc_elem(arg(0)?)?;
-                let data = &self.get(arg(1)?)?.data;
-                Ok(self.write_tma_box(arg(0)?, elem, &args[2..], data, StoreReduce::None)?)
+                let elem = self.desc_elem(arg("desc")?)?;
+                let data = &self.get(arg("value")?)?.data;
+                Ok(self.write_tma_box(
+                    arg("desc")?,
+                    elem,
+                    rest("offsets")?,
+                    data,
+                    StoreReduce::None,
+                )?)
             }
             Prim::MakeTensorDescriptor => {
                 if self.skeleton.is_some() {
                     return Ok(self.define_opaque(op)?);
                 }
-                let base = match &self.get(arg(0)?)?.data {
+                let base = match &self.get(arg("base")?)?.data {
                     Data::Ptr(p) if p.len() == 1 => p[0],
                     _ => {
                         return Err(Fault::malformed("a descriptor's base is not a pointer").into())
@@ -510,7 +511,7 @@ impl<'k> Executor<'k> {
                 };
                 let elem = d.elem();
                 let rank = d.block_shape().len();
-                let values = args[1..]
+                let values = rest("dims")?
                     .iter()
                     .map(|v| self.get(*v)?.scalar_int())
                     .collect::<FaultResult<Vec<i64>>>()?;
@@ -539,7 +540,7 @@ impl<'k> Executor<'k> {
             | Prim::FenceMbarrierInitCluster
             | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, task, shared),
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
-                let id = self.get(arg(0)?)?.scalar_int()?;
+                let id = self.get(arg("bar_id")?)?.scalar_int()?;
                 let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {
                     return Err(Stop::error(InterpError::NamedBarrier {
                         at: self.site(Some(op)),
@@ -555,7 +556,7 @@ impl<'k> Executor<'k> {
                         error: Box::new(NamedBarrierError::Reserved { id, last }),
                     }));
                 }
-                let threads = imm(0)? as u32;
+                let threads = imm("num_threads")? as u32;
                 let wait = prim == Prim::NamedBarrierWait;
                 if wait {
                     shared.observations.waited(task);

@@ -62,6 +62,30 @@ pub struct PrimSignature {
     pub variadic: bool,
     pub immediates: &'static [&'static str],
     pub results: usize,
+    /// Immediates the kernel language spells as words.
+    pub choices: &'static [Choice],
+}
+
+/// An immediate the kernel language spells as a word (TLX's string
+/// options), each word standing for a piece of the primitive's PTX; the
+/// immediate is the word's position.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub immediate: &'static str,
+    /// `(word, PTX)`, in code order.
+    pub options: &'static [(&'static str, &'static str)],
+}
+
+impl Choice {
+    /// The words, quoted, for messages.
+    pub fn words(&self) -> String {
+        let words: Vec<String> = self
+            .options
+            .iter()
+            .map(|(w, _)| format!("\"{w}\""))
+            .collect();
+        words.join(", ")
+    }
 }
 
 impl PrimSignature {
@@ -75,7 +99,13 @@ impl PrimSignature {
             variadic: false,
             immediates,
             results,
+            choices: &[],
         }
+    }
+
+    /// The same, with immediates spelled as words.
+    pub const fn with_choices(self, choices: &'static [Choice]) -> PrimSignature {
+        PrimSignature { choices, ..self }
     }
 
     /// The same, with the last operand repeating.
@@ -149,9 +179,10 @@ impl Protocol {
 /// How the code generator emits a primitive.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Lowering {
-    /// One inline-assembly instruction, volatile, with a memory clobber: the
-    /// operands in order as `$n` (after the result's), the LLVM type of the
-    /// one result (`"void"` for none) and the constraint string.
+    /// One inline-assembly instruction, volatile: the operands in order as
+    /// `$n` (after the result's), `{name}` for the PTX of a [`Choice`]'s
+    /// word, the LLVM type of the one result (`"void"` for none) and the
+    /// constraint string.
     Asm {
         asm: &'static str,
         result: &'static str,
@@ -370,6 +401,19 @@ impl Prim {
                 s.immediates.join(", "),
                 s.results
             ));
+        }
+        for choice in s.choices {
+            let named = Named::new(self, operands, imms);
+            let code = named.imm(choice.immediate)?;
+            if usize::try_from(code).map_or(true, |c| c >= choice.options.len()) {
+                return Err(format!(
+                    "`{}`'s `{}` is one of {} (codes 0 to {}), not code {code}",
+                    self.mnemonic(),
+                    choice.immediate,
+                    choice.words(),
+                    choice.options.len() - 1
+                ));
+            }
         }
         (self.def().rule)(&Typing {
             args: Named::new(self, operands, imms),

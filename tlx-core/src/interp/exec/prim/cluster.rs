@@ -9,7 +9,7 @@
 //! release; recorded for race reports); a skeleton run moves no data.
 
 use crate::ir::Type;
-use crate::ir::{Op, Prim, ValueId};
+use crate::ir::{Named, Op, Prim, ValueId};
 
 use super::super::super::cluster::{ClusterMap, RemoteError};
 use super::super::super::error::{Fault, InterpError};
@@ -129,17 +129,15 @@ impl<'k> Executor<'k> {
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
-        let arg = |i: usize| -> PrimResult<ValueId> {
-            args.get(i)
-                .copied()
-                .ok_or_else(|| Fault::malformed("a primitive lacks an operand").into())
-        };
+        let named = Named::new(prim, args, &[]);
+        let arg =
+            |name: &str| -> PrimResult<ValueId> { Ok(*named.get(name).map_err(Fault::malformed)?) };
         match prim {
             Prim::RemoteView => {
-                let rank = self.get(arg(1)?)?.scalar_int()?;
+                let rank = self.get(arg("remote_cta_rank")?)?.scalar_int()?;
                 let rank = ClusterMap::check_rank(rank, self.cluster_size())
                     .map_err(|e| self.remote_error(op, e))?;
-                let local = self.get(arg(0)?)?.handle()?.clone();
+                let local = self.get(arg("buffer")?)?.handle()?.clone();
                 if matches!(local, Handle::Remote { .. } | Handle::Desc(_)) {
                     return Err(Fault::malformed("a remote view of a remote view").into());
                 }
@@ -152,21 +150,21 @@ impl<'k> Executor<'k> {
                 )
             }
             Prim::RemoteShmemStore => {
-                let (rank, local) = self.remote_of(arg(0)?)?;
-                let view = local_buffer(&local, self.type_of(arg(0)?)?)?;
+                let (rank, local) = self.remote_of(arg("dst")?)?;
+                let view = local_buffer(&local, self.type_of(arg("dst")?)?)?;
                 let peer = self.peer_buffer(op, shared, &view, rank)?;
                 let id = shared.smem.buffer_id(peer.alloc, peer.buffer);
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(peer.alloc, peer.buffer)?);
                 }
-                let data = self.get(arg(1)?)?.data.clone();
+                let data = self.get(arg("value")?)?.data.clone();
                 peer.write(shared, data)?;
                 Ok(())
             }
             Prim::AsyncRemoteShmemStore => {
-                let (rank, local) = self.remote_of(arg(0)?)?;
-                let (bar_rank, bar) = self.remote_of(arg(2)?)?;
+                let (rank, local) = self.remote_of(arg("dst")?)?;
+                let (bar_rank, bar) = self.remote_of(arg("barrier")?)?;
                 if bar_rank != rank {
                     return Err(self.remote_error(
                         op,
@@ -179,14 +177,14 @@ impl<'k> Executor<'k> {
                 let Handle::Barriers { first } = bar else {
                     return Err(Fault::malformed("a remote store's barrier is not one").into());
                 };
-                let buffer = local_buffer(&local, self.type_of(arg(0)?)?)?;
+                let buffer = local_buffer(&local, self.type_of(arg("dst")?)?)?;
                 let peer = self.peer_buffer(op, shared, &buffer, rank)?;
                 let peer_bar = self.peer_barrier(op, shared, first, rank)?;
                 let elem = peer.elem;
-                let bytes = (self.type_of(arg(1)?)?.numel() * elem.size_bytes()) as u32;
+                let bytes = (self.type_of(arg("value")?)?.numel() * elem.size_bytes()) as u32;
                 let data = match self.skeleton {
                     Some(_) => None,
-                    None => Some(self.get(arg(1)?)?.data.clone()),
+                    None => Some(self.get(arg("value")?)?.data.clone()),
                 };
                 self.send(op, (task, shared), peer, data, peer_bar, bytes)
             }
