@@ -1,32 +1,9 @@
-//! `cp.async` copies from global into shared memory by groups, and the
-//! proxy fence that orders generic shared-memory writes before async-proxy
-//! reads.
+//! `cp.async` copies from global into shared memory by groups.
 
 use super::rules::{no_results, non_negative, one_buffer, same};
 use super::{Interp, Lowering, PrimDef, PrimSignature, Protocol, Surface, Typing};
 use crate::ir::def::{AsyncRole, Effects, MemorySpace, MemorySpaces, SyncScope};
 use crate::ir::types::{Elem, ScalarType, Type};
-
-/// `fence_async_shared()`: orders generic-proxy shared-memory accesses
-/// before later async-proxy ones (TMA, wgmma). The interpreter has one
-/// proxy: its accesses are already in program order.
-pub(super) const FENCE_ASYNC_SHARED: PrimDef = PrimDef {
-    name: "fence_async_shared",
-    signature: PrimSignature::NONE,
-    surface: Surface::generic(&[], no_results),
-    effects: Effects {
-        sync: Some(SyncScope::Cta),
-        ..Effects::PURE
-    },
-    rule: |_| Ok(()),
-    protocol: Protocol::KEPT,
-    lowering: Lowering::Asm {
-        asm: "fence.proxy.async.shared::cta;",
-        result: "void",
-        constraints: "~{memory}",
-    },
-    interp: Interp::Nothing,
-};
 
 /// `async_load(ptrs, buffer, mask)`: a `cp.async` copy of the elements
 /// `ptrs` point at into `buffer` (masked-off ones read zero), in this

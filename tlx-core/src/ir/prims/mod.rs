@@ -5,8 +5,8 @@
 //! integer immediates.
 //!
 //! Each primitive is **declared once**, as a [`PrimDef`] in the file of its
-//! family (`memory`, `mbarrier`, `tma`, `wgmma`, `async_copy`, `cluster`,
-//! `tcgen05`, `grid`): its name, its named operands and immediates, the
+//! family (`memory`, `mbarrier`, `fence`, `tma`, `wgmma`, `async_copy`,
+//! `cluster`, `tcgen05`, `grid`): its name, its named operands and immediates, the
 //! kernel language's keyword arguments, its effects, its typing rule, what
 //! the protocol checker keeps of it, and, for a primitive that is one fixed
 //! instruction, its PTX. The printer, parser, verifier, frontend, checker,
@@ -18,6 +18,7 @@
 
 mod async_copy;
 mod cluster;
+mod fence;
 mod grid;
 mod mbarrier;
 mod memory;
@@ -338,7 +339,7 @@ registry! {
     BarrierWait => mbarrier::BARRIER_WAIT,
     BarrierArrive => mbarrier::BARRIER_ARRIVE,
     BarrierExpectBytes => mbarrier::BARRIER_EXPECT_BYTES,
-    FenceAsyncShared => async_copy::FENCE_ASYNC_SHARED,
+    FenceAsyncShared => fence::FENCE_ASYNC_SHARED,
     AsyncDescriptorLoad => tma::ASYNC_DESCRIPTOR_LOAD,
     AsyncDescriptorStore => tma::ASYNC_DESCRIPTOR_STORE,
     AsyncDescriptorStoreWait => tma::ASYNC_DESCRIPTOR_STORE_WAIT,
