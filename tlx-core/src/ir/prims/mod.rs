@@ -169,7 +169,8 @@ pub enum Protocol {
     Kept { data: &'static [&'static str] },
     /// Kept only where its result is needed (a descriptor a copy names).
     IfResultNeeded,
-    /// Completes within the op and moves only data: dropped.
+    /// Neither waits, arrives nor starts anything the protocol tracks (it
+    /// completes within the op): dropped.
     Dropped,
 }
 
