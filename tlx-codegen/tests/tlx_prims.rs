@@ -200,6 +200,42 @@ mod codegen {
         }
     }
 
+    /// Each `fence` scope is its one instruction, for sm_90a and sm_100a,
+    /// and `ptxas` takes it.
+    #[test]
+    fn each_fence_scope_is_its_instruction() {
+        let kernel = super::compile(
+            r#"
+#[tlx::kernel(num_warps = 4)]
+fn fenced(x: Ptr<f32>, flag: Ptr<i32>) {
+    store(x + arange(0, 128), 1.0);
+    fence("gpu");
+    atomic_xchg(flag, 1);
+    fence("sys");
+    fence("async_shared");
+}
+"#,
+        );
+        for arch in [Arch::Sm90a, Arch::Sm100a] {
+            let ptx = tlx_codegen::compile(&kernel, arch).expect("compiles").ptx;
+            for fence in [
+                "fence.acq_rel.gpu;",
+                "fence.acq_rel.sys;",
+                "fence.proxy.async.shared::cta;",
+            ] {
+                assert_eq!(ptx.matches(fence).count(), 1, "{fence} in\n{ptx}");
+            }
+            if arch == Arch::Sm90a {
+                match codegen_common::ptxas() {
+                    Some(ptxas) => {
+                        codegen_common::ptxas_verbose(&ptxas, &ptx);
+                    }
+                    None => println!("skipped: ptxas not found"),
+                }
+            }
+        }
+    }
+
     /// One L2 prefetch per TMA box of each block, from one thread, and the
     /// loads unchanged beside them.
     #[test]

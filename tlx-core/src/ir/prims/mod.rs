@@ -366,6 +366,7 @@ registry! {
     Tcgen05Commit => tcgen05::TCGEN05_COMMIT,
     GdcWait => grid::GDC_WAIT,
     GdcLaunchDependents => grid::GDC_LAUNCH_DEPENDENTS,
+    Fence => fence::FENCE,
 }
 
 impl Prim {
