@@ -300,6 +300,19 @@ fn a_reader_skipping_a_phase_is_a_stale_wait() {
     expect_error(&src, Rule::StaleWait, "let ready = reader.wait(");
 }
 
+/// A prefetch neither waits nor arrives: where it points may come from
+/// memory without the checker giving up (grouped GEMMs load their tiles'
+/// coordinates).
+#[test]
+fn a_prefetch_at_a_loaded_offset_is_no_protocol_matter() {
+    let src = broken(
+        "let bar = local_view(full, slot);",
+        "async_descriptor_prefetch(a_desc, [load(c + i).to(i32), 0]);
+                let bar = local_view(full, slot);",
+    );
+    assert_eq!(check(&src), ProtocolReport::default());
+}
+
 #[test]
 fn a_phase_loaded_from_memory_is_a_warning_not_a_silent_pass() {
     let src = broken(

@@ -48,7 +48,8 @@ pub(super) const GDC_WAIT: PrimDef = PrimDef {
         ..Effects::PURE
     },
     rule: |_| Ok(()),
-    protocol: Protocol::KEPT,
+    // Between grids, not between this grid's threads.
+    protocol: Protocol::Dropped,
     lowering: Lowering::Asm {
         asm: "griddepcontrol.wait;",
         result: "void",
@@ -70,7 +71,8 @@ pub(super) const GDC_LAUNCH_DEPENDENTS: PrimDef = PrimDef {
         ..Effects::PURE
     },
     rule: |_| Ok(()),
-    protocol: Protocol::KEPT,
+    // Between grids, not between this grid's threads.
+    protocol: Protocol::Dropped,
     lowering: Lowering::Asm {
         asm: "griddepcontrol.launch_dependents;",
         result: "void",

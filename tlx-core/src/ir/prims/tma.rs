@@ -140,7 +140,8 @@ pub(super) const ASYNC_DESCRIPTOR_PREFETCH: PrimDef = PrimDef {
         ..Effects::PURE
     },
     rule: async_descriptor_prefetch,
-    protocol: Protocol::KEPT,
+    // A hint: nothing of the protocol, wherever it points.
+    protocol: Protocol::Dropped,
     lowering: Lowering::Custom,
     // A cache hint: the interpreter has no cache. (Out-of-bounds blocks
     // are fine, as on the GPU, where TMA clips them.)
