@@ -7,7 +7,8 @@
 //! only some threads perform follows a barrier, so that it publishes what
 //! every thread of the program wrote before it.
 
-use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
+use super::error::{malformed, refused_upstream, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::layout::LinearLayout;
 use tlx_core::ir::{cas_takes, AtomicOp, Elem, MemScope, MemSem, Op, OpKind, ScalarType};

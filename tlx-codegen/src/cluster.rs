@@ -4,12 +4,14 @@
 //! one holds an offset in the shared array); stores into it are
 //! `st.shared::cluster` or `st.async` completing bytes on the peer's
 //! mbarrier; `fence_mbarrier_init_cluster` is the PTX fence of that name.
-//! Remote arrivals and multicast copies are the arrive and TMA of `prims`
-//! with cluster operands.
+//! Remote arrivals and multicast copies are the arrive and TMA of
+//! `prims::mbarrier` and `prims::tma` with cluster operands; the cluster
+//! family's dispatch is `prims::cluster`.
 
 use super::convert::SharedWindow;
-use super::lower::{malformed, Lowerer, Result};
-use super::prims::buffer_layout;
+use super::error::{malformed, Result};
+use super::lower::Lowerer;
+use super::prims::plan::buffer_layout;
 use super::CodegenError;
 use tlx_core::ir::{Elem, Op, Type, ValueId};
 

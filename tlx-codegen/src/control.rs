@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 
 use super::emit::llvm_type;
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
 use super::pipeline::LoopBounds;
 use crate::layout::{wgmma_accumulator, LinearLayout};
 use tlx_core::ir::{Block, Op, OpKind, Prim, ValueId};

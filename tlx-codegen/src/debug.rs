@@ -3,7 +3,8 @@
 //! assertion prints the message and traps.
 
 use super::emit::{llvm_type, scalar_type};
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar;
 use crate::layout::LinearLayout;
 use tlx_core::ir::{Elem, Op, OpKind, ScalarType};

@@ -8,49 +8,13 @@
 //! `dot` multiplies such loads keeps them in ring slots instead (see
 //! `pipeline.rs`) and nothing passes through registers.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::pipeline::{Candidate, LoopPipeline, RingFill, RingRead};
-use super::prims::{buffer_layout, TmaDirection};
-use crate::layout::SharedLayout;
-use tlx_core::ir::{
-    shared_swizzle, without_leading_ones, Elem, Op, OpKind, Prim, SharedMemoryType, StoreReduce,
-    TensorDescriptorType, Type, ValueId,
-};
-
-/// The buffer a descriptor's block lands in: the block's matrix (leading
-/// unit dimensions left out) in TMA's swizzle for it.
-pub(super) fn block_buffer(desc: &TensorDescriptorType) -> SharedMemoryType {
-    let shape = without_leading_ones(desc.block_shape()).to_vec();
-    let swizzle = shared_swizzle(desc.elem(), desc.block_shape());
-    SharedMemoryType::new(desc.elem(), shape, 1, swizzle, true)
-}
-
-/// Where a block lands in shared memory, and the bytes TMA counts for it
-/// (the whole box, clipped or not).
-pub(super) struct BlockPlacement {
-    pub buffer: SharedMemoryType,
-    pub placement: SharedLayout,
-    pub bytes: usize,
-}
-
-impl BlockPlacement {
-    pub fn of(desc: &TensorDescriptorType) -> Result<BlockPlacement> {
-        let buffer = block_buffer(desc);
-        let placement = buffer_layout(&buffer)?;
-        let bytes = desc.block_shape().iter().product::<usize>() * desc.elem().size_bytes();
-        Ok(BlockPlacement {
-            buffer,
-            placement,
-            bytes,
-        })
-    }
-
-    /// The alignment TMA (128 bytes) and the swizzle (its period, as it
-    /// applies to absolute addresses) want for the block's first byte.
-    pub fn align(&self) -> usize {
-        self.buffer.swizzle().alignment_bytes().max(128)
-    }
-}
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
+use super::pipeline::{loaded_descriptor, LoopPipeline};
+use super::prims::plan::BlockPlacement;
+use super::prims::tma::TmaDirection;
+use super::rings::{RingFill, RingRead};
+use tlx_core::ir::{Elem, StoreReduce, TensorDescriptorType, Type, ValueId};
 
 /// A descriptor's block placed at the start of the scratch (on its
 /// alignment), with the descriptor's and the offsets' registers.
@@ -190,27 +154,6 @@ impl<'k> Lowerer<'k> {
     }
 }
 
-/// The descriptor `load` reads, if it is a descriptor load.
-fn loaded_descriptor(load: &Op) -> Option<ValueId> {
-    match &load.kind {
-        OpKind::Prim {
-            prim: Prim::DescriptorLoad,
-            args,
-            ..
-        } => args.first().copied(),
-        _ => None,
-    }
-}
-
-/// The descriptor the candidate load producing `v` reads, if it is a
-/// descriptor load.
-pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
-    candidates
-        .iter()
-        .find(|c| c.load.results.first() == Some(&v))
-        .and_then(|c| loaded_descriptor(c.load))
-}
-
 /// TMA rings of a pipelined loop: descriptor loads that feed a wgmma `dot`
 /// get `stages` slots in the block's placement; all of them share one
 /// mbarrier per slot (arrival count 1: the first thread's expect-bytes
@@ -324,7 +267,7 @@ impl<'k> Lowerer<'k> {
         let desc = self.register(desc)?;
         let coords = self.registers(offsets)?;
         let bar = self.ring_barrier(*barriers, slot);
-        let base = ring.slot_base(self, slot);
+        let base = self.ring_slot_base(ring, slot);
         let dst = self.shared_address(&base);
         let load = TmaDirection::Load {
             barrier: &bar,

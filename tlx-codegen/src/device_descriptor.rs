@@ -11,40 +11,10 @@
 //! program, which the runtime supplies (see `global_scratch_bytes`). A
 //! descriptor made in a loop is rebuilt in the same slot each iteration.
 
-use std::collections::HashMap;
-
-use super::lower::{malformed, Lowerer, Result};
-use tlx_core::ir::{
-    Block, Kernel, OpKind, Prim, ScalarType, Swizzle, TensorDescriptorType, TmaBox, ValueId,
-};
-
-/// Bytes of one TMA descriptor (`CUtensorMap`).
-pub const DESCRIPTOR_BYTES: usize = 128;
-
-/// The slot of each `make_tensor_descriptor` of `kernel` in a program's
-/// scratch, by result, in program order.
-pub fn descriptor_slots(kernel: &Kernel) -> HashMap<ValueId, usize> {
-    fn walk(block: &Block, slots: &mut HashMap<ValueId, usize>) {
-        for op in &block.ops {
-            if let OpKind::Prim {
-                prim: Prim::MakeTensorDescriptor,
-                ..
-            } = op.kind
-            {
-                if let Some(&r) = op.results.first() {
-                    let next = slots.len();
-                    slots.insert(r, next);
-                }
-            }
-            for inner in op.kind.blocks() {
-                walk(inner, slots);
-            }
-        }
-    }
-    let mut slots = HashMap::new();
-    walk(&kernel.body, &mut slots);
-    slots
-}
+use super::error::{malformed, Result};
+use super::lower::Lowerer;
+use super::prims::plan::DESCRIPTOR_BYTES;
+use tlx_core::ir::{ScalarType, Swizzle, TensorDescriptorType, TmaBox, ValueId};
 
 /// PTX's `.elemtype` code for a tensor of `elem` (TMA only moves bytes, so
 /// types without a name travel as unsigned integers of their size).

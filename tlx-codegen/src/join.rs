@@ -4,7 +4,8 @@
 //! back off, converting its operand first only when no register alone
 //! carries the last dimension.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
 use tlx_core::ir::{Op, OpKind};
 
 impl<'k> Lowerer<'k> {

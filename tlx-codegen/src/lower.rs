@@ -7,10 +7,11 @@
 //! the layout their use wanted (see `lower_kernel`).
 
 use super::axis::{self, AxisInfo};
-use super::convert::Region;
 use super::emit::{llvm_type, FuncText};
-use super::pipeline::{RingRead, RING_BASE_SYMBOL};
-use super::prims::{plan_static_shared, StaticShared};
+use super::error::{malformed, refused_upstream, Result};
+use super::prims::plan::{descriptor_slots, plan_static_shared, StaticShared, DESCRIPTOR_BYTES};
+use super::region::Region;
+use super::rings::{RingRead, RING_BASE_SYMBOL};
 use super::scalar;
 use super::CodegenError;
 use crate::layout::LinearLayout;
@@ -19,8 +20,6 @@ use std::fmt::Write;
 use tlx_core::ir::{
     Arch, Block, Elem, Kernel, Op, OpKind, ParamKind, Prim, ScalarType, Type, ValueId,
 };
-
-pub type Result<T> = std::result::Result<T, CodegenError>;
 
 /// Shared memory one program may use on sm_90 and sm_100 (227 KB).
 pub const SHARED_BYTES_LIMIT: u32 = 227 * 1024;
@@ -134,13 +133,13 @@ impl KernelFacts {
         let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
         collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
         let mut uses = HashMap::new();
-        super::pipeline::count_uses(&kernel.body, &mut uses);
+        count_uses(&kernel.body, &mut uses);
         Ok(KernelFacts {
             used: uses.into_keys().collect(),
             axis: axis::analyze(kernel),
             vector_of_shape,
             stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
-            descriptor_slots: super::device_descriptor::descriptor_slots(kernel),
+            descriptor_slots: descriptor_slots(kernel),
             static_shared: plan_static_shared(kernel)?,
         })
     }
@@ -224,20 +223,6 @@ pub(super) struct SyncState {
     /// A task sets its register budget (the kernel must declare one program
     /// per SM for that to take effect).
     pub(super) uses_setmaxnreg: bool,
-}
-
-pub fn malformed(what: impl Into<String>) -> CodegenError {
-    CodegenError::MalformedIr(what.into())
-}
-
-/// A construct the frontend (or the verifier) refuses, met here: a bug
-/// upstream, not a gap in code generation. `tests/ice_guards.rs` names the
-/// test that shows each one refused at the user's token.
-pub fn refused_upstream(what: impl Into<String>) -> CodegenError {
-    CodegenError::MalformedIr(format!(
-        "{}, which is refused before code generation",
-        what.into()
-    ))
 }
 
 pub fn lower_kernel(kernel: &Kernel, arch: Arch) -> Result<Lowered> {
@@ -394,9 +379,7 @@ fn lower_pass(
         lowered: Lowered {
             module_text: text,
             shared_bytes: l.shared.shared_bytes,
-            global_scratch_bytes: (l.facts.descriptor_slots.len()
-                * super::device_descriptor::DESCRIPTOR_BYTES)
-                as u32,
+            global_scratch_bytes: (l.facts.descriptor_slots.len() * DESCRIPTOR_BYTES) as u32,
             notes: l.notes,
         },
         load_hints: l.load_layouts.load_hints,
@@ -1215,5 +1198,17 @@ fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<u
         let vector = 16 / bytes;
         let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
         *entry = (*entry).min(vector);
+    }
+}
+
+/// Counts the uses of each value by the ops of `block` and their nested blocks.
+pub(super) fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
+    for op in &block.ops {
+        for v in op.kind.operands() {
+            *uses.entry(v).or_default() += 1;
+        }
+        for b in op.kind.blocks() {
+            count_uses(b, uses);
+        }
     }
 }

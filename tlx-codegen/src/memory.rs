@@ -11,7 +11,8 @@
 
 use super::axis::{self, MaskRun};
 use super::emit::scalar_type;
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar::{from_bits, mem_bytes, to_bits};
 use crate::layout::LinearLayout;
 use tlx_core::ir::{CacheModifier, Elem, EvictionPolicy, Op, OpKind, ScalarType, ValueId};

@@ -29,80 +29,22 @@
 //! `descriptor.rs`); the loop carries the ring round's parity for it.
 
 use super::axis::MaskRun;
-use super::descriptor::{descriptor_of, BlockPlacement};
-use super::lower::{Lowerer, Result, Tensor, SHARED_BYTES_LIMIT};
+use super::error::Result;
+use super::lower::{count_uses, Lowerer, Tensor, SHARED_BYTES_LIMIT};
 use super::memory::{load_qualifiers, vector_len, word_type, words_of};
+use super::prims::plan::BlockPlacement;
+use super::rings::{RingFill, RingRead, ThreadCopies, RING_BASE_SYMBOL};
 use super::scalar::{from_bits, mem_bytes};
 use super::wgmma::WgmmaPlan;
 use super::CodegenError;
-use crate::layout::{LinearLayout, OffsetBases, SharedLayout};
+use crate::layout::SharedLayout;
 use std::collections::{HashMap, HashSet};
 use tlx_core::ir::Literal;
-use tlx_core::ir::{
-    Block, CacheModifier, EvictionPolicy, Op, OpKind, Prim, SharedMemoryType, ValueId,
-};
+use tlx_core::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, Prim, ValueId};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
 /// room for reduction and layout-conversion scratch under sm_90's 227 KB.
 const RING_BYTES_LIMIT: usize = 128 << 10;
-
-/// A load the loop body reads from its ring instead of global memory.
-#[derive(Clone, Debug)]
-pub struct RingRead {
-    /// Byte offset of the ring in the pipeline area, and of each slot in it.
-    pub ring_offset: usize,
-    pub slot_bytes: usize,
-    /// The slot of the current iteration (i32), set at the top of each iteration.
-    pub read_slot: String,
-    pub fill: RingFill,
-}
-
-/// Who fills a ring's slots, and how a slot holds the tile.
-#[derive(Clone, Debug)]
-pub enum RingFill {
-    /// Every thread, with `cp.async`.
-    Threads(ThreadCopies),
-    /// The first thread, with TMA: the block of a descriptor load, in the
-    /// placement wgmma reads (a `dot` operand, multiplied in place). Slot
-    /// `s` completes on the mbarrier at byte `barriers + 8 * s` of the
-    /// pipeline area.
-    Tma {
-        block: SharedMemoryType,
-        bytes: usize,
-        barriers: usize,
-    },
-}
-
-/// How every thread copies its part of a tile into a slot.
-#[derive(Clone, Debug)]
-pub struct ThreadCopies {
-    pub layout: LinearLayout,
-    /// Elements per copy (one `cp.async` of `chunk * elem_bytes` bytes).
-    pub chunk: usize,
-    /// How a slot holds the tile: `None`, each thread's chunks side by side,
-    /// read back by the thread that copied them; or a placement the whole CTA
-    /// reads (a wgmma operand, multiplied in place), as the byte offsets this
-    /// ring's layout takes in it.
-    pub placement: Option<OffsetBases>,
-}
-
-impl RingRead {
-    /// Shared byte offset (i32) of slot `slot` of this ring.
-    pub fn slot_base(&self, l: &mut Lowerer, slot: &str) -> String {
-        let in_slot = l.f.inst(format!("mul i32 {slot}, {}", self.slot_bytes));
-        let base = l.ring_base();
-        let area = l.f.inst(format!("add i32 {in_slot}, {base}"));
-        l.f.inst(format!("add i32 {area}, {}", self.ring_offset))
-    }
-
-    /// Whether the whole CTA reads a slot in place as a wgmma operand.
-    pub fn is_operand(&self) -> bool {
-        match &self.fill {
-            RingFill::Threads(copies) => copies.placement.is_some(),
-            RingFill::Tma { .. } => true,
-        }
-    }
-}
 
 /// A load the pipeliner takes, with the body ops its address and mask need.
 pub(super) struct Candidate<'k> {
@@ -524,7 +466,7 @@ impl<'k> Lowerer<'k> {
                 // `start_pipeline` made room for every operand ring, and
                 // `copy_pointer_tile` fills one however its tile lies.
                 (true, None) if placement.is_some() => {
-                    return Err(super::lower::malformed(
+                    return Err(super::error::malformed(
                         "a wgmma operand load without a ring",
                     ))
                 }
@@ -617,10 +559,10 @@ impl<'k> Lowerer<'k> {
             }
         };
         let RingFill::Threads(copies) = &ring.fill else {
-            return Err(super::lower::malformed("a pointer load with a TMA ring"));
+            return Err(super::error::malformed("a pointer load with a TMA ring"));
         };
         let masks = self.access_masks(*mask, &copies.layout, copies.chunk)?;
-        let base = ring.slot_base(self, slot);
+        let base = self.ring_slot_base(&ring, slot);
         let copy = TileCopy {
             copies,
             base: &base,
@@ -677,6 +619,14 @@ impl<'k> Lowerer<'k> {
             .inst(format!("load i32, ptr {RING_BASE_SYMBOL}, align 4"))
     }
 
+    /// Shared byte offset (i32) of slot `slot` of `ring`.
+    pub fn ring_slot_base(&mut self, ring: &RingRead, slot: &str) -> String {
+        let in_slot = self.f.inst(format!("mul i32 {slot}, {}", ring.slot_bytes));
+        let base = self.ring_base();
+        let area = self.f.inst(format!("add i32 {in_slot}, {base}"));
+        self.f.inst(format!("add i32 {area}, {}", ring.ring_offset))
+    }
+
     /// TLX's `async_load`: the tile `ptr` points at, copied with `cp.async`
     /// into the buffer at byte `base` (an i32 operand) of the shared array in
     /// placement `placed`, masked-off elements zero-filled; the copies join
@@ -694,7 +644,7 @@ impl<'k> Lowerer<'k> {
             self.ty(ptr)
                 .elem()
                 .pointee()
-                .ok_or_else(|| super::lower::malformed("async_load of non-pointers"))?,
+                .ok_or_else(|| super::error::malformed("async_load of non-pointers"))?,
         ));
         let contiguity = self.facts.axis.get(&ptr).map_or(1, |a| a.contiguity);
         let chunk = vector_len(&ptrs.layout, contiguity, bytes)
@@ -867,7 +817,7 @@ impl<'k> Lowerer<'k> {
     /// elements become `other`.
     pub fn read_ring(&mut self, op: &'k Op, ring: RingRead) -> Result<()> {
         let OpKind::Load { mask, other, .. } = &op.kind else {
-            return Err(super::lower::malformed("not a load"));
+            return Err(super::error::malformed("not a load"));
         };
         let result = op.results[0];
         let copies = match &ring.fill {
@@ -883,7 +833,7 @@ impl<'k> Lowerer<'k> {
         let n = copies.chunk;
         let (vword, words) = words_of(n, bytes);
         let wty = word_type(vword);
-        let base = ring.slot_base(self, &ring.read_slot);
+        let base = self.ring_slot_base(&ring, &ring.read_slot);
         let vty = if words == 1 {
             wty.to_string()
         } else {
@@ -939,16 +889,25 @@ pub(super) fn yielded(body: &Block) -> Vec<ValueId> {
     }
 }
 
-/// Counts the uses of each value by the ops of `block` and their nested blocks.
-pub(super) fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
-    for op in &block.ops {
-        for v in op.kind.operands() {
-            *uses.entry(v).or_default() += 1;
-        }
-        for b in op.kind.blocks() {
-            count_uses(b, uses);
-        }
+/// The descriptor `load` reads, if it is a descriptor load.
+pub(super) fn loaded_descriptor(load: &Op) -> Option<ValueId> {
+    match &load.kind {
+        OpKind::Prim {
+            prim: Prim::DescriptorLoad,
+            args,
+            ..
+        } => args.first().copied(),
+        _ => None,
     }
+}
+
+/// The descriptor the candidate load producing `v` reads, if it is a
+/// descriptor load.
+pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
+    candidates
+        .iter()
+        .find(|c| c.load.results.first() == Some(&v))
+        .and_then(|c| loaded_descriptor(c.load))
 }
 
 /// One tile's copy into a slot: the chunk start addresses and masks of this
@@ -968,11 +927,6 @@ struct TileCopy<'a> {
 fn is_copy_size(bytes: usize) -> bool {
     matches!(bytes, 4 | 8 | 16)
 }
-
-/// The module constant holding the byte offset where the rings start:
-/// after all scratch, which is known once the whole kernel is lowered, when
-/// `lower_kernel` defines it (LLVM folds the loads of it away).
-pub const RING_BASE_SYMBOL: &str = "@tlx_ring_base";
 
 /// One iteration of a loop, as seen from ahead of it: its induction value and
 /// whether it runs.

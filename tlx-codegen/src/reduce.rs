@@ -4,7 +4,8 @@
 //! axis). f16/bf16 sums accumulate in f32 and round once at the end.
 
 use super::emit::scalar_type;
-use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
+use super::error::{malformed, refused_upstream, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar;
 use crate::layout::dim_bits;
 use tlx_core::ir::{BinaryOp, Elem, Op, OpKind, ReduceKind, ScalarType};

@@ -4,7 +4,7 @@
 use super::emit::{
     bits_type, f32_literal, float_literal, is_llvm_float, llvm_type, scalar_type, FuncText,
 };
-use super::lower::refused_upstream;
+use super::error::refused_upstream;
 use super::CodegenError;
 use tlx_core::ir::{BinaryOp, CmpPred, Elem, Literal, ScalarType, UnaryOp};
 

@@ -5,7 +5,8 @@
 //! combine's identity first) and each line its total. f16/bf16 combine in
 //! f32; `reverse` scans from the end.
 
-use super::lower::{malformed, refused_upstream, Lowerer, Result, Tensor};
+use super::error::{malformed, refused_upstream, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar;
 use tlx_core::ir::{BinaryOp, Elem, Literal, Op, OpKind, ScalarType};
 

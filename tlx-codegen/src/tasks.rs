@@ -21,7 +21,8 @@
 
 use std::fmt::Write as _;
 
-use super::lower::{malformed, BarrierId, ExecContext, Lowerer, Result};
+use super::error::{malformed, Result};
+use super::lower::{BarrierId, ExecContext, Lowerer};
 use tlx_core::ir::{launch_registers, task_warps, Op, OpKind};
 
 /// The idle warps of a warp group one replica holds: where they go after

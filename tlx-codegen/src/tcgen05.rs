@@ -17,7 +17,9 @@
 //! Nothing here has run on a Blackwell GPU (there is none to borrow):
 //! `ptxas` assembles it and the interpreter runs the kernels' semantics.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
+use super::prims::plan::buffer_layout;
 use super::wgmma::{OperandOrders, WgmmaPlan};
 use super::CodegenError;
 use crate::layout::tensor_memory_rows;
@@ -287,11 +289,13 @@ impl<'k> Lowerer<'k> {
     /// the context's first thread, one `tcgen05.mma` per K step (the first
     /// accumulating when `use_acc` holds, the rest always), then one
     /// `tcgen05.commit` per barrier.
-    pub(super) fn tcgen05_mma(&mut self, op: &Op, args: &[ValueId]) -> Result<()> {
+    pub(super) fn tcgen05_mma(
+        &mut self,
+        op: &Op,
+        [a, b, acc, use_acc]: [ValueId; 4],
+        barriers: &[ValueId],
+    ) -> Result<()> {
         self.require_blackwell(op, "an `async_dot` into tensor memory")?;
-        let &[a, b, acc, use_acc, ref barriers @ ..] = args else {
-            return Err(malformed("an MMA lacks an operand"));
-        };
         let (Type::SharedMemory(ma), Type::SharedMemory(mb), Type::TensorMemory(macc)) =
             (self.ty(a), self.ty(b), self.ty(acc))
         else {
@@ -376,8 +380,7 @@ impl<'k> Lowerer<'k> {
         let types = (a.elem(), b.elem(), acc.elem());
         WgmmaPlan::operands(types, (m, n, k), 4, orders)
             .filter(|p| {
-                super::prims::buffer_layout(a).is_ok_and(|l| l == p.a)
-                    && super::prims::buffer_layout(b).is_ok_and(|l| l == p.b)
+                buffer_layout(a).is_ok_and(|l| l == p.a) && buffer_layout(b).is_ok_and(|l| l == p.b)
             })
             .ok_or_else(|| CodegenError::Misuse {
                 message: format!(

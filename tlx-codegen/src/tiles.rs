@@ -2,7 +2,8 @@
 //! whole operand is written row-major, then each thread reads the elements
 //! of the result's layout at their position in the operand.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
 use super::scalar::mem_bytes;
 use crate::layout::{dim_bits, LinearLayout};
 use tlx_core::ir::{Op, OpKind};

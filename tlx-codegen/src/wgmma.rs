@@ -23,8 +23,9 @@
 //! with an f32 accumulator and s8/u8 (k32) with an i32 one; those forms read
 //! both operands K-major, so B is a `local_trans` view of an `[N, K]` tile.
 
-use super::lower::{malformed, Lowerer, Result, Tensor};
-use super::pipeline::RingRead;
+use super::error::{malformed, Result};
+use super::lower::{Lowerer, Tensor};
+use super::rings::RingRead;
 use crate::layout::{wgmma_accumulator, LinearLayout, SharedLayout, Swizzle};
 use tlx_core::ir::{Arch, Elem, Literal, ScalarType};
 
@@ -559,8 +560,8 @@ impl<'k> Lowerer<'k> {
         acc: Vec<String>,
         in_flight: bool,
     ) -> Result<Tensor> {
-        let a_at = a.slot_base(self, &a.read_slot);
-        let b_at = b.slot_base(self, &b.read_slot);
+        let a_at = self.ring_slot_base(a, &a.read_slot);
+        let b_at = self.ring_slot_base(b, &b.read_slot);
         let out = self.wgmma_issue(plan, acc, WgmmaA::Shared(&a_at), &b_at)?;
         let regs = self.wgmma_wait(usize::from(in_flight), plan.acc, &out);
         Ok(Tensor {
