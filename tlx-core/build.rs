@@ -1,9 +1,10 @@
-//! Generates the primitive registry (the `Prim` enum and each name's
-//! definition) from the definitions themselves: every
-//! `pub(super) const NAME: PrimDef` in a family file of `src/ir/prims/`
-//! becomes `Prim::Name => family::NAME`, so adding a primitive needs no
-//! line anywhere but its definition. Files in name order, definitions in
-//! file order.
+//! Generates the primitive registry (the `Prim` enum, each name's
+//! definition and family) from the definitions themselves: every
+//! `pub(super) const NAME: PrimDef` in a family file `src/ir/prims/f.rs`
+//! becomes `Prim::Name => f::NAME` of `Family::F`, so adding a primitive
+//! needs no line anywhere but its definition, and the interpreter and code
+//! generator dispatch by family. Files in name order, definitions in file
+//! order.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,6 +23,7 @@ fn main() {
         .collect();
     files.sort();
     let mut rows = String::new();
+    let mut families = String::new();
     for path in &files {
         println!("cargo:rerun-if-changed={}", path.display());
         let family = path
@@ -40,12 +42,18 @@ fn main() {
             if !ty.trim_start().starts_with("PrimDef =") {
                 continue;
             }
-            writeln!(rows, "    {} => {family}::{name},", camel_case(name))
-                .unwrap_or_else(|e| panic!("formatting the registry: {e}"));
+            let line = format!(
+                "    {} => {} {family}::{name},",
+                camel_case(name),
+                camel_case(family)
+            );
+            writeln!(rows, "{line}").unwrap_or_else(|e| panic!("formatting the registry: {e}"));
         }
+        writeln!(families, "    {},", camel_case(family))
+            .unwrap_or_else(|e| panic!("formatting the registry: {e}"));
     }
     let out = std::env::var("OUT_DIR").unwrap_or_else(|e| panic!("OUT_DIR: {e}"));
-    let generated = format!("registry! {{\n{rows}}}\n");
+    let generated = format!("registry! {{\n{{\n{families}}}\n{{\n{rows}}}\n}}\n");
     std::fs::write(Path::new(&out).join("prim_registry.rs"), generated)
         .unwrap_or_else(|e| panic!("writing the registry: {e}"));
 }

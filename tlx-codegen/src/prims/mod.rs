@@ -27,7 +27,7 @@ use super::emit::llvm_type;
 use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};
 use super::CodegenError;
-use tlx_core::ir::{Lowering, Named, Op, OpKind, Prim, SharedMemoryType, Type, ValueId};
+use tlx_core::ir::{Family, Lowering, Named, Op, OpKind, Prim, SharedMemoryType, Type, ValueId};
 
 /// A custom primitive's operands and immediates, reached by name through
 /// [`Named`], and its result; a missing one is malformed IR.
@@ -86,38 +86,16 @@ impl<'k> Lowerer<'k> {
             named: Named::new(*prim, args, imms),
             results: &op.results,
         };
-        match prim {
-            Prim::LocalAlloc
-            | Prim::LocalView
-            | Prim::LocalSlice
-            | Prim::LocalTrans
-            | Prim::LocalLoad
-            | Prim::LocalStore
-            | Prim::LocalReinterpret => self.lower_memory_prim(op, &named),
-            Prim::AllocBarriers
-            | Prim::BarrierWait
-            | Prim::BarrierArrive
-            | Prim::BarrierExpectBytes
-            | Prim::NamedBarrierWait
-            | Prim::NamedBarrierArrive => self.lower_mbarrier_prim(op, &named),
-            Prim::AsyncDescriptorLoad
-            | Prim::AsyncDescriptorStore
-            | Prim::AsyncDescriptorStoreWait
-            | Prim::AsyncDescriptorPrefetch
-            | Prim::DescriptorLoad
-            | Prim::DescriptorStore
-            | Prim::MakeTensorDescriptor => self.lower_tma_prim(&named),
-            Prim::AsyncDot | Prim::AsyncDotWait => self.lower_wgmma_prim(op, &named),
-            Prim::AsyncLoad | Prim::AsyncLoadCommitGroup | Prim::AsyncLoadWaitGroup => {
-                self.lower_async_copy_prim(op, &named)
-            }
-            Prim::RemoteView
-            | Prim::RemoteShmemStore
-            | Prim::AsyncRemoteShmemStore
-            | Prim::AsyncDescriptorLoadMulticast => self.lower_cluster_prim(op, &named),
-            Prim::Tcgen05Mma | Prim::Tcgen05Commit => self.lower_tcgen05_prim(op, &named),
-            // `Lowering::Asm` primitives returned above.
-            _ => Err(no_lowering(*prim)),
+        match prim.family() {
+            Family::Memory => self.lower_memory_prim(op, &named),
+            Family::Mbarrier => self.lower_mbarrier_prim(op, &named),
+            Family::Tma => self.lower_tma_prim(&named),
+            Family::Wgmma => self.lower_wgmma_prim(op, &named),
+            Family::AsyncCopy => self.lower_async_copy_prim(op, &named),
+            Family::Cluster => self.lower_cluster_prim(op, &named),
+            Family::Tcgen05 => self.lower_tcgen05_prim(op, &named),
+            // All `Lowering::Asm`, returned above.
+            Family::Fence | Family::Grid => Err(no_lowering(*prim)),
         }
     }
 
