@@ -30,9 +30,10 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use cudarc::driver::CudaSlice;
 
-use crate::arg::{KernelArg, PtrTarget};
-use crate::device::Backend;
+use crate::device::AnyBackend;
+use crate::launch::launch;
 use crate::spec::{ConfigSpec, KernelSpec};
+use crate::value::{KernelArg, PtrTarget};
 use crate::{BenchSpec, Device, Error, Grid};
 
 /// How each candidate is timed: Triton's autotuner times with `do_bench`'s
@@ -102,7 +103,9 @@ pub fn autotune_launch(
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
     let mut saved: Option<Vec<(u64, u64, CudaSlice<u8>)>> = None;
     let reset = || -> Result<(), Error> {
-        let Backend::Cuda(cuda) = device.backend() else {
+        // Only a GPU times candidates (the interpreter runs the first), so
+        // only its outputs need restoring.
+        let AnyBackend::Cuda(cuda) = device.backend() else {
             return Ok(());
         };
         match &saved {
@@ -129,7 +132,7 @@ pub fn autotune_launch(
         }
         Ok(())
     };
-    let run = |i: usize| crate::launch::launch(device, spec, i, grid(i)?, args);
+    let run = |i: usize| launch(device, spec, i, grid(i)?, args);
     autotune_with(device, spec.name, key, &labels, run, reset)
 }
 

@@ -81,7 +81,7 @@ impl Device {
             f()?;
         }
         let end = self.mark()?;
-        let estimate = start.elapsed_ms(&end)? / ESTIMATE_RUNS as f32;
+        let estimate = self.elapsed_ms(&start, &end)? / ESTIMATE_RUNS as f32;
         let (warmup, repeat) = spec.runs(estimate);
         for _ in 0..warmup {
             setup()?;
@@ -98,7 +98,7 @@ impl Device {
         self.synchronize()?;
         let mut times = marks
             .iter()
-            .map(|(start, end)| start.elapsed_ms(end))
+            .map(|(start, end)| self.elapsed_ms(start, end))
             .collect::<Result<Vec<f32>, Error>>()?;
         times.sort_by(f32::total_cmp);
         Ok(times[(times.len() - 1) / 2])

@@ -3,37 +3,51 @@
 //! zeroed fault record), and the error the record becomes when an access
 //! fell outside its buffer. The launch waits for the kernel, so the error
 //! comes back from `launch` itself, on a GPU as on the CPU interpreter.
+//! (How many such arguments a kernel takes is `spec::extra_params`.)
 
 use tlx_core::instrument::{BoundsFault, FAULT_RECORD_WORDS};
-use tlx_core::ir::ParamKind;
+use tlx_core::ir::ScalarType;
 
-use crate::arg::KernelArg;
+use crate::backend::{Arg, Backend, Launch};
+use crate::check;
 use crate::device::Device;
 use crate::error::OutOfBoundsReport;
-use crate::spec::{BoundsSiteSpec, KernelSpec};
-use crate::{Error, PtrArg, ScalarArg};
+use crate::spec::{param_name, BoundsSiteSpec, KernelSpec};
+use crate::value::{KernelArg, ScalarValue};
+use crate::Error;
 
-/// Runs `dispatch` with `args` and the checked-mode arguments, waits, and
-/// turns a fault record into [`Error::KernelOutOfBounds`].
-pub(crate) fn launch_checked(
+/// Runs `launch` on `backend` (the backend of `device`) with `checked`, the
+/// checked form of `args`, and the checked-mode arguments; waits, and turns
+/// a fault record into [`Error::KernelOutOfBounds`].
+pub(crate) fn launch_checked<B: Backend>(
     device: &Device,
-    spec: &'static KernelSpec,
+    backend: &B,
+    launch: &Launch,
     sites: &'static [BoundsSiteSpec],
     args: &[KernelArg<'_>],
-    dispatch: impl FnOnce(&[KernelArg<'_>]) -> Result<(), Error>,
+    mut checked: Vec<Arg<'_, B::Ptr>>,
 ) -> Result<(), Error> {
+    let spec = launch.spec;
     let record = device.upload(&[0i64; FAULT_RECORD_WORDS])?;
-    let lengths = args.iter().filter_map(|arg| match arg {
-        KernelArg::Ptr(p) => Some(ScalarArg::kernel_arg(p.len_bytes as i64)),
+    // Each pointer's length, as an i64 (far below 2^63).
+    checked.extend(args.iter().filter_map(|arg| match arg {
+        KernelArg::Ptr(p) => Some(Arg::Scalar(ScalarValue {
+            ty: ScalarType::I64,
+            bits: p.len_bytes,
+        })),
         _ => None,
-    });
-    let all: Vec<KernelArg<'_>> = args
-        .iter()
-        .copied()
-        .chain(lengths)
-        .chain([PtrArg::kernel_arg(&record)])
-        .collect();
-    let ran = dispatch(&all).and_then(|()| device.synchronize());
+    }));
+    // The record is on `device`, so this check passes.
+    let at = check::pointer(
+        backend,
+        spec.name,
+        param_name(spec, checked.len()),
+        record.target(0),
+    )?;
+    checked.push(Arg::Ptr(at));
+    let ran = backend
+        .launch(launch, &checked)
+        .and_then(|()| backend.synchronize());
     // A suppressed access can make the kernel fail later (the interpreter
     // reports the undefined value it left behind): the record names the
     // cause, so it wins. A GPU that faulted cannot be read; its error stands.
@@ -82,22 +96,4 @@ fn fault_error(
         len_bytes,
         count: fault.count,
     }))
-}
-
-/// How many parameters a checked kernel takes after its own `params`: a
-/// length per pointer, then the fault record (what [`launch_checked`] passes).
-pub(crate) fn extra_params(params: &[ParamKind]) -> usize {
-    params
-        .iter()
-        .filter(|k| matches!(k, ParamKind::Ptr(_)))
-        .count()
-        + 1
-}
-
-/// The name of argument `index` for messages: the user's parameter, or
-/// what a checked-mode argument is.
-pub(crate) fn param_name(spec: &KernelSpec, index: usize) -> &'static str {
-    spec.params
-        .get(index)
-        .map_or("(a check_bounds argument)", |p| p.name)
 }

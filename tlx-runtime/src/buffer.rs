@@ -1,17 +1,18 @@
 //! Typed device buffers and offset views of them: allocation, uploads and
-//! downloads on either device.
+//! downloads on either device, each checked here (sizes, ranges, lengths,
+//! owning device) and then done by the device's [`Backend`]. (Their
+//! `PtrArg` impls are in arg.rs, with the others.)
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr};
-use tlx_core::interp::BufferId;
+use cudarc::driver::CudaSlice;
 
-use crate::arg::{DeviceId, KernelArg, PtrTarget};
+use crate::backend::Backend;
 use crate::cpu::CpuDevice;
 use crate::cuda::CudaDevice;
-use crate::device::{Backend, Device};
-use crate::element::{as_bytes, as_bytes_mut};
+use crate::device::{AnyBackend, Device};
+use crate::value::{ptr_arg, DeviceId, KernelArg, PtrTarget};
 use crate::{Element, Error};
 
 /// `len` elements of `T` in a device's memory. Freed on drop.
@@ -20,17 +21,36 @@ pub struct Buffer<T: Element> {
     storage: Storage<T>,
 }
 
-enum Storage<T> {
-    Cuda {
-        device: Arc<CudaDevice>,
-        /// At least one element, so that empty buffers still have an address.
-        slice: CudaSlice<T>,
-        address: u64,
-    },
-    Cpu {
-        device: Arc<CpuDevice>,
-        id: BufferId,
-    },
+/// A buffer's memory, with the backend that owns it.
+enum Storage<T: Element> {
+    Cuda(Held<CudaDevice, T>),
+    Cpu(Held<CpuDevice, T>),
+}
+
+/// Memory of a backend, with the backend.
+struct Held<B: Backend, T: Element> {
+    backend: Arc<B>,
+    memory: B::Memory<T>,
+}
+
+impl<B: Backend, T: Element> Held<B, T> {
+    fn alloc(backend: &Arc<B>, len: usize) -> Result<Held<B, T>, Error> {
+        Ok(Held {
+            memory: backend.alloc::<T>(len)?,
+            backend: backend.clone(),
+        })
+    }
+}
+
+/// `$body` with `$held` bound to the [`Held`] memory of whichever backend
+/// the storage `$storage` is on.
+macro_rules! with_storage {
+    ($storage:expr, |$held:ident| $body:expr) => {
+        match $storage {
+            Storage::Cuda($held) => $body,
+            Storage::Cpu($held) => $body,
+        }
+    };
 }
 
 /// Elements `offset..offset + len` of a buffer; usable as a kernel argument.
@@ -67,31 +87,15 @@ fn resolve_range(range: impl RangeBounds<usize>, len: usize) -> Result<(usize, u
     Ok((start, end))
 }
 
-fn host_error(e: impl std::fmt::Display) -> Error {
-    Error::HostMemory(e.to_string())
-}
-
 impl Device {
     /// `len` elements with unspecified contents (on the CPU device, reading
     /// them before writing is reported when `TLX_CHECK_UNINIT=1`).
     pub fn alloc<T: Element>(&self, len: usize) -> Result<Buffer<T>, Error> {
-        let bytes = byte_len::<T>("a buffer", len)?;
+        // The backends trust the size to fit.
+        byte_len::<T>("a buffer", len)?;
         let storage = match self.backend() {
-            Backend::Cuda(device) => {
-                // SAFETY: every bit pattern is a valid `T` (`Element` is plain data).
-                let slice = unsafe { device.stream.alloc::<T>(len.max(1)) }
-                    .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
-                let address = slice.device_ptr(&device.stream).0;
-                Storage::Cuda {
-                    device: device.clone(),
-                    slice,
-                    address,
-                }
-            }
-            Backend::Cpu(device) => Storage::Cpu {
-                device: device.clone(),
-                id: device.alloc(bytes),
-            },
+            AnyBackend::Cuda(backend) => Storage::Cuda(Held::alloc(backend, len)?),
+            AnyBackend::Cpu(backend) => Storage::Cpu(Held::alloc(backend, len)?),
         };
         Ok(Buffer { len, storage })
     }
@@ -99,13 +103,9 @@ impl Device {
     /// `len` elements, all zero.
     pub fn alloc_zeros<T: Element>(&self, len: usize) -> Result<Buffer<T>, Error> {
         let mut buffer = self.alloc::<T>(len)?;
-        match &mut buffer.storage {
-            Storage::Cuda { device, slice, .. } => device
-                .stream
-                .memset_zeros(slice)
-                .map_err(|e| Error::cuda("cuMemsetD8Async", e))?,
-            Storage::Cpu { device, id } => device.memory.fill(*id, 0).map_err(host_error)?,
-        }
+        with_storage!(&mut buffer.storage, |held| {
+            held.backend.fill_zeros::<T>(&mut held.memory)
+        })?;
         Ok(buffer)
     }
 
@@ -128,16 +128,16 @@ impl<T: Element> Buffer<T> {
     /// more elements than [`Buffer::len`] (never fewer).
     pub fn cuda_slice(&self) -> Result<&CudaSlice<T>, Error> {
         match &self.storage {
-            Storage::Cuda { slice, .. } => Ok(slice),
-            Storage::Cpu { .. } => Err(Error::NeedsGpu("a CUDA slice")),
+            Storage::Cuda(held) => Ok(&held.memory.slice),
+            Storage::Cpu(_) => Err(Error::NeedsGpu("a CUDA slice")),
         }
     }
 
     /// [`Buffer::cuda_slice`], for libraries that write into the buffer.
     pub fn cuda_slice_mut(&mut self) -> Result<&mut CudaSlice<T>, Error> {
         match &mut self.storage {
-            Storage::Cuda { slice, .. } => Ok(slice),
-            Storage::Cpu { .. } => Err(Error::NeedsGpu("a CUDA slice")),
+            Storage::Cuda(held) => Ok(&mut held.memory.slice),
+            Storage::Cpu(_) => Err(Error::NeedsGpu("a CUDA slice")),
         }
     }
 
@@ -162,16 +162,9 @@ impl<T: Element> Buffer<T> {
         if data.is_empty() {
             return Ok(());
         }
-        match &mut self.storage {
-            Storage::Cuda { device, slice, .. } => device
-                .stream
-                .memcpy_htod(data, slice)
-                .map_err(|e| Error::cuda("cuMemcpyHtoDAsync", e)),
-            Storage::Cpu { device, id } => device
-                .memory
-                .write(*id, 0, as_bytes(data))
-                .map_err(host_error),
-        }
+        with_storage!(&mut self.storage, |held| {
+            held.backend.upload(&mut held.memory, data)
+        })
     }
 
     /// Overwrites the contents with another buffer's on the same device,
@@ -183,31 +176,13 @@ impl<T: Element> Buffer<T> {
                 src.len, self.len
             )));
         }
+        let len = self.len;
         match (&mut self.storage, &src.storage) {
-            (
-                Storage::Cuda { device, slice, .. },
-                Storage::Cuda {
-                    device: src_device,
-                    slice: src_slice,
-                    ..
-                },
-            ) if Arc::ptr_eq(device, src_device) => device
-                .stream
-                .memcpy_dtod(src_slice, slice)
-                .map_err(|e| Error::cuda("cuMemcpyDtoDAsync", e)),
-            (
-                Storage::Cpu { device, id },
-                Storage::Cpu {
-                    device: src_device,
-                    id: src_id,
-                },
-            ) if Arc::ptr_eq(device, src_device) => {
-                let mut bytes = vec![0u8; byte_len::<T>("copy", self.len)?];
-                device
-                    .memory
-                    .read(*src_id, 0, &mut bytes)
-                    .map_err(host_error)?;
-                device.memory.write(*id, 0, &bytes).map_err(host_error)
+            (Storage::Cuda(to), Storage::Cuda(from)) if Arc::ptr_eq(&to.backend, &from.backend) => {
+                to.backend.copy::<T>(&mut to.memory, &from.memory, len)
+            }
+            (Storage::Cpu(to), Storage::Cpu(from)) if Arc::ptr_eq(&to.backend, &from.backend) => {
+                to.backend.copy::<T>(&mut to.memory, &from.memory, len)
             }
             _ => Err(Error::DeviceCopy(
                 "the buffers belong to different devices".to_string(),
@@ -225,29 +200,15 @@ impl<T: Element> Buffer<T> {
         })
     }
 
-    pub(crate) fn device_id(&self) -> DeviceId {
-        match &self.storage {
-            Storage::Cuda { device, .. } => DeviceId::Cuda(device.ordinal),
-            Storage::Cpu { device, .. } => DeviceId::Cpu(device.instance),
-        }
+    fn device_id(&self) -> DeviceId {
+        with_storage!(&self.storage, |held| held.backend.id())
     }
 
     /// Where element `offset` lives, as a kernel argument sees it.
     pub(crate) fn target(&self, offset: usize) -> PtrTarget {
-        match &self.storage {
-            Storage::Cuda {
-                device, address, ..
-            } => PtrTarget::Cuda {
-                ordinal: device.ordinal,
-                // In bounds of the allocation, so no overflow.
-                address: address + (offset * std::mem::size_of::<T>()) as u64,
-            },
-            Storage::Cpu { device, id } => PtrTarget::Cpu {
-                device: device.instance,
-                buffer: id.0,
-                offset_elems: offset,
-            },
-        }
+        with_storage!(&self.storage, |held| {
+            held.backend.target::<T>(&held.memory, offset)
+        })
     }
 
     fn download_range(&self, offset: usize, len: usize) -> Result<Vec<T>, Error> {
@@ -255,46 +216,17 @@ impl<T: Element> Buffer<T> {
         if len == 0 {
             return Ok(out);
         }
-        match &self.storage {
-            Storage::Cuda { device, slice, .. } => {
-                let view = slice.slice(offset..offset + len);
-                device
-                    .stream
-                    .memcpy_dtoh(&view, out.as_mut_slice())
-                    .map_err(|e| Error::cuda("cuMemcpyDtoHAsync", e))?;
-                device.synchronize()?;
-            }
-            Storage::Cpu { device, id } => {
-                let start = byte_len::<T>("an offset", offset)?;
-                if crate::device::env_flag("TLX_CHECK_UNINIT") {
-                    let bytes = byte_len::<T>("a download", len)?;
-                    let unwritten = device
-                        .memory
-                        .first_unwritten(*id, start, bytes)
-                        .map_err(host_error)?;
-                    if let Some(byte) = unwritten {
-                        return Err(Error::UnwrittenDownload {
-                            element: offset + byte / std::mem::size_of::<T>(),
-                            len: self.len,
-                            last_use: device.last_use(id.0),
-                        });
-                    }
-                }
-                device
-                    .memory
-                    .read(*id, start, as_bytes_mut(&mut out))
-                    .map_err(host_error)?;
-            }
-        }
+        with_storage!(&self.storage, |held| {
+            held.backend
+                .download(&held.memory, self.len, offset, &mut out)
+        })?;
         Ok(out)
     }
 }
 
 impl<T: Element> Drop for Buffer<T> {
     fn drop(&mut self) {
-        if let Storage::Cpu { device, id } = &self.storage {
-            device.memory.free(*id);
-        }
+        with_storage!(&self.storage, |held| held.backend.free::<T>(&held.memory));
     }
 }
 
@@ -344,7 +276,7 @@ impl<'a, T: Element> BufferView<'a, T> {
     /// The view as a kernel argument, borrowing the buffer rather than the
     /// view, so that `buffer.slice(r)?.kernel_arg()` can be passed directly.
     pub fn kernel_arg(&self) -> KernelArg<'a> {
-        crate::arg::ptr_arg(T::SCALAR, self.buffer.target(self.offset), self.len)
+        ptr_arg(T::SCALAR, self.buffer.target(self.offset), self.len)
     }
 }
 
@@ -440,16 +372,22 @@ mod tests {
     #[test]
     fn dropping_a_buffer_frees_its_memory() {
         let device = Device::cpu();
-        let Backend::Cpu(cpu) = device.backend().clone() else {
-            panic!("a CPU device has a CPU backend");
-        };
         let buffer = device.upload(&[1u8, 2, 3]).expect("upload");
-        let Storage::Cpu { id, .. } = &buffer.storage else {
+        let Storage::Cpu(held) = &buffer.storage else {
             panic!("a CPU buffer has CPU storage");
         };
-        let id = *id;
-        drop(buffer);
+        let (cpu, id) = (held.backend.clone(), held.memory);
         let mut byte = [0u8];
-        assert!(cpu.memory.read(id, 0, &mut byte).is_err());
+        assert!(cpu.download(&id, 3, 0, &mut byte).is_ok());
+        drop(buffer);
+        assert!(cpu.download(&id, 3, 0, &mut byte).is_err());
+    }
+
+    #[test]
+    fn devices_and_buffers_can_cross_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Device>();
+        shareable::<Buffer<f32>>();
+        shareable::<BufferView<'static, F8E4M3>>();
     }
 }

@@ -2,15 +2,14 @@
 //! argument of a kernel's `TensorDesc<T, ...>` parameter. The caller gives
 //! shape and strides; the launcher adds what the compiled kernel fixes (the
 //! block it moves and the swizzle of the buffer it lands in) when it
-//! encodes the TMA descriptor, so the two cannot disagree.
+//! encodes the TMA descriptor, so the two cannot disagree. What a launch
+//! sees of it, [`TensorDescValue`], is a kernel argument (value.rs).
 
 use std::marker::PhantomData;
 
-use tlx_core::ir::{DescriptorBlock, ScalarType, Swizzle, TmaBox};
-
-use crate::arg::{KernelArg, PtrArg, PtrTarget};
+use crate::arg::PtrArg;
 use crate::buffer::Buffer;
-use crate::cuda::tensor_map::{TiledTensorMap, TmaSwizzle};
+use crate::value::{KernelArg, TensorDescValue};
 use crate::{Element, Error};
 
 /// A buffer seen as a tensor for TMA copies (`async_descriptor_load` and
@@ -20,18 +19,6 @@ use crate::{Element, Error};
 pub struct TensorDesc<'a, T: Element> {
     value: TensorDescValue<'a>,
     elem: PhantomData<T>,
-}
-
-/// A tensor-descriptor argument as a launch sees it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct TensorDescValue<'a> {
-    pub(crate) elem: ScalarType,
-    pub(crate) target: PtrTarget,
-    pub(crate) rank: u8,
-    /// Outermost first; the first `rank` entries count.
-    pub(crate) shape: [u64; 5],
-    pub(crate) strides: [u64; 5],
-    pub(crate) borrow: PhantomData<&'a ()>,
 }
 
 impl<'a, T: Element> TensorDesc<'a, T> {
@@ -109,42 +96,11 @@ impl<'a, T: Element> TensorDesc<'a, T> {
     }
 }
 
-impl TensorDescValue<'_> {
-    /// The element type.
-    pub fn elem(&self) -> ScalarType {
-        self.elem
-    }
-
-    /// The number of dimensions (1 to 5).
-    pub fn rank(&self) -> usize {
-        usize::from(self.rank)
-    }
-
-    /// The TMA description for a kernel that moves `block`s of this tensor,
-    /// on a GPU whose buffer starts at `address`.
-    pub(crate) fn tiled(&self, address: u64, block: &DescriptorBlock) -> TiledTensorMap {
-        let rank = self.rank();
-        let tma = TmaBox::new(block.elem(), &block.shape());
-        TiledTensorMap {
-            elem: self.elem,
-            global_address: address,
-            shape: self.shape[..rank].to_vec(),
-            strides_elems: self.strides[..rank].to_vec(),
-            box_shape: tma.box_shape.iter().map(|&d| d as u32).collect(),
-            swizzle: match tma.swizzle {
-                Swizzle::None => TmaSwizzle::None,
-                Swizzle::Bytes32 => TmaSwizzle::Bytes32,
-                Swizzle::Bytes64 => TmaSwizzle::Bytes64,
-                Swizzle::Bytes128 => TmaSwizzle::Bytes128,
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Device;
+    use tlx_core::ir::ScalarType;
 
     #[test]
     fn shapes_must_fit_the_buffer_and_keep_the_last_dimension_contiguous() {

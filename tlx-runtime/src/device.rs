@@ -1,37 +1,52 @@
-//! Devices: choosing the GPU or the CPU interpreter, and what a device does
-//! beyond buffers and launches (its name, synchronizing, timing).
+//! Devices: choosing the GPU or the CPU interpreter, the enum that holds
+//! either backend and dispatches to it through the [`Backend`] trait, and
+//! what a device does beyond buffers and launches (its name, synchronizing,
+//! timing); also [`TiledTensorMap::encode`], which needs a device's context.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::arg::DeviceId;
+use crate::backend::{Backend, Mark};
 use crate::cpu::CpuDevice;
+use crate::cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap};
 use crate::cuda::CudaDevice;
+use crate::env::env_flag;
+use crate::value::DeviceId;
 use crate::Error;
 
 /// Where kernels run: a CUDA GPU or the CPU interpreter. Cheap to clone
 /// (clones share the device, its memory and its loaded kernels).
 #[derive(Clone)]
 pub struct Device {
-    backend: Backend,
+    backend: AnyBackend,
 }
 
+/// The backend of a device: an enum of the two rather than an
+/// `Arc<dyn Backend>`, because [`Backend`] cannot be a trait object: its
+/// memory is generic over the element type (a GPU buffer stays a typed
+/// `CudaSlice<T>`, which `Buffer::cuda_slice` lends out). The enum costs a
+/// `match` per call ([`with_backend!`]), and the GPU-only API (cudarc's
+/// context and stream, tensor maps, autotuning's restores) reaches the CUDA
+/// backend by matching its variant.
 #[derive(Clone)]
-pub(crate) enum Backend {
+pub(crate) enum AnyBackend {
     Cuda(Arc<CudaDevice>),
     Cpu(Arc<CpuDevice>),
 }
 
-/// True when the environment variable is set to `1`, `true` or `yes`.
-pub(crate) fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| is_truthy(&v))
+/// `$body` with `$backend` bound to the `&Arc<B>` of whichever [`Backend`]
+/// `$any` (an `&AnyBackend`) holds: the dispatch of every call that both
+/// backends implement.
+macro_rules! with_backend {
+    ($any:expr, |$backend:ident| $body:expr) => {
+        match $any {
+            $crate::device::AnyBackend::Cuda($backend) => $body,
+            $crate::device::AnyBackend::Cpu($backend) => $body,
+        }
+    };
 }
-
-fn is_truthy(value: &str) -> bool {
-    matches!(value.trim(), "1" | "true" | "yes")
-}
+pub(crate) use with_backend;
 
 impl Device {
     /// CUDA device 0 when a driver and a GPU are present, else the CPU
@@ -62,55 +77,43 @@ impl Device {
     /// The CUDA device with this ordinal.
     pub fn cuda(ordinal: usize) -> Result<Device, Error> {
         Ok(Device {
-            backend: Backend::Cuda(Arc::new(CudaDevice::open(ordinal)?)),
+            backend: AnyBackend::Cuda(Arc::new(CudaDevice::open(ordinal)?)),
         })
     }
 
     /// A new CPU interpreter device with its own memory.
     pub fn cpu() -> Device {
         Device {
-            backend: Backend::Cpu(Arc::new(CpuDevice::new())),
+            backend: AnyBackend::Cpu(Arc::new(CpuDevice::new())),
         }
     }
 
     /// Whether this is a CUDA device rather than the CPU interpreter.
     pub fn is_gpu(&self) -> bool {
-        matches!(self.backend, Backend::Cuda(_))
+        matches!(self.backend, AnyBackend::Cuda(_))
     }
 
     /// The GPU's name with its architecture, or `CPU interpreter`.
     pub fn name(&self) -> String {
-        match &self.backend {
-            Backend::Cuda(device) => format!("{} ({})", device.name, device.arch_name()),
-            Backend::Cpu(_) => "CPU interpreter".to_string(),
-        }
+        with_backend!(&self.backend, |backend| backend.name())
     }
 
     /// The GPU's compute capability, e.g. `(9, 0)` for an H100; `None` on
     /// the CPU interpreter, which runs kernels of every architecture.
     pub fn compute_capability(&self) -> Option<(u32, u32)> {
-        match &self.backend {
-            Backend::Cuda(device) => Some(device.compute_capability),
-            Backend::Cpu(_) => None,
-        }
+        with_backend!(&self.backend, |backend| backend.compute_capability())
     }
 
     /// How many programs run at once at full width: the GPU's streaming
     /// multiprocessors, or the interpreter's host threads. Persistent kernels
     /// size their grid by it.
     pub fn multiprocessor_count(&self) -> u32 {
-        match &self.backend {
-            Backend::Cuda(device) => device.multiprocessor_count,
-            Backend::Cpu(_) => tlx_core::interp::default_threads() as u32,
-        }
+        with_backend!(&self.backend, |backend| backend.multiprocessor_count())
     }
 
     /// Waits for every queued launch and copy; reports errors they met.
     pub fn synchronize(&self) -> Result<(), Error> {
-        match &self.backend {
-            Backend::Cuda(device) => device.synchronize(),
-            Backend::Cpu(_) => Ok(()),
-        }
+        with_backend!(&self.backend, |backend| backend.synchronize())
     }
 
     /// Runs `f` and returns how long the work it queued took, in
@@ -119,54 +122,47 @@ impl Device {
         let start = self.mark()?;
         f()?;
         let end = self.mark()?;
-        start.elapsed_ms(&end)
+        self.elapsed_ms(&start, &end)
     }
 
     /// The point this device's queued work has reached.
     pub(crate) fn mark(&self) -> Result<Mark, Error> {
-        let event = match &self.backend {
-            Backend::Cuda(device) => Some(device.mark()?),
-            Backend::Cpu(_) => None,
-        };
-        Ok(Mark {
-            event,
-            at: Instant::now(),
-        })
+        with_backend!(&self.backend, |backend| backend.mark())
+    }
+
+    /// Milliseconds from `start` to the later `end`, waiting for `end`'s
+    /// work: GPU time between the events where both have one.
+    pub(crate) fn elapsed_ms(&self, start: &Mark, end: &Mark) -> Result<f32, Error> {
+        with_backend!(&self.backend, |backend| backend.elapsed_ms(start, end))
     }
 
     /// Flushes the L2 cache before a timed launch (nothing on the CPU).
     pub(crate) fn flush_l2(&self) -> Result<(), Error> {
-        match &self.backend {
-            Backend::Cuda(device) => device.flush_l2(),
-            Backend::Cpu(_) => Ok(()),
-        }
+        with_backend!(&self.backend, |backend| backend.flush_l2())
     }
 
     /// The cudarc context, to mix tlx kernels with cudarc (e.g. cuBLAS).
     pub fn cuda_context(&self) -> Result<&Arc<CudaContext>, Error> {
         match &self.backend {
-            Backend::Cuda(device) => Ok(&device.ctx),
-            Backend::Cpu(_) => Err(Error::NeedsGpu("a CUDA context")),
+            AnyBackend::Cuda(device) => Ok(&device.ctx),
+            AnyBackend::Cpu(_) => Err(Error::NeedsGpu("a CUDA context")),
         }
     }
 
     /// The stream every launch and copy of this device goes to.
     pub fn cuda_stream(&self) -> Result<&Arc<CudaStream>, Error> {
         match &self.backend {
-            Backend::Cuda(device) => Ok(&device.stream),
-            Backend::Cpu(_) => Err(Error::NeedsGpu("a CUDA stream")),
+            AnyBackend::Cuda(device) => Ok(&device.stream),
+            AnyBackend::Cpu(_) => Err(Error::NeedsGpu("a CUDA stream")),
         }
     }
 
-    pub(crate) fn backend(&self) -> &Backend {
+    pub(crate) fn backend(&self) -> &AnyBackend {
         &self.backend
     }
 
     pub(crate) fn id(&self) -> DeviceId {
-        match &self.backend {
-            Backend::Cuda(device) => DeviceId::Cuda(device.ordinal),
-            Backend::Cpu(device) => DeviceId::Cpu(device.instance),
-        }
+        with_backend!(&self.backend, |backend| backend.id())
     }
 }
 
@@ -182,21 +178,22 @@ impl std::fmt::Debug for Device {
     }
 }
 
-/// A point in a device's work: a CUDA event recorded on its stream, or on
-/// the CPU, where launches finish before they return, the wall clock.
-pub(crate) struct Mark {
-    event: Option<CudaEvent>,
-    at: Instant,
-}
-
-impl Mark {
-    /// Milliseconds from this mark to the later `end`, waiting for `end`'s
-    /// work: GPU time between the events where both have one.
-    pub(crate) fn elapsed_ms(&self, end: &Mark) -> Result<f32, Error> {
-        match (&self.event, &end.event) {
-            (Some(start), Some(end)) => CudaDevice::elapsed_ms(start, end),
-            _ => Ok(end.at.duration_since(self.at).as_secs_f32() * 1000.0),
-        }
+impl TiledTensorMap {
+    /// Validates, then has the driver encode the descriptor for `device`,
+    /// whose memory `global_address` points into.
+    ///
+    /// Encoding only computes (the tensor is not read), yet the driver wants
+    /// a current context: on driver 580 it answers `CUDA_ERROR_NOT_INITIALIZED`
+    /// before `cuInit` and `CUDA_ERROR_INVALID_CONTEXT` without a context. So
+    /// this makes `device`'s context current on the calling thread, as a
+    /// launch does.
+    pub fn encode(&self, device: &Device) -> Result<EncodedTensorMap, TensorMapError> {
+        // A bad description is reported as such, whatever the device.
+        self.validate()?;
+        let AnyBackend::Cuda(cuda) = device.backend() else {
+            return Err(TensorMapError::NotCuda);
+        };
+        self.encode_on(&cuda.ctx)
     }
 }
 
@@ -204,6 +201,8 @@ impl Mark {
 mod tests {
     use super::*;
     use crate::cuda::probe;
+    use crate::cuda::tensor_map::TmaSwizzle;
+    use tlx_core::ir::ScalarType;
 
     fn no_gpu() -> Result<Device, Error> {
         Err(Error::NoGpu("the driver sees 0".to_string()))
@@ -262,25 +261,6 @@ mod tests {
     }
 
     #[test]
-    fn devices_and_buffers_can_cross_threads() {
-        fn shareable<T: Send + Sync>() {}
-        shareable::<Device>();
-        shareable::<crate::Buffer<f32>>();
-        shareable::<crate::BufferView<'static, crate::F8E4M3>>();
-    }
-
-    #[test]
-    fn env_flags_accept_common_spellings() {
-        for on in ["1", "true", "yes", " 1\n"] {
-            assert!(is_truthy(on), "{on:?}");
-        }
-        for off in ["", "0", "false", "no", "2"] {
-            assert!(!is_truthy(off), "{off:?}");
-        }
-        assert!(!env_flag("TLX_TEST_FLAG_THAT_IS_NEVER_SET"));
-    }
-
-    #[test]
     fn cpu_devices_are_distinct() {
         let (a, b) = (Device::cpu(), Device::cpu());
         assert_ne!(a.id(), b.id());
@@ -289,5 +269,61 @@ mod tests {
         let elapsed = a.time(|| Ok(()));
         assert!(elapsed.is_ok_and(|ms| ms >= 0.0));
         assert!(a.multiprocessor_count() >= 1);
+    }
+
+    /// A row-major bf16 [M, K] matrix, copied in [128, 64] boxes with the
+    /// 128-byte swizzle: the operand tile of a Hopper GEMM.
+    fn gemm_operand() -> TiledTensorMap {
+        TiledTensorMap {
+            elem: ScalarType::BF16,
+            global_address: 0x7f00_0000_0000,
+            shape: vec![4096, 8192],
+            strides_elems: vec![8192, 1],
+            box_shape: vec![128, 64],
+            swizzle: TmaSwizzle::Bytes128,
+        }
+    }
+
+    #[test]
+    fn the_cpu_interpreter_has_no_tensor_maps() {
+        let device = Device::cpu();
+        assert_eq!(gemm_operand().encode(&device), Err(TensorMapError::NotCuda));
+        // A bad description is reported as such, whatever the device.
+        let mut map = gemm_operand();
+        map.box_shape[0] = 0;
+        assert!(matches!(
+            map.encode(&device),
+            Err(TensorMapError::BoxDim { .. })
+        ));
+    }
+
+    #[test]
+    fn the_driver_encodes_a_gemm_operand_tile() {
+        // The same probe that keeps cudarc from panicking when opening a
+        // device; without a driver or a GPU there is nothing to check.
+        if let Err(reason) = probe::driver_library() {
+            println!("skipped: {reason}");
+            return;
+        }
+        let device = match Device::cuda(0) {
+            Ok(device) => device,
+            Err(err) => {
+                println!("skipped: {err}");
+                return;
+            }
+        };
+        let map = gemm_operand();
+        let encoded = match map.encode(&device) {
+            Ok(encoded) => encoded,
+            Err(err) => panic!("{err}"),
+        };
+        assert_ne!(encoded.0, [0; 128], "the driver wrote nothing");
+        // The descriptor is a function of the description alone.
+        assert_eq!(map.encode(&device), Ok(encoded));
+        let unswizzled = TiledTensorMap {
+            swizzle: TmaSwizzle::None,
+            ..map
+        };
+        assert_ne!(unswizzled.encode(&device).map(|e| e.0), Ok(encoded.0));
     }
 }

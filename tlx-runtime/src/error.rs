@@ -345,7 +345,9 @@ fn hint_for(name: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::tensor_map::{TiledTensorMap, TmaSwizzle};
     use cudarc::driver::sys::cudaError_enum;
+    use tlx_core::ir::ScalarType;
 
     #[test]
     fn cuda_errors_carry_the_driver_name_and_a_hint() {
@@ -362,5 +364,27 @@ mod tests {
             message,
             "CUDA error in cuLaunchKernel: CUDA_ERROR_INVALID_VALUE"
         );
+    }
+
+    #[test]
+    fn tensor_map_errors_convert_into_the_runtime_error() {
+        fn validate_in_runtime(map: &TiledTensorMap) -> Result<(), Error> {
+            map.validate()?;
+            Ok(())
+        }
+        // A bf16 GEMM operand tile, at an address TMA cannot use.
+        let map = TiledTensorMap {
+            elem: ScalarType::BF16,
+            global_address: 8,
+            shape: vec![4096, 8192],
+            strides_elems: vec![8192, 1],
+            box_shape: vec![128, 64],
+            swizzle: TmaSwizzle::Bytes128,
+        };
+        let message = match validate_in_runtime(&map) {
+            Err(err @ Error::TensorMap(_)) => err.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert!(message.contains("16-byte aligned"), "{message}");
     }
 }

@@ -1,15 +1,13 @@
-//! `launch`: checks a launch against the kernel's spec and the device
-//! (configuration, launch shape, every argument), then hands it to the device.
+//! `launch`: has check.rs check a launch against the kernel's spec and the
+//! device, then hands it to the device's backend, through bounds.rs for a
+//! kernel compiled with `check_bounds`.
 
-use crate::arg::{KernelArg, PtrTarget};
-use crate::device::{Backend, Device};
+use crate::backend::{Backend, Launch};
+use crate::device::{with_backend, Device};
 use crate::grid::Grid;
-use crate::spec::{describe_kind, ConfigSpec, KernelSpec};
-use crate::Error;
-use tlx_core::ir::ParamKind;
-
-/// The most warps a program may have (1024 threads per block).
-const MAX_WARPS: u32 = 32;
+use crate::spec::KernelSpec;
+use crate::value::KernelArg;
+use crate::{bounds, check, dump, Error};
 
 /// Runs configuration `config` of a kernel over `grid`. Asynchronous on a
 /// GPU (errors inside the kernel surface at the next synchronize or
@@ -21,131 +19,38 @@ pub fn launch(
     grid: Grid,
     args: &[KernelArg<'_>],
 ) -> Result<(), Error> {
-    let Some(config_spec) = spec.configs.get(config) else {
-        return Err(Error::ConfigIndex {
-            kernel: spec.name,
-            index: config,
-            count: spec.configs.len(),
-        });
+    let config_spec = check::config(spec, config, grid)?;
+    let launch = Launch {
+        spec,
+        config,
+        config_spec,
+        grid,
     };
-    if config_spec.num_warps == 0 || config_spec.num_warps > MAX_WARPS {
-        return Err(Error::InvalidConfig {
-            kernel: spec.name,
-            reason: format!(
-                "num_warps is {}; it must be between 1 and {MAX_WARPS}",
-                config_spec.num_warps
-            ),
-        });
-    }
-    grid.validate()?;
-    check_cluster(spec, config_spec.cluster, grid)?;
-    check_args(device, spec, args)?;
-    check_descriptors(config_spec, args)?;
-    crate::dump::on_launch(spec, config, config_spec);
-    let dispatch = |args: &[KernelArg<'_>]| match device.backend() {
-        Backend::Cuda(cuda) => cuda.launch(spec, config, config_spec, grid, args),
-        Backend::Cpu(cpu) => cpu.launch(spec, config, grid, args),
-    };
-    match config_spec.bounds {
-        None => dispatch(args),
-        Some(sites) => crate::bounds::launch_checked(device, spec, sites, args, dispatch),
-    }
+    with_backend!(device.backend(), |backend| {
+        launch_on(device, backend.as_ref(), &launch, args)
+    })
 }
 
-/// The grid must be a whole number of clusters (`ctas_per_cga`).
-fn check_cluster(spec: &'static KernelSpec, cluster: [u32; 3], grid: Grid) -> Result<(), Error> {
-    if cluster.contains(&0) {
-        return Err(Error::InvalidConfig {
-            kernel: spec.name,
-            reason: format!("cluster shape {cluster:?} has a zero dimension"),
-        });
-    }
-    let dims = grid.dims();
-    match (0..3).find(|&a| dims[a] % cluster[a] != 0) {
-        None => Ok(()),
-        Some(axis) => Err(Error::InvalidGrid {
-            grid: dims.map(u64::from),
-            reason: format!(
-                "kernel `{}` runs in clusters of {cluster:?} programs (ctas_per_cga), and \
-                 {} programs along {} are not a multiple of {}; round the grid up and mask \
-                 the extra programs' work",
-                spec.name,
-                dims[axis],
-                ["x", "y", "z"][axis],
-                cluster[axis]
-            ),
-        }),
-    }
-}
-
-/// Where a CPU buffer is taken to start when its descriptors are checked.
-const CPU_BUFFER_BASE: u64 = 1 << 20;
-
-/// Checks each descriptor against TMA's rules for the block this
-/// configuration moves (strides, alignment, box), on every device, so that
-/// a kernel tested on the interpreter is not refused on the GPU.
-fn check_descriptors(config: &ConfigSpec, args: &[KernelArg<'_>]) -> Result<(), Error> {
-    for (kind, arg) in config.params.iter().zip(args) {
-        if let (ParamKind::TensorDesc(block), KernelArg::TensorDesc(desc)) = (kind, arg) {
-            let address = match desc.target {
-                PtrTarget::Cuda { address, .. } => address,
-                // CPU buffers start aligned (here: at a made-up, non-null
-                // address); what counts is the offset into them.
-                PtrTarget::Cpu { offset_elems, .. } => {
-                    CPU_BUFFER_BASE + (offset_elems * desc.elem().size_bytes()) as u64
-                }
-            };
-            desc.tiled(address, block).validate()?;
-        }
-    }
-    Ok(())
-}
-
-fn check_args(
+/// [`launch`] on `backend`, the backend of `device`.
+fn launch_on<B: Backend>(
     device: &Device,
-    spec: &'static KernelSpec,
+    backend: &B,
+    launch: &Launch,
     args: &[KernelArg<'_>],
 ) -> Result<(), Error> {
-    if args.len() != spec.params.len() {
-        return Err(Error::ArgCount {
-            kernel: spec.name,
-            expected: spec.params.len(),
-            got: args.len(),
-        });
+    let checked = check::args(backend, launch.spec, launch.config_spec, args)?;
+    dump::on_launch(launch.spec, launch.config, launch.config_spec);
+    match launch.config_spec.bounds {
+        None => backend.launch(launch, &checked),
+        Some(sites) => bounds::launch_checked(device, backend, launch, sites, args, checked),
     }
-    for (param, arg) in spec.params.iter().zip(args) {
-        if !arg.fits(param.kind) {
-            return Err(Error::ArgType {
-                kernel: spec.name,
-                param: param.name,
-                expected: describe_kind(param.kind),
-                got: arg.describe(),
-            });
-        }
-        let target = match arg {
-            KernelArg::Ptr(ptr) => Some(ptr.target),
-            KernelArg::TensorDesc(desc) => Some(desc.target),
-            KernelArg::Scalar(_) => None,
-        };
-        if let Some(target) = target {
-            let owner = target.device();
-            if owner != device.id() {
-                return Err(Error::WrongDevice {
-                    kernel: spec.name,
-                    param: param.name,
-                    buffer_device: owner.to_string(),
-                    device: device.id().to_string(),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::spec::{ConfigSpec, ParamSpec};
+    use crate::value::PtrTarget;
     use crate::{PtrArg, ScalarArg};
     use tlx_core::ir::{ParamKind, ScalarType};
 
@@ -245,7 +150,7 @@ mod tests {
         assert_eq!(ptr.elem(), ScalarType::F32);
         assert!(matches!(
             ptr.target,
-            crate::arg::PtrTarget::Cpu {
+            PtrTarget::Cpu {
                 offset_elems: 3,
                 ..
             }

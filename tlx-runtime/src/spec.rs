@@ -1,6 +1,7 @@
 //! The static description of a compiled kernel that `#[tlx::kernel]` emits:
 //! its parameters and, per configuration of its constants, the PTX for each
-//! architecture and the IR text for the CPU interpreter.
+//! architecture and the IR text for the CPU interpreter; and how messages
+//! name its parameters.
 
 use tlx_core::ir::{Arch, ParamKind};
 
@@ -83,4 +84,23 @@ pub(crate) fn describe_kind(kind: ParamKind) -> String {
             block.elem()
         ),
     }
+}
+
+/// How many parameters a kernel compiled with `check_bounds` takes after its
+/// own `params`: a length per pointer, then the fault record (what
+/// `bounds::launch_checked` passes).
+pub(crate) fn extra_params(params: &[ParamKind]) -> usize {
+    params
+        .iter()
+        .filter(|k| matches!(k, ParamKind::Ptr(_)))
+        .count()
+        + 1
+}
+
+/// The name of argument `index` for messages: the user's parameter, or
+/// what a checked-mode argument is.
+pub(crate) fn param_name(spec: &KernelSpec, index: usize) -> &'static str {
+    spec.params
+        .get(index)
+        .map_or("(a check_bounds argument)", |p| p.name)
 }

@@ -6,7 +6,8 @@
 
 use std::marker::PhantomData;
 
-use crate::arg::{KernelArg, PtrArg, ScalarArg};
+use crate::arg::{PtrArg, ScalarArg};
+use crate::value::KernelArg;
 use crate::{Element, Error};
 
 /// A view of `N` dimensions over a buffer, a buffer view or a cudarc slice:

@@ -1,5 +1,6 @@
-//! The CPU device: host memory for buffers and launches run synchronously
-//! by the IR interpreter, from the IR text each kernel embeds.
+//! The CPU interpreter backend: host memory for buffers, and launches run
+//! synchronously by the IR interpreter, from the IR text each kernel embeds.
+//! It trusts its input (see [`Backend`]): check.rs and buffer.rs checked it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,21 +9,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions, Schedule};
 use tlx_core::ir::{self, Kernel};
 
-use crate::arg::{KernelArg, PtrTarget};
-use crate::spec::KernelSpec;
-use crate::{Error, Grid};
+use crate::backend::{Arg, Backend, Launch, Mark};
+use crate::element::{as_bytes, as_bytes_mut};
+use crate::env::env_flag;
+use crate::spec::{extra_params, param_name, KernelSpec};
+use crate::value::{DeviceId, PtrTarget};
+use crate::{Element, Error};
 
 /// Each CPU device has its own memory; buffers remember which one by this id.
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct CpuDevice {
-    pub(crate) instance: u64,
-    pub(crate) memory: HostMemory,
+    instance: u64,
+    memory: HostMemory,
     /// Parsed IR per (kernel spec address, configuration index).
     kernels: Mutex<HashMap<(usize, usize), Arc<Kernel>>>,
     /// The last kernel each buffer was passed to, and as which parameter,
     /// for messages about what wrote (or did not write) it.
     last_use: Mutex<HashMap<u32, (&'static str, &'static str)>>,
+}
+
+/// A pointer into a CPU device's memory: a buffer and an element in it.
+#[derive(Copy, Clone)]
+pub(crate) struct CpuPtr {
+    buffer: BufferId,
+    offset_elems: usize,
 }
 
 impl CpuDevice {
@@ -35,136 +46,72 @@ impl CpuDevice {
         }
     }
 
-    pub(crate) fn alloc(&self, bytes: usize) -> BufferId {
-        self.memory.alloc(bytes)
-    }
-
-    /// Runs the kernel to completion; `args` are already checked against the spec.
-    pub(crate) fn launch(
-        &self,
-        spec: &'static KernelSpec,
-        config: usize,
-        grid: Grid,
-        args: &[KernelArg<'_>],
-    ) -> Result<(), Error> {
-        let kernel = self.kernel(spec, config)?;
-        let values: Vec<ArgValue> = args
-            .iter()
-            .enumerate()
-            .map(|(index, arg)| self.arg_value(spec, crate::bounds::param_name(spec, index), arg))
-            .collect::<Result<_, _>>()?;
-        // `TLX_SCHEDULE=random:<seed>` interleaves a program's tasks from a
-        // seeded random choice instead of round robin.
-        let schedule = match std::env::var("TLX_SCHEDULE") {
-            Ok(text) => text.parse().map_err(|e| Error::InvalidEnv {
-                var: "TLX_SCHEDULE",
-                message: format!("{e}"),
-            })?,
-            Err(_) => Schedule::default(),
-        };
-        // 0 threads: one per available core.
-        let options = InterpOptions::new(0, crate::device::env_flag("TLX_CHECK_UNINIT"))
-            .with_schedule(schedule);
-        interp::run_kernel(&kernel, grid.dims(), &values, &self.memory, &options).map_err(|e| {
-            Error::Interpreter {
-                kernel: spec.name,
-                message: e.to_string(),
-            }
-        })
-    }
-
     /// The last kernel `buffer` was passed to, and as which parameter.
-    pub(crate) fn last_use(&self, buffer: u32) -> Option<(&'static str, &'static str)> {
+    fn last_use(&self, buffer: BufferId) -> Option<(&'static str, &'static str)> {
         let uses = self.last_use.lock().unwrap_or_else(PoisonError::into_inner);
-        uses.get(&buffer).copied()
+        uses.get(&buffer.0).copied()
     }
 
+    /// The interpreter's value for argument `index`, remembering which
+    /// kernel and parameter each buffer was last passed to.
     fn arg_value(
         &self,
         spec: &'static KernelSpec,
-        param: &'static str,
-        arg: &KernelArg<'_>,
-    ) -> Result<ArgValue, Error> {
-        if let KernelArg::Ptr(crate::arg::PtrValue {
-            target: PtrTarget::Cpu { buffer, .. },
-            ..
-        })
-        | KernelArg::TensorDesc(crate::desc::TensorDescValue {
-            target: PtrTarget::Cpu { buffer, .. },
-            ..
-        }) = *arg
-        {
+        index: usize,
+        arg: &Arg<'_, CpuPtr>,
+    ) -> ArgValue {
+        if let Arg::Ptr(at) | Arg::TensorDesc { at, .. } = arg {
             let mut uses = self.last_use.lock().unwrap_or_else(PoisonError::into_inner);
-            uses.insert(buffer, (spec.name, param));
+            uses.insert(at.buffer.0, (spec.name, param_name(spec, index)));
         }
         match *arg {
-            KernelArg::Scalar(s) => Ok(ArgValue::Scalar(s.ty, s.bits)),
-            KernelArg::TensorDesc(d) => match d.target {
-                PtrTarget::Cpu {
-                    buffer,
-                    offset_elems,
-                    ..
-                } => {
-                    let mut shape = [0i64; 5];
-                    let mut strides = [0i64; 5];
-                    for i in 0..d.rank() {
-                        shape[i] = d.shape[i] as i64;
-                        strides[i] = d.strides[i] as i64;
-                    }
-                    Ok(ArgValue::TensorDesc {
-                        buffer: BufferId(buffer),
-                        offset_elems: offset_elems as i64,
-                        elem: d.elem,
-                        rank: d.rank,
-                        shape,
-                        strides,
-                    })
+            Arg::Scalar(s) => ArgValue::Scalar(s.ty, s.bits),
+            Arg::Ptr(at) => ArgValue::Ptr {
+                buffer: at.buffer,
+                offset_elems: at.offset_elems as i64,
+            },
+            Arg::TensorDesc { at, desc, .. } => {
+                let mut shape = [0i64; 5];
+                let mut strides = [0i64; 5];
+                for i in 0..desc.rank() {
+                    shape[i] = desc.shape[i] as i64;
+                    strides[i] = desc.strides[i] as i64;
                 }
-                PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
-                    kernel: spec.name,
-                    param,
-                    buffer_device: d.target.device().to_string(),
-                    device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
-                }),
-            },
-            KernelArg::Ptr(p) => match p.target {
-                PtrTarget::Cpu {
-                    buffer,
-                    offset_elems,
-                    ..
-                } => Ok(ArgValue::Ptr {
-                    buffer: BufferId(buffer),
-                    offset_elems: offset_elems as i64,
-                }),
-                PtrTarget::Cuda { .. } => Err(Error::WrongDevice {
-                    kernel: spec.name,
-                    param,
-                    buffer_device: p.target.device().to_string(),
-                    device: crate::arg::DeviceId::Cpu(self.instance).to_string(),
-                }),
-            },
+                ArgValue::TensorDesc {
+                    buffer: at.buffer,
+                    offset_elems: at.offset_elems as i64,
+                    elem: desc.elem,
+                    rank: desc.rank,
+                    shape,
+                    strides,
+                }
+            }
         }
     }
 
     /// The configuration's IR, parsed on first use.
-    fn kernel(&self, spec: &'static KernelSpec, config: usize) -> Result<Arc<Kernel>, Error> {
+    fn kernel(&self, launch: &Launch) -> Result<Arc<Kernel>, Error> {
+        let Launch {
+            spec,
+            config,
+            config_spec,
+            ..
+        } = *launch;
         let key = (spec as *const KernelSpec as usize, config);
         let mut cache = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(kernel) = cache.get(&key) {
             return Ok(kernel.clone());
         }
-        let text = spec.configs.get(config).map_or("", |c| c.ir);
-        let kernel = ir::parse(text).map_err(|source| Error::BadIr {
+        let kernel = ir::parse(config_spec.ir).map_err(|source| Error::BadIr {
             kernel: spec.name,
             source,
         })?;
         let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
         // Descriptor blocks may depend on the configuration's constants.
-        let spec_kinds = spec.configs.get(config).map_or(&[][..], |c| c.params);
-        let checked = spec.configs.get(config).is_some_and(|c| c.bounds.is_some());
+        let spec_kinds = config_spec.params;
         let expected = spec_kinds.len()
-            + if checked {
-                crate::bounds::extra_params(spec_kinds)
+            + if config_spec.bounds.is_some() {
+                extra_params(spec_kinds)
             } else {
                 0
             };
@@ -179,5 +126,157 @@ impl CpuDevice {
         let kernel = Arc::new(kernel);
         cache.insert(key, kernel.clone());
         Ok(kernel)
+    }
+}
+
+fn host_error(e: impl std::fmt::Display) -> Error {
+    Error::HostMemory(e.to_string())
+}
+
+/// Bytes in `count` elements of `T`: within an allocation, whose size in
+/// bytes `Device::alloc` checked fits.
+fn bytes<T: Element>(count: usize) -> usize {
+    count * std::mem::size_of::<T>()
+}
+
+impl Backend for CpuDevice {
+    type Memory<T: Element> = BufferId;
+    type Ptr = CpuPtr;
+
+    fn id(&self) -> DeviceId {
+        DeviceId::Cpu(self.instance)
+    }
+
+    fn name(&self) -> String {
+        "CPU interpreter".to_string()
+    }
+
+    /// None: the interpreter runs kernels of every architecture.
+    fn compute_capability(&self) -> Option<(u32, u32)> {
+        None
+    }
+
+    /// The interpreter's host threads.
+    fn multiprocessor_count(&self) -> u32 {
+        interp::default_threads() as u32
+    }
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<BufferId, Error> {
+        Ok(self.memory.alloc(bytes::<T>(len)))
+    }
+
+    fn free<T: Element>(&self, memory: &BufferId) {
+        self.memory.free(*memory);
+    }
+
+    fn fill_zeros<T: Element>(&self, memory: &mut BufferId) -> Result<(), Error> {
+        self.memory.fill(*memory, 0).map_err(host_error)
+    }
+
+    fn upload<T: Element>(&self, memory: &mut BufferId, data: &[T]) -> Result<(), Error> {
+        self.memory
+            .write(*memory, 0, as_bytes(data))
+            .map_err(host_error)
+    }
+
+    fn copy<T: Element>(
+        &self,
+        to: &mut BufferId,
+        from: &BufferId,
+        len: usize,
+    ) -> Result<(), Error> {
+        let mut data = vec![0u8; bytes::<T>(len)];
+        self.memory.read(*from, 0, &mut data).map_err(host_error)?;
+        self.memory.write(*to, 0, &data).map_err(host_error)
+    }
+
+    /// With `TLX_CHECK_UNINIT=1`, refuses to read memory nothing wrote.
+    fn download<T: Element>(
+        &self,
+        memory: &BufferId,
+        len: usize,
+        offset: usize,
+        out: &mut [T],
+    ) -> Result<(), Error> {
+        let start = bytes::<T>(offset);
+        if env_flag("TLX_CHECK_UNINIT") {
+            let unwritten = self
+                .memory
+                .first_unwritten(*memory, start, bytes::<T>(out.len()))
+                .map_err(host_error)?;
+            if let Some(byte) = unwritten {
+                return Err(Error::UnwrittenDownload {
+                    element: offset + byte / std::mem::size_of::<T>(),
+                    len,
+                    last_use: self.last_use(*memory),
+                });
+            }
+        }
+        self.memory
+            .read(*memory, start, as_bytes_mut(out))
+            .map_err(host_error)
+    }
+
+    fn target<T: Element>(&self, memory: &BufferId, offset: usize) -> PtrTarget {
+        PtrTarget::Cpu {
+            device: self.instance,
+            buffer: memory.0,
+            offset_elems: offset,
+        }
+    }
+
+    fn pointer(target: PtrTarget) -> Option<CpuPtr> {
+        match target {
+            PtrTarget::Cpu {
+                buffer,
+                offset_elems,
+                ..
+            } => Some(CpuPtr {
+                buffer: BufferId(buffer),
+                offset_elems,
+            }),
+            PtrTarget::Cuda { .. } => None,
+        }
+    }
+
+    /// Runs the kernel to completion.
+    fn launch(&self, launch: &Launch, args: &[Arg<'_, CpuPtr>]) -> Result<(), Error> {
+        let kernel = self.kernel(launch)?;
+        let values: Vec<ArgValue> = args
+            .iter()
+            .enumerate()
+            .map(|(index, arg)| self.arg_value(launch.spec, index, arg))
+            .collect();
+        // `TLX_SCHEDULE=random:<seed>` interleaves a program's tasks from a
+        // seeded random choice instead of round robin.
+        let schedule = match std::env::var("TLX_SCHEDULE") {
+            Ok(text) => text.parse().map_err(|e| Error::InvalidEnv {
+                var: "TLX_SCHEDULE",
+                message: format!("{e}"),
+            })?,
+            Err(_) => Schedule::default(),
+        };
+        // 0 threads: one per available core.
+        let options = InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule);
+        interp::run_kernel(&kernel, launch.grid.dims(), &values, &self.memory, &options).map_err(
+            |e| Error::Interpreter {
+                kernel: launch.spec.name,
+                message: e.to_string(),
+            },
+        )
+    }
+
+    /// Nothing to wait for: launches and copies finish before they return.
+    fn synchronize(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn mark(&self) -> Result<Mark, Error> {
+        Ok(Mark::now(None))
+    }
+
+    /// Nothing to flush.
+    fn flush_l2(&self) -> Result<(), Error> {
+        Ok(())
     }
 }

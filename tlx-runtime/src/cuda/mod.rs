@@ -1,5 +1,8 @@
-//! The CUDA device: a context and stream from cudarc, kernel modules loaded
-//! once per (kernel, configuration), and launches through `cuLaunchKernelEx`.
+//! The CUDA GPU backend: a context and stream from cudarc, buffers in
+//! device memory, kernel modules loaded once per (kernel, configuration), and
+//! launches through `cuLaunchKernelEx`. It trusts its input (see
+//! [`Backend`]): check.rs and buffer.rs checked it; what it checks itself is
+//! what only the GPU knows (its shared memory, the PTX for its architecture).
 
 pub(crate) mod probe;
 pub(crate) mod tensor_map;
@@ -12,13 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use cudarc::driver::sys::{
     self, CUdevice_attribute, CUevent_flags, CUfunction, CUfunction_attribute, CUmodule,
 };
-use cudarc::driver::{result, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
-use crate::arg::{KernelArg, PtrTarget};
+use crate::backend::{Arg, Backend, Launch, Mark};
 use crate::spec::{ConfigSpec, KernelSpec};
-use crate::{Error, Grid};
+use crate::value::{DeviceId, PtrTarget};
+use crate::{Element, Error, Grid};
 use tensor_map::EncodedTensorMap;
-use tlx_core::ir::ParamKind;
 
 /// The held descriptor scratch of a device (see [`CudaDevice::launch`]).
 type ScratchLock<'a> = MutexGuard<'a, Option<CudaSlice<u8>>>;
@@ -30,11 +33,11 @@ pub(crate) struct CudaDevice {
     pub(crate) ctx: Arc<CudaContext>,
     /// Every launch and copy goes to this stream, so they run in program order.
     pub(crate) stream: Arc<CudaStream>,
-    pub(crate) ordinal: usize,
-    pub(crate) name: String,
-    pub(crate) compute_capability: (u32, u32),
+    ordinal: usize,
+    name: String,
+    compute_capability: (u32, u32),
     max_shared_optin: u32,
-    pub(crate) multiprocessor_count: u32,
+    multiprocessor_count: u32,
     /// Loaded kernels per (kernel spec address, configuration index).
     functions: Mutex<HashMap<(usize, usize), Arc<LoadedFunction>>>,
     /// The global scratch of kernels that make tensor descriptors, grown to
@@ -91,180 +94,9 @@ impl CudaDevice {
         })
     }
 
-    pub(crate) fn arch_name(&self) -> String {
+    fn arch_name(&self) -> String {
         let (major, minor) = self.compute_capability;
         format!("sm_{major}{minor}")
-    }
-
-    pub(crate) fn synchronize(&self) -> Result<(), Error> {
-        self.stream
-            .synchronize()
-            .map_err(|e| Error::cuda("cuStreamSynchronize", e))
-    }
-
-    /// An event recorded on the stream: the point its queued work has reached.
-    pub(crate) fn mark(&self) -> Result<CudaEvent, Error> {
-        let event = self
-            .ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| Error::cuda("cuEventCreate", e))?;
-        event
-            .record(&self.stream)
-            .map_err(|e| Error::cuda("cuEventRecord", e))?;
-        Ok(event)
-    }
-
-    /// Milliseconds of GPU time from `start` to `end`, once `end` is reached.
-    pub(crate) fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> Result<f32, Error> {
-        end.synchronize()
-            .map_err(|e| Error::cuda("cuEventSynchronize", e))?;
-        start
-            .elapsed_ms(end)
-            .map_err(|e| Error::cuda("cuEventElapsedTime", e))
-    }
-
-    /// Queues the kernel on the device's stream; `args` are already checked.
-    pub(crate) fn launch(
-        &self,
-        spec: &'static KernelSpec,
-        config_index: usize,
-        config: &ConfigSpec,
-        grid: Grid,
-        args: &[KernelArg<'_>],
-    ) -> Result<(), Error> {
-        let function = self.function(spec, config_index, config)?;
-        // One 8-byte slot per pointer or scalar parameter: the driver reads
-        // the parameter's own size from the start of its slot, and the low
-        // bytes come first. Descriptors are encoded for the block and swizzle
-        // this configuration was compiled with, each in a 64-byte aligned box.
-        let mut slots: Vec<u64> = Vec::with_capacity(args.len());
-        let mut maps: Vec<Box<EncodedTensorMap>> = Vec::new();
-        for (index, arg) in args.iter().enumerate() {
-            let param = crate::bounds::param_name(spec, index);
-            let wrong_device = |target: PtrTarget| Error::WrongDevice {
-                kernel: spec.name,
-                param,
-                buffer_device: target.device().to_string(),
-                device: format!("CUDA device {}", self.ordinal),
-            };
-            match *arg {
-                KernelArg::Scalar(s) => slots.push(s.bits),
-                KernelArg::Ptr(p) => match p.target {
-                    PtrTarget::Cuda { address, .. } => slots.push(address),
-                    PtrTarget::Cpu { .. } => return Err(wrong_device(p.target)),
-                },
-                KernelArg::TensorDesc(d) => {
-                    let PtrTarget::Cuda { address, .. } = d.target else {
-                        return Err(wrong_device(d.target));
-                    };
-                    let Some(ParamKind::TensorDesc(block)) = config.params.get(index) else {
-                        return Err(Error::InvalidConfig {
-                            kernel: spec.name,
-                            reason: format!(
-                                "parameter `{param}` is not a descriptor in this configuration"
-                            ),
-                        });
-                    };
-                    slots.push(0);
-                    maps.push(Box::new(d.tiled(address, block).encode_on(&self.ctx)?));
-                }
-            }
-        }
-        // Descriptors take their boxes in order; the rest their slots.
-        let mut next_map = maps.iter_mut();
-        let params: Vec<*mut c_void> = slots
-            .iter_mut()
-            .zip(args)
-            .map(|(slot, arg)| match (arg, &mut next_map) {
-                (KernelArg::TensorDesc(_), maps) => maps
-                    .next()
-                    .map(|map| (&mut **map as *mut EncodedTensorMap).cast::<c_void>()),
-                _ => Some((slot as *mut u64).cast::<c_void>()),
-            })
-            .collect::<Option<_>>()
-            .ok_or(Error::InvalidConfig {
-                kernel: spec.name,
-                reason: "descriptor arguments and encodings out of step".into(),
-            })?;
-        let mut params = params;
-        // The scratch pointer goes after every other argument.
-        // The lock is held until the launch is queued: a launch with a larger
-        // grid that replaced the buffer in between would free it under this one.
-        let (_scratch_lock, mut scratch) = match config.global_scratch_bytes {
-            0 => (None, None),
-            per_program => {
-                let (lock, address) = self.scratch_address(spec.name, grid, per_program)?;
-                (Some(lock), Some(address))
-            }
-        };
-        if let Some(address) = scratch.as_mut() {
-            params.push((address as *mut u64).cast::<c_void>());
-        }
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
-        // A programmatic dependent of the kernel before it on the stream
-        // (`launch_pdl`) may start once every program of that one has run
-        // `griddepcontrol.launch_dependents` (or exited); any other launch
-        // passes no attribute.
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            // SAFETY: a plain-data union; every field is an integer array.
-            value: unsafe { std::mem::zeroed() },
-        };
-        attribute.value.programmaticStreamSerializationAllowed = 1;
-        let launch = sys::CUlaunchConfig {
-            gridDimX: grid.x,
-            gridDimY: grid.y,
-            gridDimZ: grid.z,
-            blockDimX: 32 * config.num_warps,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: config.shared_bytes,
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: u32::from(config.launch_pdl),
-        };
-        // SAFETY: the function belongs to this context; `params` holds one
-        // pointer per kernel parameter, each to a slot at least as large as
-        // the parameter, alive until the call returns (the driver copies
-        // them); `launch` and the attribute it points at live as long.
-        let status = unsafe {
-            sys::cuLaunchKernelEx(
-                &launch,
-                function.function,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        status
-            .result()
-            .map_err(|e| Error::cuda("cuLaunchKernelEx", e))
-    }
-
-    /// Evicts the L2 cache's contents by writing a buffer twice its size
-    /// (queued on the stream), so that a timed launch after it starts cold,
-    /// as one in an application does.
-    pub(crate) fn flush_l2(&self) -> Result<(), Error> {
-        let mut flush = self.l2_flush.lock().unwrap_or_else(PoisonError::into_inner);
-        if flush.is_none() {
-            let l2 = self
-                .ctx
-                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-                .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
-            let bytes = (2 * l2.max(1 << 20)) as usize;
-            // SAFETY: the buffer is only ever written.
-            let buffer = unsafe { self.stream.alloc::<u8>(bytes) }
-                .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
-            *flush = Some(buffer);
-        }
-        if let Some(buffer) = flush.as_mut() {
-            self.stream
-                .memset_zeros(buffer)
-                .map_err(|e| Error::cuda("cuMemsetD8Async", e))?;
-        }
-        Ok(())
     }
 
     /// A copy of `len` bytes of device memory at `address` (queued).
@@ -369,7 +201,7 @@ impl CudaDevice {
                 kernel: spec.name,
                 needed: config.shared_bytes,
                 limit: self.max_shared_optin,
-                device: format!("{} ({})", self.name, self.arch_name()),
+                device: self.name(),
             });
         }
         let Some((_, ptx)) = config
@@ -431,6 +263,247 @@ impl CudaDevice {
             .map_err(|e| Error::cuda("cuFuncSetAttribute", e))?;
         }
         Ok(loaded)
+    }
+}
+
+/// A buffer in device memory: at least one element, so that empty buffers
+/// still have an address.
+pub(crate) struct CudaMemory<T> {
+    pub(crate) slice: CudaSlice<T>,
+    address: u64,
+}
+
+/// A kernel parameter's slot: an 8-byte word for a pointer or a scalar (the
+/// driver reads the parameter's own size from its start, and the low bytes
+/// come first), or an encoded descriptor in its 64-byte aligned box.
+enum Slot {
+    Word(u64),
+    TensorMap(Box<EncodedTensorMap>),
+}
+
+impl Backend for CudaDevice {
+    type Memory<T: Element> = CudaMemory<T>;
+    /// A device address.
+    type Ptr = u64;
+
+    fn id(&self) -> DeviceId {
+        DeviceId::Cuda(self.ordinal)
+    }
+
+    fn name(&self) -> String {
+        format!("{} ({})", self.name, self.arch_name())
+    }
+
+    fn compute_capability(&self) -> Option<(u32, u32)> {
+        Some(self.compute_capability)
+    }
+
+    /// The streaming multiprocessors.
+    fn multiprocessor_count(&self) -> u32 {
+        self.multiprocessor_count
+    }
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<CudaMemory<T>, Error> {
+        // SAFETY: every bit pattern is a valid `T` (`Element` is plain data).
+        let slice = unsafe { self.stream.alloc::<T>(len.max(1)) }
+            .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+        let address = slice.device_ptr(&self.stream).0;
+        Ok(CudaMemory { slice, address })
+    }
+
+    /// Nothing: the slice frees itself when dropped.
+    fn free<T: Element>(&self, _memory: &CudaMemory<T>) {}
+
+    fn fill_zeros<T: Element>(&self, memory: &mut CudaMemory<T>) -> Result<(), Error> {
+        self.stream
+            .memset_zeros(&mut memory.slice)
+            .map_err(|e| Error::cuda("cuMemsetD8Async", e))
+    }
+
+    fn upload<T: Element>(&self, memory: &mut CudaMemory<T>, data: &[T]) -> Result<(), Error> {
+        self.stream
+            .memcpy_htod(data, &mut memory.slice)
+            .map_err(|e| Error::cuda("cuMemcpyHtoDAsync", e))
+    }
+
+    /// Queued on the stream.
+    fn copy<T: Element>(
+        &self,
+        to: &mut CudaMemory<T>,
+        from: &CudaMemory<T>,
+        _len: usize,
+    ) -> Result<(), Error> {
+        self.stream
+            .memcpy_dtod(&from.slice, &mut to.slice)
+            .map_err(|e| Error::cuda("cuMemcpyDtoDAsync", e))
+    }
+
+    fn download<T: Element>(
+        &self,
+        memory: &CudaMemory<T>,
+        _len: usize,
+        offset: usize,
+        out: &mut [T],
+    ) -> Result<(), Error> {
+        let view = memory.slice.slice(offset..offset + out.len());
+        self.stream
+            .memcpy_dtoh(&view, out)
+            .map_err(|e| Error::cuda("cuMemcpyDtoHAsync", e))?;
+        self.synchronize()
+    }
+
+    fn target<T: Element>(&self, memory: &CudaMemory<T>, offset: usize) -> PtrTarget {
+        PtrTarget::Cuda {
+            ordinal: self.ordinal,
+            // In bounds of the allocation, so no overflow.
+            address: memory.address + (offset * std::mem::size_of::<T>()) as u64,
+        }
+    }
+
+    fn pointer(target: PtrTarget) -> Option<u64> {
+        match target {
+            PtrTarget::Cuda { address, .. } => Some(address),
+            PtrTarget::Cpu { .. } => None,
+        }
+    }
+
+    /// Queues the kernel on the device's stream.
+    fn launch(&self, launch: &Launch, args: &[Arg<'_, u64>]) -> Result<(), Error> {
+        let Launch {
+            spec,
+            config: config_index,
+            config_spec: config,
+            grid,
+        } = *launch;
+        let function = self.function(spec, config_index, config)?;
+        // Descriptors are encoded for the block and swizzle this
+        // configuration was compiled with.
+        let mut slots = Vec::with_capacity(args.len());
+        for arg in args {
+            slots.push(match *arg {
+                Arg::Scalar(s) => Slot::Word(s.bits),
+                Arg::Ptr(address) => Slot::Word(address),
+                Arg::TensorDesc { at, desc, block } => {
+                    Slot::TensorMap(Box::new(desc.tiled(at, &block).encode_on(&self.ctx)?))
+                }
+            });
+        }
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|slot| match slot {
+                Slot::Word(word) => (word as *mut u64).cast::<c_void>(),
+                Slot::TensorMap(map) => (&mut **map as *mut EncodedTensorMap).cast::<c_void>(),
+            })
+            .collect();
+        // The scratch pointer goes after every other argument.
+        // The lock is held until the launch is queued: a launch with a larger
+        // grid that replaced the buffer in between would free it under this one.
+        let (_scratch_lock, mut scratch) = match config.global_scratch_bytes {
+            0 => (None, None),
+            per_program => {
+                let (lock, address) = self.scratch_address(spec.name, grid, per_program)?;
+                (Some(lock), Some(address))
+            }
+        };
+        if let Some(address) = scratch.as_mut() {
+            params.push((address as *mut u64).cast::<c_void>());
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // A programmatic dependent of the kernel before it on the stream
+        // (`launch_pdl`) may start once every program of that one has run
+        // `griddepcontrol.launch_dependents` (or exited); any other launch
+        // passes no attribute.
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            // SAFETY: a plain-data union; every field is an integer array.
+            value: unsafe { std::mem::zeroed() },
+        };
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        let launch = sys::CUlaunchConfig {
+            gridDimX: grid.x,
+            gridDimY: grid.y,
+            gridDimZ: grid.z,
+            blockDimX: 32 * config.num_warps,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: config.shared_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(config.launch_pdl),
+        };
+        // SAFETY: the function belongs to this context; `params` holds one
+        // pointer per kernel parameter, each to a slot at least as large as
+        // the parameter, alive until the call returns (the driver copies
+        // them); `launch` and the attribute it points at live as long.
+        let status = unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                function.function,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        status
+            .result()
+            .map_err(|e| Error::cuda("cuLaunchKernelEx", e))
+    }
+
+    fn synchronize(&self) -> Result<(), Error> {
+        self.stream
+            .synchronize()
+            .map_err(|e| Error::cuda("cuStreamSynchronize", e))
+    }
+
+    /// An event recorded on the stream.
+    fn mark(&self) -> Result<Mark, Error> {
+        let event = self
+            .ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| Error::cuda("cuEventCreate", e))?;
+        event
+            .record(&self.stream)
+            .map_err(|e| Error::cuda("cuEventRecord", e))?;
+        Ok(Mark::now(Some(event)))
+    }
+
+    /// GPU time between the events where both marks have one.
+    fn elapsed_ms(&self, start: &Mark, end: &Mark) -> Result<f32, Error> {
+        let (Some(start_event), Some(end_event)) = (&start.event, &end.event) else {
+            return Ok(start.wall_ms(end));
+        };
+        end_event
+            .synchronize()
+            .map_err(|e| Error::cuda("cuEventSynchronize", e))?;
+        start_event
+            .elapsed_ms(end_event)
+            .map_err(|e| Error::cuda("cuEventElapsedTime", e))
+    }
+
+    /// Evicts the L2 cache's contents by writing a buffer twice its size
+    /// (queued on the stream), so that a timed launch after it starts cold,
+    /// as one in an application does.
+    fn flush_l2(&self) -> Result<(), Error> {
+        let mut flush = self.l2_flush.lock().unwrap_or_else(PoisonError::into_inner);
+        if flush.is_none() {
+            let l2 = self
+                .ctx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+                .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+            let bytes = (2 * l2.max(1 << 20)) as usize;
+            // SAFETY: the buffer is only ever written.
+            let buffer = unsafe { self.stream.alloc::<u8>(bytes) }
+                .map_err(|e| Error::cuda("cuMemAllocAsync", e))?;
+            *flush = Some(buffer);
+        }
+        if let Some(buffer) = flush.as_mut() {
+            self.stream
+                .memset_zeros(buffer)
+                .map_err(|e| Error::cuda("cuMemsetD8Async", e))?;
+        }
+        Ok(())
     }
 }
 

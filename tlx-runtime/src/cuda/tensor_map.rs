@@ -3,7 +3,10 @@
 //! shared memory. This module owns checking a tiled description against the
 //! limits the driver documents, turning the kernel language's outermost-first
 //! shapes into the driver's innermost-first arrays, and the call to
-//! `cuTensorMapEncodeTiled`. Passing the descriptor to a kernel is elsewhere.
+//! `cuTensorMapEncodeTiled`. Passing the descriptor to a kernel is elsewhere,
+//! and so is [`TiledTensorMap::encode`], which takes a `Device` (device.rs):
+//! this file imports nothing else of the crate, so that the argument types
+//! and the error type, which name its types, sit above it.
 //!
 //! Every limit below comes from the CUDA Driver API reference for
 //! `cuTensorMapEncodeTiled` (section "Tensor Map Object Management",
@@ -19,8 +22,6 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::CudaContext;
 use tlx_core::ir::ScalarType;
-
-use crate::device::{Backend, Device};
 
 /// "tensorRank must be non-zero and less than or equal to the maximum
 /// supported dimensionality of 5."
@@ -307,23 +308,6 @@ impl TiledTensorMap {
     /// that mistakes get a message here instead of `CUDA_ERROR_INVALID_VALUE`.
     pub fn validate(&self) -> Result<(), TensorMapError> {
         self.driver_args().map(|_| ())
-    }
-
-    /// Validates, then has the driver encode the descriptor for `device`,
-    /// whose memory `global_address` points into.
-    ///
-    /// Encoding only computes (the tensor is not read), yet the driver wants
-    /// a current context: on driver 580 it answers `CUDA_ERROR_NOT_INITIALIZED`
-    /// before `cuInit` and `CUDA_ERROR_INVALID_CONTEXT` without a context. So
-    /// this makes `device`'s context current on the calling thread, as a
-    /// launch does.
-    pub fn encode(&self, device: &Device) -> Result<EncodedTensorMap, TensorMapError> {
-        // A bad description is reported as such, whatever the device.
-        self.validate()?;
-        let Backend::Cuda(cuda) = device.backend() else {
-            return Err(TensorMapError::NotCuda);
-        };
-        self.encode_on(&cuda.ctx)
     }
 
     /// [`TiledTensorMap::encode`] with the context of an opened CUDA device.
@@ -741,63 +725,5 @@ mod tests {
         map.swizzle = TmaSwizzle::None;
         map.box_shape[1] = 256;
         assert_eq!(map.validate(), Ok(()));
-    }
-
-    #[test]
-    fn errors_convert_into_the_runtime_error() {
-        fn validate_in_runtime(map: &TiledTensorMap) -> Result<(), crate::Error> {
-            map.validate()?;
-            Ok(())
-        }
-        let mut map = gemm_operand();
-        map.global_address = 8;
-        let message = match validate_in_runtime(&map) {
-            Err(err @ crate::Error::TensorMap(_)) => err.to_string(),
-            other => panic!("{other:?}"),
-        };
-        assert!(message.contains("16-byte aligned"), "{message}");
-    }
-
-    #[test]
-    fn the_cpu_interpreter_has_no_tensor_maps() {
-        let device = Device::cpu();
-        assert_eq!(gemm_operand().encode(&device), Err(TensorMapError::NotCuda));
-        // A bad description is reported as such, whatever the device.
-        let mut map = gemm_operand();
-        map.box_shape[0] = 0;
-        assert!(matches!(
-            map.encode(&device),
-            Err(TensorMapError::BoxDim { .. })
-        ));
-    }
-
-    #[test]
-    fn the_driver_encodes_a_gemm_operand_tile() {
-        // The same probe that keeps cudarc from panicking when opening a
-        // device; without a driver or a GPU there is nothing to check.
-        if let Err(reason) = crate::cuda::probe::driver_library() {
-            println!("skipped: {reason}");
-            return;
-        }
-        let device = match Device::cuda(0) {
-            Ok(device) => device,
-            Err(err) => {
-                println!("skipped: {err}");
-                return;
-            }
-        };
-        let map = gemm_operand();
-        let encoded = match map.encode(&device) {
-            Ok(encoded) => encoded,
-            Err(err) => panic!("{err}"),
-        };
-        assert_ne!(encoded.0, [0; 128], "the driver wrote nothing");
-        // The descriptor is a function of the description alone.
-        assert_eq!(map.encode(&device), Ok(encoded));
-        let unswizzled = TiledTensorMap {
-            swizzle: TmaSwizzle::None,
-            ..map
-        };
-        assert_ne!(unswizzled.encode(&device).map(|e| e.0), Ok(encoded.0));
     }
 }
