@@ -8,10 +8,10 @@
 //! `prims::mbarrier` and `prims::tma` with cluster operands; the cluster
 //! family's dispatch is `prims::cluster`.
 
+use super::analysis::storage::buffer_layout;
 use super::convert::SharedWindow;
 use super::error::{malformed, Result};
 use super::lower::Lowerer;
-use super::prims::plan::buffer_layout;
 use super::CodegenError;
 use tlx_core::ir::{Elem, Op, Type, ValueId};
 

@@ -55,7 +55,7 @@ impl<'k> Lowerer<'k> {
     /// body replaces by one derived from a tensor-core result stays in the
     /// layout that result comes in (see [`Lowerer::derived_layout`]).
     fn carried_inits(&mut self, inits: &[ValueId], body: &'k Block) -> Result<Vec<Tensor>> {
-        let yielded = super::pipeline::yielded(body);
+        let yielded = super::analysis::pipeline::yielded(body);
         let mut producers = HashMap::new();
         index_producers(body, &mut producers);
         let mut out = Vec::new();

@@ -8,10 +8,11 @@
 //! `dot` multiplies such loads keeps them in ring slots instead (see
 //! `pipeline.rs`) and nothing passes through registers.
 
+use super::analysis::pipeline::loaded_descriptor;
+use super::analysis::storage::BlockPlacement;
 use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};
-use super::pipeline::{loaded_descriptor, LoopPipeline};
-use super::prims::plan::BlockPlacement;
+use super::pipeline::LoopPipeline;
 use super::prims::tma::TmaDirection;
 use super::rings::{RingFill, RingRead};
 use tlx_core::ir::{Elem, StoreReduce, TensorDescriptorType, Type, ValueId};

@@ -11,9 +11,9 @@
 //! program, which the runtime supplies (see `global_scratch_bytes`). A
 //! descriptor made in a loop is rebuilt in the same slot each iteration.
 
+use super::analysis::storage::DESCRIPTOR_BYTES;
 use super::error::{malformed, Result};
 use super::lower::Lowerer;
-use super::prims::plan::DESCRIPTOR_BYTES;
 use tlx_core::ir::{ScalarType, Swizzle, TensorDescriptorType, TmaBox, ValueId};
 
 /// PTX's `.elemtype` code for a tensor of `elem` (TMA only moves bytes, so

@@ -6,11 +6,11 @@
 //! m16n8k32), the accumulator living in the MMA fragment layout; other types
 //! and shapes use per-element FMAs.
 
+use super::analysis::mma::WgmmaPlan;
 use super::error::{malformed, refused_upstream, Result};
 use super::lower::{Lowerer, Tensor};
 use super::region::{Placement, Region};
 use super::scalar::{self, mem_bytes};
-use super::wgmma::WgmmaPlan;
 use crate::layout::{mma_sync_accumulator, warp_grid, LinearLayout};
 use tlx_core::ir::{DotPrecision, Elem, Op, OpKind, ScalarType};
 

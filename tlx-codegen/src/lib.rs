@@ -23,8 +23,8 @@
 //! `rsqrt.approx` and `sqrt` is correctly rounded. Half and bfloat16 math is
 //! done in f32 and rounded once.
 
+mod analysis;
 mod atomics;
-mod axis;
 mod cluster;
 mod control;
 mod convert;

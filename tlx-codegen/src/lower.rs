@@ -6,10 +6,10 @@
 //! lowering moved loaded values is lowered again with those loads issued in
 //! the layout their use wanted (see `lower_kernel`).
 
-use super::axis::{self, AxisInfo};
+use super::analysis::storage::DESCRIPTOR_BYTES;
+use super::analysis::KernelFacts;
 use super::emit::{llvm_type, FuncText};
 use super::error::{malformed, refused_upstream, Result};
-use super::prims::plan::{descriptor_slots, plan_static_shared, StaticShared, DESCRIPTOR_BYTES};
 use super::region::Region;
 use super::rings::{RingRead, RING_BASE_SYMBOL};
 use super::scalar;
@@ -109,40 +109,6 @@ pub struct Lowerer<'k> {
     pub ring_reads: HashMap<ValueId, RingRead>,
     /// Slower paths taken (see [`Lowered::notes`]).
     pub(super) notes: Vec<String>,
-}
-
-/// Analyses of the whole kernel, run before emission; read-only after.
-pub(super) struct KernelFacts {
-    /// Values some op reads (an atomic whose old values none reads reduces).
-    pub(super) used: HashSet<ValueId>,
-    pub(super) axis: HashMap<ValueId, AxisInfo>,
-    /// Elements per thread vector along the last dim, per shape (from the widest access).
-    pub(super) vector_of_shape: HashMap<Vec<usize>, usize>,
-    /// The kernel stores into its peers' shared memory
-    /// (`remote_shmem_store`): remote arrivals release, and waits acquire,
-    /// at cluster scope.
-    pub(super) stores_into_peers: bool,
-    /// Each device-made descriptor's slot in the program's global scratch.
-    pub(super) descriptor_slots: HashMap<ValueId, usize>,
-    /// Where the kernel's `local_alloc` buffers and mbarriers live.
-    pub(super) static_shared: StaticShared,
-}
-
-impl KernelFacts {
-    fn analyze(kernel: &Kernel) -> Result<KernelFacts> {
-        let mut vector_of_shape: HashMap<Vec<usize>, usize> = HashMap::new();
-        collect_access_widths(kernel, &kernel.body, &mut vector_of_shape);
-        let mut uses = HashMap::new();
-        count_uses(&kernel.body, &mut uses);
-        Ok(KernelFacts {
-            used: uses.into_keys().collect(),
-            axis: axis::analyze(kernel),
-            vector_of_shape,
-            stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
-            descriptor_slots: descriptor_slots(kernel),
-            static_shared: plan_static_shared(kernel)?,
-        })
-    }
 }
 
 /// Values as the threads hold them.
@@ -1176,39 +1142,4 @@ fn in_thread_regroup(t: &Tensor, dst: &LinearLayout) -> Option<Vec<String>> {
                 .map(|&i| t.regs[i].clone())
         })
         .collect()
-}
-
-/// Widest element accessed by a load or store of each shape -> elements per 16 bytes.
-fn collect_access_widths(kernel: &Kernel, block: &Block, out: &mut HashMap<Vec<usize>, usize>) {
-    for op in &block.ops {
-        for b in op.kind.blocks() {
-            collect_access_widths(kernel, b, out);
-        }
-        let ptr = match &op.kind {
-            OpKind::Load { ptr, .. } | OpKind::Store { ptr, .. } => *ptr,
-            OpKind::Prim {
-                prim: tlx_core::ir::Prim::AsyncLoad,
-                args,
-                ..
-            } if !args.is_empty() => args[0],
-            _ => continue,
-        };
-        let ty = kernel.type_of(ptr);
-        let bytes = ty.elem().pointee().map_or(4, |s| s.size_bytes()).max(1);
-        let vector = 16 / bytes;
-        let entry = out.entry(ty.shape().to_vec()).or_insert(vector);
-        *entry = (*entry).min(vector);
-    }
-}
-
-/// Counts the uses of each value by the ops of `block` and their nested blocks.
-pub(super) fn count_uses(block: &Block, uses: &mut HashMap<ValueId, usize>) {
-    for op in &block.ops {
-        for v in op.kind.operands() {
-            *uses.entry(v).or_default() += 1;
-        }
-        for b in op.kind.blocks() {
-            count_uses(b, uses);
-        }
-    }
 }

@@ -9,7 +9,7 @@
 //! contiguous run (`cols < n`) are tested at each vector's ends only.
 //! Masked-off lanes keep `other` and touch no memory.
 
-use super::axis::{self, MaskRun};
+use super::analysis::axis::{self, MaskRun};
 use super::emit::scalar_type;
 use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};

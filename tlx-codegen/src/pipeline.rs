@@ -28,29 +28,23 @@
 //! completing on a per-slot mbarrier that every thread waits on (see
 //! `descriptor.rs`); the loop carries the ring round's parity for it.
 
-use super::axis::MaskRun;
+use super::analysis::axis::MaskRun;
+use super::analysis::pipeline::{
+    is_copy_size, plan_loop, yielded, Candidate, LoopPlan, PlanInputs,
+};
 use super::error::Result;
-use super::lower::{count_uses, Lowerer, Tensor, SHARED_BYTES_LIMIT};
+use super::lower::{Lowerer, Tensor, SHARED_BYTES_LIMIT};
 use super::memory::{load_qualifiers, vector_len, word_type, words_of};
-use super::prims::plan::BlockPlacement;
 use super::rings::{RingFill, RingRead, ThreadCopies, RING_BASE_SYMBOL};
 use super::scalar::{from_bits, mem_bytes};
-use super::wgmma::WgmmaPlan;
 use super::CodegenError;
 use crate::layout::SharedLayout;
-use std::collections::{HashMap, HashSet};
-use tlx_core::ir::Literal;
-use tlx_core::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, Prim, ValueId};
+use std::collections::HashMap;
+use tlx_core::ir::{Block, CacheModifier, EvictionPolicy, Op, OpKind, ValueId};
 
 /// The most shared memory the rings of one kernel may take, in bytes: leaves
 /// room for reduction and layout-conversion scratch under sm_90's 227 KB.
 const RING_BYTES_LIMIT: usize = 128 << 10;
-
-/// A load the pipeliner takes, with the body ops its address and mask need.
-pub(super) struct Candidate<'k> {
-    pub(super) load: &'k Op,
-    slice: Vec<&'k Op>,
-}
 
 /// What a pipelined loop needs across its lowering.
 pub struct LoopPipeline<'k> {
@@ -67,73 +61,6 @@ pub struct LoopPipeline<'k> {
     pub(super) rings: Vec<(ValueId, RingRead)>,
 }
 
-/// The body ops (in body order) that `roots` depend on, if every one is an
-/// address op (pure, with no data moved between threads, so it can be redone
-/// ahead of the loop) and no loop-carried value other than the induction variable
-/// `iv` is reached; values from outside the loop are free.
-fn address_slice<'k>(body: &'k Block, roots: &[ValueId], iv: ValueId) -> Option<Vec<&'k Op>> {
-    let producer: HashMap<ValueId, usize> = body
-        .ops
-        .iter()
-        .enumerate()
-        .flat_map(|(i, op)| op.results.iter().map(move |r| (*r, i)))
-        .collect();
-    let carried: HashSet<ValueId> = body.args.iter().copied().filter(|a| *a != iv).collect();
-    let mut needed = HashSet::new();
-    let mut stack: Vec<ValueId> = roots.to_vec();
-    while let Some(v) = stack.pop() {
-        if carried.contains(&v) {
-            return None;
-        }
-        let Some(&i) = producer.get(&v) else {
-            continue;
-        };
-        if !needed.insert(i) {
-            continue;
-        }
-        let op = &body.ops[i];
-        if !op.kind.effects().is_thread_local_pure() {
-            return None;
-        }
-        stack.extend(op.kind.operands());
-    }
-    let mut order: Vec<usize> = needed.into_iter().collect();
-    order.sort_unstable();
-    Some(order.into_iter().map(|i| &body.ops[i]).collect())
-}
-
-/// The loads of `body` a pipeline can prefetch: top-level, non-volatile
-/// tensor loads whose pointer and mask are address slices, and descriptor
-/// loads whose offsets are.
-fn candidates<'k>(body: &'k Block, iv: ValueId) -> Vec<Candidate<'k>> {
-    body.ops
-        .iter()
-        .filter_map(|op| {
-            let roots: Vec<ValueId> = match &op.kind {
-                OpKind::Load {
-                    ptr,
-                    mask,
-                    volatile: false,
-                    cache:
-                        CacheModifier::None
-                        | CacheModifier::Ca
-                        | CacheModifier::Cg
-                        | CacheModifier::Cs,
-                    ..
-                } => std::iter::once(*ptr).chain(*mask).collect(),
-                OpKind::Prim {
-                    prim: Prim::DescriptorLoad,
-                    args,
-                    ..
-                } => args.clone(),
-                _ => return None,
-            };
-            let slice = address_slice(body, &roots, iv)?;
-            Some(Candidate { load: op, slice })
-        })
-        .collect()
-}
-
 impl<'k> Lowerer<'k> {
     /// Plans the pipeline of a `for` body and issues the copies of its first
     /// `stages - 1` iterations; `None` when the loop is not pipelined.
@@ -142,20 +69,32 @@ impl<'k> Lowerer<'k> {
         body: &'k Block,
         bounds: &LoopBounds,
     ) -> Result<Option<LoopPipeline<'k>>> {
-        let stages = self.kernel.options.num_stages as usize;
+        let inputs = PlanInputs {
+            kernel: self.kernel,
+            facts: &self.facts,
+            defined_before: &self.held.defs,
+            arch: self.arch,
+            num_warps: self.num_warps,
+        };
+        let Some(plan) = plan_loop(&inputs, body)? else {
+            return Ok(None);
+        };
         let Some(&iv) = body.args.first() else {
             return Ok(None);
         };
-        let candidates = candidates(body, iv);
-        if stages < 2 || candidates.is_empty() {
-            return Ok(None);
+        self.sync
+            .wgmma_in_flight
+            .extend(plan.in_flight.iter().copied());
+        for &(load, run) in &plan.uncopyable {
+            self.note_uncopyable_operand(load, run, "loaded into registers each iteration");
         }
-        // Operand rings need a stage for the wgmma group in flight.
-        let operand_placements = if stages >= 3 {
-            self.operand_placements(body, &candidates)?
-        } else {
-            HashMap::new()
-        };
+        let LoopPlan {
+            stages,
+            distance,
+            candidates,
+            operand_placements,
+            ..
+        } = plan;
         // Operand rings are what the loop is for: a configuration whose
         // stages do not fit is the user's to change, not a silent fallback.
         let operand_bytes: usize = operand_placements
@@ -169,7 +108,6 @@ impl<'k> Lowerer<'k> {
                 limit: SHARED_BYTES_LIMIT,
             });
         }
-        let distance = stages - 1 - usize::from(!operand_placements.is_empty());
         // The rings may reuse scratch bytes that other warps still read.
         self.barrier();
         self.shared.pipelines_open += 1;
@@ -274,109 +212,6 @@ impl<'k> Lowerer<'k> {
             self.ring_reads.insert(*result, ring);
         }
         Ok(())
-    }
-
-    /// The loads of `body` whose only use is as an operand of one wgmma
-    /// `dot` (whose other operand is such a load too), with the placement
-    /// the operand takes. Masked-off elements must read as zero, since the
-    /// copies zero-fill them and nothing replaces them on the way to wgmma.
-    fn operand_placements(
-        &mut self,
-        body: &'k Block,
-        candidates: &[Candidate<'k>],
-    ) -> Result<HashMap<ValueId, SharedLayout>> {
-        let mut uses: HashMap<ValueId, usize> = HashMap::new();
-        count_uses(body, &mut uses);
-        let in_body: HashMap<ValueId, &Op> = body
-            .ops
-            .iter()
-            .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
-            .collect();
-        let zero_filled = |load: &Op| match &load.kind {
-            OpKind::Load { other: None, .. } | OpKind::Prim { .. } => true,
-            OpKind::Load { other: Some(o), .. } => self.is_zero_constant(*o, &in_body),
-            _ => false,
-        };
-        let taken = |v: ValueId| {
-            candidates
-                .iter()
-                .find(|c| c.load.results[0] == v)
-                .filter(|c| uses.get(&v) == Some(&1) && zero_filled(c.load))
-                .is_some()
-        };
-        let (mut out, mut in_flight) = (HashMap::new(), Vec::new());
-        let mut uncopyable = Vec::new();
-        for op in &body.ops {
-            let OpKind::Dot { a, b, acc, .. } = &op.kind else {
-                continue;
-            };
-            let (ta, tb, tc) = (self.ty(*a), self.ty(*b), self.ty(*acc));
-            let (Some(sa), Some(sb), Some(sc)) =
-                (ta.elem().scalar(), tb.elem().scalar(), tc.elem().scalar())
-            else {
-                continue;
-            };
-            if ta.rank() != 2 || tb.rank() != 2 || !taken(*a) || !taken(*b) {
-                continue;
-            }
-            // An operand `cp.async` cannot copy stays a register load that
-            // the `dot` stages itself: measured 1.45x faster than filling
-            // its slots element by element (BENCHMARKS.md, `dot_staging`).
-            let narrow: Vec<(&Op, usize)> = [*a, *b]
-                .iter()
-                .filter_map(|v| {
-                    let load = candidates.iter().find(|c| c.load.results[0] == *v)?.load;
-                    let run = self.contiguous_bytes(load)?;
-                    (!is_copy_size(run.min(16))).then_some((load, run))
-                })
-                .collect();
-            if !narrow.is_empty() {
-                uncopyable.extend(narrow);
-                continue;
-            }
-            let shape = (ta.shape()[0], tb.shape()[1], ta.shape()[1]);
-            if let Some(plan) = WgmmaPlan::new(self.arch, (sa, sb, sc), shape, self.num_warps) {
-                // TMA lands a descriptor's block in its own placement only.
-                let lands_as = |l: &Self, v: ValueId, wanted: &SharedLayout| -> Result<bool> {
-                    match descriptor_of(candidates, v) {
-                        Some(desc) => {
-                            Ok(BlockPlacement::of(l.descriptor_type(desc)?)?.placement == *wanted)
-                        }
-                        None => Ok(true),
-                    }
-                };
-                if !lands_as(self, *a, &plan.a)? || !lands_as(self, *b, &plan.b)? {
-                    continue;
-                }
-                out.insert(*a, plan.a.clone());
-                out.insert(*b, plan.b.clone());
-                // A result only carried to the next iteration may stay in flight.
-                let result = op.results[0];
-                if uses.get(&result) == Some(&1) && yielded(body).contains(&result) {
-                    in_flight.push(result);
-                }
-            }
-        }
-        self.sync.wgmma_in_flight.extend(in_flight);
-        for (load, run) in uncopyable {
-            self.note_uncopyable_operand(load, run, "loaded into registers each iteration");
-        }
-        Ok(out)
-    }
-
-    /// True if `v` is a constant zero (of any numeric type), defined in the
-    /// loop body (`in_body`, not lowered yet) or before the loop.
-    fn is_zero_constant(&self, v: ValueId, in_body: &HashMap<ValueId, &Op>) -> bool {
-        let mut v = v;
-        loop {
-            let def = in_body.get(&v).copied().or_else(|| self.def_of(v));
-            match def.map(|op| &op.kind) {
-                Some(OpKind::Splat(s) | OpKind::Broadcast(s) | OpKind::Cast(s)) => v = *s,
-                Some(OpKind::Constant(Literal::Int(0))) => return true,
-                Some(OpKind::Constant(Literal::Float(x))) => return *x == 0.0,
-                _ => return false,
-            }
-        }
     }
 
     /// The slot after `slot` in a ring of `stages`, and its round's parity
@@ -574,16 +409,6 @@ impl<'k> Lowerer<'k> {
         };
         self.copy_tile(&copy, *cache, *eviction);
         Ok(Some(ring))
-    }
-
-    /// The bytes `load`'s addresses are known to run contiguously along
-    /// the last dimension (`None` for a descriptor load).
-    fn contiguous_bytes(&self, load: &Op) -> Option<usize> {
-        let OpKind::Load { ptr, .. } = &load.kind else {
-            return None;
-        };
-        let contiguity = self.facts.axis.get(ptr).map_or(1, |a| a.contiguity);
-        Some(contiguity * mem_bytes(self.ty(load.results[0]).elem()))
     }
 
     /// Says why the `dot` operand `load` is not copied with `cp.async`
@@ -881,35 +706,6 @@ impl<'k> Lowerer<'k> {
     }
 }
 
-/// The values `body` yields to the next iteration.
-pub(super) fn yielded(body: &Block) -> Vec<ValueId> {
-    match body.ops.last().map(|op| &op.kind) {
-        Some(OpKind::Yield(values)) => values.clone(),
-        _ => Vec::new(),
-    }
-}
-
-/// The descriptor `load` reads, if it is a descriptor load.
-pub(super) fn loaded_descriptor(load: &Op) -> Option<ValueId> {
-    match &load.kind {
-        OpKind::Prim {
-            prim: Prim::DescriptorLoad,
-            args,
-            ..
-        } => args.first().copied(),
-        _ => None,
-    }
-}
-
-/// The descriptor the candidate load producing `v` reads, if it is a
-/// descriptor load.
-pub(super) fn descriptor_of(candidates: &[Candidate], v: ValueId) -> Option<ValueId> {
-    candidates
-        .iter()
-        .find(|c| c.load.results.first() == Some(&v))
-        .and_then(|c| loaded_descriptor(c.load))
-}
-
 /// One tile's copy into a slot: the chunk start addresses and masks of this
 /// thread, and whether the iteration runs at all.
 struct TileCopy<'a> {
@@ -921,11 +717,6 @@ struct TileCopy<'a> {
     bytes: usize,
     /// What the axis analysis proves divides every chunk's address (bytes).
     align: usize,
-}
-
-/// Whether one `cp.async` can copy `bytes`.
-fn is_copy_size(bytes: usize) -> bool {
-    matches!(bytes, 4 | 8 | 16)
 }
 
 /// One iteration of a loop, as seen from ahead of it: its induction value and

@@ -17,10 +17,10 @@
 //! Nothing here has run on a Blackwell GPU (there is none to borrow):
 //! `ptxas` assembles it and the interpreter runs the kernels' semantics.
 
+use super::analysis::mma::{OperandOrders, WgmmaPlan};
+use super::analysis::storage::buffer_layout;
 use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};
-use super::prims::plan::buffer_layout;
-use super::wgmma::{OperandOrders, WgmmaPlan};
 use super::CodegenError;
 use crate::layout::tensor_memory_rows;
 use tlx_core::ir::{Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId};

@@ -3,8 +3,8 @@
 //! `async_load_wait_group`, which also makes the copies visible to the
 //! async proxy and the other threads).
 
-use super::plan::buffer_layout;
 use super::{no_lowering, Operands};
+use crate::analysis::storage::buffer_layout;
 use crate::error::Result;
 use crate::lower::Lowerer;
 use tlx_core::ir::{Op, Prim};

@@ -5,8 +5,8 @@
 //! through the buffer's element placement. Tensor-memory buffers take the
 //! `tcgen05` forms of `crate::tcgen05`.
 
-use super::plan::{buffer_layout, buffer_stride, layout_swizzle};
 use super::{no_lowering, Operands};
+use crate::analysis::storage::{buffer_layout, buffer_stride, layout_swizzle};
 use crate::error::{malformed, Result};
 use crate::lower::{Lowerer, Tensor};
 use crate::CodegenError;

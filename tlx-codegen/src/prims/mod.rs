@@ -3,10 +3,8 @@
 //! hands every other one to its family's file, which mirrors the family
 //! files of `tlx_core::ir::prims` (`memory`, `mbarrier`, `tma`, `wgmma`,
 //! `async_copy`, `cluster`, `tcgen05`; `fence` and `grid` are all `Asm`).
-//! [`plan`] decides, before emission, where `local_alloc` and
-//! `alloc_barriers` live (at the start of the dynamic shared buffer,
-//! scratch and pipeline rings after them) and where device-made
-//! descriptors go.
+//! Where `local_alloc` and `alloc_barriers` live and where device-made
+//! descriptors go is decided before emission, in `analysis::storage`.
 //!
 //! A buffer, barrier or descriptor value is one register: the byte offset
 //! of the buffer or barrier in the shared array, or the generic address of
@@ -18,7 +16,6 @@ mod async_copy;
 mod cluster;
 mod mbarrier;
 mod memory;
-pub(super) mod plan;
 mod tcgen05;
 pub(super) mod tma;
 mod wgmma;

@@ -3,12 +3,13 @@
 //! checks and the plan, then `crate::wgmma`'s issue and wait. An
 //! `async_dot` into tensor memory is `tcgen05`'s.
 
-use super::plan::buffer_layout;
 use super::{no_lowering, Operands};
+use crate::analysis::mma::{is_16_bit_float, OperandOrders, WgmmaPlan};
+use crate::analysis::storage::buffer_layout;
 use crate::error::{malformed, Result};
 use crate::layout::wgmma_register_a;
 use crate::lower::{Lowerer, Tensor};
-use crate::wgmma::{is_16_bit_float, OperandOrders, WgmmaA, WgmmaPlan};
+use crate::wgmma::WgmmaA;
 use crate::CodegenError;
 use tlx_core::ir::{Arch, Op, Prim, ScalarType, Type, ValueId};
 

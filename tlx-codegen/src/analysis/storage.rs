@@ -4,8 +4,8 @@
 //! array, tensor-memory columns, the slot `tcgen05.alloc` writes to), each
 //! shared buffer's element placement, where a descriptor's block lands in
 //! shared memory, and each `make_tensor_descriptor`'s slot in the global
-//! scratch. A leaf: `KernelFacts`, the lowering and the pipeliner read it;
-//! it reads no lowering.
+//! scratch. Reads no lowering: [`super::KernelFacts`], the lowering and
+//! the pipeline planner read it.
 
 use std::collections::HashMap;
 
@@ -20,7 +20,7 @@ use tlx_core::ir::{
 /// Where each `local_alloc` and `alloc_barriers` result lives.
 #[derive(Clone, Debug, Default)]
 pub struct StaticShared {
-    pub(super) offsets: HashMap<ValueId, usize>,
+    pub(crate) offsets: HashMap<ValueId, usize>,
     /// Each tensor-memory allocation's first column.
     pub(crate) tmem_columns: HashMap<ValueId, usize>,
     /// With tensor memory: the shared byte offset of the slot its address
@@ -35,12 +35,12 @@ pub struct StaticShared {
 /// Bytes between consecutive buffers of an allocation: swizzled buffers
 /// start on a swizzle period, as TMA and wgmma apply the pattern to
 /// absolute addresses.
-pub(super) fn buffer_stride(m: &SharedMemoryType) -> usize {
+pub(crate) fn buffer_stride(m: &SharedMemoryType) -> usize {
     let bytes = m.shape().iter().product::<usize>() * m.elem().size_bytes();
     bytes.div_ceil(m.swizzle().alignment_bytes()) * m.swizzle().alignment_bytes()
 }
 
-pub(super) fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
+pub(crate) fn layout_swizzle(swizzle: Swizzle) -> Option<layout::Swizzle> {
     match swizzle {
         Swizzle::None => None,
         Swizzle::Bytes32 => Some(layout::Swizzle::B32),
