@@ -301,3 +301,97 @@ pub(crate) fn loaded_descriptor(load: &Op) -> Option<ValueId> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `[64, 64] x [64, 64]` K loop in bf16 whose operand loads have
+    /// masks (`other` as given), with `num_stages = stages`.
+    fn matmul(stages: u32, other: &str) -> Kernel {
+        let source = format!(
+            r#"
+#[tlx::kernel(num_warps = 4, num_stages = {stages})]
+fn mm(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, k: i32) {{
+    let rows = arange(0, 64);
+    let mut acc = zeros([64, 64], f32);
+    for k0 in (0..k).step_by(64) {{
+        let ks = k0 + arange(0, 64);
+        let ta = load(a + rows.expand_dims(1) * k + ks.expand_dims(0), mask = ks.expand_dims(0) < k, other = {other});
+        let tb = load(b + ks.expand_dims(1) * 64 + rows.expand_dims(0), mask = ks.expand_dims(1) < k, other = {other});
+        acc = dot(ta, tb, acc);
+    }}
+    store(c + rows.expand_dims(1) * 64 + rows.expand_dims(0), acc);
+}}
+"#
+        );
+        let mut kernels = tlx_frontend::compile_str(&source)
+            .unwrap_or_else(|e| panic!("the test kernel lowers:\n{e}"));
+        kernels.remove(0)
+    }
+
+    fn loop_body(kernel: &Kernel) -> &Block {
+        kernel
+            .body
+            .ops
+            .iter()
+            .find_map(|op| match &op.kind {
+                OpKind::For { body, .. } => Some(body),
+                _ => None,
+            })
+            .expect("the kernel has a loop")
+    }
+
+    fn plan_of(kernel: &Kernel) -> Option<LoopPlan<'_>> {
+        let facts = KernelFacts::analyze(kernel).expect("the facts");
+        let defined_before = kernel
+            .body
+            .ops
+            .iter()
+            .flat_map(|op| op.results.iter().map(move |r| (*r, op)))
+            .collect();
+        let inputs = PlanInputs {
+            kernel,
+            facts: &facts,
+            defined_before: &defined_before,
+            arch: Arch::Sm90a,
+            num_warps: 4,
+        };
+        plan_loop(&inputs, loop_body(kernel)).expect("planning succeeds")
+    }
+
+    #[test]
+    fn wgmma_operands_get_rings_and_the_dot_stays_in_flight() {
+        let kernel = matmul(3, "0.0");
+        let plan = plan_of(&kernel).expect("the loop is pipelined");
+        assert_eq!(plan.candidates.len(), 2);
+        assert_eq!(plan.operand_placements.len(), 2);
+        // One stage goes to the wgmma group in flight.
+        assert_eq!((plan.stages, plan.distance), (3, 1));
+        assert_eq!(plan.in_flight.len(), 1);
+        assert!(plan.uncopyable.is_empty());
+    }
+
+    #[test]
+    fn two_stages_prefetch_into_registers_only() {
+        let kernel = matmul(2, "0.0");
+        let plan = plan_of(&kernel).expect("the loop is pipelined");
+        assert!(plan.operand_placements.is_empty() && plan.in_flight.is_empty());
+        assert_eq!(plan.distance, 1);
+    }
+
+    #[test]
+    fn operands_padded_with_nonzero_are_not_multiplied_in_place() {
+        // The copies zero-fill masked-off elements; a 1.0 must be put back
+        // in registers, so the `dot` cannot read the slot as it lies.
+        let kernel = matmul(3, "1.0");
+        let plan = plan_of(&kernel).expect("the loop is pipelined");
+        assert!(plan.operand_placements.is_empty());
+        assert_eq!(plan.distance, 2);
+    }
+
+    #[test]
+    fn one_stage_is_no_pipeline() {
+        assert!(plan_of(&matmul(1, "0.0")).is_none());
+    }
+}
