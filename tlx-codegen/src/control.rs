@@ -33,13 +33,14 @@ struct CarriedPhis {
 impl<'k> Lowerer<'k> {
     /// A stand-in for a phi's latch operand, not known until the loop body is lowered.
     pub(super) fn placeholder(&mut self) -> String {
-        format!("@@{}@@", self.f.fresh("latch"))
+        self.f.placeholder("latch")
     }
 
     /// Fills `hole` with `value`, arriving from the current block (the latch).
     pub(super) fn fill_latch(&mut self, hole: &str, value: &str) {
         let latch = &self.current_block;
-        self.f.body = self.f.body.replace(hole, &format!("{value}, %{latch}"));
+        let text = format!("{value}, %{latch}");
+        self.f.fill(hole, text);
     }
 
     fn branch_to(&mut self, label: &str) {
@@ -387,7 +388,7 @@ impl<'k> Lowerer<'k> {
         }
         let conversions = std::mem::replace(&mut self.f.body, body);
         self.f.swap_block_values(else_numbering);
-        self.f.body = self.f.body.replacen(&hole, &conversions, 1);
+        self.f.fill(&hole, conversions);
         self.enter(&merge);
         let mut results = Vec::new();
         for (((a, b), v), layout) in then_regs

@@ -316,7 +316,7 @@ fn lower_pass(
         kernel.name,
         params.join(", "),
         l.f.prologue,
-        l.f.body
+        l.f.finished_body()
     );
     // A cluster shape in the PTX (`.reqnctapercluster`) makes the driver
     // launch the kernel in clusters of that shape.
