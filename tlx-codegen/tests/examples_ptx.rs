@@ -722,9 +722,11 @@ fn compare_with_golden_ptx(mut hashes: Vec<(String, u64)>) -> Vec<String> {
     )]
 }
 
-/// Build cost per configuration as the macro pays it (lower + codegen for
-/// the kernel's first architecture: sm_90a unless it is Blackwell-only),
-/// the best and median of several runs. Meaningful in release:
+/// Build cost per configuration as the macro pays it (lower, protocol
+/// check where the kernel keeps it on, codegen for the kernel's first
+/// architecture: sm_90a unless it is Blackwell-only), the best and median
+/// of several runs; `TLX_COST_FILTER=name` measures the kernels whose label
+/// contains `name` only. Meaningful in release:
 /// `cargo test --release -p tlx-codegen --test compiler -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; run with --ignored --nocapture, preferably in release"]
@@ -732,37 +734,58 @@ fn build_cost_per_config() {
     const RUNS: usize = 7;
     let (kernels, failures) = workspace_kernels();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    println!("| kernel | config | lower ms (min/median) | lower+codegen ms (min/median) |");
-    println!("| --- | --- | --- | --- |");
-    let mut total = Duration::ZERO;
-    for kernel in &kernels {
+    let filter = std::env::var("TLX_COST_FILTER").unwrap_or_default();
+    println!(
+        "| kernel | config | lower ms | protocol check ms | codegen ms | total ms (min/median) |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let mut sums = [Duration::ZERO; 4];
+    for kernel in kernels.iter().filter(|k| k.label().contains(&filter)) {
         let configs = configurations(kernel).expect("the attribute parses");
         let arch = kernel_arches(kernel)[0];
+        let checked = frontend::parse_attr(kernel.attr.clone()).map_or(true, |a| a.check_protocol);
         for config in &configs {
-            let mut lower_times = Vec::with_capacity(RUNS);
-            let mut total_times = Vec::with_capacity(RUNS);
+            let mut times: [Vec<Duration>; 4] = Default::default();
             for _ in 0..RUNS {
                 let started = Instant::now();
                 let lowered = lower(kernel, config).expect("the kernel lowers");
-                lower_times.push(started.elapsed());
+                let lowered_at = Instant::now();
+                if checked {
+                    let report = tlx_core::check::check_protocol(&lowered);
+                    assert!(report.errors.is_empty(), "{:?}", report.errors);
+                }
+                let checked_at = Instant::now();
                 codegen::compile(&lowered, arch).expect("the kernel compiles");
-                total_times.push(started.elapsed());
+                let done = Instant::now();
+                times[0].push(lowered_at - started);
+                times[1].push(checked_at - lowered_at);
+                times[2].push(done - checked_at);
+                times[3].push(done - started);
             }
-            lower_times.sort();
-            total_times.sort();
-            total += total_times[RUNS / 2];
+            for (sum, t) in sums.iter_mut().zip(times.iter_mut()) {
+                t.sort();
+                *sum += t[RUNS / 2];
+            }
+            let median = |t: &[Duration]| millis(t[RUNS / 2]);
             println!(
-                "| {} | {} | {:.2} / {:.2} | {:.1} / {:.1} |",
+                "| {} | {} | {:.2} | {:.1} | {:.1} | {:.1} / {:.1} |",
                 kernel.label(),
                 config_label(config),
-                millis(lower_times[0]),
-                millis(lower_times[RUNS / 2]),
-                millis(total_times[0]),
-                millis(total_times[RUNS / 2]),
+                median(&times[0]),
+                median(&times[1]),
+                median(&times[2]),
+                millis(times[3][0]),
+                median(&times[3]),
             );
         }
     }
-    println!("sum of medians over all configs: {:.1} ms", millis(total));
+    println!(
+        "sums of medians: lower {:.1} ms, protocol check {:.1} ms, codegen {:.1} ms, total {:.1} ms",
+        millis(sums[0]),
+        millis(sums[1]),
+        millis(sums[2]),
+        millis(sums[3])
+    );
 }
 
 mod tests {

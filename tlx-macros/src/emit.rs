@@ -7,7 +7,7 @@
 //! configuration at compile time, and a value that was not compiled is a
 //! compile error where `launch` is called.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
@@ -200,83 +200,115 @@ fn compile_all(
     signature: &Signature,
 ) -> Result<Vec<CompiledConfig>, Diagnostics> {
     let dump = DumpRequest::from_env();
-    let mut out = Vec::new();
-    for config in configurations(attr) {
-        out.push(compile_one(
+    // The frontend reads the function's tokens, which only this thread may
+    // touch. The protocol checker and the code generator read IR alone:
+    // each configuration is checked, and each (configuration, arch) pair
+    // compiled, at once (code generation in an LLVM context per thread);
+    // their findings come back here to be placed at the user's tokens.
+    let started = Instant::now();
+    let kernels = configurations(attr)
+        .into_iter()
+        .map(|config| {
+            let kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
+            Ok((config, kernel))
+        })
+        .collect::<Result<Vec<_>, Diagnostics>>()?;
+    let check_protocol = attr.check_protocol;
+    let irs: Vec<&tlx_core::ir::Kernel> = kernels.iter().map(|(_, kernel)| kernel).collect();
+    let checks = crate::parallel::map(&irs, |kernel| {
+        let started = Instant::now();
+        let report = check_protocol.then(|| tlx_core::check::check_protocol(kernel));
+        (report, started.elapsed())
+    });
+    let mut lowered = Vec::with_capacity(kernels.len());
+    for ((config, mut kernel), (report, check_time)) in kernels.into_iter().zip(checks) {
+        let warnings = match report {
+            Some(report) => protocol_findings(function, signature, &config, &report)?,
+            None => Vec::new(),
+        };
+        // The launcher takes the user's parameters; checked mode appends its own.
+        let params = kernel.params.iter().map(|p| p.kind).collect();
+        let bounds = attr
+            .check_bounds
+            .then(|| (instrument_bounds(&mut kernel), kernel.source_file.clone()));
+        let ir_text = kernel.to_string();
+        lowered.push(Lowered {
+            config,
+            kernel,
+            ir_text,
+            params,
+            bounds,
+            warnings,
+            check_time,
+        });
+    }
+    let jobs: Vec<(&tlx_core::ir::Kernel, Arch)> = lowered
+        .iter()
+        .flat_map(|l| attr.arches.iter().map(move |&arch| (&l.kernel, arch)))
+        .collect();
+    let mut results = crate::parallel::map(&jobs, |&(kernel, arch)| {
+        let started = Instant::now();
+        (codegen::compile(kernel, arch), started.elapsed())
+    });
+    let mut out = Vec::with_capacity(lowered.len());
+    for l in &lowered {
+        let compiled: Vec<ArchResult> = results.drain(..attr.arches.len()).collect();
+        out.push(finish_one(
             attr,
             function,
             signature,
-            &config,
+            l,
+            compiled,
             dump.as_ref(),
         )?);
+    }
+    if let Some(dump) = &dump {
+        dump.record_timing(&format!(
+            "{}: {:.1} ms for {} configuration(s) and {} arch(es), compiled in parallel",
+            signature.name,
+            started.elapsed().as_secs_f64() * 1e3,
+            lowered.len(),
+            attr.arches.len()
+        ));
     }
     Ok(out)
 }
 
-fn compile_one(
+/// One configuration as the frontend and the checker left it, for the
+/// code generator.
+struct Lowered {
+    config: ConfigAttr,
+    kernel: tlx_core::ir::Kernel,
+    ir_text: String,
+    params: Vec<ParamKind>,
+    bounds: Option<(Vec<BoundsSite>, String)>,
+    warnings: Vec<Diagnostic>,
+    check_time: Duration,
+}
+
+/// A configuration's code generation for one arch, and its time.
+type ArchResult = (
+    Result<codegen::CompiledKernel, codegen::CodegenError>,
+    Duration,
+);
+
+fn finish_one(
     attr: &KernelAttr,
     function: &syn::ItemFn,
     signature: &Signature,
-    config: &ConfigAttr,
+    lowered: &Lowered,
+    compiled: Vec<ArchResult>,
     dump: Option<&DumpRequest>,
 ) -> Result<CompiledConfig, Diagnostics> {
-    let started = Instant::now();
-    let mut kernel = frontend::lower_kernel(function, &config.consts, &config.options)?;
-    let checked = Instant::now();
-    let warnings = if attr.check_protocol {
-        protocol_findings(function, signature, config, &kernel)?
-    } else {
-        Vec::new()
-    };
-    let check_time = checked.elapsed();
-    // The launcher takes the user's parameters; checked mode appends its own.
-    let params = kernel.params.iter().map(|p| p.kind).collect();
-    let bounds = attr
-        .check_bounds
-        .then(|| (instrument_bounds(&mut kernel), kernel.source_file.clone()));
+    let config = &lowered.config;
     let stem = config_stem(&signature.name.to_string(), &config.consts);
-    let ir_text = kernel.to_string();
     let mut ptx = Vec::new();
     let mut shared_bytes = 0;
     let mut global_scratch_bytes = 0;
-    for &arch in &attr.arches {
-        let compiled = codegen::compile(&kernel, arch).map_err(|e| {
-            let name = &signature.name;
-            let mut span = name.span();
-            let (message, hint) = match e {
-                codegen::CodegenError::SharedMemoryExceeded { needed, limit } => (
-                    format!(
-                        "kernel `{name}` with {} needs {needed} bytes of shared memory, more than the {limit} a program may use",
-                        config_label(config)
-                    ),
-                    "lower `num_stages` or the block sizes of this configuration".to_string(),
-                ),
-                codegen::CodegenError::Misuse { message, hint, at } => {
-                    let found = at.and_then(|loc| span_at(function, loc));
-                    let message = match (found, at) {
-                        (Some(call), _) => {
-                            span = call;
-                            message
-                        }
-                        (None, Some(loc)) => format!("{message} (line {})", loc.line),
-                        (None, None) => message,
-                    };
-                    (format!("kernel `{name}` with {}: {message}", config_label(config)), hint)
-                }
-                e => (
-                    format!(
-                        "internal compiler error while generating {} code for `{name}`: {e}",
-                        arch.name()
-                    ),
-                    "please report this kernel; `TLX_DUMP=ir` writes its IR".to_string(),
-                ),
-            };
-            Diagnostics(vec![Diagnostic {
-                message,
-                span,
-                hint: Some(hint),
-            }])
-        })?;
+    let mut codegen_time = Duration::ZERO;
+    for (&arch, (result, took)) in attr.arches.iter().zip(compiled) {
+        codegen_time += took;
+        let compiled = result.map_err(|e| codegen_error(function, signature, config, arch, e))?;
         if let Some(dump) = dump {
             let arch_stem = format!("{stem}.{}", arch.name());
             dump.write("llvm", &arch_stem, "ll", &compiled.llvm_ir);
@@ -289,13 +321,14 @@ fn compile_one(
         global_scratch_bytes = global_scratch_bytes.max(compiled.global_scratch_bytes);
         ptx.push((arch, compiled.ptx));
     }
+    let kernel = &lowered.kernel;
     if let Some(dump) = dump {
-        dump.write("ir", &stem, "tlxir", &ir_text);
+        dump.write("ir", &stem, "tlxir", &lowered.ir_text);
         dump.record_timing(&format!(
-            "{stem}: {:.1} ms for {} arch(es), of which protocol check {:.1} ms",
-            started.elapsed().as_secs_f64() * 1e3,
+            "{stem}: protocol check {:.1} ms, code generation {:.1} ms for {} arch(es)",
+            lowered.check_time.as_secs_f64() * 1e3,
+            codegen_time.as_secs_f64() * 1e3,
             attr.arches.len(),
-            check_time.as_secs_f64() * 1e3
         ));
     }
     Ok(CompiledConfig {
@@ -306,11 +339,56 @@ fn compile_one(
         shared_bytes,
         global_scratch_bytes,
         ptx,
-        ir_text,
-        params,
-        bounds,
-        warnings,
+        ir_text: lowered.ir_text.clone(),
+        params: lowered.params.clone(),
+        bounds: lowered.bounds.clone(),
+        warnings: lowered.warnings.clone(),
     })
+}
+
+/// A code generation error as a diagnostic at the user's tokens.
+fn codegen_error(
+    function: &syn::ItemFn,
+    signature: &Signature,
+    config: &ConfigAttr,
+    arch: Arch,
+    e: codegen::CodegenError,
+) -> Diagnostics {
+    let name = &signature.name;
+    let mut span = name.span();
+    let (message, hint) = match e {
+        codegen::CodegenError::SharedMemoryExceeded { needed, limit } => (
+            format!(
+                "kernel `{name}` with {} needs {needed} bytes of shared memory, more than the {limit} a program may use",
+                config_label(config)
+            ),
+            "lower `num_stages` or the block sizes of this configuration".to_string(),
+        ),
+        codegen::CodegenError::Misuse { message, hint, at } => {
+            let found = at.and_then(|loc| span_at(function, loc));
+            let message = match (found, at) {
+                (Some(call), _) => {
+                    span = call;
+                    message
+                }
+                (None, Some(loc)) => format!("{message} (line {})", loc.line),
+                (None, None) => message,
+            };
+            (format!("kernel `{name}` with {}: {message}", config_label(config)), hint)
+        }
+        e => (
+            format!(
+                "internal compiler error while generating {} code for `{name}`: {e}",
+                arch.name()
+            ),
+            "please report this kernel; `TLX_DUMP=ir` writes its IR".to_string(),
+        ),
+    };
+    Diagnostics(vec![Diagnostic {
+        message,
+        span,
+        hint: Some(hint),
+    }])
 }
 
 /// Runs the protocol checker: its errors fail the build, each at the call
@@ -319,9 +397,8 @@ fn protocol_findings(
     function: &syn::ItemFn,
     signature: &Signature,
     config: &ConfigAttr,
-    kernel: &tlx_core::ir::Kernel,
+    report: &tlx_core::check::ProtocolReport,
 ) -> Result<Vec<Diagnostic>, Diagnostics> {
-    let report = tlx_core::check::check_protocol(kernel);
     let name = &signature.name;
     let diagnostic = |f: &tlx_core::check::Finding| {
         let (span, line) = match span_at(function, f.at) {

@@ -9,6 +9,7 @@
 mod autotune;
 mod dump;
 mod emit;
+mod parallel;
 
 use proc_macro::TokenStream;
 use quote::quote;
