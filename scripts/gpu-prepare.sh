@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/examples .gpu/tests .gpu/benches
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(--examples --benches)
+# Every target, `tlx::ops` included.
+targets+=(--features ops)
 collect() { # folder, then cargo args
   local folder=$1; shift
   cargo "$@" --release --message-format=json 2>/dev/null | python3 -c '
@@ -29,7 +31,7 @@ for line in sys.stdin:
 }
 collect examples build "${targets[@]}"
 # The facade's and the runtime's tests: the ones that use a GPU.
-collect tests test -p tlx -p tlx-runtime --no-run
+collect tests test -p tlx -p tlx-runtime --features tlx/ops --no-run
 cp ../shared/anchors.py .gpu/ 2>/dev/null || true
 cp scripts/torch_fp8.py scripts/attention_anchors.py scripts/attention_table.py \
   scripts/cudnn_bwd_sequence.py .gpu/

@@ -35,7 +35,7 @@
 // names this crate `::tlx`.
 extern crate self as tlx;
 
-#[cfg(feature = "ops")]
+#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
 pub mod ops;
 
 pub use half;

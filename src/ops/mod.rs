@@ -9,7 +9,14 @@
 //! Outputs must not overlap inputs: autotuning runs each configuration on
 //! the call's own arguments.
 //!
+//! Each family is a feature of the `tlx` crate, off by default since its
+//! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`),
+//! `ops-rows` (`softmax`, `rms_norm`, `layer_norm`), `ops-attention`
+//! (`attention`, `attention_backward`), or `ops` for all of them.
+//!
 //! ```
+//! # fn main() -> Result<(), tlx::Error> {
+//! # #[cfg(feature = "ops-rows")] {
 //! use tlx::prelude::*;
 //!
 //! let dev = Device::cpu();
@@ -19,20 +26,30 @@
 //! tlx::ops::softmax(&dev, &x, &y, rows, cols)?;
 //! let p = y.download()?;
 //! assert!((p[..cols].iter().sum::<f32>() - 1.0).abs() < 1e-5);
-//! # Ok::<(), tlx::Error>(())
+//! # }
+//! # Ok(())
+//! # }
 //! ```
 
+#[cfg(feature = "ops-attention")]
 mod attention;
+#[cfg(feature = "ops-gemm")]
 mod gemm;
+#[cfg(feature = "ops-gemm")]
 mod gemm_fp8;
+#[cfg(feature = "ops-rows")]
 mod rows;
 
+#[cfg(feature = "ops-attention")]
 pub use attention::{
     attention, attention_backward, Attention, AttentionElement, AttentionGrads, AttentionSaved,
     AttentionWorkspace,
 };
+#[cfg(feature = "ops-gemm")]
 pub use gemm::{gemm, GemmElement};
+#[cfg(feature = "ops-gemm")]
 pub use gemm_fp8::gemm_fp8;
+#[cfg(feature = "ops-rows")]
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
 use crate::args::KernelArg;

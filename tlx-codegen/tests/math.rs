@@ -264,7 +264,7 @@ fn sweep(x: Ptr<f32>, out: Ptr<f32>) {
         for (w, &v) in got.chunks(4).zip(&xs) {
             let have = f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]]));
             let error = (have - erf(f64::from(v))).abs();
-            if !(error <= worst.0) {
+            if error.is_nan() || error > worst.0 {
                 worst = (error, v);
             }
         }
