@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --ptxas
+echo "tlx: dependencies ready after $SECONDS s"
 TLX_PTXAS=$(bash scripts/find-ptxas.sh)
 export TLX_PTXAS
 echo "tlx: ptxas is $TLX_PTXAS ($("$TLX_PTXAS" --version | tail -n 1))"
@@ -24,6 +25,7 @@ for line in sys.stdin:
         print(m["executable"])')
 [ -n "$examples" ] || { echo "tlx: the examples_on_interpreter test was not built" >&2; exit 1; }
 TLX_CHECK_UNINIT=1 "$examples"
+echo "tlx: the examples in checked mode done after $SECONDS s"
 # The public API's documentation: missing docs are compile errors already;
 # rustdoc also rejects broken links.
 # (It reuses the proc macro the tests built: see the profiles in Cargo.toml.)
