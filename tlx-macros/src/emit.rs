@@ -18,6 +18,7 @@ use tlx_frontend::diag::{Diagnostic, Diagnostics};
 use tlx_frontend::{self as frontend, ConfigAttr, KernelAttr, SigParam, Signature};
 
 use crate::autotune::{autotune_tokens, camel_case, AutotunePlan, ConfigValues, Launcher};
+use crate::cache::Cache;
 use crate::dump::DumpRequest;
 
 /// Everything the macro produced for one configuration.
@@ -213,11 +214,26 @@ fn compile_all(
             Ok((config, kernel))
         })
         .collect::<Result<Vec<_>, Diagnostics>>()?;
+    // Repeated builds of the same IR (other crates, profiles, `cargo doc`)
+    // take the checker's report and the PTX from the cache; `TLX_DUMP`
+    // wants every stage's output, so it compiles afresh.
+    let cache = Cache::from_env();
+    let codegen_cache = cache.as_ref().filter(|_| dump.is_none());
     let check_protocol = attr.check_protocol;
     let irs: Vec<&tlx_core::ir::Kernel> = kernels.iter().map(|(_, kernel)| kernel).collect();
     let checks = crate::parallel::map(&irs, |kernel| {
         let started = Instant::now();
-        let report = check_protocol.then(|| tlx_core::check::check_protocol(kernel));
+        let report = check_protocol.then(|| {
+            let Some(cache) = &cache else {
+                return tlx_core::check::check_protocol(kernel);
+            };
+            let ir = kernel.to_string();
+            cache.report(&ir).unwrap_or_else(|| {
+                let report = tlx_core::check::check_protocol(kernel);
+                cache.store_report(&ir, &report);
+                report
+            })
+        });
         (report, started.elapsed())
     });
     let mut lowered = Vec::with_capacity(kernels.len());
@@ -242,13 +258,27 @@ fn compile_all(
             check_time,
         });
     }
-    let jobs: Vec<(&tlx_core::ir::Kernel, Arch)> = lowered
+    let jobs: Vec<(&tlx_core::ir::Kernel, &str, Arch)> = lowered
         .iter()
-        .flat_map(|l| attr.arches.iter().map(move |&arch| (&l.kernel, arch)))
+        .flat_map(|l| {
+            attr.arches
+                .iter()
+                .map(move |&arch| (&l.kernel, l.ir_text.as_str(), arch))
+        })
         .collect();
-    let mut results = crate::parallel::map(&jobs, |&(kernel, arch)| {
+    let mut results = crate::parallel::map(&jobs, |&(kernel, ir, arch)| {
         let started = Instant::now();
-        (codegen::compile(kernel, arch), started.elapsed())
+        let compiled = match codegen_cache {
+            Some(cache) => cache.compiled(ir, arch).map(Ok).unwrap_or_else(|| {
+                let compiled = codegen::compile(kernel, arch);
+                if let Ok(c) = &compiled {
+                    cache.store_compiled(ir, arch, c);
+                }
+                compiled
+            }),
+            None => codegen::compile(kernel, arch),
+        };
+        (compiled, started.elapsed())
     });
     let mut out = Vec::with_capacity(lowered.len());
     for l in &lowered {

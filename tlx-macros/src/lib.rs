@@ -7,6 +7,7 @@
 //! compiler diagnostic becomes a `compile_error!` at the user's tokens.
 
 mod autotune;
+mod cache;
 mod dump;
 mod emit;
 mod parallel;
@@ -49,8 +50,9 @@ use quote::quote;
 /// a programmatic dependent of the kernel before it: see `gdc_wait()`).
 ///
 /// Build-time environment: `TLX_ARCH`, `TLX_CHECK_BOUNDS=1`,
-/// `TLX_MBAR_TIMEOUT_NS`, and `TLX_DUMP`/`TLX_DUMP_DIR` (LLVM IR, PTX and
-/// compile timings). The whole language, with the TLX and Triton name of each
+/// `TLX_MBAR_TIMEOUT_NS`, `TLX_DUMP`/`TLX_DUMP_DIR` (LLVM IR, PTX and
+/// compile timings), and `TLX_CACHE=0` or `TLX_CACHE_DIR` (the cache of
+/// protocol reports and PTX, by IR and compiler, in `target/tlx-cache`). The whole language, with the TLX and Triton name of each
 /// primitive, is `docs/language.md` in the repository.
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {

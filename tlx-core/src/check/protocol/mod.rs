@@ -71,6 +71,26 @@ impl Rule {
             Rule::Undecidable => "undecidable",
         }
     }
+
+    /// The rule named `name` (as [`Rule::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Rule> {
+        Rule::ALL.into_iter().find(|rule| rule.name() == name)
+    }
+
+    const ALL: [Rule; 12] = [
+        Rule::Deadlock,
+        Rule::StaleWait,
+        Rule::ExpectBytes,
+        Rule::ArriveCount,
+        Rule::NamedBarrier,
+        Rule::UnorderedRead,
+        Rule::OverwriteBeforeRelease,
+        Rule::RingIndex,
+        Rule::AccumulatorBeforeWait,
+        Rule::MmaCompletion,
+        Rule::ClusterAccess,
+        Rule::Undecidable,
+    ];
 }
 
 /// One finding, at the call it is about.
@@ -188,4 +208,17 @@ fn first_failure<E: Send>(
         .into_iter()
         .min_by_key(|(i, _)| *i)
         .map(|(i, e)| (&samples[i], e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rule;
+
+    #[test]
+    fn every_rule_is_found_by_its_name() {
+        for rule in Rule::ALL {
+            assert_eq!(Rule::from_name(rule.name()), Some(rule));
+        }
+        assert_eq!(Rule::from_name("no-such-rule"), None);
+    }
 }
