@@ -13,7 +13,7 @@
 //! `do_bench`'s procedure, 25 ms of warm-up, 200 ms of runs queued back to
 //! back, the L2 flushed before each, median): at the GPU's power cap a
 //! burst of synchronized runs reads several percent faster than a sustained
-//! run (BENCHMARKS.md, session 30).
+//! run (docs/bench-log/2026-11.md, session 30).
 
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]

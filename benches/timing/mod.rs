@@ -1,7 +1,7 @@
 //! How the benches time a launch: as the reference scripts time theirs
 //! (`scripts/attention_anchors.py`, `scripts/triton_gemm_anchor.py`:
 //! `do_bench(fn, warmup=25, rep=200)`), so that a ratio compares kernels
-//! rather than timing procedures (BENCHMARKS.md, session 30).
+//! rather than timing procedures (docs/bench-log/2026-11.md, session 30).
 
 use tlx::prelude::*;
 use tlx::BenchSpec;

@@ -39,7 +39,7 @@ use crate::{BenchSpec, Device, Error, Grid};
 /// How each candidate is timed: Triton's autotuner times with `do_bench`'s
 /// defaults (25 ms of warm-up, 100 ms of timed runs). Under the GPU's power
 /// cap a short burst of runs reads faster than a sustained run, and not by
-/// the same amount for every candidate (BENCHMARKS.md, session 30).
+/// the same amount for every candidate (docs/bench-log/2026-11.md, session 30).
 const TUNING: BenchSpec = BenchSpec {
     warmup_ms: 25.0,
     rep_ms: 100.0,

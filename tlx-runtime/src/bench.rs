@@ -2,7 +2,7 @@
 //! of Triton's `triton.testing.do_bench`, which the anchors' cuDNN, cuBLAS
 //! and torch numbers come from, so that a ratio compares kernels rather
 //! than timing procedures (under the power cap the two procedures differ by
-//! several percent: BENCHMARKS.md, session 29).
+//! several percent: docs/bench-log/2026-11.md, session 29).
 
 use crate::{Device, Error};
 

@@ -195,7 +195,7 @@ impl<'k> PlanInputs<'_, 'k> {
             }
             // An operand `cp.async` cannot copy stays a register load that
             // the `dot` stages itself: measured 1.45x faster than filling
-            // its slots element by element (BENCHMARKS.md, `dot_staging`).
+            // its slots element by element (docs/bench-log/2026-12.md, `dot_staging`).
             let narrow: Vec<(&'k Op, usize)> = [*a, *b]
                 .iter()
                 .filter_map(|v| {
