@@ -46,6 +46,7 @@ mod launch;
 mod spec;
 mod strided;
 pub mod testing;
+mod trace;
 mod value;
 
 pub use arg::{PtrArg, ScalarArg};

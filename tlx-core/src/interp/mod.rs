@@ -35,6 +35,7 @@ mod reduce;
 mod schedule;
 mod shape;
 mod shared;
+mod trace;
 mod undef;
 mod value;
 mod wait;
@@ -59,10 +60,12 @@ pub use error::{BytesShortfall, InterpError, Site, SliceWindow, UnreleasedRead};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use shared::NamedBarrierError;
+pub use trace::{chrome_trace, Trace, TraceEvent, TraceKind};
 pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;
 use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};
+use trace::ProgramTimeline;
 use value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
 
 /// The raw bits of a scalar argument in its type's memory encoding,
@@ -130,7 +133,7 @@ impl ArgValue {
 }
 
 /// How to run a kernel.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct InterpOptions {
     /// OS threads running programs; 0 means `std::thread::available_parallelism`.
     pub threads: usize,
@@ -141,6 +144,8 @@ pub struct InterpOptions {
     pub check_uninit: bool,
     /// How the tasks inside each program are interleaved.
     pub schedule: Schedule,
+    /// Where to record each task's timeline (`TLX_TRACE`), if anywhere.
+    pub trace: Option<std::sync::Arc<Trace>>,
 }
 
 impl InterpOptions {
@@ -150,6 +155,7 @@ impl InterpOptions {
             threads,
             check_uninit,
             schedule: Schedule::default(),
+            trace: None,
         }
     }
 
@@ -333,6 +339,7 @@ pub fn run_skeleton(
         threads: 1,
         check_uninit: false,
         schedule,
+        trace: None,
     };
     let skeleton = Some((keep, max_steps));
     run_programs(kernel, grid, &params, &HostMemory::new(), &opts, skeleton)
@@ -415,7 +422,20 @@ fn run_programs(
                     shared.reset(members);
                     let mut tasks: Vec<&mut dyn Task> =
                         executors.iter_mut().map(|e| e as &mut dyn Task).collect();
-                    run_tasks(&mut tasks, &mut shared, opts.schedule, &label)
+                    let mut timeline = opts.trace.as_ref().map(|_| ProgramTimeline::new(first));
+                    let run = run_tasks(
+                        &mut tasks,
+                        &mut shared,
+                        opts.schedule,
+                        &label,
+                        timeline.as_mut(),
+                    );
+                    // A run that failed keeps what it recorded: where a
+                    // deadlock began is what its timeline is for.
+                    if let (Some(trace), Some(timeline)) = (&opts.trace, timeline) {
+                        trace.record(timeline.into_slices());
+                    }
+                    run
                 });
             if let Err(e) = run {
                 stop.store(true, Ordering::Relaxed);

@@ -19,6 +19,7 @@ use super::mbarrier::MBarrier;
 use super::phases::Observations;
 use super::race::AsyncWrites;
 use super::shared::{NamedBarriers, SharedMemory};
+use super::trace::ProgramTimeline;
 use super::wait::{BlockedTask, Wait, WaitReason};
 
 /// How the tasks of one program are interleaved.
@@ -383,6 +384,7 @@ pub(crate) fn run_tasks<'t>(
     shared: &mut ProgramShared,
     schedule: Schedule,
     label: &ProgramLabel<'_>,
+    mut timeline: Option<&mut ProgramTimeline>,
 ) -> Result<(), InterpError> {
     let mut slots: Vec<Slot<'_, 't>> = tasks
         .iter_mut()
@@ -420,6 +422,18 @@ pub(crate) fn run_tasks<'t>(
             *left -= 1;
         }
         let outcome = slots[chosen].task().step(chosen, shared)?;
+        if let Some(timeline) = timeline.as_deref_mut() {
+            let waits_on = match &outcome {
+                StepOutcome::Blocked(wait) | StepOutcome::Forked { at: wait, .. } => {
+                    Some(&wait.reason)
+                }
+                StepOutcome::Ran | StepOutcome::Finished => None,
+            };
+            timeline.step(chosen, slots[chosen].name(), waits_on);
+            if matches!(outcome, StepOutcome::Finished) {
+                timeline.finish(chosen, slots[chosen].name());
+            }
+        }
         let made_progress = !matches!(outcome, StepOutcome::Blocked(_));
         match outcome {
             StepOutcome::Ran => {}

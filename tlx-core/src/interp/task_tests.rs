@@ -341,3 +341,49 @@ fn task_regions_from_ir_text_run() {
         assert_eq!(download_i32(&mem, out), [0, 1, 7], "{schedule}");
     }
 }
+
+#[test]
+fn a_traced_run_records_each_task_and_the_trunk_waiting_for_them() {
+    let programs = 2;
+    let kernel = halves_then_sum(programs);
+    let mem = HostMemory::new();
+    let out = mem.alloc((programs * PER_PROGRAM + programs) * 4);
+    let mut opts = InterpOptions::new(2, true);
+    let trace = std::sync::Arc::new(Trace::default());
+    opts.trace = Some(trace.clone());
+    run_kernel(
+        &kernel,
+        [programs as u32, 1, 1],
+        &[ArgValue::ptr(out)],
+        &mem,
+        &opts,
+    )
+    .expect("runs");
+    let events = trace.events();
+    for p in 0..programs as u32 {
+        let program = [p, 0, 0];
+        let tasks: Vec<&TraceEvent> = events
+            .iter()
+            .filter(|e| e.program == program && e.kind == TraceKind::Task)
+            .collect();
+        // The trunk and the region's two tasks, each a slice of steps.
+        assert_eq!(tasks.len(), 3, "{events:#?}");
+        assert!(tasks.iter().all(|t| t.end > t.start), "{tasks:#?}");
+        let trunk_waits = events
+            .iter()
+            .filter(|e| {
+                e.program == program && e.kind == TraceKind::Wait("wait: tasks to finish".into())
+            })
+            .count();
+        assert_eq!(trunk_waits, 1, "{events:#?}");
+    }
+    let json = chrome_trace(&[("halves_then_sum".to_string(), events)]);
+    assert!(
+        json.starts_with('{') && json.trim_end().ends_with("]}"),
+        "{json}"
+    );
+    assert!(
+        json.contains("\"cat\":\"wait\"") && json.contains("program (1, 0, 0)"),
+        "{json}"
+    );
+}

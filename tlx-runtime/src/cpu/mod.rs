@@ -257,13 +257,22 @@ impl Backend for CpuDevice {
             Err(_) => Schedule::default(),
         };
         // 0 threads: one per available core.
-        let options = InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule);
-        interp::run_kernel(&kernel, launch.grid.dims(), &values, &self.memory, &options).map_err(
-            |e| Error::Interpreter {
+        let mut options =
+            InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule);
+        let trace_file = crate::trace::requested();
+        if trace_file.is_some() {
+            options.trace = Some(Default::default());
+        }
+        let ran = interp::run_kernel(&kernel, launch.grid.dims(), &values, &self.memory, &options)
+            .map_err(|e| Error::Interpreter {
                 kernel: launch.spec.name,
                 message: e.to_string(),
-            },
-        )
+            });
+        // A launch that failed is traced too: its timeline shows where.
+        if let (Some(file), Some(trace)) = (trace_file, &options.trace) {
+            crate::trace::record(&file, launch.spec.name, trace)?;
+        }
+        ran
     }
 
     /// Nothing to wait for: launches and copies finish before they return.
