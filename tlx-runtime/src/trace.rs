@@ -53,9 +53,14 @@ mod tests {
         record(&path, "first", &trace).expect("written");
         record(&path, "second", &trace).expect("written");
         let text = std::fs::read_to_string(&path).expect("read back");
-        assert!(text.contains("launch 0: first") && text.contains("launch 1: second"), "{text}");
+        assert!(
+            text.contains("launch 0: first") && text.contains("launch 1: second"),
+            "{text}"
+        );
         let _ = std::fs::remove_file(&path);
-        let unwritable = std::env::temp_dir().join("no-such-dir-for-tlx").join("t.json");
+        let unwritable = std::env::temp_dir()
+            .join("no-such-dir-for-tlx")
+            .join("t.json");
         let err = record(&unwritable, "third", &trace).expect_err("no folder");
         assert!(err.to_string().contains("TLX_TRACE"), "{err}");
     }

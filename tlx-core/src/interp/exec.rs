@@ -10,11 +10,10 @@
 //! an opaque stand-in as their results, and primitives skip the data they
 //! would move, keeping every barrier, phase and buffer-state rule.
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, Op, OpId, OpKind, ScalarType, TaskRegion, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site};
@@ -91,8 +90,9 @@ pub(crate) struct Executor<'k> {
     task: TaskIdentity,
     /// This task's asynchronous work not yet waited for.
     in_flight: TaskInFlight,
-    /// In a skeleton run, the ops to execute; `None` in a normal run.
-    skeleton: Option<&'k HashSet<OpId>>,
+    /// In a skeleton run, whether to execute each op (by its id); `None`
+    /// in a normal run. Dense: it is asked once per op executed.
+    skeleton: Option<&'k [bool]>,
     /// Ops this task has executed: its `clock64()`.
     ops_run: u64,
 }
@@ -156,7 +156,7 @@ impl<'k> Executor<'k> {
         mem: &'k HostMemory,
         check_uninit: bool,
         grid: [u32; 3],
-        skeleton: Option<&'k HashSet<OpId>>,
+        skeleton: Option<&'k [bool]>,
     ) -> Self {
         Executor {
             kernel,
@@ -522,7 +522,7 @@ impl<'k> Executor<'k> {
         self.ops_run += 1;
         if let Some(keep) = self.skeleton {
             let terminator = matches!(op.kind, OpKind::Yield(_) | OpKind::Condition(_));
-            if !terminator && !keep.contains(&op.id) {
+            if !terminator && !keep.get(op.id.0 as usize).copied().unwrap_or(false) {
                 return self.define_opaque(op);
             }
         }

@@ -381,13 +381,21 @@ fn run_programs(
     }
     .min(clusters);
 
+    // The skeleton's ops as a table by op id, asked once per op executed.
+    let keep: Option<Vec<bool>> = skeleton.map(|ops| {
+        let mut table = vec![false; ops.iter().map(|op| op.0 as usize + 1).max().unwrap_or(0)];
+        for op in ops {
+            table[op.0 as usize] = true;
+        }
+        table
+    });
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let failures: Mutex<Vec<(usize, InterpError)>> = Mutex::new(Vec::new());
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
         let mut executors: Vec<Executor> = (0..members)
-            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid, skeleton))
+            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid, keep.as_deref()))
             .collect();
         let mut shared = ProgramShared {
             steps_left: max_steps,
