@@ -201,8 +201,8 @@ impl TiledTensorMap {
 mod tests {
     use super::*;
     use crate::cuda::probe;
+    use crate::cuda::tensor_map::gemm_operand;
     use crate::cuda::tensor_map::TmaSwizzle;
-    use tlx_core::ir::ScalarType;
 
     fn no_gpu() -> Result<Device, Error> {
         Err(Error::NoGpu("the driver sees 0".to_string()))
@@ -269,19 +269,6 @@ mod tests {
         let elapsed = a.time(|| Ok(()));
         assert!(elapsed.is_ok_and(|ms| ms >= 0.0));
         assert!(a.multiprocessor_count() >= 1);
-    }
-
-    /// A row-major bf16 [M, K] matrix, copied in [128, 64] boxes with the
-    /// 128-byte swizzle: the operand tile of a Hopper GEMM.
-    fn gemm_operand() -> TiledTensorMap {
-        TiledTensorMap {
-            elem: ScalarType::BF16,
-            global_address: 0x7f00_0000_0000,
-            shape: vec![4096, 8192],
-            strides_elems: vec![8192, 1],
-            box_shape: vec![128, 64],
-            swizzle: TmaSwizzle::Bytes128,
-        }
     }
 
     #[test]

@@ -345,9 +345,8 @@ fn hint_for(name: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cuda::tensor_map::{TiledTensorMap, TmaSwizzle};
+    use crate::cuda::tensor_map::TiledTensorMap;
     use cudarc::driver::sys::cudaError_enum;
-    use tlx_core::ir::ScalarType;
 
     #[test]
     fn cuda_errors_carry_the_driver_name_and_a_hint() {
@@ -374,12 +373,8 @@ mod tests {
         }
         // A bf16 GEMM operand tile, at an address TMA cannot use.
         let map = TiledTensorMap {
-            elem: ScalarType::BF16,
             global_address: 8,
-            shape: vec![4096, 8192],
-            strides_elems: vec![8192, 1],
-            box_shape: vec![128, 64],
-            swizzle: TmaSwizzle::Bytes128,
+            ..crate::cuda::tensor_map::gemm_operand()
         };
         let message = match validate_in_runtime(&map) {
             Err(err @ Error::TensorMap(_)) => err.to_string(),

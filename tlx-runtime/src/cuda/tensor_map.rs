@@ -493,22 +493,24 @@ fn encode_in(ctx: &CudaContext, args: &DriverArgs) -> Result<EncodedTensorMap, T
     Ok(EncodedTensorMap(bytes))
 }
 
+/// A row-major bf16 [M, K] matrix, copied in [128, 64] boxes with the
+/// 128-byte swizzle: the operand tile of a Hopper GEMM (the runtime's tests
+/// share it).
+#[cfg(test)]
+pub(crate) fn gemm_operand() -> TiledTensorMap {
+    TiledTensorMap {
+        elem: ScalarType::BF16,
+        global_address: 0x7f00_0000_0000,
+        shape: vec![4096, 8192],
+        strides_elems: vec![8192, 1],
+        box_shape: vec![128, 64],
+        swizzle: TmaSwizzle::Bytes128,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A row-major bf16 [M, K] matrix, copied in [128, 64] boxes with the
-    /// 128-byte swizzle: the operand tile of a Hopper GEMM.
-    fn gemm_operand() -> TiledTensorMap {
-        TiledTensorMap {
-            elem: ScalarType::BF16,
-            global_address: 0x7f00_0000_0000,
-            shape: vec![4096, 8192],
-            strides_elems: vec![8192, 1],
-            box_shape: vec![128, 64],
-            swizzle: TmaSwizzle::Bytes128,
-        }
-    }
 
     fn rejected(map: &TiledTensorMap) -> TensorMapError {
         match map.validate() {
