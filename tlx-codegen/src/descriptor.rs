@@ -15,7 +15,7 @@ use super::lower::{Lowerer, Tensor};
 use super::pipeline::LoopPipeline;
 use super::prims::tma::TmaDirection;
 use super::rings::{RingFill, RingRead};
-use tlx_core::ir::{Elem, StoreReduce, TensorDescriptorType, Type, ValueId};
+use tlx_core::ir::{Elem, StoreReduce, TensorDescriptorType, ValueId};
 
 /// A descriptor's block placed at the start of the scratch (on its
 /// alignment), with the descriptor's and the offsets' registers.
@@ -55,12 +55,7 @@ impl<'k> Lowerer<'k> {
 
     /// The descriptor type of `v`.
     pub(super) fn descriptor_type(&self, v: ValueId) -> Result<&'k TensorDescriptorType> {
-        match self.ty(v) {
-            Type::TensorDescriptor(d) => Ok(d),
-            other => Err(malformed(format!(
-                "{v} is {other}, not a tensor descriptor"
-            ))),
-        }
+        super::analysis::pipeline::descriptor_type(self.kernel, v)
     }
 
     /// `desc.load(offsets)`: nothing to do when a pipeline keeps the block in

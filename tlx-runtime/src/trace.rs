@@ -31,10 +31,14 @@ pub(crate) fn record(path: &std::path::Path, kernel: &str, trace: &Trace) -> Res
     })
 }
 
-/// Says once that a GPU launch records no timeline.
+/// Says once, at the first GPU launch, that with `TLX_TRACE` set it
+/// records no timeline (the variable is read that once, off the launch path).
 pub(crate) fn note_gpu_launch() {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| {
+        if requested().is_none() {
+            return;
+        }
         eprintln!(
             "tlx: TLX_TRACE records the timelines of interpreted launches only; \
              GPU launches are not traced yet (run with TLX_INTERPRET=1 for a timeline)"

@@ -268,7 +268,9 @@ impl<'k> PlanInputs<'_, 'k> {
     }
 }
 
-fn descriptor_type(kernel: &Kernel, v: ValueId) -> Result<&TensorDescriptorType> {
+/// The descriptor type of `v` (the lowering asks through
+/// `Lowerer::descriptor_type`).
+pub(crate) fn descriptor_type(kernel: &Kernel, v: ValueId) -> Result<&TensorDescriptorType> {
     match kernel.type_of(v) {
         Type::TensorDescriptor(d) => Ok(d),
         other => Err(crate::error::malformed(format!(

@@ -369,9 +369,7 @@ impl Backend for CudaDevice {
 
     /// Queues the kernel on the device's stream.
     fn launch(&self, launch: &Launch, args: &[Arg<'_, u64>]) -> Result<(), Error> {
-        if crate::trace::requested().is_some() {
-            crate::trace::note_gpu_launch();
-        }
+        crate::trace::note_gpu_launch();
         let Launch {
             spec,
             config: config_index,
