@@ -138,6 +138,9 @@ pub(super) struct ThreadIndices {
     /// Per-thread shared pointers, by context, shared region and `(lanes,
     /// warps)` of the layout.
     pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
+    /// With timelines: this thread's event counter and its warp's track
+    /// (see `prims/timeline.rs`).
+    pub(super) timeline: Option<(String, String)>,
 }
 
 /// Shared memory taken so far (the plan is settled once emission ends).
@@ -388,6 +391,7 @@ impl<'k> Lowerer<'k> {
                 warp,
                 thread_offsets: HashMap::new(),
                 smem_thread_ptrs: HashMap::new(),
+                timeline: None,
             },
             shared: SharedUse {
                 shared_bytes: static_end as u32,

@@ -25,4 +25,5 @@ mod protocol;
 mod random;
 mod scans;
 mod tensor_memory;
+mod timeline;
 mod tlx_prims;

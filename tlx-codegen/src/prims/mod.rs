@@ -2,7 +2,7 @@
 //! whose definition is one instruction (`Lowering::Asm`) generically and
 //! hands every other one to its family's file, which mirrors the family
 //! files of `tlx_core::ir::prims` (`memory`, `mbarrier`, `tma`, `wgmma`,
-//! `async_copy`, `cluster`, `tcgen05`; `fence` and `grid` are all `Asm`).
+//! `async_copy`, `cluster`, `tcgen05`, `timeline`; `fence` and `grid` are all `Asm`).
 //! Where `local_alloc` and `alloc_barriers` live and where device-made
 //! descriptors go is decided before emission, in `analysis::storage`.
 //!
@@ -17,6 +17,7 @@ mod cluster;
 mod mbarrier;
 mod memory;
 mod tcgen05;
+mod timeline;
 pub(super) mod tma;
 mod wgmma;
 
@@ -91,6 +92,7 @@ impl<'k> Lowerer<'k> {
             Family::AsyncCopy => self.lower_async_copy_prim(op, &named),
             Family::Cluster => self.lower_cluster_prim(op, &named),
             Family::Tcgen05 => self.lower_tcgen05_prim(op, &named),
+            Family::Timeline => self.lower_timeline_prim(&named),
             // All `Lowering::Asm`, returned above.
             Family::Fence | Family::Grid => Err(no_lowering(*prim)),
         }

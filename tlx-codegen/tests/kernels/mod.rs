@@ -163,7 +163,7 @@ pub fn read_fault(mem: &HostMemory, record: BufferId) -> Option<BoundsFault> {
 
 /// Runs `kernel` on fresh inputs in `mem`, with `extra_args` after the
 /// GEMM's own.
-fn run_gemm_kernel(
+pub fn run_gemm_kernel(
     mem: &HostMemory,
     kernel: &Kernel,
     (m, n, k): (usize, usize, usize),

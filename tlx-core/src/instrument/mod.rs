@@ -1,10 +1,15 @@
 //! Instrumentation: passes that rewrite a kernel so that it checks itself
-//! while it runs, on the GPU and in the interpreter alike. Debug modes, off
-//! unless asked for; a kernel compiled without them is unchanged.
+//! while it runs, on the GPU and in the interpreter alike. Debug modes (bounds checks,
+//! GPU timelines), off unless asked for; a kernel compiled without them is unchanged.
 
 mod bounds;
+mod timeline;
 
 pub use bounds::{
     instrument_bounds, length_param_name, BoundsFault, BoundsSite, FAULT_RECORD_PARAM,
     FAULT_RECORD_WORDS,
+};
+pub use timeline::{
+    decode as decode_timeline, instrument_timeline, SliceKind, TimedSlice, Timeline, TimelineSlice,
+    RECORD_WORDS as TIMELINE_RECORD_WORDS, TIMELINE_BUFFER_PARAM, TIMELINE_CAPACITY_PARAM,
 };

@@ -25,6 +25,7 @@ mod mbarrier;
 mod memory;
 mod rules;
 mod tcgen05;
+mod timeline;
 mod tma;
 mod wgmma;
 

@@ -1,0 +1,369 @@
+//! GPU timelines: a kernel rewritten so that it records when each of its
+//! task replicas (and the program as a whole) started and ended and when it
+//! waited on a barrier, for `TLX_TRACE`. The rewrite puts a `trace_event`
+//! before and after each such stretch; the first thread of the context
+//! that runs it appends a record to its warp's track of a buffer the
+//! launch passes (the layout below), which [`decode`] turns back into
+//! slices. A kernel built without timelines has none of this.
+//!
+//! The buffer: one track per warp of each program (program `p`, numbered x
+//! fastest as the grid is, warp `w`: track `p * warps + w`), each
+//! `1 + capacity` records of two i64 words. Record 0 counts the events the
+//! track's thread ran (beyond `capacity` too: those are counted, not
+//! kept); record `1 + i` is event `i`: word 0 the `%globaltimer` in
+//! nanoseconds, word 1 the `%clock` (low 32 bits), the site (bits 32..48)
+//! and the SM (bits 48..64).
+
+use std::collections::HashMap;
+
+use crate::ir::{
+    Block, Kernel, Op, OpId, OpKind, Param, ParamKind, Prim, ScalarType, SrcLoc, ValueId,
+};
+
+/// The parameters the rewrite appends, after the user's (and after
+/// `check_bounds`'): the record buffer and its capacity per track.
+pub const TIMELINE_BUFFER_PARAM: &str = "__tlx_timeline";
+pub const TIMELINE_CAPACITY_PARAM: &str = "__tlx_timeline_capacity";
+/// i64 words per record.
+pub const RECORD_WORDS: usize = 2;
+
+/// What a slice of a timeline is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SliceKind {
+    /// The program, from its first op to its last.
+    Program,
+    /// One replica of a task of `async_tasks`.
+    Task,
+    /// A wait on an mbarrier, a named barrier or the cluster barrier.
+    Wait,
+}
+
+/// A stretch of the kernel the rewrite marks: site `2 * i` opens slice
+/// `i`, site `2 * i + 1` closes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimelineSlice {
+    pub kind: SliceKind,
+    /// What the timeline calls it: `program`, `default task`, `task 2`,
+    /// `wait: mbarrier (line 40)`.
+    pub label: String,
+    pub loc: SrcLoc,
+}
+
+/// Rewrites `kernel` in place (see the module doc) and returns the slices
+/// its sites open and close.
+pub fn instrument_timeline(kernel: &mut Kernel) -> Vec<TimelineSlice> {
+    let buffer = add_param(
+        kernel,
+        TIMELINE_BUFFER_PARAM,
+        ParamKind::Ptr(ScalarType::I64),
+    );
+    let capacity = add_param(
+        kernel,
+        TIMELINE_CAPACITY_PARAM,
+        ParamKind::Scalar(ScalarType::I32),
+    );
+    let mut rewriter = Rewriter {
+        buffer,
+        capacity,
+        slices: Vec::new(),
+    };
+    let mut body = std::mem::take(&mut kernel.body);
+    let loc = body.ops.first().map(|op| op.loc).unwrap_or_default();
+    rewriter.block(&mut body);
+    rewriter.around(&mut body.ops, 0, SliceKind::Program, "program".into(), loc);
+    kernel.body = body;
+    kernel.number_ops();
+    rewriter.slices
+}
+
+fn add_param(kernel: &mut Kernel, name: &str, kind: ParamKind) -> ValueId {
+    let value = ValueId(kernel.types.len() as u32);
+    kernel.types.push(kind.value_type());
+    kernel.params.push(Param {
+        name: name.to_string(),
+        kind,
+        value,
+    });
+    value
+}
+
+struct Rewriter {
+    buffer: ValueId,
+    capacity: ValueId,
+    slices: Vec<TimelineSlice>,
+}
+
+/// The label of a wait op, if it is one.
+fn wait_label(op: &Op) -> Option<String> {
+    let what = match &op.kind {
+        OpKind::Prim {
+            prim: Prim::BarrierWait,
+            ..
+        } => "mbarrier",
+        OpKind::Prim {
+            prim: Prim::NamedBarrierWait,
+            ..
+        } => "named barrier",
+        OpKind::ClusterBarrier => "cluster_barrier",
+        _ => return None,
+    };
+    Some(format!("wait: {what} (line {})", op.loc.line))
+}
+
+impl Rewriter {
+    fn event(&self, site: usize, loc: SrcLoc) -> Op {
+        Op {
+            id: OpId::default(),
+            kind: OpKind::Prim {
+                prim: Prim::TraceEvent,
+                args: vec![self.buffer, self.capacity],
+                imms: vec![site as i64],
+            },
+            results: Vec::new(),
+            loc,
+        }
+    }
+
+    /// Opens a slice at `ops[at]` and closes it at the end of `ops` (before
+    /// a terminator).
+    fn around(
+        &mut self,
+        ops: &mut Vec<Op>,
+        at: usize,
+        kind: SliceKind,
+        label: String,
+        loc: SrcLoc,
+    ) {
+        let site = 2 * self.slices.len();
+        self.slices.push(TimelineSlice { kind, label, loc });
+        let end = match ops.last() {
+            Some(last) if last.kind.is_terminator() => ops.len() - 1,
+            _ => ops.len(),
+        };
+        ops.insert(end, self.event(site + 1, loc));
+        ops.insert(at, self.event(site, loc));
+    }
+
+    fn block(&mut self, block: &mut Block) {
+        let mut ops = Vec::with_capacity(block.ops.len());
+        for mut op in std::mem::take(&mut block.ops) {
+            if let OpKind::AsyncTasks { tasks } = &mut op.kind {
+                for (index, task) in tasks.iter_mut().enumerate() {
+                    self.block(&mut task.body);
+                    let label = if task.default {
+                        "default task".to_string()
+                    } else {
+                        format!("task {index}")
+                    };
+                    let loc = task.body.ops.first().map_or(op.loc, |o| o.loc);
+                    self.around(&mut task.body.ops, 0, SliceKind::Task, label, loc);
+                }
+            } else {
+                for nested in op.kind.blocks_mut() {
+                    self.block(nested);
+                }
+            }
+            match wait_label(&op) {
+                Some(label) => {
+                    let site = 2 * self.slices.len();
+                    self.slices.push(TimelineSlice {
+                        kind: SliceKind::Wait,
+                        label,
+                        loc: op.loc,
+                    });
+                    ops.push(self.event(site, op.loc));
+                    let loc = op.loc;
+                    ops.push(op);
+                    ops.push(self.event(site + 1, loc));
+                }
+                None => ops.push(op),
+            }
+        }
+        block.ops = ops;
+    }
+}
+
+/// One slice as a GPU ran it: on which track, between which times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimedSlice {
+    /// Index into the slices [`instrument_timeline`] returned.
+    pub slice: usize,
+    /// The program (x fastest) and its warp whose first thread recorded it.
+    pub program: u64,
+    pub warp: u32,
+    pub sm: u32,
+    /// `%globaltimer` at its start and end, in nanoseconds; refined per SM
+    /// from `%clock` when the timer ticks coarsely (see [`decode`]).
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// A launch's buffer, decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timeline {
+    pub slices: Vec<TimedSlice>,
+    /// Events past a track's capacity: counted, not recorded.
+    pub dropped: u64,
+    /// Slices opened and never closed (their track ran out of room, or
+    /// the kernel stopped), left out.
+    pub unclosed: u64,
+}
+
+/// One record as read back.
+#[derive(Copy, Clone, Debug)]
+struct Event {
+    timer: u64,
+    clock: u32,
+    site: usize,
+    sm: u32,
+}
+
+/// Turns the words of a launch's buffer (`programs * warps` tracks of
+/// `capacity` events) back into slices. Times: `%globaltimer` ticks in
+/// steps of up to a microsecond on some GPUs, while `%clock` counts SM
+/// cycles; each SM's events are put on the timer's scale by a line fitted
+/// through its (clock, timer) pairs, which keeps the order and spacing
+/// the clock saw and the timer's common origin across SMs.
+pub fn decode(words: &[i64], programs: u64, warps: u32, capacity: u32) -> Timeline {
+    let stride = (1 + capacity as usize) * RECORD_WORDS;
+    let mut timeline = Timeline::default();
+    let mut tracks: Vec<(u64, u32, Vec<Event>)> = Vec::new();
+    for track in 0..programs * u64::from(warps) {
+        let Some(base) = usize::try_from(track)
+            .ok()
+            .and_then(|t| t.checked_mul(stride))
+        else {
+            break;
+        };
+        let Some(&count) = words.get(base) else {
+            break;
+        };
+        let count = count.max(0) as u64;
+        let kept = count.min(u64::from(capacity)) as usize;
+        timeline.dropped += count - kept as u64;
+        let events: Vec<Event> = (0..kept)
+            .filter_map(|i| {
+                let at = base + (1 + i) * RECORD_WORDS;
+                let (timer, meta) = (*words.get(at)? as u64, *words.get(at + 1)? as u64);
+                Some(Event {
+                    timer,
+                    clock: meta as u32,
+                    site: ((meta >> 32) & 0xffff) as usize,
+                    sm: (meta >> 48) as u32,
+                })
+            })
+            .collect();
+        if !events.is_empty() {
+            tracks.push((
+                track / u64::from(warps),
+                (track % u64::from(warps)) as u32,
+                events,
+            ));
+        }
+    }
+    let scales = sm_scales(tracks.iter().flat_map(|(_, _, events)| events));
+    for (program, warp, events) in tracks {
+        let mut open: Vec<(usize, u64, u32)> = Vec::new();
+        for e in events {
+            let at = scales.get(&e.sm).map_or(e.timer, |s| s.ns(e));
+            let slice = e.site / 2;
+            if e.site % 2 == 0 {
+                open.push((slice, at, e.sm));
+                continue;
+            }
+            // Close the innermost matching slice; those opened inside it
+            // and never closed are dropped.
+            let Some(depth) = open.iter().rposition(|(s, _, _)| *s == slice) else {
+                continue;
+            };
+            timeline.unclosed += (open.len() - depth - 1) as u64;
+            open.truncate(depth + 1);
+            if let Some((slice, start, sm)) = open.pop() {
+                timeline.slices.push(TimedSlice {
+                    slice,
+                    program,
+                    warp,
+                    sm,
+                    start_ns: start,
+                    end_ns: at.max(start),
+                });
+            }
+        }
+        timeline.unclosed += open.len() as u64;
+    }
+    timeline
+        .slices
+        .sort_by_key(|s| (s.sm, s.warp, s.start_ns, std::cmp::Reverse(s.end_ns)));
+    timeline
+}
+
+/// An SM's clock put on the timer's scale: `timer = origin + (clock -
+/// clock0) * ns_per_cycle`, the clock unwrapped around `clock0`.
+struct SmScale {
+    clock0: u32,
+    origin: f64,
+    ns_per_cycle: f64,
+}
+
+impl SmScale {
+    fn ns(&self, e: Event) -> u64 {
+        let cycles = cycles_since(e.clock, self.clock0);
+        (self.origin + cycles * self.ns_per_cycle).max(0.0).round() as u64
+    }
+}
+
+/// Cycles from `clock0` to `clock` on a 32-bit counter that may have
+/// wrapped, either way (a coarse timer may put a later clock first).
+fn cycles_since(clock: u32, clock0: u32) -> f64 {
+    f64::from(clock.wrapping_sub(clock0) as i32)
+}
+
+/// A least-squares line through each SM's (clock, timer) pairs; none for
+/// an SM whose events span too little time to fit one.
+fn sm_scales<'e>(events: impl Iterator<Item = &'e Event>) -> HashMap<u32, SmScale> {
+    let mut by_sm: HashMap<u32, Vec<&Event>> = HashMap::new();
+    for e in events {
+        by_sm.entry(e.sm).or_default().push(e);
+    }
+    let mut scales = HashMap::new();
+    for (sm, events) in by_sm {
+        let Some(first) = events.iter().min_by_key(|e| e.timer) else {
+            continue;
+        };
+        let clock0 = first.clock;
+        let n = events.len() as f64;
+        let xs: Vec<f64> = events
+            .iter()
+            .map(|e| cycles_since(e.clock, clock0))
+            .collect();
+        let ys: Vec<f64> = events
+            .iter()
+            .map(|e| e.timer.wrapping_sub(first.timer) as f64)
+            .collect();
+        let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+        let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+        let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+        let span = ys.iter().cloned().fold(0.0, f64::max);
+        // Below a few microseconds a coarse timer gives no slope; SM clocks
+        // run at 1-3 cycles per nanosecond.
+        if sxx <= 0.0 || span < 4_000.0 {
+            continue;
+        }
+        let slope = sxy / sxx;
+        if !(0.2..=2.0).contains(&slope) {
+            continue;
+        }
+        scales.insert(
+            sm,
+            SmScale {
+                clock0,
+                origin: first.timer as f64 + my - slope * mx,
+                ns_per_cycle: slope,
+            },
+        );
+    }
+    scales
+}
+
+#[cfg(test)]
+mod tests;
