@@ -41,6 +41,7 @@ pub mod ops;
 pub use half;
 pub use tlx_macros::kernel;
 pub use tlx_runtime::testing;
+pub use tlx_runtime::trace;
 pub use tlx_runtime::{
     autotune, BenchSpec, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport,
     PtrArg, ScalarArg, Strided, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
@@ -113,9 +114,11 @@ pub struct Ptr<T>(std::marker::PhantomData<T>);
 /// What the code `#[tlx::kernel]` generates refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use tlx_core::instrument::SliceKind;
     pub use tlx_core::ir;
     pub use tlx_runtime::{
         autotune_launch, launch, BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec,
+        TimelineSliceSpec,
     };
 }
 

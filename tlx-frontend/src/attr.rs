@@ -21,6 +21,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
     let mut configs = Vec::new();
     let mut check_protocol = true;
     let mut check_bounds = None;
+    let mut timeline = None;
     let mut mbar_timeout_ns = None;
     let mut launch_pdl = false;
     let mut autotune_key = None;
@@ -49,6 +50,10 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                     check_bounds = Some(parse_bool(value, "check_bounds = true")?);
                     Ok(())
                 }
+                "timeline" => {
+                    timeline = Some(parse_bool(value, "timeline = true")?);
+                    Ok(())
+                }
                 "mbar_timeout_ns" => {
                     mbar_timeout_ns = Some(timeout_value(value)?);
                     Ok(())
@@ -71,8 +76,8 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
                 )
                 .with_hint(
                     "the keys are `num_warps`, `num_stages`, `ctas_per_cga`, `maxnreg`, `arch`, \
-                     `configs`, `check_protocol`, `check_bounds`, `mbar_timeout_ns`, \
-                     `launch_pdl`, `key` and `restore`",
+                     `configs`, `check_protocol`, `check_bounds`, `timeline`, \
+                     `mbar_timeout_ns`, `launch_pdl`, `key` and `restore`",
                 )),
             }
         })();
@@ -116,6 +121,7 @@ pub fn parse_attr(attr: TokenStream) -> Result<KernelAttr, Diagnostics> {
             Some(on) => on,
             None => check_bounds_from_env()?,
         },
+        timeline: timeline.unwrap_or_else(timeline_from_env),
         autotune_key,
         restore,
     })
@@ -177,6 +183,14 @@ fn check_bounds_from_env() -> Result<bool, Diagnostic> {
         },
         Err(_) => Ok(false),
     }
+}
+
+/// `TLX_TRACE` set at build time: every kernel that does not say otherwise
+/// records GPU timelines, so that `TLX_TRACE=out.json cargo run ...`
+/// builds what it runs. Its value, the file, matters only when the binary
+/// runs.
+fn timeline_from_env() -> bool {
+    std::env::var_os("TLX_TRACE").is_some_and(|v| !v.is_empty())
 }
 
 /// A positive number of nanoseconds.

@@ -37,6 +37,10 @@ pub struct KernelAttr {
     /// at run time (`check_bounds = true`, or `TLX_CHECK_BOUNDS=1` at build
     /// time): see [`tlx_core::instrument`].
     pub check_bounds: bool,
+    /// Whether the GPU code records a timeline of each program's tasks and
+    /// barrier waits (`timeline = true`, or `TLX_TRACE` set at build time):
+    /// see `tlx_core::instrument::instrument_timeline`.
+    pub timeline: bool,
     /// The scalar parameters whose values key the kernel's `autotune`
     /// choices (`key = [m, n, k]`); `None`: every scalar parameter.
     pub autotune_key: Option<Vec<syn::Ident>>,

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use tlx_codegen as codegen;
-use tlx_core::instrument::{instrument_bounds, BoundsSite};
+use tlx_core::instrument::{
+    instrument_bounds, instrument_timeline, BoundsSite, SliceKind, TimelineSlice,
+};
 use tlx_core::ir::{Arch, ParamKind, ScalarType, SrcLoc};
 use tlx_frontend::diag::{Diagnostic, Diagnostics};
 use tlx_frontend::{self as frontend, ConfigAttr, KernelAttr, SigParam, Signature};
@@ -35,6 +37,8 @@ struct CompiledConfig {
     params: Vec<ParamKind>,
     /// With `check_bounds`: the checked accesses, and the source file.
     bounds: Option<(Vec<BoundsSite>, String)>,
+    /// With `timeline`: the slices the GPU code marks.
+    timeline: Option<Vec<TimelineSlice>>,
     /// What the protocol checker could not decide, as warnings.
     warnings: Vec<Diagnostic>,
 }
@@ -80,6 +84,7 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
     let tracked = quote! {
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_MBAR_TIMEOUT_NS");
         const _: ::core::option::Option<&str> = ::core::option_env!("TLX_CHECK_BOUNDS");
+        const _: ::core::option::Option<&str> = ::core::option_env!("TLX_TRACE");
     };
     let lang = lang_refs(function);
     let tracked_and = |rest: TokenStream| quote! { #tracked #lang #plan_errors #rest };
@@ -248,12 +253,25 @@ fn compile_all(
             .check_bounds
             .then(|| (instrument_bounds(&mut kernel), kernel.source_file.clone()));
         let ir_text = kernel.to_string();
+        // The interpreter keeps timelines of its own: only the GPU's code
+        // is rewritten to record them.
+        let timeline = attr.timeline.then(|| {
+            let mut timed = kernel.clone();
+            let slices = instrument_timeline(&mut timed);
+            let ir_text = timed.to_string();
+            Timed {
+                kernel: timed,
+                ir_text,
+                slices,
+            }
+        });
         lowered.push(Lowered {
             config,
             kernel,
             ir_text,
             params,
             bounds,
+            timeline,
             warnings,
             check_time,
         });
@@ -261,9 +279,8 @@ fn compile_all(
     let jobs: Vec<(&tlx_core::ir::Kernel, &str, Arch)> = lowered
         .iter()
         .flat_map(|l| {
-            attr.arches
-                .iter()
-                .map(move |&arch| (&l.kernel, l.ir_text.as_str(), arch))
+            let (kernel, ir) = l.gpu_kernel();
+            attr.arches.iter().map(move |&arch| (kernel, ir, arch))
         })
         .collect();
     let mut results = crate::parallel::map(&jobs, |&(kernel, ir, arch)| {
@@ -312,8 +329,26 @@ struct Lowered {
     ir_text: String,
     params: Vec<ParamKind>,
     bounds: Option<(Vec<BoundsSite>, String)>,
+    timeline: Option<Timed>,
     warnings: Vec<Diagnostic>,
     check_time: Duration,
+}
+
+/// A configuration's GPU code with timelines (`instrument_timeline`).
+struct Timed {
+    kernel: tlx_core::ir::Kernel,
+    ir_text: String,
+    slices: Vec<TimelineSlice>,
+}
+
+impl Lowered {
+    /// The kernel code generation compiles, and its IR text (the cache's key).
+    fn gpu_kernel(&self) -> (&tlx_core::ir::Kernel, &str) {
+        match &self.timeline {
+            Some(t) => (&t.kernel, &t.ir_text),
+            None => (&self.kernel, &self.ir_text),
+        }
+    }
 }
 
 /// A configuration's code generation for one arch, and its time.
@@ -372,6 +407,7 @@ fn finish_one(
         ir_text: lowered.ir_text.clone(),
         params: lowered.params.clone(),
         bounds: lowered.bounds.clone(),
+        timeline: lowered.timeline.as_ref().map(|t| t.slices.clone()),
         warnings: lowered.warnings.clone(),
     })
 }
@@ -951,6 +987,26 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             quote! { ::core::option::Option::Some(&[#(#sites),*]) }
         }
     };
+    let timeline = match &config.timeline {
+        None => quote! { ::core::option::Option::None },
+        Some(slices) => {
+            let slices = slices.iter().map(|slice| {
+                let kind = match slice.kind {
+                    SliceKind::Program => quote! { Program },
+                    SliceKind::Task => quote! { Task },
+                    SliceKind::Wait => quote! { Wait },
+                };
+                let label = slice.label.as_str();
+                quote! {
+                    ::tlx::__private::TimelineSliceSpec {
+                        kind: ::tlx::__private::SliceKind::#kind,
+                        label: #label,
+                    }
+                }
+            });
+            quote! { ::core::option::Option::Some(&[#(#slices),*]) }
+        }
+    };
     quote! {
         ::tlx::__private::ConfigSpec {
             consts: &[#((#keys, #values)),*],
@@ -963,6 +1019,7 @@ fn config_spec_tokens(config: &CompiledConfig) -> TokenStream {
             ir: #ir,
             params: &[#(#params),*],
             bounds: #bounds,
+            timeline: #timeline,
         }
     }
 }

@@ -32,6 +32,9 @@ pub(crate) trait Backend: Send + Sync {
     type Memory<T: Element>: Send + Sync;
     /// A pointer argument as this backend passes it to a kernel.
     type Ptr: Copy;
+    /// Runs a configuration's PTX (a GPU), not its IR (the interpreter):
+    /// what a kernel built with timelines records, and takes arguments for.
+    const RUNS_PTX: bool;
 
     /// Which device this is; pointers remember it.
     fn id(&self) -> DeviceId;

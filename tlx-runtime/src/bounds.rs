@@ -1,14 +1,16 @@
 //! Launches of kernels compiled with `check_bounds`: the arguments such a
 //! kernel takes after the user's (each pointer's length in bytes, then a
 //! zeroed fault record), and the error the record becomes when an access
-//! fell outside its buffer. The launch waits for the kernel, so the error
-//! comes back from `launch` itself, on a GPU as on the CPU interpreter.
+//! fell outside its buffer. The launch waits for the kernel (launch.rs),
+//! so the error comes back from `launch` itself, on a GPU as on the CPU
+//! interpreter.
 //! (How many such arguments a kernel takes is `spec::extra_params`.)
 
 use tlx_core::instrument::{BoundsFault, FAULT_RECORD_WORDS};
 use tlx_core::ir::ScalarType;
 
 use crate::backend::{Arg, Backend, Launch};
+use crate::buffer::Buffer;
 use crate::check;
 use crate::device::Device;
 use crate::error::OutOfBoundsReport;
@@ -16,17 +18,22 @@ use crate::spec::{param_name, BoundsSiteSpec, KernelSpec};
 use crate::value::{KernelArg, ScalarValue};
 use crate::Error;
 
-/// Runs `launch` on `backend` (the backend of `device`) with `checked`, the
-/// checked form of `args`, and the checked-mode arguments; waits, and turns
-/// a fault record into [`Error::KernelOutOfBounds`].
-pub(crate) fn launch_checked<B: Backend>(
+/// A checked launch's fault record, zeroed before the launch.
+pub(crate) struct FaultRecord {
+    record: Buffer<i64>,
+    sites: &'static [BoundsSiteSpec],
+}
+
+/// Appends the checked-mode arguments to `checked` (the checked form of
+/// `args`, for `launch` on `backend`, the backend of `device`): each
+/// pointer's length, then a zeroed fault record.
+pub(crate) fn prepare<B: Backend>(
     device: &Device,
     backend: &B,
     launch: &Launch,
-    sites: &'static [BoundsSiteSpec],
     args: &[KernelArg<'_>],
-    mut checked: Vec<Arg<'_, B::Ptr>>,
-) -> Result<(), Error> {
+    checked: &mut Vec<Arg<'_, B::Ptr>>,
+) -> Result<FaultRecord, Error> {
     let spec = launch.spec;
     let record = device.upload(&[0i64; FAULT_RECORD_WORDS])?;
     // Each pointer's length, as an i64 (far below 2^63).
@@ -45,19 +52,32 @@ pub(crate) fn launch_checked<B: Backend>(
         record.target(0),
     )?;
     checked.push(Arg::Ptr(at));
-    let ran = backend
-        .launch(launch, &checked)
-        .and_then(|()| backend.synchronize());
-    // A suppressed access can make the kernel fail later (the interpreter
-    // reports the undefined value it left behind): the record names the
-    // cause, so it wins. A GPU that faulted cannot be read; its error stands.
-    let fault = record.download().ok().and_then(|words| {
-        let words: [i64; FAULT_RECORD_WORDS] = words.try_into().ok()?;
-        BoundsFault::decode(&words)
-    });
-    match (fault, ran) {
-        (Some(fault), _) => Err(fault_error(spec, sites, args, &fault)),
-        (None, ran) => ran,
+    Ok(FaultRecord {
+        record,
+        sites: launch.config_spec.bounds.unwrap_or(&[]),
+    })
+}
+
+impl FaultRecord {
+    /// What the launch (finished, `ran` its outcome) comes to: a fault in
+    /// the record becomes [`Error::KernelOutOfBounds`].
+    pub(crate) fn finish(
+        self,
+        launch: &Launch,
+        args: &[KernelArg<'_>],
+        ran: Result<(), Error>,
+    ) -> Result<(), Error> {
+        // A suppressed access can make the kernel fail later (the interpreter
+        // reports the undefined value it left behind): the record names the
+        // cause, so it wins. A GPU that faulted cannot be read; its error stands.
+        let fault = self.record.download().ok().and_then(|words| {
+            let words: [i64; FAULT_RECORD_WORDS] = words.try_into().ok()?;
+            BoundsFault::decode(&words)
+        });
+        match (fault, ran) {
+            (Some(fault), _) => Err(fault_error(launch.spec, self.sites, args, &fault)),
+            (None, ran) => ran,
+        }
     }
 }
 

@@ -129,6 +129,7 @@ mod tests {
             ir: "kernel \"k\" {}",
             params: &[],
             bounds: None,
+            timeline: None,
         };
         write(&settings, "k", &config).expect("writes");
         let ir = std::fs::read_to_string(dir.join("k.BLOCK=256.CAUSAL=1.tlxir")).expect("ir");

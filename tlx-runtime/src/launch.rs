@@ -1,11 +1,14 @@
 //! `launch`: has check.rs check a launch against the kernel's spec and the
-//! device, then hands it to the device's backend, through bounds.rs for a
-//! kernel compiled with `check_bounds`.
+//! device, then hands it to the device's backend, with the arguments
+//! bounds.rs adds for a kernel compiled with `check_bounds` and those
+//! trace.rs adds for one built with timelines, and reads back what they
+//! recorded.
 
 use crate::backend::{Backend, Launch};
 use crate::device::{with_backend, Device};
 use crate::grid::Grid;
 use crate::spec::KernelSpec;
+use crate::trace::{self, GpuTimeline};
 use crate::value::KernelArg;
 use crate::{bounds, check, dump, Error};
 
@@ -38,11 +41,41 @@ fn launch_on<B: Backend>(
     launch: &Launch,
     args: &[KernelArg<'_>],
 ) -> Result<(), Error> {
-    let checked = check::args(backend, launch.spec, launch.config_spec, args)?;
+    let mut checked = check::args(backend, launch.spec, launch.config_spec, args)?;
     dump::on_launch(launch.spec, launch.config, launch.config_spec);
-    match launch.config_spec.bounds {
-        None => backend.launch(launch, &checked),
-        Some(sites) => bounds::launch_checked(device, backend, launch, sites, args, checked),
+    let config = launch.config_spec;
+    let bounds = match config.bounds {
+        Some(_) => Some(bounds::prepare(
+            device,
+            backend,
+            launch,
+            args,
+            &mut checked,
+        )?),
+        None => None,
+    };
+    // The interpreter runs the IR, which records no timeline of its own
+    // making and takes no timeline arguments.
+    let timeline = match config.timeline {
+        Some(slices) if B::RUNS_PTX => {
+            GpuTimeline::prepare(device, backend, launch, &mut checked)?.map(|t| (t, slices))
+        }
+        _ => None,
+    };
+    if B::RUNS_PTX && config.timeline.is_none() {
+        trace::note_untimed_gpu_launch(launch.spec.name);
+    }
+    let mut ran = backend.launch(launch, &checked);
+    // What the kernel recorded is read once it has finished.
+    if bounds.is_some() || timeline.is_some() {
+        ran = ran.and_then(|()| backend.synchronize());
+    }
+    if let Some((timeline, slices)) = timeline {
+        timeline.finish(launch, slices, ran.is_ok())?;
+    }
+    match bounds {
+        Some(record) => record.finish(launch, args, ran),
+        None => ran,
     }
 }
 
@@ -77,6 +110,7 @@ mod tests {
             ir: "",
             params: &[],
             bounds: None,
+            timeline: None,
         }],
     };
 

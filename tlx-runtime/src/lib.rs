@@ -46,7 +46,7 @@ mod launch;
 mod spec;
 mod strided;
 pub mod testing;
-mod trace;
+pub mod trace;
 mod value;
 
 pub use arg::{PtrArg, ScalarArg};
@@ -60,6 +60,6 @@ pub use element::{Element, F8E4M3, F8E5M2};
 pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
-pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec};
+pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec, TimelineSliceSpec};
 pub use strided::Strided;
 pub use value::{KernelArg, PtrValue, ScalarValue, TensorDescValue};

@@ -3,6 +3,7 @@
 //! architecture and the IR text for the CPU interpreter; and how messages
 //! name its parameters.
 
+use tlx_core::instrument::SliceKind;
 use tlx_core::ir::{Arch, ParamKind};
 
 /// A kernel as compiled into the binary.
@@ -56,6 +57,21 @@ pub struct ConfigSpec {
     /// each pointer argument's length in bytes and a fault record
     /// (`tlx_core::instrument`), which the launch supplies.
     pub bounds: Option<&'static [BoundsSiteSpec]>,
+    /// Built with `timeline` (or `TLX_TRACE` set at build time): the
+    /// slices its GPU code marks, by index (`tlx_core::instrument`'s
+    /// timeline layout). The PTX then takes, after `params` and any
+    /// `check_bounds` arguments, a record buffer and its capacity per
+    /// track, which the launch supplies (none when nothing is recorded).
+    pub timeline: Option<&'static [TimelineSliceSpec]>,
+}
+
+/// One slice a kernel built with timelines marks.
+#[derive(Debug)]
+pub struct TimelineSliceSpec {
+    /// The program, a task replica, or a wait.
+    pub kind: SliceKind,
+    /// `program`, `default task`, `task 1`, `wait: mbarrier (line 40)`.
+    pub label: &'static str,
 }
 
 /// One global access of a kernel compiled with `check_bounds`.

@@ -76,6 +76,7 @@ static ADD: KernelSpec = KernelSpec {
             ir: ADD_IR,
             params: ADD_PARAMS,
             bounds: None,
+            timeline: None,
         },
         ConfigSpec {
             consts: &[("BLOCK", 8)],
@@ -88,6 +89,7 @@ static ADD: KernelSpec = KernelSpec {
             ir: "kernel \"add\" {\n  %1 = frobnicate\n}\n",
             params: &[],
             bounds: None,
+            timeline: None,
         },
     ],
 };

@@ -130,6 +130,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             ir: "",
             params: &[],
             bounds: None,
+            timeline: None,
         },
         ConfigSpec {
             consts: &[],
@@ -142,6 +143,7 @@ static SCALE_ADD: KernelSpec = KernelSpec {
             ir: "",
             params: &[],
             bounds: None,
+            timeline: None,
         },
     ],
 };
@@ -172,6 +174,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             ir: "",
             params: &[],
             bounds: None,
+            timeline: None,
         },
         ConfigSpec {
             consts: &[],
@@ -184,6 +187,7 @@ static SHARED_LAST: KernelSpec = KernelSpec {
             ir: "",
             params: &[],
             bounds: None,
+            timeline: None,
         },
     ],
 };

@@ -36,6 +36,7 @@ static STORE_TO_NULL: KernelSpec = KernelSpec {
         ir: "",
         params: &[],
         bounds: None,
+        timeline: None,
     }],
 };
 

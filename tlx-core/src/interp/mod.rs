@@ -60,7 +60,7 @@ pub use error::{BytesShortfall, InterpError, Site, SliceWindow, UnreleasedRead};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use shared::NamedBarrierError;
-pub use trace::{chrome_trace, Trace, TraceEvent, TraceKind};
+pub use trace::{Trace, TraceEvent, TraceKind};
 pub use wait::{BlockedTask, Wait, WaitReason};
 
 use exec::Executor;

@@ -1,11 +1,8 @@
 //! Timelines of interpreted launches (`TLX_TRACE`): when each task of each
 //! program ran and when it waited, on the scheduler's logical clock (one
-//! tick per task step of that program), written as Chrome trace JSON
-//! (chrome://tracing, Perfetto): one process per launch, one track per
-//! program and task, a slice per task and per wait inside it.
+//! tick per task step of that program): a slice per task and per wait
+//! inside it, which the runtime writes as Chrome trace JSON.
 
-use std::collections::HashMap;
-use std::fmt::Write;
 use std::sync::Mutex;
 
 use super::wait::WaitReason;
@@ -126,73 +123,4 @@ fn wait_label(reason: &WaitReason) -> String {
         WaitReason::NamedBarrier { barrier, .. } => format!("wait: named barrier {barrier}"),
         WaitReason::Tasks { .. } => "wait: tasks to finish".to_string(),
     }
-}
-
-/// Chrome trace JSON for `launches` (a kernel name and its slices each):
-/// timestamps are task steps, shown as microseconds.
-pub fn chrome_trace(launches: &[(String, Vec<TraceEvent>)]) -> String {
-    let mut out = String::from("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-    let mut first = true;
-    let mut line = |out: &mut String, text: String| {
-        if !first {
-            out.push_str(",\n");
-        }
-        first = false;
-        out.push_str(&text);
-    };
-    for (pid, (kernel, events)) in launches.iter().enumerate() {
-        line(
-            &mut out,
-            format!(
-                "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"args\":{{\"name\":{}}}}}",
-                json_string(&format!("launch {pid}: {kernel} (interpreter, task steps)"))
-            ),
-        );
-        let mut tracks: HashMap<([u32; 3], &str), usize> = HashMap::new();
-        for e in events {
-            let next = tracks.len();
-            let tid = *tracks.entry((e.program, e.task.as_str())).or_insert_with(|| {
-                let [x, y, z] = e.program;
-                line(
-                    &mut out,
-                    format!(
-                        "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{next},\"args\":{{\"name\":{}}}}}",
-                        json_string(&format!("program ({x}, {y}, {z}) {}", e.task))
-                    ),
-                );
-                next
-            });
-            let (name, category) = match &e.kind {
-                TraceKind::Task => (e.task.as_str(), "task"),
-                TraceKind::Wait(label) => (label.as_str(), "wait"),
-            };
-            line(
-                &mut out,
-                format!(
-                    "{{\"ph\":\"X\",\"name\":{},\"cat\":\"{category}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}}}",
-                    json_string(name),
-                    e.start,
-                    e.end - e.start
-                ),
-            );
-        }
-    }
-    out.push_str("\n]}\n");
-    out
-}
-
-fn json_string(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -142,6 +142,7 @@ fn bytes<T: Element>(count: usize) -> usize {
 impl Backend for CpuDevice {
     type Memory<T: Element> = BufferId;
     type Ptr = CpuPtr;
+    const RUNS_PTX: bool = false;
 
     fn id(&self) -> DeviceId {
         DeviceId::Cpu(self.instance)
@@ -259,8 +260,7 @@ impl Backend for CpuDevice {
         // 0 threads: one per available core.
         let mut options =
             InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule);
-        let trace_file = crate::trace::requested();
-        if trace_file.is_some() {
+        if crate::trace::recording(launch.spec.name) {
             options.trace = Some(Default::default());
         }
         let ran = interp::run_kernel(&kernel, launch.grid.dims(), &values, &self.memory, &options)
@@ -269,8 +269,8 @@ impl Backend for CpuDevice {
                 message: e.to_string(),
             });
         // A launch that failed is traced too: its timeline shows where.
-        if let (Some(file), Some(trace)) = (trace_file, &options.trace) {
-            crate::trace::record(&file, launch.spec.name, trace)?;
+        if let Some(trace) = &options.trace {
+            crate::trace::record(crate::trace::interpreted(launch.spec.name, trace))?;
         }
         ran
     }

@@ -285,6 +285,7 @@ impl Backend for CudaDevice {
     type Memory<T: Element> = CudaMemory<T>;
     /// A device address.
     type Ptr = u64;
+    const RUNS_PTX: bool = true;
 
     fn id(&self) -> DeviceId {
         DeviceId::Cuda(self.ordinal)
@@ -369,7 +370,6 @@ impl Backend for CudaDevice {
 
     /// Queues the kernel on the device's stream.
     fn launch(&self, launch: &Launch, args: &[Arg<'_, u64>]) -> Result<(), Error> {
-        crate::trace::note_gpu_launch();
         let Launch {
             spec,
             config: config_index,
