@@ -138,9 +138,8 @@ pub(super) struct ThreadIndices {
     /// Per-thread shared pointers, by context, shared region and `(lanes,
     /// warps)` of the layout.
     pub(super) smem_thread_ptrs: HashMap<(u32, Region, Vec<u32>, Vec<u32>), String>,
-    /// With timelines: this thread's event counter and its warp's track
-    /// (see `prims/timeline.rs`).
-    pub(super) timeline: Option<(String, String)>,
+    /// With timelines: the warp's track is set up (see `prims/timeline.rs`).
+    pub(super) timeline_started: bool,
 }
 
 /// Shared memory taken so far (the plan is settled once emission ends).
@@ -391,7 +390,7 @@ impl<'k> Lowerer<'k> {
                 warp,
                 thread_offsets: HashMap::new(),
                 smem_thread_ptrs: HashMap::new(),
-                timeline: None,
+                timeline_started: false,
             },
             shared: SharedUse {
                 shared_bytes: static_end as u32,

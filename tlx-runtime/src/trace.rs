@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use tlx_core::instrument::{decode_timeline, SliceKind, Timeline, TIMELINE_RECORD_WORDS};
+use tlx_core::instrument::{
+    decode_timeline, SliceKind, Timeline, TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS,
+};
 use tlx_core::interp::{Trace, TraceKind};
 use tlx_core::ir::ScalarType;
 
@@ -66,9 +68,10 @@ pub struct LaunchTimeline {
 }
 
 /// Launches recorded into the `TLX_TRACE` file, at most this many per
-/// kernel: later ones (a benchmark's timed loop) run untraced, as fast as
-/// a kernel built with timelines runs when nothing records.
-const LAUNCHES_PER_KERNEL: usize = 8;
+/// kernel (`TLX_TRACE_LAUNCHES` to change it): later ones (a benchmark's
+/// timed loop) run untraced, as fast as a kernel built with timelines runs
+/// when nothing records.
+const LAUNCHES_PER_KERNEL: usize = 4;
 
 /// What the `TLX_TRACE` file holds so far.
 static FILE_LAUNCHES: Mutex<Vec<LaunchTimeline>> = Mutex::new(Vec::new());
@@ -103,7 +106,8 @@ pub(crate) fn recording(kernel: &str) -> bool {
     }
     requested().is_some() && {
         let launches = FILE_LAUNCHES.lock().unwrap_or_else(|p| p.into_inner());
-        launches.iter().filter(|l| l.kernel == kernel).count() < LAUNCHES_PER_KERNEL
+        let limit = env_count("TLX_TRACE_LAUNCHES").unwrap_or(LAUNCHES_PER_KERNEL);
+        launches.iter().filter(|l| l.kernel == kernel).count() < limit
     }
 }
 
@@ -167,10 +171,22 @@ pub(crate) fn interpreted(kernel: &str, trace: &Trace) -> LaunchTimeline {
 }
 
 /// Bytes of records one GPU launch may take; a track gets an equal share,
-/// between `MIN_EVENTS` and `MAX_EVENTS` events.
+/// between `MIN_WORDS` and `MAX_WORDS` record words (a wait's event takes
+/// one, a task's two; `TLX_TRACE_EVENTS` to change the most).
 const BUFFER_BYTES: usize = 64 << 20;
-const MIN_EVENTS: usize = 16;
-const MAX_EVENTS: usize = 16 << 10;
+const MIN_WORDS: usize = 16;
+const MAX_WORDS: usize = 8 << 10;
+
+/// A count from the environment; none when unset, and when not a count
+/// (said on stderr, with the default that stands).
+fn env_count(var: &str) -> Option<usize> {
+    let text = std::env::var(var).ok()?;
+    let count = text.trim().parse().ok();
+    if count.is_none() {
+        eprintln!("tlx: {var}={text} is not a count of events or launches; the default stands");
+    }
+    count
+}
 
 /// The record buffer of a GPU launch of a kernel built with timelines.
 pub(crate) struct GpuTimeline {
@@ -201,9 +217,15 @@ impl GpuTimeline {
             return Ok(None);
         }
         let tracks = launch.grid.programs() as usize * launch.config_spec.num_warps as usize;
-        let per_track = BUFFER_BYTES / (tracks.max(1) * TIMELINE_RECORD_WORDS * 8);
-        let capacity = per_track.saturating_sub(1).clamp(MIN_EVENTS, MAX_EVENTS);
-        let words = tracks * (1 + capacity) * TIMELINE_RECORD_WORDS;
+        let per_track = BUFFER_BYTES / (tracks.max(1) * 8);
+        let most = env_count("TLX_TRACE_EVENTS")
+            .unwrap_or(MAX_WORDS)
+            .max(MIN_WORDS);
+        let fits = per_track.saturating_sub(TIMELINE_HEADER_WORDS + TIMELINE_TRAILER_WORDS);
+        // Even, so that each track's header (written as one 16-byte
+        // vector) stays 16-byte aligned.
+        let capacity = fits.clamp(MIN_WORDS, most) / 2 * 2;
+        let words = tracks * (TIMELINE_HEADER_WORDS + capacity + TIMELINE_TRAILER_WORDS);
         let buffer = device.alloc_zeros::<i64>(words)?;
         let at = check::pointer(
             backend,

@@ -5,7 +5,8 @@
 //! shared buffer's element placement, where a descriptor's block lands in
 //! shared memory, and each `make_tensor_descriptor`'s slot in the global
 //! scratch. Reads no lowering: [`super::KernelFacts`], the lowering and
-//! the pipeline planner read it.
+//! the pipeline planner read it. With timelines, also the warps' record
+//! pointers.
 
 use std::collections::HashMap;
 
@@ -26,6 +27,9 @@ pub struct StaticShared {
     /// With tensor memory: the shared byte offset of the slot its address
     /// arrives in, and the columns the kernel's buffers take.
     pub(crate) tmem_slot: Option<(usize, usize)>,
+    /// With timelines: where the warps' record pointers start (16 bytes a
+    /// warp, see `prims/timeline.rs`).
+    pub(crate) timeline_counters: Option<usize>,
     /// Bytes the allocations take (scratch starts after them).
     pub bytes: usize,
     /// The alignment the shared array needs for them.
@@ -156,7 +160,24 @@ pub(crate) fn plan_static_shared(kernel: &Kernel) -> Result<StaticShared> {
         plan.tmem_slot = Some((at, columns));
         plan.bytes = at + 8;
     }
+    if has_trace_events(&kernel.body) {
+        let at = plan.bytes.div_ceil(16) * 16;
+        plan.timeline_counters = Some(at);
+        plan.bytes = at + 16 * kernel.total_warps() as usize;
+    }
     Ok(plan)
+}
+
+fn has_trace_events(block: &Block) -> bool {
+    block.ops.iter().any(|op| {
+        matches!(
+            op.kind,
+            OpKind::Prim {
+                prim: Prim::TraceEvent,
+                ..
+            }
+        ) || op.kind.blocks().into_iter().any(has_trace_events)
+    })
 }
 
 fn reject_nested_allocations(block: &Block) -> Result<()> {

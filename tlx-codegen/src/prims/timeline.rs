@@ -1,17 +1,28 @@
 //! The timeline family's lowering: `trace_event` (put in by
 //! `tlx_core::instrument::timeline` when a kernel is built with
-//! timelines). The first thread of the context reads `%globaltimer`,
-//! `%clock` and `%smid` and appends a record to its warp's track; a
-//! counter per thread (a stack slot LLVM keeps in a register) says where.
-//! The layout of the buffer is the instrumentation module's.
+//! timelines), and the track each warp sets up in the entry block. The
+//! layout of the buffer is the instrumentation module's.
+//!
+//! The waits' events sit in the hottest loops, where the attention
+//! consumers hold every register they may: the first version (count and
+//! track in registers, a two-word record of timer, clock and SM per event)
+//! made ptxas spill there and cost 6% with nothing recorded. So nothing of
+//! it stays in registers between events: each warp's next-record and end
+//! pointers live in shared memory (`StaticShared::timeline_counters`, set
+//! in the entry block), a wait's record is one word (`%clock` and the
+//! site), and the SM and the timer are read where it costs nothing (at the
+//! warp's start and the program's and tasks' events).
 
 use std::fmt::Write as _;
 
 use super::{no_lowering, Operands};
-use crate::error::Result;
-use crate::lower::Lowerer;
-use tlx_core::instrument::TIMELINE_RECORD_WORDS;
+use crate::error::{malformed, Result};
+use crate::lower::{BarrierId, Lowerer};
+use tlx_core::instrument::{TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS};
 use tlx_core::ir::Prim;
+
+/// Bytes of a warp's pointers in shared memory: the next record, the end.
+pub(crate) const TIMELINE_SLOT_BYTES: usize = 16;
 
 impl<'k> Lowerer<'k> {
     pub(super) fn lower_timeline_prim(&mut self, named: &Operands<'k>) -> Result<()> {
@@ -20,90 +31,176 @@ impl<'k> Lowerer<'k> {
                 let buffer = self.register(named.arg("buffer")?)?;
                 let capacity = self.register(named.arg("capacity")?)?;
                 let site = named.imm("site")?;
-                self.trace_event(&buffer, &capacity, site);
-                Ok(())
+                let wide = named.imm("wide")? != 0;
+                self.trace_event(&buffer, &capacity, site, wide)
             }
             other => Err(no_lowering(other)),
         }
     }
 
-    fn trace_event(&mut self, buffer: &str, capacity: &str, site: i64) {
-        let (counter, track) = self.timeline_track();
-        let words = TIMELINE_RECORD_WORDS;
+    fn trace_event(&mut self, buffer: &str, capacity: &str, site: i64, wide: bool) -> Result<()> {
+        let slots = self
+            .facts
+            .static_shared
+            .timeline_counters
+            .ok_or_else(|| malformed("`trace_event` without its counters"))?;
+        self.start_timeline_track(buffer, capacity, slots);
+        // A launch that records nothing (no buffer) left the end at 0.
         self.on_first_thread("true", |l| {
-            let timer = l.f.asm("i64", "mov.u64 $0, %globaltimer;", "=l", &[]);
             let clock = l.f.asm("i32", "mov.u32 $0, %clock;", "=r", &[]);
-            let sm = l.f.asm("i32", "mov.u32 $0, %smid;", "=r", &[]);
-            let n = l.f.inst(format!("load i32, ptr {counter}, align 4"));
-            let next = l.f.inst(format!("add i32 {n}, 1"));
-            l.f.stmt(format!("store i32 {next}, ptr {counter}, align 4"));
-            // A launch that records nothing passes no buffer.
-            let live = l.f.inst(format!("icmp ne i32 {capacity}, 0"));
+            let timer = wide.then(|| l.f.asm("i64", "mov.u64 $0, %globaltimer;", "=l", &[]));
+            let next_slot = l.timeline_slot(slots);
+            let end_slot = l.smem_ptr_plus(&next_slot, 8);
+            let at = l.f.inst(format!(
+                "load volatile i64, ptr addrspace(3) {next_slot}, align 8"
+            ));
+            let end = l.f.inst(format!(
+                "load volatile i64, ptr addrspace(3) {end_slot}, align 8"
+            ));
+            let after =
+                l.f.inst(format!("add i64 {at}, {}", if wide { 16 } else { 8 }));
+            let fits = l.f.inst(format!("icmp ule i64 {after}, {end}"));
+            let full = l.f.fresh("trace_full");
+            let record = l.f.fresh("trace_record");
+            let done = l.f.fresh("trace_done");
+            l.f.stmt(format!("br i1 {fits}, label %{record}, label %{full}"));
+            l.enter_block(&record);
+            let clock = l.f.inst(format!("zext i32 {clock} to i64"));
+            let tag = ((site as u64 + 1) << 32) | if wide { 1 << 63 } else { 0 };
+            let word = l.f.inst(format!("or i64 {clock}, {}", tag as i64));
+            let ptr = l.f.inst(format!("inttoptr i64 {at} to ptr addrspace(1)"));
+            l.f.stmt(format!("store i64 {word}, ptr addrspace(1) {ptr}, align 8"));
+            if let Some(timer) = &timer {
+                let second =
+                    l.f.inst(format!("getelementptr i64, ptr addrspace(1) {ptr}, i64 1"));
+                l.f.stmt(format!(
+                    "store i64 {timer}, ptr addrspace(1) {second}, align 8"
+                ));
+            }
+            l.f.stmt(format!(
+                "store volatile i64 {after}, ptr addrspace(3) {next_slot}, align 8"
+            ));
+            l.f.stmt(format!("br label %{done}"));
+            // The count of events that found the track full is the
+            // trailer's first word, at the end.
+            l.enter_block(&full);
+            let live = l.f.inst(format!("icmp ne i64 {end}, 0"));
             l.when(&live, |l| {
-                let cap = l.f.inst(format!("zext i32 {capacity} to i64"));
-                let per_track = l.f.inst(format!("add i64 {cap}, 1"));
-                let header = l.f.inst(format!("mul i64 {track}, {per_track}"));
-                let header_word = l.f.inst(format!("mul i64 {header}, {words}"));
-                let count = l.f.inst(format!("zext i32 {next} to i64"));
-                l.store_word(buffer, &header_word, &count);
-                let room = l.f.inst(format!("icmp ult i32 {n}, {capacity}"));
-                l.when(&room, |l| {
-                    let index = l.f.inst(format!("zext i32 {n} to i64"));
-                    let after = l.f.inst(format!("add i64 {header}, 1"));
-                    let record = l.f.inst(format!("add i64 {after}, {index}"));
-                    let word = l.f.inst(format!("mul i64 {record}, {words}"));
-                    l.store_word(buffer, &word, &timer);
-                    let clock = l.f.inst(format!("zext i32 {clock} to i64"));
-                    let sm = l.f.inst(format!("zext i32 {sm} to i64"));
-                    let sm = l.f.inst(format!("shl i64 {sm}, 48"));
-                    let tagged = l.f.inst(format!("or i64 {clock}, {}", site << 32));
-                    let meta = l.f.inst(format!("or i64 {tagged}, {sm}"));
-                    let next_word = l.f.inst(format!("add i64 {word}, 1"));
-                    l.store_word(buffer, &next_word, &meta);
-                });
+                let dropped = l.f.inst(format!("inttoptr i64 {end} to ptr addrspace(1)"));
+                l.f.stmt(format!(
+                    "atomicrmw add ptr addrspace(1) {dropped}, i64 1 monotonic, align 8"
+                ));
             });
+            l.f.stmt(format!("br label %{done}"));
+            l.enter_block(&done);
         });
+        Ok(())
     }
 
-    /// `buffer[word] = value`, i64 words.
-    fn store_word(&mut self, buffer: &str, word: &str, value: &str) {
-        let at = self.f.inst(format!(
-            "getelementptr i64, ptr addrspace(1) {buffer}, i64 {word}"
-        ));
-        self.f
-            .stmt(format!("store i64 {value}, ptr addrspace(1) {at}, align 8"));
-    }
-
-    /// This thread's event counter and its warp's track (program index,
-    /// x fastest, times the program's warps, plus its warp), made in the
-    /// entry block at the first event.
-    fn timeline_track(&mut self) -> (String, String) {
-        if let Some(known) = &self.threads.timeline {
-            return known.clone();
+    /// The shared slot of the warp that holds the context's first thread:
+    /// a constant where the context's first warp is, else from the warp
+    /// index (one body serving every replica of a task).
+    fn timeline_slot(&mut self, slots: usize) -> String {
+        if let BarrierId::Fixed(_) = self.context.barrier_id {
+            let offset = slots + self.context.first_warp as usize * TIMELINE_SLOT_BYTES;
+            return self.smem_ptr(&offset.to_string());
         }
-        let counter = self.f.prologue_inst("alloca i32, align 4");
-        let _ = writeln!(self.f.prologue, "  store i32 0, ptr {counter}, align 4");
+        let tid = self.f.asm("i32", "mov.u32 $0, %tid.x;", "=r", &[]);
+        let warp = self.f.inst(format!("lshr i32 {tid}, 5"));
+        let bytes = self
+            .f
+            .inst(format!("mul i32 {warp}, {TIMELINE_SLOT_BYTES}"));
+        let offset = self.f.inst(format!("add i32 {bytes}, {slots}"));
+        self.smem_ptr(&offset)
+    }
+
+    /// Once per kernel, in the entry block: each warp finds its track (the
+    /// program's index, x fastest, times the program's warps, plus its
+    /// warp), puts its next-record and end pointers in its shared slot
+    /// (every lane storing the same; the end is 0 without a buffer), and,
+    /// with a buffer, has lane 0 write the header's timer, clock and SM.
+    fn start_timeline_track(&mut self, buffer: &str, capacity: &str, slots: usize) {
+        if self.threads.timeline_started {
+            return;
+        }
+        self.threads.timeline_started = true;
         let mut program = "0".to_string();
         for d in ["z", "y", "x"] {
-            let extent =
-                self.f
-                    .prologue_call("i32", &format!("llvm.nvvm.read.ptx.sreg.nctaid.{d}"), &[]);
-            let index =
-                self.f
-                    .prologue_call("i32", &format!("llvm.nvvm.read.ptx.sreg.ctaid.{d}"), &[]);
-            let extent = self.f.prologue_inst(format!("zext i32 {extent} to i64"));
-            let index = self.f.prologue_inst(format!("zext i32 {index} to i64"));
+            let sreg = |l: &mut Self, name: &str| {
+                let r =
+                    l.f.prologue_call("i32", &format!("llvm.nvvm.read.ptx.sreg.{name}.{d}"), &[]);
+                l.f.prologue_inst(format!("zext i32 {r} to i64"))
+            };
+            let extent = sreg(self, "nctaid");
+            let index = sreg(self, "ctaid");
             let scaled = self.f.prologue_inst(format!("mul i64 {program}, {extent}"));
             program = self.f.prologue_inst(format!("add i64 {scaled}, {index}"));
         }
-        let warps = self.kernel.total_warps();
-        let first = self.f.prologue_inst(format!("mul i64 {program}, {warps}"));
-        let warp = self
+        let warp = self.threads.program_warp.clone();
+        let p = |l: &mut Self, rhs: String| l.f.prologue_inst(rhs);
+        let first = p(
+            self,
+            format!("mul i64 {program}, {}", self.kernel.total_warps()),
+        );
+        let warp64 = p(self, format!("zext i32 {warp} to i64"));
+        let track = p(self, format!("add i64 {first}, {warp64}"));
+        let cap = p(self, format!("zext i32 {capacity} to i64"));
+        let stride = p(
+            self,
+            format!(
+                "add i64 {cap}, {}",
+                TIMELINE_HEADER_WORDS + TIMELINE_TRAILER_WORDS
+            ),
+        );
+        let track_word = p(self, format!("mul i64 {track}, {stride}"));
+        let header = p(
+            self,
+            format!("getelementptr i64, ptr addrspace(1) {buffer}, i64 {track_word}"),
+        );
+        let header_at = p(self, format!("ptrtoint ptr addrspace(1) {header} to i64"));
+        let next = p(
+            self,
+            format!("add i64 {header_at}, {}", 8 * TIMELINE_HEADER_WORDS),
+        );
+        let records = p(self, format!("mul i64 {cap}, 8"));
+        let records_end = p(self, format!("add i64 {next}, {records}"));
+        let live = p(self, format!("icmp ne i32 {capacity}, 0"));
+        // Without a buffer, no record fits and no count is kept.
+        let end = p(self, format!("select i1 {live}, i64 {records_end}, i64 0"));
+        let bytes = p(self, format!("mul i32 {warp}, {TIMELINE_SLOT_BYTES}"));
+        let offset = p(self, format!("add i32 {bytes}, {slots}"));
+        let next_slot = p(
+            self,
+            format!("getelementptr i8, ptr addrspace(3) @global_smem, i32 {offset}"),
+        );
+        let end_slot = p(
+            self,
+            format!("getelementptr i8, ptr addrspace(3) {next_slot}, i32 8"),
+        );
+        // The header: lane 0 of each warp, only with a buffer.
+        let timer = self
             .f
-            .prologue_inst(format!("zext i32 {} to i64", self.threads.program_warp));
-        let track = self.f.prologue_inst(format!("add i64 {first}, {warp}"));
-        let known = (counter, track);
-        self.threads.timeline = Some(known.clone());
-        known
+            .prologue_inst("call i64 asm sideeffect \"mov.u64 $0, %globaltimer;\", \"=l\"()");
+        let clock = self
+            .f
+            .prologue_inst("call i32 asm sideeffect \"mov.u32 $0, %clock;\", \"=r\"()");
+        let sm = self
+            .f
+            .prologue_inst("call i32 asm sideeffect \"mov.u32 $0, %smid;\", \"=r\"()");
+        let clock64 = p(self, format!("zext i32 {clock} to i64"));
+        let sm64 = p(self, format!("zext i32 {sm} to i64"));
+        let sm_high = p(self, format!("shl i64 {sm64}, 32"));
+        let clock_sm = p(self, format!("or i64 {clock64}, {sm_high}"));
+        let lane0 = p(self, format!("icmp eq i32 {}, 0", self.threads.lane));
+        let write = p(self, format!("and i1 {lane0}, {live}"));
+        let write32 = p(self, format!("zext i1 {write} to i32"));
+        let _ = writeln!(
+            self.f.prologue,
+            "  store volatile i64 {next}, ptr addrspace(3) {next_slot}, align 8\n  \
+             store volatile i64 {end}, ptr addrspace(3) {end_slot}, align 8\n  \
+             call void asm sideeffect \"{{ .reg .pred p; setp.ne.u32 p, $0, 0; \
+             @p st.global.v2.u64 [$1], {{$2, $3}}; }}\", \"r,l,l,l,~{{memory}}\"\
+             (i32 {write32}, ptr addrspace(1) {header}, i64 {timer}, i64 {clock_sm})"
+        );
     }
 }

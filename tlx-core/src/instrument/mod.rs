@@ -11,5 +11,6 @@ pub use bounds::{
 };
 pub use timeline::{
     decode as decode_timeline, instrument_timeline, SliceKind, TimedSlice, Timeline, TimelineSlice,
-    RECORD_WORDS as TIMELINE_RECORD_WORDS, TIMELINE_BUFFER_PARAM, TIMELINE_CAPACITY_PARAM,
+    HEADER_WORDS as TIMELINE_HEADER_WORDS, TIMELINE_BUFFER_PARAM, TIMELINE_CAPACITY_PARAM,
+    TRAILER_WORDS as TIMELINE_TRAILER_WORDS,
 };

@@ -8,11 +8,15 @@
 //!
 //! The buffer: one track per warp of each program (program `p`, numbered x
 //! fastest as the grid is, warp `w`: track `p * warps + w`), each
-//! `1 + capacity` records of two i64 words. Record 0 counts the events the
-//! track's thread ran (beyond `capacity` too: those are counted, not
-//! kept); record `1 + i` is event `i`: word 0 the `%globaltimer` in
-//! nanoseconds, word 1 the `%clock` (low 32 bits), the site (bits 32..48)
-//! and the SM (bits 48..64).
+//! [`HEADER_WORDS`] i64 words, `capacity` words of records and
+//! [`TRAILER_WORDS`] more. The header, written by each warp as it starts:
+//! `%globaltimer`, then `%clock` (low 32 bits) with `%smid` in bits 32..64;
+//! the trailer's first word counts the events that found the track full.
+//! A record is one word, `%clock` with `site + 1` in
+//! bits 32..48 (a wait, inside the hot loops: as little as can be); the
+//! program's and the tasks' events (outside them) set bit 63 and add a
+//! second word, `%globaltimer`, which places the SM's clock on the common
+//! timer. A zero word ends a track's records.
 
 use std::collections::HashMap;
 
@@ -24,8 +28,11 @@ use crate::ir::{
 /// `check_bounds`'): the record buffer and its capacity per track.
 pub const TIMELINE_BUFFER_PARAM: &str = "__tlx_timeline";
 pub const TIMELINE_CAPACITY_PARAM: &str = "__tlx_timeline_capacity";
-/// i64 words per record.
-pub const RECORD_WORDS: usize = 2;
+/// i64 words before and after each track's records.
+pub const HEADER_WORDS: usize = 2;
+pub const TRAILER_WORDS: usize = 2;
+/// The bit of a record's first word that says a timer word follows.
+const WIDE: u64 = 1 << 63;
 
 /// What a slice of a timeline is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -112,12 +119,15 @@ fn wait_label(op: &Op) -> Option<String> {
 
 impl Rewriter {
     fn event(&self, site: usize, loc: SrcLoc) -> Op {
+        // The program's and the tasks' events lie outside the hot loops:
+        // they also read the timer.
+        let wide = self.slices[site / 2].kind != SliceKind::Wait;
         Op {
             id: OpId::default(),
             kind: OpKind::Prim {
                 prim: Prim::TraceEvent,
                 args: vec![self.buffer, self.capacity],
-                imms: vec![site as i64],
+                imms: vec![site as i64, i64::from(wide)],
             },
             results: Vec::new(),
             loc,
@@ -192,8 +202,8 @@ pub struct TimedSlice {
     pub program: u64,
     pub warp: u32,
     pub sm: u32,
-    /// `%globaltimer` at its start and end, in nanoseconds; refined per SM
-    /// from `%clock` when the timer ticks coarsely (see [`decode`]).
+    /// Its start and end on the `%globaltimer` scale, in nanoseconds (see
+    /// [`decode`]).
     pub start_ns: u64,
     pub end_ns: u64,
 }
@@ -212,22 +222,29 @@ pub struct Timeline {
 /// One record as read back.
 #[derive(Copy, Clone, Debug)]
 struct Event {
-    timer: u64,
     clock: u32,
     site: usize,
-    sm: u32,
+}
+
+/// A point where an SM's clock and the timer were read together.
+#[derive(Copy, Clone, Debug)]
+struct Sync {
+    clock: u32,
+    timer: u64,
 }
 
 /// Turns the words of a launch's buffer (`programs * warps` tracks of
-/// `capacity` events) back into slices. Times: `%globaltimer` ticks in
-/// steps of up to a microsecond on some GPUs, while `%clock` counts SM
-/// cycles; each SM's events are put on the timer's scale by a line fitted
-/// through its (clock, timer) pairs, which keeps the order and spacing
-/// the clock saw and the timer's common origin across SMs.
+/// `capacity` record words) back into slices. Times: each SM's `%clock`
+/// (which the waits record alone) is put on the `%globaltimer` scale by a
+/// line fitted through the points where a warp on that SM read both (as
+/// it started, and at each program and task event); the timer's common
+/// origin lines the SMs up, the clock keeps each one's spacing to the
+/// cycle, and a coarse timer's ticks average out.
 pub fn decode(words: &[i64], programs: u64, warps: u32, capacity: u32) -> Timeline {
-    let stride = (1 + capacity as usize) * RECORD_WORDS;
+    let stride = HEADER_WORDS + capacity as usize + TRAILER_WORDS;
     let mut timeline = Timeline::default();
-    let mut tracks: Vec<(u64, u32, Vec<Event>)> = Vec::new();
+    let mut tracks: Vec<(u64, u32, u32, Vec<Event>)> = Vec::new();
+    let mut syncs: HashMap<u32, Vec<Sync>> = HashMap::new();
     for track in 0..programs * u64::from(warps) {
         let Some(base) = usize::try_from(track)
             .ok()
@@ -235,50 +252,77 @@ pub fn decode(words: &[i64], programs: u64, warps: u32, capacity: u32) -> Timeli
         else {
             break;
         };
-        let Some(&count) = words.get(base) else {
+        let Some(header) = words.get(base..base + HEADER_WORDS) else {
             break;
         };
-        let count = count.max(0) as u64;
-        let kept = count.min(u64::from(capacity)) as usize;
-        timeline.dropped += count - kept as u64;
-        let events: Vec<Event> = (0..kept)
-            .filter_map(|i| {
-                let at = base + (1 + i) * RECORD_WORDS;
-                let (timer, meta) = (*words.get(at)? as u64, *words.get(at + 1)? as u64);
-                Some(Event {
-                    timer,
-                    clock: meta as u32,
-                    site: ((meta >> 32) & 0xffff) as usize,
-                    sm: (meta >> 48) as u32,
-                })
-            })
-            .collect();
-        if !events.is_empty() {
-            tracks.push((
-                track / u64::from(warps),
-                (track % u64::from(warps)) as u32,
-                events,
-            ));
+        if header[0] == 0 {
+            continue;
         }
+        let sm = (header[1] as u64 >> 32) as u32;
+        let trailer = base + HEADER_WORDS + capacity as usize;
+        timeline.dropped += words.get(trailer).map_or(0, |d| d.max(&0).unsigned_abs());
+        let sync = |clock: u64, timer: i64| Sync {
+            clock: clock as u32,
+            timer: timer as u64,
+        };
+        let points = syncs.entry(sm).or_default();
+        points.push(sync(header[1] as u64, header[0]));
+        let records = words.get(base + HEADER_WORDS..trailer).unwrap_or(&[]);
+        let mut events = Vec::new();
+        let mut i = 0;
+        while let Some(&word) = records.get(i) {
+            let word = word as u64;
+            if word == 0 {
+                break;
+            }
+            if word & WIDE != 0 {
+                match records.get(i + 1) {
+                    Some(&timer) => points.push(sync(word, timer)),
+                    None => break,
+                }
+                i += 1;
+            }
+            i += 1;
+            let site = ((word >> 32) & 0xffff) as usize;
+            if site == 0 {
+                continue;
+            }
+            events.push(Event {
+                clock: word as u32,
+                site: site - 1,
+            });
+        }
+        tracks.push((
+            track / u64::from(warps),
+            (track % u64::from(warps)) as u32,
+            sm,
+            events,
+        ));
     }
-    let scales = sm_scales(tracks.iter().flat_map(|(_, _, events)| events));
-    for (program, warp, events) in tracks {
-        let mut open: Vec<(usize, u64, u32)> = Vec::new();
+    let scales: HashMap<u32, SmScale> = syncs
+        .iter()
+        .filter_map(|(&sm, points)| SmScale::fit(points).map(|s| (sm, s)))
+        .collect();
+    for (program, warp, sm, events) in tracks {
+        let Some(scale) = scales.get(&sm) else {
+            continue;
+        };
+        let mut open: Vec<(usize, u64)> = Vec::new();
         for e in events {
-            let at = scales.get(&e.sm).map_or(e.timer, |s| s.ns(e));
+            let at = scale.ns(e.clock);
             let slice = e.site / 2;
             if e.site % 2 == 0 {
-                open.push((slice, at, e.sm));
+                open.push((slice, at));
                 continue;
             }
             // Close the innermost matching slice; those opened inside it
             // and never closed are dropped.
-            let Some(depth) = open.iter().rposition(|(s, _, _)| *s == slice) else {
+            let Some(depth) = open.iter().rposition(|(s, _)| *s == slice) else {
                 continue;
             };
             timeline.unclosed += (open.len() - depth - 1) as u64;
             open.truncate(depth + 1);
-            if let Some((slice, start, sm)) = open.pop() {
+            if let Some((slice, start)) = open.pop() {
                 timeline.slices.push(TimedSlice {
                     slice,
                     program,
@@ -305,10 +349,43 @@ struct SmScale {
     ns_per_cycle: f64,
 }
 
+/// SM clocks run at 1 to 3 cycles a nanosecond; a fit outside that, or
+/// from points a few microseconds apart, says more about the timer's ticks.
+const NOMINAL_NS_PER_CYCLE: f64 = 1.0 / 1.755;
+
 impl SmScale {
-    fn ns(&self, e: Event) -> u64 {
-        let cycles = cycles_since(e.clock, self.clock0);
+    fn ns(&self, clock: u32) -> u64 {
+        let cycles = cycles_since(clock, self.clock0);
         (self.origin + cycles * self.ns_per_cycle).max(0.0).round() as u64
+    }
+
+    /// A least-squares line through `points`, or the nominal rate through
+    /// their mean when they span too little to fit one.
+    fn fit(points: &[Sync]) -> Option<SmScale> {
+        let first = points.iter().min_by_key(|p| p.timer)?;
+        let clock0 = first.clock;
+        let n = points.len() as f64;
+        let xs: Vec<f64> = points
+            .iter()
+            .map(|p| cycles_since(p.clock, clock0))
+            .collect();
+        let ys: Vec<f64> = points
+            .iter()
+            .map(|p| p.timer.wrapping_sub(first.timer) as f64)
+            .collect();
+        let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+        let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+        let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+        let span = ys.iter().cloned().fold(0.0, f64::max);
+        let fitted = (sxx > 0.0 && span >= 4_000.0).then(|| sxy / sxx);
+        let slope = fitted
+            .filter(|s| (0.3..=1.0).contains(s))
+            .unwrap_or(NOMINAL_NS_PER_CYCLE);
+        Some(SmScale {
+            clock0,
+            origin: first.timer as f64 + my - slope * mx,
+            ns_per_cycle: slope,
+        })
     }
 }
 
@@ -316,53 +393,6 @@ impl SmScale {
 /// wrapped, either way (a coarse timer may put a later clock first).
 fn cycles_since(clock: u32, clock0: u32) -> f64 {
     f64::from(clock.wrapping_sub(clock0) as i32)
-}
-
-/// A least-squares line through each SM's (clock, timer) pairs; none for
-/// an SM whose events span too little time to fit one.
-fn sm_scales<'e>(events: impl Iterator<Item = &'e Event>) -> HashMap<u32, SmScale> {
-    let mut by_sm: HashMap<u32, Vec<&Event>> = HashMap::new();
-    for e in events {
-        by_sm.entry(e.sm).or_default().push(e);
-    }
-    let mut scales = HashMap::new();
-    for (sm, events) in by_sm {
-        let Some(first) = events.iter().min_by_key(|e| e.timer) else {
-            continue;
-        };
-        let clock0 = first.clock;
-        let n = events.len() as f64;
-        let xs: Vec<f64> = events
-            .iter()
-            .map(|e| cycles_since(e.clock, clock0))
-            .collect();
-        let ys: Vec<f64> = events
-            .iter()
-            .map(|e| e.timer.wrapping_sub(first.timer) as f64)
-            .collect();
-        let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
-        let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
-        let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
-        let span = ys.iter().cloned().fold(0.0, f64::max);
-        // Below a few microseconds a coarse timer gives no slope; SM clocks
-        // run at 1-3 cycles per nanosecond.
-        if sxx <= 0.0 || span < 4_000.0 {
-            continue;
-        }
-        let slope = sxy / sxx;
-        if !(0.2..=2.0).contains(&slope) {
-            continue;
-        }
-        scales.insert(
-            sm,
-            SmScale {
-                clock0,
-                origin: first.timer as f64 + my - slope * mx,
-                ns_per_cycle: slope,
-            },
-        );
-    }
-    scales
 }
 
 #[cfg(test)]
