@@ -276,11 +276,17 @@ fn compile_all(
             check_time,
         });
     }
+    // Under `cargo check` no binary is linked, so no PTX is embedded.
+    let arches: &[Arch] = if crate::rustc::emits_metadata_only() {
+        &[]
+    } else {
+        &attr.arches
+    };
     let jobs: Vec<(&tlx_core::ir::Kernel, &str, Arch)> = lowered
         .iter()
         .flat_map(|l| {
             let (kernel, ir) = l.gpu_kernel();
-            attr.arches.iter().map(move |&arch| (kernel, ir, arch))
+            arches.iter().map(move |&arch| (kernel, ir, arch))
         })
         .collect();
     let mut results = crate::parallel::map(&jobs, |&(kernel, ir, arch)| {
@@ -299,7 +305,7 @@ fn compile_all(
     });
     let mut out = Vec::with_capacity(lowered.len());
     for l in &lowered {
-        let compiled: Vec<ArchResult> = results.drain(..attr.arches.len()).collect();
+        let compiled: Vec<ArchResult> = results.drain(..arches.len()).collect();
         out.push(finish_one(
             attr,
             function,

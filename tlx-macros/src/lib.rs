@@ -11,6 +11,7 @@ mod cache;
 mod dump;
 mod emit;
 mod parallel;
+mod rustc;
 
 use proc_macro::TokenStream;
 use quote::quote;
