@@ -105,6 +105,23 @@ fn at_line(at: &Option<ir::SrcLoc>) -> String {
     }
 }
 
+/// What [`compile`] would refuse in `kernel` for `arch` (every
+/// `CodegenError` but LLVM's own), found by lowering it without running
+/// LLVM; on success the launch facts, with no PTX or LLVM IR. For builds
+/// that link no binary (`cargo check`): LLVM is most of a kernel's cost.
+pub fn check(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
+    let lowered = lower::lower_kernel(kernel, arch)?;
+    Ok(CompiledKernel {
+        entry: kernel.name.clone(),
+        ptx: String::new(),
+        llvm_ir: String::new(),
+        shared_bytes: lowered.shared_bytes,
+        global_scratch_bytes: lowered.global_scratch_bytes,
+        num_warps: kernel.total_warps(),
+        notes: lowered.notes,
+    })
+}
+
 /// Compile `kernel` to PTX for `arch`.
 pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
     let lowered = lower::lower_kernel(kernel, arch)?;

@@ -276,12 +276,10 @@ fn compile_all(
             check_time,
         });
     }
-    // Under `cargo check` no binary is linked, so no PTX is embedded.
-    let arches: &[Arch] = if crate::rustc::emits_metadata_only() {
-        &[]
-    } else {
-        &attr.arches
-    };
+    // Under `cargo check` no binary is linked, so no PTX is embedded: the
+    // kernels are lowered for code generation's errors, not run through LLVM.
+    let metadata_only = crate::rustc::emits_metadata_only();
+    let arches = &attr.arches;
     let jobs: Vec<(&tlx_core::ir::Kernel, &str, Arch)> = lowered
         .iter()
         .flat_map(|l| {
@@ -291,15 +289,17 @@ fn compile_all(
         .collect();
     let mut results = crate::parallel::map(&jobs, |&(kernel, ir, arch)| {
         let started = Instant::now();
-        let compiled = match codegen_cache {
-            Some(cache) => cache.compiled(ir, arch).map(Ok).unwrap_or_else(|| {
+        let cached = codegen_cache.and_then(|cache| cache.compiled(ir, arch));
+        let compiled = match cached {
+            Some(compiled) => Ok(compiled),
+            None if metadata_only => codegen::check(kernel, arch),
+            None => {
                 let compiled = codegen::compile(kernel, arch);
-                if let Ok(c) = &compiled {
+                if let (Some(cache), Ok(c)) = (codegen_cache, &compiled) {
                     cache.store_compiled(ir, arch, c);
                 }
                 compiled
-            }),
-            None => codegen::compile(kernel, arch),
+            }
         };
         (compiled, started.elapsed())
     });

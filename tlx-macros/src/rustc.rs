@@ -2,9 +2,9 @@
 //! is loaded into the rustc process (or rust-analyzer's proc-macro
 //! server), so that process's arguments say it. Under `cargo check`,
 //! clippy and rust-analyzer rustc emits metadata alone and links no binary,
-//! so no PTX would ever be embedded: code generation (LLVM, most of a
-//! kernel's build time) is skipped there, while the frontend and the
-//! protocol checker, whose errors the editor shows, still run.
+//! so no PTX would ever be embedded: LLVM (most of code generation's time)
+//! is skipped there, while the frontend, the protocol checker and the
+//! lowering, whose errors the editor shows, still run.
 
 /// Whether no binary will be linked from this expansion.
 pub(crate) fn emits_metadata_only() -> bool {
