@@ -4,8 +4,9 @@
 # benches and two examples twice, without and with timelines (TLX_TRACE set
 # at build time), plus the timelines test, into .gpu/{plain,traced}, packed
 # as .gpu.tgz; `run` (on the GPU machine, carrying .gpu.tgz) runs each
-# bench both ways on one attention shape and GH4, records the traces, and
-# leaves logs, traces and a table in $OUT/all.tgz.
+# bench both ways on one attention shape and GH4 (TLX_TIMELINE_ROUNDS
+# times for the attention), records the traces, and leaves logs, traces
+# and a table in $OUT/all.tgz.
 #
 #   bash scripts/gpu-timelines.sh prepare
 #   bash scripts/gpu-timelines.sh run        # there
@@ -50,18 +51,19 @@ run)
   step ex-gemm-ws-traced env TLX_TRACE="$out/gemm_ws_example.json" .gpu/traced/hopper_gemm_ws
   step ex-fa-fwd-traced env TLX_EXAMPLE_SIZE=small TLX_TRACE="$out/fa_fwd_small.json" \
     TLX_TRACE_LAUNCHES=1 .gpu/traced/hopper_fa_fwd
-  # Plain, built with timelines but recording none, and recording the first
-  # launch of each kernel; the plain run again, for the spread.
-  for round in 1 2; do
+  # Each bench built plain and with timelines. The latter records the first
+  # launches of each kernel (the check, and for the attention the first
+  # warm-up run) and times later ones, which pass no buffer: what a kernel
+  # built with timelines costs when nothing records. A recorded launch's
+  # own span says what recording costs.
+  for round in $(seq "${TLX_TIMELINE_ROUNDS:-1}"); do
     step "att-plain-$round" env TLX_BENCH_ONLY="$shape" .gpu/plain/attention
-    step "att-traced-off-$round" env TLX_BENCH_ONLY="$shape" .gpu/traced/attention
+    step "att-traced-$round" env TLX_BENCH_ONLY="$shape" TLX_TRACE="$out/fa_4096_$round.json" \
+      TLX_TRACE_LAUNCHES=2 TLX_TRACE_EVENTS=2400 .gpu/traced/attention
   done
-  step att-traced-on env TLX_BENCH_ONLY="$shape" TLX_TRACE="$out/fa_4096.json" \
-    TLX_TRACE_LAUNCHES=1 TLX_TRACE_EVENTS=2400 .gpu/traced/attention
   step gemm-plain env TLX_BENCH_ONLY=GH4 .gpu/plain/gemm
-  step gemm-traced-off env TLX_BENCH_ONLY=GH4 .gpu/traced/gemm
-  step gemm-traced-on env TLX_BENCH_ONLY=GH4 TLX_TRACE="$out/gemm_gh4.json" \
-    TLX_TRACE_LAUNCHES=1 TLX_TRACE_EVENTS=2400 .gpu/traced/gemm
+  step gemm-traced env TLX_BENCH_ONLY=GH4 TLX_TRACE="$out/gemm_gh4.json" \
+    TLX_TRACE_LAUNCHES=1 TLX_TRACE_EVENTS=1200 .gpu/traced/gemm
   for f in "$out"/*.json; do gzip -9 "$f"; done
   (cd "$out" && tar czf all.tgz ./*.log ./*.txt ./*.json.gz && find . -type f ! -name all.tgz -delete)
   tar xzf "$out/all.tgz" -O ./summary.txt
