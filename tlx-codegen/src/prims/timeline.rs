@@ -6,8 +6,11 @@
 //! The waits' events sit in the hottest loops, where the attention
 //! consumers hold every register they may: the first version (count and
 //! track in registers, a two-word record of timer, clock and SM per event)
-//! made ptxas spill there and cost 6% with nothing recorded. So nothing of
-//! it stays in registers between events: each warp's next-record and end
+//! made ptxas spill there (72 bytes in the forward at head dim 128) and
+//! cost 6% with nothing recorded (H100). So nothing of it stays in
+//! registers between events (docs/timelines.md has the spills before and
+//! after; one block of predicated PTX per event, tried too, spilled far
+//! more): each warp's next-record and end
 //! pointers live in shared memory (`StaticShared::timeline_counters`, set
 //! in the entry block), a wait's record is one word (`%clock` and the
 //! site), and the SM and the timer are read where it costs nothing (at the
@@ -17,7 +20,7 @@ use std::fmt::Write as _;
 
 use super::{no_lowering, Operands};
 use crate::error::{malformed, Result};
-use crate::lower::{BarrierId, Lowerer};
+use crate::lower::Lowerer;
 use tlx_core::instrument::{TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS};
 use tlx_core::ir::Prim;
 
@@ -97,14 +100,11 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
-    /// The shared slot of the warp that holds the context's first thread:
-    /// a constant where the context's first warp is, else from the warp
-    /// index (one body serving every replica of a task).
+    /// The shared slot of the warp of the thread running this, from
+    /// `%tid.x` read in place. A constant where the context's first warp is
+    /// known looks cheaper but moved ptxas to spill hundreds of bytes in
+    /// the attention kernels at head dim 256 and in the backward.
     fn timeline_slot(&mut self, slots: usize) -> String {
-        if let BarrierId::Fixed(_) = self.context.barrier_id {
-            let offset = slots + self.context.first_warp as usize * TIMELINE_SLOT_BYTES;
-            return self.smem_ptr(&offset.to_string());
-        }
         let tid = self.f.asm("i32", "mov.u32 $0, %tid.x;", "=r", &[]);
         let warp = self.f.inst(format!("lshr i32 {tid}, 5"));
         let bytes = self
