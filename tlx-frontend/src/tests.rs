@@ -1282,3 +1282,16 @@ fn fp8_values_compute() {
         "let o = arange(0, B);\n    let x = load(h + o).to(f8e4m3);\n    let y = -x * x + x;\n    let big = y > x;\n    let total = sum(y, axis = 0);\n    let top = max(y, axis = 0);\n    let (run, _) = cumsum(y, axis = 0);\n    store(p + o, (run + exp(y) + total + top).to(f32), mask = big);",
     ));
 }
+
+#[test]
+fn the_instrumentations_event_is_not_a_call_a_kernel_can_make() {
+    let d = expect_error(
+        "trace_event(p, 0, 1, 0);",
+        "trace_event(",
+        "`trace_event` is not a call of the kernel language",
+    );
+    assert!(
+        d.hint.as_deref().is_some_and(|h| h.contains("TLX_TRACE")),
+        "{d:?}"
+    );
+}

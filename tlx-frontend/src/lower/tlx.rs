@@ -24,6 +24,10 @@ impl<'a> Lowerer<'a> {
             return Err(Diagnostic::new(span, format!("`{}` inside a loop, branch or task", prim.mnemonic()))
                 .with_hint("allocate shared buffers and barriers once, at the top of the kernel body before `async_tasks!`, and pick one with `local_view(x, i)` where it is used"));
         }
+        if prim == Prim::TraceEvent {
+            return Err(Diagnostic::new(span, "`trace_event` is not a call of the kernel language: the compiler puts it in")
+                .with_hint("for timelines of every task and barrier wait, build with `TLX_TRACE` set or give the kernel `timeline = true` (docs/language.md, \"Timelines\")"));
+        }
         let surface = prim.def().surface;
         let a = args.bind(surface.params, surface.required)?;
         if let Some(result_types) = surface.generic {
