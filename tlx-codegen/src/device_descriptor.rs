@@ -194,21 +194,7 @@ impl<'k> Lowerer<'k> {
             .descriptor_scratch
             .clone()
             .ok_or_else(|| malformed("a device descriptor without the scratch parameter"))?;
-        let sreg = |l: &mut Self, name: &str| {
-            let r =
-                l.f.call("i32", &format!("llvm.nvvm.read.ptx.sreg.{name}"), &[]);
-            l.f.inst(format!("zext i32 {r} to i64"))
-        };
-        let (x, y, z) = (
-            sreg(self, "ctaid.x"),
-            sreg(self, "ctaid.y"),
-            sreg(self, "ctaid.z"),
-        );
-        let (nx, ny) = (sreg(self, "nctaid.x"), sreg(self, "nctaid.y"));
-        let zy = self.f.inst(format!("mul i64 {z}, {ny}"));
-        let row = self.f.inst(format!("add i64 {zy}, {y}"));
-        let rows = self.f.inst(format!("mul i64 {row}, {nx}"));
-        let program = self.f.inst(format!("add i64 {rows}, {x}"));
+        let program = self.program_index(false);
         let per_program = self.facts.descriptor_slots.len() * DESCRIPTOR_BYTES;
         let first = self.f.inst(format!("mul i64 {program}, {per_program}"));
         let offset = self
@@ -225,5 +211,37 @@ impl<'k> Lowerer<'k> {
             .inst(format!("addrspacecast ptr addrspace(1) {ptr} to ptr"));
         let generic = self.f.inst(format!("ptrtoint ptr {cast} to i64"));
         Ok((global, generic))
+    }
+
+    /// This program's index in the grid (an i64), x fastest as the grid
+    /// numbers programs; emitted where the code is, or (`in_entry`) in the
+    /// entry block, where every later block sees it.
+    pub(super) fn program_index(&mut self, in_entry: bool) -> String {
+        let emit = |l: &mut Self, rhs: String| {
+            if in_entry {
+                l.f.prologue_inst(rhs)
+            } else {
+                l.f.inst(rhs)
+            }
+        };
+        let sreg = |l: &mut Self, name: &str| {
+            let intrinsic = format!("llvm.nvvm.read.ptx.sreg.{name}");
+            let r = if in_entry {
+                l.f.prologue_call("i32", &intrinsic, &[])
+            } else {
+                l.f.call("i32", &intrinsic, &[])
+            };
+            emit(l, format!("zext i32 {r} to i64"))
+        };
+        let (x, y, z) = (
+            sreg(self, "ctaid.x"),
+            sreg(self, "ctaid.y"),
+            sreg(self, "ctaid.z"),
+        );
+        let (nx, ny) = (sreg(self, "nctaid.x"), sreg(self, "nctaid.y"));
+        let zy = emit(self, format!("mul i64 {z}, {ny}"));
+        let row = emit(self, format!("add i64 {zy}, {y}"));
+        let rows = emit(self, format!("mul i64 {row}, {nx}"));
+        emit(self, format!("add i64 {rows}, {x}"))
     }
 }

@@ -14,7 +14,7 @@ use crate::buffer::Buffer;
 use crate::check;
 use crate::device::Device;
 use crate::error::OutOfBoundsReport;
-use crate::spec::{param_name, BoundsSiteSpec, KernelSpec};
+use crate::spec::{BoundsSiteSpec, KernelSpec};
 use crate::value::{KernelArg, ScalarValue};
 use crate::Error;
 
@@ -31,6 +31,7 @@ pub(crate) fn prepare<B: Backend>(
     device: &Device,
     backend: &B,
     launch: &Launch,
+    sites: &'static [BoundsSiteSpec],
     args: &[KernelArg<'_>],
     checked: &mut Vec<Arg<'_, B::Ptr>>,
 ) -> Result<FaultRecord, Error> {
@@ -44,18 +45,9 @@ pub(crate) fn prepare<B: Backend>(
         })),
         _ => None,
     }));
-    // The record is on `device`, so this check passes.
-    let at = check::pointer(
-        backend,
-        spec.name,
-        param_name(spec, checked.len()),
-        record.target(0),
-    )?;
-    checked.push(Arg::Ptr(at));
-    Ok(FaultRecord {
-        record,
-        sites: launch.config_spec.bounds.unwrap_or(&[]),
-    })
+    // The record is on `device`, so its check passes.
+    check::push_launch_buffer(backend, spec, checked, &record)?;
+    Ok(FaultRecord { record, sites })
 }
 
 impl FaultRecord {

@@ -8,10 +8,11 @@
 use tlx_core::ir::ParamKind;
 
 use crate::backend::{Arg, Backend};
+use crate::buffer::Buffer;
 use crate::grid::Grid;
-use crate::spec::{describe_kind, ConfigSpec, KernelSpec};
+use crate::spec::{describe_kind, param_name, ConfigSpec, KernelSpec};
 use crate::value::{KernelArg, PtrTarget};
-use crate::Error;
+use crate::{Element, Error};
 
 /// The most warps a program may have (1024 threads per block).
 const MAX_WARPS: u32 = 32;
@@ -143,6 +144,24 @@ pub(crate) fn pointer<B: Backend>(
             device: device.to_string(),
         }),
     }
+}
+
+/// Appends `buffer`, which the launch itself made on the kernel's device
+/// (a fault record, a timeline's records), as the next pointer argument.
+pub(crate) fn push_launch_buffer<'a, B: Backend, T: Element>(
+    backend: &B,
+    spec: &'static KernelSpec,
+    args: &mut Vec<Arg<'a, B::Ptr>>,
+    buffer: &Buffer<T>,
+) -> Result<(), Error> {
+    let name = param_name(spec, args.len());
+    args.push(Arg::Ptr(pointer(
+        backend,
+        spec.name,
+        name,
+        buffer.target(0),
+    )?));
+    Ok(())
 }
 
 /// Checks each descriptor against TMA's rules for the block this

@@ -45,10 +45,11 @@ fn launch_on<B: Backend>(
     dump::on_launch(launch.spec, launch.config, launch.config_spec);
     let config = launch.config_spec;
     let bounds = match config.bounds {
-        Some(_) => Some(bounds::prepare(
+        Some(sites) => Some(bounds::prepare(
             device,
             backend,
             launch,
+            sites,
             args,
             &mut checked,
         )?),
@@ -58,7 +59,7 @@ fn launch_on<B: Backend>(
     // making and takes no timeline arguments.
     let timeline = match config.timeline {
         Some(slices) if B::RUNS_PTX => {
-            GpuTimeline::prepare(device, backend, launch, &mut checked)?.map(|t| (t, slices))
+            GpuTimeline::prepare(device, backend, launch, slices, &mut checked)?
         }
         _ => None,
     };
@@ -70,8 +71,8 @@ fn launch_on<B: Backend>(
     if bounds.is_some() || timeline.is_some() {
         ran = ran.and_then(|()| backend.synchronize());
     }
-    if let Some((timeline, slices)) = timeline {
-        timeline.finish(launch, slices, ran.is_ok())?;
+    if let Some(timeline) = timeline {
+        timeline.finish(launch, ran.is_ok())?;
     }
     match bounds {
         Some(record) => record.finish(launch, args, ran),

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tlx_core::instrument::{
     decode_timeline, SliceKind, Timeline, TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS,
@@ -23,7 +23,7 @@ use crate::buffer::Buffer;
 use crate::check;
 use crate::device::Device;
 use crate::error::Error;
-use crate::spec::{param_name, TimelineSliceSpec};
+use crate::spec::TimelineSliceSpec;
 use crate::value::ScalarValue;
 
 /// The clock a launch's timeline is on.
@@ -91,11 +91,16 @@ pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<LaunchTimeline>) {
     (result, captured.unwrap_or_default())
 }
 
-/// The file `TLX_TRACE` names, if it is set.
-fn requested() -> Option<PathBuf> {
-    std::env::var_os("TLX_TRACE")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+/// The file `TLX_TRACE` names, if it is set: read once, at the first
+/// launch, so that launches (every GPU launch asks) read no environment.
+fn requested() -> Option<&'static Path> {
+    static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        std::env::var_os("TLX_TRACE")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+    .as_deref()
 }
 
 /// Whether a launch of `kernel` is to be recorded: inside [`capture`], or
@@ -131,7 +136,7 @@ pub(crate) fn record(launch: LaunchTimeline) -> Result<(), Error> {
         );
     }
     launches.push(launch);
-    write_file(&path, &launches)
+    write_file(path, &launches)
 }
 
 fn write_file(path: &Path, launches: &[LaunchTimeline]) -> Result<(), Error> {
@@ -192,6 +197,8 @@ fn env_count(var: &str) -> Option<usize> {
 pub(crate) struct GpuTimeline {
     buffer: Buffer<i64>,
     capacity: u32,
+    /// What each pair of the kernel's sites marks.
+    slices: &'static [TimelineSliceSpec],
 }
 
 impl GpuTimeline {
@@ -202,6 +209,7 @@ impl GpuTimeline {
         device: &Device,
         backend: &B,
         launch: &Launch,
+        slices: &'static [TimelineSliceSpec],
         args: &mut Vec<Arg<'_, B::Ptr>>,
     ) -> Result<Option<GpuTimeline>, Error> {
         let spec = launch.spec;
@@ -227,13 +235,7 @@ impl GpuTimeline {
         let capacity = fits.clamp(MIN_WORDS, most) / 2 * 2;
         let words = tracks * (TIMELINE_HEADER_WORDS + capacity + TIMELINE_TRAILER_WORDS);
         let buffer = device.alloc_zeros::<i64>(words)?;
-        let at = check::pointer(
-            backend,
-            spec.name,
-            param_name(spec, args.len()),
-            buffer.target(0),
-        )?;
-        args.push(Arg::Ptr(at));
+        check::push_launch_buffer(backend, spec, args, &buffer)?;
         args.push(Arg::Scalar(ScalarValue {
             ty: ScalarType::I32,
             bits: capacity as u64,
@@ -241,17 +243,13 @@ impl GpuTimeline {
         Ok(Some(GpuTimeline {
             buffer,
             capacity: capacity as u32,
+            slices,
         }))
     }
 
     /// Reads the records back (the launch has finished) and records the
     /// timeline; a launch that failed leaves none to read.
-    pub(crate) fn finish(
-        self,
-        launch: &Launch,
-        slices: &[TimelineSliceSpec],
-        ran: bool,
-    ) -> Result<(), Error> {
+    pub(crate) fn finish(self, launch: &Launch, ran: bool) -> Result<(), Error> {
         if !ran {
             return Ok(());
         }
@@ -264,7 +262,7 @@ impl GpuTimeline {
             launch.config_spec.num_warps,
             self.capacity,
         );
-        record(on_tracks(launch.spec.name, grid, slices, &timeline))
+        record(on_tracks(launch.spec.name, grid, self.slices, &timeline))
     }
 }
 

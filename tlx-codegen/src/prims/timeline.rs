@@ -124,18 +124,7 @@ impl<'k> Lowerer<'k> {
             return;
         }
         self.threads.timeline_started = true;
-        let mut program = "0".to_string();
-        for d in ["z", "y", "x"] {
-            let sreg = |l: &mut Self, name: &str| {
-                let r =
-                    l.f.prologue_call("i32", &format!("llvm.nvvm.read.ptx.sreg.{name}.{d}"), &[]);
-                l.f.prologue_inst(format!("zext i32 {r} to i64"))
-            };
-            let extent = sreg(self, "nctaid");
-            let index = sreg(self, "ctaid");
-            let scaled = self.f.prologue_inst(format!("mul i64 {program}, {extent}"));
-            program = self.f.prologue_inst(format!("add i64 {scaled}, {index}"));
-        }
+        let program = self.program_index(true);
         let warp = self.threads.program_warp.clone();
         let p = |l: &mut Self, rhs: String| l.f.prologue_inst(rhs);
         let first = p(
