@@ -143,18 +143,15 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     };
     // The pivot: the highest whose run of every size at it stays short
     // (a persistent kernel multiplies its sizes; see `samples`).
+    let sizes = samples::Sizes::new(kernel, &skeleton);
     let mut lowered = 0;
-    while let Some(probe) = samples::all_at_pivot(kernel, &skeleton, lowered) {
+    while let Some(probe) = samples::all_at_pivot(kernel, &skeleton, &sizes, lowered) {
         match run(&probe, PROBE_STEPS) {
-            Err(InterpError::StepBudget { .. })
-                if samples::has_pivot(kernel, &skeleton, lowered + 1) =>
-            {
-                lowered += 1
-            }
+            Err(InterpError::StepBudget { .. }) if sizes.has_level(lowered + 1) => lowered += 1,
             _ => break,
         }
     }
-    let samples = samples::samples(kernel, &skeleton, lowered);
+    let samples = samples::samples(kernel, &skeleton, &sizes, lowered);
     // The smallest failing sizes explain the bug best; one is enough.
     if let Some((sample, error)) = first_failure(&samples, |s| run(s, SAMPLE_STEPS).err()) {
         let described = samples::describe(kernel, sample);

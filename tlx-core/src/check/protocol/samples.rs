@@ -10,27 +10,32 @@
 //! the first `2S + 1` iterations of the loop or never, since later
 //! iterations see no state the earlier ones did not. Trip counts are
 //! `ceil(n / B)` for a block `B` among the kernel's constants (or `n`
-//! itself), so the ladder holds `B * t + 1` for every constant `B` (that
-//! the skeleton's arithmetic can divide by, see `blocks`) and
-//! `t` in `0..T`, and `1..=T`, with `T = 2S + 1` for the kernel's largest
-//! ring (`S` the most buffers or barriers one allocation holds): every loop
-//! sees each trip count from 1 to `T` (`ladder_gives_every_trip_count`
-//! checks it). Each size parameter runs up the ladder while the others
-//! sit at a pivot that gives every loop two trips or more (so a persistent
-//! loop carries its ring state across tiles), and all of them together run
-//! up to the pivot; producers and consumers share their bounds, so they
-//! iterate alike.
+//! itself), so a size parameter's ladder holds `B * t + 1` for every
+//! constant `B` that divides it on the way to a loop bound (see `blocks`:
+//! per parameter, so a batch count that no block divides climbs only
+//! `1..=T`) and `t` in `0..T`, and `1..=T`, with `T = 2S + 1` for the
+//! kernel's largest ring (`S` the most buffers or barriers one allocation
+//! holds): every loop sees each trip count from 1 to `T`
+//! (`ladder_gives_every_trip_count` checks it). Each size parameter runs up
+//! its ladder while the others sit at their pivots (`B + 1` for the
+//! largest block of each, 2 without one), which give every loop two trips
+//! or more (so a persistent loop carries its ring state across tiles), and
+//! all of them together run up to the pivots; producers and consumers
+//! share their bounds, so they iterate alike.
 //!
 //! A persistent kernel multiplies its sizes (batch × heads × tiles of one
-//! program), so the pivot can make runs very long. The checker then lowers
-//! it (`pivot`: the next smaller `B + 1`, down to 2) until a run with every
-//! size at the pivot stays short: the varied size still climbs its whole
-//! ladder, and loops over the others still run, with fewer trips.
+//! program), so the pivots can make runs very long. The checker then
+//! lowers them (`Sizes::pivots`: each to its next smaller `B + 1`, down to
+//! 2) until a run with every size at its pivot stays short: the varied
+//! size still climbs its whole ladder, and loops over the others still
+//! run, with fewer trips.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::interp::{ArgValue, Schedule};
-use crate::ir::{Kernel, Literal, OpKind, ParamKind, ScalarType, Type};
+use crate::ir::{
+    BinaryOp, Block, Kernel, Literal, Op, OpKind, ParamKind, ScalarType, Type, ValueId,
+};
 
 use super::slice::Skeleton;
 
@@ -55,10 +60,65 @@ pub(crate) fn ladder(blocks: &[i64], max_trips: i64) -> Vec<i64> {
     values
 }
 
+/// The size parameters the skeleton needs and the blocks of each.
+pub(crate) struct Sizes {
+    /// Parameter indices.
+    params: Vec<usize>,
+    /// [`blocks`] of each, in the same order.
+    blocks: Vec<Vec<i64>>,
+    /// Trips each loop must see: `2S + 1` for the longest ring `S`.
+    max_trips: i64,
+}
+
+impl Sizes {
+    pub(crate) fn new(kernel: &Kernel, skeleton: &Skeleton) -> Sizes {
+        let params = sized_params(kernel, skeleton);
+        let blocks = params
+            .iter()
+            .map(|&p| blocks(kernel, skeleton, p))
+            .collect();
+        Sizes {
+            params,
+            blocks,
+            max_trips: 2 * i64::from(largest_ring(kernel).max(1)) + 1,
+        }
+    }
+
+    /// Each parameter's pivot number `level` (0 the highest): `B + 1` for
+    /// its blocks `B`, highest first (two trips or more of every loop over
+    /// it at the first), then 2; its lowest past the end.
+    fn pivots(&self, level: usize) -> Vec<i64> {
+        self.blocks
+            .iter()
+            .map(|blocks| {
+                let pivots = pivot_list(blocks);
+                pivots[level.min(pivots.len() - 1)]
+            })
+            .collect()
+    }
+
+    /// Whether some parameter has a pivot number `level`.
+    pub(crate) fn has_level(&self, level: usize) -> bool {
+        self.blocks.iter().any(|b| level < pivot_list(b).len())
+    }
+}
+
+/// The pivots of a parameter with `blocks`, highest first.
+fn pivot_list(blocks: &[i64]) -> Vec<i64> {
+    let mut pivots: Vec<i64> = blocks.iter().map(|b| b.max(&1) + 1).chain([2]).collect();
+    pivots.sort_unstable_by(|a, b| b.cmp(a));
+    pivots.dedup();
+    pivots
+}
+
 /// The samples for `kernel` around pivot number `level`, in the order to
 /// try them (small first, so the first failure is the simplest to explain).
-pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec<Sample> {
-    let sized = sized_params(kernel, skeleton);
+pub(crate) fn samples(
+    kernel: &Kernel,
+    skeleton: &Skeleton,
+    sizes: &Sizes,
+    level: usize,
+) -> Vec<Sample> {
     // Two programs (or clusters) already split a persistent loop's tiles
     // unevenly for odd tile counts, which the ladder gives.
     let grids = if reads_program(kernel, skeleton) {
@@ -66,35 +126,40 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
     } else {
         vec![1]
     };
-    let blocks = blocks(kernel, skeleton);
-    let ladder = ladder(&blocks, 2 * i64::from(largest_ring(kernel).max(1)) + 1);
-    let pivot = pivot(kernel, skeleton, level);
-    // All sizes together up to the pivot (one run when there are none)...
-    let together = match sized.len() {
+    let pivots = sizes.pivots(level);
+    let highest = pivots.iter().copied().max().unwrap_or(0);
+    let every_block: Vec<i64> = sizes.blocks.iter().flatten().copied().collect();
+    // All sizes together up to their pivots (one run when there are none)...
+    let mut together: Vec<Vec<i64>> = match sizes.params.len() {
         0 => vec![Vec::new()],
         1 => Vec::new(),
-        n => ladder
-            .iter()
-            .filter(|&&v| v <= pivot)
-            .map(|&v| vec![v; n])
+        _ => ladder(&every_block, sizes.max_trips)
+            .into_iter()
+            .filter(|&v| v <= highest)
+            .map(|v| pivots.iter().map(|&p| v.min(p)).collect())
             .collect(),
     };
-    // ...then each up the whole ladder with the others at the pivot.
-    let count = sized.len();
-    let one_at_a_time = (0..count).flat_map(|varied| {
-        ladder.iter().map(move |&v| {
-            let mut values = vec![pivot; count];
-            values[varied] = v;
-            values
-        })
-    });
+    together.dedup();
+    // ...then each up its own ladder with the others at their pivots.
+    let one_at_a_time = sizes
+        .blocks
+        .iter()
+        .enumerate()
+        .flat_map(|(varied, blocks)| {
+            let pivots = &pivots;
+            ladder(blocks, sizes.max_trips).into_iter().map(move |v| {
+                let mut values = pivots.clone();
+                values[varied] = v;
+                values
+            })
+        });
     // Barrier phases and the happens-before checks do not depend on the
     // interleaving; one random one, at the pivot, covers landing orders.
     let both = [Schedule::RoundRobin, Schedule::Random { seed: 1 }];
     let runs = together
         .into_iter()
         .map(|values| {
-            let at_pivot = values.iter().all(|&v| v == pivot);
+            let at_pivot = values == pivots;
             (values, &both[..if at_pivot { 2 } else { 1 }])
         })
         .chain(one_at_a_time.map(|values| (values, &both[..1])));
@@ -108,7 +173,7 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
             for &schedule in schedules {
                 out.push(Sample {
                     grid,
-                    args: args(kernel, skeleton, &sized, &values),
+                    args: args(kernel, skeleton, &sizes.params, &values),
                     schedule,
                 });
             }
@@ -117,34 +182,44 @@ pub(crate) fn samples(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Vec
     out
 }
 
-/// The kernel's constants that can be blocks of the skeleton's trip counts:
-/// those whose value `B` appears among the skeleton's integer literals as
-/// `B` (`step_by(B)`, `n / B`), `B - 1` (`(n + B - 1) / B`) or `log2 B` (a
-/// shift). A constant that appears in none of these forms cannot divide a
-/// size on the way to a loop bound (a head dimension that only shapes data,
-/// say), so its ladder values would repeat trip counts others give.
-fn blocks(kernel: &Kernel, skeleton: &Skeleton) -> Vec<i64> {
-    fn literals(block: &crate::ir::Block, skeleton: &Skeleton, out: &mut HashSet<i64>) {
-        for op in &block.ops {
-            if let OpKind::Constant(Literal::Int(v)) = op.kind {
-                if op.results.iter().any(|r| skeleton.needed.contains(r)) {
-                    out.insert(v);
-                }
-            }
-            for inner in op.kind.blocks() {
-                literals(inner, skeleton, out);
+/// The kernel's constants that can be blocks of the trip counts a size
+/// parameter (`param`, an index) sets: those whose value `B` is a literal
+/// operand, as `B` (`step_by(B)`, `n / B`), `B - 1` (`(n + B - 1) / B`) or
+/// `log2 B` (a shift), of a skeleton op other than a product that computes
+/// on a value derived from the parameter. A constant that appears in none of these forms next
+/// to the parameter cannot divide it on the way to a loop bound (a head
+/// dimension that only shapes data, a tile size that divides another
+/// size), so its ladder values would repeat trip counts others give, and
+/// each costs a run as long as the parameter is large.
+fn blocks(kernel: &Kernel, skeleton: &Skeleton, param: usize) -> Vec<i64> {
+    let mut literals = HashMap::new();
+    walk_ops(&kernel.body, &mut |op| {
+        if let OpKind::Constant(Literal::Int(v)) = op.kind {
+            for &r in &op.results {
+                literals.insert(r, v);
             }
         }
-    }
-    let mut seen = HashSet::new();
-    literals(&kernel.body, skeleton, &mut seen);
+    });
+    let derived = derived_from(kernel, kernel.params[param].value, &literals);
+    let mut beside: HashSet<i64> = HashSet::new();
+    walk_ops(&kernel.body, &mut |op| {
+        let operands = op.kind.operands();
+        let computes = op.results.iter().any(|r| skeleton.needed.contains(r))
+            || skeleton.keep.contains(&op.id);
+        if computes && !scales(&op.kind, &literals) && operands.iter().any(|v| derived.contains(v))
+        {
+            beside.extend(operands.iter().filter_map(|v| literals.get(v).copied()));
+        }
+    });
     let mut blocks: Vec<i64> = kernel
         .consts
         .iter()
         .map(|&(_, b)| b)
         .filter(|&b| {
             let log2 = (b > 0 && b.count_ones() == 1).then(|| i64::from(b.trailing_zeros()));
-            seen.contains(&b) || seen.contains(&(b - 1)) || log2.is_some_and(|l| seen.contains(&l))
+            beside.contains(&b)
+                || beside.contains(&(b - 1))
+                || log2.is_some_and(|l| beside.contains(&l))
         })
         .collect();
     blocks.sort_unstable();
@@ -152,41 +227,78 @@ fn blocks(kernel: &Kernel, skeleton: &Skeleton) -> Vec<i64> {
     blocks
 }
 
-/// The pivots, highest first: `B + 1` for each block `B` of [`blocks`]
-/// (two trips or more of every loop at the first), then 2.
-fn pivots(kernel: &Kernel, skeleton: &Skeleton) -> Vec<i64> {
-    let mut pivots: Vec<i64> = blocks(kernel, skeleton)
-        .into_iter()
-        .map(|b| b.max(1) + 1)
-        .chain([2])
-        .collect();
-    pivots.sort_unstable_by(|a, b| b.cmp(a));
-    pivots.dedup();
-    pivots
+/// The values computed from `root`, following operands to results and each
+/// carried value through its loop or branch (to a fixed point: a carried
+/// value feeds itself). Two paths are not followed, as what lies past them
+/// divides no size: a loop's counter from its bounds (the counter numbers
+/// iterations; a loop whose bound depends on it sees its trip counts
+/// through the sizes of the outer loop), and a product with a literal `B`
+/// (a multiple of `B`: `m * BM` divided by `BM` again sets trips that `m`
+/// already does).
+fn derived_from(
+    kernel: &Kernel,
+    root: ValueId,
+    literals: &HashMap<ValueId, i64>,
+) -> HashSet<ValueId> {
+    let mut derived = HashSet::from([root]);
+    let mut changed = true;
+    while changed {
+        changed = false;
+        walk_ops(&kernel.body, &mut |op| {
+            let mut add = Vec::new();
+            if !scales(&op.kind, literals) && op.kind.operands().iter().any(|v| derived.contains(v))
+            {
+                add.extend(op.results.iter().copied());
+            }
+            for group in op.kind.carried_values(&op.results) {
+                if group.iter().any(|v| derived.contains(v)) {
+                    add.extend(group);
+                }
+            }
+            for v in add {
+                changed |= derived.insert(v);
+            }
+        });
+    }
+    derived
 }
 
-/// Pivot number `level` (0 the highest), the lowest past the end.
-pub(crate) fn pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> i64 {
-    let pivots = pivots(kernel, skeleton);
-    pivots[level.min(pivots.len() - 1)]
+/// Whether `kind` multiplies by a literal.
+fn scales(kind: &OpKind, literals: &HashMap<ValueId, i64>) -> bool {
+    match kind {
+        OpKind::Binary {
+            op: BinaryOp::Mul,
+            lhs,
+            rhs,
+        } => literals.contains_key(lhs) || literals.contains_key(rhs),
+        _ => false,
+    }
 }
 
-/// Whether there is a pivot number `level`.
-pub(crate) fn has_pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> bool {
-    level < pivots(kernel, skeleton).len()
+/// Calls `visit` on every op of `block`, nested ones after their parent.
+fn walk_ops<'k>(block: &'k Block, visit: &mut impl FnMut(&'k Op)) {
+    for op in &block.ops {
+        visit(op);
+        for inner in op.kind.blocks() {
+            walk_ops(inner, visit);
+        }
+    }
 }
 
-/// One program with every size at pivot number `level`: the longest run
-/// the samples make at that pivot. `None` when no size is sampled.
-pub(crate) fn all_at_pivot(kernel: &Kernel, skeleton: &Skeleton, level: usize) -> Option<Sample> {
-    let sized = sized_params(kernel, skeleton);
-    if sized.is_empty() {
+/// One program with every size at its pivot number `level`: the longest
+/// run the samples make at that level. `None` when no size is sampled.
+pub(crate) fn all_at_pivot(
+    kernel: &Kernel,
+    skeleton: &Skeleton,
+    sizes: &Sizes,
+    level: usize,
+) -> Option<Sample> {
+    if sizes.params.is_empty() {
         return None;
     }
-    let values = vec![pivot(kernel, skeleton, level); sized.len()];
     Some(Sample {
         grid: kernel.options.cluster.map(|c| c.max(1)),
-        args: args(kernel, skeleton, &sized, &values),
+        args: args(kernel, skeleton, &sizes.params, &sizes.pivots(level)),
         schedule: Schedule::RoundRobin,
     })
 }
@@ -348,7 +460,64 @@ kernel "ring" {
 "#;
         let kernel = crate::ir::parse(text).expect("parses");
         let skeleton = super::super::slice::skeleton(&kernel);
-        assert_eq!(blocks(&kernel, &skeleton), vec![32]);
+        assert_eq!(blocks(&kernel, &skeleton, 1), vec![32]);
+    }
+
+    /// `for t in 0..cdiv(m, BM) * b { for k in 0..cdiv(t % 4 * BM + BM, BK) {
+    /// ring } }`: `BM` divides `m`; `b` (a batch) is divided by nothing,
+    /// and `BK` divides only a multiple of `BM` computed from the counter.
+    #[test]
+    fn blocks_are_per_parameter() {
+        let text = r#"
+kernel "tiles" {
+  source "tiles.rs"
+  options num_warps 4 num_stages 1
+  const "BM" 64
+  const "BK" 32
+  param "m" %0 i32
+  param "b" %1 i32
+  %2 = alloc_barriers [1] : barriers<2>  // line 4:15
+  %3 = constant 64 : i32  // line 5:16
+  %4 = add %0, %3 : i32  // line 5:16
+  %5 = constant 1 : i32  // line 5:16
+  %6 = sub %4, %5 : i32  // line 5:16
+  %7 = div %6, %3 : i32  // line 5:16
+  %8 = mul %7, %1 : i32  // line 5:16
+  %9 = constant 0 : i32  // line 6:4
+  for %9 to %8 step %5 iter() {  // line 6:8
+    ^(%10: i32)
+    %11 = constant 4 : i32  // line 7:16
+    %12 = rem %10, %11 : i32  // line 7:16
+    %13 = mul %12, %3 : i32  // line 7:16
+    %14 = add %13, %3 : i32  // line 7:16
+    %15 = constant 32 : i32  // line 7:16
+    %16 = add %14, %15 : i32  // line 7:16
+    %17 = sub %16, %5 : i32  // line 7:16
+    %18 = div %17, %15 : i32  // line 7:16
+    for %9 to %18 step %5 iter() {  // line 8:8
+      ^(%19: i32)
+      %20 = constant 2 : i32  // line 9:16
+      %21 = rem %19, %20 : i32  // line 9:16
+      %22 = local_view %2, %21 : barriers<1>  // line 9:18
+      %23 = constant true : bool  // line 9:8
+      barrier_arrive %22, %23 [1]  // line 9:8
+      %24 = div %19, %20 : i32  // line 10:27
+      %25 = rem %24, %20 : i32  // line 10:26
+      barrier_wait %22, %25, %23  // line 10:8
+      yield  // line 10:8
+    }
+    yield  // line 11:8
+  }
+}
+"#;
+        let kernel = crate::ir::parse(text).expect("parses");
+        let skeleton = super::super::slice::skeleton(&kernel);
+        assert_eq!(blocks(&kernel, &skeleton, 0), vec![64]);
+        assert_eq!(blocks(&kernel, &skeleton, 1), Vec::<i64>::new());
+        let sizes = Sizes::new(&kernel, &skeleton);
+        assert_eq!(sizes.pivots(0), vec![65, 2]);
+        assert_eq!(sizes.pivots(1), vec![2, 2]);
+        assert!(sizes.has_level(1) && !sizes.has_level(2));
     }
 
     #[test]
