@@ -460,6 +460,58 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// Whether the op reads and writes only its task's own values: no
+    /// memory, barrier, other task or output. Such ops commute with
+    /// everything other tasks do, so an interpreter may run a task's
+    /// consecutive local ops without interleaving others between them.
+    /// (Control flow counts as local; what its blocks hold is judged op by op.)
+    pub fn is_task_local(&self) -> bool {
+        use OpKind::*;
+        match self {
+            Constant(_)
+            | ProgramId { .. }
+            | NumPrograms { .. }
+            | MultipleOf { .. }
+            | ClusterCtaRank
+            | Arange { .. }
+            | Splat { .. }
+            | Broadcast { .. }
+            | ExpandDims { .. }
+            | Reshape { .. }
+            | Trans { .. }
+            | Cast { .. }
+            | Bitcast { .. }
+            | Binary { .. }
+            | Unary { .. }
+            | Compare { .. }
+            | Select { .. }
+            | Fma { .. }
+            | AddPtr { .. }
+            | Reduce { .. }
+            | Scan { .. }
+            | Dot { .. }
+            | Join { .. }
+            | Split { .. }
+            | ExtractTile { .. }
+            | InsertTile { .. }
+            | For { .. }
+            | While { .. }
+            | If { .. }
+            | AsyncTaskReplicaId
+            | Yield(_)
+            | Condition(_) => true,
+            ClusterBarrier
+            | Load { .. }
+            | Store { .. }
+            | AtomicRmw { .. }
+            | AtomicCas { .. }
+            | AsyncTasks { .. }
+            | Prim { .. }
+            | Print { .. }
+            | Assert { .. } => false,
+        }
+    }
+
     /// The SSA operands this op reads directly (not those inside nested blocks).
     pub fn operands(&self) -> Vec<ValueId> {
         use OpKind::*;
