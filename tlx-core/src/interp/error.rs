@@ -347,6 +347,28 @@ pub enum InterpError {
         // Boxed: the reader's name would make every InterpError larger.
         read: Box<UnreleasedRead>,
     },
+    #[error(
+        "{at}, task `{task}`: the task ends while this TMA store may still be reading shared \
+         buffer #{buffer}: nothing waited for it (`async_descriptor_store_wait`), so the \
+         program's shared memory may be reused before the store has read it"
+    )]
+    StoreInFlightAtExit {
+        at: Site,
+        task: String,
+        buffer: usize,
+    },
+    #[error(
+        "{at}, task `{task}`: the program exits while this asynchronous write into shared \
+         buffer #{buffer} was never waited for (mbarrier #{barrier} phase {phase}): it may land \
+         after the program's shared memory is reused"
+    )]
+    WriteInFlightAtExit {
+        at: Site,
+        task: String,
+        buffer: usize,
+        barrier: usize,
+        phase: u32,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,

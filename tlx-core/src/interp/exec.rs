@@ -1090,6 +1090,17 @@ impl<'k> Task<'k> for Executor<'k> {
                 _ => break,
             }
         }
+        if matches!(outcome, StepOutcome::Finished) {
+            if let Some(&(buffer, line)) = self.in_flight.tma_stores.front() {
+                let mut at = self.site(None);
+                (at.op, at.line) = ("async_descriptor_store", line);
+                return Err(InterpError::StoreInFlightAtExit {
+                    at,
+                    task: self.task.name.clone(),
+                    buffer,
+                });
+            }
+        }
         Ok(outcome)
     }
 }

@@ -14,6 +14,8 @@ pub type SharedBufferId = usize;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct AsyncWrite {
     writer: String,
+    /// The writing op's name and line.
+    op: &'static str,
     line: u32,
     barrier: usize,
     /// The barrier phase whose completion signals the write landed.
@@ -40,6 +42,17 @@ pub struct SharedRace {
     pub phase: u32,
 }
 
+/// An asynchronous write no task waited for (see [`AsyncWrites::unwaited`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnwaitedWrite {
+    pub buffer: SharedBufferId,
+    pub writer: String,
+    pub op: &'static str,
+    pub line: u32,
+    pub barrier: usize,
+    pub phase: u32,
+}
+
 /// The asynchronous-write records of one program's shared buffers.
 #[derive(Clone, Debug, Default)]
 pub struct AsyncWrites {
@@ -58,7 +71,7 @@ impl AsyncWrites {
         &mut self,
         buffer: SharedBufferId,
         writer: &str,
-        line: u32,
+        (op, line): (&'static str, u32),
         barrier: usize,
         phase: u32,
     ) {
@@ -66,6 +79,7 @@ impl AsyncWrites {
             buffer,
             AsyncWrite {
                 writer: writer.to_owned(),
+                op,
                 line,
                 barrier,
                 phase,
@@ -82,13 +96,13 @@ impl AsyncWrites {
         &mut self,
         buffer: SharedBufferId,
         writer: &str,
-        line: u32,
+        at: (&'static str, u32),
         signals: &[(usize, u32)],
     ) {
         let Some(&(barrier, phase)) = signals.first() else {
             return;
         };
-        self.record_write(buffer, writer, line, barrier, phase);
+        self.record_write(buffer, writer, at, barrier, phase);
         if let Some(write) = self.last.get_mut(&buffer) {
             write.also = signals[1..].to_vec();
         }
@@ -114,6 +128,24 @@ impl AsyncWrites {
                 write.observed_by.push((task, tick));
             }
         }
+    }
+
+    /// The first (by line, then buffer) last write into a buffer that no
+    /// task has waited for: at the program's exit, a copy that may land
+    /// after its shared memory is reused.
+    pub fn unwaited(&self) -> Option<UnwaitedWrite> {
+        self.last
+            .iter()
+            .filter(|(_, write)| write.observed_by.is_empty())
+            .min_by_key(|(&buffer, write)| (write.line, buffer))
+            .map(|(&buffer, write)| UnwaitedWrite {
+                buffer,
+                writer: write.writer.clone(),
+                op: write.op,
+                line: write.line,
+                barrier: write.barrier,
+                phase: write.phase,
+            })
     }
 
     /// Checks a read of `buffer` by `task`, whose vector clock is `seen`.
@@ -154,7 +186,7 @@ mod tests {
             Ok(()),
             "never written asynchronously"
         );
-        writes.record_write(4, "producer", 17, 2, 0);
+        writes.record_write(4, "producer", ("async_descriptor_load", 17), 2, 0);
         let race = writes.check_read(4, 1, &[]).unwrap_err();
         assert_eq!(
             race.to_string(),
@@ -172,7 +204,7 @@ mod tests {
     #[test]
     fn only_the_signalling_barrier_and_phase_count() {
         let mut writes = AsyncWrites::default();
-        writes.record_write(0, "producer", 5, 1, 3);
+        writes.record_write(0, "producer", ("async_descriptor_load", 5), 1, 3);
         writes.record_wait(1, 1, 0, 3);
         assert!(writes.check_read(0, 1, &[]).is_err(), "another barrier");
         writes.record_wait(1, 1, 1, 2);
@@ -188,7 +220,7 @@ mod tests {
     #[test]
     fn a_read_ordered_after_another_tasks_wait_is_not_a_race() {
         let mut writes = AsyncWrites::default();
-        writes.record_write(3, "producer", 9, 1, 0);
+        writes.record_write(3, "producer", ("async_descriptor_load", 9), 1, 0);
         // Task 1 waits at its tick 5; task 2 then learns of ticks up to 4
         // and later up to 5 of task 1 (a named barrier's arrive -> wait).
         writes.record_wait(1, 5, 1, 0);
@@ -202,11 +234,25 @@ mod tests {
     #[test]
     fn a_new_write_needs_a_new_wait() {
         let mut writes = AsyncWrites::default();
-        writes.record_write(0, "producer", 5, 1, 0);
+        writes.record_write(0, "producer", ("async_descriptor_load", 5), 1, 0);
         writes.record_wait(1, 1, 1, 0);
-        writes.record_write(0, "producer", 5, 1, 1);
+        writes.record_write(0, "producer", ("async_descriptor_load", 5), 1, 1);
         assert!(writes.check_read(0, 1, &[]).is_err());
         writes.clear();
         assert_eq!(writes.check_read(0, 1, &[]), Ok(()));
+    }
+
+    #[test]
+    fn a_write_nobody_waited_for_is_left_at_exit() {
+        let mut writes = AsyncWrites::default();
+        writes.record_write(0, "producer", ("async_descriptor_load", 5), 1, 0);
+        writes.record_write(1, "producer", ("async_descriptor_load", 6), 2, 0);
+        writes.record_wait(1, 3, 1, 0);
+        let left = writes
+            .unwaited()
+            .expect("buffer 1's copy is never waited for");
+        assert_eq!((left.buffer, left.line, left.barrier), (1, 6, 2));
+        writes.record_wait(1, 4, 2, 0);
+        assert_eq!(writes.unwaited(), None);
     }
 }

@@ -17,7 +17,7 @@ use super::error::{BytesShortfall, InterpError, Site};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
 use super::phases::Observations;
-use super::race::AsyncWrites;
+use super::race::{AsyncWrites, UnwaitedWrite};
 use super::shared::{NamedBarriers, SharedMemory};
 use super::trace::ProgramTimeline;
 use super::wait::{BlockedTask, Wait, WaitReason};
@@ -223,6 +223,24 @@ pub(crate) struct ProgramLabel<'a> {
 }
 
 impl ProgramLabel<'_> {
+    /// The error for a program that exits with `write` unwaited for.
+    fn write_in_flight(&self, write: UnwaitedWrite) -> InterpError {
+        InterpError::WriteInFlightAtExit {
+            at: Site {
+                kernel: self.kernel.to_owned(),
+                file: self.file.into(),
+                program: self.program,
+                op: write.op,
+                line: write.line,
+                buffers: Default::default(),
+            },
+            task: write.writer,
+            buffer: write.buffer,
+            barrier: write.barrier,
+            phase: write.phase,
+        }
+    }
+
     /// The error for a program whose live tasks are all blocked: a phase
     /// whose arrivals are all in but whose transaction bytes never match
     /// what was expected is a wrong `barrier_expect_bytes`, named at that
@@ -491,8 +509,11 @@ pub(crate) fn run_tasks<'t>(
             blocked = 0;
         }
     }
-    match shared.observations.take_stale(&shared.barriers) {
-        Some(stale) => Err(stale),
+    if let Some(stale) = shared.observations.take_stale(&shared.barriers) {
+        return Err(stale);
+    }
+    match shared.async_writes.unwaited() {
+        Some(write) => Err(label.write_in_flight(write)),
         None => Ok(()),
     }
 }

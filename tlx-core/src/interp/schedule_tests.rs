@@ -139,9 +139,13 @@ impl<'t> Task<'t> for ScriptedTask {
                 value,
             } => {
                 let phase = shared.barriers[id].phase();
-                shared
-                    .async_writes
-                    .record_write(buffer, self.name, line, id, phase);
+                shared.async_writes.record_write(
+                    buffer,
+                    self.name,
+                    ("async_descriptor_load", line),
+                    id,
+                    phase,
+                );
                 world.slots[buffer] = value;
             }
             Action::Land { barrier: id, bytes } => {

@@ -204,6 +204,37 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             "`async_load_commit_group()` then `async_load_wait_group(n)` with `n` small enough \
              to cover the group that fills it",
         ),
+        InterpError::StoreInFlightAtExit { at, buffer, .. } => error_at(
+            Rule::InFlightAtExit,
+            at.line,
+            at.op,
+            format!(
+                "this TMA store may still be reading shared buffer #{buffer} when its task \
+                 ends: nothing waits for it, and the program's shared memory may be reused \
+                 before the store has read it"
+            ),
+            "call `async_descriptor_store_wait(0)` after the task's last \
+             `async_descriptor_store`, before the task ends",
+        ),
+        InterpError::WriteInFlightAtExit {
+            at,
+            buffer,
+            barrier,
+            phase,
+            ..
+        } => error_at(
+            Rule::InFlightAtExit,
+            at.line,
+            at.op,
+            format!(
+                "this asynchronous write into shared buffer #{buffer} is never waited for \
+                 (mbarrier #{barrier} phase {phase}) before the program exits: it may land \
+                 after the program's shared memory is reused"
+            ),
+            "wait on the copy's barrier (`barrier_wait`) before the program ends, or do not \
+             issue a copy whose data is never used (guard a prefetch past the last stage \
+             with `if`)",
+        ),
         InterpError::ViewIndex { at, index, count } => error_at(
             Rule::RingIndex,
             at.line,

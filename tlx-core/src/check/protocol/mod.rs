@@ -49,6 +49,10 @@ pub enum Rule {
     /// visible (init fence and cluster barrier) or after the peer exited,
     /// or a rank outside the cluster.
     ClusterAccess,
+    /// An asynchronous copy still in flight when its task or program
+    /// ends: a TMA store not waited for, or a copy into shared memory whose
+    /// barrier no task waited on.
+    InFlightAtExit,
     /// Something the checker cannot follow (a warning).
     Undecidable,
 }
@@ -68,6 +72,7 @@ impl Rule {
             Rule::AccumulatorBeforeWait => "accumulator-before-wait",
             Rule::MmaCompletion => "mma-completion",
             Rule::ClusterAccess => "cluster-access",
+            Rule::InFlightAtExit => "in-flight-at-exit",
             Rule::Undecidable => "undecidable",
         }
     }
@@ -77,7 +82,7 @@ impl Rule {
         Rule::ALL.into_iter().find(|rule| rule.name() == name)
     }
 
-    const ALL: [Rule; 12] = [
+    const ALL: [Rule; 13] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -89,6 +94,7 @@ impl Rule {
         Rule::AccumulatorBeforeWait,
         Rule::MmaCompletion,
         Rule::ClusterAccess,
+        Rule::InFlightAtExit,
         Rule::Undecidable,
     ];
 }

@@ -371,7 +371,7 @@ impl<'k> Executor<'k> {
                 shared.async_writes.record_write(
                     buffer_id,
                     &self.task.name,
-                    op.loc.line,
+                    (op.kind.code().source_name(), op.loc.line),
                     bar_id,
                     phase,
                 );

@@ -262,9 +262,13 @@ impl<'k> Executor<'k> {
         let phase = barrier(shared, bar)?.phase();
         let buffer_id = shared.smem.buffer_id(to.alloc, to.buffer);
         self.check_write(op, shared, buffer_id, task)?;
-        shared
-            .async_writes
-            .record_write(buffer_id, &self.task.name, op.loc.line, bar, phase);
+        shared.async_writes.record_write(
+            buffer_id,
+            &self.task.name,
+            (op.kind.code().source_name(), op.loc.line),
+            bar,
+            phase,
+        );
         shared.in_flight.push(InFlightCopy {
             alloc: to.alloc,
             buffer: to.buffer,

@@ -138,9 +138,12 @@ impl<'k> Executor<'k> {
             }
         }
         for mma in &done {
-            shared
-                .async_writes
-                .record_write_signalled(mma.acc, &self.task.name, mma.line, &phases);
+            shared.async_writes.record_write_signalled(
+                mma.acc,
+                &self.task.name,
+                ("async_dot", mma.line),
+                &phases,
+            );
             shared.clocks.end_reads(task, &mma.operands);
             if !self.in_flight.mma_accs.contains(&mma.acc) {
                 self.in_flight.mma_accs.push(mma.acc);
