@@ -10,6 +10,7 @@ mod autotune;
 mod cache;
 mod dump;
 mod emit;
+mod environment;
 mod parallel;
 mod rustc;
 
@@ -65,7 +66,9 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
             return syn::Error::new(e.span(), msg).to_compile_error().into();
         }
     };
-    emit::expand(attr.into(), &function).into()
+    let mut expanded = emit::expand(attr.into(), &function);
+    expanded.extend(environment::warnings(function.sig.ident.span()));
+    expanded.into()
 }
 
 /// The items of `tlx::lang`: one documented marker per builtin that
