@@ -348,14 +348,17 @@ pub enum InterpError {
         read: Box<UnreleasedRead>,
     },
     #[error(
-        "{at}, task `{task}`: the task ends while this TMA store may still be reading shared \
-         buffer #{buffer}: nothing waited for it (`async_descriptor_store_wait`), so the \
-         program's shared memory may be reused before the store has read it"
+        "{at}, task `{task}`: the task ends while this {} may still be {} shared buffer #{buffer}: \
+         nothing waited for it (`{}`), so the program's shared memory may be reused under it",
+        .copy.op(),
+        .copy.access(),
+        .copy.wait()
     )]
-    StoreInFlightAtExit {
+    CopyInFlightAtTaskEnd {
         at: Site,
         task: String,
         buffer: usize,
+        copy: TaskCopy,
     },
     #[error(
         "{at}, task `{task}`: the program exits while this asynchronous write into shared \
@@ -376,6 +379,43 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A copy a task issues and waits for itself (see
+/// [`InterpError::CopyInFlightAtTaskEnd`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TaskCopy {
+    /// `async_descriptor_store`, reading its buffer until
+    /// `async_descriptor_store_wait`.
+    TmaStore,
+    /// `async_load` (`cp.async`), writing its buffer until
+    /// `async_load_wait_group`.
+    AsyncLoad,
+}
+
+impl TaskCopy {
+    pub fn op(self) -> &'static str {
+        match self {
+            TaskCopy::TmaStore => "async_descriptor_store",
+            TaskCopy::AsyncLoad => "async_load",
+        }
+    }
+
+    /// What the copy does to its shared buffer while in flight.
+    pub fn access(self) -> &'static str {
+        match self {
+            TaskCopy::TmaStore => "reading",
+            TaskCopy::AsyncLoad => "writing",
+        }
+    }
+
+    /// The call that waits for it.
+    pub fn wait(self) -> &'static str {
+        match self {
+            TaskCopy::TmaStore => "async_descriptor_store_wait(0)",
+            TaskCopy::AsyncLoad => "async_load_commit_group(); async_load_wait_group(0)",
+        }
+    }
 }
 
 /// A tensor-memory accumulator accessed before the MMA into it completed.

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
-use super::error::{Fault, FaultResult, InterpError, Site};
+use super::error::{Fault, FaultResult, InterpError, Site, TaskCopy};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
@@ -1091,13 +1091,19 @@ impl<'k> Task<'k> for Executor<'k> {
             }
         }
         if matches!(outcome, StepOutcome::Finished) {
-            if let Some(&(buffer, line)) = self.in_flight.tma_stores.front() {
+            let stores = self.in_flight.tma_stores.front().copied();
+            let pending = stores.map(|store| (TaskCopy::TmaStore, store)).or_else(|| {
+                let loads = self.in_flight.async_loads.pending();
+                loads.map(|load| (TaskCopy::AsyncLoad, load))
+            });
+            if let Some((copy, (buffer, line))) = pending {
                 let mut at = self.site(None);
-                (at.op, at.line) = ("async_descriptor_store", line);
-                return Err(InterpError::StoreInFlightAtExit {
+                (at.op, at.line) = (copy.op(), line);
+                return Err(InterpError::CopyInFlightAtTaskEnd {
                     at,
                     task: self.task.name.clone(),
                     buffer,
+                    copy,
                 });
             }
         }

@@ -204,17 +204,23 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
             "`async_load_commit_group()` then `async_load_wait_group(n)` with `n` small enough \
              to cover the group that fills it",
         ),
-        InterpError::StoreInFlightAtExit { at, buffer, .. } => error_at(
+        InterpError::CopyInFlightAtTaskEnd {
+            at, buffer, copy, ..
+        } => error_at(
             Rule::InFlightAtExit,
             at.line,
             at.op,
             format!(
-                "this TMA store may still be reading shared buffer #{buffer} when its task \
-                 ends: nothing waits for it, and the program's shared memory may be reused \
-                 before the store has read it"
+                "this `{}` may still be {} shared buffer #{buffer} when its task ends: nothing \
+                 waits for it, and the program's shared memory may be reused under it",
+                copy.op(),
+                copy.access()
             ),
-            "call `async_descriptor_store_wait(0)` after the task's last \
-             `async_descriptor_store`, before the task ends",
+            &format!(
+                "call `{}` after the task's last `{}`, before the task ends",
+                copy.wait(),
+                copy.op()
+            ),
         ),
         InterpError::WriteInFlightAtExit {
             at,

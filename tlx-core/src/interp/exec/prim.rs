@@ -29,13 +29,27 @@ pub(crate) use tcgen05::PendingMma;
 /// buffer id: the open group, and the committed groups not yet waited for.
 #[derive(Clone, Debug, Default)]
 pub(super) struct AsyncLoads {
-    open: Vec<usize>,
-    committed: std::collections::VecDeque<Vec<usize>>,
+    /// Each copy's buffer and line.
+    open: Vec<(usize, u32)>,
+    committed: std::collections::VecDeque<Vec<(usize, u32)>>,
 }
 
 impl AsyncLoads {
     fn filling(&self, buffer: usize) -> bool {
-        self.open.contains(&buffer) || self.committed.iter().any(|g| g.contains(&buffer))
+        std::iter::once(&self.open)
+            .chain(&self.committed)
+            .any(|group| group.iter().any(|&(b, _)| b == buffer))
+    }
+
+    /// The oldest copy not waited for (buffer, line): at the task's end,
+    /// one that may still be writing.
+    pub(super) fn pending(&self) -> Option<(usize, u32)> {
+        self.committed
+            .iter()
+            .chain(std::iter::once(&self.open))
+            .flatten()
+            .next()
+            .copied()
     }
 }
 
@@ -440,7 +454,7 @@ impl<'k> Executor<'k> {
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     shared.smem.mark_written(alloc, buffer)?;
-                    self.in_flight.async_loads.open.push(id);
+                    self.in_flight.async_loads.open.push((id, op.loc.line));
                     return Ok(());
                 }
                 let elem = view.elem;
@@ -456,7 +470,7 @@ impl<'k> Executor<'k> {
                     Some(&zero),
                 )?;
                 view.write(shared, data)?;
-                self.in_flight.async_loads.open.push(id);
+                self.in_flight.async_loads.open.push((id, op.loc.line));
                 Ok(())
             }
             Prim::AsyncLoadCommitGroup => {
