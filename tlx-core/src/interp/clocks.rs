@@ -59,6 +59,18 @@ pub(crate) struct Clocks {
     named: HashMap<(u32, u64), Clock>,
     /// Per shared buffer, the reads since its last write.
     reads: HashMap<usize, Vec<Read>>,
+    /// Per shared buffer, its last write if a peer's synchronous store
+    /// (`remote_shmem_store`) made it: a read must be ordered after it.
+    stores: HashMap<usize, Store>,
+}
+
+/// A synchronous store into a buffer by a task of another program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Store {
+    pub(crate) task: usize,
+    pub(crate) name: String,
+    pub(crate) line: u32,
+    tick: u64,
 }
 
 impl Clocks {
@@ -67,6 +79,7 @@ impl Clocks {
         self.phases.clear();
         self.named.clear();
         self.reads.clear();
+        self.stores.clear();
     }
 
     fn clock(&mut self, task: usize) -> &mut Clock {
@@ -166,9 +179,31 @@ impl Clocks {
         }
     }
 
+    /// `task` (named `name`) stored into `buffer` at `line` synchronously,
+    /// after [`Clocks::write`] checked the store.
+    pub(crate) fn store(&mut self, task: usize, name: &str, line: u32, buffer: usize) {
+        let tick = self.tick(task);
+        let store = Store {
+            task,
+            name: name.to_owned(),
+            line,
+            tick,
+        };
+        self.stores.insert(buffer, store);
+    }
+
+    /// The synchronous store into `buffer` that `task`'s read is not
+    /// ordered after, if any.
+    pub(crate) fn unordered_store(&self, task: usize, buffer: usize) -> Option<&Store> {
+        let store = self.stores.get(&buffer)?;
+        let seen = self.tasks.get(task).and_then(|c| c.get(store.task));
+        (store.task != task && seen.copied().unwrap_or(0) < store.tick).then_some(store)
+    }
+
     /// `task` writes `buffer`: every read of it by another task must
     /// happen before. The buffer's reads are then forgotten (new contents).
     pub(crate) fn write(&mut self, task: usize, buffer: usize) -> Result<(), Unreleased> {
+        self.stores.remove(&buffer);
         let seen = self.snapshot(task);
         let reads = self.reads.remove(&buffer).unwrap_or_default();
         let racing = reads.iter().find(|r| {

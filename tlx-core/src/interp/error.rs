@@ -372,6 +372,20 @@ pub enum InterpError {
         barrier: usize,
         phase: u32,
     },
+    #[error(
+        "{at}, task `{task}`: this reads shared buffer #{}, which task `{}` stored into at line \
+         {} (`remote_shmem_store`), and nothing orders that store before this read: the writer \
+         must arrive on a barrier this task waits for after storing",
+        .store.buffer,
+        .store.writer,
+        .store.line
+    )]
+    UnorderedStoreRead {
+        at: Site,
+        task: String,
+        // Boxed: the writer's name would make every InterpError larger.
+        store: Box<PeerStore>,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,
@@ -379,6 +393,15 @@ pub enum InterpError {
         // Boxed: the record's strings would otherwise make every InterpError larger.
         race: Box<SharedRace>,
     },
+}
+
+/// A peer's synchronous store into a buffer (see
+/// [`InterpError::UnorderedStoreRead`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerStore {
+    pub buffer: usize,
+    pub writer: String,
+    pub line: u32,
 }
 
 /// A copy a task issues and waits for itself (see

@@ -56,7 +56,9 @@ use crate::ir::{self, ParamKind, ScalarType};
 use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use cluster::RemoteError;
-pub use error::{BytesShortfall, InterpError, Site, SliceWindow, TaskCopy, UnreleasedRead};
+pub use error::{
+    BytesShortfall, InterpError, PeerStore, Site, SliceWindow, TaskCopy, UnreleasedRead,
+};
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use shared::NamedBarrierError;

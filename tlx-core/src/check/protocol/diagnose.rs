@@ -187,6 +187,19 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
              arrive on it only after its last read (after the `async_dot_wait` that retires an \
              `async_dot` reading it)",
         ),
+        InterpError::UnorderedStoreRead { at, store, .. } => error_at(
+            Rule::UnorderedRead,
+            at.line,
+            at.op,
+            format!(
+                "this reads shared buffer #{}, which `{}` stores into from another program at \
+                 line {} (`remote_shmem_store`), with nothing ordering the store before the read",
+                store.buffer, store.writer, store.line
+            ),
+            "after the `remote_shmem_store`, arrive on the reader's barrier \
+             (`barrier_arrive(bar, 1, remote_cta_rank = <the reader's rank>)`), and \
+             `barrier_wait` on it before reading",
+        ),
         InterpError::UnwrittenShared { at, buffer, .. } => error_at(
             Rule::UnorderedRead,
             at.line,

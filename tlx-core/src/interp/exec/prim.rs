@@ -10,7 +10,9 @@ use std::rc::Rc;
 
 use crate::ir::{DotPrecision, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
-use super::super::error::{Fault, FaultResult, InterpError, SliceWindow, UnreleasedRead};
+use super::super::error::{
+    Fault, FaultResult, InterpError, PeerStore, SliceWindow, UnreleasedRead,
+};
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ProgramShared, StepOutcome};
@@ -802,6 +804,17 @@ impl<'k> Executor<'k> {
                 at: self.site(Some(op)),
                 task: self.task.name.clone(),
                 buffer: id,
+            }));
+        }
+        if let Some(store) = shared.clocks.unordered_store(task, id) {
+            return Err(Stop::error(InterpError::UnorderedStoreRead {
+                at: self.site(Some(op)),
+                task: self.task.name.clone(),
+                store: Box::new(PeerStore {
+                    buffer: id,
+                    writer: store.name.clone(),
+                    line: store.line,
+                }),
             }));
         }
         let seen = shared.clocks.seen(task);

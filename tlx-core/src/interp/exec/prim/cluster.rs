@@ -155,6 +155,9 @@ impl<'k> Executor<'k> {
                 let peer = self.peer_buffer(op, shared, &view, rank)?;
                 let id = shared.smem.buffer_id(peer.alloc, peer.buffer);
                 self.check_write(op, shared, id, task)?;
+                // The peer's reads must be ordered after the store, as after
+                // a copy: nothing but an arrival the reader waits for tells it.
+                shared.clocks.store(task, &self.task.name, op.loc.line, id);
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(peer.alloc, peer.buffer)?);
                 }
