@@ -73,9 +73,10 @@ pub(crate) struct Sizes {
 impl Sizes {
     pub(crate) fn new(kernel: &Kernel, skeleton: &Skeleton) -> Sizes {
         let params = sized_params(kernel, skeleton);
+        let literals = int_literals(kernel);
         let blocks = params
             .iter()
-            .map(|&p| blocks(kernel, skeleton, p))
+            .map(|&p| blocks(kernel, skeleton, &literals, p))
             .collect();
         Sizes {
             params,
@@ -191,23 +192,19 @@ pub(crate) fn samples(
 /// dimension that only shapes data, a tile size that divides another
 /// size), so its ladder values would repeat trip counts others give, and
 /// each costs a run as long as the parameter is large.
-fn blocks(kernel: &Kernel, skeleton: &Skeleton, param: usize) -> Vec<i64> {
-    let mut literals = HashMap::new();
-    walk_ops(&kernel.body, &mut |op| {
-        if let OpKind::Constant(Literal::Int(v)) = op.kind {
-            for &r in &op.results {
-                literals.insert(r, v);
-            }
-        }
-    });
-    let derived = derived_from(kernel, kernel.params[param].value, &literals);
+fn blocks(
+    kernel: &Kernel,
+    skeleton: &Skeleton,
+    literals: &HashMap<ValueId, i64>,
+    param: usize,
+) -> Vec<i64> {
+    let derived = derived_from(kernel, kernel.params[param].value, literals);
     let mut beside: HashSet<i64> = HashSet::new();
     walk_ops(&kernel.body, &mut |op| {
         let operands = op.kind.operands();
         let computes = op.results.iter().any(|r| skeleton.needed.contains(r))
             || skeleton.keep.contains(&op.id);
-        if computes && !scales(&op.kind, &literals) && operands.iter().any(|v| derived.contains(v))
-        {
+        if computes && !scales(&op.kind, literals) && operands.iter().any(|v| derived.contains(v)) {
             beside.extend(operands.iter().filter_map(|v| literals.get(v).copied()));
         }
     });
@@ -261,6 +258,17 @@ fn derived_from(
         });
     }
     derived
+}
+
+/// The value of each integer constant, by the value it defines.
+fn int_literals(kernel: &Kernel) -> HashMap<ValueId, i64> {
+    let mut literals = HashMap::new();
+    walk_ops(&kernel.body, &mut |op| {
+        if let OpKind::Constant(Literal::Int(v)) = op.kind {
+            literals.extend(op.results.iter().map(|&r| (r, v)));
+        }
+    });
+    literals
 }
 
 /// Whether `kind` multiplies by a literal.
@@ -352,37 +360,28 @@ fn mask(ty: ScalarType) -> u64 {
 
 /// The most buffers or mbarriers one allocation holds: the longest ring.
 fn largest_ring(kernel: &Kernel) -> u32 {
-    fn walk(kernel: &Kernel, block: &crate::ir::Block) -> u32 {
-        block
-            .ops
-            .iter()
-            .map(|op| {
-                let own = match op.results.first().map(|&r| kernel.type_of(r)) {
-                    Some(Type::SharedMemory(m)) => m.buffers(),
-                    Some(Type::Barriers(b)) => b.count() as u32,
-                    _ => 0,
-                };
-                let nested = op.kind.blocks().into_iter().map(|b| walk(kernel, b));
-                nested.fold(own, u32::max)
-            })
-            .max()
-            .unwrap_or(0)
-    }
-    walk(kernel, &kernel.body)
+    let mut largest = 0;
+    walk_ops(&kernel.body, &mut |op| {
+        let own = match op.results.first().map(|&r| kernel.type_of(r)) {
+            Some(Type::SharedMemory(m)) => m.buffers(),
+            Some(Type::Barriers(b)) => b.count() as u32,
+            _ => 0,
+        };
+        largest = largest.max(own);
+    });
+    largest
 }
 
 /// Whether the skeleton depends on which program runs it.
 fn reads_program(kernel: &Kernel, skeleton: &Skeleton) -> bool {
-    fn walk(block: &crate::ir::Block, skeleton: &Skeleton) -> bool {
-        block.ops.iter().any(|op| {
-            let reads = matches!(
-                op.kind,
-                OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } | OpKind::ClusterCtaRank
-            ) && skeleton.keep.contains(&op.id);
-            reads || op.kind.blocks().into_iter().any(|b| walk(b, skeleton))
-        })
-    }
-    walk(&kernel.body, skeleton)
+    let mut reads = false;
+    walk_ops(&kernel.body, &mut |op| {
+        reads |= matches!(
+            op.kind,
+            OpKind::ProgramId { .. } | OpKind::NumPrograms { .. } | OpKind::ClusterCtaRank
+        ) && skeleton.keep.contains(&op.id);
+    });
+    reads
 }
 
 /// The sample's sizes and grid, for messages: `K = 65, a grid of 3 programs`.
@@ -412,6 +411,13 @@ pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel of IR `text` and its skeleton.
+    fn parsed(text: &str) -> (Kernel, Skeleton) {
+        let kernel = crate::ir::parse(text).expect("parses");
+        let skeleton = super::super::slice::skeleton(&kernel);
+        (kernel, skeleton)
+    }
 
     /// A ring loop over `cdiv(k, BK)` tiles whose data is `D` wide: `BK`
     /// (and the ring's `2`) may divide a trip count; `D` only shapes data.
@@ -458,9 +464,9 @@ kernel "ring" {
   }
 }
 "#;
-        let kernel = crate::ir::parse(text).expect("parses");
-        let skeleton = super::super::slice::skeleton(&kernel);
-        assert_eq!(blocks(&kernel, &skeleton, 1), vec![32]);
+        let (kernel, skeleton) = parsed(text);
+        let literals = int_literals(&kernel);
+        assert_eq!(blocks(&kernel, &skeleton, &literals, 1), vec![32]);
     }
 
     /// `for t in 0..cdiv(m, BM) * b { for k in 0..cdiv(t % 4 * BM + BM, BK) {
@@ -510,10 +516,10 @@ kernel "tiles" {
   }
 }
 "#;
-        let kernel = crate::ir::parse(text).expect("parses");
-        let skeleton = super::super::slice::skeleton(&kernel);
-        assert_eq!(blocks(&kernel, &skeleton, 0), vec![64]);
-        assert_eq!(blocks(&kernel, &skeleton, 1), Vec::<i64>::new());
+        let (kernel, skeleton) = parsed(text);
+        let literals = int_literals(&kernel);
+        assert_eq!(blocks(&kernel, &skeleton, &literals, 0), vec![64]);
+        assert_eq!(blocks(&kernel, &skeleton, &literals, 1), Vec::<i64>::new());
         let sizes = Sizes::new(&kernel, &skeleton);
         assert_eq!(sizes.pivots(0), vec![65, 2]);
         assert_eq!(sizes.pivots(1), vec![2, 2]);
