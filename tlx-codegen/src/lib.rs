@@ -39,6 +39,7 @@ pub mod layout;
 mod llvm;
 mod lower;
 mod memory;
+pub mod parallel;
 mod pipeline;
 mod prims;
 mod reduce;

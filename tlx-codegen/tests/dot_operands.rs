@@ -146,29 +146,28 @@ fn every_operand_form_compiles_for_hopper_and_blackwell() {
     if ptxas.is_none() {
         println!("ptxas not found: compiling without assembling");
     }
+    let mut builds = Vec::new();
     for form in forms() {
         let kernels = compile(&form);
         // sm_100a has no wgmma: the plain configuration differs from the
         // pipelined one only by the copies, which the latter has too.
-        let pipelined = kernels.last().expect("two configurations");
-        let builds = kernels
-            .iter()
-            .map(|k| (k, Arch::Sm90a))
-            .chain([(pipelined, Arch::Sm100a)]);
-        for (kernel, arch) in builds {
-            let compiled = tlx_codegen::compile(kernel, arch).unwrap_or_else(|e| {
-                panic!(
-                    "{} (num_stages {}) for {}: {e}",
-                    form.name(),
-                    kernel.options.num_stages,
-                    arch.name()
-                )
-            });
-            if let Some(p) = &ptxas {
-                codegen_common::assemble(p, arch, &kernel.name, &compiled.ptx);
-            }
-        }
+        let pipelined = kernels.last().expect("two configurations").clone();
+        builds.extend(kernels.into_iter().map(|k| (form, k, Arch::Sm90a)));
+        builds.push((form, pipelined, Arch::Sm100a));
     }
+    tlx_codegen::parallel::map(&builds, |(form, kernel, arch)| {
+        let compiled = tlx_codegen::compile(kernel, *arch).unwrap_or_else(|e| {
+            panic!(
+                "{} (num_stages {}) for {}: {e}",
+                form.name(),
+                kernel.options.num_stages,
+                arch.name()
+            )
+        });
+        if let Some(p) = &ptxas {
+            codegen_common::assemble(p, *arch, &kernel.name, &compiled.ptx);
+        }
+    });
 }
 
 /// The notes of `form`'s pipelined configuration for sm_90a.

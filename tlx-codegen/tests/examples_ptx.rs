@@ -428,6 +428,61 @@ fn file_stem(kernel: &FoundKernel, config: &ConfigAttr) -> String {
     stem
 }
 
+/// One configuration of one kernel, lowered: a job the sweeps below run on
+/// every core (the IR is `Send`; the syn item it came from is not).
+struct LoweredConfig {
+    /// The kernel, e.g. `` `softmax` (examples/softmax.rs:12) ``.
+    kernel: String,
+    /// The kernel and its configuration.
+    what: String,
+    /// A file-name-safe stem for the PTX ptxas reads.
+    stem: String,
+    /// `file:kernel [config]`, the golden manifest's name (less the arch).
+    manifest_name: String,
+    arches: Vec<Arch>,
+    ir: Kernel,
+    lower_time: Duration,
+}
+
+/// Lowers every configuration of every kernel; what fails to lower is a
+/// failure.
+fn lower_every_config(kernels: &[FoundKernel], failures: &mut Vec<String>) -> Vec<LoweredConfig> {
+    let mut jobs = Vec::new();
+    for kernel in kernels {
+        let configs = match configurations(kernel) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{}: attribute: {e}", kernel.label()));
+                continue;
+            }
+        };
+        for (index, config) in configs.iter().enumerate() {
+            let what = format!("{} [{}]", kernel.label(), config_label(config));
+            let started = Instant::now();
+            match lower(kernel, config) {
+                Ok(ir) => jobs.push(LoweredConfig {
+                    kernel: kernel.label(),
+                    // Two configurations may differ in options only; the
+                    // jobs run at once, so each needs a file of its own.
+                    stem: format!("{}.{index}", file_stem(kernel, config)),
+                    manifest_name: format!(
+                        "{}:{} [{}]",
+                        kernel.file,
+                        kernel.item.sig.ident,
+                        config_label(config)
+                    ),
+                    arches: kernel_arches(kernel),
+                    ir,
+                    lower_time: started.elapsed(),
+                    what,
+                }),
+                Err(e) => failures.push(format!("{what}: frontend: {e}")),
+            }
+        }
+    }
+    jobs
+}
+
 /// What checking one configuration found.
 struct CheckedConfig {
     /// One line: the configuration, its compile times and ptxas's resource use.
@@ -441,39 +496,20 @@ struct CheckedConfig {
     ptx_hashes: Vec<(String, u64)>,
 }
 
-/// Lowers one configuration, compiles it for every architecture and
+/// Compiles one lowered configuration for every architecture and
 /// assembles each PTX when `ptxas` is given.
-fn check_config(
-    kernel: &FoundKernel,
-    config: &ConfigAttr,
-    ptxas: Option<&Path>,
-    scratch: &Path,
-) -> CheckedConfig {
-    let what = format!("{} [{}]", kernel.label(), config_label(config));
+fn check_config(job: &LoweredConfig, ptxas: Option<&Path>, scratch: &Path) -> CheckedConfig {
+    let what = &job.what;
     let mut checked = CheckedConfig {
-        report: what.clone(),
-        compile_time: Duration::ZERO,
+        report: format!("{what}: lower {:.1} ms", millis(job.lower_time)),
+        compile_time: job.lower_time,
         assembled: 0,
         failures: Vec::new(),
         ptx_hashes: Vec::new(),
     };
-    let started = Instant::now();
-    let lowered = lower(kernel, config);
-    checked.compile_time = started.elapsed();
-    let lowered = match lowered {
-        Ok(k) => k,
-        Err(e) => {
-            checked.report.push_str(": frontend failed");
-            checked.failures.push(format!("{what}: frontend: {e}"));
-            return checked;
-        }
-    };
-    checked
-        .report
-        .push_str(&format!(": lower {:.1} ms", millis(checked.compile_time)));
-    for arch in kernel_arches(kernel) {
+    for &arch in &job.arches {
         let arch_started = Instant::now();
-        let compiled = codegen::compile(&lowered, arch);
+        let compiled = codegen::compile(&job.ir, arch);
         let arch_time = arch_started.elapsed();
         checked.compile_time += arch_time;
         let compiled = match compiled {
@@ -489,30 +525,18 @@ fn check_config(
             .report
             .push_str(&format!(", {} {:.1} ms", arch.name(), millis(arch_time)));
         checked.ptx_hashes.push((
-            format!(
-                "{}:{} [{}] {}",
-                kernel.file,
-                kernel.item.sig.ident,
-                config_label(config),
-                arch.name()
-            ),
+            format!("{} {}", job.manifest_name, arch.name()),
             fnv1a(compiled.ptx.as_bytes()),
         ));
         let Some(ptxas) = ptxas else { continue };
-        match assemble(
-            ptxas,
-            scratch,
-            &file_stem(kernel, config),
-            arch,
-            &compiled.ptx,
-        ) {
+        match assemble(ptxas, scratch, &job.stem, arch, &compiled.ptx) {
             Ok(resources) => {
                 checked.assembled += 1;
                 checked.report.push_str(&format!(" ({resources})"));
                 // Tensor-core main loops must keep their accumulators and
                 // addresses in registers.
                 if compiled.ptx.contains("wgmma.mma_async")
-                    && spilled_bytes(&resources) > spill_allowance(&what)
+                    && spilled_bytes(&resources) > spill_allowance(what)
                 {
                     checked.failures.push(format!(
                         "{what}, {}: a wgmma kernel spills: {resources}",
@@ -552,6 +576,7 @@ fn every_example_kernel_assembles_with_checked_accesses() {
     std::fs::create_dir_all(&scratch).expect("creating a scratch directory");
     let (kernels, mut failures) = workspace_kernels();
     let mut sites = 0;
+    let mut jobs = Vec::new();
     for kernel in &kernels {
         let Some(config) = configurations(kernel)
             .ok()
@@ -572,24 +597,21 @@ fn every_example_kernel_assembles_with_checked_accesses() {
             failures.push(format!("{what}: the rewritten kernel does not verify: {e}"));
             continue;
         }
-        let arch = kernel_arches(kernel)[0];
-        let compiled = match codegen::compile(&lowered, arch) {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{what}: codegen: {e}"));
-                continue;
-            }
-        };
-        if let Some(ptxas) = &ptxas {
-            let stem = format!("{}.checked", file_stem(kernel, &config));
-            match assemble(ptxas, &scratch, &stem, arch, &compiled.ptx) {
-                // The checks between wgmmas serialize them: slower, still right.
-                Err(e) if e.contains("wgmma pipeline") && !e.contains("error") => {}
-                Err(e) => failures.push(format!("{what}: {e}")),
-                Ok(_) => {}
-            }
-        }
+        let stem = format!("{}.checked", file_stem(kernel, &config));
+        jobs.push((what, stem, kernel_arches(kernel)[0], lowered));
     }
+    let results = codegen::parallel::map(&jobs, |(what, stem, arch, lowered)| {
+        let compiled =
+            codegen::compile(lowered, *arch).map_err(|e| format!("{what}: codegen: {e}"))?;
+        let Some(ptxas) = &ptxas else { return Ok(()) };
+        match assemble(ptxas, &scratch, stem, *arch, &compiled.ptx) {
+            // The checks between wgmmas serialize them: slower, still right.
+            Err(e) if e.contains("wgmma pipeline") && !e.contains("error") => Ok(()),
+            Err(e) => Err(format!("{what}: {e}")),
+            Ok(_) => Ok(()),
+        }
+    });
+    failures.extend(results.into_iter().filter_map(Result::err));
     finish(&scratch, &failures);
     assert!(sites > 0, "no global access was checked");
     println!("{} kernel(s), {sites} checked access(es)", kernels.len());
@@ -614,30 +636,30 @@ fn every_example_kernel_assembles_for_every_arch() {
         "no #[tlx::kernel] found under {KERNEL_DIRS:?} of {}",
         workspace_root().display()
     );
+    let jobs = lower_every_config(&kernels, &mut failures);
+    let results =
+        codegen::parallel::map(&jobs, |job| check_config(job, ptxas.as_deref(), &scratch));
     let mut assembled = 0;
     let mut ptx_hashes = Vec::new();
-    for kernel in &kernels {
-        let configs = match configurations(kernel) {
-            Ok(c) => c,
-            Err(e) => {
-                failures.push(format!("{}: attribute: {e}", kernel.label()));
-                continue;
+    // Results come in the jobs' order: a kernel's configurations in a row.
+    let mut per_kernel: Vec<(&str, usize, Duration)> = Vec::new();
+    for (job, checked_config) in jobs.iter().zip(results) {
+        println!("{}", checked_config.report);
+        match per_kernel.last_mut() {
+            Some((kernel, configs, time)) if *kernel == job.kernel => {
+                *configs += 1;
+                *time += checked_config.compile_time;
             }
-        };
-        let mut kernel_time = Duration::ZERO;
-        for config in &configs {
-            let checked_config = check_config(kernel, config, ptxas.as_deref(), &scratch);
-            println!("{}", checked_config.report);
-            kernel_time += checked_config.compile_time;
-            assembled += checked_config.assembled;
-            failures.extend(checked_config.failures);
-            ptx_hashes.extend(checked_config.ptx_hashes);
+            _ => per_kernel.push((&job.kernel, 1, checked_config.compile_time)),
         }
+        assembled += checked_config.assembled;
+        failures.extend(checked_config.failures);
+        ptx_hashes.extend(checked_config.ptx_hashes);
+    }
+    for (kernel, configs, time) in per_kernel {
         println!(
-            "{}: {} config(s), frontend+codegen {:.1} ms",
-            kernel.label(),
-            configs.len(),
-            millis(kernel_time)
+            "{kernel}: {configs} config(s), frontend+codegen {:.1} ms",
+            millis(time)
         );
     }
     if failures.is_empty() {

@@ -226,7 +226,7 @@ fn compile_all(
     let codegen_cache = cache.as_ref().filter(|_| dump.is_none());
     let check_protocol = attr.check_protocol;
     let irs: Vec<&tlx_core::ir::Kernel> = kernels.iter().map(|(_, kernel)| kernel).collect();
-    let checks = crate::parallel::map(&irs, |kernel| {
+    let checks = codegen::parallel::map(&irs, |kernel| {
         let started = Instant::now();
         let report = check_protocol.then(|| {
             let Some(cache) = &cache else {
@@ -287,7 +287,7 @@ fn compile_all(
             arches.iter().map(move |&arch| (kernel, ir, arch))
         })
         .collect();
-    let mut results = crate::parallel::map(&jobs, |&(kernel, ir, arch)| {
+    let mut results = codegen::parallel::map(&jobs, |&(kernel, ir, arch)| {
         let started = Instant::now();
         let cached = codegen_cache.and_then(|cache| cache.compiled(ir, arch));
         let compiled = match cached {

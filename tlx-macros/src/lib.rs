@@ -11,7 +11,6 @@ mod cache;
 mod dump;
 mod emit;
 mod environment;
-mod parallel;
 mod rustc;
 
 use proc_macro::TokenStream;

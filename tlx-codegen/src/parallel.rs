@@ -1,7 +1,8 @@
-//! Running the macro's independent jobs (each configuration's protocol
-//! check, each configuration and arch's code generation) on every core:
-//! they read only IR, never the function's tokens, which belong to the
-//! thread rustc called the macro on.
+//! Independent compilations on every core: the proc macro's jobs (each
+//! configuration's protocol check, each configuration and architecture's
+//! code generation) and the tests' sweeps over every workspace kernel. The
+//! jobs read only IR, never syn tokens, which are bound to the thread that
+//! made them. Every compilation makes its own LLVM context (`llvm.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
