@@ -65,6 +65,10 @@ pub struct LaunchTimeline {
     pub slices: Vec<Slice>,
     /// GPU events that did not fit the buffer (counted, not recorded).
     pub dropped: u64,
+    /// GPU slices whose start was recorded and whose end was not (a wait
+    /// whose end found the buffer full, or a kernel that stopped early),
+    /// left out.
+    pub unclosed: u64,
 }
 
 /// Launches recorded into the `TLX_TRACE` file, at most this many per
@@ -131,8 +135,17 @@ pub(crate) fn record(launch: LaunchTimeline) -> Result<(), Error> {
     let mut launches = FILE_LAUNCHES.lock().unwrap_or_else(|p| p.into_inner());
     if launch.dropped > 0 {
         eprintln!(
-            "tlx: the timeline of `{}` dropped {} events: its buffer holds a fixed number per warp",
+            "tlx: the timeline of `{}` dropped {} events: its buffer holds a fixed number per warp \
+             (`TLX_TRACE_EVENTS` words; the tasks' and the program's ends are always kept)",
             launch.kernel, launch.dropped
+        );
+    }
+    // With nothing dropped, only a kernel that stopped leaves slices open.
+    if launch.unclosed > 0 && launch.dropped == 0 {
+        eprintln!(
+            "tlx: the timeline of `{}` has {} slices that started and never ended (left out): \
+             did the kernel stop early?",
+            launch.kernel, launch.unclosed
         );
     }
     launches.push(launch);
@@ -172,6 +185,7 @@ pub(crate) fn interpreted(kernel: &str, trace: &Trace) -> LaunchTimeline {
         clock: Clock::TaskSteps,
         slices,
         dropped: 0,
+        unclosed: 0,
     }
 }
 
@@ -349,6 +363,7 @@ fn on_tracks(
         clock: Clock::Nanoseconds,
         slices,
         dropped: timeline.dropped,
+        unclosed: timeline.unclosed,
     }
 }
 

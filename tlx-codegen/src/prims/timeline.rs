@@ -21,7 +21,9 @@ use std::fmt::Write as _;
 use super::{no_lowering, Operands};
 use crate::error::{malformed, Result};
 use crate::lower::Lowerer;
-use tlx_core::instrument::{TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS};
+use tlx_core::instrument::{
+    timeline_words_left_free, TIMELINE_HEADER_WORDS, TIMELINE_TRAILER_WORDS,
+};
 use tlx_core::ir::Prim;
 
 /// Bytes of a warp's pointers in shared memory: the next record, the end.
@@ -60,9 +62,17 @@ impl<'k> Lowerer<'k> {
             let end = l.f.inst(format!(
                 "load volatile i64, ptr addrspace(3) {end_slot}, align 8"
             ));
-            let after =
-                l.f.inst(format!("add i64 {at}, {}", if wide { 16 } else { 8 }));
-            let fits = l.f.inst(format!("icmp ule i64 {after}, {end}"));
+            let bytes = if wide { 16 } else { 8 };
+            let after = l.f.inst(format!("add i64 {at}, {bytes}"));
+            // Every record but a task's or the program's end leaves the
+            // words those need (the instrumentation's layout).
+            let free = 8 * timeline_words_left_free(site as usize, wide);
+            let needs = if free == 0 {
+                after.clone()
+            } else {
+                l.f.inst(format!("add i64 {at}, {}", bytes + free))
+            };
+            let fits = l.f.inst(format!("icmp ule i64 {needs}, {end}"));
             let full = l.f.fresh("trace_full");
             let record = l.f.fresh("trace_record");
             let done = l.f.fresh("trace_done");

@@ -14,3 +14,6 @@ pub use timeline::{
     HEADER_WORDS as TIMELINE_HEADER_WORDS, TIMELINE_BUFFER_PARAM, TIMELINE_CAPACITY_PARAM,
     TRAILER_WORDS as TIMELINE_TRAILER_WORDS,
 };
+pub use timeline::{
+    words_left_free as timeline_words_left_free, CLOSING_WORDS as TIMELINE_CLOSING_WORDS,
+};

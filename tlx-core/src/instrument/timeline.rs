@@ -16,7 +16,10 @@
 //! bits 32..48 (a wait, inside the hot loops: as little as can be); the
 //! program's and the tasks' events (outside them) set bit 63 and add a
 //! second word, `%globaltimer`, which places the SM's clock on the common
-//! timer. A zero word ends a track's records.
+//! timer. A zero word ends a track's records. The last [`CLOSING_WORDS`]
+//! of a track's records are kept for the records that close its task's
+//! and its program's slices ([`words_left_free`]): a track that fills up
+//! with waits loses those waits, not the bars around them.
 
 use std::collections::HashMap;
 
@@ -31,8 +34,24 @@ pub const TIMELINE_CAPACITY_PARAM: &str = "__tlx_timeline_capacity";
 /// i64 words before and after each track's records.
 pub const HEADER_WORDS: usize = 2;
 pub const TRAILER_WORDS: usize = 2;
+/// The words at the end of each track's records that only the records
+/// closing a task's or the program's slice may take: one of each, two
+/// words apiece (a warp runs at most one task replica).
+pub const CLOSING_WORDS: usize = 4;
 /// The bit of a record's first word that says a timer word follows.
 const WIDE: u64 = 1 << 63;
+
+/// The record words an event at `site` must leave free after its own:
+/// none where it closes the program's or a task's slice (a wide event at
+/// an odd site), [`CLOSING_WORDS`] for every other. The kernel records an
+/// event only where that much room is left.
+pub fn words_left_free(site: usize, wide: bool) -> usize {
+    if wide && site % 2 == 1 {
+        0
+    } else {
+        CLOSING_WORDS
+    }
+}
 
 /// What a slice of a timeline is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -21,6 +21,7 @@ fn launch(kernel: &str, clock: Clock, slices: Vec<Slice>) -> LaunchTimeline {
         clock,
         slices,
         dropped: 0,
+        unclosed: 0,
     }
 }
 

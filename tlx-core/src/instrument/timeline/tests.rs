@@ -47,7 +47,8 @@ impl Buffer {
         let base = self.base(track);
         let at = self.next[track];
         let words = 1 + usize::from(timer.is_some());
-        if at + words > self.capacity as usize {
+        let free = words_left_free(site as usize, timer.is_some());
+        if at + words + free > self.capacity as usize {
             self.words[base + HEADER_WORDS + self.capacity as usize] += 1;
             return;
         }
@@ -110,27 +111,45 @@ fn slices_pair_up_per_track_and_nest() {
 }
 
 #[test]
-fn events_past_the_capacity_are_counted_and_their_slices_left_out() {
-    let mut b = Buffer::new(1, 1, 4);
+fn events_past_the_capacity_are_counted_and_the_bars_around_them_still_close() {
+    // Room for the program's and the task's starts (two words each), one
+    // wait's two records, and the ends the last words are kept for.
+    let capacity = (2 + 2 + 2 + CLOSING_WORDS) as u32;
+    let mut b = Buffer::new(1, 1, capacity);
     b.start(0, 0, 0, 1_000, 0);
-    // The program's start (two words), then waits of one word each.
+    // The program's start, a task's, then two waits of one word a record:
+    // the second finds the track full; the task and the program close.
     b.event(0, 0, 0, clock_at(0, 1_010), Some(1_010));
-    for (site, t) in [(2, 1_020), (3, 1_030), (2, 1_040), (3, 1_050)] {
+    b.event(0, 0, 2, clock_at(0, 1_015), Some(1_015));
+    for (site, t) in [(4, 1_020), (5, 1_030), (4, 1_040), (5, 1_050)] {
         b.event(0, 0, site, clock_at(0, t), None);
     }
+    b.event(0, 0, 3, clock_at(0, 9_050), Some(9_050));
     b.event(0, 0, 1, clock_at(0, 9_060), Some(9_060));
-    let t = decode(&b.words, 1, 1, 4);
-    assert_eq!(t.dropped, 3);
-    // Kept: the program's start and one wait: the program never closes.
-    assert_eq!(t.unclosed, 1);
-    assert_eq!(t.slices.len(), 1);
+    let t = decode(&b.words, 1, 1, capacity);
+    assert_eq!(t.dropped, 2);
+    assert_eq!(t.unclosed, 0);
+    let kept: Vec<_> = t.slices.iter().map(|s| s.slice).collect();
+    assert_eq!(kept, [0, 1, 2], "the program, the task and the first wait");
     // Timer readings 10 ns apart fit no line: the SM's clock is taken at
     // its nominal rate, which is near enough over so short a stretch.
-    let s = &t.slices[0];
+    let wait = &t.slices[2];
     assert!(
-        s.start_ns.abs_diff(1_020) <= 5 && (8..=14).contains(&(s.end_ns - s.start_ns)),
-        "{s:?}"
+        wait.start_ns.abs_diff(1_020) <= 5 && (8..=14).contains(&(wait.end_ns - wait.start_ns)),
+        "{wait:?}"
     );
+}
+
+#[test]
+fn only_closing_records_take_the_last_words() {
+    assert_eq!(words_left_free(1, true), 0, "the program's end");
+    assert_eq!(words_left_free(3, true), 0, "a task's end");
+    assert_eq!(
+        words_left_free(0, true),
+        CLOSING_WORDS,
+        "the program's start"
+    );
+    assert_eq!(words_left_free(5, false), CLOSING_WORDS, "a wait's end");
 }
 
 #[test]
