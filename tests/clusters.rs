@@ -105,3 +105,59 @@ fn a_broken_alignment_promise_is_reported() {
     assert!(text.contains("254"), "{text}");
     assert!(text.contains("normalize_rows"), "{text}");
 }
+
+/// The two programs of a cluster swap tiles: each stores its tile into the
+/// peer's inbox (`remote_shmem_store`, the generic proxy), arrives on the
+/// peer's barrier, waits for the peer's tile, fences for the async proxy
+/// and sends the tile out with a TMA store. Without the fence the checker
+/// refuses it (`proxy-fence`, ui-tests).
+#[tlx::kernel(arch = "sm_90a", num_warps = 4, ctas_per_cga = 2)]
+fn swap_through_tma(x: Ptr<f32>, y: TensorDesc<f32, 16, 64>) {
+    let inbox = local_alloc([16, 64], f32, 1);
+    let bars = alloc_barriers(1, 1);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let peer = cluster_cta_rank() ^ 1;
+    let rows = program_id(0) * 16 + arange(0, 16);
+    let tile = load(x + rows[(.., None)] * 64 + arange(0, 64)[(None, ..)]);
+    remote_shmem_store(local_view(inbox, 0), tile, peer);
+    barrier_arrive(local_view(bars, 0), 1, remote_cta_rank = peer);
+    barrier_wait(local_view(bars, 0), 0);
+    fence_async_shared();
+    async_descriptor_store(y, local_view(inbox, 0), [program_id(0) * 16, 0]);
+    async_descriptor_store_wait(0);
+    cluster_barrier();
+}
+
+fn tiles_swap(dev: &Device) {
+    const PROGRAMS: usize = 6;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(13, |d| d.as_nanos() as u64);
+    let host = random_inputs(PROGRAMS * 16 * 64, seed);
+    let x = dev.upload(&host).expect("upload");
+    let y = dev.upload(&vec![f32::NAN; host.len()]).expect("upload");
+    let desc = TensorDesc::matrix(&y, PROGRAMS * 16, 64).expect("descriptor");
+    swap_through_tma::launch(dev, PROGRAMS as u32, &x, &desc).expect("launch");
+    let got = y.download().expect("download");
+    for (i, &g) in got.iter().enumerate() {
+        // Row block `p` holds the tile of program `p ^ 1`.
+        let (block, within) = (i / (16 * 64), i % (16 * 64));
+        let want = host[(block ^ 1) * 16 * 64 + within];
+        assert_eq!(g, want, "element {i} (seed {seed})");
+    }
+}
+
+#[test]
+fn peers_swap_tiles_and_send_them_out_by_tma() {
+    tiles_swap(&Device::cpu());
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn peers_swap_tiles_and_send_them_out_by_tma_on_the_gpu() {
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
+    };
+    tiles_swap(&dev);
+}

@@ -13,6 +13,8 @@ mod protocol_carried_accumulator_wait;
 mod protocol_idioms;
 #[path = "pass/protocol_named_barrier_relay.rs"]
 mod protocol_named_barrier_relay;
+#[path = "pass/protocol_proxy_fence.rs"]
+mod protocol_proxy_fence;
 #[path = "pass/protocol_tmem_commit.rs"]
 mod protocol_tmem_commit;
 #[path = "pass/protocol_wait_in_branch.rs"]
@@ -25,6 +27,7 @@ fn accepted_forms_compile_and_run() {
     protocol_carried_accumulator_wait::main();
     protocol_idioms::main();
     protocol_named_barrier_relay::main();
+    protocol_proxy_fence::main();
     protocol_tmem_commit::main();
     protocol_wait_in_branch::main();
 }

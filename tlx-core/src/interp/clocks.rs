@@ -62,6 +62,10 @@ pub(crate) struct Clocks {
     /// Per shared buffer, its last write if a peer's synchronous store
     /// (`remote_shmem_store`) made it: a read must be ordered after it.
     stores: HashMap<usize, Store>,
+    /// Per task, its clock at its last proxy fence (`fence_async_shared`):
+    /// the generic-proxy stores it had seen by then are visible to its
+    /// later async-proxy reads (TMA stores, wgmma, tensor-core MMAs).
+    fences: HashMap<usize, Clock>,
 }
 
 /// A synchronous store into a buffer by a task of another program.
@@ -80,6 +84,7 @@ impl Clocks {
         self.named.clear();
         self.reads.clear();
         self.stores.clear();
+        self.fences.clear();
     }
 
     fn clock(&mut self, task: usize) -> &mut Clock {
@@ -198,6 +203,21 @@ impl Clocks {
         let store = self.stores.get(&buffer)?;
         let seen = self.tasks.get(task).and_then(|c| c.get(store.task));
         (store.task != task && seen.copied().unwrap_or(0) < store.tick).then_some(store)
+    }
+
+    /// `task` runs a proxy fence (`fence_async_shared`).
+    pub(crate) fn proxy_fence(&mut self, task: usize) {
+        let seen = self.snapshot(task);
+        self.fences.insert(task, seen);
+    }
+
+    /// The synchronous store into `buffer` (a generic-proxy write) that
+    /// `task` had not seen at its last proxy fence, if any: what an
+    /// async-proxy read of the buffer by `task` may miss.
+    pub(crate) fn unfenced_store(&self, task: usize, buffer: usize) -> Option<&Store> {
+        let store = self.stores.get(&buffer)?;
+        let fenced = self.fences.get(&task).and_then(|c| c.get(store.task));
+        (fenced.copied().unwrap_or(0) < store.tick).then_some(store)
     }
 
     /// `task` writes `buffer`: every read of it by another task must

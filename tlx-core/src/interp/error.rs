@@ -386,6 +386,21 @@ pub enum InterpError {
         // Boxed: the writer's name would make every InterpError larger.
         store: Box<PeerStore>,
     },
+    #[error(
+        "{at}, task `{task}`: `{}` reads shared buffer #{} through the async proxy, but task \
+         `{}` wrote it at line {} with `remote_shmem_store` (the generic proxy) and this task \
+         ran no `fence_async_shared()` after seeing that store: the read may miss it",
+        .read.reader,
+        .read.store.buffer,
+        .read.store.writer,
+        .read.store.line
+    )]
+    UnfencedProxyRead {
+        at: Site,
+        task: String,
+        // Boxed: the writer's name would make every InterpError larger.
+        read: Box<UnfencedRead>,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,
@@ -402,6 +417,15 @@ pub struct PeerStore {
     pub buffer: usize,
     pub writer: String,
     pub line: u32,
+}
+
+/// An async-proxy read of a peer's synchronous store with no proxy fence
+/// between (see [`InterpError::UnfencedProxyRead`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnfencedRead {
+    /// The reading primitive (`async_descriptor_store`, `async_dot`, ...).
+    pub reader: &'static str,
+    pub store: PeerStore,
 }
 
 /// A copy a task issues and waits for itself (see

@@ -57,7 +57,8 @@ use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use cluster::RemoteError;
 pub use error::{
-    BytesShortfall, InterpError, PeerStore, Site, SliceWindow, TaskCopy, UnreleasedRead,
+    BytesShortfall, InterpError, PeerStore, Site, SliceWindow, TaskCopy, UnfencedRead,
+    UnreleasedRead,
 };
 pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};

@@ -200,6 +200,19 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
              (`barrier_arrive(bar, 1, remote_cta_rank = <the reader's rank>)`), and \
              `barrier_wait` on it before reading",
         ),
+        InterpError::UnfencedProxyRead { at, read, .. } => error_at(
+            Rule::ProxyFence,
+            at.line,
+            at.op,
+            format!(
+                "this `{}` reads shared buffer #{} through the async proxy, but `{}` wrote \
+                 it at line {} with `remote_shmem_store` (the generic proxy), and this task ran no \
+                 proxy fence after it saw the store: the read may miss it",
+                read.reader, read.store.buffer, read.store.writer, read.store.line
+            ),
+            "call `fence_async_shared()` after the `barrier_wait` that orders the store, \
+             before this read",
+        ),
         InterpError::UnwrittenShared { at, buffer, .. } => error_at(
             Rule::UnorderedRead,
             at.line,

@@ -53,6 +53,11 @@ pub enum Rule {
     /// ends: a TMA store not waited for, or a copy into shared memory whose
     /// barrier no task waited on.
     InFlightAtExit,
+    /// An async-proxy read (TMA store, `async_dot`, `tcgen05_mma`) of a
+    /// buffer a peer's `remote_shmem_store` wrote, with no
+    /// `fence_async_shared()` between the wait that ordered the store and
+    /// the read.
+    ProxyFence,
     /// Something the checker cannot follow (a warning).
     Undecidable,
 }
@@ -73,6 +78,7 @@ impl Rule {
             Rule::MmaCompletion => "mma-completion",
             Rule::ClusterAccess => "cluster-access",
             Rule::InFlightAtExit => "in-flight-at-exit",
+            Rule::ProxyFence => "proxy-fence",
             Rule::Undecidable => "undecidable",
         }
     }
@@ -82,7 +88,7 @@ impl Rule {
         Rule::ALL.into_iter().find(|rule| rule.name() == name)
     }
 
-    const ALL: [Rule; 13] = [
+    const ALL: [Rule; 14] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -95,6 +101,7 @@ impl Rule {
         Rule::MmaCompletion,
         Rule::ClusterAccess,
         Rule::InFlightAtExit,
+        Rule::ProxyFence,
         Rule::Undecidable,
     ];
 }
@@ -223,5 +230,23 @@ mod tests {
             assert_eq!(Rule::from_name(rule.name()), Some(rule));
         }
         assert_eq!(Rule::from_name("no-such-rule"), None);
+    }
+
+    /// The language guide's table of what the checker rejects lists every
+    /// rule (the warning `undecidable` is described in its prose).
+    #[test]
+    fn every_rule_has_a_row_in_the_language_guide() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/language.md");
+        let guide = std::fs::read_to_string(path).expect("reading docs/language.md");
+        let missing: Vec<&str> = Rule::ALL
+            .into_iter()
+            .filter(|&rule| rule != Rule::Undecidable)
+            .map(Rule::name)
+            .filter(|name| !guide.contains(&format!("| `{name}` |")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/language.md has no row for {missing:?}"
+        );
     }
 }

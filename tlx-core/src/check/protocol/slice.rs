@@ -77,9 +77,14 @@ impl Slicer<'_> {
                 // What a primitive's definition says the skeleton keeps: e.g.
                 // a block-level descriptor load completes within the op, and
                 // what a descriptor holds decides what a copy moves, not when.
-                OpKind::Prim { prim, args, .. } => match prim.def().protocol {
+                OpKind::Prim {
+                    prim, args, imms, ..
+                } => match prim.def().protocol {
                     Protocol::Dropped => false,
                     Protocol::IfResultNeeded => result_needed,
+                    Protocol::KeptWhen { immediate, word } => {
+                        prim.signature().chosen(immediate, imms) == Some(word)
+                    }
                     Protocol::Kept { data } => {
                         // A named data operand, and a variadic one's repeats.
                         let sig = prim.signature();

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use crate::ir::{DotPrecision, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
 use super::super::error::{
-    Fault, FaultResult, InterpError, PeerStore, SliceWindow, UnreleasedRead,
+    Fault, FaultResult, InterpError, PeerStore, SliceWindow, UnfencedRead, UnreleasedRead,
 };
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
@@ -606,6 +606,18 @@ impl<'k> Executor<'k> {
                     })),
                 }
             }
+            // One proxy here: a fence only marks what the task had seen
+            // (rule `proxy-fence`).
+            Prim::FenceAsyncShared => {
+                shared.clocks.proxy_fence(task);
+                Ok(())
+            }
+            Prim::Fence => {
+                if prim.signature().chosen("scope", imms) == Some("async_shared") {
+                    shared.clocks.proxy_fence(task);
+                }
+                Ok(())
+            }
             // `Interp::Nothing` primitives returned above.
             _ => Err(Fault::malformed(format!(
                 "`{}` has no semantics of its own",
@@ -780,15 +792,17 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
-        // An `async_dot` operand is read until its group is waited for, a
-        // TMA store's source until a store wait retires it.
-        let open = matches!(
-            op.kind,
+        // The async proxy's readers: an `async_dot` operand is read until
+        // its group is waited for, a TMA store's source until a store wait
+        // retires it.
+        let async_reader = match op.kind {
             crate::ir::OpKind::Prim {
-                prim: Prim::AsyncDot | Prim::AsyncDescriptorStore | Prim::Tcgen05Mma,
+                prim: prim @ (Prim::AsyncDot | Prim::AsyncDescriptorStore | Prim::Tcgen05Mma),
                 ..
-            }
-        );
+            } => Some(prim),
+            _ => None,
+        };
+        let open = async_reader.is_some();
         shared
             .clocks
             .read(task, &self.task.name, op.loc.line, id, open);
@@ -816,6 +830,22 @@ impl<'k> Executor<'k> {
                     line: store.line,
                 }),
             }));
+        }
+        if let Some(reader) = async_reader {
+            if let Some(store) = shared.clocks.unfenced_store(task, id) {
+                return Err(Stop::error(InterpError::UnfencedProxyRead {
+                    at: self.site(Some(op)),
+                    task: self.task.name.clone(),
+                    read: Box::new(UnfencedRead {
+                        reader: reader.mnemonic(),
+                        store: PeerStore {
+                            buffer: id,
+                            writer: store.name.clone(),
+                            line: store.line,
+                        },
+                    }),
+                }));
+            }
         }
         let seen = shared.clocks.seen(task);
         shared

@@ -8,7 +8,9 @@ use crate::ir::def::{Effects, MemorySpace, MemorySpaces, SyncScope};
 
 /// `fence_async_shared()`: orders generic-proxy shared-memory accesses
 /// before later async-proxy ones (TMA, wgmma). The interpreter has one
-/// proxy: its accesses are already in program order.
+/// proxy, its accesses already in program order; it notes the fence, for
+/// the async-proxy reads of what a peer's `remote_shmem_store` wrote
+/// (rule `proxy-fence`).
 pub(super) const FENCE_ASYNC_SHARED: PrimDef = PrimDef {
     name: "fence_async_shared",
     signature: PrimSignature::NONE,
@@ -24,7 +26,7 @@ pub(super) const FENCE_ASYNC_SHARED: PrimDef = PrimDef {
         result: "void",
         constraints: "~{memory}",
     },
-    interp: Interp::Nothing,
+    interp: Interp::Custom,
 };
 
 /// `fence(scope)` (TLX's newer spelling): with `"async_shared"`, the same
@@ -33,9 +35,10 @@ pub(super) const FENCE_ASYNC_SHARED: PrimDef = PrimDef {
 /// before its later ones as every thread of the GPU (or of the system, the
 /// host and other GPUs included) observes them: a publication through plain
 /// stores and a flag. The interpreter's memory is sequentially consistent:
-/// it orders every access already. No access moves across it. It neither
-/// waits nor arrives: nothing of the synchronization protocol, so the
-/// checker may drop it (a fence under a data-dependent `if` is fine).
+/// it orders every access already. No access moves across it. The memory
+/// fences neither wait nor arrive: nothing of the synchronization
+/// protocol, so the checker drops them (one under a data-dependent `if` is
+/// fine); it keeps `"async_shared"`, as `fence_async_shared()`.
 pub(super) const FENCE: PrimDef = PrimDef {
     name: "fence",
     signature: PrimSignature::new(&[], &["scope"], 0).with_choices(&[Choice {
@@ -54,11 +57,14 @@ pub(super) const FENCE: PrimDef = PrimDef {
         ..Effects::PURE
     },
     rule: |_| Ok(()),
-    protocol: Protocol::Dropped,
+    protocol: Protocol::KeptWhen {
+        immediate: "scope",
+        word: "async_shared",
+    },
     lowering: Lowering::Asm {
         asm: "{scope};",
         result: "void",
         constraints: "~{memory}",
     },
-    interp: Interp::Nothing,
+    interp: Interp::Custom,
 };

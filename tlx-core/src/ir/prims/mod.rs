@@ -121,6 +121,14 @@ impl PrimSignature {
 
     /// A primitive with no operands, immediates or results (a fence).
     pub const NONE: PrimSignature = PrimSignature::new(&[], &[], 0);
+
+    /// The word an op's `imms` choose for the [`Choice`] `immediate`.
+    pub fn chosen(&self, immediate: &str, imms: &[i64]) -> Option<&'static str> {
+        let at = self.immediates.iter().position(|&i| i == immediate)?;
+        let choice = self.choices.iter().find(|c| c.immediate == immediate)?;
+        let index = usize::try_from(*imms.get(at)?).ok()?;
+        choice.options.get(index).map(|(word, _)| *word)
+    }
 }
 
 /// The kernel language's call of a primitive.
@@ -171,6 +179,14 @@ pub enum Protocol {
     Kept { data: &'static [&'static str] },
     /// Kept only where its result is needed (a descriptor a copy names).
     IfResultNeeded,
+    /// Kept only where its [`Choice`] `immediate` is `word`, dropped
+    /// otherwise: `fence("async_shared")` is a proxy fence the checker
+    /// follows (rule `proxy-fence`), `fence("gpu")` orders memory and may
+    /// sit under a data-dependent `if`.
+    KeptWhen {
+        immediate: &'static str,
+        word: &'static str,
+    },
     /// Neither waits, arrives nor starts anything the protocol tracks (it
     /// completes within the op): dropped.
     Dropped,
