@@ -161,3 +161,86 @@ fn peers_swap_tiles_and_send_them_out_by_tma_on_the_gpu() {
     };
     tiles_swap(&dev);
 }
+
+/// A stress test of ordering through distributed shared memory: in each of
+/// `ROUNDS` rounds every thread of a program stores its part of a 16 KB
+/// tile into its peer's inbox (`remote_shmem_store`, a ring of two), one
+/// thread then arrives on the peer's barrier, and the peer reads the tile
+/// after its wait and hands the slot back with an arrival of its own. Were
+/// the arrival not ordered after every thread's stores (the hazard
+/// compute-sanitizer's racecheck reports for `examples/cluster_exchange`,
+/// docs/testing.md), some reader would see a stale or partial tile: the
+/// kernel sums how far each received tile is from the one sent.
+#[tlx::kernel(arch = "sm_90a", num_warps = 4, ctas_per_cga = 2, configs = [(ROUNDS = 64)])]
+fn dsm_stress<const ROUNDS: usize>(x: Ptr<f32>, errors: Ptr<f32>) {
+    let inbox = local_alloc([64, 64], f32, 2);
+    let full = alloc_barriers(2, 1);
+    let empty = alloc_barriers(2, 1);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let peer = cluster_cta_rank() ^ 1;
+    let at = arange(0, 64)[(.., None)] * 64 + arange(0, 64)[(None, ..)];
+    let mine = load(x + program_id(0) * 4096 + at);
+    let theirs = load(x + (program_id(0) ^ 1) * 4096 + at);
+    let mut error = 0.0;
+    for i in 0..ROUNDS {
+        let slot = i % 2;
+        let phase = (i / 2) & 1;
+        if i >= 2 {
+            // The peer has read what this program stored two rounds ago.
+            barrier_wait(local_view(empty, slot), phase ^ 1);
+        }
+        remote_shmem_store(local_view(inbox, slot), mine + i, peer);
+        barrier_arrive(local_view(full, slot), 1, remote_cta_rank = peer);
+        barrier_wait(local_view(full, slot), phase);
+        let got = local_load(local_view(inbox, slot));
+        error = error + sum(sum(abs(got - (theirs + i)), axis = 1), axis = 0);
+        barrier_arrive(local_view(empty, slot), 1, remote_cta_rank = peer);
+    }
+    store(errors + program_id(0), error);
+    // No program leaves while its peer may still arrive on its barriers.
+    cluster_barrier();
+}
+
+fn dsm_ordering_holds(dev: &Device, programs: usize) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(17, |d| d.as_nanos() as u64);
+    // Multiples of 1/64 below 4: adding a round number stays exact.
+    let host: Vec<f32> = random_inputs(programs * 4096, seed)
+        .iter()
+        .map(|v| (v * 64.0).round() / 64.0)
+        .collect();
+    let x = dev.upload(&host).expect("upload");
+    let errors = dev.upload(&vec![f32::NAN; programs]).expect("upload");
+    dsm_stress::<64>::launch(dev, programs as u32, &x, &errors).expect("launch");
+    let got = errors.download().expect("download");
+    let wrong: Vec<(usize, f32)> = got
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, e)| e != 0.0)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "programs that received a stale or partial tile (program, summed error): {wrong:?} \
+         (seed {seed})"
+    );
+}
+
+#[test]
+fn every_round_of_a_dsm_ring_arrives_whole() {
+    dsm_ordering_holds(&Device::cpu(), 4);
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn every_round_of_a_dsm_ring_arrives_whole_on_the_gpu() {
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
+    };
+    // 132 SMs, a few clusters each, for many launches' worth of rounds.
+    for _ in 0..20 {
+        dsm_ordering_holds(&dev, 2 * 1024);
+    }
+}

@@ -138,4 +138,16 @@ fn the_gpu_records_each_task_and_wait_on_sm_and_warp_tracks() {
         .map(|s| s.track.rsplit("warp").next().unwrap_or("").trim())
         .collect();
     assert_eq!(warps.into_iter().collect::<Vec<_>>(), ["0", "4"]);
+
+    // A buffer too small for the waits: they are dropped and counted, and
+    // every task's and program's slice still closes (their ends are kept).
+    std::env::set_var("TLX_TRACE_EVENTS", "16");
+    let small = run(&dev);
+    std::env::remove_var("TLX_TRACE_EVENTS");
+    let ring = &small[0];
+    assert!(ring.dropped > 0, "{ring:?}");
+    assert_eq!(count(ring, "program"), PROGRAMS);
+    assert_eq!(count(ring, "default task"), PROGRAMS);
+    assert_eq!(count(ring, "task 1"), PROGRAMS);
+    assert!(count(ring, "wait: mbarrier") < 2 * PROGRAMS * CHUNKS);
 }
