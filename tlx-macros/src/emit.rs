@@ -483,14 +483,15 @@ fn protocol_findings(
         } else {
             format!(" with {}", config_label(config))
         };
+        let code = f.rule.code();
         Diagnostic {
             message: format!(
-                "barrier protocol of `{name}`{label}, rule `{}`: {}{line}",
+                "barrier protocol of `{name}`{label}, rule `{}` [{code}]: {}{line}",
                 f.rule.name(),
                 f.message
             ),
             span,
-            hint: Some(f.hint.clone()),
+            hint: Some(format!("{} ({code} in docs/protocol-rules.md)", f.hint)),
         }
     };
     if !report.errors.is_empty() {

@@ -83,12 +83,36 @@ impl Rule {
         }
     }
 
+    /// The rule's stable code, which messages carry and
+    /// docs/protocol-rules.md explains: errors `TLX-P001`.., in the order
+    /// they were added (a new rule takes the next number, none is reused),
+    /// the warning `TLX-W001`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Rule::Deadlock => "TLX-P001",
+            Rule::StaleWait => "TLX-P002",
+            Rule::ExpectBytes => "TLX-P003",
+            Rule::ArriveCount => "TLX-P004",
+            Rule::NamedBarrier => "TLX-P005",
+            Rule::UnorderedRead => "TLX-P006",
+            Rule::OverwriteBeforeRelease => "TLX-P007",
+            Rule::RingIndex => "TLX-P008",
+            Rule::AccumulatorBeforeWait => "TLX-P009",
+            Rule::MmaCompletion => "TLX-P010",
+            Rule::ClusterAccess => "TLX-P011",
+            Rule::InFlightAtExit => "TLX-P012",
+            Rule::ProxyFence => "TLX-P013",
+            Rule::Undecidable => "TLX-W001",
+        }
+    }
+
     /// The rule named `name` (as [`Rule::name`] writes it).
     pub fn from_name(name: &str) -> Option<Rule> {
         Rule::ALL.into_iter().find(|rule| rule.name() == name)
     }
 
-    const ALL: [Rule; 14] = [
+    /// Every rule, in the order of their codes.
+    pub const ALL: [Rule; 14] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -230,6 +254,31 @@ mod tests {
             assert_eq!(Rule::from_name(rule.name()), Some(rule));
         }
         assert_eq!(Rule::from_name("no-such-rule"), None);
+    }
+
+    #[test]
+    fn codes_are_unique() {
+        let mut codes: Vec<&str> = Rule::ALL.into_iter().map(Rule::code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), Rule::ALL.len());
+    }
+
+    /// docs/protocol-rules.md has a section for every rule, headed by its
+    /// code and name (the ui-tests check the cases each section lists).
+    #[test]
+    fn every_rule_has_a_section_in_the_rules_page() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/protocol-rules.md");
+        let page = std::fs::read_to_string(path).expect("reading docs/protocol-rules.md");
+        let missing: Vec<&str> = Rule::ALL
+            .into_iter()
+            .filter(|rule| !page.contains(&format!("## {} `{}`", rule.code(), rule.name())))
+            .map(Rule::code)
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/protocol-rules.md has no section for {missing:?}"
+        );
     }
 
     /// The language guide's table of what the checker rejects lists every
