@@ -132,6 +132,7 @@ impl MBarrier {
             expected_arrivals: self.expected_arrivals,
             tx_bytes: self.completed_tx,
             expected_tx_bytes: self.expected_tx,
+            skipped: None,
         }
     }
 }

@@ -89,6 +89,14 @@ impl Observations {
         }
     }
 
+    /// Where `task`'s last wait on `barrier` passed, when that was before
+    /// the phase just completed: a wait now blocked on phase `current`
+    /// skips one (see `WaitReason::MBarrier::skipped`).
+    pub(crate) fn skipped(&self, task: usize, barrier: usize, current: u32) -> Option<(i64, u32)> {
+        let &(passed, line) = self.seen.get(&(task, barrier))?;
+        (i64::from(current) >= passed + 2).then_some((passed, line))
+    }
+
     /// Keeps `error` (a `StaleWait`) until the end of the program: it holds
     /// if the barrier completes the phase after `phase` by then.
     pub(crate) fn suspect(&mut self, task: usize, barrier: usize, phase: i64, error: InterpError) {
@@ -142,6 +150,16 @@ mod tests {
         assert_eq!(seen.observe(2, 0, -1, 12), None, "another task");
         assert_eq!(seen.observe(1, 0, 0, 12), None, "a newer phase");
         assert_eq!(seen.observe(1, 0, 0, 14), Some(12));
+    }
+
+    #[test]
+    fn a_wait_past_the_phase_after_the_last_one_seen_skips_it() {
+        let mut seen = Observations::default();
+        assert_eq!(seen.skipped(1, 0, 0), None, "no wait seen yet");
+        seen.observe(1, 0, -1, 10);
+        assert_eq!(seen.skipped(1, 0, 0), None, "the next phase");
+        assert_eq!(seen.skipped(1, 0, 1), Some((-1, 10)), "phase 0 skipped");
+        assert_eq!(seen.skipped(2, 0, 1), None, "another task");
     }
 
     #[test]

@@ -254,6 +254,7 @@ impl ProgramLabel<'_> {
                 expected_arrivals,
                 tx_bytes,
                 expected_tx_bytes,
+                ..
             } if arrivals == expected_arrivals && tx_bytes != expected_tx_bytes => {
                 let at = shared.expect_sites.get(&barrier)?.clone();
                 Some((at, barrier, phase, tx_bytes, expected_tx_bytes))

@@ -17,6 +17,11 @@ pub enum WaitReason {
         tx_bytes: i64,
         /// Transaction bytes announced by `expect_tx` in this phase.
         expected_tx_bytes: i64,
+        /// Where the waiting task's previous wait on this barrier passed
+        /// on a phase before the one just completed, skipping that one:
+        /// (the phase it passed on, the wait's line). The wait names the
+        /// same parity again: a phase not flipped when its ring wrapped.
+        skipped: Option<(i64, u32)>,
     },
     /// `cluster_barrier()` short of programs of the cluster.
     ClusterBarrier { arrived: u32, expected: u32 },
@@ -40,6 +45,7 @@ impl fmt::Display for WaitReason {
                 expected_arrivals,
                 tx_bytes,
                 expected_tx_bytes,
+                ..
             } => write!(
                 f,
                 "mbarrier #{barrier} phase {phase}: {arrivals} of {expected_arrivals} arrivals, \

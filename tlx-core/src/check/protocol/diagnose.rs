@@ -370,6 +370,20 @@ fn primary<'t>(kernel: &Kernel, tasks: &'t [BlockedTask]) -> Option<&'t BlockedT
             _ => None,
         })
     };
+    // A wait that skips a phase (its parity not flipped when the ring
+    // wrapped) is the cause; the other tasks wait on its account.
+    let skipping = tasks.iter().find(|t| {
+        matches!(
+            t.wait.reason,
+            WaitReason::MBarrier {
+                skipped: Some(_),
+                ..
+            }
+        )
+    });
+    if skipping.is_some() {
+        return skipping;
+    }
     barrier_waits()
         .find(|(_, role, ..)| role.is_some_and(|r| !r.arrived))
         .or_else(|| {
@@ -514,6 +528,29 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
             ),
             "release the stage once its data is consumed: `barrier_arrive` on this barrier \
              (in the task that reads the buffer it guards)",
+        ),
+        WaitReason::MBarrier {
+            barrier,
+            phase,
+            skipped: Some((passed, passed_line)),
+            ..
+        } => (
+            format!(
+                "this wait can never pass: it waits for phase {phase} of mbarrier #{barrier}, but \
+                 this task's previous wait on that barrier (line {passed_line}) passed on phase \
+                 {}, and this one names the same parity, skipping phase {} (the kernel \
+                 deadlocks; blocked:{})",
+                if passed < 0 {
+                    "-1, before the first".to_owned()
+                } else {
+                    passed.to_string()
+                },
+                passed + 1,
+                list(all)
+            ),
+            "the phase was not flipped when the ring wrapped: flip it each time the buffer index \
+             returns to 0 (`phase ^= 1`), or compute it, `(iteration / STAGES) & 1` for a wait \
+             on \"full\" and `((iteration / STAGES) & 1) ^ 1` for a producer's wait on \"empty\"",
         ),
         WaitReason::MBarrier {
             barrier,

@@ -302,7 +302,11 @@ impl<'k> Executor<'k> {
                 let parity = self.get(arg("phase")?)?.scalar_int()? as u32;
                 let bar = barrier(shared, id)?;
                 if !bar.try_wait_parity(parity) {
-                    return Err(Stop::Wait(bar.wait_reason(id)));
+                    let mut reason = bar.wait_reason(id);
+                    if let WaitReason::MBarrier { phase, skipped, .. } = &mut reason {
+                        *skipped = shared.observations.skipped(task, id, *phase);
+                    }
+                    return Err(Stop::Wait(reason));
                 }
                 // The phase that passed the wait: the latest completed one.
                 let completed = bar.phase().wrapping_sub(1);
