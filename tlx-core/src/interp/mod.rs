@@ -64,7 +64,7 @@ pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use shared::NamedBarrierError;
 pub use trace::{Trace, TraceEvent, TraceKind};
-pub use wait::{BlockedTask, Wait, WaitReason};
+pub use wait::{BlockedTask, Skipped, Wait, WaitReason};
 
 use exec::Executor;
 use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use super::error::InterpError;
 use super::mbarrier::MBarrier;
+use super::wait::Skipped;
 
 /// A task's re-observation of a phase, not (yet) known to be stale.
 #[derive(Debug)]
@@ -89,12 +90,22 @@ impl Observations {
         }
     }
 
-    /// Where `task`'s last wait on `barrier` passed, when that was before
-    /// the phase just completed: a wait now blocked on phase `current`
-    /// skips one (see `WaitReason::MBarrier::skipped`).
-    pub(crate) fn skipped(&self, task: usize, barrier: usize, current: u32) -> Option<(i64, u32)> {
+    /// Where `task`'s last wait on `barrier` passed, when the barrier has
+    /// completed the phase after that one and more: a wait for `parity`
+    /// now blocked on phase `current` skips one (see [`Skipped`]).
+    pub(crate) fn skipped(
+        &self,
+        task: usize,
+        barrier: usize,
+        current: u32,
+        parity: u32,
+    ) -> Option<Skipped> {
         let &(passed, line) = self.seen.get(&(task, barrier))?;
-        (i64::from(current) >= passed + 2).then_some((passed, line))
+        (i64::from(current) >= passed + 2).then_some(Skipped {
+            passed,
+            line,
+            same_parity: passed.rem_euclid(2) == i64::from(parity & 1),
+        })
     }
 
     /// Keeps `error` (a `StaleWait`) until the end of the program: it holds
@@ -155,11 +166,21 @@ mod tests {
     #[test]
     fn a_wait_past_the_phase_after_the_last_one_seen_skips_it() {
         let mut seen = Observations::default();
-        assert_eq!(seen.skipped(1, 0, 0), None, "no wait seen yet");
+        assert_eq!(seen.skipped(1, 0, 0, 0), None, "no wait seen yet");
         seen.observe(1, 0, -1, 10);
-        assert_eq!(seen.skipped(1, 0, 0), None, "the next phase");
-        assert_eq!(seen.skipped(1, 0, 1), Some((-1, 10)), "phase 0 skipped");
-        assert_eq!(seen.skipped(2, 0, 1), None, "another task");
+        assert_eq!(seen.skipped(1, 0, 0, 0), None, "the next phase");
+        let skipped = |same_parity| {
+            Some(Skipped {
+                passed: -1,
+                line: 10,
+                same_parity,
+            })
+        };
+        // Waiting with parity 1 again on phase 1: not flipped.
+        assert_eq!(seen.skipped(1, 0, 1, 1), skipped(true));
+        // Parity 0 meant phase 0, which completed, and phase 1 too.
+        assert_eq!(seen.skipped(1, 0, 2, 0), skipped(false));
+        assert_eq!(seen.skipped(2, 0, 1, 1), None, "another task");
     }
 
     #[test]

@@ -17,11 +17,10 @@ pub enum WaitReason {
         tx_bytes: i64,
         /// Transaction bytes announced by `expect_tx` in this phase.
         expected_tx_bytes: i64,
-        /// Where the waiting task's previous wait on this barrier passed
-        /// on a phase before the one just completed, skipping that one:
-        /// (the phase it passed on, the wait's line). The wait names the
-        /// same parity again: a phase not flipped when its ring wrapped.
-        skipped: Option<(i64, u32)>,
+        /// Where the waiting task's previous wait on this barrier passed,
+        /// when the barrier has since completed the phase after that one
+        /// and more: this wait skips a phase.
+        skipped: Option<Skipped>,
     },
     /// `cluster_barrier()` short of programs of the cluster.
     ClusterBarrier { arrived: u32, expected: u32 },
@@ -77,6 +76,19 @@ pub struct Wait {
     pub op: &'static str,
     pub line: u32,
     pub reason: WaitReason,
+}
+
+/// A blocked wait's task passed on phase `passed` of the barrier at
+/// `line`, and the barrier has completed `passed + 1` and more since.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    pub passed: i64,
+    pub line: u32,
+    /// The wait names `passed`'s parity again: its phase was not flipped
+    /// when the ring wrapped. Otherwise it names the next phase's parity,
+    /// which completed before the task could wait, and the one after it
+    /// too: the barrier got more arrivals a phase than it counts.
+    pub same_parity: bool,
 }
 
 /// One task of a deadlocked program.

@@ -66,11 +66,7 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
                 "this wait on mbarrier #{barrier} returns at once: the phase it names ({}) \
                  already completed and this task waited for it at line {first_line}; the \
                  barrier has moved on, so the wait does not wait for the newer phase",
-                if *phase < 0 {
-                    "-1, before the first".to_owned()
-                } else {
-                    phase.to_string()
-                }
+                phase_name(*phase)
             ),
             "flip the phase each time the ring wraps around: `phase ^= 1` when the buffer index \
              returns to 0, or `phase = (iteration / STAGES) & 1`",
@@ -532,25 +528,41 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
         WaitReason::MBarrier {
             barrier,
             phase,
-            skipped: Some((passed, passed_line)),
+            skipped: Some(skipped),
             ..
-        } => (
+        } if skipped.same_parity => (
             format!(
                 "this wait can never pass: it waits for phase {phase} of mbarrier #{barrier}, but \
-                 this task's previous wait on that barrier (line {passed_line}) passed on phase \
-                 {}, and this one names the same parity, skipping phase {} (the kernel \
-                 deadlocks; blocked:{})",
-                if passed < 0 {
-                    "-1, before the first".to_owned()
-                } else {
-                    passed.to_string()
-                },
-                passed + 1,
+                 this task's previous wait on that barrier (line {}) passed on phase {}, and \
+                 this one names the same parity, skipping phase {} (the kernel deadlocks; \
+                 blocked:{})",
+                skipped.line,
+                phase_name(skipped.passed),
+                skipped.passed + 1,
                 list(all)
             ),
             "the phase was not flipped when the ring wrapped: flip it each time the buffer index \
              returns to 0 (`phase ^= 1`), or compute it, `(iteration / STAGES) & 1` for a wait \
              on \"full\" and `((iteration / STAGES) & 1) ^ 1` for a producer's wait on \"empty\"",
+        ),
+        WaitReason::MBarrier {
+            barrier,
+            phase,
+            expected_arrivals,
+            skipped: Some(skipped),
+            ..
+        } => (
+            format!(
+                "this wait can never pass: it means phase {} of mbarrier #{barrier}, which \
+                 completed before it could wait, and so did the next: the barrier is at phase \
+                 {phase}, ahead of its waiter. It gets more arrivals a phase than the {} \
+                 `alloc_barriers` counts (the kernel deadlocks; blocked:{})",
+                skipped.passed + 1,
+                expected_arrivals,
+                list(all)
+            ),
+            "count every arrival a phase gets in `alloc_barriers(n, count)`: each replica of \
+             a replicated task arrives once, and so does each task that arrives on the barrier",
         ),
         WaitReason::MBarrier {
             barrier,
@@ -595,6 +607,10 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
     };
     let rule = match task.wait.reason {
         WaitReason::NamedBarrier { .. } => Rule::NamedBarrier,
+        WaitReason::MBarrier {
+            skipped: Some(skipped),
+            ..
+        } if !skipped.same_parity => Rule::ArriveCount,
         _ => Rule::Deadlock,
     };
     Finding {
@@ -602,6 +618,16 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
         at: locate(kernel, task.wait.line, task.wait.op),
         message: format!("{message} (found with {sample})"),
         hint: hint.to_owned(),
+    }
+}
+
+/// A completed phase as messages name it (`-1` is the one before the first,
+/// which a fresh barrier counts as completed).
+fn phase_name(phase: i64) -> String {
+    if phase < 0 {
+        "-1, before the first".to_owned()
+    } else {
+        phase.to_string()
     }
 }
 

@@ -304,7 +304,7 @@ impl<'k> Executor<'k> {
                 if !bar.try_wait_parity(parity) {
                     let mut reason = bar.wait_reason(id);
                     if let WaitReason::MBarrier { phase, skipped, .. } = &mut reason {
-                        *skipped = shared.observations.skipped(task, id, *phase);
+                        *skipped = shared.observations.skipped(task, id, *phase, parity);
                     }
                     return Err(Stop::Wait(reason));
                 }
