@@ -27,10 +27,16 @@ impl Builder {
                 body: Block::default(),
                 types: Vec::new(),
                 source_file: String::new(),
+                names: Default::default(),
             },
             stack: vec![Block::default()],
             loc: SrcLoc::default(),
         }
+    }
+
+    /// Names `value` for messages (the user's `let` binding).
+    pub fn name_value(&mut self, value: ValueId, name: impl Into<String>) {
+        self.kernel.names.set(value, name);
     }
 
     pub fn set_source_file(&mut self, file: impl Into<String>) {

@@ -188,6 +188,31 @@ pub struct Kernel {
     pub types: Vec<Type>,
     /// The user's source file, for messages (may be empty).
     pub source_file: String,
+    /// The user's names of the shared buffers and barriers the kernel
+    /// allocates (`let empty = alloc_barriers(..)`), for messages.
+    pub names: ValueNames,
+}
+
+/// Names the user gave values with `let`, kept for messages. They do not
+/// change what a kernel means: kernels that differ only in them are equal,
+/// and the text form leaves them out.
+#[derive(Clone, Debug, Default)]
+pub struct ValueNames(std::collections::HashMap<ValueId, String>);
+
+impl ValueNames {
+    pub fn set(&mut self, value: ValueId, name: impl Into<String>) {
+        self.0.insert(value, name.into());
+    }
+
+    pub fn get(&self, value: ValueId) -> Option<&str> {
+        self.0.get(&value).map(String::as_str)
+    }
+}
+
+impl PartialEq for ValueNames {
+    fn eq(&self, _: &ValueNames) -> bool {
+        true
+    }
 }
 
 impl Kernel {

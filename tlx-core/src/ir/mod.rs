@@ -20,7 +20,7 @@ mod types;
 
 pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
-pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind};
+pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames};
 pub use ops::*;
 pub use prims::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Choice, Family, Interp,

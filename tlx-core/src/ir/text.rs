@@ -1017,6 +1017,7 @@ impl<'s> Parser<'s> {
             body: Block::default(),
             types: Vec::new(),
             source_file: String::new(),
+            names: Default::default(),
         };
         loop {
             self.skip_lines();

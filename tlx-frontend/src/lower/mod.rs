@@ -499,6 +499,17 @@ impl<'a> Lowerer<'a> {
                             .with_hint("only bind values: tensors, scalars, constants or tuples"),
                     );
                 }
+                if let Val::Ir(v) = value {
+                    // Messages name buffers and barriers as the user does.
+                    if matches!(
+                        self.b.type_of(v),
+                        tlx_core::ir::Type::SharedMemory(_)
+                            | tlx_core::ir::Type::TensorMemory(_)
+                            | tlx_core::ir::Type::Barriers(_)
+                    ) {
+                        self.b.name_value(v, p.ident.to_string());
+                    }
+                }
                 self.define(p.ident.to_string(), value);
                 Ok(())
             }

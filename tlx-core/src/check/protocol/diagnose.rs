@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use crate::ir::{Block, Kernel, Named, Op, OpKind, Prim, SrcLoc, ValueId};
 
+use super::names::HandleNames;
 use super::{Finding, Rule};
 
 /// What a failed skeleton run means: an error in the kernel's protocol, or
@@ -19,10 +20,11 @@ pub(crate) enum Verdict {
 
 /// The verdict on `error`, found with the sizes `sample` describes.
 pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
+    let names = HandleNames::of(kernel);
     let with = |rule, line: u32, op: &str, message: String, hint: &str| Finding {
         rule,
         at: locate(kernel, line, op),
-        message: format!("{message} (found with {sample})"),
+        message: format!("{} (found with {sample})", names.rewrite(&message)),
         hint: hint.to_owned(),
     };
     let error_at =
@@ -616,7 +618,10 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
     Finding {
         rule,
         at: locate(kernel, task.wait.line, task.wait.op),
-        message: format!("{message} (found with {sample})"),
+        message: format!(
+            "{} (found with {sample})",
+            HandleNames::of(kernel).rewrite(&message)
+        ),
         hint: hint.to_owned(),
     }
 }

@@ -14,6 +14,7 @@
 
 mod accumulator;
 mod diagnose;
+mod names;
 mod samples;
 mod slice;
 
