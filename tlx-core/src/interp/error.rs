@@ -401,6 +401,18 @@ pub enum InterpError {
         // Boxed: the writer's name would make every InterpError larger.
         read: Box<UnfencedRead>,
     },
+    #[error(
+        "{at}: `barrier_expect_bytes` announced too few bytes for phase {phase} of mbarrier \
+         #{barrier}: the phase completed before the copy at line {copy_line} landed, which \
+         counts toward the next phase, and a reader that waited for phase {phase} read its \
+         buffer before it"
+    )]
+    ExpectBytesShort {
+        at: Site,
+        barrier: usize,
+        phase: u32,
+        copy_line: u32,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,

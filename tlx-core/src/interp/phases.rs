@@ -90,6 +90,11 @@ impl Observations {
         }
     }
 
+    /// The latest phase of `barrier` a wait of `task` passed on.
+    pub(crate) fn last_passed(&self, task: usize, barrier: usize) -> Option<i64> {
+        self.seen.get(&(task, barrier)).map(|&(phase, _)| phase)
+    }
+
     /// Where `task`'s last wait on `barrier` passed, when the barrier has
     /// completed the phase after that one and more: a wait for `parity`
     /// now blocked on phase `current` skips one (see [`Skipped`]).

@@ -54,6 +54,27 @@ pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Ve
              each copy's full box, `size_of(dtype) * rows * cols` (a box clipped at the tensor's \
              edge still counts in full)",
         ),
+        InterpError::ExpectBytesShort {
+            at,
+            barrier,
+            phase,
+            copy_line,
+        } => error_at(
+            Rule::ExpectBytes,
+            at.line,
+            at.op,
+            format!(
+                "this `barrier_expect_bytes` announces fewer bytes than the copies completing on \
+                 phase {phase} of mbarrier #{barrier} bring: the phase completed before the copy \
+                 at line {copy_line} landed, so that copy counts toward the next phase and its \
+                 reader, which waited for phase {phase}, reads the buffer before it lands"
+            ),
+            &format!(
+                "announce the bytes of every copy that completes on the barrier, the copy at \
+                 line {copy_line} too: the sum of each copy's full box, \
+                 `size_of(dtype) * rows * cols`"
+            ),
+        ),
         InterpError::StaleWait {
             at,
             barrier,

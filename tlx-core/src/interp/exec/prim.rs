@@ -856,6 +856,31 @@ impl<'k> Executor<'k> {
             .async_writes
             .check_read(id, task, seen)
             .map_err(|race| {
+                // The reader waited for the phase before the one the write
+                // completes on, and that phase has more bytes in than it
+                // announced: the write was meant for the phase the reader
+                // waited for, which completed without it (fewer bytes
+                // announced than the copies bring).
+                let meant = i64::from(race.phase) - 1;
+                let spilled = shared.barriers.get(race.barrier).is_some_and(|bar| {
+                    bar.phase() == race.phase
+                        && matches!(
+                            bar.wait_reason(race.barrier),
+                            WaitReason::MBarrier { tx_bytes, expected_tx_bytes, .. }
+                                if tx_bytes > expected_tx_bytes
+                        )
+                });
+                let short = shared.expect_sites.get(&race.barrier).filter(|_| {
+                    spilled && shared.observations.last_passed(task, race.barrier) == Some(meant)
+                });
+                if let Some(expect) = short {
+                    return Stop::error(InterpError::ExpectBytesShort {
+                        at: expect.clone(),
+                        barrier: race.barrier,
+                        phase: race.phase.wrapping_sub(1),
+                        copy_line: race.line,
+                    });
+                }
                 // A stale wait on the barrier that guards the buffer explains the race.
                 match shared.observations.take_suspect(task, race.barrier) {
                     Some(stale) => Stop::error(stale),
