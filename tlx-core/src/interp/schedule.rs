@@ -62,6 +62,15 @@ impl fmt::Display for Schedule {
     }
 }
 
+/// A `barrier_expect_bytes` call: where, the phase it announced bytes for,
+/// and the task that made it.
+#[derive(Clone, Debug)]
+pub(crate) struct ExpectSite {
+    pub(crate) at: Site,
+    pub(crate) phase: u32,
+    pub(crate) task: String,
+}
+
 /// State shared by the tasks scheduled together: its mbarriers, shared
 /// buffers and their asynchronous-write records, named barriers, and the
 /// barrier of the cluster (the programs of a cluster run as tasks of one
@@ -86,7 +95,7 @@ pub(crate) struct ProgramShared {
     /// Happens-before between the tasks, for overwrites of unreleased buffers.
     pub(crate) clocks: Clocks,
     /// Per mbarrier, the latest `barrier_expect_bytes` on it.
-    pub(crate) expect_sites: HashMap<usize, Site>,
+    pub(crate) expect_sites: HashMap<usize, ExpectSite>,
     /// Steps a skeleton run may still take (it must end even if the kernel
     /// loops forever for some sample); `None`: unbounded.
     pub(crate) steps_left: Option<u64>,
@@ -256,7 +265,7 @@ impl ProgramLabel<'_> {
                 expected_tx_bytes,
                 ..
             } if arrivals == expected_arrivals && tx_bytes != expected_tx_bytes => {
-                let at = shared.expect_sites.get(&barrier)?.clone();
+                let at = shared.expect_sites.get(&barrier)?.at.clone();
                 Some((at, barrier, phase, tx_bytes, expected_tx_bytes))
             }
             _ => None,

@@ -15,7 +15,7 @@ use super::super::error::{
 };
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
-use super::super::schedule::{ProgramShared, StepOutcome};
+use super::super::schedule::{ExpectSite, ProgramShared, StepOutcome};
 use super::super::shared::NamedBarrierError;
 use super::super::value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
 use super::super::wait::{Wait, WaitReason};
@@ -355,7 +355,12 @@ impl<'k> Executor<'k> {
                 let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
                 result.map_err(|e| self.mbarrier_error(op, e))?;
                 shared.clocks.arrive(task, id, phase);
-                shared.expect_sites.insert(id, self.site(Some(op)));
+                let site = ExpectSite {
+                    at: self.site(Some(op)),
+                    phase,
+                    task: self.task.name.clone(),
+                };
+                shared.expect_sites.insert(id, site);
                 Ok(())
             }
             // Proxy fences order what the interpreter already runs in order.
@@ -870,12 +875,17 @@ impl<'k> Executor<'k> {
                                 if tx_bytes > expected_tx_bytes
                         )
                 });
-                let short = shared.expect_sites.get(&race.barrier).filter(|_| {
-                    spilled && shared.observations.last_passed(task, race.barrier) == Some(meant)
+                // And the write's issuer announced that phase: a peer's
+                // multicast into a stage not yet released is another bug.
+                let short = shared.expect_sites.get(&race.barrier).filter(|expect| {
+                    spilled
+                        && i64::from(expect.phase) == meant
+                        && expect.task == race.writer
+                        && shared.observations.last_passed(task, race.barrier) == Some(meant)
                 });
                 if let Some(expect) = short {
                     return Stop::error(InterpError::ExpectBytesShort {
-                        at: expect.clone(),
+                        at: expect.at.clone(),
                         barrier: race.barrier,
                         phase: race.phase.wrapping_sub(1),
                         copy_line: race.line,
