@@ -1295,3 +1295,35 @@ fn the_instrumentations_event_is_not_a_call_a_kernel_can_make() {
         "{d:?}"
     );
 }
+
+/// What the macro's fuzzer found (tlx-macros/src/fuzz.rs): TLX handles
+/// used as tensors reached the IR verifier as internal errors, a task of
+/// two billion replicas exhausted memory, and a lone `;` was refused with
+/// no place to point at.
+#[test]
+fn fuzzer_findings_are_errors_at_the_users_tokens() {
+    let cases = [
+        (
+            "let bars = alloc_barriers(1, 1); let x = -bars;",
+            "must be a tensor, not mbarriers",
+        ),
+        (
+            "let bufs = local_alloc([16], f32, 1); store(p + arange(0, B), bufs);",
+            "must be a tensor, not shared-memory buffers",
+        ),
+        (
+            "async_tasks! { task(default) { } task(num_warps = 1, replicate = 2147483647) { } }",
+            "at most 32 warps",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (body, expected) in cases {
+        match compile_str(&kernel_with(body)) {
+            Err(d) if d.0[0].message.contains(expected) => {}
+            Err(d) => wrong.push(format!("`{body}`: {d}")),
+            Ok(_) => wrong.push(format!("`{body}`: accepted")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    compile_one(&kernel_with("store(p + arange(0, B), 1.0);;"));
+}

@@ -43,7 +43,28 @@ struct CompiledConfig {
     warnings: Vec<Diagnostic>,
 }
 
-pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
+/// What the build around the macro asks of it: read from the environment
+/// once per expansion (a test passes its own).
+pub struct BuildEnv {
+    /// `TLX_DUMP`: every stage's output, compiled afresh.
+    pub dump: Option<DumpRequest>,
+    /// The on-disk cache of protocol reports and PTX (`TLX_CACHE`).
+    pub cache: Option<Cache>,
+    /// `cargo check` or an editor: no PTX is embedded, so LLVM is not run.
+    pub metadata_only: bool,
+}
+
+impl BuildEnv {
+    pub fn from_env() -> BuildEnv {
+        BuildEnv {
+            dump: DumpRequest::from_env(),
+            cache: Cache::from_env(),
+            metadata_only: crate::rustc::emits_metadata_only(),
+        }
+    }
+}
+
+pub fn expand(attr: TokenStream, function: &syn::ItemFn, env: &BuildEnv) -> TokenStream {
     let signature = match frontend::parse_signature(function) {
         Ok(s) => s,
         Err(diags) => {
@@ -77,7 +98,7 @@ pub fn expand(attr: TokenStream, function: &syn::ItemFn) -> TokenStream {
     };
     let compiled = attr.and_then(|attr| {
         frontend::check_configs(&attr, function)?;
-        compile_all(&attr, function, &signature)
+        compile_all(&attr, function, &signature, env)
     });
     // Naming the variables makes rustc track them: changing one rebuilds
     // the kernels with or without timed waits, or checked accesses.
@@ -204,8 +225,9 @@ fn compile_all(
     attr: &KernelAttr,
     function: &syn::ItemFn,
     signature: &Signature,
+    env: &BuildEnv,
 ) -> Result<Vec<CompiledConfig>, Diagnostics> {
-    let dump = DumpRequest::from_env();
+    let dump = env.dump.as_ref();
     // The frontend reads the function's tokens, which only this thread may
     // touch. The protocol checker and the code generator read IR alone:
     // each configuration is checked, and each (configuration, arch) pair
@@ -222,14 +244,14 @@ fn compile_all(
     // Repeated builds of the same IR (other crates, profiles, `cargo doc`)
     // take the checker's report and the PTX from the cache; `TLX_DUMP`
     // wants every stage's output, so it compiles afresh.
-    let cache = Cache::from_env();
-    let codegen_cache = cache.as_ref().filter(|_| dump.is_none());
+    let cache = env.cache.as_ref();
+    let codegen_cache = cache.filter(|_| dump.is_none());
     let check_protocol = attr.check_protocol;
     let irs: Vec<&tlx_core::ir::Kernel> = kernels.iter().map(|(_, kernel)| kernel).collect();
     let checks = codegen::parallel::map(&irs, |kernel| {
         let started = Instant::now();
         let report = check_protocol.then(|| {
-            let Some(cache) = &cache else {
+            let Some(cache) = cache else {
                 return tlx_core::check::check_protocol(kernel);
             };
             let ir = kernel.to_string();
@@ -278,7 +300,7 @@ fn compile_all(
     }
     // Under `cargo check` no binary is linked, so no PTX is embedded: the
     // kernels are lowered for code generation's errors, not run through LLVM.
-    let metadata_only = crate::rustc::emits_metadata_only();
+    let metadata_only = env.metadata_only;
     let arches = &attr.arches;
     let jobs: Vec<(&tlx_core::ir::Kernel, &str, Arch)> = lowered
         .iter()
@@ -306,16 +328,9 @@ fn compile_all(
     let mut out = Vec::with_capacity(lowered.len());
     for l in &lowered {
         let compiled: Vec<ArchResult> = results.drain(..arches.len()).collect();
-        out.push(finish_one(
-            attr,
-            function,
-            signature,
-            l,
-            compiled,
-            dump.as_ref(),
-        )?);
+        out.push(finish_one(attr, function, signature, l, compiled, dump)?);
     }
-    if let Some(dump) = &dump {
+    if let Some(dump) = dump {
         dump.record_timing(&format!(
             "{}: {:.1} ms for {} configuration(s) and {} arch(es), compiled in parallel",
             signature.name,

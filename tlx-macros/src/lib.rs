@@ -11,6 +11,8 @@ mod cache;
 mod dump;
 mod emit;
 mod environment;
+#[cfg(test)]
+mod fuzz;
 mod rustc;
 
 use proc_macro::TokenStream;
@@ -65,7 +67,7 @@ pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
             return syn::Error::new(e.span(), msg).to_compile_error().into();
         }
     };
-    let mut expanded = emit::expand(attr.into(), &function);
+    let mut expanded = emit::expand(attr.into(), &function, &emit::BuildEnv::from_env());
     expanded.extend(environment::warnings(function.sig.ident.span()));
     expanded.into()
 }

@@ -415,6 +415,8 @@ impl<'a> Lowerer<'a> {
                 Ok(Val::Unit)
             }
             syn::Stmt::Item(syn::Item::Fn(_)) => Ok(Val::Unit),
+            // A lone `;` (an empty statement).
+            syn::Stmt::Expr(syn::Expr::Verbatim(t), Some(_)) if t.is_empty() => Ok(Val::Unit),
             syn::Stmt::Item(syn::Item::Const(item)) => {
                 self.lower_const_item(item)?;
                 Ok(Val::Unit)

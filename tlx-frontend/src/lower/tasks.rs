@@ -182,7 +182,17 @@ impl<'a> Lowerer<'a> {
             let n = u32::try_from(n).map_err(|_| {
                 Diagnostic::new(value.span(), format!("{what} must be a non-negative count"))
             })?;
-            match name.to_string().as_str() {
+            let name_text = name.to_string();
+            // Counted in warps: anything past a program's 32 cannot be
+            // placed (and would make the placement loop over it).
+            if name_text != "num_regs" && n > 32 {
+                return Err(Diagnostic::new(
+                    value.span(),
+                    format!("{what} is {n}, but a program has at most 32 warps (1024 threads)"),
+                )
+                .with_hint("tasks share the program's warps: keep every task's warps, replicas included, within 32"));
+            }
+            match name_text.as_str() {
                 "num_warps" => region.num_warps = Some(n),
                 "num_regs" => region.num_regs = Some(n),
                 "replicate" => region.replicate = n,

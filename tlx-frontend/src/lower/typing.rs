@@ -101,6 +101,7 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn scalar_elem(&self, v: ValueId, span: Span, what: &str) -> R<ScalarType> {
+        self.expect_tensor(v, span, what)?;
         match self.b.type_of(v).elem() {
             Elem::Scalar(s) => Ok(s),
             Elem::Ptr(..) => Err(Diagnostic::new(span, format!("{what} cannot be a pointer"))
@@ -186,7 +187,18 @@ impl Lowerer<'_> {
         }
     }
 
+    /// An error unless `v` is a block tensor (or scalar): a buffer,
+    /// barrier or descriptor handle goes only to the primitives taking it.
+    pub(super) fn expect_tensor(&self, v: ValueId, span: Span, what: &str) -> R<()> {
+        match handle_noun(self.b.type_of(v)) {
+            None => Ok(()),
+            Some(handle) => Err(Diagnostic::new(span, format!("{what} must be a tensor, not {handle}"))
+                .with_hint("TLX handles go to the primitives that take them; read a buffer with `local_load(view)`")),
+        }
+    }
+
     pub(super) fn cast(&mut self, v: ValueId, s: ScalarType, span: Span) -> R<ValueId> {
+        self.expect_tensor(v, span, "a value")?;
         let ty = self.ty(v);
         match ty.elem() {
             Elem::Scalar(from) if from == s => Ok(v),
@@ -199,6 +211,7 @@ impl Lowerer<'_> {
     /// `v` broadcast to `shape`: scalars splat, missing leading dims are
     /// inserted with `ExpandDims`, size-1 dims stretch with `Broadcast`.
     pub(super) fn broadcast_to(&mut self, v: ValueId, shape: &[usize], span: Span) -> R<ValueId> {
+        self.expect_tensor(v, span, "a value")?;
         let ty = self.ty(v);
         if ty.shape() == shape {
             return Ok(v);
@@ -298,6 +311,18 @@ impl Lowerer<'_> {
             out.push(self.broadcast_to(id, &shape, span)?);
         }
         Ok(out)
+    }
+}
+
+/// What a value that is not a block tensor is, in the user's words.
+pub(super) fn handle_noun(ty: &Type) -> Option<&'static str> {
+    match ty {
+        Type::Tensor(_) => None,
+        Type::SharedMemory(_) => Some("shared-memory buffers (from `local_alloc`)"),
+        Type::TensorMemory(_) => Some("tensor memory (from `local_alloc(..., storage = tmem)`)"),
+        Type::Barriers(_) => Some("mbarriers (from `alloc_barriers`)"),
+        Type::TensorDescriptor(_) => Some("a tensor descriptor"),
+        Type::AsyncToken => Some("an async token"),
     }
 }
 

@@ -1,0 +1,11 @@
+// Two billion replicas of a task: the placement ran out of memory.
+#[tlx::kernel(arch = "sm_90a", num_warps = 4)]
+fn many(out: Ptr<f32>) {
+    async_tasks! {
+        task(default) {
+            store(out, 1.0);
+        }
+        task(num_warps = 1, replicate = 2147483647) {
+        }
+    }
+}
