@@ -23,6 +23,7 @@ mod loop_exits;
 mod math;
 mod protocol;
 mod random;
+mod random_kernels;
 mod scans;
 mod tensor_memory;
 mod timeline;

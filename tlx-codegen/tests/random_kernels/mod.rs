@@ -1,0 +1,382 @@
+//! Random valid kernels (issue 52): family.rs draws a kernel (block-level:
+//! elementwise with masks, reductions, scans, dots, atomics; TLX-level: a
+//! `cp.async` ring with a random number of stages, a warp-specialized
+//! producer and replicated consumers on mbarriers) with a random
+//! expression (expr.rs), and what it must compute. Each goes through the
+//! frontend and the protocol checker, which must accept it (a refusal is a
+//! false positive, a failure), then runs through the runtime on the CPU
+//! interpreter, and on the GPU when there is one, on fresh random inputs
+//! with every output poisoned first. A failure prints the seed that makes
+//! it again and the kernel shrunk to a smallest failing form.
+//!
+//! `TLX_RANDOM_KERNELS` (how many; 400 on the interpreter, 1000 on the
+//! GPU), `TLX_RANDOM_SEED` (default: from the clock, printed),
+//! `TLX_RANDOM_ONLY=i` (one case of the seed).
+
+mod expr;
+mod family;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use family::{Buffer, Case, Data, Elem, Role, Want};
+use tlx_core::ir::Arch;
+use tlx_runtime::{Device, Grid, KernelArg, KernelSpec, ParamSpec, PtrArg, ScalarArg};
+
+use crate::codegen_common::{assemble, ptxas};
+
+/// splitmix64.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The case `index` of the run with `seed`.
+fn case_of(seed: u64, index: usize) -> (Case, Rng) {
+    let mut rng = Rng(seed ^ (index as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+    let case = Case::random(&mut rng);
+    (case, rng)
+}
+
+/// A case compiled for the runtime.
+struct Built {
+    spec: &'static KernelSpec,
+}
+
+/// The kernel of `case` through the frontend, the checker and code
+/// generation (PTX and `ptxas` when `ptx`), as a leaked spec the runtime
+/// launches like a macro-made one.
+fn build(case: &Case, ptx: bool) -> Result<Built, String> {
+    let source = case.source();
+    let kernel = tlx_frontend::compile_str(&source)
+        .map_err(|d| format!("the frontend refused it:\n{d}"))?
+        .remove(0);
+    let report = tlx_core::check::check_protocol(&kernel);
+    if !report.errors.is_empty() {
+        let said: Vec<String> = report.errors.iter().map(|f| format!("{f:?}")).collect();
+        return Err(format!(
+            "the protocol checker refused it (a false positive):\n{}",
+            said.join("\n")
+        ));
+    }
+    let arch = Arch::Sm90a;
+    let compiled = if ptx {
+        tlx_codegen::compile(&kernel, arch)
+    } else {
+        tlx_codegen::check(&kernel, arch)
+    }
+    .map_err(|e| format!("code generation failed: {e}"))?;
+    if ptx {
+        if let Some(ptxas) = ptxas() {
+            std::panic::catch_unwind(|| assemble(&ptxas, arch, "random", &compiled.ptx))
+                .map_err(|_| "ptxas refused its PTX".to_string())?;
+        }
+    }
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let params: Vec<ParamSpec> = kernel
+        .params
+        .iter()
+        .map(|p| ParamSpec {
+            name: leak(p.name.clone()),
+            kind: p.kind,
+        })
+        .collect();
+    let kinds: Vec<_> = kernel.params.iter().map(|p| p.kind).collect();
+    let ptx_list: &'static [(Arch, &'static str)] = if ptx {
+        Box::leak(vec![(arch, leak(compiled.ptx.clone()))].into_boxed_slice())
+    } else {
+        &[]
+    };
+    let config = tlx_runtime::ConfigSpec {
+        consts: &[],
+        num_warps: kernel.total_warps(),
+        cluster: kernel.options.cluster,
+        launch_pdl: false,
+        shared_bytes: compiled.shared_bytes,
+        global_scratch_bytes: compiled.global_scratch_bytes,
+        ptx: ptx_list,
+        ir: leak(kernel.to_string()),
+        params: Box::leak(kinds.into_boxed_slice()),
+        bounds: None,
+        timeline: None,
+    };
+    let spec = Box::leak(Box::new(KernelSpec {
+        name: leak(kernel.name.clone()),
+        params: Box::leak(params.into_boxed_slice()),
+        configs: Box::leak(vec![config].into_boxed_slice()),
+    }));
+    Ok(Built { spec })
+}
+
+/// Fresh contents for each buffer: inputs random, outputs poisoned,
+/// accumulators random starting values.
+fn fill(buffers: &[Buffer], rng: &mut Rng) -> Vec<Data> {
+    buffers
+        .iter()
+        .map(|b| match (b.elem, b.role) {
+            (Elem::F32, Role::Output) => Data::F32(vec![f32::NAN; b.len]),
+            (Elem::F32, _) => Data::F32(
+                (0..b.len)
+                    .map(|_| (rng.unit() * 4.0 - 2.0) as f32)
+                    .collect(),
+            ),
+            (Elem::F16, Role::Output) => Data::F16(vec![half::f16::NAN; b.len]),
+            (Elem::F16, _) => Data::F16(
+                (0..b.len)
+                    .map(|_| half::f16::from_f64(rng.unit() * 4.0 - 2.0))
+                    .collect(),
+            ),
+            (Elem::I32, Role::Output) => Data::I32(vec![0x5a5a_5a5a; b.len]),
+            (Elem::I32, _) => {
+                Data::I32((0..b.len).map(|_| rng.below(2001) as i32 - 1000).collect())
+            }
+        })
+        .collect()
+}
+
+/// A buffer on a device.
+enum DeviceBuffer {
+    F32(tlx_runtime::Buffer<f32>),
+    F16(tlx_runtime::Buffer<half::f16>),
+    I32(tlx_runtime::Buffer<i32>),
+}
+
+/// Runs `built` on `device` over `data`; every buffer as it is after.
+fn run(
+    device: &Device,
+    built: &Built,
+    programs: u32,
+    data: &[Data],
+    scalars: &[i32],
+) -> Result<Vec<Data>, String> {
+    let on = |e: tlx_runtime::Error| format!("on {}: {e}", device.name());
+    let buffers = data
+        .iter()
+        .map(|d| {
+            Ok(match d {
+                Data::F32(v) => DeviceBuffer::F32(device.upload(v).map_err(on)?),
+                Data::F16(v) => DeviceBuffer::F16(device.upload(v).map_err(on)?),
+                Data::I32(v) => DeviceBuffer::I32(device.upload(v).map_err(on)?),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut args: Vec<KernelArg<'_>> = buffers
+        .iter()
+        .map(|b| match b {
+            DeviceBuffer::F32(b) => PtrArg::<f32>::kernel_arg(b),
+            DeviceBuffer::F16(b) => PtrArg::<half::f16>::kernel_arg(b),
+            DeviceBuffer::I32(b) => PtrArg::<i32>::kernel_arg(b),
+        })
+        .collect();
+    args.extend(scalars.iter().map(|&s| ScalarArg::kernel_arg(s)));
+    tlx_runtime::launch(device, built.spec, 0, Grid::from(programs), &args).map_err(on)?;
+    buffers
+        .iter()
+        .map(|b| {
+            Ok(match b {
+                DeviceBuffer::F32(b) => Data::F32(b.download().map_err(on)?),
+                DeviceBuffer::F16(b) => Data::F16(b.download().map_err(on)?),
+                DeviceBuffer::I32(b) => Data::I32(b.download().map_err(on)?),
+            })
+        })
+        .collect()
+}
+
+/// How close a GPU's float must be to the exact reference: its compiler
+/// may contract a multiply and an add into one rounding.
+const GPU_FLOAT_SLACK: f64 = 2e-5;
+
+/// The first element of `got` that differs from what the case wants.
+fn compare(case: &Case, before: &[Data], got: &[Data], slack: f64) -> Result<(), String> {
+    for (buffer, wants) in case.expected(before) {
+        let name = case.buffers().0[buffer].name;
+        for (k, want) in wants.iter().enumerate() {
+            let Some(want) = want else { continue };
+            let g = got[buffer].at(k);
+            let ok = match (*want, g) {
+                (Want::Exact(expr::V::I(w)), expr::V::I(g)) => w == g,
+                (Want::Exact(expr::V::F(w)), expr::V::F(g)) => {
+                    w == g
+                        || (w.is_nan() && g.is_nan())
+                        || (f64::from(g - w).abs() <= slack * f64::from(w.abs()).max(1.0))
+                }
+                (Want::Near { value, tolerance }, expr::V::F(g)) => {
+                    (f64::from(g) - value).abs() <= tolerance + slack * value.abs().max(1.0)
+                }
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("`{name}[{k}]` is {g:?}, want {want:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One case on the interpreter (and the GPU, when given): `Err` names
+/// what went wrong.
+fn try_case(
+    case: &Case,
+    rng: &mut Rng,
+    ptx: bool,
+    gpu: Option<&Mutex<Device>>,
+    exact_gpu: &AtomicUsize,
+) -> Result<(), String> {
+    let built = std::panic::catch_unwind(|| build(case, ptx))
+        .map_err(|_| "the compiler panicked".to_string())??;
+    let (buffers, scalars) = case.buffers();
+    let before = fill(&buffers, rng);
+    let cpu = Device::cpu();
+    let interpreted = run(&cpu, &built, case.programs(), &before, &scalars)?;
+    compare(case, &before, &interpreted, 0.0).map_err(|e| format!("the interpreter: {e}"))?;
+    if let Some(gpu) = gpu {
+        let device = gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let on_gpu = run(&device, &built, case.programs(), &before, &scalars)?;
+        drop(device);
+        compare(case, &before, &on_gpu, GPU_FLOAT_SLACK).map_err(|e| format!("the GPU: {e}"))?;
+        if on_gpu == interpreted {
+            exact_gpu.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// The smallest form of a failing case that still fails (greedy: the
+/// first smaller form that fails replaces it, until none does).
+fn shrink(
+    case: Case,
+    seed: u64,
+    index: usize,
+    ptx: bool,
+    gpu: Option<&Mutex<Device>>,
+) -> (Case, String) {
+    let exact = AtomicUsize::new(0);
+    let fails = |c: &Case| {
+        let (_, mut rng) = case_of(seed, index);
+        try_case(c, &mut rng, ptx, gpu, &exact).err()
+    };
+    let mut why = fails(&case).unwrap_or_else(|| "passed when run again".to_string());
+    let mut current = case;
+    let mut tries = 0;
+    'smaller: while tries < 300 {
+        for candidate in current.shrunk() {
+            tries += 1;
+            if let Some(w) = fails(&candidate) {
+                current = candidate;
+                why = w;
+                continue 'smaller;
+            }
+        }
+        break;
+    }
+    (current, why)
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Runs `count` cases (on the GPU too when `gpu`), on all cores; panics
+/// listing every failure, shrunk.
+fn run_cases(default_count: usize, gpu: Option<Device>) {
+    let count = env_number("TLX_RANDOM_KERNELS").map_or(default_count, |n| n as usize);
+    let seed = env_number("TLX_RANDOM_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let indices: Vec<usize> = match env_number("TLX_RANDOM_ONLY") {
+        Some(i) => vec![i as usize],
+        None => (0..count).collect(),
+    };
+    let on_gpu = gpu.is_some();
+    println!(
+        "random kernels: {} cases, TLX_RANDOM_SEED={seed}{}",
+        indices.len(),
+        if on_gpu {
+            ", on the GPU and the interpreter"
+        } else {
+            ""
+        }
+    );
+    let gpu = gpu.map(Mutex::new);
+    let next = AtomicUsize::new(0);
+    let exact_gpu = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let families = Mutex::new(std::collections::BTreeMap::<&str, usize>::new());
+    let started = std::time::Instant::now();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let at = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&index) = indices.get(at) else { break };
+                let (case, mut rng) = case_of(seed, index);
+                // On the interpreter alone every fourth case also goes
+                // through LLVM and ptxas.
+                let ptx = on_gpu || index % 4 == 0;
+                *families.lock().unwrap_or_else(|e| e.into_inner()).entry(case.family()).or_default() += 1;
+                if try_case(&case, &mut rng, ptx, gpu.as_ref(), &exact_gpu).is_err() {
+                    let (small, why) = shrink(case, seed, index, ptx, gpu.as_ref());
+                    failures.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                        "TLX_RANDOM_SEED={seed} TLX_RANDOM_ONLY={index}: {why}\nshrunk to ({} programs, scalar arguments {:?}):\n{}",
+                        small.programs(),
+                        small.buffers().1,
+                        small.source()
+                    ));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
+    let families = families.into_inner().unwrap_or_else(|e| e.into_inner());
+    println!(
+        "random kernels: {} cases in {:.1} s ({families:?}): {} failed{}",
+        indices.len(),
+        started.elapsed().as_secs_f64(),
+        failures.len(),
+        if on_gpu {
+            format!(
+                ", {} bit-exact between the GPU and the interpreter",
+                exact_gpu.load(Ordering::Relaxed)
+            )
+        } else {
+            String::new()
+        }
+    );
+    assert!(
+        failures.is_empty(),
+        "{} random kernels failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn random_kernels_are_accepted_and_match_their_reference_on_the_interpreter() {
+    run_cases(400, None);
+}
+
+/// ≥ 1,000 random kernels on the GPU and the interpreter against the
+/// reference (`--include-ignored` where there is a GPU).
+#[test]
+#[ignore = "needs a GPU"]
+fn random_kernels_match_on_the_gpu() {
+    let Some(device) = tlx_runtime::testing::gpu_or_skip() else {
+        return;
+    };
+    run_cases(1000, Some(device));
+}
