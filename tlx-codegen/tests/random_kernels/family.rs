@@ -64,8 +64,9 @@ pub enum Case {
         f: Expr,
     },
     /// A producer task stores `tiles` tiles of `x` into a ring of `stages`
-    /// buffers (full/empty mbarriers); `replicas` consumer tasks of
-    /// `consumer_warps` warps each sum `F` over them.
+    /// buffers (full/empty mbarriers, or a `pipe!` when `pipe`);
+    /// `replicas` consumer tasks of `consumer_warps` warps each sum `F`
+    /// over them.
     WarpSpecialized {
         block: usize,
         stages: usize,
@@ -73,6 +74,7 @@ pub enum Case {
         replicas: usize,
         consumer_warps: u32,
         programs: usize,
+        pipe: bool,
         f: Expr,
     },
 }
@@ -209,6 +211,7 @@ impl Case {
                 replicas: 1 + rng.below(2),
                 consumer_warps: [1, 2, 4][rng.below(3)],
                 programs: 1 + rng.below(2),
+                pipe: rng.below(2) == 0,
                 f: Expr::float(rng, depth),
             },
         }
@@ -222,6 +225,7 @@ impl Case {
             Case::Dot { .. } => "dot",
             Case::Atomic { .. } => "atomic",
             Case::Ring { .. } => "ring",
+            Case::WarpSpecialized { pipe: true, .. } => "pipe",
             Case::WarpSpecialized { .. } => "warp_specialized",
         }
     }
@@ -330,6 +334,40 @@ fn rk<const BLOCK: usize, const S: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>
     }}
     async_load_wait_group(0);
     store(of + pid * BLOCK + cols, acc);
+}}",
+                f.text()
+            ),
+            Case::WarpSpecialized { block, stages, replicas, consumer_warps, pipe: true, f, .. } => format!(
+                "#[tlx::kernel(arch = \"sm_90a\", num_warps = 4, configs = [(BLOCK = {block}, S = {stages}, R = {replicas})])]
+fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>, tiles: i32) {{
+    let pid = program_id(0);
+    let bufs = local_alloc([BLOCK], f32, S);
+    let ring = pipe!(capacity = S, x = bufs);
+    let cols = arange(0, BLOCK);
+    async_tasks! {{
+        task(default) {{
+            let writer = ring.writer();
+            for t in 0..tiles {{
+                let slot = writer.acquire(t);
+                local_store(slot.x, load(x + (pid * tiles + t) * BLOCK + cols));
+                writer.commit(t);
+            }}
+        }}
+        task(num_warps = {consumer_warps}, replicate = R) {{
+            let r = async_task_replica_id();
+            let reader = ring.reader();
+            let yv = load(y + (pid * R + r) * BLOCK + cols);
+            let mut acc = zeros([BLOCK], f32);
+            for t in 0..tiles {{
+                let ready = reader.wait(t);
+                let xv = local_load(ready.x);
+                let av = (xv * 8.0).to(i32);
+                acc = acc + {};
+                reader.release(t);
+            }}
+            store(of + (pid * R + r) * BLOCK + cols, acc);
+        }}
+    }}
 }}",
                 f.text()
             ),
