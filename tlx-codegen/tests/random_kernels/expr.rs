@@ -46,7 +46,7 @@ pub enum V {
 }
 
 impl V {
-    fn f(self) -> f32 {
+    pub fn f(self) -> f32 {
         match self {
             V::F(v) => v,
             V::I(v) => v as f32,

@@ -77,6 +77,18 @@ pub enum Case {
         pipe: bool,
         f: Expr,
     },
+    /// The programs of each cluster of `cluster` pass `rounds` tiles of `x`
+    /// around a ring through distributed shared memory (the next rank's
+    /// inbox, two slots, full/empty mbarriers arrived on remotely), each
+    /// summing `F` over what it receives.
+    Cluster {
+        block: usize,
+        cluster: usize,
+        rounds: usize,
+        warps: u32,
+        clusters: usize,
+        f: Expr,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,7 +164,7 @@ fn pow2(rng: &mut Rng, lo: u32, hi: u32) -> usize {
 impl Case {
     pub fn random(rng: &mut Rng) -> Case {
         let depth = 1 + rng.below(4) as u32;
-        match rng.below(7) {
+        match rng.below(8) {
             0 => {
                 let block = pow2(rng, 5, 10);
                 Case::Elementwise {
@@ -204,6 +216,14 @@ impl Case {
                 programs: 1 + rng.below(3),
                 f: Expr::float(rng, depth),
             },
+            6 => Case::Cluster {
+                block: pow2(rng, 5, 9),
+                cluster: [2, 4][rng.below(2)],
+                rounds: 1 + rng.below(6),
+                warps: warps(rng),
+                clusters: 1 + rng.below(2),
+                f: Expr::float(rng, depth),
+            },
             _ => Case::WarpSpecialized {
                 block: pow2(rng, 5, 9),
                 stages: 1 + rng.below(3),
@@ -226,6 +246,7 @@ impl Case {
             Case::Atomic { .. } => "atomic",
             Case::Ring { .. } => "ring",
             Case::WarpSpecialized { pipe: true, .. } => "pipe",
+            Case::Cluster { .. } => "cluster",
             Case::WarpSpecialized { .. } => "warp_specialized",
         }
     }
@@ -334,6 +355,40 @@ fn rk<const BLOCK: usize, const S: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>
     }}
     async_load_wait_group(0);
     store(of + pid * BLOCK + cols, acc);
+}}",
+                f.text()
+            ),
+            Case::Cluster { block, cluster, rounds, warps, f, .. } => format!(
+                "#[tlx::kernel(num_warps = {warps}, ctas_per_cga = {cluster}, configs = [(BLOCK = {block}, ROUNDS = {rounds})])]
+fn rk<const BLOCK: usize, const ROUNDS: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>) {{
+    let inbox = local_alloc([BLOCK], f32, 2);
+    let full = alloc_barriers(2, 1);
+    let empty = alloc_barriers(2, 1);
+    fence_mbarrier_init_cluster();
+    cluster_barrier();
+    let rank = cluster_cta_rank();
+    let next = (rank + 1) % {cluster};
+    let prev = (rank + {cluster} - 1) % {cluster};
+    let pid = program_id(0);
+    let cols = arange(0, BLOCK);
+    let yv = load(y + pid * BLOCK + cols);
+    let mut acc = zeros([BLOCK], f32);
+    for i in 0..ROUNDS {{
+        let slot = i % 2;
+        let phase = (i / 2) & 1;
+        if i >= 2 {{
+            barrier_wait(local_view(empty, slot), phase ^ 1);
+        }}
+        remote_shmem_store(local_view(inbox, slot), load(x + (pid * ROUNDS + i) * BLOCK + cols), next);
+        barrier_arrive(local_view(full, slot), 1, remote_cta_rank = next);
+        barrier_wait(local_view(full, slot), phase);
+        let xv = local_load(local_view(inbox, slot));
+        let av = (xv * 8.0).to(i32);
+        acc = acc + {};
+        barrier_arrive(local_view(empty, slot), 1, remote_cta_rank = prev);
+    }}
+    store(of + pid * BLOCK + cols, acc);
+    cluster_barrier();
 }}",
                 f.text()
             ),
@@ -513,6 +568,23 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                 ],
                 vec![*tiles as i32],
             ),
+            Case::Cluster {
+                block,
+                cluster,
+                rounds,
+                clusters,
+                ..
+            } => {
+                let programs = cluster * clusters;
+                (
+                    vec![
+                        b("x", F32, block * rounds * programs, Input),
+                        b("y", F32, block * programs, Input),
+                        b("of", F32, block * programs, Output),
+                    ],
+                    vec![],
+                )
+            }
         }
     }
 
@@ -526,6 +598,9 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
             | Case::Ring { programs, .. }
             | Case::WarpSpecialized { programs, .. } => *programs as u32,
             Case::Dot { .. } => 1,
+            Case::Cluster {
+                cluster, clusters, ..
+            } => (cluster * clusters) as u32,
         }
     }
 
@@ -723,6 +798,37 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     2,
                     tile_sums(&x, &y, *block, *tiles, *programs, *replicas, f),
                 )]
+            }
+            Case::Cluster {
+                block,
+                cluster,
+                rounds,
+                clusters,
+                f,
+                ..
+            } => {
+                let (x, y) = (f32s(&before[0]), f32s(&before[1]));
+                let mut of = Vec::new();
+                for p in 0..cluster * clusters {
+                    let rank = p % cluster;
+                    let from = p - rank + (rank + cluster - 1) % cluster;
+                    for c in 0..*block {
+                        let yv = y[p * block + c];
+                        let mut acc = 0f32;
+                        for i in 0..*rounds {
+                            let xv = x[(from * rounds + i) * block + c];
+                            acc += f
+                                .eval(Env {
+                                    x: xv,
+                                    y: yv,
+                                    a: (xv * 8.0) as i32,
+                                })
+                                .f();
+                        }
+                        of.push(Some(Want::Exact(V::F(acc))));
+                    }
+                }
+                vec![(2, of)]
             }
         }
     }
@@ -971,6 +1077,42 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     with(&|c| {
                         if let Case::WarpSpecialized { programs, .. } = c {
                             *programs = 1
+                        }
+                    });
+                }
+            }
+            Case::Cluster {
+                f,
+                rounds,
+                clusters,
+                cluster,
+                ..
+            } => {
+                for e in f.shrunk(true) {
+                    with(&|c| {
+                        if let Case::Cluster { f, .. } = c {
+                            *f = e.clone()
+                        }
+                    });
+                }
+                if *rounds > 1 {
+                    with(&|c| {
+                        if let Case::Cluster { rounds, .. } = c {
+                            *rounds -= 1
+                        }
+                    });
+                }
+                if *clusters > 1 {
+                    with(&|c| {
+                        if let Case::Cluster { clusters, .. } = c {
+                            *clusters = 1
+                        }
+                    });
+                }
+                if *cluster > 2 {
+                    with(&|c| {
+                        if let Case::Cluster { cluster, .. } = c {
+                            *cluster = 2
                         }
                     });
                 }
