@@ -5,8 +5,10 @@
 //! expression (expr.rs), and what it must compute. Each goes through the
 //! frontend and the protocol checker, which must accept it (a refusal is a
 //! false positive, a failure), then runs through the runtime on the CPU
-//! interpreter, and on the GPU when there is one, on fresh random inputs
-//! with every output poisoned first. A failure prints the seed that makes
+//! interpreter (once as the runtime launches it, once under a random
+//! schedule of its tasks with reads of unwritten memory reported), and on
+//! the GPU when there is one, on fresh random inputs with every output
+//! poisoned first. A failure prints the seed that makes
 //! it again and the kernel shrunk to a smallest failing form.
 //!
 //! `TLX_RANDOM_KERNELS` (how many; 400 on the interpreter, 1000 on the
@@ -20,7 +22,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use family::{Buffer, Case, Data, Elem, Role, Want};
-use tlx_core::ir::Arch;
+use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions, Schedule};
+use tlx_core::ir::{Arch, Kernel};
 use tlx_runtime::{Device, Grid, KernelArg, KernelSpec, ParamSpec, PtrArg, ScalarArg};
 
 use crate::codegen_common::{assemble, ptxas};
@@ -54,6 +57,7 @@ fn case_of(seed: u64, index: usize) -> (Case, Rng) {
 /// A case compiled for the runtime.
 struct Built {
     spec: &'static KernelSpec,
+    kernel: Kernel,
 }
 
 /// The kernel of `case` through the frontend, the checker and code
@@ -118,7 +122,7 @@ fn build(case: &Case, ptx: bool) -> Result<Built, String> {
         params: Box::leak(params.into_boxed_slice()),
         configs: Box::leak(vec![config].into_boxed_slice()),
     }));
-    Ok(Built { spec })
+    Ok(Built { spec, kernel })
 }
 
 /// Fresh contents for each buffer: inputs random, outputs poisoned,
@@ -195,6 +199,63 @@ fn run(
         .collect()
 }
 
+/// Runs `built` on the interpreter directly, its tasks interleaved by a
+/// random schedule (`schedule`) and reads of unwritten memory reported:
+/// a correct kernel gives the same result under every interleaving.
+fn run_scheduled(
+    built: &Built,
+    programs: u32,
+    data: &[Data],
+    scalars: &[i32],
+    schedule: u64,
+) -> Result<Vec<Data>, String> {
+    let mem = HostMemory::new();
+    let bytes = |d: &Data| -> Vec<u8> {
+        match d {
+            Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Data::F16(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
+            Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    };
+    let mut ids = Vec::new();
+    let mut args = Vec::new();
+    for d in data {
+        let b = bytes(d);
+        let id = mem.alloc(b.len());
+        mem.write(id, 0, &b).map_err(|e| e.to_string())?;
+        ids.push((id, b.len()));
+        args.push(ArgValue::ptr(id));
+    }
+    args.extend(scalars.iter().map(|&s| ArgValue::i32(s)));
+    let options = InterpOptions::new(0, true).with_schedule(Schedule::Random { seed: schedule });
+    run_kernel(&built.kernel, [programs, 1, 1], &args, &mem, &options)
+        .map_err(|e| format!("with TLX_SCHEDULE=random:{schedule}: {e}"))?;
+    data.iter()
+        .zip(ids)
+        .map(|(d, (id, len))| {
+            let mut out = vec![0u8; len];
+            mem.read(id, 0, &mut out).map_err(|e| e.to_string())?;
+            Ok(match d {
+                Data::F32(_) => Data::F32(
+                    out.chunks(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ),
+                Data::F16(_) => Data::F16(
+                    out.chunks(2)
+                        .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                        .collect(),
+                ),
+                Data::I32(_) => Data::I32(
+                    out.chunks(4)
+                        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect(),
+                ),
+            })
+        })
+        .collect()
+}
+
 /// How close a GPU's float must be to the exact reference: its compiler
 /// may contract a multiply and an add into one rounding.
 const GPU_FLOAT_SLACK: f64 = 2e-5;
@@ -242,6 +303,12 @@ fn try_case(
     let cpu = Device::cpu();
     let interpreted = run(&cpu, &built, case.programs(), &before, &scalars)?;
     compare(case, &before, &interpreted, 0.0).map_err(|e| format!("the interpreter: {e}"))?;
+    let schedule = rng.next();
+    let scheduled = run_scheduled(&built, case.programs(), &before, &scalars, schedule)?;
+    if scheduled != interpreted {
+        compare(case, &before, &scheduled, 0.0)
+            .map_err(|e| format!("the interpreter with TLX_SCHEDULE=random:{schedule}: {e}"))?;
+    }
     if let Some(gpu) = gpu {
         let device = gpu.lock().unwrap_or_else(|e| e.into_inner());
         let on_gpu = run(&device, &built, case.programs(), &before, &scalars)?;
