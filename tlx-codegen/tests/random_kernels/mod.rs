@@ -15,6 +15,7 @@
 //! GPU), `TLX_RANDOM_SEED` (default: from the clock, printed),
 //! `TLX_RANDOM_ONLY=i` (one case of the seed).
 
+mod bugs;
 mod expr;
 mod family;
 
@@ -446,4 +447,125 @@ fn random_kernels_match_on_the_gpu() {
         return;
     };
     run_cases(1000, Some(device));
+}
+
+/// What an injected bug came to.
+enum Caught {
+    /// The frontend refused the kernel.
+    Frontend,
+    /// The protocol checker refused the kernel.
+    Refused,
+    /// Accepted: a blind spot; says whether the interpreter showed it.
+    Accepted(String),
+}
+
+/// `case` with `bug` put in, through the frontend and the checker; when
+/// they accept it, through the interpreter (default schedule and eight
+/// random ones) against the correct kernel's reference.
+fn try_bug(case: &Case, bug: &bugs::Bug, rng: &mut Rng) -> Option<Caught> {
+    let source = bugs::inject(&case.source(), bug)?;
+    let Ok(mut kernels) = tlx_frontend::compile_str(&source) else {
+        return Some(Caught::Frontend);
+    };
+    let kernel = kernels.remove(0);
+    if !tlx_core::check::check_protocol(&kernel).errors.is_empty() {
+        return Some(Caught::Refused);
+    }
+    let built = Built {
+        spec: Box::leak(Box::new(KernelSpec {
+            name: "rk",
+            params: &[],
+            configs: &[],
+        })),
+        kernel,
+    };
+    let (buffers, scalars) = case.buffers();
+    let before = fill(&buffers, rng);
+    let mut shown = Vec::new();
+    for schedule in 0..9u64 {
+        let ran = run_scheduled(&built, case.programs(), &before, &scalars, schedule * 7919);
+        match ran.and_then(|after| compare(case, &before, &after, 0.0)) {
+            Ok(()) => {}
+            Err(e) => {
+                shown.push(e);
+                break;
+            }
+        }
+    }
+    Some(Caught::Accepted(match shown.pop() {
+        Some(e) => format!("the interpreter shows it: {e}"),
+        None => "nor does the interpreter show it in 9 schedules".to_string(),
+    }))
+}
+
+/// Random TLX kernels, each with one synchronization bug: the checker
+/// must refuse them all (`TLX_RANDOM_KERNELS`, `TLX_RANDOM_SEED` as above;
+/// 200 by default).
+#[test]
+fn injected_synchronization_bugs_fail_the_build() {
+    let count = env_number("TLX_RANDOM_KERNELS").map_or(200, |n| n as usize);
+    let seed = env_number("TLX_RANDOM_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let next = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
+    let by_frontend = AtomicUsize::new(0);
+    let escaped = Mutex::new(Vec::new());
+    let kinds = Mutex::new(std::collections::BTreeMap::<&str, usize>::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= count {
+                    break;
+                }
+                // Draw until a TLX case with a bug that applies comes up.
+                let mut rng = Rng(seed ^ (index as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+                let (case, bug) = loop {
+                    let case = Case::random(&mut rng);
+                    let bugs = bugs::applicable(&case);
+                    if !bugs.is_empty() {
+                        let bug = bugs[rng.below(bugs.len())];
+                        break (case, bug);
+                    }
+                };
+                *kinds.lock().unwrap_or_else(|e| e.into_inner()).entry(bug.name).or_default() += 1;
+                match try_bug(&case, bug, &mut rng) {
+                    Some(Caught::Refused) => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(Caught::Frontend) => {
+                        by_frontend.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Some(Caught::Accepted(shown)) => {
+                        let source = bugs::inject(&case.source(), bug).unwrap_or_default();
+                        escaped.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+                            "TLX_RANDOM_SEED={seed} index {index}: {} was accepted by the checker; {shown} ({} programs, scalar arguments {:?}):\n{source}",
+                            bug.name,
+                            case.programs(),
+                            case.buffers().1
+                        ));
+                    }
+                    None => panic!("bug `{}` does not apply to its case:\n{}", bug.name, case.source()),
+                }
+            });
+        }
+    });
+    let escaped = escaped.into_inner().unwrap_or_else(|e| e.into_inner());
+    println!(
+        "injected bugs: {count} kernels, TLX_RANDOM_SEED={seed}: {} refused by the protocol checker, {} by the frontend, {} accepted; by bug: {:?}",
+        refused.load(Ordering::Relaxed),
+        by_frontend.load(Ordering::Relaxed),
+        escaped.len(),
+        kinds.into_inner().unwrap_or_else(|e| e.into_inner())
+    );
+    assert!(
+        escaped.is_empty(),
+        "{} injected bugs got through:\n\n{}",
+        escaped.len(),
+        escaped.join("\n\n")
+    );
 }
