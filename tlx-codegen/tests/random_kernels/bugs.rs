@@ -151,7 +151,7 @@ pub fn applicable(case: &Case) -> Vec<&'static Bug> {
             // `i` only after its peer's round `i - 1` store, which the
             // peer made after reading round `i - 2`'s slot.
             let pair_only = b.name.contains("wrong program") || b.name.contains("free slot");
-            (wraps || !pair_only) && (*cluster > 2 || !pair_only)
+            !pair_only || (wraps && *cluster > 2)
         })),
         _ => {}
     }
