@@ -501,6 +501,12 @@ impl<'a> Lowerer<'a> {
                             .with_hint("only bind values: tensors, scalars, constants or tuples"),
                     );
                 }
+                // A pipe's barriers are named after it: the checker then
+                // explains a finding on them with the pipe's calls.
+                if let Val::Pipe(crate::value::PipeVal::Pipe(pipe)) = &value {
+                    self.b.name_value(pipe.full, format!("{}.full", p.ident));
+                    self.b.name_value(pipe.empty, format!("{}.empty", p.ident));
+                }
                 if let Val::Ir(v) = value {
                     // Messages name buffers and barriers as the user does.
                     if matches!(

@@ -18,8 +18,54 @@ pub(crate) enum Verdict {
     Undecided(Finding),
 }
 
-/// The verdict on `error`, found with the sizes `sample` describes.
+/// The verdict on `error`, found with the sizes `sample` describes; about
+/// a pipe's barriers, told in the pipe's terms.
 pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
+    match diagnose_run(kernel, error, sample) {
+        Verdict::Error(finding) => Verdict::Error(in_pipe_terms(finding)),
+        Verdict::Undecided(finding) => Verdict::Undecided(in_pipe_terms(finding)),
+    }
+}
+
+/// A finding about a `pipe!`'s barriers (the frontend names them
+/// `PIPE.full` and `PIPE.empty`), whose hint would otherwise speak of the
+/// `barrier_arrive` and `barrier_wait` a pipe user never writes: the hint
+/// says which pipe call to write or fix instead.
+fn in_pipe_terms(mut finding: Finding) -> Finding {
+    // The first barrier the message names is the one the finding is about
+    // (the list of blocked tasks comes after).
+    let mention = |side: &str| {
+        let end = finding.message.find(&format!(".{side}["))?;
+        let start = finding.message[..end].rfind('`')? + 1;
+        Some((end, finding.message[start..end].to_owned()))
+    };
+    let (pipe, full) = match (mention("full"), mention("empty")) {
+        (Some((at_full, pipe)), Some((at_empty, _))) if at_full < at_empty => (pipe, true),
+        (Some((_, pipe)), None) => (pipe, true),
+        (_, Some((_, pipe))) => (pipe, false),
+        (None, None) => return finding,
+    };
+    let calls = format!(
+        "`{pipe}.full[s]` is what `writer.commit(it)` completes and `reader.wait(it)` waits \
+         for, `{pipe}.empty[s]` what `reader.release(it)` completes and `writer.acquire(it)` \
+         waits for, for stage `s = it % capacity` in round `it / capacity`"
+    );
+    finding.hint = if full {
+        format!(
+            "commit every stage the readers wait for, once each, from one task that is not \
+             replicated, with the iteration number the readers pass to `wait` ({calls})"
+        )
+    } else {
+        format!(
+            "release every stage a reader waited for, with the same iteration number, in \
+             every replica of each reading task, before the writer acquires it again \
+             ({calls})"
+        )
+    };
+    finding
+}
+
+fn diagnose_run(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
     let names = HandleNames::of(kernel);
     let with = |rule, line: u32, op: &str, message: String, hint: &str| Finding {
         rule,
