@@ -279,6 +279,19 @@ pub enum InterpError {
         barrier: usize,
     },
     #[error(
+        "{at}, task `{task}`: write into shared buffer #{buffer} while the {} at line {} may \
+         still be landing in it{}",
+        .copy.op,
+        .copy.line,
+        .copy.barrier.map_or(String::new(), |(b, p)| format!(" (it completes phase {p} of mbarrier #{b})"))
+    )]
+    WriteDuringCopy {
+        at: Site,
+        task: String,
+        buffer: usize,
+        copy: Box<PendingCopy>,
+    },
+    #[error(
         "{at}, task `{task}`: read of shared buffer #{buffer} while an `async_load` of this task \
          may still be filling it; commit the group and `async_load_wait_group` for it first"
     )]
@@ -715,4 +728,15 @@ mod tests {
             assert!(text.contains(part), "{text} lacks {part}");
         }
     }
+}
+
+/// An asynchronous copy into a buffer, not yet known to have landed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingCopy {
+    /// `async_load`, or any copy that completes on an mbarrier.
+    pub op: &'static str,
+    pub line: u32,
+    /// The (mbarrier, phase) whose completion says it landed; none for an
+    /// `async_load`, which its group's wait retires.
+    pub barrier: Option<(usize, u32)>,
 }

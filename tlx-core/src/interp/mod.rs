@@ -57,7 +57,7 @@ use crate::numeric::{float_from_bits, int_from_bits};
 
 pub use cluster::RemoteError;
 pub use error::{
-    BytesShortfall, InterpError, PeerStore, Site, SliceWindow, TaskCopy, UnfencedRead,
+    BytesShortfall, InterpError, PeerStore, PendingCopy, Site, SliceWindow, TaskCopy, UnfencedRead,
     UnreleasedRead,
 };
 pub use memory::{BufferId, HostMemory};

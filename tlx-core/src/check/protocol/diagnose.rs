@@ -287,6 +287,35 @@ fn diagnose_run(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
              `async_load_wait_group`) before reading; a buffer read in a later iteration than \
              it is filled needs the same ring index on both sides",
         ),
+        InterpError::WriteDuringCopy {
+            at, buffer, copy, ..
+        } => {
+            let (message, hint) = match copy.barrier {
+                None => (
+                    format!(
+                        "this writes shared buffer #{buffer} while the `async_load` at line {} \
+                         may still be filling it: the two writes land in either order",
+                        copy.line
+                    ),
+                    "commit the copy's group and `async_load_wait_group(n)` for it before \
+                     writing the buffer, or write into another buffer"
+                        .to_owned(),
+                ),
+                Some((barrier, phase)) => (
+                    format!(
+                        "this writes shared buffer #{buffer} while the {} at line {} may still \
+                         be landing in it (it completes phase {phase} of mbarrier #{barrier}, \
+                         which this task has not waited for): the two writes land in either order",
+                        copy.op, copy.line
+                    ),
+                    format!(
+                        "`barrier_wait` for phase {phase} of that barrier (or be ordered after a \
+                         task that did) before writing the buffer, or write into another buffer"
+                    ),
+                ),
+            };
+            error_at(Rule::WriteDuringCopy, at.line, at.op, message, &hint)
+        }
         InterpError::AsyncLoadPending { at, buffer, .. } => error_at(
             Rule::UnorderedRead,
             at.line,

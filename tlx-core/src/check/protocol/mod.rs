@@ -59,6 +59,10 @@ pub enum Rule {
     /// `fence_async_shared()` between the wait that ordered the store and
     /// the read.
     ProxyFence,
+    /// A write by the threads (`local_store`, `remote_shmem_store`, a
+    /// `cp.async` issue) into a buffer an asynchronous copy may still be
+    /// landing in: the two writes land in either order.
+    WriteDuringCopy,
     /// Something the checker cannot follow (a warning).
     Undecidable,
 }
@@ -80,6 +84,7 @@ impl Rule {
             Rule::ClusterAccess => "cluster-access",
             Rule::InFlightAtExit => "in-flight-at-exit",
             Rule::ProxyFence => "proxy-fence",
+            Rule::WriteDuringCopy => "write-during-copy",
             Rule::Undecidable => "undecidable",
         }
     }
@@ -103,6 +108,7 @@ impl Rule {
             Rule::ClusterAccess => "TLX-P011",
             Rule::InFlightAtExit => "TLX-P012",
             Rule::ProxyFence => "TLX-P013",
+            Rule::WriteDuringCopy => "TLX-P014",
             Rule::Undecidable => "TLX-W001",
         }
     }
@@ -113,7 +119,7 @@ impl Rule {
     }
 
     /// Every rule, in the order of their codes.
-    pub const ALL: [Rule; 14] = [
+    pub const ALL: [Rule; 15] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -127,6 +133,7 @@ impl Rule {
         Rule::ClusterAccess,
         Rule::InFlightAtExit,
         Rule::ProxyFence,
+        Rule::WriteDuringCopy,
         Rule::Undecidable,
     ];
 }

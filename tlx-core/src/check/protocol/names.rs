@@ -15,6 +15,10 @@ struct Run {
     first: usize,
     count: usize,
     name: Option<String>,
+    /// The allocation's value, and the names of allocations made on its
+    /// bytes (`local_alloc(.., reuse = it)`).
+    value: Option<crate::ir::ValueId>,
+    aliases: Vec<String>,
 }
 
 #[derive(Default)]
@@ -50,12 +54,19 @@ impl HandleNames {
                         first: barriers,
                         count,
                         name,
+                        value: Some(result),
+                        aliases: Vec::new(),
                     });
                     barriers += count;
                 }
                 // `reuse = other` (its one operand) takes no buffers of
-                // its own.
-                (Prim::LocalAlloc, _) if !args.is_empty() => {}
+                // its own: messages name it beside `other`.
+                (Prim::LocalAlloc, _) if !args.is_empty() => {
+                    let other = names.buffers.iter_mut().find(|r| r.value == Some(args[0]));
+                    if let (Some(other), Some(name)) = (other, name) {
+                        other.aliases.push(name);
+                    }
+                }
                 (Prim::LocalAlloc, ty) => {
                     let count = match ty {
                         Type::SharedMemory(m) => m.buffers() as usize,
@@ -66,6 +77,8 @@ impl HandleNames {
                         first: buffers,
                         count,
                         name,
+                        value: Some(result),
+                        aliases: Vec::new(),
                     });
                     buffers += count;
                 }
@@ -92,7 +105,7 @@ impl HandleNames {
                 .ok()
                 .and_then(|id| name_of(runs, id))
             {
-                Some(name) => out.push_str(&format!("`{name}` ({mention})")),
+                Some((name, aliases)) => out.push_str(&format!("`{name}` ({mention}{aliases})")),
                 None => out.push_str(mention),
             }
             rest = &rest[digits..];
@@ -115,13 +128,27 @@ impl HandleNames {
     }
 }
 
-/// `name[index]` for number `id`, where a named run holds it.
-fn name_of(runs: &[Run], id: usize) -> Option<String> {
+/// `name[index]` for number `id`, where a named run holds it, with the
+/// allocations that reuse its bytes (`` `words[1]` `` by `reuse`).
+fn name_of(runs: &[Run], id: usize) -> Option<(String, String)> {
     let run = runs
         .iter()
         .find(|r| (r.first..r.first + r.count).contains(&id))?;
     let name = run.name.as_ref()?;
-    Some(format!("{name}[{}]", id - run.first))
+    let index = id - run.first;
+    let aliases: Vec<String> = run
+        .aliases
+        .iter()
+        .map(|a| format!("`{a}[{index}]`"))
+        .collect();
+    let label = format!("{name}[{index}]");
+    Some(match aliases.len() {
+        0 => (label, String::new()),
+        _ => (
+            label,
+            format!("; {} on its bytes, by `reuse = {name}`", aliases.join(", ")),
+        ),
+    })
 }
 
 /// Whether `block` (or a block inside it) allocates buffers or barriers.
@@ -146,6 +173,8 @@ mod tests {
             first,
             count,
             name: name.map(str::to_owned),
+            value: None,
+            aliases: Vec::new(),
         }
     }
 

@@ -11,7 +11,8 @@ use std::rc::Rc;
 use crate::ir::{DotPrecision, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
 
 use super::super::error::{
-    Fault, FaultResult, InterpError, PeerStore, SliceWindow, UnfencedRead, UnreleasedRead,
+    Fault, FaultResult, InterpError, PeerStore, PendingCopy, SliceWindow, UnfencedRead,
+    UnreleasedRead,
 };
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
@@ -38,9 +39,16 @@ pub(super) struct AsyncLoads {
 
 impl AsyncLoads {
     fn filling(&self, buffer: usize) -> bool {
+        self.filling_at(buffer).is_some()
+    }
+
+    /// The line of an `async_load` still filling `buffer`, if any.
+    fn filling_at(&self, buffer: usize) -> Option<u32> {
         std::iter::once(&self.open)
             .chain(&self.committed)
-            .any(|group| group.iter().any(|&(b, _)| b == buffer))
+            .flatten()
+            .find(|&&(b, _)| b == buffer)
+            .map(|&(_, line)| line)
     }
 
     /// The oldest copy not waited for (buffer, line): at the task's end,
@@ -913,6 +921,7 @@ impl<'k> Executor<'k> {
         id: usize,
         task: usize,
     ) -> PrimResult<()> {
+        self.check_write_after_copies(op, shared, id, task)?;
         // The task's own TMA store may still be reading the buffer.
         if let Some(&(_, line)) = self.in_flight.tma_stores.iter().find(|(b, _)| *b == id) {
             return Err(Stop::error(InterpError::OverwriteBeforeRelease {
@@ -941,6 +950,57 @@ impl<'k> Executor<'k> {
                 }),
             })
         })
+    }
+
+    /// A write by the threads themselves (`local_store`, a peer's
+    /// `remote_shmem_store`, a `cp.async` issue) into a buffer an
+    /// asynchronous copy may still be filling: the task's own `async_load`
+    /// not yet waited for, or a TMA copy (or multicast, or asynchronous
+    /// remote store) whose completion the writer has not waited for nor is
+    /// ordered after. The two writes land in either order. (Tensor-core
+    /// MMAs into one accumulator are ordered among themselves: not
+    /// checked here.)
+    fn check_write_after_copies(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        id: usize,
+        task: usize,
+    ) -> PrimResult<()> {
+        if !matches!(
+            op.kind,
+            crate::ir::OpKind::Prim {
+                prim: Prim::LocalStore | Prim::RemoteShmemStore | Prim::AsyncLoad,
+                ..
+            }
+        ) {
+            return Ok(());
+        }
+        let copy = match self.in_flight.async_loads.filling_at(id) {
+            Some(line) => Some(PendingCopy {
+                op: "async_load",
+                line,
+                barrier: None,
+            }),
+            None => shared
+                .async_writes
+                .check_read(id, task, shared.clocks.seen(task))
+                .err()
+                .map(|race| PendingCopy {
+                    op: "asynchronous copy",
+                    line: race.line,
+                    barrier: Some((race.barrier, race.phase)),
+                }),
+        };
+        match copy {
+            Some(copy) => Err(Stop::error(InterpError::WriteDuringCopy {
+                at: self.site(Some(op)),
+                task: self.task.name.clone(),
+                buffer: id,
+                copy: Box::new(copy),
+            })),
+            None => Ok(()),
+        }
     }
 
     /// An `async_dot` operand: a register tensor, or a buffer's contents
