@@ -42,6 +42,7 @@ mod memory;
 pub mod parallel;
 mod pipeline;
 mod prims;
+mod ptxas_workarounds;
 mod reduce;
 mod region;
 mod repack;

@@ -164,5 +164,6 @@ pub fn compile_to_ptx(module_text: &str, arch: Arch) -> Result<(String, String),
         .write_to_memory_buffer(&module, FileType::Assembly)
         .map_err(|e| internal("emitting PTX", e.to_string()))?;
     let ptx = String::from_utf8_lossy(ptx.as_slice()).into_owned();
+    let ptx = crate::ptxas_workarounds::apply(ptx);
     Ok((module.print_to_string().to_string(), ptx))
 }
