@@ -711,13 +711,30 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
         } if !skipped.same_parity => Rule::ArriveCount,
         _ => Rule::Deadlock,
     };
+    let names = HandleNames::of(kernel);
+    // A barrier that runs ahead of its waiters counts too few arrivals: the
+    // line to change is its `alloc_barriers`.
+    let allocation = match task.wait.reason {
+        WaitReason::MBarrier { barrier, .. } if rule == Rule::ArriveCount => {
+            names.barrier_allocation(barrier)
+        }
+        _ => None,
+    };
+    let (at, message) = match allocation {
+        Some(at) => (
+            at,
+            message.replacen(
+                "this wait can never pass",
+                &format!("the wait at line {} can never pass", task.wait.line),
+                1,
+            ),
+        ),
+        None => (locate(kernel, task.wait.line, task.wait.op), message),
+    };
     Finding {
         rule,
-        at: locate(kernel, task.wait.line, task.wait.op),
-        message: format!(
-            "{} (found with {sample})",
-            HandleNames::of(kernel).rewrite(&message)
-        ),
+        at,
+        message: format!("{} (found with {sample})", names.rewrite(&message)),
         hint: hint.to_owned(),
     }
 }

@@ -19,6 +19,8 @@ struct Run {
     /// bytes (`local_alloc(.., reuse = it)`).
     value: Option<crate::ir::ValueId>,
     aliases: Vec<String>,
+    /// Where the allocation is written.
+    at: Option<crate::ir::SrcLoc>,
 }
 
 #[derive(Default)]
@@ -56,6 +58,7 @@ impl HandleNames {
                         name,
                         value: Some(result),
                         aliases: Vec::new(),
+                        at: Some(op.loc),
                     });
                     barriers += count;
                 }
@@ -79,6 +82,7 @@ impl HandleNames {
                         name,
                         value: Some(result),
                         aliases: Vec::new(),
+                        at: Some(op.loc),
                     });
                     buffers += count;
                 }
@@ -86,6 +90,15 @@ impl HandleNames {
             }
         }
         names
+    }
+
+    /// Where mbarrier number `id` is allocated (its `alloc_barriers`), when
+    /// the kernel's numbering is known.
+    pub(crate) fn barrier_allocation(&self, id: usize) -> Option<crate::ir::SrcLoc> {
+        self.barriers
+            .iter()
+            .find(|r| (r.first..r.first + r.count).contains(&id))?
+            .at
     }
 
     /// `message` with each `mbarrier #N`, `shared buffer #N` and
@@ -175,6 +188,7 @@ mod tests {
             name: name.map(str::to_owned),
             value: None,
             aliases: Vec::new(),
+            at: None,
         }
     }
 
