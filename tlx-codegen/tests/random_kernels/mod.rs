@@ -569,3 +569,24 @@ fn injected_synchronization_bugs_fail_the_build() {
         escaped.join("\n\n")
     );
 }
+
+/// The kernel in which the random kernels found ptxas's negation bug
+/// (`ptxas_workarounds.rs`): its PTX carries no `neg.s32` for ptxas to fold
+/// into a three-input min/max, and still assembles.
+#[test]
+fn integer_negations_reach_ptxas_as_not_and_add() {
+    let source = "#[tlx::kernel(num_warps = 1, configs = [(R = 2, C = 4)])]
+fn rk<const R: usize, const C: usize>(a: Ptr<i32>, oi: Ptr<i32>) {
+    let offs = arange(0, R)[(.., None)] * C + arange(0, C)[(None, ..)];
+    store(oi + arange(0, R), max(-load(a + offs), axis = 1));
+}";
+    let kernel = tlx_frontend::compile_str(source)
+        .expect("the kernel compiles")
+        .remove(0);
+    let compiled = tlx_codegen::compile(&kernel, Arch::Sm90a).expect("code generation");
+    assert!(!compiled.ptx.contains("neg.s32"), "{}", compiled.ptx);
+    assert!(compiled.ptx.contains("not.b32"), "{}", compiled.ptx);
+    if let Some(ptxas) = ptxas() {
+        assemble(&ptxas, Arch::Sm90a, "negation", &compiled.ptx);
+    }
+}
