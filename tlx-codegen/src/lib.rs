@@ -64,7 +64,8 @@ pub struct CompiledKernel {
     /// The PTX entry name (the kernel's name).
     pub entry: String,
     pub ptx: String,
-    /// The optimized LLVM IR the PTX was generated from.
+    /// The optimized LLVM IR the PTX was generated from (from
+    /// [`compile_with_llvm_ir`]; empty otherwise).
     pub llvm_ir: String,
     /// Dynamic shared memory the launch must provide, in bytes.
     pub shared_bytes: u32,
@@ -124,10 +125,28 @@ pub fn check(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, Code
     })
 }
 
-/// Compile `kernel` to PTX for `arch`.
+/// Compile `kernel` to PTX for `arch` (`llvm_ir` left empty: printing
+/// the optimized module back costs about a tenth of LLVM's time on a big
+/// kernel, and only `TLX_DUMP=llvm` reads it).
 pub fn compile(kernel: &ir::Kernel, arch: ir::Arch) -> Result<CompiledKernel, CodegenError> {
+    compile_keeping(kernel, arch, false)
+}
+
+/// [`compile`], with the optimized LLVM IR in `llvm_ir`.
+pub fn compile_with_llvm_ir(
+    kernel: &ir::Kernel,
+    arch: ir::Arch,
+) -> Result<CompiledKernel, CodegenError> {
+    compile_keeping(kernel, arch, true)
+}
+
+fn compile_keeping(
+    kernel: &ir::Kernel,
+    arch: ir::Arch,
+    keep_llvm_ir: bool,
+) -> Result<CompiledKernel, CodegenError> {
     let lowered = lower::lower_kernel(kernel, arch)?;
-    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch)?;
+    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch, keep_llvm_ir)?;
     Ok(CompiledKernel {
         entry: kernel.name.clone(),
         ptx,

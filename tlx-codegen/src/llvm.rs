@@ -126,8 +126,12 @@ fn internal(what: &str, message: impl std::fmt::Display) -> CodegenError {
     CodegenError::Llvm(format!("{what}: {message}"))
 }
 
-/// Returns (optimized LLVM IR, PTX).
-pub fn compile_to_ptx(module_text: &str, arch: Arch) -> Result<(String, String), CodegenError> {
+/// Returns (optimized LLVM IR, or nothing unless `keep_llvm_ir`; PTX).
+pub fn compile_to_ptx(
+    module_text: &str,
+    arch: Arch,
+    keep_llvm_ir: bool,
+) -> Result<(String, String), CodegenError> {
     INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
     let context = Context::create();
     let buffer = MemoryBuffer::create_from_memory_range_copy(module_text.as_bytes(), "kernel");
@@ -165,5 +169,10 @@ pub fn compile_to_ptx(module_text: &str, arch: Arch) -> Result<(String, String),
         .map_err(|e| internal("emitting PTX", e.to_string()))?;
     let ptx = String::from_utf8_lossy(ptx.as_slice()).into_owned();
     let ptx = crate::ptxas_workarounds::apply(ptx);
-    Ok((module.print_to_string().to_string(), ptx))
+    let llvm_ir = if keep_llvm_ir {
+        module.print_to_string().to_string()
+    } else {
+        String::new()
+    };
+    Ok((llvm_ir, ptx))
 }

@@ -230,14 +230,18 @@ fn print_and_assert_call_vprintf_and_trap() {
         },
         vec![],
     );
-    for c in compile_all(&k.finish()) {
+    let kernel = k.finish();
+    let with_ir = tlx_codegen::compile_with_llvm_ir(&kernel, Arch::Sm90a).expect("compiles");
+    assert!(
+        with_ir
+            .llvm_ir
+            .contains("kernels.rs:12: device_assert failed"),
+        "{}",
+        with_ir.llvm_ir
+    );
+    for c in compile_all(&kernel) {
         assert!(c.ptx.contains("vprintf"));
         assert!(c.ptx.contains("trap;"));
-        assert!(
-            c.llvm_ir.contains("kernels.rs:12: device_assert failed"),
-            "{}",
-            c.llvm_ir
-        );
     }
 }
 

@@ -32,7 +32,7 @@ impl DumpRequest {
         Some(DumpRequest { stages, dir })
     }
 
-    fn wants(&self, stage: &str) -> bool {
+    pub fn wants(&self, stage: &str) -> bool {
         self.stages.iter().any(|s| s == stage || s == "all")
     }
 

@@ -316,7 +316,12 @@ fn compile_all(
             Some(compiled) => Ok(compiled),
             None if metadata_only => codegen::check(kernel, arch),
             None => {
-                let compiled = codegen::compile(kernel, arch);
+                let keep_llvm_ir = dump.is_some_and(|d| d.wants("llvm"));
+                let compiled = if keep_llvm_ir {
+                    codegen::compile_with_llvm_ir(kernel, arch)
+                } else {
+                    codegen::compile(kernel, arch)
+                };
                 if let (Some(cache), Ok(c)) = (codegen_cache, &compiled) {
                     cache.store_compiled(ir, arch, c);
                 }
