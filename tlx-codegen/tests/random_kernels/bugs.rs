@@ -1,5 +1,5 @@
-//! One synchronization bug put into a random TLX kernel (a ring, a
-//! warp-specialized pair, a pipe, a cluster ring): a wait left out, a phase
+//! One synchronization bug put into a random TLX kernel (a `cp.async` or
+//! TMA ring, a warp-specialized pair, a pipe, a cluster ring): a wait left out, a phase
 //! not flipped, an arrival left out or sent to the wrong program, an
 //! arrive count too low, a `cp.async` group waited for too loosely, a
 //! pipe stage never released. The protocol checker must refuse every one;
@@ -29,6 +29,24 @@ const RING: &[Bug] = &[
     bug(
         "the ring never waits for its copies",
         "        async_load_wait_group(S - 2);\n",
+        "",
+    ),
+];
+
+const TMA_RING: &[Bug] = &[
+    bug(
+        "the TMA ring announces half the bytes",
+        "barrier_expect_bytes(local_view(bars, t), BR * BC * 4);",
+        "barrier_expect_bytes(local_view(bars, t), BR * BC * 2);",
+    ),
+    bug(
+        "the TMA ring's phase is flipped",
+        "barrier_wait(local_view(bars, s), (i / S) % 2);",
+        "barrier_wait(local_view(bars, s), (i / S) % 2 ^ 1);",
+    ),
+    bug(
+        "the TMA ring never waits for its copies",
+        "        barrier_wait(local_view(bars, s), (i / S) % 2);\n",
         "",
     ),
 ];
@@ -114,6 +132,7 @@ pub fn applicable(case: &Case) -> Vec<&'static Bug> {
     let mut out: Vec<&Bug> = Vec::new();
     match case {
         Case::Ring { .. } => out.extend(RING),
+        Case::TmaRing { .. } => out.extend(TMA_RING),
         Case::WarpSpecialized {
             tiles,
             stages,

@@ -77,6 +77,18 @@ pub enum Case {
         pipe: bool,
         f: Expr,
     },
+    /// `tiles` `[rows, cols]` tiles of `x` through a ring of `stages`
+    /// buffers filled by TMA (`async_descriptor_load`, one mbarrier per
+    /// stage with its bytes announced), summed as `F` per program.
+    TmaRing {
+        rows: usize,
+        cols: usize,
+        stages: usize,
+        tiles: usize,
+        warps: u32,
+        programs: usize,
+        f: Expr,
+    },
     /// The programs of each cluster of `cluster` pass `rounds` tiles of `x`
     /// around a ring through distributed shared memory (the next rank's
     /// inbox, two slots, full/empty mbarriers arrived on remotely), each
@@ -106,6 +118,9 @@ pub struct Buffer {
     pub elem: Elem,
     pub len: usize,
     pub role: Role,
+    /// Passed as a TMA descriptor of a row-major `[rows, cols]` matrix
+    /// over the buffer, not as a pointer.
+    pub matrix: Option<[usize; 2]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -164,7 +179,7 @@ fn pow2(rng: &mut Rng, lo: u32, hi: u32) -> usize {
 impl Case {
     pub fn random(rng: &mut Rng) -> Case {
         let depth = 1 + rng.below(4) as u32;
-        match rng.below(8) {
+        match rng.below(9) {
             0 => {
                 let block = pow2(rng, 5, 10);
                 Case::Elementwise {
@@ -216,6 +231,15 @@ impl Case {
                 programs: 1 + rng.below(3),
                 f: Expr::float(rng, depth),
             },
+            7 => Case::TmaRing {
+                rows: pow2(rng, 3, 6),
+                cols: pow2(rng, 3, 5),
+                stages: 1 + rng.below(3),
+                tiles: 1 + rng.below(6),
+                warps: [4, 8][rng.below(2)],
+                programs: 1 + rng.below(3),
+                f: Expr::float(rng, depth),
+            },
             6 => Case::Cluster {
                 block: pow2(rng, 5, 9),
                 cluster: [2, 4][rng.below(2)],
@@ -247,6 +271,7 @@ impl Case {
             Case::Ring { .. } => "ring",
             Case::WarpSpecialized { pipe: true, .. } => "pipe",
             Case::Cluster { .. } => "cluster",
+            Case::TmaRing { .. } => "tma_ring",
             Case::WarpSpecialized { .. } => "warp_specialized",
         }
     }
@@ -355,6 +380,37 @@ fn rk<const BLOCK: usize, const S: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>
     }}
     async_load_wait_group(0);
     store(of + pid * BLOCK + cols, acc);
+}}",
+                f.text()
+            ),
+            Case::TmaRing { rows, cols, stages, warps, f, .. } => format!(
+                "#[tlx::kernel(arch = \"sm_90a\", num_warps = {warps}, configs = [(BR = {rows}, BC = {cols}, S = {stages})])]
+fn rk<const BR: usize, const BC: usize, const S: usize>(xd: TensorDesc<f32, BR, BC>, y: Ptr<f32>, of: Ptr<f32>, tiles: i32) {{
+    let pid = program_id(0);
+    let bufs = local_alloc([BR, BC], f32, S);
+    let bars = alloc_barriers(S, 1);
+    let at = arange(0, BR)[(.., None)] * BC + arange(0, BC)[(None, ..)];
+    let yv = load(y + pid * BR * BC + at);
+    for t in 0..S {{
+        if t < tiles {{
+            barrier_expect_bytes(local_view(bars, t), BR * BC * 4);
+            async_descriptor_load(xd, local_view(bufs, t), [(pid * tiles + t) * BR, 0], local_view(bars, t));
+        }}
+    }}
+    let mut acc = zeros([BR, BC], f32);
+    for i in 0..tiles {{
+        let s = i % S;
+        barrier_wait(local_view(bars, s), (i / S) % 2);
+        let xv = local_load(local_view(bufs, s));
+        let av = (xv * 8.0).to(i32);
+        acc = acc + {};
+        let t = i + S;
+        if t < tiles {{
+            barrier_expect_bytes(local_view(bars, s), BR * BC * 4);
+            async_descriptor_load(xd, local_view(bufs, s), [(pid * tiles + t) * BR, 0], local_view(bars, s));
+        }}
+    }}
+    store(of + pid * BR * BC + at, acc);
 }}",
                 f.text()
             ),
@@ -471,6 +527,7 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
             elem,
             len,
             role,
+            matrix: None,
         };
         use Elem::*;
         use Role::*;
@@ -568,6 +625,25 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                 ],
                 vec![*tiles as i32],
             ),
+            Case::TmaRing {
+                rows,
+                cols,
+                tiles,
+                programs,
+                ..
+            } => {
+                let tile = rows * cols;
+                let mut x = b("xd", F32, tile * tiles * programs, Input);
+                x.matrix = Some([rows * tiles * programs, *cols]);
+                (
+                    vec![
+                        x,
+                        b("y", F32, tile * programs, Input),
+                        b("of", F32, tile * programs, Output),
+                    ],
+                    vec![*tiles as i32],
+                )
+            }
             Case::Cluster {
                 block,
                 cluster,
@@ -596,7 +672,8 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
             Case::Reduce { programs, .. }
             | Case::Scan { programs, .. }
             | Case::Ring { programs, .. }
-            | Case::WarpSpecialized { programs, .. } => *programs as u32,
+            | Case::WarpSpecialized { programs, .. }
+            | Case::TmaRing { programs, .. } => *programs as u32,
             Case::Dot { .. } => 1,
             Case::Cluster {
                 cluster, clusters, ..
@@ -798,6 +875,17 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     2,
                     tile_sums(&x, &y, *block, *tiles, *programs, *replicas, f),
                 )]
+            }
+            Case::TmaRing {
+                rows,
+                cols,
+                tiles,
+                programs,
+                f,
+                ..
+            } => {
+                let (x, y) = (f32s(&before[0]), f32s(&before[1]));
+                vec![(2, tile_sums(&x, &y, rows * cols, *tiles, *programs, 1, f))]
             }
             Case::Cluster {
                 block,
@@ -1077,6 +1165,31 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     with(&|c| {
                         if let Case::WarpSpecialized { programs, .. } = c {
                             *programs = 1
+                        }
+                    });
+                }
+            }
+            Case::TmaRing {
+                f, tiles, stages, ..
+            } => {
+                for e in f.shrunk(true) {
+                    with(&|c| {
+                        if let Case::TmaRing { f, .. } = c {
+                            *f = e.clone()
+                        }
+                    });
+                }
+                if *tiles > 1 {
+                    with(&|c| {
+                        if let Case::TmaRing { tiles, .. } = c {
+                            *tiles -= 1
+                        }
+                    });
+                }
+                if *stages > 1 {
+                    with(&|c| {
+                        if let Case::TmaRing { stages, .. } = c {
+                            *stages -= 1
                         }
                     });
                 }

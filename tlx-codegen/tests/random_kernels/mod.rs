@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use family::{Buffer, Case, Data, Elem, Role, Want};
 use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions, Schedule};
 use tlx_core::ir::{Arch, Kernel};
-use tlx_runtime::{Device, Grid, KernelArg, KernelSpec, ParamSpec, PtrArg, ScalarArg};
+use tlx_runtime::{Device, Grid, KernelArg, KernelSpec, ParamSpec, PtrArg, ScalarArg, TensorDesc};
 
 use crate::codegen_common::{assemble, ptxas};
 
@@ -163,6 +163,7 @@ enum DeviceBuffer {
 fn run(
     device: &Device,
     built: &Built,
+    plans: &[Buffer],
     programs: u32,
     data: &[Data],
     scalars: &[i32],
@@ -178,14 +179,17 @@ fn run(
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let mut args: Vec<KernelArg<'_>> = buffers
-        .iter()
-        .map(|b| match b {
-            DeviceBuffer::F32(b) => PtrArg::<f32>::kernel_arg(b),
-            DeviceBuffer::F16(b) => PtrArg::<half::f16>::kernel_arg(b),
-            DeviceBuffer::I32(b) => PtrArg::<i32>::kernel_arg(b),
-        })
-        .collect();
+    let mut args: Vec<KernelArg<'_>> = Vec::new();
+    for (b, plan) in buffers.iter().zip(plans) {
+        args.push(match (b, plan.matrix) {
+            (DeviceBuffer::F32(b), Some([rows, cols])) => {
+                TensorDesc::matrix(b, rows, cols).map_err(on)?.kernel_arg()
+            }
+            (DeviceBuffer::F32(b), None) => PtrArg::<f32>::kernel_arg(b),
+            (DeviceBuffer::F16(b), _) => PtrArg::<half::f16>::kernel_arg(b),
+            (DeviceBuffer::I32(b), _) => PtrArg::<i32>::kernel_arg(b),
+        });
+    }
     args.extend(scalars.iter().map(|&s| ScalarArg::kernel_arg(s)));
     tlx_runtime::launch(device, built.spec, 0, Grid::from(programs), &args).map_err(on)?;
     buffers
@@ -205,6 +209,7 @@ fn run(
 /// a correct kernel gives the same result under every interleaving.
 fn run_scheduled(
     built: &Built,
+    plans: &[Buffer],
     programs: u32,
     data: &[Data],
     scalars: &[i32],
@@ -220,12 +225,22 @@ fn run_scheduled(
     };
     let mut ids = Vec::new();
     let mut args = Vec::new();
-    for d in data {
+    for (d, plan) in data.iter().zip(plans) {
         let b = bytes(d);
         let id = mem.alloc(b.len());
         mem.write(id, 0, &b).map_err(|e| e.to_string())?;
         ids.push((id, b.len()));
-        args.push(ArgValue::ptr(id));
+        args.push(match plan.matrix {
+            Some([rows, cols]) => ArgValue::TensorDesc {
+                buffer: id,
+                offset_elems: 0,
+                elem: tlx_core::ir::ScalarType::F32,
+                rank: 2,
+                shape: [rows as i64, cols as i64, 1, 1, 1],
+                strides: [cols as i64, 1, 1, 1, 1],
+            },
+            None => ArgValue::ptr(id),
+        });
     }
     args.extend(scalars.iter().map(|&s| ArgValue::i32(s)));
     let options = InterpOptions::new(0, true).with_schedule(Schedule::Random { seed: schedule });
@@ -302,17 +317,31 @@ fn try_case(
     let (buffers, scalars) = case.buffers();
     let before = fill(&buffers, rng);
     let cpu = Device::cpu();
-    let interpreted = run(&cpu, &built, case.programs(), &before, &scalars)?;
+    let interpreted = run(&cpu, &built, &buffers, case.programs(), &before, &scalars)?;
     compare(case, &before, &interpreted, 0.0).map_err(|e| format!("the interpreter: {e}"))?;
     let schedule = rng.next();
-    let scheduled = run_scheduled(&built, case.programs(), &before, &scalars, schedule)?;
+    let scheduled = run_scheduled(
+        &built,
+        &buffers,
+        case.programs(),
+        &before,
+        &scalars,
+        schedule,
+    )?;
     if scheduled != interpreted {
         compare(case, &before, &scheduled, 0.0)
             .map_err(|e| format!("the interpreter with TLX_SCHEDULE=random:{schedule}: {e}"))?;
     }
     if let Some(gpu) = gpu {
         let device = gpu.lock().unwrap_or_else(|e| e.into_inner());
-        let on_gpu = run(&device, &built, case.programs(), &before, &scalars)?;
+        let on_gpu = run(
+            &device,
+            &built,
+            &buffers,
+            case.programs(),
+            &before,
+            &scalars,
+        )?;
         drop(device);
         compare(case, &before, &on_gpu, GPU_FLOAT_SLACK).map_err(|e| format!("the GPU: {e}"))?;
         if on_gpu == interpreted {
@@ -483,7 +512,14 @@ fn try_bug(case: &Case, bug: &bugs::Bug, rng: &mut Rng) -> Option<Caught> {
     let before = fill(&buffers, rng);
     let mut shown = Vec::new();
     for schedule in 0..9u64 {
-        let ran = run_scheduled(&built, case.programs(), &before, &scalars, schedule * 7919);
+        let ran = run_scheduled(
+            &built,
+            &buffers,
+            case.programs(),
+            &before,
+            &scalars,
+            schedule * 7919,
+        );
         match ran.and_then(|after| compare(case, &before, &after, 0.0)) {
             Ok(()) => {}
             Err(e) => {
