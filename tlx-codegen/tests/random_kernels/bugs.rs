@@ -51,6 +51,24 @@ const TMA_RING: &[Bug] = &[
     ),
 ];
 
+const NAMED: &[Bug] = &[
+    bug(
+        "the producer does not wait for the consumer to finish reading",
+        "                if t > 0 {\n                    named_barrier_wait(9, 256);\n                }\n",
+        "",
+    ),
+    bug(
+        "the consumer does not wait for the producer's tile",
+        "                named_barrier_wait(8, 256);\n",
+        "",
+    ),
+    bug(
+        "the named barrier counts one task's threads",
+        "named_barrier_arrive(8, 256);",
+        "named_barrier_arrive(8, 128);",
+    ),
+];
+
 const HAND_WRITTEN: &[Bug] = &[
     bug(
         "the producer does not wait for a free stage",
@@ -133,6 +151,10 @@ pub fn applicable(case: &Case) -> Vec<&'static Bug> {
     match case {
         Case::Ring { .. } => out.extend(RING),
         Case::TmaRing { .. } => out.extend(TMA_RING),
+        Case::Named { tiles, .. } => out.extend(NAMED.iter().filter(|b| {
+            // Waiting for the consumer matters from the second tile on.
+            *tiles > 1 || !b.name.contains("finish reading")
+        })),
         Case::WarpSpecialized {
             tiles,
             stages,

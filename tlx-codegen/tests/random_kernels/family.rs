@@ -77,6 +77,16 @@ pub enum Case {
         pipe: bool,
         f: Expr,
     },
+    /// A producer task (the kernel's 4 warps) hands `tiles` tiles of `x` to
+    /// a consumer task (4 warps) through one shared buffer, on two named
+    /// barriers (full: the producer arrives, the consumer waits; empty:
+    /// the other way round), the consumer summing `F`.
+    Named {
+        block: usize,
+        tiles: usize,
+        programs: usize,
+        f: Expr,
+    },
     /// `tiles` `[rows, cols]` tiles of `x` through a ring of `stages`
     /// buffers filled by TMA (`async_descriptor_load`, one mbarrier per
     /// stage with its bytes announced), summed as `F` per program.
@@ -179,7 +189,7 @@ fn pow2(rng: &mut Rng, lo: u32, hi: u32) -> usize {
 impl Case {
     pub fn random(rng: &mut Rng) -> Case {
         let depth = 1 + rng.below(4) as u32;
-        match rng.below(9) {
+        match rng.below(10) {
             0 => {
                 let block = pow2(rng, 5, 10);
                 Case::Elementwise {
@@ -231,6 +241,12 @@ impl Case {
                 programs: 1 + rng.below(3),
                 f: Expr::float(rng, depth),
             },
+            8 => Case::Named {
+                block: pow2(rng, 5, 9),
+                tiles: 1 + rng.below(5),
+                programs: 1 + rng.below(3),
+                f: Expr::float(rng, depth),
+            },
             7 => Case::TmaRing {
                 rows: pow2(rng, 3, 6),
                 cols: pow2(rng, 3, 5),
@@ -272,6 +288,7 @@ impl Case {
             Case::WarpSpecialized { pipe: true, .. } => "pipe",
             Case::Cluster { .. } => "cluster",
             Case::TmaRing { .. } => "tma_ring",
+            Case::Named { .. } => "named_barriers",
             Case::WarpSpecialized { .. } => "warp_specialized",
         }
     }
@@ -380,6 +397,40 @@ fn rk<const BLOCK: usize, const S: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>
     }}
     async_load_wait_group(0);
     store(of + pid * BLOCK + cols, acc);
+}}",
+                f.text()
+            ),
+            Case::Named { block, f, .. } => format!(
+                "#[tlx::kernel(arch = \"sm_90a\", num_warps = 4, configs = [(BLOCK = {block})])]
+fn rk<const BLOCK: usize>(x: Ptr<f32>, y: Ptr<f32>, of: Ptr<f32>, tiles: i32) {{
+    let pid = program_id(0);
+    let bufs = local_alloc([BLOCK], f32, 1);
+    let cols = arange(0, BLOCK);
+    async_tasks! {{
+        task(default) {{
+            for t in 0..tiles {{
+                if t > 0 {{
+                    named_barrier_wait(9, 256);
+                }}
+                local_store(local_view(bufs, 0), load(x + (pid * tiles + t) * BLOCK + cols));
+                named_barrier_arrive(8, 256);
+            }}
+        }}
+        task(num_warps = 4) {{
+            let yv = load(y + pid * BLOCK + cols);
+            let mut acc = zeros([BLOCK], f32);
+            for t in 0..tiles {{
+                named_barrier_wait(8, 256);
+                let xv = local_load(local_view(bufs, 0));
+                let av = (xv * 8.0).to(i32);
+                acc = acc + {};
+                if t + 1 < tiles {{
+                    named_barrier_arrive(9, 256);
+                }}
+            }}
+            store(of + pid * BLOCK + cols, acc);
+        }}
+    }}
 }}",
                 f.text()
             ),
@@ -625,6 +676,19 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                 ],
                 vec![*tiles as i32],
             ),
+            Case::Named {
+                block,
+                tiles,
+                programs,
+                ..
+            } => (
+                vec![
+                    b("x", F32, block * tiles * programs, Input),
+                    b("y", F32, block * programs, Input),
+                    b("of", F32, block * programs, Output),
+                ],
+                vec![*tiles as i32],
+            ),
             Case::TmaRing {
                 rows,
                 cols,
@@ -673,7 +737,8 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
             | Case::Scan { programs, .. }
             | Case::Ring { programs, .. }
             | Case::WarpSpecialized { programs, .. }
-            | Case::TmaRing { programs, .. } => *programs as u32,
+            | Case::TmaRing { programs, .. }
+            | Case::Named { programs, .. } => *programs as u32,
             Case::Dot { .. } => 1,
             Case::Cluster {
                 cluster, clusters, ..
@@ -875,6 +940,15 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     2,
                     tile_sums(&x, &y, *block, *tiles, *programs, *replicas, f),
                 )]
+            }
+            Case::Named {
+                block,
+                tiles,
+                programs,
+                f,
+            } => {
+                let (x, y) = (f32s(&before[0]), f32s(&before[1]));
+                vec![(2, tile_sums(&x, &y, *block, *tiles, *programs, 1, f))]
             }
             Case::TmaRing {
                 rows,
@@ -1165,6 +1239,22 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
                     with(&|c| {
                         if let Case::WarpSpecialized { programs, .. } = c {
                             *programs = 1
+                        }
+                    });
+                }
+            }
+            Case::Named { f, tiles, .. } => {
+                for e in f.shrunk(true) {
+                    with(&|c| {
+                        if let Case::Named { f, .. } = c {
+                            *f = e.clone()
+                        }
+                    });
+                }
+                if *tiles > 1 {
+                    with(&|c| {
+                        if let Case::Named { tiles, .. } = c {
+                            *tiles -= 1
                         }
                     });
                 }
