@@ -1,15 +1,17 @@
 //! Random valid kernels (issue 52): family.rs draws a kernel (block-level:
-//! elementwise with masks, reductions, scans, dots, atomics; TLX-level: a
-//! `cp.async` ring with a random number of stages, a warp-specialized
-//! producer and replicated consumers on mbarriers) with a random
+//! elementwise with masks, reductions, scans, dots, atomics; TLX-level:
+//! `cp.async` and TMA rings, a warp-specialized producer and replicated
+//! consumers on mbarriers or through a `pipe!`, a cluster ring over
+//! distributed shared memory, a named-barrier handoff) with a random
 //! expression (expr.rs), and what it must compute. Each goes through the
 //! frontend and the protocol checker, which must accept it (a refusal is a
 //! false positive, a failure), then runs through the runtime on the CPU
 //! interpreter (once as the runtime launches it, once under a random
 //! schedule of its tasks with reads of unwritten memory reported), and on
 //! the GPU when there is one, on fresh random inputs with every output
-//! poisoned first. A failure prints the seed that makes
-//! it again and the kernel shrunk to a smallest failing form.
+//! poisoned first. A failure prints the seed that makes it again and the
+//! kernel shrunk to a smallest failing form. bugs.rs puts one
+//! synchronization bug into such kernels: the checker must refuse each.
 //!
 //! `TLX_RANDOM_KERNELS` (how many; 400 on the interpreter, 1000 on the
 //! GPU), `TLX_RANDOM_SEED` (default: from the clock, printed),
@@ -382,6 +384,15 @@ fn shrink(
     (current, why)
 }
 
+/// `TLX_RANDOM_SEED`, else one from the clock (printed with every run).
+fn seed() -> u64 {
+    env_number("TLX_RANDOM_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    })
+}
+
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
@@ -390,11 +401,7 @@ fn env_number(name: &str) -> Option<u64> {
 /// listing every failure, shrunk.
 fn run_cases(default_count: usize, gpu: Option<Device>) {
     let count = env_number("TLX_RANDOM_KERNELS").map_or(default_count, |n| n as usize);
-    let seed = env_number("TLX_RANDOM_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed();
     let indices: Vec<usize> = match env_number("TLX_RANDOM_ONLY") {
         Some(i) => vec![i as usize],
         None => (0..count).collect(),
@@ -540,11 +547,7 @@ fn try_bug(case: &Case, bug: &bugs::Bug, rng: &mut Rng) -> Option<Caught> {
 #[test]
 fn injected_synchronization_bugs_fail_the_build() {
     let count = env_number("TLX_RANDOM_KERNELS").map_or(200, |n| n as usize);
-    let seed = env_number("TLX_RANDOM_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = seed();
     let next = AtomicUsize::new(0);
     let refused = AtomicUsize::new(0);
     let by_frontend = AtomicUsize::new(0);
