@@ -17,7 +17,7 @@ use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 
 use tlx_codegen::CompiledKernel;
-use tlx_core::check::{Finding, ProtocolReport, Rule};
+use tlx_core::check::{Coverage, Finding, ProtocolReport, Rule};
 use tlx_core::ir::{Arch, SrcLoc};
 
 pub struct Cache {
@@ -121,6 +121,13 @@ fn encode_report(report: &ProtocolReport) -> String {
             ]);
         }
     }
+    let c = &report.coverage;
+    fields.extend(
+        [c.runs, c.random_interleavings, c.sizes]
+            .map(|n| n.to_string())
+            .into_iter()
+            .chain([c.trips.to_string()]),
+    );
     encode(&fields.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
@@ -145,7 +152,18 @@ fn decode_report(text: &str) -> Option<ProtocolReport> {
     };
     let errors = findings()?;
     let warnings = findings()?;
-    Some(ProtocolReport { errors, warnings })
+    let mut number = || fields.next()?.parse::<i64>().ok();
+    let coverage = Coverage {
+        runs: usize::try_from(number()?).ok()?,
+        random_interleavings: usize::try_from(number()?).ok()?,
+        sizes: usize::try_from(number()?).ok()?,
+        trips: number()?,
+    };
+    Some(ProtocolReport {
+        errors,
+        warnings,
+        coverage,
+    })
 }
 
 fn encode_compiled(c: &CompiledKernel) -> String {
@@ -190,8 +208,16 @@ mod tests {
         let report = ProtocolReport {
             errors: vec![finding(Rule::Deadlock, 3), finding(Rule::StaleWait, 40)],
             warnings: vec![finding(Rule::Undecidable, 9)],
+            coverage: Coverage {
+                runs: 40,
+                random_interleavings: 7,
+                sizes: 12,
+                trips: 7,
+            },
         };
-        assert_eq!(decode_report(&encode_report(&report)), Some(report));
+        let back = decode_report(&encode_report(&report));
+        assert_eq!(back.as_ref().map(|r| &r.coverage), Some(&report.coverage));
+        assert_eq!(back, Some(report));
         let kernel = CompiledKernel {
             entry: "k".into(),
             ptx: "// ptx: 5:\n.entry k {}".into(),
@@ -209,6 +235,7 @@ mod tests {
         let text = encode_report(&ProtocolReport {
             errors: vec![finding(Rule::ArriveCount, 1)],
             warnings: Vec::new(),
+            coverage: Coverage::default(),
         });
         assert!(decode_report(&text[..text.len() - 3]).is_none());
         assert!(decode_report("7:unknown").is_none());
@@ -231,6 +258,7 @@ mod tests {
         let report = ProtocolReport {
             errors: Vec::new(),
             warnings: vec![finding(Rule::Undecidable, 2)],
+            coverage: Coverage::default(),
         };
         assert!(cache.report("ir").is_none());
         cache.store_report("ir", &report);

@@ -1,7 +1,8 @@
 //! `TLX_DUMP`: writes each compiled kernel's IR, LLVM IR and PTX to files
 //! so a user can read every stage (rustc hides a proc macro's stderr).
 //!
-//! `TLX_DUMP=ir,llvm,ptx,notes` (or `all`) selects the stages (`notes`: where
+//! `TLX_DUMP=ir,llvm,ptx,notes,protocol` (or `all`) selects the stages (`protocol`:
+//! what the barrier checker's runs covered; `notes`: where
 //! code generation took a slower path, and how to get the fast one);
 //! `TLX_DUMP_DIR` picks the folder (default: `tlx-dump` in the system temp folder). A file
 //! `timings.txt` there records how long each kernel took to compile.

@@ -248,10 +248,12 @@ fn compile_all(
     let codegen_cache = cache.filter(|_| dump.is_none());
     let check_protocol = attr.check_protocol;
     let irs: Vec<&tlx_core::ir::Kernel> = kernels.iter().map(|(_, kernel)| kernel).collect();
+    // `TLX_DUMP=protocol` wants what each check covered: it runs afresh.
+    let report_cache = cache.filter(|_| !dump.is_some_and(|d| d.wants("protocol")));
     let checks = codegen::parallel::map(&irs, |kernel| {
         let started = Instant::now();
         let report = check_protocol.then(|| {
-            let Some(cache) = cache else {
+            let Some(cache) = report_cache else {
                 return tlx_core::check::check_protocol(kernel);
             };
             let ir = kernel.to_string();
@@ -265,6 +267,17 @@ fn compile_all(
     });
     let mut lowered = Vec::with_capacity(kernels.len());
     for ((config, mut kernel), (report, check_time)) in kernels.into_iter().zip(checks) {
+        if let (Some(dump), Some(report)) = (dump, &report) {
+            let stem = config_stem(&signature.name.to_string(), &config.consts);
+            let summary = format!(
+                "{}\n{} error(s), {} warning(s), in {:.1} ms\n",
+                report.coverage,
+                report.errors.len(),
+                report.warnings.len(),
+                check_time.as_secs_f64() * 1e3
+            );
+            dump.write("protocol", &stem, "protocol.txt", &summary);
+        }
         let warnings = match report {
             Some(report) => protocol_findings(function, signature, &config, &report)?,
             None => Vec::new(),

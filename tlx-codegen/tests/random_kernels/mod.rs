@@ -629,3 +629,32 @@ fn rk<const R: usize, const C: usize>(a: Ptr<i32>, oi: Ptr<i32>) {
         assemble(&ptxas, Arch::Sm90a, "negation", &compiled.ptx);
     }
 }
+
+/// The checker says what it covered (`TLX_DUMP=protocol` writes it): for a
+/// warp-specialized ring, several sizes and random interleavings besides
+/// round robin.
+#[test]
+fn the_checker_reports_what_its_runs_covered() {
+    let mut rng = Rng(7);
+    let case = loop {
+        let case = Case::random(&mut rng);
+        if case.family() == "warp_specialized" {
+            break case;
+        }
+    };
+    let kernel = tlx_frontend::compile_str(&case.source())
+        .expect("the kernel compiles")
+        .remove(0);
+    let report = tlx_core::check::check_protocol(&kernel);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let covered = &report.coverage;
+    assert!(
+        covered.sizes > 1 && covered.random_interleavings > 1,
+        "{covered:?}"
+    );
+    assert!(
+        covered.runs >= covered.sizes + covered.random_interleavings - 2,
+        "{covered:?}"
+    );
+    assert!(covered.to_string().contains("random interleavings"));
+}

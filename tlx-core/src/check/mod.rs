@@ -14,6 +14,6 @@ mod tasks;
 mod verify;
 
 pub use cluster::{check_cluster_sync, ClusterSyncError};
-pub use protocol::{check_protocol, Finding, ProtocolReport, Rule};
+pub use protocol::{check_protocol, Coverage, Finding, ProtocolReport, Rule};
 pub use tasks::{check_task_region, TaskRuleError};
 pub use verify::{verify, VerifyError, VerifyErrorKind};

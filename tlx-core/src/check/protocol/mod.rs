@@ -149,12 +149,49 @@ pub struct Finding {
 }
 
 /// What the checker found in one kernel.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ProtocolReport {
     /// Protocol errors: the kernel would hang or read stale data.
     pub errors: Vec<Finding>,
     /// Constructs the checker could not decide.
     pub warnings: Vec<Finding>,
+    /// What the skeleton runs covered (`TLX_DUMP=protocol` writes it).
+    pub coverage: Coverage,
+}
+
+/// Reports are equal when their findings are: what the runs covered is
+/// how the checker got there, not what it found.
+impl PartialEq for ProtocolReport {
+    fn eq(&self, other: &ProtocolReport) -> bool {
+        self.errors == other.errors && self.warnings == other.warnings
+    }
+}
+
+impl Eq for ProtocolReport {}
+
+/// What the checker ran a kernel's skeleton with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Skeleton runs tried (sizes x grids x interleavings), up to the
+    /// first failure.
+    pub runs: usize,
+    /// Of them, runs under a random interleaving.
+    pub random_interleavings: usize,
+    /// Distinct sets of sizes.
+    pub sizes: usize,
+    /// The largest trip count every loop over a ring saw (`2S + 1`).
+    pub trips: i64,
+}
+
+impl std::fmt::Display for Coverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} skeleton runs: {} combinations of sizes and grid (every ring loop up to {} trips), {} random \
+             interleavings besides round robin",
+            self.runs, self.sizes, self.trips, self.random_interleavings
+        )
+    }
 }
 
 /// Task steps of one sample's run before it counts as endless (a loop that
@@ -169,6 +206,7 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     let mut report = ProtocolReport {
         errors: accumulator::check(kernel),
         warnings: Vec::new(),
+        coverage: Coverage::default(),
     };
     let skeleton = slice::skeleton(kernel);
     // An accumulator read early also leaves its operands' reads open: the
@@ -198,7 +236,15 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     }
     let samples = samples::samples(kernel, &skeleton, &sizes, lowered);
     // The smallest failing sizes explain the bug best; one is enough.
-    if let Some((sample, error)) = first_failure(&samples, |s| run(s, SAMPLE_STEPS).err()) {
+    let failure = first_failure(&samples, |s| run(s, SAMPLE_STEPS).err());
+    let tried = failure.as_ref().map_or(samples.len(), |(sample, _)| {
+        samples
+            .iter()
+            .position(|s| std::ptr::eq(s, *sample))
+            .map_or(samples.len(), |i| i + 1)
+    });
+    report.coverage = samples::coverage(&samples[..tried], sizes.max_trips());
+    if let Some((sample, error)) = failure {
         let described = samples::describe(kernel, sample);
         match diagnose::diagnose(kernel, &error, &described) {
             diagnose::Verdict::Error(finding) => report.errors.push(finding),

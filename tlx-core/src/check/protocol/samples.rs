@@ -48,6 +48,11 @@ pub(crate) struct Sample {
     pub(crate) schedule: Schedule,
 }
 
+/// Random interleavings tried at the smallest sizes besides round robin
+/// and the pivot's one: a budget that keeps the checker's cost per
+/// configuration within a few short runs.
+pub(crate) const EXPLORED_SCHEDULES: u64 = 4;
+
 /// Sizes tried for integer parameters, smallest first: every trip count
 /// `1..=max_trips` of `ceil(n / B)` for each block `B` in `blocks`.
 pub(crate) fn ladder(blocks: &[i64], max_trips: i64) -> Vec<i64> {
@@ -96,6 +101,11 @@ impl Sizes {
                 pivots[level.min(pivots.len() - 1)]
             })
             .collect()
+    }
+
+    /// The trips every loop over the largest ring sees (`2S + 1`).
+    pub(crate) fn max_trips(&self) -> i64 {
+        self.max_trips
     }
 
     /// Whether some parameter has a pivot number `level`.
@@ -156,14 +166,29 @@ pub(crate) fn samples(
         });
     // Barrier phases and the happens-before checks do not depend on the
     // interleaving; one random one, at the pivot, covers landing orders.
-    let both = [Schedule::RoundRobin, Schedule::Random { seed: 1 }];
+    // The smallest sizes (short runs) also get `EXPLORED_SCHEDULES` more
+    // random interleavings of their tasks and copy landings, for what a
+    // single order could pass by (control flow on another task's writes).
+    let every: Vec<Schedule> = std::iter::once(Schedule::RoundRobin)
+        .chain((1..=1 + EXPLORED_SCHEDULES).map(|seed| Schedule::Random { seed }))
+        .collect();
+    let mut pivot_seen = false;
     let runs = together
         .into_iter()
-        .map(|values| {
-            let at_pivot = values == pivots;
-            (values, &both[..if at_pivot { 2 } else { 1 }])
+        .chain(one_at_a_time)
+        .enumerate()
+        .map(|(i, values)| {
+            let first_pivot = values == pivots && !std::mem::replace(&mut pivot_seen, true);
+            let count = if i == 0 {
+                every.len()
+            } else if first_pivot {
+                2
+            } else {
+                1
+            };
+            (values, &every[..count])
         })
-        .chain(one_at_a_time.map(|values| (values, &both[..1])));
+        .collect::<Vec<_>>();
     let mut out = Vec::new();
     for (values, schedules) in runs {
         for &programs in &grids {
@@ -385,6 +410,24 @@ fn reads_program(kernel: &Kernel, skeleton: &Skeleton) -> bool {
 }
 
 /// The sample's sizes and grid, for messages: `K = 65, a grid of 3 programs`.
+/// What running `samples` covers.
+pub(crate) fn coverage(samples: &[Sample], trips: i64) -> super::Coverage {
+    let mut sizes: Vec<(&[Option<ArgValue>], [u32; 3])> = samples
+        .iter()
+        .map(|s| (s.args.as_slice(), s.grid))
+        .collect();
+    sizes.dedup();
+    super::Coverage {
+        runs: samples.len(),
+        random_interleavings: samples
+            .iter()
+            .filter(|s| matches!(s.schedule, Schedule::Random { .. }))
+            .count(),
+        sizes: sizes.len(),
+        trips,
+    }
+}
+
 pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
     let mut parts: Vec<String> = kernel
         .params
