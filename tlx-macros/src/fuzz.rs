@@ -1,7 +1,7 @@
 //! The macro's fuzzer (issue 52): every kernel of the workspace, mutated a
 //! token or an argument at a time (deletions, swaps, duplicates, other
-//! names, types and literals, arguments dropped or repeated, the attribute
-//! too), goes through the whole expansion: frontend, protocol checker, code
+//! names, types and literals, arguments dropped or repeated, neighbouring
+//! statements swapped, the attribute too), goes through the whole expansion: frontend, protocol checker, code
 //! generation and LLVM. Each input must come out as a launcher or as errors
 //! placed at one of its tokens: a panic, an internal compiler error, an
 //! error at no token or an expansion that is not Rust is a failure, printed
@@ -298,6 +298,35 @@ fn arguments(lexes: &[Lex], open: usize, close: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// The statements of a brace block, as token ranges: each ends after a
+/// top-level `;` or a nested block (`for`, `if`, `async_tasks!`).
+fn statements(lexes: &[Lex], open: usize, close: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, open + 1);
+    for (i, lex) in lexes.iter().enumerate().take(close).skip(open + 1) {
+        match lex {
+            Lex::Open(_) => depth += 1,
+            Lex::Close(d) => {
+                depth -= 1;
+                // `if .. {} else {}` goes on; `let x = {..};` ends at its `;`.
+                let next = lexes.get(i + 1);
+                let goes_on = matches!(next, Some(Lex::Ident(w)) if w == "else")
+                    || matches!(next, Some(Lex::Punct(';', _)));
+                if depth == 0 && *d == Delimiter::Brace && !goes_on {
+                    out.push((start, i + 1));
+                    start = i + 1;
+                }
+            }
+            Lex::Punct(';', _) if depth == 0 => {
+                out.push((start, i + 1));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// One mutation of `lexes`, described for the report; `None` when the
 /// chosen kind found nothing to act on.
 fn mutate(lexes: &mut Vec<Lex>, vocabulary: &[String], rng: &mut Rng) -> Option<String> {
@@ -308,7 +337,31 @@ fn mutate(lexes: &mut Vec<Lex>, vocabulary: &[String], rng: &mut Rng) -> Option<
     let show = |l: &Lex| render(std::slice::from_ref(l)).trim().to_string();
     // Literal changes keep the source Rust and reach the later stages
     // (the checker with other phases and counts, codegen with odd shapes).
-    match rng.below(12) {
+    match rng.below(14) {
+        // Two neighbouring statements of one block swapped: a wait after
+        // the read it guards, an arrive before the write it announces.
+        12 | 13 => {
+            let blocks: Vec<usize> = (0..lexes.len())
+                .filter(|&i| lexes[i] == Lex::Open(Delimiter::Brace))
+                .collect();
+            let open = *rng.pick(&blocks)?;
+            let close = closing(lexes, open)?;
+            let statements = statements(lexes, open, close);
+            if statements.len() < 2 {
+                return None;
+            }
+            let k = rng.below(statements.len() - 1);
+            let ((a0, a1), (b0, b1)) = (statements[k], statements[k + 1]);
+            let first: Vec<Lex> = lexes[a0..a1].to_vec();
+            let second: Vec<Lex> = lexes[b0..b1].to_vec();
+            let said = format!(
+                "swapped `{}` and `{}`",
+                render(&first).trim().replace('\n', " "),
+                render(&second).trim().replace('\n', " ")
+            );
+            lexes.splice(a0..b1, second.into_iter().chain(first));
+            Some(said)
+        }
         0 => {
             let gone = lexes.remove(at);
             Some(format!("deleted `{}`", show(&gone)))
@@ -738,4 +791,31 @@ fn every_seed_renders_back_to_a_function() {
             seed.origin
         );
     }
+}
+
+#[test]
+fn statements_split_at_semicolons_and_closing_blocks() {
+    let mut lexes = Vec::new();
+    let body =
+        "{ let a = 1; for i in 0..n { f(i); } if a { g(); } else { h(); } let b = { 2 }; x }";
+    flatten(TokenStream::from_str(body).unwrap_or_default(), &mut lexes);
+    let close = closing(&lexes, 0).unwrap_or(0);
+    let texts: Vec<String> = statements(&lexes, 0, close)
+        .into_iter()
+        .map(|(a, b)| {
+            render(&lexes[a..b])
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "let a = 1 ;",
+            "for i in 0 .. n { f ( i ) ; }",
+            "if a { g ( ) ; } else { h ( ) ; }",
+            "let b = { 2 } ;",
+        ]
+    );
 }
