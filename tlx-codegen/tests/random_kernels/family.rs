@@ -999,329 +999,133 @@ fn rk<const BLOCK: usize, const S: usize, const R: usize>(x: Ptr<f32>, y: Ptr<f3
     /// tiles, stages, replicas, programs, elements.
     pub fn shrunk(&self) -> Vec<Case> {
         let mut out = Vec::new();
-        let mut with = |change: &dyn Fn(&mut Case)| {
-            let mut c = self.clone();
-            change(&mut c);
-            out.push(c);
-        };
-        match self {
-            Case::Elementwise { f, i, n, block, .. } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::Elementwise { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                for e in i.shrunk(false) {
-                    with(&|c| {
-                        if let Case::Elementwise { i, .. } = c {
-                            *i = e.clone()
-                        }
-                    });
-                }
-                if *n > 1 {
-                    with(&|c| {
-                        if let Case::Elementwise { n, .. } = c {
-                            *n = (*n / 2).max(1)
-                        }
-                    });
-                }
-                if *block > 32 {
-                    with(&|c| {
-                        if let Case::Elementwise { block, .. } = c {
-                            *block /= 2
-                        }
-                    });
-                }
+        let mut probe = self.clone();
+        let exprs: Vec<(Expr, bool)> = probe
+            .exprs_mut()
+            .into_iter()
+            .map(|(e, float)| (e.clone(), float))
+            .collect();
+        for (k, (expr, float)) in exprs.into_iter().enumerate() {
+            for smaller in expr.shrunk(float) {
+                let mut case = self.clone();
+                *case.exprs_mut()[k].0 = smaller;
+                out.push(case);
             }
+        }
+        let counts: Vec<(usize, Lower, usize)> = probe
+            .counts_mut()
+            .into_iter()
+            .map(|(value, lower, floor)| (*value, lower, floor))
+            .collect();
+        for (k, (value, lower, floor)) in counts.into_iter().enumerate() {
+            if value > floor {
+                let mut case = self.clone();
+                *case.counts_mut()[k].0 = lower.from(value, floor);
+                out.push(case);
+            }
+        }
+        out
+    }
+
+    /// The case's expressions, each with whether it is a float one.
+    fn exprs_mut(&mut self) -> Vec<(&mut Expr, bool)> {
+        match self {
+            Case::Elementwise { f, i, .. } | Case::Reduce { f, i, .. } => {
+                vec![(f, true), (i, false)]
+            }
+            Case::Scan { i, .. } | Case::Atomic { i, .. } => vec![(i, false)],
+            Case::Dot { .. } => Vec::new(),
+            Case::Ring { f, .. }
+            | Case::WarpSpecialized { f, .. }
+            | Case::Named { f, .. }
+            | Case::TmaRing { f, .. }
+            | Case::Cluster { f, .. } => vec![(f, true)],
+        }
+    }
+
+    /// The counts the shrinker may lower, each with how and its floor (a
+    /// count at its floor stays).
+    fn counts_mut(&mut self) -> Vec<(&mut usize, Lower, usize)> {
+        use Lower::*;
+        match self {
+            Case::Elementwise { n, block, .. } => vec![(n, Halve, 1), (block, Halve, 32)],
             Case::Reduce {
-                f,
-                i,
                 programs,
                 rows,
                 cols,
                 ..
-            } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::Reduce { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                for e in i.shrunk(false) {
-                    with(&|c| {
-                        if let Case::Reduce { i, .. } = c {
-                            *i = e.clone()
-                        }
-                    });
-                }
-                if *programs > 1 {
-                    with(&|c| {
-                        if let Case::Reduce { programs, .. } = c {
-                            *programs = 1
-                        }
-                    });
-                }
-                if *rows > 2 {
-                    with(&|c| {
-                        if let Case::Reduce { rows, .. } = c {
-                            *rows /= 2
-                        }
-                    });
-                }
-                if *cols > 2 {
-                    with(&|c| {
-                        if let Case::Reduce { cols, .. } = c {
-                            *cols /= 2
-                        }
-                    });
-                }
-            }
+            } => vec![(programs, To(1), 1), (rows, Halve, 2), (cols, Halve, 2)],
             Case::Scan {
-                i, programs, block, ..
-            } => {
-                for e in i.shrunk(false) {
-                    with(&|c| {
-                        if let Case::Scan { i, .. } = c {
-                            *i = e.clone()
-                        }
-                    });
-                }
-                if *programs > 1 {
-                    with(&|c| {
-                        if let Case::Scan { programs, .. } = c {
-                            *programs = 1
-                        }
-                    });
-                }
-                if *block > 16 {
-                    with(&|c| {
-                        if let Case::Scan { block, .. } = c {
-                            *block /= 2
-                        }
-                    });
-                }
-            }
+                programs, block, ..
+            } => vec![(programs, To(1), 1), (block, Halve, 16)],
             Case::Dot {
                 k_tiles,
                 bm,
                 bn,
                 bk,
                 ..
-            } => {
-                if *k_tiles > 1 {
-                    with(&|c| {
-                        if let Case::Dot { k_tiles, .. } = c {
-                            *k_tiles = 1
-                        }
-                    });
-                }
-                if *bm > 16 {
-                    with(&|c| {
-                        if let Case::Dot { bm, .. } = c {
-                            *bm /= 2
-                        }
-                    });
-                }
-                if *bn > 16 {
-                    with(&|c| {
-                        if let Case::Dot { bn, .. } = c {
-                            *bn /= 2
-                        }
-                    });
-                }
-                if *bk > 16 {
-                    with(&|c| {
-                        if let Case::Dot { bk, .. } = c {
-                            *bk /= 2
-                        }
-                    });
-                }
-            }
-            Case::Atomic { i, n, buckets, .. } => {
-                for e in i.shrunk(false) {
-                    with(&|c| {
-                        if let Case::Atomic { i, .. } = c {
-                            *i = e.clone()
-                        }
-                    });
-                }
-                if *n > 1 {
-                    with(&|c| {
-                        if let Case::Atomic { n, .. } = c {
-                            *n = (*n / 2).max(1)
-                        }
-                    });
-                }
-                if *buckets > 1 {
-                    with(&|c| {
-                        if let Case::Atomic { buckets, .. } = c {
-                            *buckets = 1
-                        }
-                    });
-                }
-            }
+            } => vec![
+                (k_tiles, To(1), 1),
+                (bm, Halve, 16),
+                (bn, Halve, 16),
+                (bk, Halve, 16),
+            ],
+            Case::Atomic { n, buckets, .. } => vec![(n, Halve, 1), (buckets, To(1), 1)],
             Case::Ring {
-                f,
                 tiles,
                 stages,
                 programs,
                 ..
-            } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::Ring { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                if *tiles > 1 {
-                    with(&|c| {
-                        if let Case::Ring { tiles, .. } = c {
-                            *tiles -= 1
-                        }
-                    });
-                }
-                if *stages > 2 {
-                    with(&|c| {
-                        if let Case::Ring { stages, .. } = c {
-                            *stages -= 1
-                        }
-                    });
-                }
-                if *programs > 1 {
-                    with(&|c| {
-                        if let Case::Ring { programs, .. } = c {
-                            *programs = 1
-                        }
-                    });
-                }
-            }
+            } => vec![
+                (tiles, Decrement, 1),
+                (stages, Decrement, 2),
+                (programs, To(1), 1),
+            ],
             Case::WarpSpecialized {
-                f,
                 tiles,
                 stages,
                 replicas,
                 programs,
                 ..
-            } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::WarpSpecialized { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                if *tiles > 1 {
-                    with(&|c| {
-                        if let Case::WarpSpecialized { tiles, .. } = c {
-                            *tiles -= 1
-                        }
-                    });
-                }
-                if *stages > 1 {
-                    with(&|c| {
-                        if let Case::WarpSpecialized { stages, .. } = c {
-                            *stages -= 1
-                        }
-                    });
-                }
-                if *replicas > 1 {
-                    with(&|c| {
-                        if let Case::WarpSpecialized { replicas, .. } = c {
-                            *replicas = 1
-                        }
-                    });
-                }
-                if *programs > 1 {
-                    with(&|c| {
-                        if let Case::WarpSpecialized { programs, .. } = c {
-                            *programs = 1
-                        }
-                    });
-                }
-            }
-            Case::Named { f, tiles, .. } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::Named { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                if *tiles > 1 {
-                    with(&|c| {
-                        if let Case::Named { tiles, .. } = c {
-                            *tiles -= 1
-                        }
-                    });
-                }
-            }
-            Case::TmaRing {
-                f, tiles, stages, ..
-            } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::TmaRing { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                if *tiles > 1 {
-                    with(&|c| {
-                        if let Case::TmaRing { tiles, .. } = c {
-                            *tiles -= 1
-                        }
-                    });
-                }
-                if *stages > 1 {
-                    with(&|c| {
-                        if let Case::TmaRing { stages, .. } = c {
-                            *stages -= 1
-                        }
-                    });
-                }
+            } => vec![
+                (tiles, Decrement, 1),
+                (stages, Decrement, 1),
+                (replicas, To(1), 1),
+                (programs, To(1), 1),
+            ],
+            Case::Named { tiles, .. } => vec![(tiles, Decrement, 1)],
+            Case::TmaRing { tiles, stages, .. } => {
+                vec![(tiles, Decrement, 1), (stages, Decrement, 1)]
             }
             Case::Cluster {
-                f,
                 rounds,
                 clusters,
                 cluster,
                 ..
-            } => {
-                for e in f.shrunk(true) {
-                    with(&|c| {
-                        if let Case::Cluster { f, .. } = c {
-                            *f = e.clone()
-                        }
-                    });
-                }
-                if *rounds > 1 {
-                    with(&|c| {
-                        if let Case::Cluster { rounds, .. } = c {
-                            *rounds -= 1
-                        }
-                    });
-                }
-                if *clusters > 1 {
-                    with(&|c| {
-                        if let Case::Cluster { clusters, .. } = c {
-                            *clusters = 1
-                        }
-                    });
-                }
-                if *cluster > 2 {
-                    with(&|c| {
-                        if let Case::Cluster { cluster, .. } = c {
-                            *cluster = 2
-                        }
-                    });
-                }
-            }
+            } => vec![
+                (rounds, Decrement, 1),
+                (clusters, To(1), 1),
+                (cluster, To(2), 2),
+            ],
         }
-        out
+    }
+}
+
+/// How the shrinker lowers a count above its floor.
+#[derive(Clone, Copy)]
+enum Lower {
+    Halve,
+    Decrement,
+    To(usize),
+}
+
+impl Lower {
+    fn from(self, value: usize, floor: usize) -> usize {
+        match self {
+            Lower::Halve => (value / 2).max(floor),
+            Lower::Decrement => value - 1,
+            Lower::To(target) => target,
+        }
     }
 }
 

@@ -206,11 +206,11 @@ fn run(
         .collect()
 }
 
-/// Runs `built` on the interpreter directly, its tasks interleaved by a
+/// Runs `kernel` on the interpreter directly, its tasks interleaved by a
 /// random schedule (`schedule`) and reads of unwritten memory reported:
 /// a correct kernel gives the same result under every interleaving.
 fn run_scheduled(
-    built: &Built,
+    kernel: &Kernel,
     plans: &[Buffer],
     programs: u32,
     data: &[Data],
@@ -246,7 +246,7 @@ fn run_scheduled(
     }
     args.extend(scalars.iter().map(|&s| ArgValue::i32(s)));
     let options = InterpOptions::new(0, true).with_schedule(Schedule::Random { seed: schedule });
-    run_kernel(&built.kernel, [programs, 1, 1], &args, &mem, &options)
+    run_kernel(kernel, [programs, 1, 1], &args, &mem, &options)
         .map_err(|e| format!("with TLX_SCHEDULE=random:{schedule}: {e}"))?;
     data.iter()
         .zip(ids)
@@ -323,7 +323,7 @@ fn try_case(
     compare(case, &before, &interpreted, 0.0).map_err(|e| format!("the interpreter: {e}"))?;
     let schedule = rng.next();
     let scheduled = run_scheduled(
-        &built,
+        &built.kernel,
         &buffers,
         case.programs(),
         &before,
@@ -507,20 +507,12 @@ fn try_bug(case: &Case, bug: &bugs::Bug, rng: &mut Rng) -> Option<Caught> {
     if !tlx_core::check::check_protocol(&kernel).errors.is_empty() {
         return Some(Caught::Refused);
     }
-    let built = Built {
-        spec: Box::leak(Box::new(KernelSpec {
-            name: "rk",
-            params: &[],
-            configs: &[],
-        })),
-        kernel,
-    };
     let (buffers, scalars) = case.buffers();
     let before = fill(&buffers, rng);
     let mut shown = Vec::new();
     for schedule in 0..9u64 {
         let ran = run_scheduled(
-            &built,
+            &kernel,
             &buffers,
             case.programs(),
             &before,
