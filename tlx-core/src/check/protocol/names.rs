@@ -95,10 +95,7 @@ impl HandleNames {
     /// Where mbarrier number `id` is allocated (its `alloc_barriers`), when
     /// the kernel's numbering is known.
     pub(crate) fn barrier_allocation(&self, id: usize) -> Option<crate::ir::SrcLoc> {
-        self.barriers
-            .iter()
-            .find(|r| (r.first..r.first + r.count).contains(&id))?
-            .at
+        run_of(&self.barriers, id)?.at
     }
 
     /// `message` with each `mbarrier #N`, `shared buffer #N` and
@@ -144,9 +141,7 @@ impl HandleNames {
 /// `name[index]` for number `id`, where a named run holds it, with the
 /// allocations that reuse its bytes (`` `words[1]` `` by `reuse`).
 fn name_of(runs: &[Run], id: usize) -> Option<(String, String)> {
-    let run = runs
-        .iter()
-        .find(|r| (r.first..r.first + r.count).contains(&id))?;
+    let run = run_of(runs, id)?;
     let name = run.name.as_ref()?;
     let index = id - run.first;
     let aliases: Vec<String> = run
@@ -162,6 +157,12 @@ fn name_of(runs: &[Run], id: usize) -> Option<(String, String)> {
             format!("; {} on its bytes, by `reuse = {name}`", aliases.join(", ")),
         ),
     })
+}
+
+/// The run that took number `id`.
+fn run_of(runs: &[Run], id: usize) -> Option<&Run> {
+    runs.iter()
+        .find(|r| (r.first..r.first + r.count).contains(&id))
 }
 
 /// Whether `block` (or a block inside it) allocates buffers or barriers.

@@ -409,8 +409,8 @@ fn reads_program(kernel: &Kernel, skeleton: &Skeleton) -> bool {
     reads
 }
 
-/// The sample's sizes and grid, for messages: `K = 65, a grid of 3 programs`.
-/// What running `samples` covers.
+/// What running `samples` covers. Samples of one set of sizes and grid
+/// come one after another (one per interleaving), so neighbours dedup.
 pub(crate) fn coverage(samples: &[Sample], trips: i64) -> super::Coverage {
     let mut sizes: Vec<(&[Option<ArgValue>], [u32; 3])> = samples
         .iter()
@@ -428,6 +428,7 @@ pub(crate) fn coverage(samples: &[Sample], trips: i64) -> super::Coverage {
     }
 }
 
+/// The sample's sizes and grid, for messages: `K = 65, a grid of 3 programs`.
 pub(crate) fn describe(kernel: &Kernel, sample: &Sample) -> String {
     let mut parts: Vec<String> = kernel
         .params
