@@ -758,9 +758,9 @@ fn build_cost_per_config() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let filter = std::env::var("TLX_COST_FILTER").unwrap_or_default();
     println!(
-        "| kernel | config | lower ms | protocol check ms | codegen ms | total ms (min/median) |"
+        "| kernel | config | lower ms | protocol check ms | interleavings explored | codegen ms | total ms (min/median) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     let mut sums = [Duration::ZERO; 4];
     for kernel in kernels.iter().filter(|k| k.label().contains(&filter)) {
         let configs = configurations(kernel).expect("the attribute parses");
@@ -768,6 +768,7 @@ fn build_cost_per_config() {
         let checked = frontend::parse_attr(kernel.attr.clone()).map_or(true, |a| a.check_protocol);
         for config in &configs {
             let mut times: [Vec<Duration>; 4] = Default::default();
+            let mut explored = String::from("-");
             for _ in 0..RUNS {
                 let started = Instant::now();
                 let lowered = lower(kernel, config).expect("the kernel lowers");
@@ -775,6 +776,12 @@ fn build_cost_per_config() {
                 if checked {
                     let report = tlx_core::check::check_protocol(&lowered);
                     assert!(report.errors.is_empty(), "{:?}", report.errors);
+                    let c = &report.coverage;
+                    explored = format!(
+                        "{}{}",
+                        c.explored,
+                        if c.explored_all { " (all)" } else { "" }
+                    );
                 }
                 let checked_at = Instant::now();
                 codegen::compile(&lowered, arch).expect("the kernel compiles");
@@ -790,11 +797,12 @@ fn build_cost_per_config() {
             }
             let median = |t: &[Duration]| millis(t[RUNS / 2]);
             println!(
-                "| {} | {} | {:.2} | {:.1} | {:.1} | {:.1} / {:.1} |",
+                "| {} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} / {:.1} |",
                 kernel.label(),
                 config_label(config),
                 median(&times[0]),
                 median(&times[1]),
+                explored,
                 median(&times[2]),
                 millis(times[3][0]),
                 median(&times[3]),

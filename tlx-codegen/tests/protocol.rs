@@ -330,3 +330,75 @@ fn a_phase_loaded_from_memory_is_a_warning_not_a_silent_pass() {
         "{warning:#?}"
     );
 }
+
+/// Two producers arrive on a barrier counted for one, and the consumer
+/// waits for the two phases they complete: in round robin the consumer's
+/// first wait passes between the two arrivals, so the run passes; when
+/// both arrive before it, the barrier is two phases on and the wait for
+/// phase 0 never passes. Only an interleaving other than round robin shows
+/// it, and the exploration of the smallest sizes finds it.
+const TWO_PRODUCERS: &str = r#"
+#[kernel]
+fn two_producers(out: Ptr<f32>) {
+    let ready = alloc_barriers(1, 1);
+    let other = alloc_barriers(1, 1);
+    async_tasks! {
+        task(default) {
+            barrier_wait(local_view(ready, 0), 0);
+            barrier_wait(local_view(ready, 0), 1);
+            store(out + arange(0, 32), full([32], 1.0, f32));
+        }
+        task(num_warps = 1) {
+            barrier_arrive(local_view(ready, 0));
+        }
+        task(num_warps = 1) {
+            for i in 0..4 {
+                barrier_arrive(local_view(other, 0));
+                barrier_wait(local_view(other, 0), i % 2);
+            }
+            barrier_arrive(local_view(ready, 0));
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_bug_only_another_interleaving_shows_fails_the_check() {
+    use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
+    let kernel = compile(TWO_PRODUCERS);
+    let mem = HostMemory::new();
+    let args = [ArgValue::Ptr {
+        buffer: mem.alloc(32 * 4),
+        offset_elems: 0,
+    }];
+    let round_robin = InterpOptions::new(1, true);
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &round_robin).expect("round robin passes");
+    let report = check_protocol(&kernel);
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    assert!(
+        matches!(finding.rule, Rule::Deadlock | Rule::ArriveCount),
+        "{finding:#?}"
+    );
+    assert!(report.coverage.explored > 1, "{:?}", report.coverage);
+}
+
+/// A correct kernel's exploration ends: every order of its dependent
+/// steps is run within the budget, and the report says so.
+#[test]
+fn a_correct_kernel_is_explored_completely() {
+    let fixed = TWO_PRODUCERS.replace(
+        "alloc_barriers(1, 1);\n    let other",
+        "alloc_barriers(1, 2);\n    let other",
+    );
+    let fixed = fixed.replacen(
+        "            barrier_wait(local_view(ready, 0), 1);\n",
+        "",
+        1,
+    );
+    let report = check(&fixed);
+    assert!(report.errors.is_empty(), "{report:#?}");
+    let covered = &report.coverage;
+    assert!(covered.explored_all && covered.explored > 1, "{covered:?}");
+}

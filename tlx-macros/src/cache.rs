@@ -123,10 +123,10 @@ fn encode_report(report: &ProtocolReport) -> String {
     }
     let c = &report.coverage;
     fields.extend(
-        [c.runs, c.random_interleavings, c.sizes]
+        [c.runs, c.random_interleavings, c.sizes, c.explored]
             .map(|n| n.to_string())
             .into_iter()
-            .chain([c.trips.to_string()]),
+            .chain([c.trips.to_string(), u8::from(c.explored_all).to_string()]),
     );
     encode(&fields.iter().map(String::as_str).collect::<Vec<_>>())
 }
@@ -157,7 +157,9 @@ fn decode_report(text: &str) -> Option<ProtocolReport> {
         runs: usize::try_from(number()?).ok()?,
         random_interleavings: usize::try_from(number()?).ok()?,
         sizes: usize::try_from(number()?).ok()?,
+        explored: usize::try_from(number()?).ok()?,
         trips: number()?,
+        explored_all: number()? == 1,
     };
     Some(ProtocolReport {
         errors,
@@ -210,9 +212,11 @@ mod tests {
             warnings: vec![finding(Rule::Undecidable, 9)],
             coverage: Coverage {
                 runs: 40,
-                random_interleavings: 7,
+                random_interleavings: 1,
                 sizes: 12,
                 trips: 7,
+                explored: 30,
+                explored_all: true,
             },
         };
         let back = decode_report(&encode_report(&report));

@@ -17,6 +17,7 @@ use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, V
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site, TaskCopy};
+use super::explore::{Access, Object};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
@@ -1060,7 +1061,22 @@ impl<'k> Task<'k> for Executor<'k> {
                 return self.step_prim(op, *prim, args, imms, index, shared);
             }
             if matches!(op.kind, OpKind::ClusterBarrier) {
-                if let Err(reason) = shared.cluster_barrier.arrive_and_wait(index) {
+                // Arrivals commute but the one that completes the
+                // generation (see `explore`).
+                let access = if shared.cluster_barrier.has_arrived(index) {
+                    Access::Read
+                } else {
+                    Access::Arrive
+                };
+                shared.footprint.touch(Object::ClusterBarrier, access);
+                let generation = shared.cluster_barrier.generation();
+                let passed = shared.cluster_barrier.arrive_and_wait(index);
+                if shared.cluster_barrier.generation() != generation {
+                    shared
+                        .footprint
+                        .touch(Object::ClusterBarrier, Access::Write);
+                }
+                if let Err(reason) = passed {
                     return Ok(StepOutcome::Blocked(Wait {
                         op: "cluster_barrier",
                         line: op.loc.line,

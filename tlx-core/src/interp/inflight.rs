@@ -10,12 +10,16 @@ use crate::ir::ScalarType;
 use std::sync::Arc;
 
 use super::error::{InterpError, Site};
+use super::explore::{Access, Object};
 use super::schedule::ProgramShared;
 use super::value::Data;
 
 /// A TMA load on its way into shared memory.
 #[derive(Clone, Debug)]
 pub(crate) struct InFlightCopy {
+    /// The program's count of copies when this one was issued: its name
+    /// in an explored schedule.
+    pub(crate) seq: u64,
     pub(crate) alloc: usize,
     pub(crate) buffer: usize,
     /// The elements of the buffer a slice destination covers.
@@ -42,6 +46,14 @@ impl ProgramShared {
             return Ok(());
         }
         let copy = self.in_flight.remove(index);
+        let buffer = self.smem.buffer_id(copy.alloc, copy.buffer);
+        for (object, access) in [
+            (Object::ClusterMap, Access::Read),
+            (Object::Buffer(buffer), Access::Write),
+            (Object::MBarrier(copy.barrier), Access::Arrive),
+        ] {
+            self.footprint.touch(object, access);
+        }
         // A copy into a program of the cluster that has already exited.
         if let Err(error) = self.cluster.check_landing(copy.alloc, copy.barrier) {
             return Err(InterpError::Remote {
@@ -61,12 +73,18 @@ impl ProgramShared {
         let Some(bar) = self.barriers.get_mut(copy.barrier) else {
             return Ok(());
         };
-        self.clocks.publish(copy.barrier, bar.phase(), &copy.clock);
+        let phase = bar.phase();
+        self.clocks.publish(copy.barrier, phase, &copy.clock);
         bar.complete_tx(copy.bytes)
             .map_err(|error| InterpError::MBarrier {
                 at: copy.at,
                 task: copy.task,
                 error,
-            })
+            })?;
+        if bar.phase() != phase {
+            self.footprint
+                .touch(Object::MBarrier(copy.barrier), Access::Write);
+        }
+        Ok(())
     }
 }

@@ -25,6 +25,7 @@ mod dot;
 mod elementwise;
 mod error;
 mod exec;
+mod explore;
 mod global;
 mod inflight;
 pub mod mbarrier;
@@ -302,7 +303,7 @@ pub fn run_kernel(
     opts: &InterpOptions,
 ) -> Result<(), InterpError> {
     let params = bind_args(kernel, args)?;
-    run_programs(kernel, grid, &params, mem, opts, None)
+    run_programs(kernel, grid, &params, mem, opts, None, None)
 }
 
 /// Runs the synchronization skeleton of `kernel` (the protocol checker's
@@ -321,6 +322,105 @@ pub fn run_skeleton(
     schedule: Schedule,
     max_steps: u64,
 ) -> Result<(), InterpError> {
+    let params = bind_skeleton_args(kernel, args)?;
+    let opts = InterpOptions {
+        threads: 1,
+        check_uninit: false,
+        schedule,
+        trace: None,
+    };
+    let skeleton = Some((keep, max_steps));
+    run_programs(
+        kernel,
+        grid,
+        &params,
+        &HostMemory::new(),
+        &opts,
+        skeleton,
+        None,
+    )
+}
+
+/// How far [`explore_skeleton`] went.
+#[derive(Debug)]
+pub struct Exploration {
+    /// Runs taken (each one interleaving).
+    pub runs: usize,
+    /// Whether every order of the first program's (or cluster's)
+    /// dependent steps was run: no interleaving of it can do otherwise.
+    pub complete: bool,
+    /// The first run's failure, if one failed.
+    pub result: Result<(), InterpError>,
+}
+
+/// Runs the skeleton of [`run_skeleton`] under every interleaving of the
+/// first program's (or cluster's) tasks and copy landings, up to
+/// reordering steps that touch nothing in common (see `explore`), and at
+/// most `max_runs` of them; stops at the first failure. The other
+/// programs of `grid` run round robin. Runs whose recorded steps pass
+/// `max_steps / 4` are explored only as far as they were recorded.
+pub fn explore_skeleton(
+    kernel: &ir::Kernel,
+    keep: &HashSet<ir::OpId>,
+    grid: [u32; 3],
+    args: &[Option<ArgValue>],
+    max_steps: u64,
+    max_runs: usize,
+) -> Exploration {
+    let params = match bind_skeleton_args(kernel, args) {
+        Ok(params) => params,
+        Err(error) => {
+            return Exploration {
+                runs: 0,
+                complete: false,
+                result: Err(error),
+            }
+        }
+    };
+    let opts = InterpOptions {
+        threads: 1,
+        check_uninit: false,
+        schedule: Schedule::RoundRobin,
+        trace: None,
+    };
+    let recorded = usize::try_from(max_steps / 4).unwrap_or(usize::MAX);
+    let mut explorer = explore::Explorer::new(recorded);
+    while explorer.runs() < max_runs {
+        let Some(guide) = explorer.next_run() else {
+            break;
+        };
+        let guide = Mutex::new(guide);
+        let skeleton = Some((keep, max_steps));
+        let run = run_programs(
+            kernel,
+            grid,
+            &params,
+            &HostMemory::new(),
+            &opts,
+            skeleton,
+            Some(&guide),
+        );
+        explorer.learn(guide.into_inner().unwrap_or_else(|p| p.into_inner()));
+        if run.is_err() {
+            return Exploration {
+                runs: explorer.runs(),
+                complete: false,
+                result: run,
+            };
+        }
+    }
+    Exploration {
+        runs: explorer.runs(),
+        complete: explorer.complete(),
+        result: Ok(()),
+    }
+}
+
+/// A skeleton run's parameters: `None` arguments are opaque.
+fn bind_skeleton_args(
+    kernel: &ir::Kernel,
+    args: &[Option<ArgValue>],
+) -> Result<Vec<Tensor>, InterpError> {
     if args.len() != kernel.params.len() {
         return Err(InterpError::ArgCount {
             kernel: kernel.name.clone(),
@@ -328,7 +428,7 @@ pub fn run_skeleton(
             got: args.len(),
         });
     }
-    let params = kernel
+    kernel
         .params
         .iter()
         .zip(args)
@@ -337,15 +437,7 @@ pub fn run_skeleton(
             Some(arg) => bind_arg(kernel, index, param, *arg),
             None => Ok(Tensor::opaque()),
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let opts = InterpOptions {
-        threads: 1,
-        check_uninit: false,
-        schedule,
-        trace: None,
-    };
-    let skeleton = Some((keep, max_steps));
-    run_programs(kernel, grid, &params, &HostMemory::new(), &opts, skeleton)
+        .collect()
 }
 
 /// `run_kernel` with bound parameters, in a skeleton run or not.
@@ -356,6 +448,7 @@ fn run_programs(
     mem: &HostMemory,
     opts: &InterpOptions,
     skeleton: Option<(&HashSet<ir::OpId>, u64)>,
+    guide: Option<&Mutex<explore::Guide>>,
 ) -> Result<(), InterpError> {
     let (skeleton, max_steps) = match skeleton {
         Some((keep, steps)) => (Some(keep), Some(steps)),
@@ -434,12 +527,18 @@ fn run_programs(
                     let mut tasks: Vec<&mut dyn Task> =
                         executors.iter_mut().map(|e| e as &mut dyn Task).collect();
                     let mut timeline = opts.trace.as_ref().map(|_| ProgramTimeline::new(first));
+                    // An explored schedule covers the first program (or
+                    // cluster); the others run round robin.
+                    let mut guided = guide
+                        .filter(|_| index == 0)
+                        .map(|g| g.lock().unwrap_or_else(|p| p.into_inner()));
                     let run = run_tasks(
                         &mut tasks,
                         &mut shared,
                         opts.schedule,
                         &label,
                         timeline.as_mut(),
+                        guided.as_deref_mut(),
                     );
                     // A run that failed keeps what it recorded: where a
                     // deadlock began is what its timeline is for.

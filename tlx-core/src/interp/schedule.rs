@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use super::clocks::Clocks;
 use super::cluster::ClusterMap;
 use super::error::{BytesShortfall, InterpError, Site};
+use super::explore::{Access, Actor, Footprint, Guide, Object};
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
 use super::phases::Observations;
@@ -99,6 +100,11 @@ pub(crate) struct ProgramShared {
     /// Steps a skeleton run may still take (it must end even if the kernel
     /// loops forever for some sample); `None`: unbounded.
     pub(crate) steps_left: Option<u64>,
+    /// Copies issued so far: the next one's number, which names it in an
+    /// explored schedule.
+    pub(crate) copies_issued: u64,
+    /// What the current step touched, in an explored schedule.
+    pub(crate) footprint: Footprint,
 }
 
 impl ProgramShared {
@@ -117,6 +123,14 @@ impl ProgramShared {
         self.expect_sites.clear();
         self.clocks.clear();
         self.cluster_barrier = ClusterBarrier::new(cluster_size);
+        self.copies_issued = 0;
+        self.footprint.record(false);
+    }
+
+    /// The number of the copy issued next.
+    pub(crate) fn next_copy(&mut self) -> u64 {
+        self.copies_issued += 1;
+        self.copies_issued - 1
     }
 }
 
@@ -155,6 +169,12 @@ impl ClusterBarrier {
     /// arrive in next).
     pub(crate) fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Whether member `member` has arrived in the current generation and
+    /// waits for it to complete.
+    pub(crate) fn has_arrived(&self, member: usize) -> bool {
+        self.waiting.get(member).is_some_and(Option::is_some)
     }
 
     /// Member `member` arrives (once per generation) and passes when its
@@ -321,13 +341,31 @@ enum TaskState {
     Finished,
 }
 
-enum Picker {
-    RoundRobin { next: usize },
+enum Picker<'g> {
+    RoundRobin {
+        next: usize,
+    },
     Random(SplitMix64),
+    /// An explored schedule: `guide` chooses every step and records it;
+    /// `pending` is the step chosen and not yet recorded, with the actors
+    /// it was chosen from.
+    Guided {
+        guide: &'g mut Guide,
+        pending: Option<(Actor, Vec<Actor>)>,
+        /// The guide ended the run: what follows repeats an explored order.
+        ended: bool,
+    },
 }
 
-impl Picker {
-    fn new(schedule: Schedule, program_index: usize) -> Picker {
+impl<'g> Picker<'g> {
+    fn new(schedule: Schedule, program_index: usize, guide: Option<&'g mut Guide>) -> Picker<'g> {
+        if let Some(guide) = guide {
+            return Picker::Guided {
+                guide,
+                pending: None,
+                ended: false,
+            };
+        }
         match schedule {
             Schedule::RoundRobin => Picker::RoundRobin { next: 0 },
             Schedule::Random { seed } => {
@@ -341,15 +379,62 @@ impl Picker {
 
     /// Which in-flight copy (of `in_flight`) lands before the next task step,
     /// if one does: the oldest, at once, in round robin; a random one at
-    /// random points otherwise. When no task can run, one always lands.
-    fn copy_to_land(&mut self, in_flight: usize, runnable: usize) -> Option<usize> {
-        if in_flight == 0 {
+    /// random points in a random schedule; the guide's choice in an
+    /// explored one (which also chooses the task `pick` then gives). When
+    /// no task can run, one always lands.
+    fn copy_to_land(
+        &mut self,
+        in_flight: &[InFlightCopy],
+        states: &[TaskState],
+        runnable: usize,
+    ) -> Option<usize> {
+        if let Picker::Guided {
+            guide,
+            pending,
+            ended,
+        } = self
+        {
+            let enabled: Vec<Actor> = (states.iter().enumerate())
+                .filter(|(_, s)| matches!(s, TaskState::Runnable))
+                .map(|(i, _)| Actor::Task(i))
+                .chain(in_flight.iter().map(|c| Actor::Copy(c.seq)))
+                .collect();
+            if enabled.is_empty() {
+                return None;
+            }
+            let Some(actor) = guide.choose(&enabled) else {
+                *ended = true;
+                return None;
+            };
+            *pending = Some((actor, enabled));
+            return match actor {
+                Actor::Copy(seq) => in_flight.iter().position(|c| c.seq == seq),
+                Actor::Task(_) => None,
+            };
+        }
+        if in_flight.is_empty() {
             return None;
         }
         match self {
             Picker::RoundRobin { .. } => Some(0),
             Picker::Random(rng) => {
-                (runnable == 0 || rng.below(4) == 0).then(|| rng.below(in_flight))
+                (runnable == 0 || rng.below(4) == 0).then(|| rng.below(in_flight.len()))
+            }
+            Picker::Guided { .. } => None,
+        }
+    }
+
+    /// Whether an explored schedule's guide ended the run.
+    fn ended(&self) -> bool {
+        matches!(self, Picker::Guided { ended: true, .. })
+    }
+
+    /// Records, in an explored schedule, what the step just taken touched
+    /// (`None`: the task blocked, no step).
+    fn took_step(&mut self, touches: Option<Vec<(Object, Access)>>) {
+        if let Picker::Guided { guide, pending, .. } = self {
+            if let Some((actor, enabled)) = pending.take() {
+                guide.record(actor, enabled, touches);
             }
         }
     }
@@ -369,6 +454,10 @@ impl Picker {
                 *next = (chosen + 1) % n;
                 Some(chosen)
             }
+            Picker::Guided { pending, .. } => match pending {
+                Some((Actor::Task(task), _)) => Some(*task),
+                _ => None,
+            },
             Picker::Random(rng) => {
                 let nth = rng.below(runnable);
                 states
@@ -413,6 +502,7 @@ pub(crate) fn run_tasks<'t>(
     schedule: Schedule,
     label: &ProgramLabel<'_>,
     mut timeline: Option<&mut ProgramTimeline>,
+    guide: Option<&mut Guide>,
 ) -> Result<(), InterpError> {
     let mut slots: Vec<Slot<'_, 't>> = tasks
         .iter_mut()
@@ -423,10 +513,12 @@ pub(crate) fn run_tasks<'t>(
     let mut parents: Vec<Option<usize>> = vec![None; slots.len()];
     let mut runnable = slots.len();
     let mut blocked = 0;
-    let mut picker = Picker::new(schedule, label.index);
+    shared.footprint.record(guide.is_some());
+    let mut picker = Picker::new(schedule, label.index, guide);
     while runnable + blocked > 0 {
-        if let Some(copy) = picker.copy_to_land(shared.in_flight.len(), runnable) {
+        if let Some(copy) = picker.copy_to_land(&shared.in_flight, &states, runnable) {
             shared.land(copy)?;
+            picker.took_step(Some(shared.footprint.take()));
             // The landing may complete a phase a blocked task waits for.
             for state in &mut states {
                 if matches!(state, TaskState::Blocked(_)) {
@@ -436,6 +528,9 @@ pub(crate) fn run_tasks<'t>(
             runnable += blocked;
             blocked = 0;
             continue;
+        }
+        if picker.ended() {
+            return Ok(());
         }
         let Some(chosen) = picker.pick(&states, runnable) else {
             return Err(label.deadlock(shared, stuck_tasks(&states, &slots)));
@@ -463,6 +558,12 @@ pub(crate) fn run_tasks<'t>(
             }
         }
         let made_progress = !matches!(outcome, StepOutcome::Blocked(_));
+        // A blocked step that changed nothing (a wait polled) is no step
+        // of the run; one that arrived first (a named or cluster barrier)
+        // is.
+        let touches = shared.footprint.take();
+        let changed = made_progress || touches.iter().any(|(_, a)| *a != Access::Read);
+        let mut touches = changed.then_some(touches);
         match outcome {
             StepOutcome::Ran => {}
             StepOutcome::Blocked(wait) => {
@@ -477,6 +578,9 @@ pub(crate) fn run_tasks<'t>(
                     // A program's own task (given in rank order) ended:
                     // the program has exited, and its shared memory with it.
                     shared.cluster.exit(chosen);
+                    if let Some(touches) = &mut touches {
+                        touches.push((Object::ClusterMap, Access::Write));
+                    }
                 }
                 if let Some(parent) = parents[chosen] {
                     shared.clocks.join_child(parent, chosen);
@@ -508,6 +612,7 @@ pub(crate) fn run_tasks<'t>(
                 }
             }
         }
+        picker.took_step(touches);
         if made_progress && blocked > 0 {
             // The step may have released what blocked tasks wait for.
             for state in &mut states {
@@ -576,7 +681,7 @@ mod tests {
 
     #[test]
     fn round_robin_cycles_over_runnable_tasks() {
-        let mut picker = Picker::new(Schedule::RoundRobin, 0);
+        let mut picker = Picker::new(Schedule::RoundRobin, 0, None);
         let blocked = TaskState::Blocked(Wait {
             op: "wait",
             line: 1,
@@ -596,7 +701,7 @@ mod tests {
     fn random_picks_depend_only_on_seed_and_program() {
         let states = vec![TaskState::Runnable; 5];
         let picks = |seed, program| {
-            let mut picker = Picker::new(Schedule::Random { seed }, program);
+            let mut picker = Picker::new(Schedule::Random { seed }, program, None);
             (0..64)
                 .map(|_| picker.pick(&states, 5).unwrap())
                 .collect::<Vec<_>>()

@@ -306,7 +306,7 @@ impl Pipeline {
     fn run(mut self, schedule: Schedule) -> Result<World, InterpError> {
         let mut tasks: Vec<&mut dyn Task> =
             self.tasks.iter_mut().map(|t| t as &mut dyn Task).collect();
-        run_tasks(&mut tasks, &mut self.shared, schedule, &LABEL, None)?;
+        run_tasks(&mut tasks, &mut self.shared, schedule, &LABEL, None, None)?;
         drop(tasks);
         drop(self.tasks);
         Ok(self.world.take())
@@ -495,7 +495,7 @@ fn the_kernel_body_runs_as_one_task_among_others() -> Result<(), InterpError> {
         let mut pipe = pipeline(2, 6, bug)?;
         let mut tasks: Vec<&mut dyn Task> = vec![&mut executor];
         tasks.extend(pipe.tasks.iter_mut().map(|t| t as &mut dyn Task));
-        let result = run_tasks(&mut tasks, &mut pipe.shared, schedule, &LABEL, None);
+        let result = run_tasks(&mut tasks, &mut pipe.shared, schedule, &LABEL, None, None);
         // Blocked tasks never hold up the others: the kernel body completes either way.
         assert_eq!(download_f32(&mem, out), sums, "{schedule}");
         match (bug, result) {

@@ -18,7 +18,9 @@ mod names;
 mod samples;
 mod slice;
 
-use crate::interp::{run_skeleton, InterpError};
+use samples::{Interleaving, EXPLORED_RUNS};
+
+use crate::interp::{explore_skeleton, run_skeleton, InterpError};
 use crate::ir::{Kernel, SrcLoc};
 
 /// The protocol rules, one per class of bug the checker rejects.
@@ -181,15 +183,26 @@ pub struct Coverage {
     pub sizes: usize,
     /// The largest trip count every loop over a ring saw (`2S + 1`).
     pub trips: i64,
+    /// Of the runs, interleavings the exploration of the smallest sizes ran.
+    pub explored: usize,
+    /// Whether the exploration ran every order of the dependent steps of
+    /// the smallest sizes' first program (or cluster), within its budget.
+    pub explored_all: bool,
 }
 
 impl std::fmt::Display for Coverage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how_far = if self.explored_all {
+            "every order of their dependent steps".to_owned()
+        } else {
+            format!("stopped at the budget of {EXPLORED_RUNS} runs")
+        };
         write!(
             f,
-            "{} skeleton runs: {} combinations of sizes and grid (every ring loop up to {} trips), {} random \
-             interleavings besides round robin",
-            self.runs, self.sizes, self.trips, self.random_interleavings
+            "{} skeleton runs: {} combinations of sizes and grid (every ring loop up to {} trips); the \
+             smallest sizes under {} interleavings ({how_far}), the others round robin and {} under a \
+             random interleaving",
+            self.runs, self.sizes, self.trips, self.explored, self.random_interleavings
         )
     }
 }
@@ -214,15 +227,31 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     if skeleton.is_empty() || !report.errors.is_empty() {
         return report;
     }
-    let run = |sample: &samples::Sample, max_steps: u64| {
-        run_skeleton(
+    // The exploration's runs, and whether every one it began was complete.
+    let explored = std::sync::Mutex::new((0, true));
+    let run = |sample: &samples::Sample, max_steps: u64| match sample.interleaving {
+        Interleaving::Fixed(schedule) => run_skeleton(
             kernel,
             &skeleton.keep,
             sample.grid,
             &sample.args,
-            sample.schedule,
+            schedule,
             max_steps,
-        )
+        ),
+        Interleaving::Explored => {
+            let exploration = explore_skeleton(
+                kernel,
+                &skeleton.keep,
+                sample.grid,
+                &sample.args,
+                max_steps,
+                EXPLORED_RUNS,
+            );
+            let mut explored = explored.lock().unwrap_or_else(|p| p.into_inner());
+            explored.0 += exploration.runs;
+            explored.1 &= exploration.complete;
+            exploration.result
+        }
     };
     // The pivot: the highest whose run of every size at it stays short
     // (a persistent kernel multiplies its sizes; see `samples`).
@@ -243,7 +272,8 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
             .position(|s| std::ptr::eq(s, *sample))
             .map_or(samples.len(), |i| i + 1)
     });
-    report.coverage = samples::coverage(&samples[..tried], sizes.max_trips());
+    let explored = *explored.lock().unwrap_or_else(|p| p.into_inner());
+    report.coverage = samples::coverage(&samples[..tried], sizes.max_trips(), explored);
     if let Some((sample, error)) = failure {
         let described = samples::describe(kernel, sample);
         match diagnose::diagnose(kernel, &error, &described) {

@@ -45,13 +45,22 @@ pub(crate) struct Sample {
     pub(crate) grid: [u32; 3],
     /// `None`: a parameter the skeleton does not need (opaque).
     pub(crate) args: Vec<Option<ArgValue>>,
-    pub(crate) schedule: Schedule,
+    pub(crate) interleaving: Interleaving,
 }
 
-/// Random interleavings tried at the smallest sizes besides round robin
-/// and the pivot's one: a budget that keeps the checker's cost per
-/// configuration within a few short runs.
-pub(crate) const EXPLORED_SCHEDULES: u64 = 4;
+/// How a sample's tasks are interleaved.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Interleaving {
+    /// One run in this order.
+    Fixed(Schedule),
+    /// Every order of the first program's dependent steps, up to
+    /// `EXPLORED_RUNS` runs (`crate::interp::explore_skeleton`).
+    Explored,
+}
+
+/// Runs the exploration of the smallest sizes may take: a budget that
+/// keeps the checker's cost per configuration within a few milliseconds.
+pub(crate) const EXPLORED_RUNS: usize = 64;
 
 /// Sizes tried for integer parameters, smallest first: every trip count
 /// `1..=max_trips` of `ceil(n / B)` for each block `B` in `blocks`.
@@ -164,14 +173,14 @@ pub(crate) fn samples(
                 values
             })
         });
-    // Barrier phases and the happens-before checks do not depend on the
-    // interleaving; one random one, at the pivot, covers landing orders.
-    // The smallest sizes (short runs) also get `EXPLORED_SCHEDULES` more
-    // random interleavings of their tasks and copy landings, for what a
-    // single order could pass by (control flow on another task's writes).
-    let every: Vec<Schedule> = std::iter::once(Schedule::RoundRobin)
-        .chain((1..=1 + EXPLORED_SCHEDULES).map(|seed| Schedule::Random { seed }))
-        .collect();
+    // The happens-before checks do not depend on the interleaving, but
+    // which phase a wait sees, which copy lands first and whether a peer
+    // has exited do: the smallest sizes (short runs) are explored under
+    // every order of their dependent steps, up to a budget (its first run
+    // is the round-robin one); the others run round robin, and the pivot
+    // also under one random interleaving of longer runs.
+    let round_robin = Interleaving::Fixed(Schedule::RoundRobin);
+    let random = Interleaving::Fixed(Schedule::Random { seed: 1 });
     let mut pivot_seen = false;
     let runs = together
         .into_iter()
@@ -179,14 +188,14 @@ pub(crate) fn samples(
         .enumerate()
         .map(|(i, values)| {
             let first_pivot = values == pivots && !std::mem::replace(&mut pivot_seen, true);
-            let count = if i == 0 {
-                every.len()
+            let interleavings = if i == 0 {
+                vec![Interleaving::Explored]
             } else if first_pivot {
-                2
+                vec![round_robin, random]
             } else {
-                1
+                vec![round_robin]
             };
-            (values, &every[..count])
+            (values, interleavings)
         })
         .collect::<Vec<_>>();
     let mut out = Vec::new();
@@ -196,11 +205,17 @@ pub(crate) fn samples(
                 let clusters = if a == 0 { programs } else { 1 };
                 clusters * kernel.options.cluster[a].max(1)
             });
-            for &schedule in schedules {
+            for &interleaving in &schedules {
+                // The exploration's budget goes to the one-program grid;
+                // the grid of two runs round robin.
+                let interleaving = match interleaving {
+                    Interleaving::Explored if programs > 1 => round_robin,
+                    other => other,
+                };
                 out.push(Sample {
                     grid,
                     args: args(kernel, skeleton, &sizes.params, &values),
-                    schedule,
+                    interleaving,
                 });
             }
         }
@@ -332,7 +347,7 @@ pub(crate) fn all_at_pivot(
     Some(Sample {
         grid: kernel.options.cluster.map(|c| c.max(1)),
         args: args(kernel, skeleton, &sizes.params, &sizes.pivots(level)),
-        schedule: Schedule::RoundRobin,
+        interleaving: Interleaving::Fixed(Schedule::RoundRobin),
     })
 }
 
@@ -411,20 +426,28 @@ fn reads_program(kernel: &Kernel, skeleton: &Skeleton) -> bool {
 
 /// What running `samples` covers. Samples of one set of sizes and grid
 /// come one after another (one per interleaving), so neighbours dedup.
-pub(crate) fn coverage(samples: &[Sample], trips: i64) -> super::Coverage {
+/// What `samples` covered, with the exploration's runs and whether it
+/// ran every order (`explored`).
+pub(crate) fn coverage(samples: &[Sample], trips: i64, explored: (usize, bool)) -> super::Coverage {
     let mut sizes: Vec<(&[Option<ArgValue>], [u32; 3])> = samples
         .iter()
         .map(|s| (s.args.as_slice(), s.grid))
         .collect();
     sizes.dedup();
+    let fixed = samples
+        .iter()
+        .filter(|s| matches!(s.interleaving, Interleaving::Fixed(_)))
+        .count();
     super::Coverage {
-        runs: samples.len(),
+        runs: fixed + explored.0,
         random_interleavings: samples
             .iter()
-            .filter(|s| matches!(s.schedule, Schedule::Random { .. }))
+            .filter(|s| matches!(s.interleaving, Interleaving::Fixed(Schedule::Random { .. })))
             .count(),
         sizes: sizes.len(),
         trips,
+        explored: explored.0,
+        explored_all: explored.1,
     }
 }
 

@@ -14,6 +14,7 @@ use super::super::error::{
     Fault, FaultResult, InterpError, PeerStore, PendingCopy, SliceWindow, UnfencedRead,
     UnreleasedRead,
 };
+use super::super::explore::{Access, Object};
 use super::super::inflight::InFlightCopy;
 use super::super::mbarrier::{MBarrier, MBarrierError};
 use super::super::schedule::{ExpectSite, ProgramShared, StepOutcome};
@@ -308,7 +309,7 @@ impl<'k> Executor<'k> {
                 }
                 let id = self.barrier_of(arg("bar")?)?;
                 let parity = self.get(arg("phase")?)?.scalar_int()? as u32;
-                let bar = barrier(shared, id)?;
+                let bar = barrier(shared, id, Access::Read)?;
                 if !bar.try_wait_parity(parity) {
                     let mut reason = bar.wait_reason(id);
                     if let WaitReason::MBarrier { phase, skipped, .. } = &mut reason {
@@ -358,10 +359,13 @@ impl<'k> Executor<'k> {
                 let bytes = self.get(arg("bytes")?)?.scalar_int()?;
                 let bytes = u32::try_from(bytes)
                     .map_err(|_| Fault::malformed(format!("{bytes} expected bytes")))?;
-                let bar = barrier(shared, id)?;
+                let bar = barrier(shared, id, Access::Arrive)?;
                 let phase = bar.phase();
                 let result = bar.expect_tx(bytes).and_then(|()| bar.arrive(1).map(drop));
                 result.map_err(|e| self.mbarrier_error(op, e))?;
+                if bar.phase() != phase {
+                    shared.footprint.touch(Object::MBarrier(id), Access::Write);
+                }
                 shared.clocks.arrive(task, id, phase);
                 let site = ExpectSite {
                     at: self.site(Some(op)),
@@ -398,7 +402,7 @@ impl<'k> Executor<'k> {
                 } else {
                     Some(self.read_tma_box(arg("desc")?, elem, rest("offsets")?, false)?)
                 };
-                let phase = barrier(shared, bar_id)?.phase();
+                let phase = barrier(shared, bar_id, Access::Read)?.phase();
                 let buffer_id = shared.smem.buffer_id(alloc, buffer);
                 self.check_write(op, shared, buffer_id, task)?;
                 shared.async_writes.record_write(
@@ -409,7 +413,9 @@ impl<'k> Executor<'k> {
                     phase,
                 );
                 // The copy lands later, when the scheduler says (see `inflight`).
+                let seq = shared.next_copy();
                 shared.in_flight.push(InFlightCopy {
+                    seq,
                     alloc,
                     buffer,
                     window: view.window.clone(),
@@ -597,6 +603,8 @@ impl<'k> Executor<'k> {
                 // Each program of a cluster has its own hardware barriers.
                 let rank = self.cluster_rank();
                 let (generation, polled) = shared.named_barriers(rank).arrival_generation(task, id);
+                let access = if polled { Access::Read } else { Access::Write };
+                shared.footprint.touch(Object::NamedBarriers(rank), access);
                 // The clocks key barriers across the cluster: rank's own 16.
                 let clock_id = id + 16 * rank as u32;
                 if !polled {
@@ -782,10 +790,13 @@ impl<'k> Executor<'k> {
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
-        let bar = barrier(shared, id)?;
+        let bar = barrier(shared, id, Access::Arrive)?;
         let phase = bar.phase();
         bar.arrive(count).map_err(|e| self.mbarrier_error(op, e))?;
         let completes = bar.phase() != phase;
+        if completes {
+            shared.footprint.touch(Object::MBarrier(id), Access::Write);
+        }
         shared.clocks.arrive(task, id, phase);
         if let Some(earlier) = shared.observations.arrive(task, id, completes, op.loc.line) {
             return Err(Stop::error(InterpError::EarlyArrive {
@@ -809,6 +820,7 @@ impl<'k> Executor<'k> {
         task: usize,
     ) -> PrimResult<()> {
         let id = shared.smem.buffer_id(alloc, buffer);
+        shared.footprint.touch(Object::Buffer(id), Access::Read);
         // The async proxy's readers: an `async_dot` operand is read until
         // its group is waited for, a TMA store's source until a store wait
         // retires it.
@@ -921,6 +933,7 @@ impl<'k> Executor<'k> {
         id: usize,
         task: usize,
     ) -> PrimResult<()> {
+        shared.footprint.touch(Object::Buffer(id), Access::Write);
         self.check_write_after_copies(op, shared, id, task)?;
         // The task's own TMA store may still be reading the buffer.
         if let Some(&(_, line)) = self.in_flight.tma_stores.iter().find(|(b, _)| *b == id) {
@@ -1094,7 +1107,9 @@ fn slice_indices(from: &[usize], to: &[usize], offsets: &[i64]) -> Option<Vec<us
     Some(super::super::value::strided_indices(to, &strides, base))
 }
 
-fn barrier(shared: &mut ProgramShared, id: usize) -> FaultResult<&mut MBarrier> {
+/// Mbarrier `id`, for a step that reads or changes it (`access`).
+fn barrier(shared: &mut ProgramShared, id: usize, access: Access) -> FaultResult<&mut MBarrier> {
+    shared.footprint.touch(Object::MBarrier(id), access);
     shared
         .barriers
         .get_mut(id)

@@ -13,6 +13,7 @@ use crate::ir::{Named, Op, Prim, ValueId};
 
 use super::super::super::cluster::{ClusterMap, RemoteError};
 use super::super::super::error::{Fault, InterpError};
+use super::super::super::explore::{Access, Object};
 use super::super::super::inflight::InFlightCopy;
 use super::super::super::linear_index;
 use super::super::super::schedule::ProgramShared;
@@ -42,12 +43,14 @@ impl<'k> Executor<'k> {
 
     /// Cluster-barrier generations completed so far.
     fn completed_generations(shared: &ProgramShared) -> u64 {
+        shared.footprint.touch(Object::ClusterBarrier, Access::Read);
         shared.cluster_barrier.generation()
     }
 
     /// Records a new allocation of this program (for peers' remote views).
     pub(super) fn record_alloc(&self, shared: &mut ProgramShared, alloc: usize) {
         let generation = Self::completed_generations(shared);
+        shared.footprint.touch(Object::ClusterMap, Access::Arrive);
         shared
             .cluster
             .record_alloc(self.cluster_rank(), alloc, generation);
@@ -55,6 +58,7 @@ impl<'k> Executor<'k> {
 
     /// Records new barriers `first..first + count` of this program.
     pub(super) fn record_barriers(&self, shared: &mut ProgramShared, first: usize, count: usize) {
+        shared.footprint.touch(Object::ClusterMap, Access::Arrive);
         shared
             .cluster
             .record_barriers(self.cluster_rank(), first, count);
@@ -85,6 +89,7 @@ impl<'k> Executor<'k> {
         rank: usize,
     ) -> PrimResult<usize> {
         let completed = Self::completed_generations(shared);
+        shared.footprint.touch(Object::ClusterMap, Access::Read);
         shared
             .cluster
             .peer_barrier(id, rank, self.cluster_rank(), completed)
@@ -99,6 +104,7 @@ impl<'k> Executor<'k> {
         rank: usize,
     ) -> PrimResult<BufferView> {
         let completed = Self::completed_generations(shared);
+        shared.footprint.touch(Object::ClusterMap, Access::Read);
         let alloc = shared
             .cluster
             .peer_alloc(view.alloc, rank, self.cluster_rank(), completed)
@@ -193,6 +199,7 @@ impl<'k> Executor<'k> {
             }
             Prim::FenceMbarrierInitCluster => {
                 let generation = Self::completed_generations(shared);
+                shared.footprint.touch(Object::ClusterMap, Access::Arrive);
                 shared.cluster.fence(self.cluster_rank(), generation);
                 Ok(())
             }
@@ -262,7 +269,7 @@ impl<'k> Executor<'k> {
         bar: usize,
         bytes: u32,
     ) -> PrimResult<()> {
-        let phase = barrier(shared, bar)?.phase();
+        let phase = barrier(shared, bar, Access::Read)?.phase();
         let buffer_id = shared.smem.buffer_id(to.alloc, to.buffer);
         self.check_write(op, shared, buffer_id, task)?;
         shared.async_writes.record_write(
@@ -272,7 +279,9 @@ impl<'k> Executor<'k> {
             bar,
             phase,
         );
+        let seq = shared.next_copy();
         shared.in_flight.push(InFlightCopy {
+            seq,
             alloc: to.alloc,
             buffer: to.buffer,
             window: to.window,

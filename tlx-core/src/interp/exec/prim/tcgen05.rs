@@ -10,6 +10,7 @@ use crate::ir::{DotPrecision, Op, Type, ValueId};
 
 use super::super::super::dot;
 use super::super::super::error::{EarlyAccumulatorAccess, Fault, InterpError};
+use super::super::super::explore::Access;
 use super::super::super::schedule::ProgramShared;
 use super::super::super::value::{Data, Tensor};
 use super::super::Executor;
@@ -124,7 +125,7 @@ impl<'k> Executor<'k> {
     ) -> PrimResult<()> {
         let phases = barriers
             .iter()
-            .map(|&id| Ok((id, barrier(shared, id)?.phase())))
+            .map(|&id| Ok((id, barrier(shared, id, Access::Read)?.phase())))
             .collect::<Result<Vec<_>, Stop>>()?;
         let (done, pending): (Vec<_>, Vec<_>) = shared.mmas.drain(..).partition(|m| m.task == task);
         shared.mmas = pending;
