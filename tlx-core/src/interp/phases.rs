@@ -97,7 +97,10 @@ impl Observations {
 
     /// Where `task`'s last wait on `barrier` passed, when the barrier has
     /// completed the phase after that one and more: a wait for `parity`
-    /// now blocked on phase `current` skips one (see [`Skipped`]).
+    /// now blocked on phase `current` skips one (see [`Skipped`]). A first
+    /// wait counts from the phase before the first (completed, parity 1):
+    /// a first wait for phase 0 blocked on phase 2 or later skipped phase 0
+    /// (it has no earlier line to blame, so only that form counts).
     pub(crate) fn skipped(
         &self,
         task: usize,
@@ -105,7 +108,13 @@ impl Observations {
         current: u32,
         parity: u32,
     ) -> Option<Skipped> {
-        let &(passed, line) = self.seen.get(&(task, barrier))?;
+        let Some(&(passed, line)) = self.seen.get(&(task, barrier)) else {
+            return (current >= 2 && parity & 1 == 0).then_some(Skipped {
+                passed: -1,
+                line: 0,
+                same_parity: false,
+            });
+        };
         (i64::from(current) >= passed + 2).then_some(Skipped {
             passed,
             line,

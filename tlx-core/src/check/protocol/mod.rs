@@ -227,8 +227,9 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     if skeleton.is_empty() || !report.errors.is_empty() {
         return report;
     }
-    // The exploration's runs, and whether every one it began was complete.
-    let explored = std::sync::Mutex::new((0, true));
+    // The exploration's runs, whether every one it began was complete, and
+    // the run that failed, if one did.
+    let explored = std::sync::Mutex::new((0, true, None));
     let run = |sample: &samples::Sample, max_steps: u64| match sample.interleaving {
         Interleaving::Fixed(schedule) => run_skeleton(
             kernel,
@@ -250,6 +251,9 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
             let mut explored = explored.lock().unwrap_or_else(|p| p.into_inner());
             explored.0 += exploration.runs;
             explored.1 &= exploration.complete;
+            if exploration.result.is_err() {
+                explored.2 = Some(exploration.runs);
+            }
             exploration.result
         }
     };
@@ -272,10 +276,18 @@ pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
             .position(|s| std::ptr::eq(s, *sample))
             .map_or(samples.len(), |i| i + 1)
     });
-    let explored = *explored.lock().unwrap_or_else(|p| p.into_inner());
-    report.coverage = samples::coverage(&samples[..tried], sizes.max_trips(), explored);
+    let (runs, all, failing_run) = *explored.lock().unwrap_or_else(|p| p.into_inner());
+    report.coverage = samples::coverage(&samples[..tried], sizes.max_trips(), (runs, all));
     if let Some((sample, error)) = failure {
-        let described = samples::describe(kernel, sample);
+        let mut described = samples::describe(kernel, sample);
+        // The exploration's first run is the round-robin order, which the
+        // interpreter takes by default; a later one is not.
+        if let (Interleaving::Explored, Some(run @ 2..)) = (sample.interleaving, failing_run) {
+            described.push_str(&format!(
+                ", in an interleaving of its tasks other than round robin (run {} of the checker's exploration)",
+                run
+            ));
+        }
         match diagnose::diagnose(kernel, &error, &described) {
             diagnose::Verdict::Error(finding) => report.errors.push(finding),
             diagnose::Verdict::Undecided(finding) => report.warnings.push(finding),
