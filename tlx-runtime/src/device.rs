@@ -74,6 +74,19 @@ impl Device {
         (Device::cpu(), Some(notice))
     }
 
+    /// How many CUDA GPUs the driver sees; 0 without a driver or GPU (the
+    /// CPU interpreter is not counted).
+    pub fn count() -> usize {
+        CudaDevice::count()
+    }
+
+    /// GPU `index` (0-based, the driver's order): [`Error::NoSuchDevice`]
+    /// when the machine has `index` GPUs or fewer, [`Error::NoGpu`] when it
+    /// has none. The same as [`Device::cuda`].
+    pub fn nth(index: usize) -> Result<Device, Error> {
+        Device::cuda(index)
+    }
+
     /// The CUDA device with this ordinal.
     pub fn cuda(ordinal: usize) -> Result<Device, Error> {
         Ok(Device {
@@ -258,6 +271,30 @@ mod tests {
             other => panic!("expected NoGpu, got {other:?}"),
         }
         assert!(matches!(device.cuda_stream(), Err(Error::NeedsGpu(_))));
+    }
+
+    /// Works with and without GPUs: an index past the last is a typed
+    /// error saying how many there are; the last one opens.
+    #[test]
+    fn devices_are_counted_and_an_index_past_them_is_a_typed_error() {
+        let count = Device::count();
+        match Device::nth(count) {
+            Err(Error::NoSuchDevice { index, count: seen }) => {
+                assert_eq!((index, seen), (count, count));
+                assert!(count > 0);
+            }
+            Err(Error::NoGpu(_)) => assert_eq!(count, 0),
+            Err(other) => panic!("expected NoSuchDevice or NoGpu, got {other}"),
+            Ok(_) => panic!("device {count} of {count} opened"),
+        }
+        let message = Error::NoSuchDevice { index: 3, count: 2 }.to_string();
+        assert!(
+            message.contains("device 3") && message.contains("sees 2"),
+            "{message}"
+        );
+        if let Some(last) = count.checked_sub(1) {
+            assert!(Device::nth(last).is_ok_and(|d| d.is_gpu()));
+        }
     }
 
     #[test]

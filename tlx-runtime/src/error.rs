@@ -20,6 +20,17 @@ pub enum Error {
     #[error("no CUDA GPU available: {0}")]
     NoGpu(String),
 
+    /// A GPU asked for by index that the machine does not have.
+    #[error(
+        "CUDA device {index} was asked for, but the driver sees {count} (indices 0..{count}; `Device::count()` says how many)"
+    )]
+    NoSuchDevice {
+        /// The index asked for.
+        index: usize,
+        /// The GPUs the driver sees.
+        count: usize,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
     Cuda {

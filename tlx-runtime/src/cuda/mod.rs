@@ -59,13 +59,29 @@ impl CudaDevice {
         })
     }
 
+    /// How many CUDA devices the driver sees: 0 without a usable driver.
+    pub(crate) fn count() -> usize {
+        if probe::driver_library().is_err() {
+            return 0;
+        }
+        catch_unwind(CudaContext::device_count)
+            .ok()
+            .and_then(Result::ok)
+            .map_or(0, |n| n.max(0) as usize)
+    }
+
     fn open_with_driver(ordinal: usize) -> Result<CudaDevice, Error> {
         let count = CudaContext::device_count()
             .map_err(|e| Error::NoGpu(format!("the CUDA driver did not start ({:?})", e.0)))?;
-        if ordinal >= count.max(0) as usize {
-            return Err(Error::NoGpu(format!(
-                "CUDA device {ordinal} was asked for, but the driver sees {count}"
-            )));
+        let count = count.max(0) as usize;
+        if count == 0 {
+            return Err(Error::NoGpu("the CUDA driver sees no device".to_string()));
+        }
+        if ordinal >= count {
+            return Err(Error::NoSuchDevice {
+                index: ordinal,
+                count,
+            });
         }
         let ctx =
             CudaContext::new(ordinal).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
