@@ -395,8 +395,11 @@ fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
     }
     let mut clocks: Vec<Vec<u32>> = Vec::with_capacity(steps.len());
     let mut last_of: Vec<Option<usize>> = vec![None; actors.len()];
-    // Per object, the steps that touched it, in order.
-    let mut touched_by: HashMap<Object, Vec<usize>> = HashMap::new();
+    // Per object and actor, the latest step that wrote it and the latest
+    // that touched it at all: an earlier step of that actor on the object
+    // is ordered before it (program order), so it races with a later step
+    // only if that latest one does, and is covered by it.
+    let mut latest: HashMap<Object, Vec<Latest>> = HashMap::new();
     let mut found = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         let Some(me) = index(step.actor) else {
@@ -409,9 +412,13 @@ fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
         // Latest first: a step ordered after an earlier one carries it in
         // its clock, so only unordered pairs count as races.
         let mut earlier: Vec<usize> = (step.touches.iter())
-            .filter_map(|(object, _)| touched_by.get(object))
-            .flatten()
-            .copied()
+            .filter_map(|(object, access)| Some((latest.get(object)?, access)))
+            .flat_map(|(per_actor, access)| {
+                per_actor.iter().filter_map(move |l| match access {
+                    Access::Write => l.any,
+                    Access::Read | Access::Arrive => l.write,
+                })
+            })
             .collect();
         earlier.sort_unstable_by(|a, b| b.cmp(a));
         earlier.dedup();
@@ -430,10 +437,13 @@ fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
                 }
             }
         }
-        for (object, _) in &step.touches {
-            let list = touched_by.entry(*object).or_default();
-            if list.last() != Some(&i) {
-                list.push(i);
+        for (object, access) in &step.touches {
+            let per_actor = latest
+                .entry(*object)
+                .or_insert_with(|| vec![Latest::default(); actors.len()]);
+            per_actor[me].any = Some(i);
+            if *access == Access::Write {
+                per_actor[me].write = Some(i);
             }
         }
         clock[me] += 1;
@@ -441,6 +451,13 @@ fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
         last_of[me] = Some(i);
     }
     found
+}
+
+/// An actor's latest steps on one object (see `races`).
+#[derive(Copy, Clone, Debug, Default)]
+struct Latest {
+    write: Option<usize>,
+    any: Option<usize>,
 }
 
 /// Whether two steps touching `a` and `b` may not commute: they touch one

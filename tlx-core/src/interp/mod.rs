@@ -341,6 +341,11 @@ pub fn run_skeleton(
     )
 }
 
+/// The steps of one run [`explore_skeleton`] records and analyses: the
+/// analysis keeps a vector clock per step, as wide as the run has actors
+/// (tasks and copies).
+pub const EXPLORED_STEPS: usize = 20_000;
+
 /// How far [`explore_skeleton`] went.
 #[derive(Debug)]
 pub struct Exploration {
@@ -357,8 +362,9 @@ pub struct Exploration {
 /// first program's (or cluster's) tasks and copy landings, up to
 /// reordering steps that touch nothing in common (see `explore`), and at
 /// most `max_runs` of them; stops at the first failure. The other
-/// programs of `grid` run round robin. Runs whose recorded steps pass
-/// `max_steps / 4` are explored only as far as they were recorded.
+/// programs of `grid` run round robin. A run longer than
+/// [`EXPLORED_STEPS`] steps (or `max_steps / 4`) is explored only as far
+/// as it was recorded, and the exploration is then not complete.
 pub fn explore_skeleton(
     kernel: &ir::Kernel,
     keep: &HashSet<ir::OpId>,
@@ -383,7 +389,9 @@ pub fn explore_skeleton(
         schedule: Schedule::RoundRobin,
         trace: None,
     };
-    let recorded = usize::try_from(max_steps / 4).unwrap_or(usize::MAX);
+    let recorded = usize::try_from(max_steps / 4)
+        .unwrap_or(usize::MAX)
+        .min(EXPLORED_STEPS);
     let mut explorer = explore::Explorer::new(recorded);
     while explorer.runs() < max_runs {
         let Some(guide) = explorer.next_run() else {
