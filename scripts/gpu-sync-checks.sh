@@ -3,7 +3,8 @@
 # the GPU against the interpreter and their reference, the DSM ring stress
 # test and the tile swap through TMA after a proxy fence (tests/clusters.rs),
 # the timelines test with a buffer too small for the waits
-# (tests/timelines.rs), and compute-sanitizer's racecheck and synccheck over
+# (tests/timelines.rs), programs waiting on each other's flags
+# (tests/signals.rs), and compute-sanitizer's racecheck and synccheck over
 # the small cluster_exchange and the swap. `prepare` (here) builds them into
 # .gpu/, packed as .gpu.tgz; `run` (on the GPU machine, carrying .gpu.tgz)
 # writes a log per run and a table to $OUT.
@@ -16,7 +17,7 @@ case "${1:-}" in
 prepare)
   set -e
   rm -rf .gpu && mkdir -p .gpu
-  cargo test --release -p tlx --test clusters --test timelines --no-run --message-format=json |
+  cargo test --release -p tlx --test clusters --test timelines --test signals --no-run --message-format=json |
     python3 -c '
 import json, shutil, sys
 for line in sys.stdin:
@@ -59,6 +60,7 @@ run)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
   check clusters .gpu/clusters --include-ignored
   check timelines .gpu/timelines --include-ignored
+  check signals .gpu/signals --include-ignored
   check cluster_exchange .gpu/cluster_exchange
   TLX_RANDOM_KERNELS=${TLX_RANDOM_KERNELS:-2000} check random_kernels .gpu/compiler --include-ignored --nocapture random_kernels_match_on_the_gpu
   export TLX_EXAMPLE_SIZE=small

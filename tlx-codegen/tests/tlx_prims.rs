@@ -236,6 +236,47 @@ fn fenced(x: Ptr<f32>, flag: Ptr<i32>) {
         }
     }
 
+    /// `signal_wait_until` is a polling loop of system-scope acquire loads
+    /// and the comparison asked for, for each comparison, and `ptxas`
+    /// takes two of them in one kernel (the loop's label is block-scoped).
+    #[test]
+    fn each_signal_comparison_is_an_acquire_polling_loop() {
+        for (cmp, setp) in [
+            ("eq", "setp.eq.s32"),
+            ("ne", "setp.ne.s32"),
+            ("ge", "setp.ge.s32"),
+            ("gt", "setp.gt.s32"),
+            ("le", "setp.le.s32"),
+            ("lt", "setp.lt.s32"),
+        ] {
+            let kernel = super::compile(&format!(
+                r#"
+#[tlx::kernel(num_warps = 4)]
+fn waits(flags: Ptr<i32>, x: Ptr<f32>, n: i32) {{
+    signal_wait_until(flags + 1, "{cmp}", n);
+    store(x + arange(0, 128), load(x + 128 + arange(0, 128)));
+    signal_wait_until(flags, "{cmp}", n + 1);
+    atomic_xchg(flags + 2, 1, sem = "release", scope = "sys");
+}}
+"#
+            ));
+            for arch in [Arch::Sm90a, Arch::Sm100a] {
+                let ptx = tlx_codegen::compile(&kernel, arch).expect("compiles").ptx;
+                assert_eq!(ptx.matches("ld.acquire.sys.global.s32").count(), 2, "{ptx}");
+                assert_eq!(ptx.matches(setp).count(), 2, "{setp} in\n{ptx}");
+                assert!(ptx.contains("atom.release.sys.global.exch.b32"), "{ptx}");
+                if arch == Arch::Sm90a {
+                    match codegen_common::ptxas() {
+                        Some(ptxas) => {
+                            codegen_common::ptxas_verbose(&ptxas, &ptx);
+                        }
+                        None => println!("skipped: ptxas not found"),
+                    }
+                }
+            }
+        }
+    }
+
     /// One L2 prefetch per TMA box of each block, from one thread, and the
     /// loads unchanged beside them.
     #[test]

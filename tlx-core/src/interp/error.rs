@@ -82,6 +82,15 @@ pub enum InterpError {
         grid: [u32; 3],
         cluster: [u32; 3],
     },
+    #[error(
+        "kernel `{kernel}` waits on flags (`signal_wait_until`), so the interpreter runs all \
+         its {programs} programs in one schedule; {reason}"
+    )]
+    Cooperative {
+        kernel: String,
+        programs: usize,
+        reason: &'static str,
+    },
     #[error("kernel `{kernel}` takes {expected} arguments, got {got}")]
     ArgCount {
         kernel: String,

@@ -1063,14 +1063,16 @@ impl<'k> Task<'k> for Executor<'k> {
             if matches!(op.kind, OpKind::ClusterBarrier) {
                 // Arrivals commute but the one that completes the
                 // generation (see `explore`).
-                let access = if shared.cluster_barrier.has_arrived(index) {
+                // Each program of a cooperative run is a cluster of one.
+                let member = if shared.cooperative { 0 } else { index };
+                let access = if shared.cluster_barrier.has_arrived(member) {
                     Access::Read
                 } else {
                     Access::Arrive
                 };
                 shared.footprint.touch(Object::ClusterBarrier, access);
                 let generation = shared.cluster_barrier.generation();
-                let passed = shared.cluster_barrier.arrive_and_wait(index);
+                let passed = shared.cluster_barrier.arrive_and_wait(member);
                 if shared.cluster_barrier.generation() != generation {
                     shared
                         .footprint

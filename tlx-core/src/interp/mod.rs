@@ -346,6 +346,10 @@ pub fn run_skeleton(
 /// (tasks and copies).
 pub const EXPLORED_STEPS: usize = 20_000;
 
+/// The most programs a kernel that waits on flags may run on the
+/// interpreter (all in one schedule).
+const MAX_COOPERATIVE_PROGRAMS: usize = 4096;
+
 /// How far [`explore_skeleton`] went.
 #[derive(Debug)]
 pub struct Exploration {
@@ -476,7 +480,32 @@ fn run_programs(
             cluster,
         });
     }
-    let cluster_grid = [0, 1, 2].map(|a| grid[a] / cluster[a]);
+    // A kernel whose programs wait on flags other programs set runs them
+    // all in one schedule, as the programs of one cluster are: a wait
+    // then blocks until the flag is set, whichever program sets it.
+    let cooperative = kernel.uses_prim(ir::Prim::SignalWaitUntil);
+    let programs = grid.iter().map(|&d| d as usize).product::<usize>();
+    if cooperative {
+        let reason = if kernel.options.cluster_size() > 1 {
+            Some("clusters (`ctas_per_cga`) are not supported with it yet")
+        } else if programs > MAX_COOPERATIVE_PROGRAMS {
+            Some("at most 4096 programs are (a GPU runs fewer at once, and waits on flags need them resident)")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(InterpError::Cooperative {
+                kernel: kernel.name.clone(),
+                programs,
+                reason,
+            });
+        }
+    }
+    let (cluster, cluster_grid) = if cooperative {
+        (grid, [1, 1, 1])
+    } else {
+        (cluster, [0, 1, 2].map(|a| grid[a] / cluster[a]))
+    };
     let members = cluster.iter().map(|&d| d as usize).product::<usize>();
     let clusters = cluster_grid.iter().map(|&d| d as usize).product::<usize>();
     let threads = match opts.threads {
@@ -503,6 +532,7 @@ fn run_programs(
             .collect();
         let mut shared = ProgramShared {
             steps_left: max_steps,
+            cooperative,
             ..ProgramShared::default()
         };
         while !stop.load(Ordering::Relaxed) {

@@ -105,6 +105,10 @@ pub(crate) struct ProgramShared {
     pub(crate) copies_issued: u64,
     /// What the current step touched, in an explored schedule.
     pub(crate) footprint: Footprint,
+    /// Every program of the grid runs in this schedule (a kernel that
+    /// waits on flags), each a cluster of one: the tasks given are the
+    /// programs in grid order, not the ranks of one cluster.
+    pub(crate) cooperative: bool,
 }
 
 impl ProgramShared {
@@ -122,7 +126,8 @@ impl ProgramShared {
         self.observations.clear();
         self.expect_sites.clear();
         self.clocks.clear();
-        self.cluster_barrier = ClusterBarrier::new(cluster_size);
+        // A cooperative run's programs are each a cluster of one.
+        self.cluster_barrier = ClusterBarrier::new(if self.cooperative { 1 } else { cluster_size });
         self.copies_issued = 0;
         self.footprint.record(false);
     }
@@ -576,8 +581,12 @@ pub(crate) fn run_tasks<'t>(
                 runnable -= 1;
                 if parents[chosen].is_none() {
                     // A program's own task (given in rank order) ended:
-                    // the program has exited, and its shared memory with it.
-                    shared.cluster.exit(chosen);
+                    // the program has exited, and its shared memory with it
+                    // (a cluster's; a cooperative run's programs are
+                    // clusters of one, which no peer reaches).
+                    if !shared.cooperative {
+                        shared.cluster.exit(chosen);
+                    }
                     if let Some(touches) = &mut touches {
                         touches.push((Object::ClusterMap, Access::Write));
                     }

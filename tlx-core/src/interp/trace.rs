@@ -122,5 +122,6 @@ fn wait_label(reason: &WaitReason) -> String {
         WaitReason::ClusterBarrier { .. } => "wait: cluster_barrier".to_string(),
         WaitReason::NamedBarrier { barrier, .. } => format!("wait: named barrier {barrier}"),
         WaitReason::Tasks { .. } => "wait: tasks to finish".to_string(),
+        WaitReason::Signal { cmp, wanted, .. } => format!("wait: flag {cmp} {wanted}"),
     }
 }

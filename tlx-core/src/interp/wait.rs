@@ -32,6 +32,14 @@ pub enum WaitReason {
     },
     /// The end of `async_tasks`, short of tasks that have finished.
     Tasks { unfinished: u32 },
+    /// `signal_wait_until`: the flag's value does not compare as asked.
+    Signal {
+        /// The flag's value now.
+        value: i64,
+        /// The comparison (`"ge"`, ...) and the value it waits for.
+        cmp: &'static str,
+        wanted: i64,
+    },
 }
 
 impl fmt::Display for WaitReason {
@@ -66,6 +74,10 @@ impl fmt::Display for WaitReason {
             WaitReason::Tasks { unfinished } => {
                 write!(f, "{unfinished} of its tasks have not finished")
             }
+            WaitReason::Signal { value, cmp, wanted } => write!(
+                f,
+                "a flag at {value}, waited for until it is `{cmp}` {wanted} (no program sets it so)"
+            ),
         }
     }
 }

@@ -388,13 +388,22 @@ impl<'a> Lowerer<'a> {
         span: proc_macro2::Span,
     ) -> R<Val> {
         let sig = prim.signature();
+        // The call's arguments come in the surface's order, which may put
+        // an immediate between operands (`signal_wait_until(flag, "ge", v)`).
+        let params = prim.def().surface.params;
+        let arg = |name: &str| {
+            params
+                .iter()
+                .position(|p| *p == name)
+                .and_then(|i| a.get(i).copied().flatten())
+        };
         let mut operands = Vec::with_capacity(sig.operands.len());
-        for e in &a[..sig.operands.len()] {
-            operands.push(self.ir_arg(*e)?);
+        for name in sig.operands {
+            operands.push(self.ir_arg(arg(name))?);
         }
         let mut imms = Vec::with_capacity(sig.immediates.len());
-        for (e, name) in a[sig.operands.len()..].iter().zip(sig.immediates) {
-            let e = self.expr_arg(*e)?;
+        for name in sig.immediates {
+            let e = self.expr_arg(arg(name))?;
             let imm = match sig.choices.iter().find(|c| c.immediate == *name) {
                 Some(c) => {
                     let table: Vec<(&str, i64)> = c

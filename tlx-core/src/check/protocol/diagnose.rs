@@ -698,7 +698,9 @@ fn deadlock(kernel: &Kernel, task: &BlockedTask, all: &[BlockedTask], sample: &s
             "the thread count must equal the threads of all the tasks that arrive or wait on \
              the id (128 per warp group)",
         ),
-        WaitReason::ClusterBarrier { .. } | WaitReason::Tasks { .. } => (
+        WaitReason::ClusterBarrier { .. }
+        | WaitReason::Tasks { .. }
+        | WaitReason::Signal { .. } => (
             format!("the kernel deadlocks; blocked:{}", list(all)),
             "every program of a cluster must reach each `cluster_barrier()`",
         ),

@@ -569,6 +569,9 @@ impl<'k> Executor<'k> {
             // Kernels run one after another here: the grids before have
             // finished, and the next starts after this one ends.
             // The interpreter's cycles are the ops the task has run.
+            Prim::SignalWaitUntil => {
+                self.signal_wait_until(op, arg("flag")?, arg("value")?, imm("cmp")?)
+            }
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
                 Ok(self.define(op, 0, Data::Int(vec![now]))?)
@@ -601,7 +604,13 @@ impl<'k> Executor<'k> {
                     shared.observations.waited(task);
                 }
                 // Each program of a cluster has its own hardware barriers.
-                let rank = self.cluster_rank();
+                // Each program has its own; in a cooperative run the
+                // schedule holds every program of the grid.
+                let rank = if shared.cooperative {
+                    super::super::linear_index(self.task.grid, self.task.program)
+                } else {
+                    self.cluster_rank()
+                };
                 let (generation, polled) = shared.named_barriers(rank).arrival_generation(task, id);
                 let access = if polled { Access::Read } else { Access::Write };
                 shared.footprint.touch(Object::NamedBarriers(rank), access);
@@ -748,6 +757,52 @@ impl<'k> Executor<'k> {
             Some(&inside),
             Some(&zero),
         )
+    }
+
+    /// `signal_wait_until`: passes once the flag compares as `cmp` says.
+    fn signal_wait_until(
+        &self,
+        op: &Op,
+        flag: ValueId,
+        value: ValueId,
+        cmp: i64,
+    ) -> PrimResult<()> {
+        let ptrs = match &self.get(flag)?.data {
+            Data::Ptr(ptrs) => ptrs.clone(),
+            _ => return Err(Fault::malformed("a flag that is not a pointer").into()),
+        };
+        let loaded = global::load(
+            self.mem,
+            self.check_uninit,
+            ScalarType::I32,
+            &ptrs,
+            None,
+            None,
+        )
+        .map_err(|fault| Stop::error(fault.at(self.site(Some(op)))))?;
+        let now = match loaded {
+            Data::Int(v) if v.len() == 1 => v[0],
+            _ => return Err(Fault::malformed("a flag of more than one element").into()),
+        };
+        let wanted = self.get(value)?.scalar_int()?;
+        let (word, holds) = match cmp {
+            0 => ("eq", now == wanted),
+            1 => ("ne", now != wanted),
+            2 => ("ge", now >= wanted),
+            3 => ("gt", now > wanted),
+            4 => ("le", now <= wanted),
+            5 => ("lt", now < wanted),
+            _ => return Err(Fault::malformed(format!("comparison code {cmp}")).into()),
+        };
+        if holds {
+            Ok(())
+        } else {
+            Err(Stop::Wait(WaitReason::Signal {
+                value: now,
+                cmp: word,
+                wanted,
+            }))
+        }
     }
 
     /// A TMA store of `data` into a block, or with `reduce`, an atomic

@@ -1,8 +1,9 @@
-//! The program and its grid: the SM's cycle counter and programmatic
-//! dependent launch (`griddepcontrol`).
+//! The program and its grid: the SM's cycle counter, programmatic
+//! dependent launch (`griddepcontrol`), and waits on flags that other
+//! programs (or other GPUs) set.
 
 use super::rules::no_results;
-use super::{Interp, Lowering, PrimDef, PrimSignature, Protocol, Surface};
+use super::{Choice, Interp, Lowering, PrimDef, PrimSignature, Protocol, Surface};
 use crate::ir::def::{Effects, MemorySpace, MemorySpaces};
 use crate::ir::types::{ScalarType, Type};
 
@@ -80,3 +81,58 @@ pub(super) const GDC_LAUNCH_DEPENDENTS: PrimDef = PrimDef {
     },
     interp: Interp::Nothing,
 };
+
+/// `signal_wait_until(flag, cmp, value)`: waits until the `i32` at `flag`
+/// (a scalar pointer) compares to `value` as `cmp` says (`"eq"`, `"ne"`,
+/// `"ge"`, `"gt"`, `"le"`, `"lt"`, signed), reading it with system-scope
+/// acquire (`ld.acquire.sys`): what the program that set the flag wrote
+/// before its release (`atomic_add(flag, 1, sem = "release", scope =
+/// "sys")`, or `atomic_xchg`) is visible after the wait, on this GPU or,
+/// through peer memory, another. Every thread of the program (or task)
+/// polls, backing off with `nanosleep`. Global accesses after it stay
+/// after it. The interpreter runs every program of a kernel that waits on
+/// flags in one schedule, so a wait blocks until another program sets the
+/// flag, and a flag no program sets is a deadlock naming the wait.
+/// The checker's skeleton moves no data, so it cannot follow a flag: the
+/// wait is dropped from it (the interpreter checks it at run time).
+pub(super) const SIGNAL_WAIT_UNTIL: PrimDef = PrimDef {
+    name: "signal_wait_until",
+    signature: PrimSignature::new(&["flag", "value"], &["cmp"], 0).with_choices(&[Choice {
+        immediate: "cmp",
+        options: &[
+            ("eq", "eq"),
+            ("ne", "ne"),
+            ("ge", "ge"),
+            ("gt", "gt"),
+            ("le", "le"),
+            ("lt", "lt"),
+        ],
+    }]),
+    surface: Surface::generic(&["flag", "cmp", "value"], no_results),
+    effects: Effects {
+        reads: MemorySpaces::only(MemorySpace::Global),
+        writes: MemorySpaces::only(MemorySpace::Global),
+        volatile: true,
+        ..Effects::PURE
+    },
+    rule: signal_wait_until,
+    protocol: Protocol::Dropped,
+    lowering: Lowering::Asm {
+        asm: "{ .reg .pred %sw_p; .reg .s32 %sw_v; SIGNAL_WAIT: ld.acquire.sys.global.s32 %sw_v, [$0]; \
+              setp.{cmp}.s32 %sw_p, %sw_v, $1; @!%sw_p nanosleep.u32 64; @!%sw_p bra SIGNAL_WAIT; }",
+        result: "void",
+        constraints: "l,r,~{memory}",
+    },
+    interp: Interp::Custom,
+};
+
+fn signal_wait_until(t: &super::Typing) -> Result<(), String> {
+    let flag = t.operand("flag")?;
+    if *flag != Type::ptr(ScalarType::I32) {
+        return Err(format!(
+            "`signal_wait_until` waits on one i32 flag: give a scalar pointer to it \
+             (`flags + i` of a `Ptr<i32>`), not {flag}"
+        ));
+    }
+    super::rules::i32_scalar(t.operand("value")?, "the value it waits for")
+}
