@@ -5,7 +5,7 @@
 //! bytes, and the phase waits, with a deadline under `mbar_timeout_ns`.
 //! The TMA rings of pipelined loops (`descriptor.rs`) use the same helpers.
 
-use super::{no_lowering, Operands};
+use super::{no_lowering, Deadline, Operands};
 use crate::error::Result;
 use crate::lower::Lowerer;
 use tlx_core::ir::{Op, Prim};
@@ -197,32 +197,69 @@ impl<'k> Lowerer<'k> {
     }
 
     /// `wait_parity` with a deadline (`mbar_timeout_ns`): past `timeout`
-    /// nanoseconds of `%globaltimer`, the context's first thread prints
-    /// where it hangs and traps, which ends the grid with an error; the
-    /// other threads spin until then.
+    /// nanoseconds the context's first thread says where it hangs and
+    /// traps (see [`Lowerer::spin_until`]).
     fn wait_parity_or_trap(&mut self, bar: &str, phase: &str, pred: &str, timeout: u64, op: &Op) {
-        let start = self.f.fresh("mbar_start");
-        let head = self.f.fresh("mbar_wait");
-        let check = self.f.fresh("mbar_clock");
-        let late = self.f.fresh("mbar_late");
-        let report = self.f.fresh("mbar_report");
-        let done = self.f.fresh("mbar_done");
+        let deadline = Deadline {
+            timeout,
+            op,
+            what: "barrier_wait",
+            why: "the mbarrier at shared address %u never completed the phase of parity %u"
+                .to_owned(),
+            args: vec![("i32", bar.to_owned()), ("i32", phase.to_owned())],
+        };
+        // `try_wait` suspends the thread for a while itself: no back-off.
+        self.spin_until(pred, Some(deadline), false, |l| {
+            l.try_wait_parity(bar, phase)
+        });
+    }
+
+    /// Spins until `poll` (which emits the test and gives its `i1`) holds;
+    /// skipped when `pred` is false; with `back_off`, a `nanosleep` before
+    /// each retry. With a deadline, past its `timeout` nanoseconds of
+    /// `%globaltimer` the context's first thread prints where it hangs
+    /// (the op's source place, `what`, the time waited, `why` with its
+    /// `args`, the program) and traps, which ends the grid with an error;
+    /// the other threads spin until then.
+    pub(crate) fn spin_until(
+        &mut self,
+        pred: &str,
+        deadline: Option<Deadline<'_>>,
+        back_off: bool,
+        mut poll: impl FnMut(&mut Self) -> String,
+    ) {
+        let start = self.f.fresh("spin_start");
+        let head = self.f.fresh("spin_wait");
+        let retry = self.f.fresh("spin_retry");
+        let done = self.f.fresh("spin_done");
         let clock = |l: &mut Self| {
             l.f.asm("i64", "mov.u64 $0, %globaltimer;", "=l,~{memory}", &[])
         };
         self.f
             .stmt(format!("br i1 {pred}, label %{start}, label %{done}"));
         self.enter_block(&start);
-        let started = clock(self);
+        let started = deadline.as_ref().map(|_| clock(self));
         self.f.stmt(format!("br label %{head}"));
         self.enter_block(&head);
-        let passed = self.try_wait_parity(bar, phase);
+        let passed = poll(self);
         self.f
-            .stmt(format!("br i1 {passed}, label %{done}, label %{check}"));
-        self.enter_block(&check);
+            .stmt(format!("br i1 {passed}, label %{done}, label %{retry}"));
+        self.enter_block(&retry);
+        if back_off {
+            self.f.asm("void", "nanosleep.u32 64;", "~{memory}", &[]);
+        }
+        let (Some(deadline), Some(started)) = (deadline, started) else {
+            self.f.stmt(format!("br label %{head}"));
+            self.enter_block(&done);
+            return;
+        };
+        let late = self.f.fresh("spin_late");
+        let report = self.f.fresh("spin_report");
         let now = clock(self);
         let waited = self.f.inst(format!("sub i64 {now}, {started}"));
-        let over = self.f.inst(format!("icmp ugt i64 {waited}, {timeout}"));
+        let over = self
+            .f
+            .inst(format!("icmp ugt i64 {waited}, {}", deadline.timeout));
         self.f
             .stmt(format!("br i1 {over}, label %{late}, label %{head}"));
         self.enter_block(&late);
@@ -231,17 +268,15 @@ impl<'k> Lowerer<'k> {
             .stmt(format!("br i1 {first}, label %{report}, label %{head}"));
         self.enter_block(&report);
         let site = format!(
-            "{}:{}:{}: barrier_wait timed out after %llu ns (mbar_timeout_ns): the mbarrier at \
-             shared address %u never completed the phase of parity %u; program (%u, %u, %u)\n",
+            "{}:{}:{}: {} timed out after %llu ns (mbar_timeout_ns): {}; program (%u, %u, %u)\n",
             crate::debug::escape_percent(&self.kernel.source_file),
-            op.loc.line,
-            op.loc.col
+            deadline.op.loc.line,
+            deadline.op.loc.col,
+            deadline.what,
+            deadline.why,
         );
-        let mut args = vec![
-            ("i64", waited),
-            ("i32", bar.to_owned()),
-            ("i32", phase.to_owned()),
-        ];
+        let mut args = vec![("i64", waited)];
+        args.extend(deadline.args);
         for d in ["x", "y", "z"] {
             let id = self
                 .f

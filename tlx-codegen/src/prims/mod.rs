@@ -2,7 +2,7 @@
 //! whose definition is one instruction (`Lowering::Asm`) generically and
 //! hands every other one to its family's file, which mirrors the family
 //! files of `tlx_core::ir::prims` (`memory`, `mbarrier`, `tma`, `wgmma`,
-//! `async_copy`, `cluster`, `tcgen05`, `timeline`; `fence` and `grid` are all `Asm`).
+//! `async_copy`, `cluster`, `tcgen05`, `timeline`, `grid`; `fence` is all `Asm`).
 //! Where `local_alloc` and `alloc_barriers` live and where device-made
 //! descriptors go is decided before emission, in `analysis::storage`.
 //!
@@ -14,6 +14,7 @@
 
 mod async_copy;
 mod cluster;
+mod grid;
 mod mbarrier;
 mod memory;
 mod tcgen05;
@@ -26,6 +27,17 @@ use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};
 use super::CodegenError;
 use tlx_core::ir::{Family, Lowering, Named, Op, OpKind, Prim, SharedMemoryType, Type, ValueId};
+
+/// Where a spinning wait (`Lowerer::spin_or_trap`) says it hung: the op,
+/// its name, a printf format of why (its `%` directives filled by `args`),
+/// and the deadline in nanoseconds.
+pub(crate) struct Deadline<'k> {
+    pub(crate) timeout: u64,
+    pub(crate) op: &'k Op,
+    pub(crate) what: &'static str,
+    pub(crate) why: String,
+    pub(crate) args: Vec<(&'static str, String)>,
+}
 
 /// A custom primitive's operands and immediates, reached by name through
 /// [`Named`], and its result; a missing one is malformed IR.
@@ -93,8 +105,9 @@ impl<'k> Lowerer<'k> {
             Family::Cluster => self.lower_cluster_prim(op, &named),
             Family::Tcgen05 => self.lower_tcgen05_prim(op, &named),
             Family::Timeline => self.lower_timeline_prim(&named),
+            Family::Grid => self.lower_grid_prim(op, &named),
             // All `Lowering::Asm`, returned above.
-            Family::Fence | Family::Grid => Err(no_lowering(*prim)),
+            Family::Fence => Err(no_lowering(*prim)),
         }
     }
 

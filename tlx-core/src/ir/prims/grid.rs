@@ -117,12 +117,7 @@ pub(super) const SIGNAL_WAIT_UNTIL: PrimDef = PrimDef {
     },
     rule: signal_wait_until,
     protocol: Protocol::Dropped,
-    lowering: Lowering::Asm {
-        asm: "{ .reg .pred %sw_p; .reg .s32 %sw_v; SIGNAL_WAIT: ld.acquire.sys.global.s32 %sw_v, [$0]; \
-              setp.{cmp}.s32 %sw_p, %sw_v, $1; @!%sw_p nanosleep.u32 64; @!%sw_p bra SIGNAL_WAIT; }",
-        result: "void",
-        constraints: "l,r,~{memory}",
-    },
+    lowering: Lowering::Custom,
     interp: Interp::Custom,
 };
 
