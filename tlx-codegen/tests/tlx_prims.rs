@@ -102,6 +102,39 @@ fn a_slice_past_its_buffer_is_reported_with_both_shapes() {
     assert!(text.contains("op `local_slice`"), "{text}");
 }
 
+/// A kernel that waits on flags runs all its programs in one schedule on
+/// the interpreter: a grid past what that holds, or clusters (not yet
+/// supported with it), is a clear error, not a hang.
+#[test]
+fn a_cooperative_run_refuses_what_it_cannot_hold() {
+    let waits = |attr: &str| {
+        compile(&format!(
+            r#"
+#[tlx::kernel({attr})]
+fn waits(flags: Ptr<i32>) {{
+    signal_wait_until(flags, "ge", 1);
+}}
+"#
+        ))
+    };
+    let mem = HostMemory::new();
+    let flags = mem.alloc(4);
+    mem.write(flags, 0, &1i32.to_le_bytes()).expect("write");
+    let args = [ArgValue::ptr(flags)];
+    let run = |kernel, grid| run_kernel(kernel, grid, &args, &mem, &InterpOptions::default());
+    let plain = waits("num_warps = 4");
+    run(&plain, [64, 2, 1]).expect("128 programs run together");
+    let too_many = run(&plain, [4097, 1, 1]).expect_err("refused");
+    assert!(
+        matches!(too_many, InterpError::Cooperative { programs: 4097, .. }),
+        "{too_many}"
+    );
+    assert!(too_many.to_string().contains("at most 4096"), "{too_many}");
+    let clustered = waits("num_warps = 4, ctas_per_cga = (2, 1, 1)");
+    let err = run(&clustered, [2, 1, 1]).expect_err("refused");
+    assert!(err.to_string().contains("clusters"), "{err}");
+}
+
 /// Cycles spent on a stretch of the kernel, read twice with `clock64()`.
 const TIMED: &str = r#"
 #[tlx::kernel(num_warps = 4)]
