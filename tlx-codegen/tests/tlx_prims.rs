@@ -121,12 +121,14 @@ fn waits(flags: Ptr<i32>) {{
     let flags = mem.alloc(4);
     mem.write(flags, 0, &1i32.to_le_bytes()).expect("write");
     let args = [ArgValue::ptr(flags)];
-    let run = |kernel, grid| run_kernel(kernel, grid, &args, &mem, &InterpOptions::default());
+    let run = |kernel, grid| {
+        run_kernel(kernel, grid, &args, &mem, &InterpOptions::default()).map_err(Box::new)
+    };
     let plain = waits("num_warps = 4");
     run(&plain, [64, 2, 1]).expect("128 programs run together");
     let too_many = run(&plain, [4097, 1, 1]).expect_err("refused");
     assert!(
-        matches!(too_many, InterpError::Cooperative { programs: 4097, .. }),
+        matches!(*too_many, InterpError::Cooperative { programs: 4097, .. }),
         "{too_many}"
     );
     assert!(too_many.to_string().contains("at most 4096"), "{too_many}");
