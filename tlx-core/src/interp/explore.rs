@@ -133,6 +133,10 @@ pub(crate) struct Guide {
     steps: Vec<Step>,
     /// Steps taken (recorded or past `max_steps`).
     depth: usize,
+    /// Per actor, the step it was first offered at: the step before (a
+    /// fork, a copy's issue) made it, and orders its first step. Offered
+    /// counts even when it blocked there (a blocked attempt is no step).
+    first_offered: HashMap<Actor, usize>,
     previous_task: Option<usize>,
     /// The replay met a choice that was not enabled (a nondeterministic
     /// run): the rest of the run took the default order.
@@ -146,6 +150,9 @@ impl Guide {
     /// The actor to take the next step, among `enabled` (not empty);
     /// `None` when every one of them is asleep: the run should end.
     pub(crate) fn choose(&mut self, enabled: &[Actor]) -> Option<Actor> {
+        for &a in enabled {
+            self.first_offered.entry(a).or_insert(self.depth);
+        }
         let asleep = |a: &Actor| self.sleep.iter().any(|(s, _)| s == a);
         if let Some(&planned) = self.prefix.get(self.depth) {
             if enabled.contains(&planned) {
@@ -342,7 +349,7 @@ impl Explorer {
         // A run shorter than the prefix (cut at `max_steps`) keeps only
         // the points it recorded.
         self.nodes.truncate(guide.steps.len());
-        for (earlier, actor) in races(&guide.steps) {
+        for (earlier, actor) in races(&guide.steps, &guide.first_offered) {
             let node = &mut self.nodes[earlier];
             if node.enabled.contains(&actor) {
                 node.backtrack(actor);
@@ -373,26 +380,20 @@ impl Explorer {
 /// The races of a run: pairs of dependent steps of different actors that
 /// no chain of program order, forks, copy issues and other dependent steps
 /// orders, as (the earlier step's index, the later step's actor).
-fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
+/// `first_offered`: the step each actor was first offered at (see
+/// [`Guide`]).
+fn races(steps: &[Step], first_offered: &HashMap<Actor, usize>) -> Vec<(usize, Actor)> {
     // Actors as dense indices, for vector clocks.
     let mut actors: Vec<Actor> = steps.iter().map(|s| s.actor).collect();
     actors.sort_unstable();
     actors.dedup();
     let index = |a: Actor| actors.binary_search(&a).ok();
-    // The step after which an actor first became enabled (its fork or
+    // The step after which an actor was first offered (its fork or
     // issue) orders its first step.
-    let mut creator: Vec<Option<usize>> = vec![None; actors.len()];
-    let mut seen = vec![false; actors.len()];
-    for (i, step) in steps.iter().enumerate() {
-        for &a in &step.enabled {
-            if let Some(k) = index(a) {
-                if !seen[k] {
-                    seen[k] = true;
-                    creator[k] = i.checked_sub(1);
-                }
-            }
-        }
-    }
+    let creator: Vec<Option<usize>> = actors
+        .iter()
+        .map(|a| first_offered.get(a).and_then(|d| d.checked_sub(1)))
+        .collect();
     let mut clocks: Vec<Vec<u32>> = Vec::with_capacity(steps.len());
     let mut last_of: Vec<Option<usize>> = vec![None; actors.len()];
     // Per object and actor, the latest step that wrote it and the latest
@@ -481,6 +482,18 @@ mod tests {
             touches: touches.to_vec(),
             sleep: Vec::new(),
         }
+    }
+
+    /// What a guide would have noted: each actor first offered where it
+    /// first appears among the steps' enabled actors.
+    fn races(steps: &[Step]) -> Vec<(usize, Actor)> {
+        let mut offered = HashMap::new();
+        for (i, step) in steps.iter().enumerate() {
+            for &a in &step.enabled {
+                offered.entry(a).or_insert(i);
+            }
+        }
+        super::races(steps, &offered)
     }
 
     const T0: Actor = Actor::Task(0);
