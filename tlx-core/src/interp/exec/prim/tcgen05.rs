@@ -10,7 +10,7 @@ use crate::ir::{DotPrecision, Op, Type, ValueId};
 
 use super::super::super::dot;
 use super::super::super::error::{EarlyAccumulatorAccess, Fault, InterpError};
-use super::super::super::explore::Access;
+use super::super::super::explore::{Access, Object};
 use super::super::super::schedule::ProgramShared;
 use super::super::super::value::{Data, Tensor};
 use super::super::Executor;
@@ -75,6 +75,9 @@ impl<'k> Executor<'k> {
             }
             _ => shared.smem.mark_written(view.alloc, view.buffer)?,
         }
+        shared
+            .footprint
+            .touch(Object::Buffer(acc_id), Access::Write);
         shared.mmas.push(PendingMma {
             task,
             acc: acc_id,
@@ -167,6 +170,9 @@ impl<'k> Executor<'k> {
         task: usize,
         read: bool,
     ) -> PrimResult<()> {
+        // Another task's MMA into it may be pending: an order-dependent look.
+        let access = if read { Access::Read } else { Access::Write };
+        shared.footprint.touch(Object::Buffer(acc_id), access);
         let untracked = shared.mmas.iter().find(|m| m.acc == acc_id);
         let race = if read {
             let seen = shared.clocks.seen(task);
