@@ -30,6 +30,29 @@ fn chained_sums<const BLOCK: usize>(x: Ptr<f32>, totals: Ptr<f32>, flags: Ptr<i3
     store(out + pid, total);
 }
 
+/// Inside `async_tasks!`: a producer task stores a block and releases a
+/// flag; the consumer task waits on it and copies the block out.
+#[tlx::kernel(arch = "sm_90a", num_warps = 4, configs = [(BLOCK = 128)])]
+fn task_handoff<const BLOCK: usize>(
+    x: Ptr<f32>,
+    staging: Ptr<f32>,
+    flags: Ptr<i32>,
+    out: Ptr<f32>,
+) {
+    let pid = program_id(0);
+    let offs = pid * BLOCK + arange(0, BLOCK);
+    async_tasks! {
+        task(default) {
+            signal_wait_until(flags + pid, "eq", 1);
+            store(out + offs, load(staging + offs) * 2.0);
+        }
+        task(num_warps = 4) {
+            store(staging + offs, load(x + offs));
+            atomic_xchg(flags + pid, 1, sem = "release", scope = "sys");
+        }
+    }
+}
+
 /// Waits for a flag nothing sets.
 #[tlx::kernel(arch = "sm_90a")]
 fn waits_forever(flags: Ptr<i32>, out: Ptr<f32>) {
@@ -65,6 +88,39 @@ fn chained_sums_match_the_reference(dev: &Device, programs: usize) {
 #[test]
 fn programs_wait_on_each_others_flags_on_the_interpreter() {
     chained_sums_match_the_reference(&Device::cpu(), 24);
+}
+
+fn task_handoff_doubles_every_block(dev: &Device, programs: usize) {
+    const BLOCK: usize = 128;
+    let mut rng = fresh_rng();
+    let x = rng.vec(BLOCK * programs, 1.0);
+    let xb = dev.upload(&x).expect("upload");
+    let staging = dev
+        .upload(&vec![f32::NAN; BLOCK * programs])
+        .expect("upload");
+    let flags = dev.upload(&vec![0i32; programs]).expect("upload");
+    let out = dev
+        .upload(&vec![f32::NAN; BLOCK * programs])
+        .expect("upload");
+    task_handoff::<BLOCK>::launch(dev, programs as u32, &xb, &staging, &flags, &out)
+        .expect("launch");
+    let got = out.download().expect("out");
+    let want: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_task_waits_on_its_sibling_tasks_flag_on_the_interpreter() {
+    task_handoff_doubles_every_block(&Device::cpu(), 6);
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --include-ignored there (scripts/gpu-suite.sh does)"]
+fn a_task_waits_on_its_sibling_tasks_flag_on_the_gpu() {
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
+    };
+    task_handoff_doubles_every_block(&dev, 256);
 }
 
 #[test]

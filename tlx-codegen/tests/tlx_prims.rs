@@ -137,6 +137,35 @@ fn waits(flags: Ptr<i32>) {{
     assert!(err.to_string().contains("clusters"), "{err}");
 }
 
+/// The checker's skeleton drops flag waits (it moves no data): one in a
+/// task, whose region the skeleton steps through, is skipped there too,
+/// not read as an undecidable value.
+#[test]
+fn a_flag_wait_in_a_task_is_no_matter_for_the_checker() {
+    let kernel = compile(
+        r#"
+#[tlx::kernel(num_warps = 4)]
+fn handoff(x: Ptr<f32>, flags: Ptr<i32>, out: Ptr<f32>) {
+    let offs = arange(0, 128);
+    async_tasks! {
+        task(default) {
+            signal_wait_until(flags, "eq", 1);
+            store(out + offs, load(x + offs));
+        }
+        task(num_warps = 4) {
+            atomic_xchg(flags, 1, sem = "release", scope = "sys");
+        }
+    }
+}
+"#,
+    );
+    let report = tlx_core::check::check_protocol(&kernel);
+    assert!(
+        report.errors.is_empty() && report.warnings.is_empty(),
+        "{report:#?}"
+    );
+}
+
 /// Cycles spent on a stretch of the kernel, read twice with `clock64()`.
 const TIMED: &str = r#"
 #[tlx::kernel(num_warps = 4)]

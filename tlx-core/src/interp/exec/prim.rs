@@ -99,7 +99,18 @@ impl<'k> Executor<'k> {
         index: usize,
         shared: &mut ProgramShared,
     ) -> Result<StepOutcome<'k>, InterpError> {
-        match self.prim(op, prim, args, imms, index, shared) {
+        // A skeleton run executes only the skeleton's primitives: one it
+        // dropped (a flag wait, a memory fence) gets opaque results, as
+        // every other op outside the skeleton does.
+        let dropped = self
+            .skeleton
+            .is_some_and(|keep| !keep.get(op.id.0 as usize).copied().unwrap_or(false));
+        let done = if dropped {
+            self.define_opaque(op).map_err(Stop::from)
+        } else {
+            self.prim(op, prim, args, imms, index, shared)
+        };
+        match done {
             Ok(()) => {
                 if let Some(frame) = self.frames.last_mut() {
                     frame.pc += 1;
