@@ -166,6 +166,90 @@ fn handoff(x: Ptr<f32>, flags: Ptr<i32>, out: Ptr<f32>) {
     );
 }
 
+/// Two launches of one kernel as two ranks: each stores its block into
+/// the other's inbox, sets the other's flag and waits on its own. Run one
+/// after the other, the first waits forever; run together
+/// (`run_together`), each gets the other's block.
+#[test]
+fn two_launches_run_together_exchange_through_flags() {
+    use tlx_core::interp::{run_together, Launch};
+    let kernel = compile(
+        r#"
+#[tlx::kernel(num_warps = 4)]
+fn exchange(mine: Ptr<f32>, peer_inbox: Ptr<f32>, peer_flag: Ptr<i32>, inbox: Ptr<f32>, flag: Ptr<i32>, out: Ptr<f32>) {
+    let offs = arange(0, 128);
+    store(peer_inbox + offs, load(mine + offs));
+    atomic_xchg(peer_flag, 1, sem = "release", scope = "sys");
+    signal_wait_until(flag, "eq", 1);
+    store(out + offs, load(inbox + offs));
+}
+"#,
+    );
+    let mem = HostMemory::new();
+    let floats = |v: f32| {
+        let b = mem.alloc(128 * 4);
+        let bytes: Vec<u8> = (0..128)
+            .flat_map(|i| (v + i as f32).to_le_bytes())
+            .collect();
+        mem.write(b, 0, &bytes).expect("write");
+        b
+    };
+    let (mine0, mine1) = (floats(1000.0), floats(2000.0));
+    let (inbox0, inbox1, out0, out1) = (
+        floats(f32::NAN),
+        floats(f32::NAN),
+        floats(f32::NAN),
+        floats(f32::NAN),
+    );
+    let flag = || {
+        let b = mem.alloc(4);
+        mem.write(b, 0, &0i32.to_le_bytes()).expect("write");
+        b
+    };
+    let (flag0, flag1) = (flag(), flag());
+    let p = ArgValue::ptr;
+    let rank0 = [p(mine0), p(inbox1), p(flag1), p(inbox0), p(flag0), p(out0)];
+    let rank1 = [p(mine1), p(inbox0), p(flag0), p(inbox1), p(flag1), p(out1)];
+    let launch = |args| Launch {
+        kernel: &kernel,
+        grid: [1, 1, 1],
+        args,
+    };
+    run_together(
+        &[launch(&rank0), launch(&rank1)],
+        &mem,
+        &InterpOptions::default(),
+    )
+    .expect("the ranks exchange");
+    let floats_of = |b| {
+        let mut bytes = vec![0u8; 128 * 4];
+        mem.read(b, 0, &mut bytes).expect("read");
+        bytes
+            .chunks(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect::<Vec<_>>()
+    };
+    let expected = |v: f32| (0..128).map(|i| v + i as f32).collect::<Vec<_>>();
+    assert_eq!(floats_of(out0), expected(2000.0));
+    assert_eq!(floats_of(out1), expected(1000.0));
+    // Alone, rank 0 waits for a flag only rank 1 sets.
+    mem.write(flag0, 0, &0i32.to_le_bytes()).expect("write");
+    let alone = run_kernel(&kernel, [1, 1, 1], &rank0, &mem, &InterpOptions::default())
+        .expect_err("deadlocks");
+    assert!(matches!(alone, InterpError::Deadlock { .. }), "{alone}");
+    // A deadlock of launches run together names each launch's task.
+    mem.write(flag0, 0, &0i32.to_le_bytes()).expect("write");
+    mem.write(flag1, 0, &0i32.to_le_bytes()).expect("write");
+    let waits_only = [p(mine0), p(inbox1), p(flag0), p(inbox0), p(flag0), p(out0)];
+    let stuck = run_together(
+        &[launch(&waits_only), launch(&rank1)],
+        &mem,
+        &InterpOptions::default(),
+    )
+    .expect_err("rank 1 waits for a flag nobody sets");
+    assert!(stuck.to_string().contains("of launch 1"), "{stuck}");
+}
+
 /// Cycles spent on a stretch of the kernel, read twice with `clock64()`.
 const TIMED: &str = r#"
 #[tlx::kernel(num_warps = 4)]

@@ -83,8 +83,8 @@ pub enum InterpError {
         cluster: [u32; 3],
     },
     #[error(
-        "kernel `{kernel}` waits on flags (`signal_wait_until`), so the interpreter runs all \
-         its {programs} programs in one schedule; {reason}"
+        "kernel `{kernel}`: the interpreter runs {programs} programs in one schedule (a kernel \
+         that waits on flags with `signal_wait_until`, or launches run together); {reason}"
     )]
     Cooperative {
         kernel: String,

@@ -104,10 +104,16 @@ struct TaskIdentity {
     program: [u32; 3],
     /// The task's name in deadlock reports.
     name: String,
-    /// Whether the name says which program of a cluster this is.
-    named_after_program: bool,
+    /// What the names of the program's tasks end with when programs run
+    /// together (a cluster's, a cooperative run's): which program, and of
+    /// which launch when several run together.
+    program_suffix: Option<String>,
     /// The replica of the task of `async_tasks` this executor runs (0 outside one).
     replica: u32,
+    /// The program's place among the programs scheduled together: its
+    /// rank in its cluster, or in a cooperative run its index among every
+    /// program of every launch (named barriers are per program).
+    member: usize,
     /// The GPU threads the task stands for (named barriers count them).
     threads: u32,
 }
@@ -170,8 +176,9 @@ impl<'k> Executor<'k> {
                 grid,
                 program: [0; 3],
                 name: "default".to_owned(),
-                named_after_program: false,
+                program_suffix: None,
                 replica: 0,
+                member: 0,
                 threads: kernel.options.num_warps * 32,
             },
             in_flight: TaskInFlight::default(),
@@ -194,9 +201,8 @@ impl<'k> Executor<'k> {
                 if task.replicate > 1 {
                     name += &format!(" replica {replica}");
                 }
-                if self.task.named_after_program {
-                    let [x, y, z] = self.task.program;
-                    name += &format!(" of program ({x}, {y}, {z})");
+                if let Some(suffix) = &self.task.program_suffix {
+                    name += suffix;
                 }
                 children.push(Box::new(Executor {
                     kernel: self.kernel,
@@ -213,8 +219,9 @@ impl<'k> Executor<'k> {
                         grid: self.task.grid,
                         program: self.task.program,
                         name,
-                        named_after_program: self.task.named_after_program,
+                        program_suffix: self.task.program_suffix.clone(),
                         replica,
+                        member: self.task.member,
                         threads: task.num_warps.unwrap_or(self.kernel.options.num_warps) * 32,
                     },
                     in_flight: TaskInFlight::default(),
@@ -227,11 +234,21 @@ impl<'k> Executor<'k> {
     }
 
     /// Names the task after its program, for clusters, whose programs are
-    /// scheduled together.
-    pub(crate) fn name_after_program(&mut self) {
+    /// scheduled together (and after its launch, when several run
+    /// together).
+    pub(crate) fn name_after_program(&mut self, launch: Option<usize>) {
         let [x, y, z] = self.task.program;
-        self.task.name = format!("default of program ({x}, {y}, {z})");
-        self.task.named_after_program = true;
+        let suffix = match launch {
+            Some(l) => format!(" of program ({x}, {y}, {z}) of launch {l}"),
+            None => format!(" of program ({x}, {y}, {z})"),
+        };
+        self.task.name = format!("default{suffix}");
+        self.task.program_suffix = Some(suffix);
+    }
+
+    /// The program's place among the programs scheduled together.
+    pub(crate) fn set_member(&mut self, member: usize) {
+        self.task.member = member;
     }
 
     fn site(&self, op: Option<&Op>) -> Site {

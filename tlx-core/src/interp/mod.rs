@@ -306,6 +306,84 @@ pub fn run_kernel(
     run_programs(kernel, grid, &params, mem, opts, None, None)
 }
 
+/// One of several launches [`run_together`] runs.
+pub struct Launch<'a> {
+    pub kernel: &'a ir::Kernel,
+    pub grid: [u32; 3],
+    pub args: &'a [ArgValue],
+}
+
+/// Runs `launches` as one: every program of every launch in one schedule,
+/// as the programs of a kernel that waits on flags are, so a program of
+/// one launch may wait (`signal_wait_until`) on a flag a program of
+/// another sets: the interpreter's model of kernels in flight at once on
+/// several GPUs or streams, such as the ranks of a distributed kernel.
+/// Tasks are named after their program and launch. At most 4096 programs
+/// in all, and no clusters yet.
+pub fn run_together(
+    launches: &[Launch<'_>],
+    mem: &HostMemory,
+    opts: &InterpOptions,
+) -> Result<(), InterpError> {
+    let Some(first) = launches.first() else {
+        return Ok(());
+    };
+    let count = |grid: [u32; 3]| grid.iter().map(|&d| d as usize).product::<usize>();
+    let total: usize = launches.iter().map(|l| count(l.grid)).sum();
+    let refuse = |kernel: &ir::Kernel, reason| InterpError::Cooperative {
+        kernel: kernel.name.clone(),
+        programs: total,
+        reason,
+    };
+    let mut params = Vec::with_capacity(launches.len());
+    for launch in launches {
+        if launch.grid.contains(&0) {
+            return Err(InterpError::EmptyGrid {
+                kernel: launch.kernel.name.clone(),
+                grid: launch.grid,
+            });
+        }
+        if launch.kernel.options.cluster_size() > 1 {
+            return Err(refuse(
+                launch.kernel,
+                "clusters (`ctas_per_cga`) are not supported with it yet",
+            ));
+        }
+        let bound = bind_args(launch.kernel, launch.args)?;
+        params.push(bound.into_iter().map(Rc::new).collect::<Vec<_>>());
+    }
+    if total > MAX_COOPERATIVE_PROGRAMS {
+        return Err(refuse(
+            first.kernel,
+            "at most 4096 programs are (a GPU runs fewer at once, and waits on flags need them resident)",
+        ));
+    }
+    let mut executors = Vec::with_capacity(total);
+    for (index, (launch, params)) in launches.iter().zip(&params).enumerate() {
+        for p in 0..count(launch.grid) {
+            let mut executor =
+                Executor::new(launch.kernel, mem, opts.check_uninit, launch.grid, None);
+            executor.start_program(program_at(launch.grid, p), params)?;
+            executor.set_member(executors.len());
+            executor.name_after_program((launches.len() > 1).then_some(index));
+            executors.push(executor);
+        }
+    }
+    let mut shared = ProgramShared {
+        cooperative: true,
+        ..ProgramShared::default()
+    };
+    shared.reset(executors.len());
+    let mut tasks: Vec<&mut dyn Task> = executors.iter_mut().map(|e| e as &mut dyn Task).collect();
+    let label = ProgramLabel {
+        kernel: &first.kernel.name,
+        file: &first.kernel.source_file,
+        program: [0; 3],
+        index: 0,
+    };
+    run_tasks(&mut tasks, &mut shared, opts.schedule, &label, None, None)
+}
+
 /// Runs the synchronization skeleton of `kernel` (the protocol checker's
 /// abstract execution): only the ops in `keep` execute, the others and the
 /// arguments given as `None` are opaque, no data moves, and barriers,
@@ -555,8 +633,9 @@ fn run_programs(
                     let local = program_at(cluster, rank);
                     let program = [0, 1, 2].map(|a| first[a] + local[a]);
                     executor.start_program(program, &params)?;
+                    executor.set_member(rank);
                     if members > 1 {
-                        executor.name_after_program();
+                        executor.name_after_program(None);
                     }
                     Ok(())
                 })

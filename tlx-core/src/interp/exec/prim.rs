@@ -618,7 +618,7 @@ impl<'k> Executor<'k> {
                 // Each program has its own; in a cooperative run the
                 // schedule holds every program of the grid.
                 let rank = if shared.cooperative {
-                    super::super::linear_index(self.task.grid, self.task.program)
+                    self.task.member
                 } else {
                     self.cluster_rank()
                 };
