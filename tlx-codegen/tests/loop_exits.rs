@@ -126,10 +126,5 @@ fn loops_with_exits_assemble() {
     let ptx = tlx_codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
         .expect("compiles")
         .ptx;
-    match codegen_common::ptxas() {
-        Some(ptxas) => {
-            codegen_common::ptxas_verbose(&ptxas, &ptx);
-        }
-        None => println!("skipped: ptxas not found"),
-    }
+    codegen_common::ptxas_verbose_if_found(&ptx);
 }

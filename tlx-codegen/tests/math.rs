@@ -175,12 +175,7 @@ mod codegen {
         ] {
             assert!(ptx.contains(needle), "no `{needle}`:\n{ptx}");
         }
-        match codegen_common::ptxas() {
-            Some(ptxas) => {
-                codegen_common::ptxas_verbose(&ptxas, &ptx);
-            }
-            None => println!("skipped: ptxas not found"),
-        }
+        codegen_common::ptxas_verbose_if_found(&ptx);
     }
 }
 

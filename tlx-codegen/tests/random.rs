@@ -388,12 +388,7 @@ mod codegen {
                 .expect("compiles")
                 .ptx;
             assert!(ptx.contains("mul.hi."), "no `mul.hi`:\n{ptx}");
-            match codegen_common::ptxas() {
-                Some(ptxas) => {
-                    codegen_common::ptxas_verbose(&ptxas, &ptx);
-                }
-                None => println!("skipped: ptxas not found"),
-            }
+            codegen_common::ptxas_verbose_if_found(&ptx);
         }
     }
 }

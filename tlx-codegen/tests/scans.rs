@@ -531,12 +531,7 @@ fn assemble(src: &str) {
     let ptx = tlx_codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
         .expect("compiles")
         .ptx;
-    match codegen_common::ptxas() {
-        Some(ptxas) => {
-            codegen_common::ptxas_verbose(&ptxas, &ptx);
-        }
-        None => println!("skipped: ptxas not found"),
-    }
+    codegen_common::ptxas_verbose_if_found(&ptx);
 }
 
 #[test]
@@ -545,12 +540,7 @@ fn join_and_split_assemble() {
     let ptx = tlx_codegen::compile(&kernel, tlx_core::ir::Arch::Sm90a)
         .expect("compiles")
         .ptx;
-    match codegen_common::ptxas() {
-        Some(ptxas) => {
-            codegen_common::ptxas_verbose(&ptxas, &ptx);
-        }
-        None => println!("skipped: ptxas not found"),
-    }
+    codegen_common::ptxas_verbose_if_found(&ptx);
 }
 
 #[test]
@@ -564,12 +554,7 @@ fn scans_compile_and_assemble() {
         ptx.contains("max.NaN.f32") || ptx.contains("max.f32"),
         "no float max:\n{ptx}"
     );
-    match codegen_common::ptxas() {
-        Some(ptxas) => {
-            codegen_common::ptxas_verbose(&ptxas, &ptx);
-        }
-        None => println!("skipped: ptxas not found"),
-    }
+    codegen_common::ptxas_verbose_if_found(&ptx);
 }
 
 const SCANS_2D: &str = r#"

@@ -374,12 +374,7 @@ fn fenced(x: Ptr<f32>, flag: Ptr<i32>) {
                 assert_eq!(ptx.matches(fence).count(), 1, "{fence} in\n{ptx}");
             }
             if arch == Arch::Sm90a {
-                match codegen_common::ptxas() {
-                    Some(ptxas) => {
-                        codegen_common::ptxas_verbose(&ptxas, &ptx);
-                    }
-                    None => println!("skipped: ptxas not found"),
-                }
+                codegen_common::ptxas_verbose_if_found(&ptx);
             }
         }
     }
@@ -417,12 +412,7 @@ fn waits(flags: Ptr<i32>, x: Ptr<f32>, n: i32) {{
                 assert!(ptx.contains("nanosleep.u32"), "{ptx}");
                 assert!(ptx.contains("atom.release.sys.global.exch.b32"), "{ptx}");
                 if arch == Arch::Sm90a {
-                    match codegen_common::ptxas() {
-                        Some(ptxas) => {
-                            codegen_common::ptxas_verbose(&ptxas, &ptx);
-                        }
-                        None => println!("skipped: ptxas not found"),
-                    }
+                    codegen_common::ptxas_verbose_if_found(&ptx);
                 }
             }
         }
@@ -450,12 +440,7 @@ fn waits(flags: Ptr<i32>, x: Ptr<f32>) {
         );
         // The message is a byte array: its text is not in the PTX.
         assert!(ptx.contains("vprintf"), "{ptx}");
-        match codegen_common::ptxas() {
-            Some(ptxas) => {
-                codegen_common::ptxas_verbose(&ptxas, &ptx);
-            }
-            None => println!("skipped: ptxas not found"),
-        }
+        codegen_common::ptxas_verbose_if_found(&ptx);
     }
 
     /// One L2 prefetch per TMA box of each block, from one thread, and the
@@ -473,12 +458,7 @@ fn waits(flags: Ptr<i32>, x: Ptr<f32>) {
                 .count(),
             2
         );
-        match codegen_common::ptxas() {
-            Some(ptxas) => {
-                codegen_common::ptxas_verbose(&ptxas, &ptx);
-            }
-            None => println!("skipped: ptxas not found"),
-        }
+        codegen_common::ptxas_verbose_if_found(&ptx);
     }
 
     /// Both sides of a programmatic dependent launch, and a count
@@ -502,12 +482,7 @@ fn waits(flags: Ptr<i32>, x: Ptr<f32>) {
         }
         assert!(!ptx.contains("wait_group.read"), "{ptx}");
         assert!(!ptx.contains("atom."), "{ptx}");
-        match codegen_common::ptxas() {
-            Some(ptxas) => {
-                codegen_common::ptxas_verbose(&ptxas, &ptx);
-            }
-            None => println!("skipped: ptxas not found"),
-        }
+        codegen_common::ptxas_verbose_if_found(&ptx);
     }
 
     /// A program's release (one thread performs a scalar atomic) comes after
@@ -571,12 +546,7 @@ fn publish_rows(out: Ptr<f32>, flag: Ptr<i32>) {
             assert!(!plain.contains(needle), "`{needle}` without the option");
             assert!(timed_ptx.contains(needle), "no `{needle}` with the option");
         }
-        match codegen_common::ptxas() {
-            Some(ptxas) => {
-                codegen_common::ptxas_verbose(&ptxas, &timed_ptx);
-            }
-            None => println!("skipped: ptxas not found"),
-        }
+        codegen_common::ptxas_verbose_if_found(&timed_ptx);
     }
 }
 

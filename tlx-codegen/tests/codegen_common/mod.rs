@@ -216,6 +216,17 @@ pub fn assemble(ptxas: &str, arch: Arch, name: &str, ptx: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `ptxas_verbose` with the `ptxas` found, which must accept `ptx`; says
+/// it skipped when there is none.
+pub fn ptxas_verbose_if_found(ptx: &str) {
+    match ptxas() {
+        Some(ptxas) => {
+            ptxas_verbose(&ptxas, ptx);
+        }
+        None => println!("skipped: ptxas not found"),
+    }
+}
+
 /// What `ptxas -v` says about an sm_90a PTX module: registers, spills and
 /// any warnings (for example a serialized wgmma pipeline).
 pub fn ptxas_verbose(ptxas: &str, ptx: &str) -> String {

@@ -546,15 +546,16 @@ mod tests {
         assert!(races(&steps).is_empty());
     }
 
-    /// Two tasks each writing one shared object twice: the explorer runs
-    /// every order of the four writes up to equivalence (6 interleavings
-    /// of two sequences of two) and then stops.
-    #[test]
-    fn the_explorer_runs_every_order_of_dependent_steps_once() {
+    /// Explores two tasks of `steps` steps each, task `t`'s steps touching
+    /// `touches(t)`; the explorer and every run's order of tasks.
+    fn explore_two_tasks(
+        steps: usize,
+        touches: fn(usize) -> Vec<Touch>,
+    ) -> (Explorer, Vec<Vec<usize>>) {
         let mut explorer = Explorer::new(1_000);
         let mut orders = Vec::new();
         while let Some(mut guide) = explorer.next_run() {
-            let mut left = [2, 2];
+            let mut left = [steps; 2];
             let mut order = Vec::new();
             while left.iter().any(|&l| l > 0) {
                 let enabled: Vec<Actor> =
@@ -567,12 +568,21 @@ mod tests {
                 };
                 left[t] -= 1;
                 order.push(t);
-                guide.record(actor, enabled, Some(vec![(B, W)]));
+                guide.record(actor, enabled, Some(touches(t)));
             }
             orders.push(order);
             explorer.learn(guide);
             assert!(explorer.runs() < 100, "the exploration does not end");
         }
+        (explorer, orders)
+    }
+
+    /// Two tasks each writing one shared object twice: the explorer runs
+    /// every order of the four writes up to equivalence (6 interleavings
+    /// of two sequences of two) and then stops.
+    #[test]
+    fn the_explorer_runs_every_order_of_dependent_steps_once() {
+        let (explorer, mut orders) = explore_two_tasks(2, |_| vec![(B, W)]);
         orders.sort();
         let before = orders.len();
         orders.dedup();
@@ -584,23 +594,7 @@ mod tests {
     /// Independent steps are not reordered: one run covers them.
     #[test]
     fn independent_tasks_take_one_run() {
-        let mut explorer = Explorer::new(1_000);
-        while let Some(mut guide) = explorer.next_run() {
-            let mut left = [3, 3];
-            while left.iter().any(|&l| l > 0) {
-                let enabled: Vec<Actor> =
-                    (0..2).filter(|&t| left[t] > 0).map(Actor::Task).collect();
-                let Some(actor) = guide.choose(&enabled) else {
-                    break;
-                };
-                let Actor::Task(t) = actor else {
-                    unreachable!()
-                };
-                left[t] -= 1;
-                guide.record(actor, enabled, Some(vec![(Object::Buffer(t), W)]));
-            }
-            explorer.learn(guide);
-        }
+        let (explorer, _) = explore_two_tasks(3, |t| vec![(Object::Buffer(t), W)]);
         assert_eq!(explorer.runs(), 1);
         assert!(explorer.complete());
     }
