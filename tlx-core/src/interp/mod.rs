@@ -330,11 +330,6 @@ pub fn run_together(
     };
     let count = |grid: [u32; 3]| grid.iter().map(|&d| d as usize).product::<usize>();
     let total: usize = launches.iter().map(|l| count(l.grid)).sum();
-    let refuse = |kernel: &ir::Kernel, reason| InterpError::Cooperative {
-        kernel: kernel.name.clone(),
-        programs: total,
-        reason,
-    };
     let mut params = Vec::with_capacity(launches.len());
     for launch in launches {
         if launch.grid.contains(&0) {
@@ -343,20 +338,9 @@ pub fn run_together(
                 grid: launch.grid,
             });
         }
-        if launch.kernel.options.cluster_size() > 1 {
-            return Err(refuse(
-                launch.kernel,
-                "clusters (`ctas_per_cga`) are not supported with it yet",
-            ));
-        }
+        check_cooperative(launch.kernel, total)?;
         let bound = bind_args(launch.kernel, launch.args)?;
         params.push(bound.into_iter().map(Rc::new).collect::<Vec<_>>());
-    }
-    if total > MAX_COOPERATIVE_PROGRAMS {
-        return Err(refuse(
-            first.kernel,
-            "at most 4096 programs are (a GPU runs fewer at once, and waits on flags need them resident)",
-        ));
     }
     let mut executors = Vec::with_capacity(total);
     for (index, (launch, params)) in launches.iter().zip(&params).enumerate() {
@@ -401,12 +385,7 @@ pub fn run_skeleton(
     max_steps: u64,
 ) -> Result<(), InterpError> {
     let params = bind_skeleton_args(kernel, args)?;
-    let opts = InterpOptions {
-        threads: 1,
-        check_uninit: false,
-        schedule,
-        trace: None,
-    };
+    let opts = skeleton_options(schedule);
     let skeleton = Some((keep, max_steps));
     run_programs(
         kernel,
@@ -427,6 +406,33 @@ pub const EXPLORED_STEPS: usize = 20_000;
 /// The most programs a kernel that waits on flags may run on the
 /// interpreter (all in one schedule).
 const MAX_COOPERATIVE_PROGRAMS: usize = 4096;
+
+/// Whether `programs` programs, `kernel`'s among them, can run in one
+/// schedule (a cooperative run).
+fn check_cooperative(kernel: &ir::Kernel, programs: usize) -> Result<(), InterpError> {
+    let reason = if kernel.options.cluster_size() > 1 {
+        "clusters (`ctas_per_cga`) are not supported with it yet"
+    } else if programs > MAX_COOPERATIVE_PROGRAMS {
+        "at most 4096 programs are (a GPU runs fewer at once, and waits on flags need them resident)"
+    } else {
+        return Ok(());
+    };
+    Err(InterpError::Cooperative {
+        kernel: kernel.name.clone(),
+        programs,
+        reason,
+    })
+}
+
+/// How a skeleton run runs: on one thread, no data to check.
+fn skeleton_options(schedule: Schedule) -> InterpOptions {
+    InterpOptions {
+        threads: 1,
+        check_uninit: false,
+        schedule,
+        trace: None,
+    }
+}
 
 /// How far [`explore_skeleton`] went.
 #[derive(Debug)]
@@ -465,12 +471,7 @@ pub fn explore_skeleton(
             }
         }
     };
-    let opts = InterpOptions {
-        threads: 1,
-        check_uninit: false,
-        schedule: Schedule::RoundRobin,
-        trace: None,
-    };
+    let opts = skeleton_options(Schedule::RoundRobin);
     let recorded = usize::try_from(max_steps / 4)
         .unwrap_or(usize::MAX)
         .min(EXPLORED_STEPS);
@@ -562,22 +563,8 @@ fn run_programs(
     // all in one schedule, as the programs of one cluster are: a wait
     // then blocks until the flag is set, whichever program sets it.
     let cooperative = kernel.uses_prim(ir::Prim::SignalWaitUntil);
-    let programs = grid.iter().map(|&d| d as usize).product::<usize>();
     if cooperative {
-        let reason = if kernel.options.cluster_size() > 1 {
-            Some("clusters (`ctas_per_cga`) are not supported with it yet")
-        } else if programs > MAX_COOPERATIVE_PROGRAMS {
-            Some("at most 4096 programs are (a GPU runs fewer at once, and waits on flags need them resident)")
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            return Err(InterpError::Cooperative {
-                kernel: kernel.name.clone(),
-                programs,
-                reason,
-            });
-        }
+        check_cooperative(kernel, grid.iter().map(|&d| d as usize).product())?;
     }
     let (cluster, cluster_grid) = if cooperative {
         (grid, [1, 1, 1])

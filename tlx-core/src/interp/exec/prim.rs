@@ -615,13 +615,10 @@ impl<'k> Executor<'k> {
                     shared.observations.waited(task);
                 }
                 // Each program of a cluster has its own hardware barriers.
-                // Each program has its own; in a cooperative run the
-                // schedule holds every program of the grid.
-                let rank = if shared.cooperative {
-                    self.task.member
-                } else {
-                    self.cluster_rank()
-                };
+                // Each program has its own: keyed by its place among the
+                // programs scheduled together (its cluster rank, or in a
+                // cooperative run its index among every program).
+                let rank = self.task.member;
                 let (generation, polled) = shared.named_barriers(rank).arrival_generation(task, id);
                 let access = if polled { Access::Read } else { Access::Write };
                 shared.footprint.touch(Object::NamedBarriers(rank), access);
