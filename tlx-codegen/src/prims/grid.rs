@@ -6,18 +6,19 @@
 use super::{no_lowering, Deadline, Operands};
 use crate::error::{malformed, Result};
 use crate::lower::Lowerer;
-use tlx_core::ir::{Op, Prim};
+use tlx_core::ir::{FlagComparison, Op, Prim};
 
-/// `signal_wait_until`'s comparisons, in the code order of its `cmp`
-/// choice: the word and the LLVM `icmp` predicate (signed).
-const COMPARISONS: [(&str, &str); 6] = [
-    ("eq", "eq"),
-    ("ne", "ne"),
-    ("ge", "sge"),
-    ("gt", "sgt"),
-    ("le", "sle"),
-    ("lt", "slt"),
-];
+/// The LLVM `icmp` predicate of a flag comparison (signed).
+fn icmp(cmp: FlagComparison) -> &'static str {
+    match cmp {
+        FlagComparison::Eq => "eq",
+        FlagComparison::Ne => "ne",
+        FlagComparison::Ge => "sge",
+        FlagComparison::Gt => "sgt",
+        FlagComparison::Le => "sle",
+        FlagComparison::Lt => "slt",
+    }
+}
 
 impl<'k> Lowerer<'k> {
     pub(super) fn lower_grid_prim(&mut self, op: &'k Op, named: &Operands<'k>) -> Result<()> {
@@ -26,11 +27,9 @@ impl<'k> Lowerer<'k> {
                 let flag = self.register(named.arg("flag")?)?;
                 let value = self.register(named.arg("value")?)?;
                 let code = named.imm("cmp")?;
-                let (word, icmp) = usize::try_from(code)
-                    .ok()
-                    .and_then(|c| COMPARISONS.get(c))
-                    .copied()
+                let cmp = FlagComparison::from_code(code)
                     .ok_or_else(|| malformed(format!("comparison code {code}")))?;
+                let (word, icmp) = (cmp.word(), icmp(cmp));
                 let deadline = self.kernel.options.mbar_timeout_ns.map(|timeout| Deadline {
                     timeout,
                     op,

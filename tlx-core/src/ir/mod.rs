@@ -23,9 +23,9 @@ pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames};
 pub use ops::*;
 pub use prims::{
-    nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Choice, Family, Interp,
-    Lowering, Named, Prim, PrimDef, PrimSignature, Protocol, ResultTypes, StoreReduce, Surface,
-    TmaBox, Typing,
+    nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Choice, Family,
+    FlagComparison, Interp, Lowering, Named, Prim, PrimDef, PrimSignature, Protocol, ResultTypes,
+    StoreReduce, Surface, TmaBox, Typing,
 };
 pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};

@@ -8,7 +8,9 @@
 
 use std::rc::Rc;
 
-use crate::ir::{DotPrecision, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId};
+use crate::ir::{
+    DotPrecision, FlagComparison, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId,
+};
 
 use super::super::error::{
     Fault, FaultResult, InterpError, PeerStore, PendingCopy, SliceWindow, UnfencedRead,
@@ -793,21 +795,14 @@ impl<'k> Executor<'k> {
             _ => return Err(Fault::malformed("a flag of more than one element").into()),
         };
         let wanted = self.get(value)?.scalar_int()?;
-        let (word, holds) = match cmp {
-            0 => ("eq", now == wanted),
-            1 => ("ne", now != wanted),
-            2 => ("ge", now >= wanted),
-            3 => ("gt", now > wanted),
-            4 => ("le", now <= wanted),
-            5 => ("lt", now < wanted),
-            _ => return Err(Fault::malformed(format!("comparison code {cmp}")).into()),
-        };
-        if holds {
+        let cmp = FlagComparison::from_code(cmp)
+            .ok_or_else(|| Fault::malformed(format!("comparison code {cmp}")))?;
+        if cmp.holds(now, wanted) {
             Ok(())
         } else {
             Err(Stop::Wait(WaitReason::Signal {
                 value: now,
-                cmp: word,
+                cmp: cmp.word(),
                 wanted,
             }))
         }

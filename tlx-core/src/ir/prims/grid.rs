@@ -121,6 +121,51 @@ pub(super) const SIGNAL_WAIT_UNTIL: PrimDef = PrimDef {
     interp: Interp::Custom,
 };
 
+/// How `signal_wait_until` compares the flag with its value (signed), in
+/// the code order of its `cmp` choice, whose words name them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FlagComparison {
+    Eq,
+    Ne,
+    Ge,
+    Gt,
+    Le,
+    Lt,
+}
+
+impl FlagComparison {
+    const ALL: [FlagComparison; 6] = [
+        FlagComparison::Eq,
+        FlagComparison::Ne,
+        FlagComparison::Ge,
+        FlagComparison::Gt,
+        FlagComparison::Le,
+        FlagComparison::Lt,
+    ];
+
+    pub fn from_code(code: i64) -> Option<FlagComparison> {
+        Self::ALL.get(usize::try_from(code).ok()?).copied()
+    }
+
+    /// The word of the kernel language (`"ge"`).
+    pub fn word(self) -> &'static str {
+        let code = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
+        SIGNAL_WAIT_UNTIL.signature.choices[0].options[code].0
+    }
+
+    /// Whether `flag` compares to `value` so.
+    pub fn holds(self, flag: i64, value: i64) -> bool {
+        match self {
+            FlagComparison::Eq => flag == value,
+            FlagComparison::Ne => flag != value,
+            FlagComparison::Ge => flag >= value,
+            FlagComparison::Gt => flag > value,
+            FlagComparison::Le => flag <= value,
+            FlagComparison::Lt => flag < value,
+        }
+    }
+}
+
 fn signal_wait_until(t: &super::Typing) -> Result<(), String> {
     let flag = t.operand("flag")?;
     if *flag != Type::ptr(ScalarType::I32) {
@@ -130,4 +175,26 @@ fn signal_wait_until(t: &super::Typing) -> Result<(), String> {
         ));
     }
     super::rules::i32_scalar(t.operand("value")?, "the value it waits for")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FlagComparison, SIGNAL_WAIT_UNTIL};
+
+    /// The comparisons and the `cmp` choice's words are in one order.
+    #[test]
+    fn each_comparison_has_its_word() {
+        let words: Vec<&str> = SIGNAL_WAIT_UNTIL.signature.choices[0]
+            .options
+            .iter()
+            .map(|(w, _)| *w)
+            .collect();
+        let named: Vec<&str> = (0..)
+            .map_while(FlagComparison::from_code)
+            .map(FlagComparison::word)
+            .collect();
+        assert_eq!(named, words);
+        assert!(FlagComparison::Ge.holds(3, 3) && !FlagComparison::Gt.holds(3, 3));
+        assert!(FlagComparison::Lt.holds(-1, 0) && FlagComparison::Ne.holds(-1, 0));
+    }
 }
