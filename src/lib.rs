@@ -43,8 +43,9 @@ pub use tlx_macros::kernel;
 pub use tlx_runtime::testing;
 pub use tlx_runtime::trace;
 pub use tlx_runtime::{
-    autotune, BenchSpec, Buffer, BufferView, Device, Element, Error, Grid, OutOfBoundsReport,
-    PtrArg, ScalarArg, Strided, TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
+    autotune, BenchSpec, Buffer, BufferView, Device, Element, Error, Grid, Mesh, MeshRank,
+    OutOfBoundsReport, Placement, PtrArg, ScalarArg, Strided, SymBuffer, SymRank, TensorDesc,
+    F8E4M3, F8E5M2, MAX_GRID,
 };
 
 /// The kernel language's builtins, one item each, documented as
@@ -94,7 +95,10 @@ pub mod tma {
 
 /// What kernel files and host code usually need.
 pub mod prelude {
-    pub use crate::{Buffer, Device, Error, Grid, Ptr, Strided, TensorDesc, F8E4M3, F8E5M2};
+    pub use crate::{
+        Buffer, Device, Error, Grid, Mesh, Ptr, Strided, SymBuffer, SymPtr, TensorDesc, F8E4M3,
+        F8E5M2,
+    };
     pub use half::{bf16, f16};
 
     /// The kernel-language name of [`F8E4M3`], as in `Ptr<f8e4m3>`.
@@ -110,6 +114,11 @@ pub mod prelude {
 /// It appears only in kernel signatures, which tlx (not rustc) compiles; the
 /// launcher takes a [`Buffer`] or any other [`PtrArg`] in its place.
 pub struct Ptr<T>(std::marker::PhantomData<T>);
+
+/// The type of a kernel parameter that is a symmetric buffer of a [`Mesh`],
+/// `SymPtr<f32>`: in the kernel, this rank's pointer, and `remote(x, rank)`
+/// rank `rank`'s. The launcher takes a [`SymRank`] (`buffer.rank(r)?`).
+pub struct SymPtr<T>(std::marker::PhantomData<T>);
 
 /// What the code `#[tlx::kernel]` generates refers to; not a public API.
 #[doc(hidden)]

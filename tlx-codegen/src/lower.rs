@@ -896,6 +896,9 @@ impl<'k> Lowerer<'k> {
                 llvm_type(types[0]),
                 args[0]
             ))),
+            OpKind::Cast(_) if out.pointee().is_some() => {
+                Ok(f.inst(format!("inttoptr i64 {} to {}", args[0], llvm_type(out))))
+            }
             OpKind::Cast(_) => scalar::cast(f, scalar_of(types[0])?, scalar_of(out)?, args[0]),
             OpKind::Bitcast(_) => {
                 scalar::bitcast(f, scalar_of(types[0])?, scalar_of(out)?, args[0])

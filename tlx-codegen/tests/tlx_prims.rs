@@ -237,7 +237,7 @@ fn exchange(mine: Ptr<f32>, peer_inbox: Ptr<f32>, peer_flag: Ptr<i32>, inbox: Pt
     let alone = run_kernel(&kernel, [1, 1, 1], &rank0, &mem, &InterpOptions::default())
         .expect_err("deadlocks");
     assert!(matches!(alone, InterpError::Deadlock { .. }), "{alone}");
-    // A deadlock of launches run together names each launch's task.
+    // A deadlock of launches run together names each rank's task.
     mem.write(flag0, 0, &0i32.to_le_bytes()).expect("write");
     mem.write(flag1, 0, &0i32.to_le_bytes()).expect("write");
     let waits_only = [p(mine0), p(inbox1), p(flag0), p(inbox0), p(flag0), p(out0)];
@@ -247,7 +247,7 @@ fn exchange(mine: Ptr<f32>, peer_inbox: Ptr<f32>, peer_flag: Ptr<i32>, inbox: Pt
         &InterpOptions::default(),
     )
     .expect_err("rank 1 waits for a flag nobody sets");
-    assert!(stuck.to_string().contains("of launch 1"), "{stuck}");
+    assert!(stuck.to_string().contains("of rank 1"), "{stuck}");
 }
 
 /// Cycles spent on a stretch of the kernel, read twice with `clock64()`.

@@ -83,25 +83,50 @@ pub enum SigParam {
     /// and then its `N` extents and `N` strides (elements, `i32`), which
     /// the kernel reads as `x.shape(d)` and `x.stride(d)`.
     Strided { elem: ir::ScalarType, rank: usize },
+    /// `Mesh`: the device mesh a distributed kernel runs on, passed as this
+    /// rank's index, the number of ranks, and the mesh's barrier words
+    /// (a symmetric `i32` buffer with its table of peers' addresses), which
+    /// `shard_id`, `shard_count` and `distributed_barrier` read.
+    Mesh,
+    /// `SymPtr<T>`: a symmetric buffer (one of the same length on every
+    /// rank of a mesh), passed as this rank's pointer and a table of every
+    /// rank's address of it (`i64`), which `remote(x, rank)` reads.
+    Sym { elem: ir::ScalarType },
 }
 
 impl SigParam {
     /// The kernel parameters (IR params, launch arguments) this one
     /// parameter becomes.
     pub fn arg_count(&self) -> usize {
-        match self {
-            SigParam::Strided { rank, .. } => 1 + 2 * rank,
-            _ => 1,
-        }
+        1 + self.trailing_params("").len()
     }
 
-    /// The names of the scalar parameters after a `Strided` one's pointer:
-    /// `x.shape(0)`, ..., `x.stride(0)`, ...
-    pub fn strided_names(name: &str, rank: usize) -> Vec<String> {
-        let shapes = (0..rank).map(|d| format!("{name}.shape({d})"));
-        shapes
-            .chain((0..rank).map(|d| format!("{name}.stride({d})")))
-            .collect()
+    /// The kernel parameters after the first that this one becomes, named
+    /// after the signature's `name`: a `Strided` one's extents and strides
+    /// (`x.shape(0)`, ..., `x.stride(0)`, ...), a `Mesh`'s size and barrier
+    /// words, a `SymPtr`'s table of peers' addresses.
+    pub fn trailing_params(&self, name: &str) -> Vec<(String, ir::ParamKind)> {
+        let i32 = ir::ParamKind::Scalar(ir::ScalarType::I32);
+        let table = ir::ParamKind::Ptr(ir::ScalarType::I64);
+        match self {
+            SigParam::Strided { rank, .. } => {
+                let shapes = (0..*rank).map(|d| format!("{name}.shape({d})"));
+                shapes
+                    .chain((0..*rank).map(|d| format!("{name}.stride({d})")))
+                    .map(|n| (n, i32))
+                    .collect()
+            }
+            SigParam::Mesh => vec![
+                (format!("{name}.size"), i32),
+                (
+                    format!("{name}.sync"),
+                    ir::ParamKind::Ptr(ir::ScalarType::I32),
+                ),
+                (format!("{name}.sync.peers"), table),
+            ],
+            SigParam::Sym { .. } => vec![(format!("{name}.peers"), table)],
+            SigParam::Plain(_) | SigParam::Desc { .. } => Vec::new(),
+        }
     }
 }
 

@@ -71,6 +71,7 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                     Diagnostic::new(pt.ty.span(), "unsupported kernel parameter type").with_hint(
                         "use `Ptr<T>` (T one of f32 f64 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 \
                          i64), `Strided<T, N>` (a pointer with N = 1 to 4 extents and strides), \
+                         `SymPtr<T>` (a symmetric buffer of a mesh), `Mesh`, \
                          a scalar `i32`, `i64`, `u32`, `f32`, `f64`, `bool`, or a tensor \
                          descriptor \
                          `TensorDesc<T, BLOCK_0, BLOCK_1, ...>`",
@@ -114,6 +115,9 @@ fn const_type(ty: &syn::Type) -> Option<ScalarType> {
 }
 
 fn param_kind(ty: &syn::Type) -> Option<SigParam> {
+    if type_name(ty).as_deref() == Some("Mesh") {
+        return Some(SigParam::Mesh);
+    }
     if let Some(name) = type_name(ty) {
         let s = ScalarType::from_name(&name).filter(|s| SCALARS.contains(s))?;
         return Some(SigParam::Plain(ParamKind::Scalar(s)));
@@ -133,6 +137,7 @@ fn param_kind(ty: &syn::Type) -> Option<SigParam> {
     }
     match last.ident.to_string().as_str() {
         "Ptr" if args.args.len() == 1 => Some(SigParam::Plain(ParamKind::Ptr(elem))),
+        "SymPtr" if args.args.len() == 1 => Some(SigParam::Sym { elem }),
         "Strided" if args.args.len() == 2 => match generics.next()? {
             syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(i),

@@ -83,8 +83,21 @@ pub enum Val {
     Pipe(PipeVal),
     /// Triton's block pointer (see `lower/block_ptr.rs`).
     BlockPtr(BlockPtr),
+    /// A kernel's `Mesh` parameter (see `lower/mesh.rs`).
+    Mesh(MeshVal),
     /// What a statement-like expression (a call to `store`, a loop) gives.
     Unit,
+}
+
+/// The parameters a `Mesh` parameter became: this rank, the number of
+/// ranks (both `i32`), the rank's barrier words (`Ptr<i32>`) and the table
+/// of every rank's address of them (`Ptr<i64>`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeshVal {
+    pub rank: ValueId,
+    pub size: ValueId,
+    pub sync: ValueId,
+    pub sync_peers: ValueId,
 }
 
 /// A block pointer: a `block_shape` window at `offsets` of a tensor at

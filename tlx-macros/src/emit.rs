@@ -653,7 +653,8 @@ fn launcher(
         // names the first one's (launches check element type and rank).
         let kind = match param {
             SigParam::Plain(kind) => Some(*kind),
-            SigParam::Strided { elem, .. } => Some(ParamKind::Ptr(*elem)),
+            SigParam::Strided { elem, .. } | SigParam::Sym { elem } => Some(ParamKind::Ptr(*elem)),
+            SigParam::Mesh => Some(ParamKind::Scalar(ScalarType::I32)),
             SigParam::Desc { .. } => configs
                 .and_then(|c| c.first())
                 .and_then(|c| c.params.get(ir_index).copied()),
@@ -665,13 +666,11 @@ fn launcher(
                 ::tlx::__private::ParamSpec { name: #name_str, kind: #kind_tokens }
             });
         }
-        if let SigParam::Strided { rank, .. } = param {
-            let i32_kind = param_kind_tokens(ParamKind::Scalar(ScalarType::I32));
-            for dim_name in SigParam::strided_names(&name_str, *rank) {
-                param_specs.push(quote! {
-                    ::tlx::__private::ParamSpec { name: #dim_name, kind: #i32_kind }
-                });
-            }
+        for (trailing_name, trailing_kind) in param.trailing_params(&name_str) {
+            let kind_tokens = param_kind_tokens(trailing_kind);
+            param_specs.push(quote! {
+                ::tlx::__private::ParamSpec { name: #trailing_name, kind: #kind_tokens }
+            });
         }
         match param {
             SigParam::Strided { elem, rank } => {
@@ -679,6 +678,24 @@ fn launcher(
                 launch_params
                     .push(quote_spanned! {ident.span()=> #ident: &::tlx::Strided<'_, #ty, #rank> });
                 arg_fields.push(quote! { pub #ident: &'a ::tlx::Strided<'a, #ty, #rank> });
+                for i in 0..param.arg_count() {
+                    launch_args.push(quote! { #ident.kernel_arg(#i) });
+                    field_args.push(quote! { args.#ident.kernel_arg(#i) });
+                }
+            }
+            SigParam::Mesh => {
+                launch_params.push(quote_spanned! {ident.span()=> #ident: &::tlx::MeshRank<'_> });
+                arg_fields.push(quote! { pub #ident: &'a ::tlx::MeshRank<'a> });
+                for i in 0..param.arg_count() {
+                    launch_args.push(quote! { #ident.kernel_arg(#i) });
+                    field_args.push(quote! { args.#ident.kernel_arg(#i) });
+                }
+            }
+            SigParam::Sym { elem } => {
+                let ty = rust_type(*elem);
+                launch_params
+                    .push(quote_spanned! {ident.span()=> #ident: &::tlx::SymRank<'_, #ty> });
+                arg_fields.push(quote! { pub #ident: &'a ::tlx::SymRank<'a, #ty> });
                 for i in 0..param.arg_count() {
                     launch_args.push(quote! { #ident.kernel_arg(#i) });
                     field_args.push(quote! { args.#ident.kernel_arg(#i) });

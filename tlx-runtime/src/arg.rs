@@ -39,7 +39,15 @@ impl<T: Element> PtrArg<T> for CudaSlice<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         let (address, _record_read) = self.device_ptr(self.stream());
         let ordinal = self.stream().context().ordinal();
-        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address }, self.len())
+        ptr_arg(
+            T::SCALAR,
+            PtrTarget::Cuda {
+                ordinal,
+                rank: None,
+                address,
+            },
+            self.len(),
+        )
     }
 }
 
@@ -47,7 +55,15 @@ impl<T: Element> PtrArg<T> for CudaView<'_, T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
         let (address, _record_read) = self.device_ptr(self.stream());
         let ordinal = self.stream().context().ordinal();
-        ptr_arg(T::SCALAR, PtrTarget::Cuda { ordinal, address }, self.len())
+        ptr_arg(
+            T::SCALAR,
+            PtrTarget::Cuda {
+                ordinal,
+                rank: None,
+                address,
+            },
+            self.len(),
+        )
     }
 }
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::backend::{Backend, Mark};
-use crate::cpu::CpuDevice;
+use crate::cpu::{CpuDevice, LaunchGroup};
 use crate::cuda::tensor_map::{EncodedTensorMap, TensorMapError, TiledTensorMap};
-use crate::cuda::CudaDevice;
+use crate::cuda::{CudaDevice, HeldLaunches};
 use crate::env::env_flag;
 use crate::value::DeviceId;
 use crate::Error;
@@ -98,6 +98,33 @@ impl Device {
     pub fn cpu() -> Device {
         Device {
             backend: AnyBackend::Cpu(Arc::new(CpuDevice::new())),
+        }
+    }
+
+    /// Rank `rank` of an interpreted mesh (see mesh.rs).
+    pub(crate) fn cpu_rank(group: &Arc<LaunchGroup>, rank: usize) -> Device {
+        Device {
+            backend: AnyBackend::Cpu(Arc::new(CpuDevice::rank_of(group, rank))),
+        }
+    }
+
+    /// GPU `ordinal` as a rank of a mesh whose runs `hold` keeps the
+    /// launches of; `shared_rank` when the mesh's ranks share the GPU.
+    pub(crate) fn cuda_rank(
+        ordinal: usize,
+        shared_rank: Option<usize>,
+        hold: &Arc<HeldLaunches>,
+    ) -> Result<Device, Error> {
+        Ok(Device {
+            backend: AnyBackend::Cuda(Arc::new(CudaDevice::open_rank(ordinal, shared_rank, hold)?)),
+        })
+    }
+
+    /// Lets kernels on this GPU reach `peer`'s memory; nothing on the CPU.
+    pub(crate) fn enable_peer_access(&self, peer: &Device) -> Result<(), Error> {
+        match (&self.backend, &peer.backend) {
+            (AnyBackend::Cuda(from), AnyBackend::Cuda(to)) => from.enable_peer_access(to),
+            _ => Ok(()),
         }
     }
 

@@ -31,6 +31,46 @@ pub enum Error {
         count: usize,
     },
 
+    /// A mesh of a number of ranks the runtime cannot make.
+    #[error("a mesh of {ranks} ranks cannot be made: {reason}")]
+    InvalidMesh {
+        /// The ranks asked for.
+        ranks: usize,
+        /// Why not, and what to do.
+        reason: String,
+    },
+
+    /// A rank a mesh (or a symmetric buffer) does not have.
+    #[error("rank {rank} was asked for, but the mesh has {ranks} (ranks 0..{ranks})")]
+    NoSuchRank {
+        /// The rank asked for.
+        rank: usize,
+        /// The ranks of the mesh.
+        ranks: usize,
+    },
+
+    /// Two GPUs of a mesh that cannot reach each other's memory.
+    #[error(
+        "CUDA device {from} cannot access the memory of CUDA device {to} (no peer access between them): a mesh needs every pair of its GPUs connected; pick GPUs that are (`nvidia-smi topo -m`), or use `Mesh::shared_gpu` for a correctness run on one"
+    )]
+    NoPeerAccess {
+        /// The GPU that would read and write.
+        from: usize,
+        /// The GPU whose memory it cannot reach.
+        to: usize,
+    },
+
+    /// A run of a mesh in which a rank did not launch exactly one kernel.
+    #[error(
+        "in a mesh run, rank {rank} launched {launched} kernels: a run launches one kernel on every rank (call `run` again for the next)"
+    )]
+    MeshLaunches {
+        /// The rank.
+        rank: usize,
+        /// The kernels it launched.
+        launched: usize,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
     Cuda {

@@ -19,7 +19,7 @@
 //! 6. `device`: a [`Device`] holds either backend and dispatches to it;
 //! 7. `buffer`, then `arg` (the `PtrArg` and `ScalarArg` traits, for
 //!    buffers, cudarc slices and scalars), then `desc` and `strided`: typed
-//!    memory and arguments;
+//!    memory and arguments; `mesh` (ranks, symmetric buffers, runs);
 //! 8. `check` (every check of a launch, before a backend sees it), then
 //!    `bounds`, then `launch`;
 //! 9. `bench`, `autotune`, `testing`.
@@ -43,6 +43,7 @@ mod env;
 mod error;
 mod grid;
 mod launch;
+mod mesh;
 mod spec;
 mod strided;
 pub mod testing;
@@ -60,6 +61,7 @@ pub use element::{Element, F8E4M3, F8E5M2};
 pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
+pub use mesh::{Mesh, MeshRank, Placement, SymBuffer, SymRank};
 pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec, TimelineSliceSpec};
 pub use strided::Strided;
 pub use value::{KernelArg, PtrValue, ScalarValue, TensorDescValue};

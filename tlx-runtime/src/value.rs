@@ -14,7 +14,9 @@ use crate::cuda::tensor_map::{TiledTensorMap, TmaSwizzle};
 /// Which device a pointer belongs to.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum DeviceId {
-    Cuda(usize),
+    /// A GPU by ordinal; `rank`, for a rank of a mesh that shares the GPU
+    /// with other ranks (each with its own stream), tells them apart.
+    Cuda { ordinal: usize, rank: Option<usize> },
     /// A CPU interpreter device, by instance (each has its own memory).
     Cpu(u64),
 }
@@ -22,7 +24,14 @@ pub(crate) enum DeviceId {
 impl fmt::Display for DeviceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeviceId::Cuda(ordinal) => write!(f, "CUDA device {ordinal}"),
+            DeviceId::Cuda {
+                ordinal,
+                rank: None,
+            } => write!(f, "CUDA device {ordinal}"),
+            DeviceId::Cuda {
+                ordinal,
+                rank: Some(rank),
+            } => write!(f, "rank {rank} of a mesh on CUDA device {ordinal}"),
             DeviceId::Cpu(instance) => write!(f, "CPU interpreter device #{instance}"),
         }
     }
@@ -33,6 +42,8 @@ impl fmt::Display for DeviceId {
 pub(crate) enum PtrTarget {
     Cuda {
         ordinal: usize,
+        /// The mesh rank of a GPU shared by several (see [`DeviceId`]).
+        rank: Option<usize>,
         address: u64,
     },
     Cpu {
@@ -45,7 +56,7 @@ pub(crate) enum PtrTarget {
 impl PtrTarget {
     pub(crate) fn device(&self) -> DeviceId {
         match *self {
-            PtrTarget::Cuda { ordinal, .. } => DeviceId::Cuda(ordinal),
+            PtrTarget::Cuda { ordinal, rank, .. } => DeviceId::Cuda { ordinal, rank },
             PtrTarget::Cpu { device, .. } => DeviceId::Cpu(device),
         }
     }

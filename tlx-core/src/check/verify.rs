@@ -365,9 +365,12 @@ impl<'k> Checker<'k> {
             Cast(v) => {
                 let (t, r) = (self.ty(*v)?, self.one_result(op)?);
                 // A global pointer may be cast to its i64 address (Triton's
-                // `ptr.to(tl.int64)`; the bounds-check instrumentation uses it).
-                let address = t.elem().global_pointee().is_some()
-                    && r.elem() == Elem::Scalar(ScalarType::I64);
+                // `ptr.to(tl.int64)`; the bounds-check instrumentation uses it),
+                // and an i64 address back to a global pointer (`remote`
+                // turns a peer's address from its table into a pointer).
+                let i64 = Elem::Scalar(ScalarType::I64);
+                let address = t.elem().global_pointee().is_some() && r.elem() == i64
+                    || t.elem() == i64 && r.elem().global_pointee().is_some();
                 ensure(
                     t.shape() == r.shape()
                         && (scalar(t).is_some() && scalar(r).is_some() || address),

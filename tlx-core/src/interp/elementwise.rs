@@ -9,7 +9,7 @@ use crate::numeric::{
 };
 
 use super::error::{Fault, FaultResult};
-use super::value::{check_lanes, Data, Repr};
+use super::value::{check_lanes, Data, Ptr, Repr};
 
 fn same_len(a: &Data, b: &Data) -> FaultResult<()> {
     if a.len() == b.len() {
@@ -407,6 +407,14 @@ pub(crate) fn cast(from: Elem, to: Elem, value: &Data) -> FaultResult<Data> {
                 return Err(mismatch("cast"));
             };
             return Ok(Data::Int(ptrs.iter().map(|p| p.address()).collect()));
+        }
+        (Elem::Scalar(ScalarType::I64), Elem::Ptr(..)) => {
+            let Data::Int(addresses) = value else {
+                return Err(mismatch("cast"));
+            };
+            return Ok(Data::Ptr(
+                addresses.iter().map(|&a| Ptr::from_address(a)).collect(),
+            ));
         }
         (Elem::Scalar(s), Elem::Scalar(d)) => (s, d),
         _ => return Err(Fault::malformed("cast between pointers and numbers")),

@@ -239,7 +239,7 @@ impl<'k> Executor<'k> {
     pub(crate) fn name_after_program(&mut self, launch: Option<usize>) {
         let [x, y, z] = self.task.program;
         let suffix = match launch {
-            Some(l) => format!(" of program ({x}, {y}, {z}) of launch {l}"),
+            Some(l) => format!(" of program ({x}, {y}, {z}) of rank {l}"),
             None => format!(" of program ({x}, {y}, {z})"),
         };
         self.task.name = format!("default{suffix}");

@@ -65,6 +65,7 @@ pub use memory::{BufferId, HostMemory};
 pub use schedule::{Schedule, ScheduleParseError};
 pub use shared::NamedBarrierError;
 pub use trace::{Trace, TraceEvent, TraceKind};
+pub use value::address_of;
 pub use wait::{BlockedTask, Skipped, Wait, WaitReason};
 
 use exec::Executor;

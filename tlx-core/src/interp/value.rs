@@ -27,6 +27,30 @@ impl Ptr {
     pub(crate) fn address(self) -> i64 {
         ((i64::from(self.buffer.0) + 1) << 40).wrapping_add(self.byte_offset)
     }
+
+    /// The pointer at an address [`Ptr::address`] gave (an i64 cast to a
+    /// pointer, as `remote` does with a peer's address). An address no
+    /// buffer gave names a buffer that does not exist, which an access
+    /// reports.
+    pub(crate) fn from_address(address: i64) -> Ptr {
+        const LOW: i64 = (1 << 40) - 1;
+        let buffer = (address >> 40).wrapping_sub(1);
+        Ptr {
+            buffer: BufferId(u32::try_from(buffer).unwrap_or(u32::MAX)),
+            byte_offset: address & LOW,
+        }
+    }
+}
+
+/// The address a kernel sees for byte `byte_offset` of `buffer`: what a
+/// pointer to it cast to i64 gives, and what the runtime writes into the
+/// tables of peers' addresses of symmetric buffers.
+pub fn address_of(buffer: BufferId, byte_offset: i64) -> i64 {
+    Ptr {
+        buffer,
+        byte_offset,
+    }
+    .address()
 }
 
 /// A value of TLX's memory-object types: what a buffer, barrier or
@@ -295,5 +319,20 @@ mod tests {
         assert_eq!(dst, Data::Int(vec![0, 5, 6]));
         assert!(dst.scatter(&[0], &Data::Bool(vec![true])).is_err());
         assert!(Tensor::new(vec![2, 2], Data::Int(vec![1])).is_err());
+    }
+
+    #[test]
+    fn addresses_cast_back_to_their_pointers() {
+        for (buffer, byte_offset) in [(0, 0), (3, 4096), (70_000, (1 << 40) - 8)] {
+            let ptr = Ptr {
+                buffer: BufferId(buffer),
+                byte_offset,
+            };
+            assert_eq!(Ptr::from_address(ptr.address()), ptr);
+            assert_eq!(address_of(ptr.buffer, byte_offset), ptr.address());
+        }
+        // Addresses in one buffer differ by their byte distance.
+        let at = |o| address_of(BufferId(5), o);
+        assert_eq!(at(256) - at(0), 256);
     }
 }

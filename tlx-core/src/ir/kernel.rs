@@ -4,6 +4,11 @@
 use super::ops::{Block, Op, OpId, ValueId};
 use super::types::{ScalarType, TensorDescriptorType, Type};
 
+/// The most ranks a device mesh has (the GPUs of one host): the runtime
+/// refuses larger meshes, and `distributed_barrier` signals every peer
+/// from one tile of this many lanes.
+pub const MAX_MESH_RANKS: usize = 8;
+
 /// A kernel parameter as the launcher passes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {

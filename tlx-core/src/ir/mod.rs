@@ -20,7 +20,9 @@ mod types;
 
 pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
-pub use kernel::{Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames};
+pub use kernel::{
+    Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames, MAX_MESH_RANKS,
+};
 pub use ops::*;
 pub use prims::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Choice, Family,

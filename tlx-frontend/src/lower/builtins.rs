@@ -81,6 +81,9 @@ impl<'a> Lowerer<'a> {
         if super::random::FUNCTIONS.contains(&name) {
             return self.random(args);
         }
+        if super::mesh::FUNCTIONS.contains(&name) {
+            return self.mesh_function(args);
+        }
         if name == "mean" {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
             return self.mean(&a, args.span);

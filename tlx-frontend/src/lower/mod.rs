@@ -11,6 +11,7 @@ mod control;
 mod expr;
 mod index;
 mod memory;
+mod mesh;
 mod pipe;
 mod random;
 mod sort;
@@ -57,6 +58,9 @@ pub(super) struct Lowerer<'a> {
     /// The pointer of each `Strided` parameter, with its extents and then
     /// its strides: what `x.shape(d)` and `x.stride(d)` read.
     strided: HashMap<tlx_core::ir::ValueId, Vec<tlx_core::ir::ValueId>>,
+    /// The local pointer of each `SymPtr` parameter, with its table of
+    /// every rank's address: what `remote(x, rank)` reads.
+    symmetric: HashMap<tlx_core::ir::ValueId, tlx_core::ir::ValueId>,
 }
 
 /// The `async_tasks!` regions of the body and the task being lowered.
@@ -115,18 +119,35 @@ pub(super) fn lower_body(
     }
     let mut top = HashMap::new();
     let mut strided = HashMap::new();
+    let mut symmetric = HashMap::new();
     for (ident, param) in &sig.params {
         let name = ident.to_string();
         let v = b.add_param(name.clone(), resolve_param(param, consts)?);
-        // A `Strided` pointer's extents and strides follow it.
-        if let SigParam::Strided { rank, .. } = param {
-            let dims = SigParam::strided_names(&name, *rank)
-                .into_iter()
-                .map(|n| b.add_param(n, ParamKind::Scalar(ScalarType::I32)))
-                .collect();
-            strided.insert(v, dims);
-        }
-        top.insert(name, Val::Ir(v));
+        // A `Strided` pointer's extents and strides, a mesh's size and
+        // barrier words, a symmetric buffer's peers follow it.
+        let trailing: Vec<_> = param
+            .trailing_params(&name)
+            .into_iter()
+            .map(|(n, kind)| b.add_param(n, kind))
+            .collect();
+        let val = match param {
+            SigParam::Strided { .. } => {
+                strided.insert(v, trailing);
+                Val::Ir(v)
+            }
+            SigParam::Mesh => Val::Mesh(crate::value::MeshVal {
+                rank: v,
+                size: trailing[0],
+                sync: trailing[1],
+                sync_peers: trailing[2],
+            }),
+            SigParam::Sym { .. } => {
+                symmetric.insert(v, trailing[0]);
+                Val::Ir(v)
+            }
+            SigParam::Plain(_) | SigParam::Desc { .. } => Val::Ir(v),
+        };
+        top.insert(name, val);
     }
     if scan::assigned_in_stmts(&item.block.stmts).contains(RETURNED) {
         top.insert(RETURNED.to_string(), Val::Const(ConstVal::Bool(false)));
@@ -159,6 +180,7 @@ pub(super) fn lower_body(
         pipes: Vec::new(),
         shared: SharedFacts::default(),
         strided,
+        symmetric,
     };
     let result = lowerer.lower_stmts(&item.block.stmts);
     let mut errors = std::mem::take(&mut lowerer.errors);
@@ -181,7 +203,10 @@ pub(super) fn lower_body(
 fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind, Diagnostic> {
     let (elem, block, span, dim_spans) = match param {
         SigParam::Plain(kind) => return Ok(*kind),
-        SigParam::Strided { elem, .. } => return Ok(ParamKind::Ptr(*elem)),
+        SigParam::Strided { elem, .. } | SigParam::Sym { elem } => {
+            return Ok(ParamKind::Ptr(*elem))
+        }
+        SigParam::Mesh => return Ok(ParamKind::Scalar(ScalarType::I32)),
         SigParam::Desc {
             elem,
             block,

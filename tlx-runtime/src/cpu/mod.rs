@@ -1,6 +1,8 @@
 //! The CPU interpreter backend: host memory for buffers, and launches run
-//! synchronously by the IR interpreter, from the IR text each kernel embeds.
-//! It trusts its input (see [`Backend`]): check.rs and buffer.rs checked it.
+//! synchronously by the IR interpreter, from the IR text each kernel embeds;
+//! the ranks of a mesh share one memory and a [`LaunchGroup`] that holds
+//! their launches until all can run as one schedule. It trusts its input
+//! (see [`Backend`]): check.rs and buffer.rs checked it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +23,9 @@ static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) struct CpuDevice {
     instance: u64,
-    memory: HostMemory,
+    memory: Arc<HostMemory>,
+    /// The mesh this device is a rank of, if any, with the rank.
+    group: Option<(Arc<LaunchGroup>, usize)>,
     /// Parsed IR per (kernel spec address, configuration index).
     kernels: Mutex<HashMap<(usize, usize), Arc<Kernel>>>,
     /// The last kernel each buffer was passed to, and as which parameter,
@@ -40,9 +44,19 @@ impl CpuDevice {
     pub(crate) fn new() -> CpuDevice {
         CpuDevice {
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            memory: HostMemory::new(),
+            memory: Arc::new(HostMemory::new()),
+            group: None,
             kernels: Mutex::new(HashMap::new()),
             last_use: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Rank `rank` of the mesh whose ranks share `group`'s memory.
+    pub(crate) fn rank_of(group: &Arc<LaunchGroup>, rank: usize) -> CpuDevice {
+        CpuDevice {
+            memory: group.memory.clone(),
+            group: Some((group.clone(), rank)),
+            ..CpuDevice::new()
         }
     }
 
@@ -240,7 +254,8 @@ impl Backend for CpuDevice {
         }
     }
 
-    /// Runs the kernel to completion.
+    /// Runs the kernel to completion, or, while this device's mesh runs,
+    /// holds it until every rank has launched.
     fn launch(&self, launch: &Launch, args: &[Arg<'_, CpuPtr>]) -> Result<(), Error> {
         let kernel = self.kernel(launch)?;
         let values: Vec<ArgValue> = args
@@ -248,18 +263,18 @@ impl Backend for CpuDevice {
             .enumerate()
             .map(|(index, arg)| self.arg_value(launch.spec, index, arg))
             .collect();
-        // `TLX_SCHEDULE=random:<seed>` interleaves a program's tasks from a
-        // seeded random choice instead of round robin.
-        let schedule = match std::env::var("TLX_SCHEDULE") {
-            Ok(text) => text.parse().map_err(|e| Error::InvalidEnv {
-                var: "TLX_SCHEDULE",
-                message: format!("{e}"),
-            })?,
-            Err(_) => Schedule::default(),
-        };
-        // 0 threads: one per available core.
-        let mut options =
-            InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule);
+        // Outside a run of its mesh, a rank runs its launches alone.
+        if let Some((group, rank)) = self.group.as_ref().filter(|(g, _)| g.running()) {
+            group.hold(PendingLaunch {
+                kernel,
+                name: launch.spec.name,
+                grid: launch.grid.dims(),
+                args: values,
+                rank: *rank,
+            });
+            return Ok(());
+        }
+        let mut options = interp_options()?;
         if crate::trace::recording(launch.spec.name) {
             options.trace = Some(Default::default());
         }
@@ -288,4 +303,106 @@ impl Backend for CpuDevice {
     fn flush_l2(&self) -> Result<(), Error> {
         Ok(())
     }
+}
+
+/// The interpreter's options from the environment: `TLX_SCHEDULE=random:<seed>`
+/// interleaves a program's tasks from a seeded random choice instead of
+/// round robin; `TLX_CHECK_UNINIT=1` reports reads of unwritten memory.
+fn interp_options() -> Result<InterpOptions, Error> {
+    let schedule = match std::env::var("TLX_SCHEDULE") {
+        Ok(text) => text.parse().map_err(|e| Error::InvalidEnv {
+            var: "TLX_SCHEDULE",
+            message: format!("{e}"),
+        })?,
+        Err(_) => Schedule::default(),
+    };
+    // 0 threads: one per available core.
+    Ok(InterpOptions::new(0, env_flag("TLX_CHECK_UNINIT")).with_schedule(schedule))
+}
+
+/// A launch a rank of a mesh made while the mesh runs, held until every
+/// rank has made its own.
+pub(crate) struct PendingLaunch {
+    kernel: Arc<Kernel>,
+    name: &'static str,
+    grid: [u32; 3],
+    args: Vec<ArgValue>,
+    rank: usize,
+}
+
+/// The memory the ranks of an interpreted mesh share, and the launches they
+/// make during a run of the mesh, which then run as one schedule (so a
+/// rank's wait on a peer's signal can be met).
+pub(crate) struct LaunchGroup {
+    memory: Arc<HostMemory>,
+    /// `Some` while the mesh runs.
+    held: Mutex<Option<Vec<PendingLaunch>>>,
+}
+
+impl LaunchGroup {
+    pub(crate) fn new() -> Arc<LaunchGroup> {
+        Arc::new(LaunchGroup {
+            memory: Arc::new(HostMemory::new()),
+            held: Mutex::new(None),
+        })
+    }
+
+    fn running(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Keeps `launch` for the run in progress.
+    fn hold(&self, launch: PendingLaunch) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(launches) = held.as_mut() {
+            launches.push(launch);
+        }
+    }
+
+    /// Calls `launch_all`, which launches on the ranks, then runs what they
+    /// launched together: one launch per rank of `ranks`.
+    pub(crate) fn run(
+        &self,
+        ranks: usize,
+        launch_all: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+        let launched = launch_all();
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
+        launched?;
+        for rank in 0..ranks {
+            let launched = held.iter().filter(|l| l.rank == rank).count();
+            if launched != 1 {
+                return Err(Error::MeshLaunches { rank, launched });
+            }
+        }
+        let mut held = held;
+        held.sort_by_key(|l| l.rank);
+        run_launches(&held, &self.memory)
+    }
+}
+
+/// Runs `launches` as one schedule in `memory`; an error names the kernels.
+fn run_launches(launches: &[PendingLaunch], memory: &HostMemory) -> Result<(), Error> {
+    let options = interp_options()?;
+    let together: Vec<interp::Launch<'_>> = launches
+        .iter()
+        .map(|l| interp::Launch {
+            kernel: &l.kernel,
+            grid: l.grid,
+            args: &l.args,
+        })
+        .collect();
+    interp::run_together(&together, memory, &options).map_err(|e| Error::Interpreter {
+        kernel: launches.first().map_or("", |l| l.name),
+        message: e.to_string(),
+    })
 }

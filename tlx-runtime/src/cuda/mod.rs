@@ -34,6 +34,10 @@ pub(crate) struct CudaDevice {
     /// Every launch and copy goes to this stream, so they run in program order.
     pub(crate) stream: Arc<CudaStream>,
     ordinal: usize,
+    /// The mesh rank this device is, when several share the GPU.
+    rank: Option<usize>,
+    /// The mesh's held launches, for a rank of a mesh.
+    hold: Option<Arc<HeldLaunches>>,
     name: String,
     compute_capability: (u32, u32),
     max_shared_optin: u32,
@@ -49,14 +53,34 @@ pub(crate) struct CudaDevice {
 
 impl CudaDevice {
     pub(crate) fn open(ordinal: usize) -> Result<CudaDevice, Error> {
+        Self::open_as(ordinal, None)
+    }
+
+    /// GPU `ordinal` as a rank of a mesh whose launches `hold` keeps during
+    /// its runs; `shared_rank` (the rank) when the mesh's ranks share the
+    /// GPU, each then with a stream of its own so their kernels run at once.
+    pub(crate) fn open_rank(
+        ordinal: usize,
+        shared_rank: Option<usize>,
+        hold: &Arc<HeldLaunches>,
+    ) -> Result<CudaDevice, Error> {
+        Ok(CudaDevice {
+            hold: Some(hold.clone()),
+            ..Self::open_as(ordinal, shared_rank)?
+        })
+    }
+
+    fn open_as(ordinal: usize, rank: Option<usize>) -> Result<CudaDevice, Error> {
         probe::driver_library().map_err(Error::NoGpu)?;
         // The probe makes cudarc's panics unreachable; the guard keeps a
         // driver that still surprises it from taking the program down.
-        catch_unwind(AssertUnwindSafe(|| Self::open_with_driver(ordinal))).unwrap_or_else(|_| {
-            Err(Error::NoGpu(
-                "the CUDA bindings could not use the installed driver".to_string(),
-            ))
-        })
+        catch_unwind(AssertUnwindSafe(|| Self::open_with_driver(ordinal, rank))).unwrap_or_else(
+            |_| {
+                Err(Error::NoGpu(
+                    "the CUDA bindings could not use the installed driver".to_string(),
+                ))
+            },
+        )
     }
 
     /// How many CUDA devices the driver sees: 0 without a usable driver.
@@ -70,7 +94,7 @@ impl CudaDevice {
             .map_or(0, |n| n.max(0) as usize)
     }
 
-    fn open_with_driver(ordinal: usize) -> Result<CudaDevice, Error> {
+    fn open_with_driver(ordinal: usize, rank: Option<usize>) -> Result<CudaDevice, Error> {
         let count = CudaContext::device_count()
             .map_err(|e| Error::NoGpu(format!("the CUDA driver did not start ({:?})", e.0)))?;
         let count = count.max(0) as usize;
@@ -85,7 +109,12 @@ impl CudaDevice {
         }
         let ctx =
             CudaContext::new(ordinal).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
-        let stream = ctx.default_stream();
+        let stream = match rank {
+            None => ctx.default_stream(),
+            Some(_) => ctx
+                .new_stream()
+                .map_err(|e| Error::cuda("cuStreamCreate", e))?,
+        };
         let name = ctx.name().map_err(|e| Error::cuda("cuDeviceGetName", e))?;
         let (major, minor) = ctx
             .compute_capability()
@@ -100,6 +129,8 @@ impl CudaDevice {
             ctx,
             stream,
             ordinal,
+            rank,
+            hold: None,
             name,
             compute_capability: (major.max(0) as u32, minor.max(0) as u32),
             max_shared_optin: max_shared_optin.max(0) as u32,
@@ -108,6 +139,46 @@ impl CudaDevice {
             scratch: Mutex::new(None),
             l2_flush: Mutex::new(None),
         })
+    }
+
+    /// Lets kernels on this device read and write `peer`'s memory through
+    /// its addresses (a mesh's ranks on different GPUs); an error naming
+    /// both when the hardware cannot.
+    pub(crate) fn enable_peer_access(&self, peer: &CudaDevice) -> Result<(), Error> {
+        if peer.ordinal == self.ordinal {
+            return Ok(());
+        }
+        let no_peer = || Error::NoPeerAccess {
+            from: self.ordinal,
+            to: peer.ordinal,
+        };
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        let mut can = 0;
+        // SAFETY: both are devices the driver listed; `can` outlives the call.
+        unsafe {
+            cudarc::driver::sys::cuDeviceCanAccessPeer(
+                &mut can,
+                self.ctx.cu_device(),
+                peer.ctx.cu_device(),
+            )
+        }
+        .result()
+        .map_err(|e| Error::cuda("cuDeviceCanAccessPeer", e))?;
+        if can == 0 {
+            return Err(no_peer());
+        }
+        // SAFETY: this context is current; the peer's is a live primary context.
+        let enabled = unsafe { cudarc::driver::sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0) };
+        match enabled {
+            cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            | cudarc::driver::sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
+            other => Err(Error::cuda(
+                "cuCtxEnablePeerAccess",
+                cudarc::driver::DriverError(other),
+            )),
+        }
     }
 
     fn arch_name(&self) -> String {
@@ -304,7 +375,10 @@ impl Backend for CudaDevice {
     const RUNS_PTX: bool = true;
 
     fn id(&self) -> DeviceId {
-        DeviceId::Cuda(self.ordinal)
+        DeviceId::Cuda {
+            ordinal: self.ordinal,
+            rank: self.rank,
+        }
     }
 
     fn name(&self) -> String {
@@ -372,6 +446,7 @@ impl Backend for CudaDevice {
     fn target<T: Element>(&self, memory: &CudaMemory<T>, offset: usize) -> PtrTarget {
         PtrTarget::Cuda {
             ordinal: self.ordinal,
+            rank: self.rank,
             // In bounds of the allocation, so no overflow.
             address: memory.address + (offset * std::mem::size_of::<T>()) as u64,
         }
@@ -384,18 +459,14 @@ impl Backend for CudaDevice {
         }
     }
 
-    /// Queues the kernel on the device's stream.
+    /// Queues the kernel on the device's stream, or, while this device's
+    /// mesh runs, holds it until every rank's kernel is ready (see
+    /// [`HeldLaunches`]).
     fn launch(&self, launch: &Launch, args: &[Arg<'_, u64>]) -> Result<(), Error> {
-        let Launch {
-            spec,
-            config: config_index,
-            config_spec: config,
-            grid,
-        } = *launch;
-        let function = self.function(spec, config_index, config)?;
+        let function = self.function(launch.spec, launch.config, launch.config_spec)?;
         // Descriptors are encoded for the block and swizzle this
         // configuration was compiled with.
-        let mut slots = Vec::with_capacity(args.len());
+        let mut slots = Vec::with_capacity(args.len() + 1);
         for arg in args {
             slots.push(match *arg {
                 Arg::Scalar(s) => Slot::Word(s.bits),
@@ -405,67 +476,32 @@ impl Backend for CudaDevice {
                 }
             });
         }
-        let mut params: Vec<*mut c_void> = slots
-            .iter_mut()
-            .map(|slot| match slot {
-                Slot::Word(word) => (word as *mut u64).cast::<c_void>(),
-                Slot::TensorMap(map) => (&mut **map as *mut EncodedTensorMap).cast::<c_void>(),
-            })
-            .collect();
         // The scratch pointer goes after every other argument.
         // The lock is held until the launch is queued: a launch with a larger
         // grid that replaced the buffer in between would free it under this one.
-        let (_scratch_lock, mut scratch) = match config.global_scratch_bytes {
+        // (A held launch is its rank's only one in the run.)
+        let (scratch_lock, scratch) = match launch.config_spec.global_scratch_bytes {
             0 => (None, None),
             per_program => {
-                let (lock, address) = self.scratch_address(spec.name, grid, per_program)?;
+                let (lock, address) =
+                    self.scratch_address(launch.spec.name, launch.grid, per_program)?;
                 (Some(lock), Some(address))
             }
         };
-        if let Some(address) = scratch.as_mut() {
-            params.push((address as *mut u64).cast::<c_void>());
+        slots.extend(scratch.map(Slot::Word));
+        let ready = ReadyLaunch {
+            function,
+            slots,
+            grid: launch.grid,
+            config: launch.config_spec,
+            stream: self.stream.clone(),
+        };
+        if let Some(hold) = self.hold.as_ref().filter(|h| h.running()) {
+            drop(scratch_lock);
+            hold.hold(ready);
+            return Ok(());
         }
-        self.ctx
-            .bind_to_thread()
-            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
-        // A programmatic dependent of the kernel before it on the stream
-        // (`launch_pdl`) may start once every program of that one has run
-        // `griddepcontrol.launch_dependents` (or exited); any other launch
-        // passes no attribute.
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            // SAFETY: a plain-data union; every field is an integer array.
-            value: unsafe { std::mem::zeroed() },
-        };
-        attribute.value.programmaticStreamSerializationAllowed = 1;
-        let launch = sys::CUlaunchConfig {
-            gridDimX: grid.x,
-            gridDimY: grid.y,
-            gridDimZ: grid.z,
-            blockDimX: 32 * config.num_warps,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: config.shared_bytes,
-            hStream: self.stream.cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: u32::from(config.launch_pdl),
-        };
-        // SAFETY: the function belongs to this context; `params` holds one
-        // pointer per kernel parameter, each to a slot at least as large as
-        // the parameter, alive until the call returns (the driver copies
-        // them); `launch` and the attribute it points at live as long.
-        let status = unsafe {
-            sys::cuLaunchKernelEx(
-                &launch,
-                function.function,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
-        status
-            .result()
-            .map_err(|e| Error::cuda("cuLaunchKernelEx", e))
+        ready.enqueue()
     }
 
     fn synchronize(&self) -> Result<(), Error> {
@@ -521,6 +557,123 @@ impl Backend for CudaDevice {
                 .map_err(|e| Error::cuda("cuMemsetD8Async", e))?;
         }
         Ok(())
+    }
+}
+
+/// A launch with everything it needs (its module loaded, its arguments
+/// marshalled), ready to queue.
+pub(crate) struct ReadyLaunch {
+    function: Arc<LoadedFunction>,
+    slots: Vec<Slot>,
+    grid: Grid,
+    config: &'static ConfigSpec,
+    stream: Arc<CudaStream>,
+}
+
+impl ReadyLaunch {
+    fn enqueue(mut self) -> Result<(), Error> {
+        let mut params: Vec<*mut c_void> = self
+            .slots
+            .iter_mut()
+            .map(|slot| match slot {
+                Slot::Word(word) => (word as *mut u64).cast::<c_void>(),
+                Slot::TensorMap(map) => (&mut **map as *mut EncodedTensorMap).cast::<c_void>(),
+            })
+            .collect();
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        // A programmatic dependent of the kernel before it on the stream
+        // (`launch_pdl`) may start once every program of that one has run
+        // `griddepcontrol.launch_dependents` (or exited); any other launch
+        // passes no attribute.
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            // SAFETY: a plain-data union; every field is an integer array.
+            value: unsafe { std::mem::zeroed() },
+        };
+        attribute.value.programmaticStreamSerializationAllowed = 1;
+        let config = self.config;
+        let launch = sys::CUlaunchConfig {
+            gridDimX: self.grid.x,
+            gridDimY: self.grid.y,
+            gridDimZ: self.grid.z,
+            blockDimX: 32 * config.num_warps,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: config.shared_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: u32::from(config.launch_pdl),
+        };
+        // SAFETY: the function belongs to the stream's context; `params`
+        // holds one pointer per kernel parameter, each to a slot at least as
+        // large as the parameter, alive until the call returns (the driver
+        // copies them); `launch` and the attribute it points at live as long.
+        let status = unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                self.function.function,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        status
+            .result()
+            .map_err(|e| Error::cuda("cuLaunchKernelEx", e))
+    }
+}
+
+/// The launches the ranks of a mesh on GPUs make during a run, held until
+/// all are ready and then queued together: loading a rank's module while a
+/// peer's kernel already waits for it may wait for that kernel (the driver
+/// synchronizes some loads and allocations with the device), which never
+/// ends.
+pub(crate) struct HeldLaunches {
+    /// `Some` while the mesh runs.
+    held: Mutex<Option<Vec<ReadyLaunch>>>,
+}
+
+impl HeldLaunches {
+    pub(crate) fn new() -> Arc<HeldLaunches> {
+        Arc::new(HeldLaunches {
+            held: Mutex::new(None),
+        })
+    }
+
+    fn running(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn hold(&self, launch: ReadyLaunch) {
+        if let Some(held) = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            held.push(launch);
+        }
+    }
+
+    /// Calls `launch_all`, which launches on the ranks, then queues what
+    /// they launched, each on its rank's stream.
+    pub(crate) fn run(&self, launch_all: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+        let launched = launch_all();
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
+        launched?;
+        held.into_iter().try_for_each(ReadyLaunch::enqueue)
     }
 }
 

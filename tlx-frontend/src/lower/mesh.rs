@@ -1,0 +1,269 @@
+//! The kernel language across GPUs (TLE's device mesh, docs/distributed.md):
+//! `shard_id(mesh, axis)` and `shard_count(mesh, axis)` read a `Mesh`
+//! parameter, `remote(x, rank)` turns a `SymPtr` parameter into rank
+//! `rank`'s pointer of the same buffer, and `distributed_barrier(mesh)`
+//! waits until every program of every rank has reached it. Each lowers to
+//! ordinary IR (loads, a cast of an address, atomics and
+//! `signal_wait_until`), so the interpreter, the checker and the code
+//! generator need nothing of their own for them.
+
+use super::calls::CallArgs;
+use super::{Lowerer, R};
+use crate::diag::Diagnostic;
+use crate::value::{ConstVal, MeshVal, Val};
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::Expr;
+use tlx_core::ir::{
+    AtomicOp, BinaryOp, CacheModifier, CmpPred, Elem, EvictionPolicy, MemScope, MemSem, OpKind,
+    Prim, ScalarType, Type, ValueId,
+};
+
+/// The functions this file lowers.
+pub(super) const FUNCTIONS: &[&str] = &["shard_id", "shard_count", "remote", "distributed_barrier"];
+
+use tlx_core::ir::MAX_MESH_RANKS as MAX_RANKS;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn mesh_function(&mut self, args: &CallArgs<'a>) -> R<Val> {
+        match args.name.as_str() {
+            "shard_id" | "shard_count" => {
+                let a = args.bind(&["mesh", "axis"], 2)?;
+                let mesh = self.mesh_arg(a[0])?;
+                self.mesh_axis(a[1])?;
+                let v = if args.name == "shard_id" {
+                    mesh.rank
+                } else {
+                    mesh.size
+                };
+                Ok(Val::Ir(v))
+            }
+            "remote" => {
+                let a = args.bind(&["buffer", "rank"], 2)?;
+                self.remote(a[0], a[1], args.span)
+            }
+            _ => {
+                let a = args.bind(&["mesh"], 1)?;
+                let mesh = self.mesh_arg(a[0])?;
+                self.distributed_barrier(mesh);
+                Ok(Val::Unit)
+            }
+        }
+    }
+
+    fn mesh_arg(&mut self, e: Option<&'a Expr>) -> R<MeshVal> {
+        let e = self.expr_arg(e)?;
+        match self.lower_expr(e)? {
+            Val::Mesh(m) => Ok(m),
+            _ => Err(
+                Diagnostic::new(e.span(), "expected the kernel's `Mesh` parameter")
+                    .with_hint("declare it as `mesh: Mesh` and pass `mesh.rank(r)` at launch"),
+            ),
+        }
+    }
+
+    /// A mesh is one axis of ranks (the GPUs of one host).
+    fn mesh_axis(&mut self, e: Option<&'a Expr>) -> R<()> {
+        let e = self.expr_arg(e)?;
+        let axis = self.const_int(e, "a mesh axis")?;
+        if axis != 0 {
+            return Err(
+                Diagnostic::new(e.span(), format!("mesh axis {axis} is out of range"))
+                    .with_hint("a mesh has one axis, 0: its ranks"),
+            );
+        }
+        Ok(())
+    }
+
+    /// `remote(x, rank)`: rank `rank`'s address of the symmetric buffer `x`,
+    /// read from `x`'s table of peers and cast to a pointer.
+    fn remote(&mut self, buffer: Option<&'a Expr>, rank: Option<&'a Expr>, span: Span) -> R<Val> {
+        let buffer_expr = self.expr_arg(buffer)?;
+        let local = self.ir_arg(buffer)?;
+        let Some(&peers) = self.symmetric.get(&local) else {
+            return Err(Diagnostic::new(
+                buffer_expr.span(),
+                "`remote` takes a `SymPtr` parameter of the kernel",
+            )
+            .with_hint(
+                "declare the buffer as `x: SymPtr<f32>`, allocate it with `mesh.alloc`, and \
+                 offset the pointer `remote` gives: `remote(x, peer) + offs`",
+            ));
+        };
+        let rank_expr = self.expr_arg(rank)?;
+        let rank_val = self.lower_expr(rank_expr)?;
+        let rank = self.materialize(&rank_val, rank_expr.span())?;
+        let rank = self.scalar_i32(rank, rank_expr.span())?;
+        let pointee = self
+            .ty(local)
+            .elem()
+            .global_pointee()
+            .ok_or_else(|| Diagnostic::new(span, "`remote` takes a pointer"))?;
+        let at = self.b.push1(
+            OpKind::AddPtr {
+                ptr: peers,
+                offset: rank,
+            },
+            Type::tensor(Elem::global_ptr(ScalarType::I64), vec![]),
+        );
+        let address = self.plain_load(at, None, Type::scalar(ScalarType::I64));
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Cast(address),
+            Type::tensor(Elem::global_ptr(pointee), vec![]),
+        )))
+    }
+
+    fn scalar_i32(&mut self, v: ValueId, span: Span) -> R<ValueId> {
+        let ty = self.ty(v);
+        if !ty.is_scalar() || !ty.elem().scalar().is_some_and(|s| s.is_int()) {
+            return Err(
+                Diagnostic::new(span, format!("a rank is an integer scalar, not {ty}"))
+                    .with_hint("e.g. `(shard_id(mesh, 0) + 1) % shard_count(mesh, 0)`"),
+            );
+        }
+        self.cast(v, ScalarType::I32, span)
+    }
+
+    fn plain_load(&mut self, ptr: ValueId, mask: Option<ValueId>, ty: Type) -> ValueId {
+        let other = mask.map(|_| self.constant(ConstVal::Int(0), ty.clone()));
+        self.b.push1(
+            OpKind::Load {
+                ptr,
+                mask,
+                other,
+                cache: CacheModifier::None,
+                eviction: EvictionPolicy::Normal,
+                volatile: false,
+            },
+            ty,
+        )
+    }
+
+    /// Every program of this rank adds one to the rank's count; the last
+    /// of a round (its count's old value says which round and whether it
+    /// is last) adds one to every rank's arrivals, and every program waits
+    /// until its rank's arrivals hold every rank's for its round. A rank
+    /// cannot start round `g + 1` before all have finished round `g`, so
+    /// counts never mix rounds. The mesh zeroes the words before each run;
+    /// every program must be resident at once (a persistent grid).
+    fn distributed_barrier(&mut self, mesh: MeshVal) {
+        let i32s = |shape: Vec<usize>| Type::tensor(Elem::Scalar(ScalarType::I32), shape);
+        let one = self.constant(ConstVal::Int(1), i32s(vec![]));
+        let old = self.b.push1(
+            OpKind::AtomicRmw {
+                op: AtomicOp::Add,
+                ptr: mesh.sync,
+                value: one,
+                mask: None,
+                sem: MemSem::AcqRel,
+                scope: MemScope::System,
+            },
+            i32s(vec![]),
+        );
+        let mut programs = one;
+        for axis in 0..3 {
+            let n = self.b.push1(OpKind::NumPrograms { axis }, i32s(vec![]));
+            programs = self.int_op(BinaryOp::Mul, programs, n, i32s(vec![]));
+        }
+        let round = self.int_op(BinaryOp::Div, old, programs, i32s(vec![]));
+        let place = self.int_op(BinaryOp::Rem, old, programs, i32s(vec![]));
+        let last_place = self.int_op(BinaryOp::Sub, programs, one, i32s(vec![]));
+        let bool_ty = |shape| Type::tensor(Elem::Scalar(ScalarType::Bool), shape);
+        let is_last = self.b.push1(
+            OpKind::Compare {
+                pred: CmpPred::Eq,
+                lhs: place,
+                rhs: last_place,
+            },
+            bool_ty(vec![]),
+        );
+        let lanes = self.b.push1(
+            OpKind::Arange {
+                start: 0,
+                end: MAX_RANKS as i64,
+            },
+            i32s(vec![MAX_RANKS]),
+        );
+        let size = self
+            .b
+            .push1(OpKind::Splat(mesh.size), i32s(vec![MAX_RANKS]));
+        let in_mesh = self.b.push1(
+            OpKind::Compare {
+                pred: CmpPred::Lt,
+                lhs: lanes,
+                rhs: size,
+            },
+            bool_ty(vec![MAX_RANKS]),
+        );
+        let table_ty = Type::tensor(Elem::global_ptr(ScalarType::I64), vec![MAX_RANKS]);
+        let table = self
+            .b
+            .push1(OpKind::Splat(mesh.sync_peers), table_ty.clone());
+        let entries = self.b.push1(
+            OpKind::AddPtr {
+                ptr: table,
+                offset: lanes,
+            },
+            table_ty,
+        );
+        let addresses = self.plain_load(
+            entries,
+            Some(in_mesh),
+            Type::tensor(Elem::Scalar(ScalarType::I64), vec![MAX_RANKS]),
+        );
+        let words_ty = Type::tensor(Elem::global_ptr(ScalarType::I32), vec![MAX_RANKS]);
+        let counts = self.b.push1(OpKind::Cast(addresses), words_ty.clone());
+        let ones = self.b.push1(OpKind::Splat(one), i32s(vec![MAX_RANKS]));
+        let arrivals = self.b.push1(
+            OpKind::AddPtr {
+                ptr: counts,
+                offset: ones,
+            },
+            words_ty,
+        );
+        let last = self
+            .b
+            .push1(OpKind::Splat(is_last), bool_ty(vec![MAX_RANKS]));
+        let signal = self.int_op(BinaryOp::And, in_mesh, last, bool_ty(vec![MAX_RANKS]));
+        self.b.push1(
+            OpKind::AtomicRmw {
+                op: AtomicOp::Add,
+                ptr: arrivals,
+                value: ones,
+                mask: Some(signal),
+                sem: MemSem::Release,
+                scope: MemScope::System,
+            },
+            i32s(vec![MAX_RANKS]),
+        );
+        let rounds = self.int_op(BinaryOp::Add, round, one, i32s(vec![]));
+        let target = self.int_op(BinaryOp::Mul, mesh.size, rounds, i32s(vec![]));
+        let own_arrivals = self.b.push1(
+            OpKind::AddPtr {
+                ptr: mesh.sync,
+                offset: one,
+            },
+            Type::tensor(Elem::global_ptr(ScalarType::I32), vec![]),
+        );
+        let wait = Prim::SignalWaitUntil;
+        let ge = wait
+            .signature()
+            .choices
+            .iter()
+            .flat_map(|c| c.options.iter())
+            .position(|(word, _)| *word == "ge")
+            .unwrap_or(0) as i64;
+        self.b.push(
+            OpKind::Prim {
+                prim: wait,
+                args: vec![own_arrivals, target],
+                imms: vec![ge],
+            },
+            Vec::new(),
+        );
+    }
+
+    fn int_op(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId, ty: Type) -> ValueId {
+        self.b.push1(OpKind::Binary { op, lhs, rhs }, ty)
+    }
+}
