@@ -35,7 +35,12 @@
 // names this crate `::tlx`.
 extern crate self as tlx;
 
-#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
+#[cfg(any(
+    feature = "ops-gemm",
+    feature = "ops-rows",
+    feature = "ops-attention",
+    feature = "ops-dist"
+))]
 pub mod ops;
 
 pub use half;

@@ -171,3 +171,245 @@ fn kernels_across_ranks_on_the_gpu() {
         barrier_orders_the_ranks(&mut mesh, programs);
     }
 }
+
+/// The all-reduce's protocol with one thing broken, by `MODE`: 1 raises no
+/// flag; 2 raises it before the data it announces is stored; 3 pushes a
+/// second round into the same slots without waiting for the peers to have
+/// read the first.
+#[tlx::kernel(arch = "sm_90a", configs = [
+    (BLOCK = 16, MODE = 1), (BLOCK = 16, MODE = 2), (BLOCK = 16, MODE = 3),
+])]
+fn broken_push<const BLOCK: usize, const MODE: usize>(
+    mesh: Mesh,
+    x: Ptr<f32>,
+    slots: SymPtr<f32>,
+    flags: SymPtr<i32>,
+    out: Ptr<f32>,
+) {
+    let rank = shard_id(mesh, 0);
+    let ranks = shard_count(mesh, 0);
+    let offs = arange(0, BLOCK);
+    let rounds = if MODE == 3 { 2 } else { 1 };
+    for round in 0..rounds {
+        for peer in 0..ranks {
+            let flag = remote(flags, peer) + rank;
+            if MODE == 2 {
+                atomic_xchg(flag, round + 1, sem = "release", scope = "sys");
+            }
+            store(
+                remote(slots, peer) + rank * BLOCK + offs,
+                load(x + round * BLOCK + offs),
+            );
+            if MODE == 3 {
+                atomic_xchg(flag, round + 1, sem = "release", scope = "sys");
+            }
+        }
+        let mut acc = zeros([BLOCK], f32);
+        for src in 0..ranks {
+            signal_wait_until(flags + src, "ge", round + 1);
+            acc += load(slots + src * BLOCK + offs);
+        }
+        store(out + round * BLOCK + offs, acc);
+    }
+}
+
+/// The all-gather's protocol (a copier program pulls peers' splits into
+/// `full` and counts them in `ready`; a consumer program reads them) with
+/// one thing broken, by `MODE`: 1 counts each split before copying it; 2
+/// reads without waiting for the count.
+#[tlx::kernel(arch = "sm_90a", configs = [(BLOCK = 16, MODE = 1), (BLOCK = 16, MODE = 2)])]
+fn broken_gather<const BLOCK: usize, const MODE: usize>(
+    mesh: Mesh,
+    shard: SymPtr<f32>,
+    full: Ptr<f32>,
+    ready: Ptr<i32>,
+    out: Ptr<f32>,
+) {
+    let rank = shard_id(mesh, 0);
+    let ranks = shard_count(mesh, 0);
+    let offs = arange(0, BLOCK);
+    if program_id(0) == 0 {
+        for step in 1..ranks {
+            let src = (rank + step) % ranks;
+            if MODE == 1 {
+                atomic_add(ready, 1, sem = "release", scope = "gpu");
+            }
+            store(full + src * BLOCK + offs, load(remote(shard, src) + offs));
+            if MODE == 2 {
+                atomic_add(ready, 1, sem = "release", scope = "gpu");
+            }
+        }
+    } else {
+        if MODE == 1 {
+            signal_wait_until(ready, "ge", ranks - 1);
+        }
+        for step in 1..ranks {
+            let src = (rank + step) % ranks;
+            store(
+                out + src * BLOCK + offs,
+                load(full + src * BLOCK + offs) * 2.0,
+            );
+        }
+    }
+}
+
+/// The reduce-scatter's protocol (each rank pushes a partial into slot
+/// `rank` of the owner and counts it there; the owner sums its slots once
+/// every rank has counted) with the count raised before the partial is
+/// stored.
+#[tlx::kernel(arch = "sm_90a", configs = [(BLOCK = 16)])]
+fn broken_scatter<const BLOCK: usize>(
+    mesh: Mesh,
+    x: Ptr<f32>,
+    partials: SymPtr<f32>,
+    arrived: SymPtr<i32>,
+    out: Ptr<f32>,
+) {
+    let rank = shard_id(mesh, 0);
+    let ranks = shard_count(mesh, 0);
+    let offs = arange(0, BLOCK);
+    for step in 1..ranks + 1 {
+        let owner = (rank + step) % ranks;
+        atomic_add(remote(arrived, owner), 1, sem = "release", scope = "sys");
+        store(
+            remote(partials, owner) + rank * BLOCK + offs,
+            load(x + owner * BLOCK + offs),
+        );
+    }
+    signal_wait_until(arrived, "ge", ranks);
+    let mut sum = zeros([BLOCK], f32);
+    for src in 0..ranks {
+        sum += load(partials + src * BLOCK + offs);
+    }
+    store(out + offs, sum);
+}
+
+/// What a mesh run of a broken kernel reports: the interpreter's message.
+fn report(run: Result<(), tlx::Error>) -> String {
+    match run {
+        Err(tlx::Error::Interpreter { message, .. }) => {
+            eprintln!("reported: {message}");
+            message
+        }
+        other => panic!("expected the interpreter to report the broken protocol, got {other:?}"),
+    }
+}
+
+fn broken_push_report(mode: usize, ranks: usize) -> String {
+    let mut mesh = Mesh::interpreter(ranks).expect("mesh");
+    let x = (0..ranks)
+        .map(|r| mesh.device(r).and_then(|d| d.upload(&[1.5f32; 32])))
+        .collect::<Result<Vec<_>, _>>()
+        .expect("upload");
+    let out = (0..ranks)
+        .map(|r| mesh.device(r).and_then(|d| d.alloc::<f32>(32)))
+        .collect::<Result<Vec<_>, _>>()
+        .expect("alloc");
+    let slots = mesh.alloc::<f32>(16 * ranks).expect("slots");
+    let flags = mesh.alloc_zeros::<i32>(ranks).expect("flags");
+    report(mesh.run(|rank, dev| {
+        let r = rank.index();
+        let args = (&x[r], &slots.rank(r)?, &flags.rank(r)?, &out[r]);
+        match mode {
+            1 => broken_push::<16, 1>::launch(dev, 1, rank, args.0, args.1, args.2, args.3),
+            2 => broken_push::<16, 2>::launch(dev, 1, rank, args.0, args.1, args.2, args.3),
+            _ => broken_push::<16, 3>::launch(dev, 1, rank, args.0, args.1, args.2, args.3),
+        }
+    }))
+}
+
+#[test]
+fn a_missing_signal_is_a_deadlock_naming_the_wait() {
+    let report = broken_push_report(1, 2);
+    assert!(report.contains("signal_wait_until"), "{report}");
+    assert!(
+        report.contains("of rank 0") && report.contains("of rank 1"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_signal_before_its_data_is_a_race_naming_rank_and_line() {
+    for ranks in [2, 4] {
+        let report = broken_push_report(2, ranks);
+        assert!(
+            report.contains("no signal orders that write before this read"),
+            "{report}"
+        );
+        assert!(report.contains("of rank"), "{report}");
+        assert!(report.contains("line"), "{report}");
+    }
+}
+
+#[test]
+fn a_slot_reused_before_its_reader_is_done_is_a_race() {
+    let report = broken_push_report(3, 2);
+    assert!(
+        report.contains("has not released") || report.contains("no signal orders"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_split_counted_before_it_is_copied_or_read_unwaited_is_a_race() {
+    for mode in [1, 2] {
+        let mut mesh = Mesh::interpreter(2).expect("mesh");
+        let shard = mesh.alloc_zeros::<f32>(16).expect("shard");
+        let per_rank = |len: usize| {
+            (0..2)
+                .map(|r| mesh.device(r).and_then(|d| d.alloc_zeros::<f32>(len)))
+                .collect::<Result<Vec<_>, _>>()
+                .expect("alloc")
+        };
+        let (full, out) = (per_rank(32), per_rank(32));
+        let ready = (0..2)
+            .map(|r| mesh.device(r).and_then(|d| d.alloc_zeros::<i32>(1)))
+            .collect::<Result<Vec<_>, _>>()
+            .expect("alloc");
+        let run = mesh.run(|rank, dev| {
+            let r = rank.index();
+            let args = (&shard.rank(r)?, &full[r], &ready[r], &out[r]);
+            if mode == 1 {
+                broken_gather::<16, 1>::launch(dev, 2, rank, args.0, args.1, args.2, args.3)
+            } else {
+                broken_gather::<16, 2>::launch(dev, 2, rank, args.0, args.1, args.2, args.3)
+            }
+        });
+        let report = report(run);
+        assert!(
+            report.contains("has not released") || report.contains("no signal orders"),
+            "mode {mode}: {report}"
+        );
+    }
+}
+
+#[test]
+fn a_partial_counted_before_it_is_stored_is_a_race() {
+    let mut mesh = Mesh::interpreter(2).expect("mesh");
+    let x = (0..2)
+        .map(|r| mesh.device(r).and_then(|d| d.upload(&[0.25f32; 32])))
+        .collect::<Result<Vec<_>, _>>()
+        .expect("upload");
+    let out = (0..2)
+        .map(|r| mesh.device(r).and_then(|d| d.alloc::<f32>(16)))
+        .collect::<Result<Vec<_>, _>>()
+        .expect("alloc");
+    let partials = mesh.alloc::<f32>(32).expect("partials");
+    let arrived = mesh.alloc_zeros::<i32>(1).expect("arrived");
+    let report = report(mesh.run(|rank, dev| {
+        let r = rank.index();
+        broken_scatter::<16>::launch(
+            dev,
+            1,
+            rank,
+            &x[r],
+            &partials.rank(r)?,
+            &arrived.rank(r)?,
+            &out[r],
+        )
+    }));
+    assert!(
+        report.contains("has not released") || report.contains("no signal orders"),
+        "{report}"
+    );
+}

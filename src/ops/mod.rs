@@ -12,7 +12,8 @@
 //! Each family is a feature of the `tlx` crate, off by default since its
 //! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`),
 //! `ops-rows` (`softmax`, `rms_norm`, `layer_norm`), `ops-attention`
-//! (`attention`, `attention_backward`), or `ops` for all of them.
+//! (`attention`, `attention_backward`), `ops-dist` (the kernels across the
+//! ranks of a mesh in [`dist`]), or `ops` for all of them.
 //!
 //! ```
 //! # fn main() -> Result<(), tlx::Error> {
@@ -33,6 +34,8 @@
 
 #[cfg(feature = "ops-attention")]
 mod attention;
+#[cfg(feature = "ops-dist")]
+pub mod dist;
 #[cfg(feature = "ops-gemm")]
 mod gemm;
 #[cfg(feature = "ops-gemm")]
@@ -52,13 +55,15 @@ pub use gemm_fp8::gemm_fp8;
 #[cfg(feature = "ops-rows")]
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
-use crate::args::KernelArg;
-use crate::{Element, Error, PtrArg};
+use crate::Error;
+#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
+use crate::{args::KernelArg, Element, PtrArg};
 
 /// The largest extent a kernel indexes with its i32 arithmetic.
 const MAX_EXTENT: usize = i32::MAX as usize;
 
 /// Checks that `value` holds at least `needed` elements; `what` names it.
+#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
 fn holds<T: Element>(
     op: &'static str,
     what: &str,

@@ -17,6 +17,8 @@
 
 use std::collections::HashMap;
 
+use super::memory::BufferId;
+
 /// A vector clock: per task (the scheduler's index), the latest of its
 /// events known to happen before.
 type Clock = Vec<u64>;
@@ -66,6 +68,9 @@ pub(crate) struct Clocks {
     /// the generic-proxy stores it had seen by then are visible to its
     /// later async-proxy reads (TMA stores, wgmma, tensor-core MMAs).
     fences: HashMap<usize, Clock>,
+    /// Per global element (buffer, byte offset), what releasing atomics on
+    /// it published (a signal's flag): an acquire there takes it in.
+    flags: HashMap<(BufferId, i64), Clock>,
 }
 
 /// A synchronous store into a buffer by a task of another program.
@@ -85,6 +90,22 @@ impl Clocks {
         self.reads.clear();
         self.stores.clear();
         self.fences.clear();
+        self.flags.clear();
+    }
+
+    /// `task` releases at the global element `at` (an atomic with release
+    /// semantics): what it has seen is published there.
+    pub(crate) fn release_at(&mut self, task: usize, at: (BufferId, i64)) {
+        let clock = self.snapshot(task);
+        join(self.flags.entry(at).or_default(), &clock);
+    }
+
+    /// `task` acquires at the global element `at` (an atomic with acquire
+    /// semantics, a `signal_wait_until` that passed).
+    pub(crate) fn acquire_at(&mut self, task: usize, at: (BufferId, i64)) {
+        if let Some(seen) = self.flags.get(&at).cloned() {
+            join(self.clock(task), &seen);
+        }
     }
 
     fn clock(&mut self, task: usize) -> &mut Clock {

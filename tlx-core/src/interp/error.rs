@@ -7,6 +7,7 @@ use std::fmt;
 use crate::ir::ValueId;
 
 use super::cluster::RemoteError;
+use super::global_race::{GlobalRace, GlobalRaceKind};
 use super::mbarrier::MBarrierError;
 use super::memory::BufferId;
 use super::race::SharedRace;
@@ -435,6 +436,16 @@ pub enum InterpError {
         phase: u32,
         copy_line: u32,
     },
+    #[error(
+        "{at}, task `{}`: {}",
+        .race.task,
+        global_race_message(.at, .race)
+    )]
+    GlobalRace {
+        at: Site,
+        // Boxed: the record's strings would otherwise make every InterpError larger.
+        race: Box<GlobalRace>,
+    },
     #[error("{at}, task `{task}`: {race}")]
     SharedMemoryRace {
         at: Site,
@@ -616,6 +627,8 @@ pub(crate) enum Fault {
     /// IR the frontend should never produce (wrong operand kinds or shapes,
     /// undefined values); reported, never panicked on.
     Malformed(String),
+    /// A global access of a cooperative run that no signal orders.
+    GlobalRace(Box<GlobalRace>),
 }
 
 impl Fault {
@@ -697,6 +710,7 @@ impl Fault {
             Fault::BadTensorDescriptor(reason) => InterpError::BadTensorDescriptor { at, reason },
             Fault::Undecidable { value } => InterpError::Undecidable { at, value },
             Fault::Malformed(detail) => InterpError::MalformedIr { at, detail },
+            Fault::GlobalRace(race) => InterpError::GlobalRace { at, race },
         }
     }
 }
@@ -748,4 +762,27 @@ pub struct PendingCopy {
     /// The (mbarrier, phase) whose completion says it landed; none for an
     /// `async_load`, which its group's wait retires.
     pub barrier: Option<(usize, u32)>,
+}
+
+/// What a [`InterpError::GlobalRace`] says after its site and task.
+fn global_race_message(at: &Site, race: &GlobalRace) -> String {
+    let element = format!("byte {} of {}", race.byte_offset, named(at, &race.buffer));
+    let (other, line) = (&race.other, race.other_line);
+    match race.kind {
+        GlobalRaceKind::ReadBeforeSignal => format!(
+            "this reads {element}, which task `{other}` wrote at line {line}, and no signal \
+             orders that write before this read: the writer must release a flag after writing \
+             (`atomic_xchg(flag, v, sem = \"release\", scope = \"sys\")`) and this task wait \
+             for it (`signal_wait_until`) before reading"
+        ),
+        GlobalRaceKind::OverwriteBeforeRelease => format!(
+            "this overwrites {element}, which task `{other}` read at line {line} and has not \
+             released: the reader must signal that it is done (a release after its read) and \
+             this task wait for that signal before writing"
+        ),
+        GlobalRaceKind::UnorderedWrites => format!(
+            "this writes {element}, which task `{other}` also wrote at line {line}, and no \
+             signal orders the two writes"
+        ),
+    }
 }

@@ -13,11 +13,12 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, MemSem, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site, TaskCopy};
 use super::explore::{Access, Object};
+use super::global_race::Accessor;
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
@@ -1034,6 +1035,72 @@ impl<'k> Executor<'k> {
         Ok(())
     }
 
+    /// In a cooperative run, checks `op`'s global accesses against the
+    /// other tasks' (see `global_race`) and records them; an atomic's
+    /// acquire takes in what releases at its elements published, and its
+    /// release publishes what this task has seen.
+    fn track_global(&self, op: &Op, task: usize, shared: &mut ProgramShared) -> FaultResult<()> {
+        let who = Accessor {
+            task,
+            name: &self.task.name,
+            line: op.loc.line,
+        };
+        let (ptr, mask, write) = match &op.kind {
+            OpKind::Load { ptr, mask, .. } => (*ptr, *mask, false),
+            OpKind::Store { ptr, mask, .. } => (*ptr, *mask, true),
+            OpKind::AtomicRmw { ptr, mask, sem, .. } => {
+                return self.synchronize_at(task, *ptr, *mask, *sem, shared)
+            }
+            OpKind::AtomicCas { ptr, sem, .. } => {
+                return self.synchronize_at(task, *ptr, None, *sem, shared)
+            }
+            _ => return Ok(()),
+        };
+        let mask = self.mask(mask)?;
+        let mask = mask.as_deref().map(Tensor::bools).transpose()?;
+        let ptrs = self.get(ptr)?.ptrs()?;
+        let Some(accesses) = shared.cooperative.as_mut() else {
+            return Ok(());
+        };
+        let checked = if write {
+            accesses.write(&mut shared.clocks, &who, ptrs, mask)
+        } else {
+            accesses.read(&mut shared.clocks, &who, ptrs, mask)
+        };
+        checked.map_err(|race| Fault::GlobalRace(Box::new(race)))
+    }
+
+    /// An atomic's acquire and release at its unmasked elements.
+    fn synchronize_at(
+        &self,
+        task: usize,
+        ptr: ValueId,
+        mask: Option<ValueId>,
+        sem: MemSem,
+        shared: &mut ProgramShared,
+    ) -> FaultResult<()> {
+        let mask = self.mask(mask)?;
+        let mask = mask.as_deref().map(Tensor::bools).transpose()?;
+        let ptrs = self.get(ptr)?.ptrs()?;
+        let on = |i: usize| mask.is_none_or(|m| m[if m.len() == 1 { 0 } else { i }]);
+        let (acquires, releases) = match sem {
+            MemSem::Relaxed => (false, false),
+            MemSem::Acquire => (true, false),
+            MemSem::Release => (false, true),
+            MemSem::AcqRel => (true, true),
+        };
+        for (_, p) in ptrs.iter().enumerate().filter(|&(i, _)| on(i)) {
+            let at = (p.buffer, p.byte_offset);
+            if acquires {
+                shared.clocks.acquire_at(task, at);
+            }
+            if releases {
+                shared.clocks.release_at(task, at);
+            }
+        }
+        Ok(())
+    }
+
     fn print(&self, op: &Op, prefix: &str, values: &[ValueId]) -> FaultResult<()> {
         let data = values
             .iter()
@@ -1081,7 +1148,11 @@ impl<'k> Task<'k> for Executor<'k> {
                 // Arrivals commute but the one that completes the
                 // generation (see `explore`).
                 // Each program of a cooperative run is a cluster of one.
-                let member = if shared.cooperative { 0 } else { index };
+                let member = if shared.cooperative.is_some() {
+                    0
+                } else {
+                    index
+                };
                 let access = if shared.cluster_barrier.has_arrived(member) {
                     Access::Read
                 } else {
@@ -1111,6 +1182,12 @@ impl<'k> Task<'k> for Executor<'k> {
         // ops still spends the step budget. Not in a full run, where a
         // task's steps also stand for the time it computes, which a random
         // schedule's interleavings should keep.
+        // A skeleton run moves no data, so it has no accesses to check.
+        let data_moves = self.skeleton.is_none();
+        if let (Some(op), Some(_), true) = (self.next_op(), &shared.cooperative, data_moves) {
+            self.track_global(op, index, shared)
+                .map_err(|fault| fault.at(self.site(Some(op))))?;
+        }
         let mut outcome = self.step_op()?;
         let batch = if self.skeleton.is_some() {
             LOCAL_OPS_PER_STEP

@@ -27,6 +27,7 @@ mod error;
 mod exec;
 mod explore;
 mod global;
+mod global_race;
 mod inflight;
 pub mod mbarrier;
 pub mod memory;
@@ -355,7 +356,7 @@ pub fn run_together(
         }
     }
     let mut shared = ProgramShared {
-        cooperative: true,
+        cooperative: Some(Default::default()),
         ..ProgramShared::default()
     };
     shared.reset(executors.len());
@@ -598,7 +599,7 @@ fn run_programs(
             .collect();
         let mut shared = ProgramShared {
             steps_left: max_steps,
-            cooperative,
+            cooperative: cooperative.then(Default::default),
             ..ProgramShared::default()
         };
         while !stop.load(Ordering::Relaxed) {

@@ -15,6 +15,7 @@ use super::clocks::Clocks;
 use super::cluster::ClusterMap;
 use super::error::{BytesShortfall, InterpError, Site};
 use super::explore::{Access, Actor, Footprint, Guide, Object};
+use super::global_race::GlobalAccesses;
 use super::inflight::InFlightCopy;
 use super::mbarrier::MBarrier;
 use super::phases::Observations;
@@ -105,10 +106,11 @@ pub(crate) struct ProgramShared {
     pub(crate) copies_issued: u64,
     /// What the current step touched, in an explored schedule.
     pub(crate) footprint: Footprint,
-    /// Every program of the grid runs in this schedule (a kernel that
-    /// waits on flags), each a cluster of one: the tasks given are the
-    /// programs in grid order, not the ranks of one cluster.
-    pub(crate) cooperative: bool,
+    /// `Some` when every program of the grid runs in this schedule (a
+    /// kernel that waits on flags, the ranks of a mesh), each a cluster of
+    /// one: the tasks given are the programs in grid order, not the ranks
+    /// of one cluster; and their global accesses, checked for races.
+    pub(crate) cooperative: Option<GlobalAccesses>,
 }
 
 impl ProgramShared {
@@ -127,7 +129,12 @@ impl ProgramShared {
         self.expect_sites.clear();
         self.clocks.clear();
         // A cooperative run's programs are each a cluster of one.
-        self.cluster_barrier = ClusterBarrier::new(if self.cooperative { 1 } else { cluster_size });
+        let members = if self.cooperative.is_some() {
+            1
+        } else {
+            cluster_size
+        };
+        self.cluster_barrier = ClusterBarrier::new(members);
         self.copies_issued = 0;
         self.footprint.record(false);
     }
@@ -584,7 +591,7 @@ pub(crate) fn run_tasks<'t>(
                     // the program has exited, and its shared memory with it
                     // (a cluster's; a cooperative run's programs are
                     // clusters of one, which no peer reaches).
-                    if !shared.cooperative {
+                    if shared.cooperative.is_none() {
                         shared.cluster.exit(chosen);
                     }
                     if let Some(touches) = &mut touches {

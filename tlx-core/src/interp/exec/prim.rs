@@ -583,7 +583,15 @@ impl<'k> Executor<'k> {
             // finished, and the next starts after this one ends.
             // The interpreter's cycles are the ops the task has run.
             Prim::SignalWaitUntil => {
-                self.signal_wait_until(op, arg("flag")?, arg("value")?, imm("cmp")?)
+                let flag = arg("flag")?;
+                self.signal_wait_until(op, flag, arg("value")?, imm("cmp")?)?;
+                // The wait acquires what the flag's releases published.
+                if shared.cooperative.is_some() {
+                    for p in self.get(flag)?.ptrs()? {
+                        shared.clocks.acquire_at(task, (p.buffer, p.byte_offset));
+                    }
+                }
+                Ok(())
             }
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);

@@ -1,0 +1,166 @@
+//! `tlx::ops::dist` against CPU references in f64 on fresh random inputs:
+//! the all-reduce, all-gather + GEMM and GEMM + reduce-scatter, each with 2
+//! and 4 ranks on the interpreter (CI) and on the GPU where there is one
+//! (the ranks sharing it unless the machine has one per rank), and each run
+//! twice so that the flags' epochs are exercised.
+
+use tlx::ops::dist::{AllGatherGemm, AllReduce, GemmReduceScatter};
+use tlx::prelude::*;
+use tlx::Placement;
+
+#[path = "common/rng.rs"]
+mod rng;
+
+use rng::fresh_rng;
+
+/// One buffer per rank, on its device.
+fn upload<T: tlx::Element>(mesh: &Mesh, data: &[Vec<T>]) -> Vec<Buffer<T>> {
+    data.iter()
+        .enumerate()
+        .map(|(r, d)| mesh.device(r).and_then(|dev| dev.upload(d)))
+        .collect::<Result<_, _>>()
+        .expect("upload")
+}
+
+fn bf16s(v: Vec<f32>) -> Vec<bf16> {
+    v.into_iter().map(bf16::from_f32).collect()
+}
+
+/// `got` against `want` with `scale` the sum of the terms' magnitudes.
+fn assert_close(what: &str, got: &[f32], want: &[f64], scale: &[f64], tol: f64) {
+    for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(scale).enumerate() {
+        let err = (f64::from(g) - w).abs();
+        assert!(
+            err <= tol * s.max(1e-3),
+            "{what} element {i}: got {g}, want {w}"
+        );
+    }
+}
+
+fn all_reduce(mesh: &mut Mesh, n: usize) {
+    let ranks = mesh.ranks();
+    let mut op = AllReduce::new(mesh, n).expect("all_reduce");
+    let mut rng = fresh_rng();
+    for _ in 0..2 {
+        let inputs: Vec<Vec<f32>> = (0..ranks).map(|_| rng.vec(n, 1.0)).collect();
+        let x = upload(mesh, &inputs);
+        let out = upload(mesh, &vec![vec![f32::NAN; n]; ranks]);
+        op.run(mesh, &x, &out).expect("run");
+        let want: Vec<f64> = (0..n)
+            .map(|i| inputs.iter().map(|v| f64::from(v[i])).sum())
+            .collect();
+        let scale: Vec<f64> = (0..n)
+            .map(|i| inputs.iter().map(|v| f64::from(v[i]).abs()).sum())
+            .collect();
+        for (r, o) in out.iter().enumerate() {
+            let got = o.download().expect("download");
+            assert_close(&format!("all-reduce rank {r}"), &got, &want, &scale, 1e-6);
+        }
+    }
+}
+
+/// `C[i][j]` = sum over `l` of `A[i][l] * B[l][j]` in f64, with the sum of
+/// the products' magnitudes.
+fn matmul_f64(a: &[bf16], b: &[bf16], (m, n, k): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let mut c = vec![0.0; m * n];
+    let mut s = vec![0.0; m * n];
+    for i in 0..m {
+        for l in 0..k {
+            let x = f64::from(a[i * k + l].to_f32());
+            for j in 0..n {
+                let p = x * f64::from(b[l * n + j].to_f32());
+                c[i * n + j] += p;
+                s[i * n + j] += p.abs();
+            }
+        }
+    }
+    (c, s)
+}
+
+fn all_gather_gemm(mesh: &mut Mesh, rows: usize, n: usize, k: usize) {
+    let ranks = mesh.ranks();
+    let mut op = AllGatherGemm::new(mesh, rows, n, k).expect("all_gather_gemm");
+    let mut a = mesh.alloc::<bf16>(rows * k).expect("a");
+    let mut rng = fresh_rng();
+    for _ in 0..2 {
+        let splits: Vec<Vec<bf16>> = (0..ranks).map(|_| bf16s(rng.vec(rows * k, 1.0))).collect();
+        for (r, split) in splits.iter().enumerate() {
+            a.upload(r, split).expect("upload");
+        }
+        let bs: Vec<Vec<bf16>> = (0..ranks).map(|_| bf16s(rng.vec(k * n, 1.0))).collect();
+        let b = upload(mesh, &bs);
+        let c = upload(mesh, &vec![vec![f32::NAN; ranks * rows * n]; ranks]);
+        op.run(mesh, &a, &b, &c).expect("run");
+        let full: Vec<bf16> = splits.concat();
+        for (r, out) in c.iter().enumerate() {
+            let (want, scale) = matmul_f64(&full, &bs[r], (ranks * rows, n, k));
+            let got = out.download().expect("download");
+            assert_close(
+                &format!("all-gather GEMM rank {r}"),
+                &got,
+                &want,
+                &scale,
+                1e-5,
+            );
+        }
+    }
+}
+
+fn gemm_reduce_scatter(mesh: &mut Mesh, rows: usize, n: usize, k: usize) {
+    let ranks = mesh.ranks();
+    let m = ranks * rows;
+    let mut op = GemmReduceScatter::new(mesh, rows, n, k).expect("gemm_reduce_scatter");
+    let mut rng = fresh_rng();
+    for _ in 0..2 {
+        let a_host: Vec<Vec<bf16>> = (0..ranks).map(|_| bf16s(rng.vec(m * k, 1.0))).collect();
+        let b_host: Vec<Vec<bf16>> = (0..ranks).map(|_| bf16s(rng.vec(k * n, 1.0))).collect();
+        let (a, b) = (upload(mesh, &a_host), upload(mesh, &b_host));
+        let c = upload(mesh, &vec![vec![f32::NAN; rows * n]; ranks]);
+        op.run(mesh, &a, &b, &c).expect("run");
+        let mut want = vec![0.0; m * n];
+        let mut scale = vec![0.0; m * n];
+        for q in 0..ranks {
+            let (part, s) = matmul_f64(&a_host[q], &b_host[q], (m, n, k));
+            for i in 0..m * n {
+                want[i] += part[i];
+                scale[i] += s[i];
+            }
+        }
+        for (r, out) in c.iter().enumerate() {
+            let rows_of = r * rows * n..(r + 1) * rows * n;
+            let got = out.download().expect("download");
+            assert_close(
+                &format!("GEMM reduce-scatter rank {r}"),
+                &got,
+                &want[rows_of.clone()],
+                &scale[rows_of],
+                1e-5,
+            );
+        }
+    }
+}
+
+#[test]
+fn the_ops_match_their_references_on_the_interpreter() {
+    for ranks in [2, 4] {
+        let mut mesh = Mesh::interpreter(ranks).expect("mesh");
+        all_reduce(&mut mesh, 3000);
+        all_gather_gemm(&mut mesh, 40, 48, 40);
+        gemm_reduce_scatter(&mut mesh, 32, 40, 48);
+    }
+}
+
+#[test]
+fn the_ops_match_their_references_on_the_gpu() {
+    if Device::count() == 0 {
+        eprintln!("skipped: no CUDA GPU");
+        return;
+    }
+    for ranks in [2, 4] {
+        let mut mesh = Mesh::new(ranks).expect("mesh");
+        assert_ne!(mesh.placement(), Placement::Interpreter);
+        all_reduce(&mut mesh, (1 << 20) + 3);
+        all_gather_gemm(&mut mesh, 300, 520, 264);
+        gemm_reduce_scatter(&mut mesh, 256, 520, 264);
+    }
+}
