@@ -167,7 +167,7 @@ impl AllReduce {
 /// `ready`; the other programs compute `C`'s tiles, the rank's own split
 /// first (no wait), then each peer's once its copies are done.
 #[tlx::kernel(configs = [
-    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8),
+    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8, num_stages = 4),
     (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, num_warps = 4),
 ])]
 fn all_gather_gemm_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
@@ -370,7 +370,7 @@ impl AllGatherGemm {
 /// `partials` and counts it in the owner's `arrived`; then sums the
 /// partials of its own rows' tiles as their counts complete.
 #[tlx::kernel(configs = [
-    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8),
+    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8, num_stages = 4),
     (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, num_warps = 4),
 ])]
 fn gemm_reduce_scatter_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
@@ -430,17 +430,21 @@ fn gemm_reduce_scatter_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const 
             scope = "sys",
         );
     }
+    // Summed 32 rows at a time: a whole tile's addresses would spill.
+    let offs_sum = arange(0, 32);
     for tile in (pid..per_rank).step_by(programs) {
         signal_wait_until(arrived + tile, "ge", epoch * ranks);
-        let local_m = (tile / tiles_n) * BLOCK_M + offs_bm;
         let offs_n = (tile % tiles_n) * BLOCK_N + offs_bn;
         let cols_ok = offs_n[(None, ..)] < n;
-        let at = local_m[(.., None)] * n + offs_n[(None, ..)];
-        let mut sum = zeros([BLOCK_M, BLOCK_N], f32);
-        for src in 0..ranks {
-            sum += load(partials + src * rows * n + at, mask = cols_ok, other = 0.0);
+        for r0 in (0..BLOCK_M).step_by(32) {
+            let local_m = (tile / tiles_n) * BLOCK_M + r0 + offs_sum;
+            let at = local_m[(.., None)] * n + offs_n[(None, ..)];
+            let mut sum = zeros([32, BLOCK_N], f32);
+            for src in 0..ranks {
+                sum += load(partials + src * rows * n + at, mask = cols_ok, other = 0.0);
+            }
+            store(c + at, sum, mask = cols_ok);
         }
-        store(c + at, sum, mask = cols_ok);
     }
 }
 

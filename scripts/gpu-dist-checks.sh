@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The distributed kernels on the GPU (issue 53): tests/distributed.rs and
+# tests/dist_ops.rs with their kernels built with a 5 s deadline on every
+# wait (a broken protocol traps instead of hanging), and benches/dist.rs
+# (built without it). With fewer GPUs than ranks the ranks share GPU 0.
+# `prepare` (here) builds them into .gpu/, packed as .gpu.tgz; `run` (on the
+# GPU machine, carrying .gpu.tgz) writes a log per run and a table to $OUT.
+#
+#   bash scripts/gpu-dist-checks.sh prepare
+#   bash scripts/gpu-dist-checks.sh run      # there
+set -uo pipefail
+cd "$(dirname "$0")/.."
+copy_artifacts() { # the test or bench executables cargo's JSON names, into .gpu/
+  python3 -c '
+import json, shutil, sys
+for line in sys.stdin:
+    try: msg = json.loads(line)
+    except ValueError: continue
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+        shutil.copy(msg["executable"], ".gpu/" + msg["target"]["name"])
+'
+}
+case "${1:-}" in
+prepare)
+  set -e
+  rm -rf .gpu && mkdir -p .gpu
+  TLX_MBAR_TIMEOUT_NS=5000000000 cargo test --release -p tlx --features ops-dist \
+    --test distributed --test dist_ops --no-run --message-format=json | copy_artifacts
+  cargo bench --features ops-dist,ops-gemm --bench dist --no-run --message-format=json | copy_artifacts
+  strip .gpu/* 2>/dev/null || true
+  tar czf .gpu.tgz .gpu
+  ;;
+run)
+  [ -d .gpu ] || tar xzf .gpu.tgz || exit 1
+  out=${OUT:-gpu-out}
+  mkdir -p "$out"
+  export NCCL_NVLS_ENABLE=0
+  table="$out/table.md"
+  printf '| run | result |\n| --- | --- |\n' > "$table"
+  check() { # name, then the command
+    local name=$1; shift
+    local start=$SECONDS
+    timeout "${LIMIT:-240}" "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    local last
+    last=$(grep -E 'test result|panicked' "$out/$name.log" | tail -2 | tr '\n' ' ')
+    echo "| $name | rc $rc, $((SECONDS - start)) s, $last |" >> "$table"
+  }
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
+  check distributed .gpu/distributed --test-threads=1
+  check dist_ops .gpu/dist_ops --test-threads=1
+  LIMIT=400 check bench_dist .gpu/dist
+  cat "$out/device.txt" "$table"
+  grep -E '^\||^note|^device' "$out/bench_dist.log"
+  ;;
+*)
+  echo "usage: $0 prepare | run" >&2
+  exit 2
+  ;;
+esac
