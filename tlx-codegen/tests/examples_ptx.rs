@@ -286,8 +286,16 @@ fn kernel_arches(kernel: &FoundKernel) -> Vec<Arch> {
     }
 }
 
+/// The configuration's IR, naming its file as the macro does (the path
+/// from the workspace root): a span of text parsed here names a
+/// `<parsed string N>` whose N counts the files parsed before, which would
+/// make the messages of asserts and prints, and so the PTX, depend on
+/// which other files hold kernels.
 fn lower(kernel: &FoundKernel, config: &ConfigAttr) -> Result<Kernel, String> {
-    frontend::lower_kernel(&kernel.item, &config.consts, &config.options).map_err(|d| d.to_string())
+    let mut ir = frontend::lower_kernel(&kernel.item, &config.consts, &config.options)
+        .map_err(|d| d.to_string())?;
+    ir.source_file = kernel.file.clone();
+    Ok(ir)
 }
 
 /// `ptxas`: `TLX_PTXAS`, else `ptxas` on the PATH; `None` when neither is
