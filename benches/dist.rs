@@ -149,7 +149,10 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
     let mut rel_err = 0.0f64;
     for r in 0..ranks {
         let (ours, base) = (c_ours[r].download()?, c_base[r].download()?);
-        let peak = base.iter().map(|v| f64::from(v.to_f32()).abs()).fold(1e-6, f64::max);
+        let peak = base
+            .iter()
+            .map(|v| f64::from(v.to_f32()).abs())
+            .fold(1e-6, f64::max);
         for (o, w) in ours.iter().zip(&base) {
             rel_err = rel_err.max((f64::from(*o) - f64::from(w.to_f32())).abs() / peak);
         }
@@ -195,13 +198,20 @@ fn main() -> BenchResult<()> {
     }
     println!("| shape | ranks | where | M x N x K | all-gather + GEMM (ours, one kernel) ms | copies + tlx::ops::gemm ms | copies + cuBLAS ms | vs faster baseline | max rel err vs cuBLAS |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (row, (_, _, (m, n, k))) in rows.iter().zip(shapes.iter().filter(|s| s.0.starts_with(&only))) {
+    for (row, (_, _, (m, n, k))) in rows
+        .iter()
+        .zip(shapes.iter().filter(|s| s.0.starts_with(&only)))
+    {
         let best = row.tlx_ms.min(row.cublas_ms);
         println!(
             "| {} | {} | {} | {m} x {n} x {k} | {:.3} | {:.3} | {:.3} | {:.2}x | {:.1e} |",
             row.name,
             row.ranks,
-            if row.placement == Placement::Gpus { "GPUs" } else { "shared" },
+            if row.placement == Placement::Gpus {
+                "GPUs"
+            } else {
+                "shared"
+            },
             row.ours_ms,
             row.tlx_ms,
             row.cublas_ms,
