@@ -57,7 +57,7 @@ impl<'a> Lowerer<'a> {
             Val::Mesh(m) => Ok(m),
             _ => Err(
                 Diagnostic::new(e.span(), "expected the kernel's `Mesh` parameter")
-                    .with_hint("declare it as `mesh: Mesh` and pass `mesh.rank(r)` at launch"),
+                    .with_hint("declare it as `mesh: Mesh`; a launch passes the `MeshRank` that `Mesh::run` hands its closure"),
             ),
         }
     }
