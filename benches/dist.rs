@@ -1,7 +1,9 @@
 //! The all-gather + GEMM across the ranks of a mesh (`tlx::ops::dist`,
 //! communication and compute in one kernel per rank) against the same work
-//! done one step after the other: the peers' row splits gathered by the
-//! copy engine, then one GEMM per rank by `tlx::ops::gemm` or by cuBLAS,
+//! done one step after the other: the peers' row splits gathered by NCCL
+//! (one GPU per rank; the copy engine where the ranks share a GPU, which
+//! NCCL refuses, or NCCL is missing), then one GEMM per rank by
+//! `tlx::ops::gemm` or by cuBLAS,
 //! measured in the same process on the same buffers. Shapes: the TLX
 //! paper's GD1-GD5 (`M x N x K`, A split by rows across the ranks) and a
 //! small one (M = 1024) per rank count.
@@ -38,6 +40,42 @@ fn median_wall_ms(mut f: impl FnMut() -> BenchResult<()>) -> BenchResult<f64> {
     Ok(times[times.len() / 2])
 }
 
+/// How the baselines gather the splits: NCCL's all-gather where every rank
+/// has a GPU and NCCL loads, else the copy engine.
+enum Gather {
+    Nccl(tlx::Collectives),
+    Copies,
+}
+
+impl Gather {
+    fn new(mesh: &Mesh) -> Gather {
+        if mesh.placement() != Placement::Gpus {
+            return Gather::Copies;
+        }
+        match tlx::Collectives::new(mesh) {
+            Ok(nccl) => Gather::Nccl(nccl),
+            Err(e) => {
+                println!("note: {e}; the baselines gather with the copy engine");
+                Gather::Copies
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Gather::Nccl(_) => "NCCL",
+            Gather::Copies => "copies",
+        }
+    }
+
+    fn run(&self, mesh: &Mesh, a: &SymBuffer<bf16>, full: &mut [Buffer<bf16>]) -> BenchResult<()> {
+        match self {
+            Gather::Nccl(nccl) => Ok(nccl.all_gather(a.buffers(), full, a.len())?),
+            Gather::Copies => gather_by_copies(mesh, a, full),
+        }
+    }
+}
+
 /// The copy engine's all-gather: rank `r`'s `full` gets every rank's split.
 fn gather_by_copies(mesh: &Mesh, a: &SymBuffer<bf16>, full: &[Buffer<bf16>]) -> BenchResult<()> {
     let split = a.len();
@@ -58,6 +96,7 @@ fn gather_by_copies(mesh: &Mesh, a: &SymBuffer<bf16>, full: &[Buffer<bf16>]) -> 
 
 struct Row {
     name: String,
+    gather: &'static str,
     ranks: usize,
     placement: Placement,
     ours_ms: f64,
@@ -98,7 +137,8 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
             .collect()
     };
     let b = per_rank(k * n, Some(&b_host))?;
-    let full = per_rank(m * k, None)?;
+    let mut full = per_rank(m * k, None)?;
+    let gather = Gather::new(&mesh);
     let mut c_base = per_rank(m * n, None)?;
     let c_ours: Vec<Buffer<f32>> = (0..ranks)
         .map(|r| mesh.device(r)?.alloc(m * n))
@@ -113,7 +153,7 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
         Ok(())
     };
     let tlx_ms = median_wall_ms(|| {
-        gather_by_copies(&mesh, &a, &full)?;
+        gather.run(&mesh, &a, &mut full)?;
         for r in 0..ranks {
             tlx::ops::gemm(mesh.device(r)?, &full[r], &b[r], &c_base[r], (m, n, k))?;
         }
@@ -135,7 +175,7 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
         ldc: n as i32,
     };
     let cublas_ms = median_wall_ms(|| {
-        gather_by_copies(&mesh, &a, &full)?;
+        gather.run(&mesh, &a, &mut full)?;
         for r in 0..ranks {
             let (sa, sb) = (full[r].cuda_slice()?, b[r].cuda_slice()?);
             // SAFETY: the dimensions and leading dimensions describe buffers
@@ -159,6 +199,7 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
     }
     Ok(Row {
         name: name.to_string(),
+        gather: gather.name(),
         ranks,
         placement: mesh.placement(),
         ours_ms,
@@ -196,15 +237,15 @@ fn main() -> BenchResult<()> {
              a correctness and overhead check, not a multi-GPU timing"
         );
     }
-    println!("| shape | ranks | where | M x N x K | all-gather + GEMM (ours, one kernel) ms | copies + tlx::ops::gemm ms | copies + cuBLAS ms | vs faster baseline | max rel err vs cuBLAS |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| shape | ranks | where | M x N x K | all-gather + GEMM (ours, one kernel) ms | gather | gather + tlx::ops::gemm ms | gather + cuBLAS ms | vs faster baseline | max rel err vs cuBLAS |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for (row, (_, _, (m, n, k))) in rows
         .iter()
         .zip(shapes.iter().filter(|s| s.0.starts_with(&only)))
     {
         let best = row.tlx_ms.min(row.cublas_ms);
         println!(
-            "| {} | {} | {} | {m} x {n} x {k} | {:.3} | {:.3} | {:.3} | {:.2}x | {:.1e} |",
+            "| {} | {} | {} | {m} x {n} x {k} | {:.3} | {} | {:.3} | {:.3} | {:.2}x | {:.1e} |",
             row.name,
             row.ranks,
             if row.placement == Placement::Gpus {
@@ -213,6 +254,7 @@ fn main() -> BenchResult<()> {
                 "shared"
             },
             row.ours_ms,
+            row.gather,
             row.tlx_ms,
             row.cublas_ms,
             best / row.ours_ms,

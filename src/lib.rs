@@ -48,9 +48,9 @@ pub use tlx_macros::kernel;
 pub use tlx_runtime::testing;
 pub use tlx_runtime::trace;
 pub use tlx_runtime::{
-    autotune, BenchSpec, Buffer, BufferView, Device, Element, Error, Grid, Mesh, MeshRank,
-    OutOfBoundsReport, Placement, PtrArg, ScalarArg, Strided, SymBuffer, SymRank, TensorDesc,
-    F8E4M3, F8E5M2, MAX_GRID,
+    autotune, BenchSpec, Buffer, BufferView, Collectives, Device, Element, Error, Grid, Mesh,
+    MeshRank, OutOfBoundsReport, Placement, PtrArg, ScalarArg, Strided, SymBuffer, SymRank,
+    TensorDesc, F8E4M3, F8E5M2, MAX_GRID,
 };
 
 /// The kernel language's builtins, one item each, documented as

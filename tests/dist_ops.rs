@@ -164,3 +164,60 @@ fn the_ops_match_their_references_on_the_gpu() {
         gemm_reduce_scatter(&mut mesh, 256, 520, 264);
     }
 }
+
+/// NCCL's collectives on a mesh with one GPU per rank (as many as the
+/// machine has, up to 4; a mesh of one GPU still runs each call through
+/// NCCL), against the same sums on the host; skipped with the reason when
+/// there is no GPU or no NCCL.
+#[test]
+fn nccl_collectives_on_gpus() {
+    let ranks = Device::count().min(4);
+    if ranks == 0 {
+        eprintln!("skipped: no CUDA GPU");
+        return;
+    }
+    let mesh = Mesh::gpus(ranks).expect("mesh");
+    let nccl = match tlx::Collectives::new(&mesh) {
+        Ok(nccl) => nccl,
+        Err(e @ tlx::Error::NoNccl(_)) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let len = 1000;
+    let mut rng = fresh_rng();
+    let inputs: Vec<Vec<f32>> = (0..ranks).map(|_| rng.vec(len * ranks, 1.0)).collect();
+    let send = upload(&mesh, &inputs);
+    let mut gathered = upload(&mesh, &vec![vec![f32::NAN; len * ranks]; ranks]);
+    let mut scattered = upload(&mesh, &vec![vec![f32::NAN; len]; ranks]);
+    let mut reduced = upload(&mesh, &vec![vec![f32::NAN; len]; ranks]);
+    nccl.all_gather(&send, &mut gathered, len)
+        .expect("all_gather");
+    nccl.reduce_scatter_sum(&send, &mut scattered, len)
+        .expect("reduce_scatter");
+    nccl.all_reduce_sum(&send, &mut reduced, len)
+        .expect("all_reduce");
+    let sum_at = |i: usize| -> (f64, f64) {
+        let sum = inputs.iter().map(|x| f64::from(x[i])).sum();
+        let scale = inputs.iter().map(|x| f64::from(x[i]).abs()).sum();
+        (sum, scale)
+    };
+    for r in 0..ranks {
+        let got = gathered[r].download().expect("download");
+        let want: Vec<f32> = inputs.iter().flat_map(|x| x[..len].to_vec()).collect();
+        assert_eq!(got, want, "all-gather on rank {r}");
+        let (want, scale): (Vec<f64>, Vec<f64>) = (r * len..(r + 1) * len).map(sum_at).unzip();
+        let got = scattered[r].download().expect("download");
+        assert_close(
+            &format!("reduce-scatter rank {r}"),
+            &got,
+            &want,
+            &scale,
+            1e-6,
+        );
+        let (want, scale): (Vec<f64>, Vec<f64>) = (0..len).map(sum_at).unzip();
+        let got = reduced[r].download().expect("download");
+        assert_close(&format!("all-reduce rank {r}"), &got, &want, &scale, 1e-6);
+    }
+}

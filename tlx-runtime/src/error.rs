@@ -71,6 +71,20 @@ pub enum Error {
         launched: usize,
     },
 
+    /// NCCL is not installed where the CUDA bindings look (the reason
+    /// says what to do).
+    #[error("NCCL is not available: {0}")]
+    NoNccl(String),
+
+    /// An NCCL call failed.
+    #[error("NCCL error in {call}: {message}")]
+    Nccl {
+        /// The NCCL function that failed, e.g. `ncclAllGather`.
+        call: &'static str,
+        /// NCCL's error.
+        message: String,
+    },
+
     /// A CUDA driver call failed.
     #[error("CUDA error in {call}: {name}{hint}")]
     Cuda {

@@ -19,7 +19,8 @@
 //! 6. `device`: a [`Device`] holds either backend and dispatches to it;
 //! 7. `buffer`, then `arg` (the `PtrArg` and `ScalarArg` traits, for
 //!    buffers, cudarc slices and scalars), then `desc` and `strided`: typed
-//!    memory and arguments; `mesh` (ranks, symmetric buffers, runs);
+//!    memory and arguments; `mesh` (ranks, symmetric buffers, runs), then
+//!    `nccl` (its collectives on GPUs);
 //! 8. `check` (every check of a launch, before a backend sees it), then
 //!    `bounds`, then `launch`;
 //! 9. `bench`, `autotune`, `testing`.
@@ -44,6 +45,7 @@ mod error;
 mod grid;
 mod launch;
 mod mesh;
+mod nccl;
 mod spec;
 mod strided;
 pub mod testing;
@@ -62,6 +64,7 @@ pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
 pub use mesh::{Mesh, MeshRank, Placement, SymBuffer, SymRank};
+pub use nccl::Collectives;
 pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec, TimelineSliceSpec};
 pub use strided::Strided;
 pub use value::{KernelArg, PtrValue, ScalarValue, TensorDescValue};

@@ -309,6 +309,11 @@ impl<T: Element> SymBuffer<T> {
         self.parts.len()
     }
 
+    /// Every rank's buffer, in rank order (what a collective takes).
+    pub fn buffers(&self) -> &[Buffer<T>] {
+        &self.parts
+    }
+
     /// Rank `rank`'s buffer.
     pub fn on(&self, rank: usize) -> Result<&Buffer<T>, Error> {
         self.parts.get(rank).ok_or(Error::NoSuchRank {
