@@ -3,6 +3,7 @@
 # tests/dist_ops.rs with their kernels built with a 5 s deadline on every
 # wait (a broken protocol traps instead of hanging), and benches/dist.rs
 # (built without it). With fewer GPUs than ranks the ranks share GPU 0.
+# NCCL is PyTorch's where it is installed (linked as the bindings want).
 # `prepare` (here) builds them into .gpu/, packed as .gpu.tgz; `run` (on the
 # GPU machine, carrying .gpu.tgz) writes a log per run and a table to $OUT.
 #
@@ -35,6 +36,13 @@ run)
   out=${OUT:-gpu-out}
   mkdir -p "$out"
   export NCCL_NVLS_ENABLE=0
+  # NCCL from PyTorch's wheel (nvidia-nccl-cu12) ships only libnccl.so.2;
+  # the CUDA bindings load libnccl.so, so link it where they look.
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+  if [ -n "$nccl_dir" ] && [ -e "$nccl_dir/libnccl.so.2" ]; then
+    mkdir -p /tmp/tlx-nccl && ln -sf "$nccl_dir/libnccl.so.2" /tmp/tlx-nccl/libnccl.so
+    export LD_LIBRARY_PATH="/tmp/tlx-nccl:$nccl_dir:${LD_LIBRARY_PATH:-}"
+  fi
   table="$out/table.md"
   printf '| run | result |\n| --- | --- |\n' > "$table"
   check() { # name, then the command
