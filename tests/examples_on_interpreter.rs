@@ -10,6 +10,9 @@ mod blackwell_gemm_ws;
 #[path = "../examples/cluster_exchange.rs"]
 #[allow(dead_code)]
 mod cluster_exchange;
+#[path = "../examples/dist_gemm.rs"]
+#[allow(dead_code)]
+mod dist_gemm;
 #[path = "../examples/dropout.rs"]
 #[allow(dead_code)]
 mod dropout;
@@ -54,6 +57,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
     if let Err(e) = run(&tlx::Device::cpu()) {
         panic!("{e}");
     }
+}
+
+#[test]
+fn dist_gemm_matches_reference() {
+    on_interpreter(dist_gemm::run);
 }
 
 #[test]
