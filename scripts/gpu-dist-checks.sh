@@ -28,6 +28,8 @@ prepare)
   TLX_MBAR_TIMEOUT_NS=5000000000 cargo test --release -p tlx --features ops-dist \
     --test distributed --test dist_ops --no-run --message-format=json | copy_artifacts
   cargo bench --features ops-dist,ops-gemm --bench dist --no-run --message-format=json | copy_artifacts
+  cargo build --release --features ops-dist --example dist_gemm
+  cp target/release/examples/dist_gemm .gpu/
   strip .gpu/* 2>/dev/null || true
   tar czf .gpu.tgz .gpu
   ;;
@@ -51,12 +53,13 @@ run)
     timeout "${LIMIT:-240}" "$@" > "$out/$name.log" 2>&1
     local rc=$?
     local last
-    last=$(grep -E 'test result|panicked' "$out/$name.log" | tail -2 | tr '\n' ' ')
+    last=$(grep -E 'test result|panicked|PASS|FAIL' "$out/$name.log" | tail -2 | tr '\n' ' ')
     echo "| $name | rc $rc, $((SECONDS - start)) s, $last |" >> "$table"
   }
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
   check distributed .gpu/distributed --test-threads=1
   check dist_ops .gpu/dist_ops --test-threads=1
+  check dist_gemm .gpu/dist_gemm
   LIMIT=400 check bench_dist .gpu/dist
   cat "$out/device.txt" "$table"
   grep -E '^\||^note|^device' "$out/bench_dist.log"
