@@ -86,12 +86,7 @@ fn all_reduce_push<const BLOCK: usize>(
             let mask = offs < n;
             store(slot + offs, load(x + offs, mask = mask), mask = mask);
         }
-        atomic_xchg(
-            remote(flags, peer) + rank * programs + pid,
-            epoch,
-            sem = "release",
-            scope = "sys",
-        );
+        signal_set(remote(flags, peer) + rank * programs + pid, epoch);
     }
     for src in 0..ranks {
         signal_wait_until(flags + src * programs + pid, "ge", epoch);
@@ -191,12 +186,7 @@ fn all_gather_gemm_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOC
         // This rank's split is ready (its kernel starts after the work
         // before it on its stream): say so to every rank.
         for peer in 0..ranks {
-            atomic_xchg(
-                remote(avail, peer) + rank,
-                epoch,
-                sem = "release",
-                scope = "sys",
-            );
+            signal_set(remote(avail, peer) + rank, epoch);
         }
     }
     if pid < copiers {
@@ -423,12 +413,7 @@ fn gemm_reduce_scatter_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const 
             acc,
             mask = cols_ok,
         );
-        atomic_add(
-            remote(arrived, owner) + tile,
-            1,
-            sem = "release",
-            scope = "sys",
-        );
+        signal_add(remote(arrived, owner) + tile, 1);
     }
     // Summed 32 rows at a time: a whole tile's addresses would spill.
     let offs_sum = arange(0, 32);

@@ -41,7 +41,7 @@ const SCOPE: &[(&str, MemScope)] = &[
 ];
 
 impl<'a> Lowerer<'a> {
-    fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
+    pub(super) fn pointee(&self, ptr: ValueId, span: Span) -> R<ScalarType> {
         self.ty(ptr).elem().pointee().ok_or_else(|| {
             Diagnostic::new(
                 span,
@@ -252,7 +252,7 @@ impl<'a> Lowerer<'a> {
 
     /// The pointer, value and mask of a store or atomic, converted to the
     /// pointee type and broadcast to one common shape.
-    fn ptr_value_mask(
+    pub(super) fn ptr_value_mask(
         &mut self,
         ptr: ValueId,
         value: Val,

@@ -20,7 +20,14 @@ use tlx_core::ir::{
 };
 
 /// The functions this file lowers.
-pub(super) const FUNCTIONS: &[&str] = &["shard_id", "shard_count", "remote", "distributed_barrier"];
+pub(super) const FUNCTIONS: &[&str] = &[
+    "shard_id",
+    "shard_count",
+    "remote",
+    "distributed_barrier",
+    "signal_set",
+    "signal_add",
+];
 
 use tlx_core::ir::MAX_MESH_RANKS as MAX_RANKS;
 
@@ -41,6 +48,15 @@ impl<'a> Lowerer<'a> {
             "remote" => {
                 let a = args.bind(&["buffer", "rank"], 2)?;
                 self.remote(a[0], a[1], args.span)
+            }
+            "signal_set" | "signal_add" => {
+                let a = args.bind(&["flag", "value"], 2)?;
+                let op = if args.name == "signal_set" {
+                    AtomicOp::Exchange
+                } else {
+                    AtomicOp::Add
+                };
+                self.signal(op, a[0], a[1], args.span)
             }
             _ => {
                 let a = args.bind(&["mesh"], 1)?;
@@ -111,6 +127,38 @@ impl<'a> Lowerer<'a> {
             OpKind::Cast(address),
             Type::tensor(Elem::global_ptr(pointee), vec![]),
         )))
+    }
+
+    /// `signal_set(flag, v)` / `signal_add(flag, v)`: TLE's names for a
+    /// system-scope release exchange or add on `i32` flags (what
+    /// `signal_wait_until` waits for).
+    fn signal(
+        &mut self,
+        op: AtomicOp,
+        flag: Option<&'a Expr>,
+        value: Option<&'a Expr>,
+        span: Span,
+    ) -> R<Val> {
+        let ptr = self.ir_arg(flag)?;
+        if self.pointee(ptr, span)? != ScalarType::I32 {
+            return Err(Diagnostic::new(span, "a signal is an i32 flag")
+                .with_hint("keep flags in a `Ptr<i32>` or `SymPtr<i32>` buffer, as `signal_wait_until` reads them"));
+        }
+        let value = self.val_arg(value)?;
+        let (ptr, value, mask) = self.ptr_value_mask(ptr, value, None, ScalarType::I32, span)?;
+        let ty = self.ty(value);
+        self.b.push1(
+            OpKind::AtomicRmw {
+                op,
+                ptr,
+                value,
+                mask,
+                sem: MemSem::Release,
+                scope: MemScope::System,
+            },
+            ty,
+        );
+        Ok(Val::Unit)
     }
 
     fn scalar_i32(&mut self, v: ValueId, span: Span) -> R<ValueId> {
