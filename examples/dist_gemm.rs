@@ -60,18 +60,20 @@ pub fn run(device: &Device) -> Outcome {
     }
     let b_host = bf16_vec(&mut rng, k * n);
     let b = per_rank(&mesh, &vec![b_host.clone(); ranks])?;
-    let c = per_rank(&mesh, &vec![vec![f32::NAN; ranks * rows * n]; ranks])?;
+    let c = per_rank(&mesh, &vec![vec![bf16::NAN; ranks * rows * n]; ranks])?;
     AllGatherGemm::new(&mesh, rows, n, k)?.run(&mut mesh, &a, &b, &c)?;
     let want = reference(&splits.concat(), &b_host, (ranks * rows, n, k));
     let mut error = 0.0f64;
     for out in &c {
-        error = error.max(common::max_rel_error(&out.download()?, &want, 1.0));
+        let got: Vec<f32> = out.download()?.iter().map(|v| v.to_f32()).collect();
+        error = error.max(common::max_rel_error(&got, &want, 1.0));
     }
+    // bf16 output: half an ulp is up to 2^-8 of the value; floor 1.0 for sums near zero.
     common::verdict(
         "dist_gemm",
         &format!("all-gather + GEMM, {ranks} ranks, {rows} rows each x {n} x {k}:"),
         error,
-        1e-4,
+        8e-3,
     )?;
 
     // GEMM + reduce-scatter: rank r gets its rows of the sum of the ranks' products.

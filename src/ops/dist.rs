@@ -172,7 +172,7 @@ fn all_gather_gemm_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOC
     a_full: Ptr<bf16>,
     ready: Ptr<i32>,
     b: Ptr<bf16>,
-    c: Ptr<f32>,
+    c: Ptr<bf16>,
     rows: i32,
     n: i32,
     k: i32,
@@ -244,7 +244,7 @@ fn all_gather_gemm_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOC
             let out_rows = src * rows + offs_m;
             store(
                 c + out_rows[(.., None)] * n + offs_n[(None, ..)],
-                acc,
+                acc.to(bf16),
                 mask = rows_ok & cols_ok,
             );
         }
@@ -261,14 +261,30 @@ fn tiles(mesh: &Mesh) -> (usize, usize) {
 
 /// `C = allgather(A) @ B` on every rank of a mesh, with `A` split by rows
 /// (`rows` per rank, bf16, row-major `[rows, k]` in a symmetric buffer),
-/// `B` bf16 `[k, n]` and `C` f32 `[ranks * rows, n]` on every rank:
-/// peers' splits are copied while the local one is multiplied.
+/// `B` bf16 `[k, n]` and `C` bf16 `[ranks * rows, n]` on every rank:
+/// peers' splits are copied while the local one is multiplied, in one of
+/// two ways ([`Overlap`]).
 pub struct AllGatherGemm {
     shape: (usize, usize, usize),
     a_full: Vec<Buffer<bf16>>,
     avail: SymBuffer<i32>,
     ready: Vec<Buffer<i32>>,
     epoch: i32,
+    overlap: Overlap,
+}
+
+/// How [`AllGatherGemm`] overlaps the gather with the GEMM.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// One kernel per rank: copy programs pull the peers' splits through
+    /// peer memory and signal each one's arrival to the compute programs
+    /// (block-level `dot`), which start with the rank's own split.
+    OneKernel,
+    /// The copy engine pulls each peer's split on a stream of its own while
+    /// `tlx::ops::gemm` multiplies the splits already there, split by
+    /// split, each GEMM waiting for its split's copy (a CUDA event); on the
+    /// interpreter the same steps one after the other.
+    CopyEngine,
 }
 
 impl AllGatherGemm {
@@ -295,7 +311,13 @@ impl AllGatherGemm {
             avail: mesh.alloc_zeros(ranks)?,
             ready,
             epoch: 0,
+            overlap: Overlap::OneKernel,
         })
+    }
+
+    /// The same, overlapping as `overlap` says.
+    pub fn with_overlap(self, overlap: Overlap) -> AllGatherGemm {
+        AllGatherGemm { overlap, ..self }
     }
 
     /// `c[r] = allgather(a) @ b[r]` for every rank `r`.
@@ -304,7 +326,7 @@ impl AllGatherGemm {
         mesh: &mut Mesh,
         a: &SymBuffer<bf16>,
         b: &[Buffer<bf16>],
-        c: &[Buffer<f32>],
+        c: &[Buffer<bf16>],
     ) -> Result<(), Error> {
         let (rows, n, k) = self.shape;
         let ranks = mesh.ranks();
@@ -321,6 +343,9 @@ impl AllGatherGemm {
         }
         per_rank("all_gather_gemm", "b", mesh, b, k * n)?;
         per_rank("all_gather_gemm", "c", mesh, c, ranks * rows * n)?;
+        if self.overlap == Overlap::CopyEngine && mesh.placement() != Placement::Interpreter {
+            return self.run_copy_engine(mesh, a, b, c);
+        }
         let epoch = next_epoch(&mut self.epoch, "all_gather_gemm")?;
         let (tile_m, tile_n) = tiles(mesh);
         let tiles = ranks * rows.div_ceil(tile_m) * n.div_ceil(tile_n);
@@ -351,6 +376,50 @@ impl AllGatherGemm {
                 )
             }
         })
+    }
+
+    /// [`Overlap::CopyEngine`]: every peer's split copied on the rank's copy
+    /// stream (queued first, so the copies wait only for earlier work), the
+    /// rank's own rows multiplied meanwhile, then each peer's rows once its
+    /// copy is done.
+    fn run_copy_engine(
+        &mut self,
+        mesh: &mut Mesh,
+        a: &SymBuffer<bf16>,
+        b: &[Buffer<bf16>],
+        c: &[Buffer<bf16>],
+    ) -> Result<(), Error> {
+        let (rows, n, k) = self.shape;
+        let ranks = mesh.ranks();
+        let split = |src: usize| src * rows * k..(src + 1) * rows * k;
+        let out = |src: usize| src * rows * n..(src + 1) * rows * n;
+        let mut copies = Vec::with_capacity(ranks);
+        for (r, full) in self.a_full.iter().enumerate() {
+            let mut mine = Vec::with_capacity(ranks - 1);
+            for step in 1..ranks {
+                let src = (r + step) % ranks;
+                let from = a.on(src)?.slice(..rows * k)?;
+                mine.push((
+                    src,
+                    mesh.copy_async(src, &from, r, &full.slice(split(src))?)?,
+                ));
+            }
+            copies.push(mine);
+        }
+        for (r, mine) in copies.iter().enumerate() {
+            let dev = mesh.device(r)?;
+            let own = a.on(r)?.slice(..rows * k)?;
+            crate::ops::gemm(dev, &own, &b[r], &c[r].slice(out(r))?, (rows, n, k))?;
+            for (src, copied) in mine {
+                mesh.wait_for(r, copied)?;
+                let from = self.a_full[r].slice(split(*src))?;
+                crate::ops::gemm(dev, &from, &b[r], &c[r].slice(out(*src))?, (rows, n, k))?;
+            }
+        }
+        for dev in mesh.devices() {
+            dev.synchronize()?;
+        }
+        Ok(())
     }
 }
 

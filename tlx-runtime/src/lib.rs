@@ -63,7 +63,7 @@ pub use element::{Element, F8E4M3, F8E5M2};
 pub use error::{Error, OutOfBoundsReport};
 pub use grid::{Grid, MAX_GRID};
 pub use launch::launch;
-pub use mesh::{Mesh, MeshRank, Placement, SymBuffer, SymRank};
+pub use mesh::{Copied, Mesh, MeshRank, Placement, SymBuffer, SymRank};
 pub use nccl::Collectives;
 pub use spec::{BoundsSiteSpec, ConfigSpec, KernelSpec, ParamSpec, TimelineSliceSpec};
 pub use strided::Strided;

@@ -8,10 +8,12 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::{CudaEvent, CudaStream};
+
 use crate::cpu::LaunchGroup;
 use crate::cuda::HeldLaunches;
 use crate::value::{ptr_arg, PtrTarget};
-use crate::{Buffer, Device, Element, Error, KernelArg, ScalarArg};
+use crate::{Buffer, BufferView, Device, Element, Error, KernelArg, PtrValue, ScalarArg};
 
 use tlx_core::ir::MAX_MESH_RANKS as MAX_RANKS;
 
@@ -51,7 +53,12 @@ pub struct Mesh {
     sync: SymBuffer<i32>,
     /// How a run holds the ranks' launches until all are made.
     runner: Runner,
+    /// Per rank on GPUs, the stream its copies from peers go to.
+    copy_streams: Vec<Arc<CudaStream>>,
 }
+
+/// A copy [`Mesh::copy_async`] queued, for a rank's stream to wait for.
+pub struct Copied(CudaEvent);
 
 /// Where a mesh's runs hold their launches.
 enum Runner {
@@ -141,11 +148,23 @@ impl Mesh {
         runner: Runner,
     ) -> Result<Mesh, Error> {
         let sync = SymBuffer::new(&devices, 2)?;
+        let copy_streams = match placement {
+            Placement::Interpreter => Vec::new(),
+            Placement::Gpus | Placement::SharedGpu => devices
+                .iter()
+                .map(|d| {
+                    d.cuda_stream()?
+                        .fork()
+                        .map_err(|e| Error::cuda("cuStreamCreate", e))
+                })
+                .collect::<Result<_, _>>()?,
+        };
         Ok(Mesh {
             devices,
             placement,
             sync,
             runner,
+            copy_streams,
         })
     }
 
@@ -199,6 +218,74 @@ impl Mesh {
             buffer.upload(rank, &zeros)?;
         }
         Ok(buffer)
+    }
+
+    /// Queues a copy of `src` (on rank `from`) into `dst` (on rank `to`, as
+    /// long as `src`) on rank `to`'s copy stream, after the work queued so
+    /// far on both ranks' streams: the copy engine moves it (over peer
+    /// memory between GPUs) while the ranks' streams go on. Rank `to`'s
+    /// work that needs it waits for the returned [`Copied`]
+    /// ([`Mesh::wait_for`]). GPUs only ([`Error::NeedsGpu`] on the
+    /// interpreter, which has no copy engine).
+    pub fn copy_async<T: Element>(
+        &self,
+        from: usize,
+        src: &BufferView<'_, T>,
+        to: usize,
+        dst: &BufferView<'_, T>,
+    ) -> Result<Copied, Error> {
+        let copy = self
+            .copy_streams
+            .get(to)
+            .ok_or(Error::NeedsGpu("a copy engine"))?;
+        let (from_stream, to_stream) = (
+            self.device(from)?.cuda_stream()?,
+            self.device(to)?.cuda_stream()?,
+        );
+        let address = |arg: KernelArg<'_>| match arg {
+            KernelArg::Ptr(PtrValue {
+                target: PtrTarget::Cuda { address, .. },
+                ..
+            }) => Ok(address),
+            _ => Err(Error::NeedsGpu("a copy engine")),
+        };
+        if src.len() != dst.len() {
+            return Err(Error::InvalidShape {
+                op: "copy_async",
+                reason: format!(
+                    "the source has {} elements and the destination {}: copy views of one length",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        let (at, from_address) = (address(dst.kernel_arg())?, address(src.kernel_arg())?);
+        let join = |other: &CudaStream| {
+            copy.join(other)
+                .map_err(|e| Error::cuda("cuStreamWaitEvent", e))
+        };
+        join(to_stream)?;
+        join(from_stream)?;
+        let bytes = src.len() * std::mem::size_of::<T>();
+        // SAFETY: both ranges are `bytes` long inside live allocations (the
+        // views checked their ranges), ordered on `copy` after the work
+        // queued on both ranks' streams.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(at, from_address, bytes, copy.cu_stream())
+        }
+        .map_err(|e| Error::cuda("cuMemcpyDtoDAsync", e))?;
+        let done = copy
+            .record_event(None)
+            .map_err(|e| Error::cuda("cuEventRecord", e))?;
+        Ok(Copied(done))
+    }
+
+    /// Rank `rank`'s later work waits for `copied`.
+    pub fn wait_for(&self, rank: usize, copied: &Copied) -> Result<(), Error> {
+        self.device(rank)?
+            .cuda_stream()?
+            .wait(&copied.0)
+            .map_err(|e| Error::cuda("cuStreamWaitEvent", e))
     }
 
     /// The argument of a kernel's `Mesh` parameter in rank `rank`'s launch.
