@@ -39,7 +39,8 @@ extern crate self as tlx;
     feature = "ops-gemm",
     feature = "ops-rows",
     feature = "ops-attention",
-    feature = "ops-dist"
+    feature = "ops-dist",
+    feature = "ops-grouped"
 ))]
 pub mod ops;
 

@@ -13,7 +13,8 @@
 //! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`),
 //! `ops-rows` (`softmax`, `rms_norm`, `layer_norm`), `ops-attention`
 //! (`attention`, `attention_backward`), `ops-dist` (the kernels across the
-//! ranks of a mesh in [`dist`]), or `ops` for all of them.
+//! ranks of a mesh in [`dist`]), `ops-grouped` (`grouped_gemm`), or `ops`
+//! for all of them.
 //!
 //! ```
 //! # fn main() -> Result<(), tlx::Error> {
@@ -40,6 +41,8 @@ pub mod dist;
 mod gemm;
 #[cfg(feature = "ops-gemm")]
 mod gemm_fp8;
+#[cfg(feature = "ops-grouped")]
+mod grouped;
 #[cfg(feature = "ops-rows")]
 mod rows;
 
@@ -52,18 +55,30 @@ pub use attention::{
 pub use gemm::{gemm, GemmElement};
 #[cfg(feature = "ops-gemm")]
 pub use gemm_fp8::gemm_fp8;
+#[cfg(feature = "ops-grouped")]
+pub use grouped::grouped_gemm;
 #[cfg(feature = "ops-rows")]
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
 use crate::Error;
-#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
+#[cfg(any(
+    feature = "ops-gemm",
+    feature = "ops-rows",
+    feature = "ops-attention",
+    feature = "ops-grouped"
+))]
 use crate::{args::KernelArg, Element, PtrArg};
 
 /// The largest extent a kernel indexes with its i32 arithmetic.
 const MAX_EXTENT: usize = i32::MAX as usize;
 
 /// Checks that `value` holds at least `needed` elements; `what` names it.
-#[cfg(any(feature = "ops-gemm", feature = "ops-rows", feature = "ops-attention"))]
+#[cfg(any(
+    feature = "ops-gemm",
+    feature = "ops-rows",
+    feature = "ops-attention",
+    feature = "ops-grouped"
+))]
 fn holds<T: Element>(
     op: &'static str,
     what: &str,
