@@ -37,6 +37,9 @@ mod hopper_gemm_pipelined;
 #[path = "../examples/hopper_gemm_ws.rs"]
 #[allow(dead_code)]
 mod hopper_gemm_ws;
+#[path = "../examples/hopper_grouped_gemm.rs"]
+#[allow(dead_code)]
+mod hopper_grouped_gemm;
 #[path = "../examples/layernorm.rs"]
 #[allow(dead_code)]
 mod layernorm;
@@ -62,6 +65,11 @@ fn on_interpreter(run: fn(&tlx::Device) -> Result<(), Box<dyn std::error::Error>
 #[test]
 fn dist_gemm_matches_reference() {
     on_interpreter(dist_gemm::run);
+}
+
+#[test]
+fn hopper_grouped_gemm_matches_reference() {
+    on_interpreter(hopper_grouped_gemm::run);
 }
 
 #[test]
