@@ -3,7 +3,9 @@
 //! kernel whose tile schedule walks the groups on the device, so the host
 //! never reads the group sizes (no synchronization per call).
 //!
-//! [`grouped_gemm`]: `C[rows of e] = A[rows of e] @ B[e]` for every expert
+//! [`grouped_gemm`] (and [`grouped_gemm_masked`], the decode layout:
+//! `[experts, m_max, k]` with a per-expert count on the device):
+//! `C[rows of e] = A[rows of e] @ B[e]` for every expert
 //! `e`, where the rows of expert `e` are `offsets[e]..offsets[e + 1]` of
 //! `A` (`[m_total, k]`, the tokens sorted by expert) and `C`
 //! (`[m_total, n]`), and `B` is `[experts, k, n]`; bf16 in and out, f32
@@ -16,17 +18,28 @@ use crate::PtrArg;
 
 /// Programs walk the tiles of every group in turn (group `e`'s tiles
 /// numbered after those of the groups before it), each taking every
-/// `num_programs`-th tile.
+/// `num_programs`-th tile. `MASKED = false`: group `e` is rows
+/// `offsets[e]..offsets[e + 1]` of `m_total`; `MASKED = true`: rows
+/// `e * m_max ..` of which `counts[e]` (`sizes`) are used, `m_total` being
+/// `experts * m_max`.
 #[tlx::kernel(configs = [
-    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8, num_stages = 4),
-    (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, num_warps = 4),
+    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, MASKED = false, num_warps = 8, num_stages = 4),
+    (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, MASKED = false, num_warps = 4),
+    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, MASKED = true, num_warps = 8, num_stages = 4),
+    (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, MASKED = true, num_warps = 4),
 ])]
-fn grouped_gemm_contiguous<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
+fn grouped_gemm_kernel<
+    const BLOCK_M: usize,
+    const BLOCK_N: usize,
+    const BLOCK_K: usize,
+    const MASKED: bool,
+>(
     a: Ptr<bf16>,
     b: Ptr<bf16>,
     c: Ptr<bf16>,
-    offsets: Ptr<i32>,
+    sizes: Ptr<i32>,
     m_total: i32,
+    m_max: i32,
     n: i32,
     k: i32,
     experts: i32,
@@ -37,8 +50,15 @@ fn grouped_gemm_contiguous<const BLOCK_M: usize, const BLOCK_N: usize, const BLO
     let offs_k = arange(0, BLOCK_K);
     let mut base = 0;
     for e in 0..experts {
-        let start = minimum(load(offsets + e), m_total);
-        let end = minimum(load(offsets + e + 1), m_total);
+        let mut start = 0;
+        let mut end = 0;
+        if MASKED {
+            start = e * m_max;
+            end = start + minimum(maximum(load(sizes + e), 0), m_max);
+        } else {
+            start = minimum(load(sizes + e), m_total);
+            end = minimum(load(sizes + e + 1), m_total);
+        }
         let rows = maximum(end - start, 0);
         let tiles = cdiv(rows, BLOCK_M) * tiles_n;
         // The first tile of this group that is this program's.
@@ -102,18 +122,84 @@ pub fn grouped_gemm(
     super::holds(OP, "b", b, experts * k * n)?;
     super::holds(OP, "c", c, m_total * n)?;
     super::holds(OP, "offsets", offsets, experts + 1)?;
+    launch(
+        device,
+        (a, b, c, offsets),
+        (m_total, 0, n, k, experts),
+        false,
+    )
+}
+
+/// The masked layout (decode; CUDA-graph friendly): `a` `[experts, m_max,
+/// k]`, `c` `[experts, m_max, n]`, of whose `m_max` rows per expert only
+/// the first `counts[e]` (`experts` `i32`s on the device, clamped to
+/// `0..=m_max`) are multiplied, with `b` `[experts, k, n]`; the other rows
+/// of `c` are left as they were.
+pub fn grouped_gemm_masked(
+    device: &Device,
+    a: &impl PtrArg<bf16>,
+    b: &impl PtrArg<bf16>,
+    c: &impl PtrArg<bf16>,
+    counts: &impl PtrArg<i32>,
+    (m_max, n, k, experts): (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    const OP: &str = "grouped_gemm_masked";
+    super::extents(OP, &[("k", k), ("n", n)])?;
+    let m_total = experts * m_max;
+    super::extents(OP, &[("experts", experts)])?;
+    if m_total > 0 {
+        super::extents(OP, &[("experts * m_max", m_total), ("k", k)])?;
+        super::extents(OP, &[("experts * m_max", m_total), ("n", n)])?;
+    }
+    super::holds(OP, "a", a, m_total * k)?;
+    super::holds(OP, "b", b, experts * k * n)?;
+    super::holds(OP, "c", c, m_total * n)?;
+    super::holds(OP, "counts", counts, experts)?;
+    launch(
+        device,
+        (a, b, c, counts),
+        (m_total, m_max, n, k, experts),
+        true,
+    )
+}
+
+/// Launches the kernel persistently (one program per SM, or per
+/// interpreter thread), in the layout `masked` names.
+fn launch(
+    device: &Device,
+    (a, b, c, sizes): (
+        &impl PtrArg<bf16>,
+        &impl PtrArg<bf16>,
+        &impl PtrArg<bf16>,
+        &impl PtrArg<i32>,
+    ),
+    (m_total, m_max, n, k, experts): (usize, usize, usize, usize, usize),
+    masked: bool,
+) -> Result<(), Error> {
     if m_total == 0 {
         return Ok(());
     }
     let grid = device.multiprocessor_count().max(1);
-    let dims = (m_total as i32, n as i32, k as i32, experts as i32);
-    if device.is_gpu() {
-        grouped_gemm_contiguous::<128, 128, 64>::launch(
-            device, grid, a, b, c, offsets, dims.0, dims.1, dims.2, dims.3,
-        )
-    } else {
-        grouped_gemm_contiguous::<32, 32, 32>::launch(
-            device, grid, a, b, c, offsets, dims.0, dims.1, dims.2, dims.3,
-        )
+    let dims = (
+        m_total as i32,
+        m_max as i32,
+        n as i32,
+        k as i32,
+        experts as i32,
+    );
+    let (d0, d1, d2, d3, d4) = dims;
+    match (device.is_gpu(), masked) {
+        (true, false) => grouped_gemm_kernel::<128, 128, 64, false>::launch(
+            device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
+        ),
+        (false, false) => grouped_gemm_kernel::<32, 32, 32, false>::launch(
+            device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
+        ),
+        (true, true) => grouped_gemm_kernel::<128, 128, 64, true>::launch(
+            device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
+        ),
+        (false, true) => grouped_gemm_kernel::<32, 32, 32, true>::launch(
+            device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
+        ),
     }
 }
