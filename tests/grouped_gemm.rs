@@ -117,3 +117,64 @@ fn masked_grouped_gemm_on_the_gpu() {
     };
     masked_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], 130, 520, 264);
 }
+
+/// The general layout: every group its own buffers and sizes (one empty,
+/// one of a single row, K and N differing), through the addresses table.
+fn general_matches_reference(dev: &Device, shapes: &[(usize, usize, usize)]) {
+    let mut rng = fresh_rng();
+    let hosts: Vec<(Vec<bf16>, Vec<bf16>)> = shapes
+        .iter()
+        .map(|&(m, n, k)| (bf16_vec(rng.vec(m * k, 1.0)), bf16_vec(rng.vec(k * n, 1.0))))
+        .collect();
+    let bufs: Vec<_> = hosts
+        .iter()
+        .zip(shapes)
+        .map(|((a, b), &(m, n, _))| {
+            let c = dev.upload(&vec![bf16::NAN; (m * n).max(1)]).expect("c");
+            (dev.upload(a).expect("a"), dev.upload(b).expect("b"), c)
+        })
+        .collect();
+    let problems: Vec<tlx::ops::GroupProblem<'_>> = bufs
+        .iter()
+        .zip(shapes)
+        .map(|((a, b, c), &shape)| tlx::ops::GroupProblem { a, b, c, shape })
+        .collect();
+    tlx::ops::grouped_gemm_general(dev, &problems).expect("launch");
+    for (g, (((a, b), (_, _, c)), &(m, n, k))) in hosts.iter().zip(&bufs).zip(shapes).enumerate() {
+        let got = c.download().expect("download");
+        for i in 0..m {
+            for j in 0..n {
+                let (mut want, mut scale) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let x = f64::from(a[i * k + p].to_f32()) * f64::from(b[p * n + j].to_f32());
+                    want += x;
+                    scale += x.abs();
+                }
+                let v = f64::from(got[i * n + j].to_f32());
+                assert!(
+                    (v - want).abs() <= 8e-3 * scale.max(1e-3),
+                    "group {g} ({i}, {j}): got {v}, want {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn general_grouped_gemm_on_the_interpreter() {
+    general_matches_reference(
+        &Device::cpu(),
+        &[(20, 40, 48), (0, 16, 8), (1, 24, 72), (45, 8, 16)],
+    );
+}
+
+#[test]
+fn general_grouped_gemm_on_the_gpu() {
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
+    };
+    general_matches_reference(
+        &dev,
+        &[(300, 520, 264), (0, 64, 64), (1, 128, 512), (700, 96, 200)],
+    );
+}

@@ -203,3 +203,128 @@ fn launch(
         ),
     }
 }
+
+/// The general layout: group `g` multiplies its own row-major `[m, k]` A
+/// and `[k, n]` B into `[m, n]` C, the operands' addresses and the sizes
+/// in device tables (`sizes[3 g..3 g + 3]` = m, n, k), as CUTLASS's
+/// grouped GEMM takes them.
+#[tlx::kernel(configs = [
+    (BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, num_warps = 8, num_stages = 4),
+    (BLOCK_M = 32, BLOCK_N = 32, BLOCK_K = 32, num_warps = 4),
+])]
+fn grouped_gemm_general_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const BLOCK_K: usize>(
+    a_addrs: Ptr<i64>,
+    b_addrs: Ptr<i64>,
+    c_addrs: Ptr<i64>,
+    sizes: Ptr<i32>,
+    groups: i32,
+) {
+    let pid = program_id(0);
+    let programs = num_programs(0);
+    let offs_k = arange(0, BLOCK_K);
+    let mut base = 0;
+    for g in 0..groups {
+        let m = load(sizes + g * 3);
+        let n = load(sizes + g * 3 + 1);
+        let k = load(sizes + g * 3 + 2);
+        let a = load(a_addrs + g) as Ptr<bf16>;
+        let b = load(b_addrs + g) as Ptr<bf16>;
+        let c = load(c_addrs + g) as Ptr<bf16>;
+        let tiles_n = cdiv(n, BLOCK_N);
+        let tiles = cdiv(m, BLOCK_M) * tiles_n;
+        let first = base + (pid - base % programs + programs) % programs;
+        for t in (first..base + tiles).step_by(programs) {
+            let local = t - base;
+            let offs_m = (local / tiles_n) * BLOCK_M + arange(0, BLOCK_M);
+            let offs_n = (local % tiles_n) * BLOCK_N + arange(0, BLOCK_N);
+            let rows_ok = offs_m[(.., None)] < m;
+            let cols_ok = offs_n[(None, ..)] < n;
+            let mut acc = zeros([BLOCK_M, BLOCK_N], f32);
+            for k0 in (0..k).step_by(BLOCK_K) {
+                let ks = k0 + offs_k;
+                let a_tile = load(
+                    a + offs_m[(.., None)] * k + ks[(None, ..)],
+                    mask = rows_ok & (ks[(None, ..)] < k),
+                    other = 0.0,
+                );
+                let b_tile = load(
+                    b + ks[(.., None)] * n + offs_n[(None, ..)],
+                    mask = (ks[(.., None)] < k) & cols_ok,
+                    other = 0.0,
+                );
+                acc = dot(a_tile, b_tile, acc);
+            }
+            store(
+                c + offs_m[(.., None)] * n + offs_n[(None, ..)],
+                acc.to(bf16),
+                mask = rows_ok & cols_ok,
+            );
+        }
+        base += tiles;
+    }
+}
+
+/// One problem of [`grouped_gemm_general`]: `c = a @ b` with `a` `[m, k]`,
+/// `b` `[k, n]` and `c` `[m, n]`, row-major bf16 buffers on the device.
+pub struct GroupProblem<'a> {
+    /// `[m, k]`.
+    pub a: &'a Buffer<bf16>,
+    /// `[k, n]`.
+    pub b: &'a Buffer<bf16>,
+    /// `[m, n]`, written.
+    pub c: &'a Buffer<bf16>,
+    /// `(m, n, k)`.
+    pub shape: (usize, usize, usize),
+}
+
+/// The general layout (every group its own buffers and sizes): `c = a @
+/// b` for every problem, as one persistent kernel reading the operands'
+/// addresses and the sizes from tables this call uploads.
+pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> Result<(), Error> {
+    const OP: &str = "grouped_gemm_general";
+    let mut sizes = Vec::with_capacity(3 * problems.len());
+    let mut addrs = [Vec::new(), Vec::new(), Vec::new()];
+    for (g, p) in problems.iter().enumerate() {
+        let (m, n, k) = p.shape;
+        for (name, len) in [("m", m), ("n", n), ("k", k)] {
+            if len > super::MAX_EXTENT {
+                return Err(Error::InvalidShape {
+                    op: OP,
+                    reason: format!(
+                        "group {g}'s `{name}` is {len}, past the kernels' 32-bit indexing"
+                    ),
+                });
+            }
+        }
+        for (name, buffer, needed) in [("a", p.a, m * k), ("b", p.b, k * n), ("c", p.c, m * n)] {
+            if buffer.len() < needed || !buffer.is_on(device) {
+                return Err(Error::InvalidShape {
+                    op: OP,
+                    reason: format!(
+                        "group {g}'s `{name}` holds {} elements{}; its shape needs {needed} on this device",
+                        buffer.len(),
+                        if buffer.is_on(device) { "" } else { " on another device" }
+                    ),
+                });
+            }
+        }
+        sizes.extend([m as i32, n as i32, k as i32]);
+        for (table, buffer) in addrs.iter_mut().zip([p.a, p.b, p.c]) {
+            table.push(buffer.kernel_address());
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let [a, b, c] = addrs.map(|t| device.upload(&t));
+    let (a, b, c, sizes) = (a?, b?, c?, device.upload(&sizes)?);
+    let grid = device.multiprocessor_count().max(1);
+    let groups = problems.len() as i32;
+    if device.is_gpu() {
+        grouped_gemm_general_kernel::<128, 128, 64>::launch(
+            device, grid, &a, &b, &c, &sizes, groups,
+        )
+    } else {
+        grouped_gemm_general_kernel::<32, 32, 32>::launch(device, grid, &a, &b, &c, &sizes, groups)
+    }
+}

@@ -204,6 +204,20 @@ impl<T: Element> Buffer<T> {
         with_storage!(&self.storage, |held| held.backend.id())
     }
 
+    /// Whether the buffer is in `device`'s memory.
+    pub fn is_on(&self, device: &Device) -> bool {
+        self.device_id() == device.id()
+    }
+
+    /// The address a kernel sees for element 0, as an `i64`: what a table
+    /// of addresses holds for a kernel to load and cast (`addr as
+    /// Ptr<T>`), such as a grouped GEMM's per-group operands. The buffer
+    /// must outlive every launch that uses it; on the interpreter, an
+    /// access through it is still checked against the buffer.
+    pub fn kernel_address(&self) -> i64 {
+        self.target(0).kernel_address(std::mem::size_of::<T>())
+    }
+
     /// Where element `offset` lives, as a kernel argument sees it.
     pub(crate) fn target(&self, offset: usize) -> PtrTarget {
         with_storage!(&self.storage, |held| {

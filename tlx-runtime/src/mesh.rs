@@ -370,10 +370,7 @@ impl<T: Element> SymBuffer<T> {
             .iter()
             .map(|d| d.alloc::<T>(len))
             .collect::<Result<Vec<_>, _>>()?;
-        let addresses: Vec<i64> = parts
-            .iter()
-            .map(|p| kernel_address(p.target(0), std::mem::size_of::<T>()))
-            .collect();
+        let addresses: Vec<i64> = parts.iter().map(Buffer::kernel_address).collect();
         let tables = devices
             .iter()
             .map(|d| d.upload(&addresses))
@@ -430,22 +427,6 @@ impl<T: Element> SymBuffer<T> {
             local: self.on(rank)?,
             table: &self.tables[rank],
         })
-    }
-}
-
-/// What a kernel sees as the address of `target`: a GPU address, or the
-/// interpreter's address of the buffer's byte.
-fn kernel_address(target: PtrTarget, elem_bytes: usize) -> i64 {
-    match target {
-        PtrTarget::Cuda { address, .. } => address as i64,
-        PtrTarget::Cpu {
-            buffer,
-            offset_elems,
-            ..
-        } => tlx_core::interp::address_of(
-            tlx_core::interp::BufferId(buffer),
-            (offset_elems * elem_bytes) as i64,
-        ),
     }
 }
 

@@ -54,6 +54,23 @@ pub(crate) enum PtrTarget {
 }
 
 impl PtrTarget {
+    /// What a kernel sees as the address of `self` (elements of
+    /// `elem_bytes`): a GPU address, or the interpreter's address of the
+    /// buffer's byte.
+    pub(crate) fn kernel_address(&self, elem_bytes: usize) -> i64 {
+        match *self {
+            PtrTarget::Cuda { address, .. } => address as i64,
+            PtrTarget::Cpu {
+                buffer,
+                offset_elems,
+                ..
+            } => tlx_core::interp::address_of(
+                tlx_core::interp::BufferId(buffer),
+                (offset_elems * elem_bytes) as i64,
+            ),
+        }
+    }
+
     pub(crate) fn device(&self) -> DeviceId {
         match *self {
             PtrTarget::Cuda { ordinal, rank, .. } => DeviceId::Cuda { ordinal, rank },

@@ -113,6 +113,9 @@ impl<'a> Lowerer<'a> {
                         .with_hint("cast run-time values to `i32`, `i64` or `u32`")),
                     };
                 }
+                if let Some(pointee) = pointer_type(&c.ty) {
+                    return self.address_to_pointer(v, pointee, c.span());
+                }
                 let ty = self.dtype_of_type(&c.ty)?;
                 self.cast_val(v, ty, c.span())
             }
@@ -724,5 +727,40 @@ fn assign_target(e: &Expr) -> R<String> {
             .with_hint("write memory with `store(ptr, value)`, or replace a tile with `x.insert_tile(tile, [i, j])`")),
         other => Err(Diagnostic::new(other.span(), "only variables can be assigned")
             .with_hint("write `x = ...` with `x` declared by `let mut x`")),
+    }
+}
+
+/// `T` of a written `Ptr<T>` type (`addresses as Ptr<bf16>`), if it is one.
+fn pointer_type(ty: &syn::Type) -> Option<ScalarType> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Ptr" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(syn::Type::Path(inner)) => {
+            ScalarType::from_name(&inner.path.get_ident()?.to_string())
+        }
+        _ => None,
+    }
+}
+
+impl Lowerer<'_> {
+    /// `addresses as Ptr<T>`: `i64` addresses (a table a kernel loads, as
+    /// Triton's grouped GEMM loads its operands' pointers) as pointers.
+    fn address_to_pointer(&mut self, v: Val, pointee: ScalarType, span: Span) -> R<Val> {
+        let v = self.materialize(&v, span)?;
+        let ty = self.ty(v);
+        if ty.elem() != Elem::Scalar(ScalarType::I64) {
+            return Err(Diagnostic::new(span, format!("only i64 addresses become pointers, not {ty}"))
+                .with_hint("load the addresses from a `Ptr<i64>` table (`Buffer::kernel_address` gives a buffer's)"));
+        }
+        Ok(Val::Ir(self.b.push1(
+            OpKind::Cast(v),
+            ty.with_elem(Elem::global_ptr(pointee)),
+        )))
     }
 }
