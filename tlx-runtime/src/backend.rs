@@ -1,8 +1,10 @@
 //! The [`Backend`] trait: what a device does, which the CUDA GPU (cuda/) and
 //! the CPU interpreter (cpu/) each implement; and what they are handed: a
 //! [`Launch`] with its [`Arg`]s, which check.rs made and checked, and
-//! [`Mark`]s of their work.
+//! [`Mark`]s of their work; and [`HeldDuringRun`], how either holds the
+//! launches of a mesh's ranks until all are made.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use cudarc::driver::CudaEvent;
@@ -136,5 +138,56 @@ impl Mark {
     /// Wall-clock milliseconds from this mark to `end`.
     pub(crate) fn wall_ms(&self, end: &Mark) -> f32 {
         end.at.duration_since(self.at).as_secs_f32() * 1000.0
+    }
+}
+
+/// The launches the ranks of a mesh make during a run of it (`L`: what a
+/// backend needs to start one later), held until every rank has made its
+/// own, so that they start together: the interpreter runs them as one
+/// schedule, the GPUs queue them only once every module is loaded.
+pub(crate) struct HeldDuringRun<L> {
+    /// `Some` while a run collects.
+    held: Mutex<Option<Vec<L>>>,
+}
+
+impl<L> HeldDuringRun<L> {
+    pub(crate) fn new() -> HeldDuringRun<L> {
+        HeldDuringRun {
+            held: Mutex::new(None),
+        }
+    }
+
+    /// Keeps `launch` for the run collecting now; gives it back when none
+    /// is (the rank then launches alone).
+    pub(crate) fn try_hold(&self, launch: L) -> Result<(), L> {
+        match self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            Some(held) => {
+                held.push(launch);
+                Ok(())
+            }
+            None => Err(launch),
+        }
+    }
+
+    /// Calls `launch_all`, which launches on the ranks, and returns what
+    /// they launched, in order.
+    pub(crate) fn collect(
+        &self,
+        launch_all: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<Vec<L>, Error> {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
+        let launched = launch_all();
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
+        launched.map(|()| held)
     }
 }

@@ -108,7 +108,7 @@ impl Mesh {
                 count,
             });
         }
-        let hold = HeldLaunches::new();
+        let hold = Arc::new(HeldLaunches::new());
         let devices = (0..ranks)
             .map(|ordinal| Device::cuda_rank(ordinal, None, &hold))
             .collect::<Result<Vec<_>, _>>()?;
@@ -123,7 +123,7 @@ impl Mesh {
     /// Every rank on GPU 0, each with a stream of its own.
     pub fn shared_gpu(ranks: usize) -> Result<Mesh, Error> {
         check_ranks(ranks)?;
-        let hold = HeldLaunches::new();
+        let hold = Arc::new(HeldLaunches::new());
         let devices = (0..ranks)
             .map(|rank| Device::cuda_rank(0, Some(rank), &hold))
             .collect::<Result<Vec<_>, _>>()?;
@@ -286,6 +286,34 @@ impl Mesh {
             .cuda_stream()?
             .wait(&copied.0)
             .map_err(|e| Error::cuda("cuStreamWaitEvent", e))
+    }
+
+    /// One buffer per rank, rank `r`'s holding `data[r]` on its device: the
+    /// per-rank operands the mesh's kernels take. `data` has one entry per
+    /// rank.
+    pub fn upload_each<T: Element>(&self, data: &[Vec<T>]) -> Result<Vec<Buffer<T>>, Error> {
+        if data.len() != self.ranks() {
+            return Err(Error::InvalidMesh {
+                ranks: self.ranks(),
+                reason: format!("{} vectors were given, one per rank is needed", data.len()),
+            });
+        }
+        self.devices
+            .iter()
+            .zip(data)
+            .map(|(device, data)| device.upload(data))
+            .collect()
+    }
+
+    /// One buffer of `len` elements (contents unspecified) per rank, on its
+    /// device (not symmetric: no table of addresses; see [`Mesh::alloc`]).
+    pub fn alloc_each<T: Element>(&self, len: usize) -> Result<Vec<Buffer<T>>, Error> {
+        self.devices.iter().map(|d| d.alloc(len)).collect()
+    }
+
+    /// One buffer of `len` zeros per rank, on its device.
+    pub fn alloc_zeros_each<T: Element>(&self, len: usize) -> Result<Vec<Buffer<T>>, Error> {
+        self.devices.iter().map(|d| d.alloc_zeros(len)).collect()
     }
 
     /// The argument of a kernel's `Mesh` parameter in rank `rank`'s launch.

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tlx_core::interp::{self, ArgValue, BufferId, HostMemory, InterpOptions, Schedule};
 use tlx_core::ir::{self, Kernel};
 
-use crate::backend::{Arg, Backend, Launch, Mark};
+use crate::backend::{Arg, Backend, HeldDuringRun, Launch, Mark};
 use crate::element::{as_bytes, as_bytes_mut};
 use crate::env::env_flag;
 use crate::spec::{extra_params, param_name, KernelSpec};
@@ -263,17 +263,23 @@ impl Backend for CpuDevice {
             .enumerate()
             .map(|(index, arg)| self.arg_value(launch.spec, index, arg))
             .collect();
-        // Outside a run of its mesh, a rank runs its launches alone.
-        if let Some((group, rank)) = self.group.as_ref().filter(|(g, _)| g.running()) {
-            group.hold(PendingLaunch {
-                kernel,
-                name: launch.spec.name,
-                grid: launch.grid.dims(),
-                args: values,
-                rank: *rank,
-            });
-            return Ok(());
-        }
+        let (kernel, values) = match &self.group {
+            Some((group, rank)) => {
+                let pending = PendingLaunch {
+                    kernel,
+                    name: launch.spec.name,
+                    grid: launch.grid.dims(),
+                    args: values,
+                    rank: *rank,
+                };
+                match group.held.try_hold(pending) {
+                    Ok(()) => return Ok(()),
+                    // Outside a run of its mesh, a rank runs its launches alone.
+                    Err(alone) => (alone.kernel, alone.args),
+                }
+            }
+            None => (kernel, values),
+        };
         let mut options = interp_options()?;
         if crate::trace::recording(launch.spec.name) {
             options.trace = Some(Default::default());
@@ -335,31 +341,15 @@ pub(crate) struct PendingLaunch {
 /// rank's wait on a peer's signal can be met).
 pub(crate) struct LaunchGroup {
     memory: Arc<HostMemory>,
-    /// `Some` while the mesh runs.
-    held: Mutex<Option<Vec<PendingLaunch>>>,
+    held: HeldDuringRun<PendingLaunch>,
 }
 
 impl LaunchGroup {
     pub(crate) fn new() -> Arc<LaunchGroup> {
         Arc::new(LaunchGroup {
             memory: Arc::new(HostMemory::new()),
-            held: Mutex::new(None),
+            held: HeldDuringRun::new(),
         })
-    }
-
-    fn running(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
-    }
-
-    /// Keeps `launch` for the run in progress.
-    fn hold(&self, launch: PendingLaunch) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(launches) = held.as_mut() {
-            launches.push(launch);
-        }
     }
 
     /// Calls `launch_all`, which launches on the ranks, then runs what they
@@ -369,22 +359,13 @@ impl LaunchGroup {
         ranks: usize,
         launch_all: impl FnOnce() -> Result<(), Error>,
     ) -> Result<(), Error> {
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
-        let launched = launch_all();
-        let held = self
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .unwrap_or_default();
-        launched?;
+        let mut held = self.held.collect(launch_all)?;
         for rank in 0..ranks {
             let launched = held.iter().filter(|l| l.rank == rank).count();
             if launched != 1 {
                 return Err(Error::MeshLaunches { rank, launched });
             }
         }
-        let mut held = held;
         held.sort_by_key(|l| l.rank);
         run_launches(&held, &self.memory)
     }

@@ -17,7 +17,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{result, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
-use crate::backend::{Arg, Backend, Launch, Mark};
+use crate::backend::{Arg, Backend, HeldDuringRun, Launch, Mark};
 use crate::spec::{ConfigSpec, KernelSpec};
 use crate::value::{DeviceId, PtrTarget};
 use crate::{Element, Error, Grid};
@@ -496,12 +496,16 @@ impl Backend for CudaDevice {
             config: launch.config_spec,
             stream: self.stream.clone(),
         };
-        if let Some(hold) = self.hold.as_ref().filter(|h| h.running()) {
-            drop(scratch_lock);
-            hold.hold(ready);
-            return Ok(());
-        }
-        ready.enqueue()
+        let ready = match &self.hold {
+            Some(hold) => match hold.try_hold(ready) {
+                Ok(()) => return Ok(()),
+                Err(alone) => alone,
+            },
+            None => ready,
+        };
+        let queued = ready.enqueue();
+        drop(scratch_lock);
+        queued
     }
 
     fn synchronize(&self) -> Result<(), Error> {
@@ -631,49 +635,15 @@ impl ReadyLaunch {
 /// peer's kernel already waits for it may wait for that kernel (the driver
 /// synchronizes some loads and allocations with the device), which never
 /// ends.
-pub(crate) struct HeldLaunches {
-    /// `Some` while the mesh runs.
-    held: Mutex<Option<Vec<ReadyLaunch>>>,
-}
+pub(crate) type HeldLaunches = HeldDuringRun<ReadyLaunch>;
 
 impl HeldLaunches {
-    pub(crate) fn new() -> Arc<HeldLaunches> {
-        Arc::new(HeldLaunches {
-            held: Mutex::new(None),
-        })
-    }
-
-    fn running(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
-    }
-
-    fn hold(&self, launch: ReadyLaunch) {
-        if let Some(held) = self
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_mut()
-        {
-            held.push(launch);
-        }
-    }
-
     /// Calls `launch_all`, which launches on the ranks, then queues what
     /// they launched, each on its rank's stream.
     pub(crate) fn run(&self, launch_all: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(Vec::new());
-        let launched = launch_all();
-        let held = self
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .unwrap_or_default();
-        launched?;
-        held.into_iter().try_for_each(ReadyLaunch::enqueue)
+        self.collect(launch_all)?
+            .into_iter()
+            .try_for_each(ReadyLaunch::enqueue)
     }
 }
 
