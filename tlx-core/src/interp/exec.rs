@@ -13,12 +13,12 @@
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::ir::{Block, Elem, Kernel, MemSem, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
+use crate::ir::{Block, Elem, Kernel, Op, OpKind, ScalarType, TaskRegion, Type, ValueId};
 use crate::numeric::wrap_int;
 
 use super::error::{Fault, FaultResult, InterpError, Site, TaskCopy};
 use super::explore::{Access, Object};
-use super::global_race::Accessor;
+use super::global_race::{Accessor, GlobalAccess};
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
@@ -1040,20 +1040,11 @@ impl<'k> Executor<'k> {
     /// acquire takes in what releases at its elements published, and its
     /// release publishes what this task has seen.
     fn track_global(&self, op: &Op, task: usize, shared: &mut ProgramShared) -> FaultResult<()> {
-        let who = Accessor {
-            task,
-            name: &self.task.name,
-            line: op.loc.line,
-        };
-        let (ptr, mask, write) = match &op.kind {
-            OpKind::Load { ptr, mask, .. } => (*ptr, *mask, false),
-            OpKind::Store { ptr, mask, .. } => (*ptr, *mask, true),
-            OpKind::AtomicRmw { ptr, mask, sem, .. } => {
-                return self.synchronize_at(task, *ptr, *mask, *sem, shared)
-            }
-            OpKind::AtomicCas { ptr, sem, .. } => {
-                return self.synchronize_at(task, *ptr, None, *sem, shared)
-            }
+        let (ptr, mask, access) = match &op.kind {
+            OpKind::Load { ptr, mask, .. } => (*ptr, *mask, GlobalAccess::Read),
+            OpKind::Store { ptr, mask, .. } => (*ptr, *mask, GlobalAccess::Write),
+            OpKind::AtomicRmw { ptr, mask, sem, .. } => (*ptr, *mask, GlobalAccess::Atomic(*sem)),
+            OpKind::AtomicCas { ptr, sem, .. } => (*ptr, None, GlobalAccess::Atomic(*sem)),
             _ => return Ok(()),
         };
         let mask = self.mask(mask)?;
@@ -1062,43 +1053,14 @@ impl<'k> Executor<'k> {
         let Some(accesses) = shared.cooperative.as_mut() else {
             return Ok(());
         };
-        let checked = if write {
-            accesses.write(&mut shared.clocks, &who, ptrs, mask)
-        } else {
-            accesses.read(&mut shared.clocks, &who, ptrs, mask)
+        let who = Accessor {
+            task,
+            name: &self.task.name,
+            line: op.loc.line,
         };
-        checked.map_err(|race| Fault::GlobalRace(Box::new(race)))
-    }
-
-    /// An atomic's acquire and release at its unmasked elements.
-    fn synchronize_at(
-        &self,
-        task: usize,
-        ptr: ValueId,
-        mask: Option<ValueId>,
-        sem: MemSem,
-        shared: &mut ProgramShared,
-    ) -> FaultResult<()> {
-        let mask = self.mask(mask)?;
-        let mask = mask.as_deref().map(Tensor::bools).transpose()?;
-        let ptrs = self.get(ptr)?.ptrs()?;
-        let on = |i: usize| mask.is_none_or(|m| m[if m.len() == 1 { 0 } else { i }]);
-        let (acquires, releases) = match sem {
-            MemSem::Relaxed => (false, false),
-            MemSem::Acquire => (true, false),
-            MemSem::Release => (false, true),
-            MemSem::AcqRel => (true, true),
-        };
-        for (_, p) in ptrs.iter().enumerate().filter(|&(i, _)| on(i)) {
-            let at = (p.buffer, p.byte_offset);
-            if acquires {
-                shared.clocks.acquire_at(task, at);
-            }
-            if releases {
-                shared.clocks.release_at(task, at);
-            }
-        }
-        Ok(())
+        accesses
+            .access(&mut shared.clocks, &who, access, ptrs, mask)
+            .map_err(|race| Fault::GlobalRace(Box::new(race)))
     }
 
     fn print(&self, op: &Op, prefix: &str, values: &[ValueId]) -> FaultResult<()> {

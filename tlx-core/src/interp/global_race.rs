@@ -11,6 +11,8 @@
 
 use std::collections::HashMap;
 
+use crate::ir::MemSem;
+
 use super::clocks::Clocks;
 use super::memory::BufferId;
 use super::value::Ptr;
@@ -64,6 +66,15 @@ pub struct GlobalRace {
     pub byte_offset: i64,
 }
 
+/// What an op does at its elements.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum GlobalAccess {
+    Read,
+    Write,
+    /// An atomic: synchronization by its semantics, not a data access.
+    Atomic(MemSem),
+}
+
 /// Who accesses: the task's index in the schedule, its name and the line.
 pub(crate) struct Accessor<'a> {
     pub(crate) task: usize,
@@ -72,8 +83,27 @@ pub(crate) struct Accessor<'a> {
 }
 
 impl GlobalAccesses {
+    /// `who` performs `access` at the unmasked lanes of `ptrs`.
+    pub(crate) fn access(
+        &mut self,
+        clocks: &mut Clocks,
+        who: &Accessor<'_>,
+        access: GlobalAccess,
+        ptrs: &[Ptr],
+        mask: Option<&[bool]>,
+    ) -> Result<(), GlobalRace> {
+        match access {
+            GlobalAccess::Read => self.read(clocks, who, ptrs, mask),
+            GlobalAccess::Write => self.write(clocks, who, ptrs, mask),
+            GlobalAccess::Atomic(sem) => {
+                synchronize(clocks, who.task, sem, ptrs, mask);
+                Ok(())
+            }
+        }
+    }
+
     /// `who` reads the unmasked lanes of `ptrs`.
-    pub(crate) fn read(
+    fn read(
         &mut self,
         clocks: &mut Clocks,
         who: &Accessor<'_>,
@@ -97,7 +127,7 @@ impl GlobalAccesses {
     }
 
     /// `who` writes the unmasked lanes of `ptrs`.
-    pub(crate) fn write(
+    fn write(
         &mut self,
         clocks: &mut Clocks,
         who: &Accessor<'_>,
@@ -126,6 +156,25 @@ impl GlobalAccesses {
             cell.write = Some(touch(who, tick));
         }
         Ok(())
+    }
+}
+
+/// An atomic's acquire (it takes in what releases at its elements
+/// published) and release (it publishes what `task` has seen there).
+fn synchronize(clocks: &mut Clocks, task: usize, sem: MemSem, ptrs: &[Ptr], mask: Option<&[bool]>) {
+    let (acquires, releases) = match sem {
+        MemSem::Relaxed => (false, false),
+        MemSem::Acquire => (true, false),
+        MemSem::Release => (false, true),
+        MemSem::AcqRel => (true, true),
+    };
+    for at in lanes(ptrs, mask) {
+        if acquires {
+            clocks.acquire_at(task, at);
+        }
+        if releases {
+            clocks.release_at(task, at);
+        }
     }
 }
 
