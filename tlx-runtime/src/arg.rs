@@ -2,7 +2,9 @@
 //! kernel arguments ([`PtrArg`], [`ScalarArg`]), and their impls for
 //! buffers and views of them, cudarc slices and views, and scalars.
 
-use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DeviceSlice};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceSlice};
 use tlx_core::ir::ScalarType;
 
 use crate::buffer::{Buffer, BufferView};
@@ -37,34 +39,30 @@ impl<T: Element> PtrArg<T> for BufferView<'_, T> {
 /// context, and the caller orders their streams against the launch stream.
 impl<T: Element> PtrArg<T> for CudaSlice<T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        let (address, _record_read) = self.device_ptr(self.stream());
-        let ordinal = self.stream().context().ordinal();
-        ptr_arg(
-            T::SCALAR,
-            PtrTarget::Cuda {
-                ordinal,
-                rank: None,
-                address,
-            },
-            self.len(),
-        )
+        cudarc_arg::<T>(self, self.stream(), self.len())
     }
 }
 
 impl<T: Element> PtrArg<T> for CudaView<'_, T> {
     fn kernel_arg(&self) -> KernelArg<'_> {
-        let (address, _record_read) = self.device_ptr(self.stream());
-        let ordinal = self.stream().context().ordinal();
-        ptr_arg(
-            T::SCALAR,
-            PtrTarget::Cuda {
-                ordinal,
-                rank: None,
-                address,
-            },
-            self.len(),
-        )
+        cudarc_arg::<T>(self, self.stream(), self.len())
     }
+}
+
+/// A cudarc slice or view of `len` elements as a pointer argument on its
+/// stream's GPU (no mesh rank: cudarc memory belongs to no mesh).
+fn cudarc_arg<'a, T: Element>(
+    memory: &impl DevicePtr<T>,
+    stream: &Arc<CudaStream>,
+    len: usize,
+) -> KernelArg<'a> {
+    let (address, _record_read) = memory.device_ptr(stream);
+    let target = PtrTarget::Cuda {
+        ordinal: stream.context().ordinal(),
+        rank: None,
+        address,
+    };
+    ptr_arg(T::SCALAR, target, len)
 }
 
 macro_rules! scalar_arg {
