@@ -128,23 +128,12 @@ fn run_shape(name: &str, ranks: usize, (m, n, k): (usize, usize, usize)) -> Benc
         a.upload(r, &split)?;
     }
     let b_host: Vec<bf16> = (0..k * n).map(|_| next()).collect();
-    let per_rank = |len: usize, fill: Option<&[bf16]>| -> BenchResult<Vec<Buffer<bf16>>> {
-        (0..ranks)
-            .map(|r| {
-                let dev = mesh.device(r)?;
-                Ok(match fill {
-                    Some(data) => dev.upload(data)?,
-                    None => dev.alloc(len)?,
-                })
-            })
-            .collect()
-    };
-    let b = per_rank(k * n, Some(&b_host))?;
-    let mut full = per_rank(m * k, None)?;
+    let b = mesh.upload_each(&vec![b_host; ranks])?;
+    let mut full = mesh.alloc_each::<bf16>(m * k)?;
     let gather = Gather::new(&mesh);
-    let mut c_base = per_rank(m * n, None)?;
-    let c_ours = per_rank(m * n, None)?;
-    let c_copies = per_rank(m * n, None)?;
+    let mut c_base = mesh.alloc_each::<bf16>(m * n)?;
+    let c_ours = mesh.alloc_each::<bf16>(m * n)?;
+    let c_copies = mesh.alloc_each::<bf16>(m * n)?;
     let mut op = AllGatherGemm::new(&mesh, rows, n, k)?;
     let ours_ms = median_wall_ms(|| Ok(op.run(&mut mesh, &a, &b, &c_ours)?))?;
     let mut op = op.with_overlap(Overlap::CopyEngine);

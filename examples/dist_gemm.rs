@@ -30,13 +30,6 @@ fn reference(a: &[bf16], b: &[bf16], (m, n, k): (usize, usize, usize)) -> Vec<f6
     )
 }
 
-/// One buffer per rank, on its device.
-fn per_rank<T: tlx::Element>(mesh: &Mesh, data: &[Vec<T>]) -> Result<Vec<Buffer<T>>, Error> {
-    (0..mesh.ranks())
-        .map(|r| mesh.device(r)?.upload(&data[r]))
-        .collect()
-}
-
 /// Checks both ops against their references on fresh random inputs.
 pub fn run(device: &Device) -> Outcome {
     let mut mesh = if device.is_gpu() {
@@ -59,8 +52,8 @@ pub fn run(device: &Device) -> Outcome {
         a.upload(r, split)?;
     }
     let b_host = bf16_vec(&mut rng, k * n);
-    let b = per_rank(&mesh, &vec![b_host.clone(); ranks])?;
-    let c = per_rank(&mesh, &vec![vec![bf16::NAN; ranks * rows * n]; ranks])?;
+    let b = mesh.upload_each(&vec![b_host.clone(); ranks])?;
+    let c = mesh.upload_each(&vec![vec![bf16::NAN; ranks * rows * n]; ranks])?;
     AllGatherGemm::new(&mesh, rows, n, k)?.run(&mut mesh, &a, &b, &c)?;
     let want = reference(&splits.concat(), &b_host, (ranks * rows, n, k));
     let mut error = 0.0f64;
@@ -81,8 +74,8 @@ pub fn run(device: &Device) -> Outcome {
         .map(|_| bf16_vec(&mut rng, ranks * rows * k))
         .collect();
     let b_host: Vec<Vec<bf16>> = (0..ranks).map(|_| bf16_vec(&mut rng, k * n)).collect();
-    let (a, b) = (per_rank(&mesh, &a_host)?, per_rank(&mesh, &b_host)?);
-    let c = per_rank(&mesh, &vec![vec![f32::NAN; rows * n]; ranks])?;
+    let (a, b) = (mesh.upload_each(&a_host)?, mesh.upload_each(&b_host)?);
+    let c = mesh.upload_each(&vec![vec![f32::NAN; rows * n]; ranks])?;
     GemmReduceScatter::new(&mesh, rows, n, k)?.run(&mut mesh, &a, &b, &c)?;
     let mut sum = vec![0.0f64; ranks * rows * n];
     for q in 0..ranks {

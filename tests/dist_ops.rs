@@ -15,11 +15,7 @@ use rng::fresh_rng;
 
 /// One buffer per rank, on its device.
 fn upload<T: tlx::Element>(mesh: &Mesh, data: &[Vec<T>]) -> Vec<Buffer<T>> {
-    data.iter()
-        .enumerate()
-        .map(|(r, d)| mesh.device(r).and_then(|dev| dev.upload(d)))
-        .collect::<Result<_, _>>()
-        .expect("upload")
+    mesh.upload_each(data).expect("upload")
 }
 
 fn bf16s(v: Vec<f32>) -> Vec<bf16> {

@@ -71,12 +71,7 @@ fn all_reduce_matches_the_reference(mesh: &mut Mesh, n: usize, epoch: i32) {
     let programs = n.div_ceil(BLOCK);
     let mut rng = fresh_rng();
     let inputs: Vec<Vec<f32>> = (0..ranks).map(|_| rng.vec(n, 1.0)).collect();
-    let upload = |data: &[Vec<f32>]| -> Vec<Buffer<f32>> {
-        (0..ranks)
-            .map(|r| mesh.device(r).and_then(|d| d.upload(&data[r])))
-            .collect::<Result<_, _>>()
-            .expect("upload")
-    };
+    let upload = |data: &[Vec<f32>]| mesh.upload_each(data).expect("upload");
     let x = upload(&inputs);
     let out = upload(&vec![vec![f32::NAN; n]; ranks]);
     let slots = mesh.alloc::<f32>(ranks * n).expect("slots");
@@ -122,12 +117,8 @@ fn all_reduce_on_the_interpreter() {
 fn barrier_orders_the_ranks(mesh: &mut Mesh, programs: usize) {
     let ranks = mesh.ranks();
     let marks = mesh.alloc_zeros::<i32>(programs).expect("marks");
-    let seen: Vec<Buffer<i32>> = (0..ranks)
-        .map(|r| {
-            mesh.device(r)
-                .and_then(|d| d.upload(&vec![-1; programs * ranks]))
-        })
-        .collect::<Result<_, _>>()
+    let seen = mesh
+        .upload_each(&vec![vec![-1i32; programs * ranks]; ranks])
         .expect("upload");
     mesh.run(|rank, dev| {
         let r = rank.index();
@@ -297,14 +288,10 @@ fn report(run: Result<(), tlx::Error>) -> String {
 
 fn broken_push_report(mode: usize, ranks: usize) -> String {
     let mut mesh = Mesh::interpreter(ranks).expect("mesh");
-    let x = (0..ranks)
-        .map(|r| mesh.device(r).and_then(|d| d.upload(&[1.5f32; 32])))
-        .collect::<Result<Vec<_>, _>>()
+    let x = mesh
+        .upload_each(&vec![vec![1.5f32; 32]; ranks])
         .expect("upload");
-    let out = (0..ranks)
-        .map(|r| mesh.device(r).and_then(|d| d.alloc::<f32>(32)))
-        .collect::<Result<Vec<_>, _>>()
-        .expect("alloc");
+    let out = mesh.alloc_each::<f32>(32).expect("alloc");
     let slots = mesh.alloc::<f32>(16 * ranks).expect("slots");
     let flags = mesh.alloc_zeros::<i32>(ranks).expect("flags");
     report(mesh.run(|rank, dev| {
@@ -359,17 +346,9 @@ fn a_split_counted_before_it_is_copied_or_read_unwaited_is_a_race() {
     for mode in [1, 2] {
         let mut mesh = Mesh::interpreter(2).expect("mesh");
         let shard = mesh.alloc_zeros::<f32>(16).expect("shard");
-        let per_rank = |len: usize| {
-            (0..2)
-                .map(|r| mesh.device(r).and_then(|d| d.alloc_zeros::<f32>(len)))
-                .collect::<Result<Vec<_>, _>>()
-                .expect("alloc")
-        };
-        let (full, out) = (per_rank(32), per_rank(32));
-        let ready = (0..2)
-            .map(|r| mesh.device(r).and_then(|d| d.alloc_zeros::<i32>(1)))
-            .collect::<Result<Vec<_>, _>>()
-            .expect("alloc");
+        let full = mesh.alloc_zeros_each::<f32>(32).expect("alloc");
+        let out = mesh.alloc_zeros_each::<f32>(32).expect("alloc");
+        let ready = mesh.alloc_zeros_each::<i32>(1).expect("alloc");
         let run = mesh.run(|rank, dev| {
             let r = rank.index();
             let args = (&shard.rank(r)?, &full[r], &ready[r], &out[r]);
@@ -390,14 +369,10 @@ fn a_split_counted_before_it_is_copied_or_read_unwaited_is_a_race() {
 #[test]
 fn a_partial_counted_before_it_is_stored_is_a_race() {
     let mut mesh = Mesh::interpreter(2).expect("mesh");
-    let x = (0..2)
-        .map(|r| mesh.device(r).and_then(|d| d.upload(&[0.25f32; 32])))
-        .collect::<Result<Vec<_>, _>>()
+    let x = mesh
+        .upload_each(&vec![vec![0.25f32; 32]; 2])
         .expect("upload");
-    let out = (0..2)
-        .map(|r| mesh.device(r).and_then(|d| d.alloc::<f32>(16)))
-        .collect::<Result<Vec<_>, _>>()
-        .expect("alloc");
+    let out = mesh.alloc_each::<f32>(16).expect("alloc");
     let partials = mesh.alloc::<f32>(32).expect("partials");
     let arrived = mesh.alloc_zeros::<i32>(1).expect("arrived");
     let report = report(mesh.run(|rank, dev| {

@@ -299,12 +299,8 @@ impl AllGatherGemm {
             "all_gather_gemm",
             &[("rows * ranks", rows * ranks), ("n", n)],
         )?;
-        let a_full = (0..ranks)
-            .map(|r| mesh.device(r)?.alloc(ranks * rows * k))
-            .collect::<Result<_, _>>()?;
-        let ready = (0..ranks)
-            .map(|r| mesh.device(r)?.alloc_zeros(ranks))
-            .collect::<Result<_, _>>()?;
+        let a_full = mesh.alloc_each(ranks * rows * k)?;
+        let ready = mesh.alloc_zeros_each(ranks)?;
         Ok(AllGatherGemm {
             shape: (rows, n, k),
             a_full,
