@@ -50,9 +50,7 @@ pub fn gemm<T: GemmElement>(
     (m, n, k): (usize, usize, usize),
 ) -> Result<(), Error> {
     const OP: &str = "gemm";
-    super::extents(OP, &[("m", m), ("k", k)])?;
-    super::extents(OP, &[("k", k), ("n", n)])?;
-    super::extents(OP, &[("m", m), ("n", n)])?;
+    super::gemm_extents(OP, "m", (m, n, k))?;
     super::holds(OP, "a", a, m * k)?;
     super::holds(OP, "b", b, k * n)?;
     super::holds(OP, "c", c, m * n)?;

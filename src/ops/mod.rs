@@ -98,6 +98,21 @@ fn holds<T: Element>(
     Ok(())
 }
 
+/// The extents of `C[m, n] = A[m, k] @ B[k, n]`: each at least 1 and
+/// every operand within the kernels' i32 indexing; `m_name` names the
+/// rows in messages.
+#[cfg(any(feature = "ops-gemm", feature = "ops-dist"))]
+fn gemm_extents(
+    op: &'static str,
+    m_name: &str,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), Error> {
+    extents(op, &[(m_name, m), ("k", k)])?;
+    extents(op, &[("k", k), ("n", n)])?;
+    extents(op, &[(m_name, m), ("n", n)])?;
+    Ok(())
+}
+
 /// Checks that every extent is at least 1 and that their product fits the
 /// kernels' i32 indexing; returns the product.
 fn extents(op: &'static str, dims: &[(&str, usize)]) -> Result<usize, Error> {
