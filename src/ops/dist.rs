@@ -291,14 +291,7 @@ impl AllGatherGemm {
     /// Scratch for `[rows, k]` splits and `[k, n]` right-hand sides on `mesh`.
     pub fn new(mesh: &Mesh, rows: usize, n: usize, k: usize) -> Result<AllGatherGemm, Error> {
         let ranks = mesh.ranks();
-        super::extents(
-            "all_gather_gemm",
-            &[("rows * ranks", rows * ranks), ("k", k)],
-        )?;
-        super::extents(
-            "all_gather_gemm",
-            &[("rows * ranks", rows * ranks), ("n", n)],
-        )?;
+        super::gemm_extents("all_gather_gemm", "rows * ranks", (rows * ranks, n, k))?;
         let a_full = mesh.alloc_each(ranks * rows * k)?;
         let ready = mesh.alloc_zeros_each(ranks)?;
         Ok(AllGatherGemm {
@@ -514,14 +507,7 @@ impl GemmReduceScatter {
     /// Scratch for `rows` rows per rank of `n` columns, contracting `k`.
     pub fn new(mesh: &Mesh, rows: usize, n: usize, k: usize) -> Result<GemmReduceScatter, Error> {
         let ranks = mesh.ranks();
-        super::extents(
-            "gemm_reduce_scatter",
-            &[("rows * ranks", rows * ranks), ("k", k)],
-        )?;
-        super::extents(
-            "gemm_reduce_scatter",
-            &[("rows * ranks", rows * ranks), ("n", n)],
-        )?;
+        super::gemm_extents("gemm_reduce_scatter", "rows * ranks", (rows * ranks, n, k))?;
         let (tile_m, tile_n) = tiles(mesh);
         if rows % tile_m != 0 {
             return Err(Error::InvalidShape {
