@@ -30,7 +30,7 @@ fn group_sizes(rng: &mut Rng, experts: usize, busiest: usize) -> Vec<usize> {
 pub fn run(device: &Device) -> Outcome {
     let (experts, busiest, n, k) = match Size::for_device(device) {
         Size::Gpu => (16, 2000, 1024, 512),
-        Size::Interpreter => (6, 60, 40, 48),
+        Size::Interpreter => (6, 60, 40, 64),
     };
     let mut rng = Rng::fresh("hopper_grouped_gemm");
     let sizes = group_sizes(&mut rng, experts, busiest);

@@ -3,6 +3,9 @@
 # tests/dist_ops.rs with their kernels built with a 5 s deadline on every
 # wait (a broken protocol traps instead of hanging), and benches/dist.rs
 # (built without it). With fewer GPUs than ranks the ranks share GPU 0.
+# Also the grouped GEMMs (issue 55): tests/grouped_gemm.rs, the example,
+# benches/grouped_gemm.rs and PyTorch's grouped kernels on its cases
+# (scripts/torch_grouped_gemm.py). `ONLY=grouped` or `ONLY=dist` runs one half.
 # NCCL is PyTorch's where it is installed (linked as the bindings want).
 # `prepare` (here) builds them into .gpu/, packed as .gpu.tgz; `run` (on the
 # GPU machine, carrying .gpu.tgz) writes a log per run and a table to $OUT.
@@ -18,18 +21,21 @@ for line in sys.stdin:
     try: msg = json.loads(line)
     except ValueError: continue
     if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
-        shutil.copy(msg["executable"], ".gpu/" + msg["target"]["name"])
+        suffix = "-bench" if "bench" in msg["target"]["kind"] else ""
+        shutil.copy(msg["executable"], ".gpu/" + msg["target"]["name"] + suffix)
 '
 }
 case "${1:-}" in
 prepare)
   set -e
   rm -rf .gpu && mkdir -p .gpu
-  TLX_MBAR_TIMEOUT_NS=5000000000 cargo test --release -p tlx --features ops-dist \
-    --test distributed --test dist_ops --no-run --message-format=json | copy_artifacts
-  cargo bench --features ops-dist,ops-gemm --bench dist --no-run --message-format=json | copy_artifacts
-  cargo build --release --features ops-dist --example dist_gemm
-  cp target/release/examples/dist_gemm .gpu/
+  TLX_MBAR_TIMEOUT_NS=5000000000 cargo test --release -p tlx --features ops-dist,ops-grouped \
+    --test distributed --test dist_ops --test grouped_gemm --no-run --message-format=json | copy_artifacts
+  cargo bench --features ops-dist,ops-gemm,ops-grouped --bench dist --bench grouped_gemm \
+    --no-run --message-format=json | copy_artifacts
+  cargo build --release --features ops-dist,ops-grouped --example dist_gemm --example hopper_grouped_gemm
+  cp target/release/examples/dist_gemm target/release/examples/hopper_grouped_gemm .gpu/
+  cp scripts/torch_grouped_gemm.py .gpu/
   strip .gpu/* 2>/dev/null || true
   tar czf .gpu.tgz .gpu
   ;;
@@ -57,12 +63,25 @@ run)
     echo "| $name | rc $rc, $((SECONDS - start)) s, $last |" >> "$table"
   }
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
-  check distributed .gpu/distributed --test-threads=1
-  check dist_ops .gpu/dist_ops --test-threads=1
-  check dist_gemm .gpu/dist_gemm
-  LIMIT=400 check bench_dist .gpu/dist
+  want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+  if want dist; then
+    check distributed .gpu/distributed --test-threads=1
+    check dist_ops .gpu/dist_ops --test-threads=1
+    check dist_gemm .gpu/dist_gemm
+  fi
+  if want grouped; then
+    check grouped_gemm .gpu/grouped_gemm --test-threads=1
+    check hopper_grouped_gemm .gpu/hopper_grouped_gemm
+    TLX_GROUPED_CASES="$out/grouped_cases.json" LIMIT=400 check bench_grouped .gpu/grouped_gemm-bench
+    LIMIT=300 check torch_grouped python3 .gpu/torch_grouped_gemm.py "$out/grouped_cases.json"
+  fi
+  if want dist; then
+    LIMIT=400 check bench_dist .gpu/dist-bench
+  fi
   cat "$out/device.txt" "$table"
-  grep -E '^\||^note|^device' "$out/bench_dist.log"
+  for log in bench_dist bench_grouped torch_grouped; do
+    [ -e "$out/$log.log" ] && grep -E '^\||^note|^device|^torch' "$out/$log.log"
+  done
   ;;
 *)
   echo "usage: $0 prepare | run" >&2

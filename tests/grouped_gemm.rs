@@ -56,12 +56,19 @@ fn grouped_gemm_on_the_interpreter() {
     grouped_matches_reference(&Device::cpu(), &[0, 7, 45, 0, 20, 1], 40, 48);
 }
 
+/// `k` a multiple of the K block and `n` of 8: the tensor-core (TMA) kernel.
+#[test]
+fn grouped_gemm_tma_on_the_interpreter() {
+    grouped_matches_reference(&Device::cpu(), &[0, 7, 45, 0, 20, 1, 33], 40, 64);
+}
+
 #[test]
 fn grouped_gemm_on_the_gpu() {
     let Some(dev) = tlx::testing::gpu_or_skip() else {
         return;
     };
     grouped_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0], 520, 264);
+    grouped_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0, 1], 520, 256);
 }
 
 /// The masked layout: `counts[e]` of `m_max` rows per expert, counts from 0
@@ -111,11 +118,19 @@ fn masked_grouped_gemm_on_the_interpreter() {
 }
 
 #[test]
+fn masked_grouped_gemm_tma_on_the_interpreter() {
+    masked_matches_reference(&Device::cpu(), &[0, 5, 40, 33, -2, 1], 33, 40, 64);
+}
+
+#[test]
 fn masked_grouped_gemm_on_the_gpu() {
     let Some(dev) = tlx::testing::gpu_or_skip() else {
         return;
     };
     masked_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], 130, 520, 264);
+    // The TMA kernel, with 128-row tiles and (m_max <= 64) 64-row ones.
+    masked_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], 130, 520, 256);
+    masked_matches_reference(&dev, &[0, 64, 1, 70, 17, 0, 30, 9], 64, 264, 128);
 }
 
 /// The general layout: every group its own buffers and sizes (one empty,

@@ -96,6 +96,82 @@ fn grouped_gemm_kernel<
     }
 }
 
+/// The tensor-core form of [`grouped_gemm_kernel`], for shapes TMA can take
+/// (`k` a multiple of `BK`, `n` of 8): one program per tile of the most
+/// tiles the groups can have, each finding its group from every group's
+/// tile count at once (a scan over `EB` experts), then the K loop of
+/// `tlx::ops::gemm` (descriptor loads the compiler keeps in a TMA ring
+/// wgmma reads in place). A's descriptor is the whole `[m_total, k]`: a
+/// tile running past its group's rows reads the next group's, whose
+/// products land in rows the masked store leaves alone. B's is
+/// `[experts * k, n]`, its K blocks never crossing an expert.
+#[tlx::kernel(configs = [
+    (BM = 128, BN = 128, BK = 64, EB = 256, MASKED = false, num_warps = 8, num_stages = 4),
+    (BM = 128, BN = 128, BK = 64, EB = 256, MASKED = true, num_warps = 8, num_stages = 4),
+    (BM = 64, BN = 128, BK = 64, EB = 256, MASKED = true, num_warps = 4, num_stages = 4),
+    (BM = 32, BN = 32, BK = 32, EB = 256, MASKED = false, num_warps = 4),
+    (BM = 32, BN = 32, BK = 32, EB = 256, MASKED = true, num_warps = 4),
+])]
+fn grouped_gemm_tma_kernel<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const EB: usize,
+    const MASKED: bool,
+>(
+    a: TensorDesc<bf16, BM, BK>,
+    b: TensorDesc<bf16, BK, BN>,
+    c: Ptr<bf16>,
+    sizes: Ptr<i32>,
+    m_total: i32,
+    m_max: i32,
+    n: i32,
+    k: i32,
+    experts: i32,
+) {
+    let t = program_id(0);
+    let tiles_n = cdiv(n, BN);
+    let es = arange(0, EB);
+    let live = es < experts;
+    let mut starts = es * m_max;
+    let mut ends = starts + minimum(maximum(load(sizes + es, mask = live, other = 0), 0), m_max);
+    if !MASKED {
+        starts = minimum(load(sizes + es, mask = live, other = 0), m_total);
+        ends = minimum(load(sizes + es + 1, mask = live, other = 0), m_total);
+    }
+    let tiles_m = cdiv(maximum(ends - starts, 0), BM);
+    let tiles = select(live, tiles_m * tiles_n, 0);
+    let (firsts, total) = cumsum(tiles, 0);
+    if t >= total {
+        return;
+    }
+    // Groups ending at or before tile t are a prefix: their count is t's group.
+    let g = sum(select(firsts + tiles <= t, 1, 0));
+    let here = es == g;
+    let start = sum(select(here, starts, 0));
+    let end = sum(select(here, ends, 0));
+    let local = t - sum(select(here, firsts, 0));
+    let group_tiles_m = sum(select(here, tiles_m, 0));
+    // M fastest: a group's few row tiles read each B tile together.
+    let row0 = start + (local % group_tiles_m) * BM;
+    let col0 = (local / group_tiles_m) * BN;
+    let mut acc = zeros([BM, BN], f32);
+    for kk in 0..k / BK {
+        acc = dot(
+            a.load([row0, kk * BK]),
+            b.load([g * k + kk * BK, col0]),
+            acc,
+        );
+    }
+    let rows = row0 + arange(0, BM);
+    let cols = col0 + arange(0, BN);
+    store(
+        c + rows[(.., None)] * n + cols[(None, ..)],
+        acc.to(bf16),
+        mask = (rows[(.., None)] < end) & (cols[(None, ..)] < n),
+    );
+}
+
 /// `C[rows of e] = A[rows of e] @ B[e]` for every expert `e` (see the
 /// module): `a` `[m_total, k]`, `b` `[experts, k, n]`, `c` `[m_total, n]`,
 /// all row-major bf16, and `offsets` `experts + 1` nondecreasing `i32`
@@ -179,7 +255,6 @@ fn launch(
     if m_total == 0 {
         return Ok(());
     }
-    let grid = device.multiprocessor_count().max(1);
     let dims = (
         m_total as i32,
         m_max as i32,
@@ -188,6 +263,57 @@ fn launch(
         experts as i32,
     );
     let (d0, d1, d2, d3, d4) = dims;
+    // The tensor-core kernel where TMA takes the operands: B's K blocks may
+    // not cross experts, rows must be whole 16-byte units.
+    let bk = if device.is_gpu() { 64 } else { 32 };
+    if experts <= TMA_MAX_EXPERTS && k % bk == 0 && n % 8 == 0 {
+        let descriptors = (
+            TensorDesc::over(a, &[m_total, k], &[k, 1]),
+            TensorDesc::over(b, &[experts * k, n], &[n, 1]),
+        );
+        if let (Ok(ad), Ok(bd)) = descriptors {
+            // The most tiles the groups can have; programs past the groups'
+            // tiles return at once.
+            let grid = |bm: usize, bn: usize| {
+                let row_tiles = if masked {
+                    experts * m_max.div_ceil(bm)
+                } else {
+                    m_total.div_ceil(bm) + experts
+                };
+                (row_tiles * n.div_ceil(bn)) as u32
+            };
+            macro_rules! tma {
+                ($bm:literal, $bn:literal, $bk:literal, $masked:literal) => {
+                    grouped_gemm_tma_kernel::<$bm, $bn, $bk, TMA_MAX_EXPERTS, $masked>::launch(
+                        device,
+                        grid($bm, $bn),
+                        &ad,
+                        &bd,
+                        c,
+                        sizes,
+                        d0,
+                        d1,
+                        d2,
+                        d3,
+                        d4,
+                    )
+                };
+            }
+            let launched = match (device.is_gpu(), masked, m_max <= 64) {
+                (true, false, _) => tma!(128, 128, 64, false),
+                (true, true, false) => tma!(128, 128, 64, true),
+                (true, true, true) => tma!(64, 128, 64, true),
+                (false, false, _) => tma!(32, 32, 32, false),
+                (false, true, _) => tma!(32, 32, 32, true),
+            };
+            match launched {
+                // A base off a 16-byte boundary: the pointer kernel.
+                Err(Error::TensorMap(_)) => {}
+                other => return other,
+            }
+        }
+    }
+    let grid = device.multiprocessor_count().max(1);
     match (device.is_gpu(), masked) {
         (true, false) => grouped_gemm_kernel::<128, 128, 64, false>::launch(
             device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
@@ -203,6 +329,9 @@ fn launch(
         ),
     }
 }
+
+/// The most experts the TMA kernel scans at once (its `EB`).
+const TMA_MAX_EXPERTS: usize = 256;
 
 /// The general layout: group `g` multiplies its own row-major `[m, k]` A
 /// and `[k, n]` B into `[m, n]` C, the operands' addresses and the sizes
