@@ -1,6 +1,7 @@
-//! Grouped GEMM for mixture-of-experts layers (`tlx::ops::grouped_gemm`,
-//! issue 55) against a loop of per-expert cuBLAS calls and against our own
-//! dense `tlx::ops::gemm` of the same FLOPs, measured in the same process on
+//! Grouped GEMM for mixture-of-experts layers (`tlx::ops::grouped_gemm` and
+//! `grouped_gemm_fp8`, issue 55) against a loop of per-expert calls (cuBLAS
+//! for bf16, `tlx::ops::gemm_fp8` for fp8) and against our own dense GEMM
+//! (`gemm`, `gemm_fp8`) of the same FLOPs, measured in the same process on
 //! the same buffers; PyTorch's grouped kernels (`torch._grouped_mm`) are
 //! timed by `scripts/torch_grouped_gemm.py` on the cases this bench writes.
 //!
@@ -38,21 +39,50 @@ fn fill<const BLOCK: usize>(x: Ptr<bf16>, n: i32, seed: i32, value: f32) {
     store(x + offs, v.to(bf16), mask = offs < n);
 }
 
+/// `x[i]` uniform in `[-4, 4)` as e4m3 (Philox), as [`fill`] does for bf16.
+#[tlx::kernel(configs = [(BLOCK = 1024, num_warps = 4)])]
+fn fill_fp8<const BLOCK: usize>(x: Ptr<f8e4m3>, n: i32, seed: i32) {
+    let offs = program_id(0) * BLOCK + arange(0, BLOCK);
+    store(
+        x + offs,
+        ((rand(seed, offs) * 2.0 - 1.0) * 4.0).to(f8e4m3),
+        mask = offs < n,
+    );
+}
+
 /// Fills `x` chunk by chunk (each within the kernel's 32-bit indexing).
 fn fill_buffer(dev: &Device, x: &Buffer<bf16>, seed: i32, value: f32) -> BenchResult<()> {
-    const CHUNK: usize = 1 << 30;
-    for (i, start) in (0..x.len()).step_by(CHUNK).enumerate() {
-        let view = x.slice(start..(start + CHUNK).min(x.len()))?;
+    for_chunks(x, seed, |view, seed| {
         let len = view.len();
-        let chunk_seed = if seed < 0 { seed } else { seed + i as i32 };
         fill::<1024>::launch(
             dev,
             len.div_ceil(1024) as u32,
-            &view,
+            view,
             len as i32,
-            chunk_seed,
+            seed,
             value,
-        )?;
+        )
+    })
+}
+
+fn fill_fp8_buffer(dev: &Device, x: &Buffer<F8E4M3>, seed: i32) -> BenchResult<()> {
+    for_chunks(x, seed, |view, seed| {
+        let len = view.len();
+        fill_fp8::<1024>::launch(dev, len.div_ceil(1024) as u32, view, len as i32, seed)
+    })
+}
+
+/// `f` on each chunk of at most 2^30 elements, with a seed per chunk
+/// (negative seeds kept: they mean a constant).
+fn for_chunks<T: tlx::Element>(
+    x: &Buffer<T>,
+    seed: i32,
+    mut f: impl FnMut(&tlx::BufferView<'_, T>, i32) -> Result<(), Error>,
+) -> BenchResult<()> {
+    const CHUNK: usize = 1 << 30;
+    for (i, start) in (0..x.len()).step_by(CHUNK).enumerate() {
+        let view = x.slice(start..(start + CHUNK).min(x.len()))?;
+        f(&view, if seed < 0 { seed } else { seed + i as i32 })?;
     }
     Ok(())
 }
@@ -191,12 +221,15 @@ fn cases() -> Vec<Case> {
     cases
 }
 
+/// One case in one element type, in TFLOP/s.
 struct Row {
     name: String,
+    dtype: &'static str,
     rows: usize,
     ours: f64,
-    cublas_loop: f64,
-    /// Our dense `gemm` over the same rows (balanced contiguous cases).
+    /// A loop of one call per expert: cuBLAS (bf16) or `tlx::ops::gemm_fp8`.
+    per_expert: f64,
+    /// Our dense GEMM over the same rows (balanced contiguous cases).
     dense: Option<f64>,
     error: f64,
 }
@@ -232,8 +265,8 @@ fn cublas_group(
     unsafe { blas.gemm(cfg, &sb, &sa, &mut sc) }
 }
 
-/// Largest difference between ours and cuBLAS's rows of four groups,
-/// relative to the root mean square of cuBLAS's.
+/// Largest difference between ours and the per-expert loop's rows of four
+/// groups, relative to the root mean square of the loop's.
 fn compare(case: &Case, ours: &Buffer<bf16>, theirs: &Buffer<bf16>) -> BenchResult<f64> {
     let starts = case.starts();
     let nonempty: Vec<usize> = (0..case.sizes.len())
@@ -276,7 +309,7 @@ fn compare(case: &Case, ours: &Buffer<bf16>, theirs: &Buffer<bf16>) -> BenchResu
     Ok(worst)
 }
 
-fn run_case(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResult<Row> {
+fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResult<Row> {
     let (k, n, experts) = (case.k, case.n, case.sizes.len());
     let stored = case.stored_rows();
     let a = dev.alloc::<bf16>(stored * k)?;
@@ -291,13 +324,7 @@ fn run_case(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
     let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
 
     // The device tables are uploaded once, outside the timed runs.
-    let sizes_table: Vec<i32> = match case.m_max {
-        Some(_) => case.sizes.iter().map(|s| *s as i32).collect(),
-        None => std::iter::once(0)
-            .chain(starts.iter().zip(&case.sizes).map(|(s, r)| (s + r) as i32))
-            .collect(),
-    };
-    let table = dev.upload(&sizes_table)?;
+    let table = dev.upload(&device_table(case))?;
     let ours_timed = || match case.m_max {
         Some(m_max) => {
             tlx::ops::grouped_gemm_masked(dev, &a, &b, &c, &table, (m_max, n, k, experts))
@@ -337,12 +364,99 @@ fn run_case(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
     };
     Ok(Row {
         name: case.name.clone(),
+        dtype: "bf16",
         rows: case.rows(),
         ours: tflops(ours_ms),
-        cublas_loop: tflops(cublas_ms),
+        per_expert: tflops(cublas_ms),
         dense,
         error,
     })
+}
+
+/// The fp8 form: e4m3 in (B transposed, `[experts, n, k]`), bf16 out,
+/// rowwise scales of 1 (their values cost nothing), against a loop of
+/// `tlx::ops::gemm_fp8` per expert and, balanced, one dense `gemm_fp8`.
+fn run_fp8(dev: &Device, case: &Case, seed: i32) -> BenchResult<Row> {
+    let (k, n, experts) = (case.k, case.n, case.sizes.len());
+    let stored = case.stored_rows();
+    let a = dev.alloc::<F8E4M3>(stored * k)?;
+    let b_t = dev.alloc::<F8E4M3>(experts * n * k)?;
+    let c = dev.alloc::<bf16>(stored * n)?;
+    let reference = dev.alloc::<bf16>(stored * n)?;
+    fill_fp8_buffer(dev, &a, seed)?;
+    fill_fp8_buffer(dev, &b_t, seed + 1000)?;
+    fill_buffer(dev, &c, -1, f32::NAN)?;
+    let sa = dev.upload(&vec![1.0f32; stored])?;
+    let sb = dev.upload(&vec![1.0f32; experts * n])?;
+    let starts = case.starts();
+    let flops = 2.0 * (case.rows() * n * k) as f64;
+    let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
+    let table = dev.upload(&device_table(case))?;
+    let ours = || match case.m_max {
+        Some(m_max) => tlx::ops::grouped_gemm_fp8_masked(
+            dev,
+            (&a, &sa),
+            (&b_t, &sb),
+            &c,
+            &table,
+            (m_max, n, k, experts),
+        ),
+        None => {
+            let shape = (stored, n, k, experts);
+            tlx::ops::grouped_gemm_fp8(dev, (&a, &sa), (&b_t, &sb), &c, &table, shape)
+        }
+    };
+    ours()?;
+    let per_expert = || -> Result<(), Error> {
+        for (e, (&start, &rows)) in starts.iter().zip(&case.sizes).enumerate() {
+            if rows == 0 {
+                continue;
+            }
+            let a_e = a.slice(start * k..(start + rows) * k)?;
+            let b_e = b_t.slice(e * n * k..(e + 1) * n * k)?;
+            let c_e = reference.slice(start * n..(start + rows) * n)?;
+            tlx::ops::gemm_fp8(dev, &a_e, &b_e, &c_e, (rows, n, k), 1.0)?;
+        }
+        Ok(())
+    };
+    per_expert()?;
+    let error = compare(case, &c, &reference)?;
+    let loop_ms = median_ms(dev, per_expert)?;
+    let ours_ms = median_ms(dev, ours)?;
+    let balanced = case.m_max.is_none() && case.sizes.iter().all(|s| *s == case.sizes[0]);
+    let dense = if balanced {
+        let rows = case.rows();
+        let b0 = b_t.slice(0..n * k)?;
+        let ms = median_ms(dev, || {
+            tlx::ops::gemm_fp8(dev, &a, &b0, &c, (rows, n, k), 1.0)
+        })?;
+        Some(tflops(ms))
+    } else {
+        None
+    };
+    Ok(Row {
+        name: case.name.clone(),
+        dtype: "fp8",
+        rows: case.rows(),
+        ours: tflops(ours_ms),
+        per_expert: tflops(loop_ms),
+        dense,
+        error,
+    })
+}
+
+/// The sizes as the ops read them on the device: the counts (masked) or
+/// the `experts + 1` row offsets (contiguous).
+fn device_table(case: &Case) -> Vec<i32> {
+    match case.m_max {
+        Some(_) => case.sizes.iter().map(|s| *s as i32).collect(),
+        None => std::iter::once(0)
+            .chain(case.sizes.iter().scan(0, |at, s| {
+                *at += *s as i32;
+                Some(*at)
+            }))
+            .collect(),
+    }
 }
 
 fn main() -> BenchResult<()> {
@@ -367,28 +481,35 @@ fn main() -> BenchResult<()> {
     }
     let mut rows = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        let row = run_case(&dev, &blas, case, 17 * i as i32)?;
-        println!(
-            "  {}: ours {:.0} TFLOP/s, cuBLAS loop {:.0}, max diff {:.1e} of rms",
-            row.name, row.ours, row.cublas_loop, row.error
-        );
-        rows.push(row);
+        let seed = 17 * i as i32;
+        for row in [
+            run_bf16(&dev, &blas, case, seed)?,
+            run_fp8(&dev, case, seed)?,
+        ] {
+            println!(
+                "  {} {}: ours {:.0} TFLOP/s, per-expert loop {:.0}, max diff {:.1e} of rms",
+                row.name, row.dtype, row.ours, row.per_expert, row.error
+            );
+            rows.push(row);
+        }
     }
     println!();
-    println!("| case | rows | tlx grouped TFLOP/s | cuBLAS per-expert loop | ratio | tlx dense gemm, same FLOPs | grouped / dense | max diff / rms |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("per-expert loop: cuBLAS (bf16) or tlx::ops::gemm_fp8 (fp8), one call per non-empty expert; dense: tlx::ops::gemm / gemm_fp8 over all rows (balanced cases)");
+    println!("| case | dtype | rows | tlx grouped TFLOP/s | per-expert loop | ratio | tlx dense, same FLOPs | grouped / dense | max diff / rms |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in &rows {
         let (dense, vs_dense) = match r.dense {
             Some(d) => (format!("{d:.0}"), format!("{:.2}x", r.ours / d)),
             None => ("-".into(), "-".into()),
         };
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.2}x | {} | {} | {:.1e} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.2}x | {} | {} | {:.1e} |",
             r.name,
+            r.dtype,
             r.rows,
             r.ours,
-            r.cublas_loop,
-            r.ours / r.cublas_loop,
+            r.per_expert,
+            r.ours / r.per_expert,
             dense,
             vs_dense,
             r.error

@@ -33,8 +33,9 @@ prepare)
     --test distributed --test dist_ops --test grouped_gemm --no-run --message-format=json | copy_artifacts
   cargo bench --features ops-dist,ops-gemm,ops-grouped --bench dist --bench grouped_gemm \
     --no-run --message-format=json | copy_artifacts
-  cargo build --release --features ops-dist,ops-grouped --example dist_gemm --example hopper_grouped_gemm
-  cp target/release/examples/dist_gemm target/release/examples/hopper_grouped_gemm .gpu/
+  cargo build --release --features ops-dist,ops-grouped --example dist_gemm --example hopper_grouped_gemm \
+    --example hopper_grouped_gemm_fp8
+  cp target/release/examples/{dist_gemm,hopper_grouped_gemm,hopper_grouped_gemm_fp8} .gpu/
   cp scripts/torch_grouped_gemm.py .gpu/
   strip .gpu/* 2>/dev/null || true
   tar czf .gpu.tgz .gpu
@@ -72,6 +73,7 @@ run)
   if want grouped; then
     check grouped_gemm .gpu/grouped_gemm --test-threads=1
     check hopper_grouped_gemm .gpu/hopper_grouped_gemm
+    check hopper_grouped_gemm_fp8 .gpu/hopper_grouped_gemm_fp8
     TLX_GROUPED_CASES="$out/grouped_cases.json" LIMIT=400 check bench_grouped .gpu/grouped_gemm-bench
     LIMIT=300 check torch_grouped python3 .gpu/torch_grouped_gemm.py "$out/grouped_cases.json"
   fi

@@ -40,6 +40,9 @@ mod hopper_gemm_ws;
 #[path = "../examples/hopper_grouped_gemm.rs"]
 #[allow(dead_code)]
 mod hopper_grouped_gemm;
+#[path = "../examples/hopper_grouped_gemm_fp8.rs"]
+#[allow(dead_code)]
+mod hopper_grouped_gemm_fp8;
 #[path = "../examples/layernorm.rs"]
 #[allow(dead_code)]
 mod layernorm;
@@ -70,6 +73,11 @@ fn dist_gemm_matches_reference() {
 #[test]
 fn hopper_grouped_gemm_matches_reference() {
     on_interpreter(hopper_grouped_gemm::run);
+}
+
+#[test]
+fn hopper_grouped_gemm_fp8_matches_reference() {
+    on_interpreter(hopper_grouped_gemm_fp8::run);
 }
 
 #[test]

@@ -193,3 +193,120 @@ fn general_grouped_gemm_on_the_gpu() {
         &[(300, 520, 264), (0, 64, 64), (1, 128, 512), (700, 96, 200)],
     );
 }
+
+/// fp8 with rowwise scales (`grouped_gemm_fp8`, contiguous when `m_max` is
+/// `None`, else masked with `sizes` as the counts): every expert's rows
+/// against an f64 reference of `sa[row] * sb[e, col] * sum(a * b_t)`; rows
+/// no group covers stay poisoned.
+fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: usize, k: usize) {
+    let experts = sizes.len();
+    let used: Vec<usize> = sizes
+        .iter()
+        .map(|&s| (s.max(0) as usize).min(m_max.unwrap_or(usize::MAX)))
+        .collect();
+    let starts: Vec<usize> = match m_max {
+        Some(m) => (0..experts).map(|e| e * m).collect(),
+        None => used
+            .iter()
+            .scan(0, |at, s| {
+                *at += s;
+                Some(*at - s)
+            })
+            .collect(),
+    };
+    let rows = m_max.map_or(used.iter().sum(), |m| m * experts);
+    let mut rng = fresh_rng();
+    let fp8 =
+        |v: Vec<f32>| -> Vec<F8E4M3> { v.into_iter().map(|x| F8E4M3::from_f32(4.0 * x)).collect() };
+    let a = fp8(rng.vec(rows * k, 1.0));
+    let b_t = fp8(rng.vec(experts * n * k, 1.0));
+    let scales = |len: usize, rng: &mut rng::Rng| -> Vec<f32> {
+        rng.vec(len, 1.0)
+            .into_iter()
+            .map(|x| 1.0 + 0.5 * x)
+            .collect()
+    };
+    let (sa, sb) = (scales(rows, &mut rng), scales(experts * n, &mut rng));
+    let up = |v: &[F8E4M3]| dev.upload(v).expect("upload");
+    let (da, db) = (up(&a), up(&b_t));
+    let (dsa, dsb) = (dev.upload(&sa).expect("sa"), dev.upload(&sb).expect("sb"));
+    let dc = dev.upload(&vec![bf16::NAN; rows * n]).expect("c");
+    match m_max {
+        Some(m) => {
+            let counts = dev.upload(sizes).expect("counts");
+            let shape = (m, n, k, experts);
+            tlx::ops::grouped_gemm_fp8_masked(dev, (&da, &dsa), (&db, &dsb), &dc, &counts, shape)
+        }
+        None => {
+            let mut offsets = vec![0i32];
+            offsets.extend(starts.iter().zip(&used).map(|(s, u)| (s + u) as i32));
+            let offsets = dev.upload(&offsets).expect("offsets");
+            let shape = (rows, n, k, experts);
+            tlx::ops::grouped_gemm_fp8(dev, (&da, &dsa), (&db, &dsb), &dc, &offsets, shape)
+        }
+    }
+    .expect("launch");
+    let got = dc.download().expect("download");
+    let mut covered = vec![false; rows];
+    for e in 0..experts {
+        for row in starts[e]..starts[e] + used[e] {
+            covered[row] = true;
+            for j in 0..n {
+                let (mut want, mut scale) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let x = f64::from(a[row * k + p].to_f32())
+                        * f64::from(b_t[(e * n + j) * k + p].to_f32());
+                    want += x;
+                    scale += x.abs();
+                }
+                let s = f64::from(sa[row]) * f64::from(sb[e * n + j]);
+                let g = f64::from(got[row * n + j].to_f32());
+                assert!(
+                    (g - want * s).abs() <= 8e-3 * (scale * s).max(1e-3),
+                    "expert {e} row {row} col {j}: got {g}, want {}",
+                    want * s
+                );
+            }
+        }
+    }
+    for (row, _) in covered.iter().enumerate().filter(|(_, c)| !**c) {
+        assert!(
+            got[row * n].to_f32().is_nan(),
+            "row {row}, in no group, was written"
+        );
+    }
+}
+
+#[test]
+fn fp8_grouped_gemm_on_the_interpreter() {
+    fp8_matches_reference(&Device::cpu(), &[0, 7, 130, 0, 20, 1], None, 40, 32);
+    fp8_matches_reference(&Device::cpu(), &[0, 5, 40, 33, -2, 1], Some(33), 40, 32);
+}
+
+#[test]
+fn fp8_grouped_gemm_on_the_gpu() {
+    let Some(dev) = tlx::testing::gpu_or_skip() else {
+        return;
+    };
+    fp8_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0], None, 520, 272);
+    fp8_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], Some(130), 520, 256);
+}
+
+/// What the fp8 ops refuse, with the reason.
+#[test]
+fn fp8_grouped_gemm_refuses_bad_shapes() {
+    let dev = Device::cpu();
+    let a = dev.alloc::<F8E4M3>(64 * 40).expect("a");
+    let b = dev.alloc::<F8E4M3>(2 * 64 * 40).expect("b");
+    let (sa, sb) = (
+        dev.alloc::<f32>(64).expect("sa"),
+        dev.alloc::<f32>(128).expect("sb"),
+    );
+    let c = dev.alloc::<bf16>(64 * 64).expect("c");
+    let offsets = dev.upload(&[0i32, 30, 64]).expect("offsets");
+    let run = |shape| tlx::ops::grouped_gemm_fp8(&dev, (&a, &sa), (&b, &sb), &c, &offsets, shape);
+    let k_odd = run((64, 64, 40, 2)).expect_err("k = 40").to_string();
+    assert!(k_odd.contains("multiple of 16"), "{k_odd}");
+    let short = run((64, 64, 48, 2)).expect_err("a too short").to_string();
+    assert!(short.contains("`a`"), "{short}");
+}

@@ -333,6 +333,147 @@ fn launch(
 /// The most experts the TMA kernel scans at once (its `EB`).
 const TMA_MAX_EXPERTS: usize = 256;
 
+/// The fp8 grouped GEMM: `hopper_gemm_fp8`'s warp-specialized persistent
+/// kernel (a TMA producer filling a `pipe!` of stages, two consumer warp
+/// groups on fp8 wgmma) over the tiles of every group, each task finding a
+/// tile's group from every group's tile count (a scan of `EB` experts done
+/// once per task). A's descriptor is the whole `[rows, k]` and B's the
+/// `[experts * n, k]` of the transposed weights: a tile reaching past its
+/// group's rows or its expert's columns computes the neighbours', which the
+/// masked epilogue (row and column scales, then bf16 stores from
+/// registers) leaves alone. The tasks' loops run to a tile count read from
+/// the device, which the protocol checker does not follow: every task
+/// computes the same count, and the interpreter tests run the protocol
+/// (under random schedules too).
+#[tlx::kernel(arch = "sm_90a", num_warps = 4, check_protocol = false, configs = [
+    (BM = 128, BN = 256, BK = 128, NUM_STAGES = 3, EB = 256, MASKED = false),
+    (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = true),
+])]
+fn grouped_gemm_fp8_kernel<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const NUM_STAGES: usize,
+    const EB: usize,
+    const MASKED: bool,
+>(
+    a_desc: TensorDesc<f8e4m3, BM, BK>,
+    bt_desc: TensorDesc<f8e4m3, BN, BK>,
+    c: Ptr<bf16>,
+    scale_a: Ptr<f32>,
+    scale_b: Ptr<f32>,
+    sizes: Ptr<i32>,
+    m_total: i32,
+    m_max: i32,
+    n: i32,
+    k: i32,
+    experts: i32,
+) {
+    let a_bufs = local_alloc([BM, BK], f8e4m3, NUM_STAGES);
+    let b_bufs = local_alloc([BN, BK], f8e4m3, NUM_STAGES);
+    let stages = pipe!(capacity = NUM_STAGES, a = a_bufs, b = b_bufs);
+    let k_tiles = cdiv(k, BK);
+    let tiles_n = cdiv(n, BN);
+    let first = program_id(0);
+    let stride = num_programs(0);
+    // Every group's first row, end and first tile (in group order, M
+    // fastest within a group), and the tile count of all.
+    fn schedule(
+        sizes: Ptr<i32>,
+        m_total: i32,
+        m_max: i32,
+        experts: i32,
+        tiles_n: i32,
+    ) -> (Tensor, Tensor, Tensor, Tensor, i32) {
+        let es = arange(0, EB);
+        let live = es < experts;
+        let mut starts = es * m_max;
+        let mut ends =
+            starts + minimum(maximum(load(sizes + es, mask = live, other = 0), 0), m_max);
+        if !MASKED {
+            starts = minimum(load(sizes + es, mask = live, other = 0), m_total);
+            ends = minimum(load(sizes + es + 1, mask = live, other = 0), m_total);
+        }
+        let tiles_m = cdiv(maximum(ends - starts, 0), BM);
+        let tiles = select(live, tiles_m * tiles_n, 0);
+        let (firsts, total) = cumsum(tiles, 0);
+        (starts, ends, firsts + tiles, tiles_m, total)
+    }
+    // Tile t's group, first row and column, and its group's end row.
+    fn locate(
+        t: i32,
+        starts: Tensor,
+        ends: Tensor,
+        lasts: Tensor,
+        tiles_m: Tensor,
+        tiles_n: i32,
+    ) -> (i32, i32, i32, i32) {
+        // Groups ending at or before tile t are a prefix: their count is t's group.
+        let g = sum(select(lasts <= t, 1, 0));
+        let here = arange(0, EB) == g;
+        let group_tiles_m = sum(select(here, tiles_m, 0));
+        let local = t - (sum(select(here, lasts, 0)) - group_tiles_m * tiles_n);
+        (
+            g,
+            sum(select(here, starts, 0)) + (local % group_tiles_m) * BM,
+            (local / group_tiles_m) * BN,
+            sum(select(here, ends, 0)),
+        )
+    }
+    async_tasks! {
+        task(default, num_regs = 40) {
+            let (starts, ends, lasts, tiles_m, total) =
+                schedule(sizes, m_total, m_max, experts, tiles_n);
+            let writer = stages.writer();
+            for tile in (first..total).step_by(stride) {
+                let (g, row0, col0, _) = locate(tile, starts, ends, lasts, tiles_m, tiles_n);
+                let brow0 = g * n + col0;
+                let done = (tile - first) / stride * k_tiles;
+                for kk in 0..k_tiles {
+                    let it = done + kk;
+                    let slot = writer.acquire(it);
+                    async_descriptor_load(a_desc, slot.a, [row0, kk * BK]);
+                    async_descriptor_load(bt_desc, slot.b, [brow0, kk * BK]);
+                    writer.commit(it);
+                }
+            }
+        }
+        task(num_warps = 4, num_regs = 232, replicate = 2) {
+            let half = async_task_replica_id();
+            let (starts, ends, lasts, tiles_m, total) =
+                schedule(sizes, m_total, m_max, experts, tiles_n);
+            let reader = stages.reader();
+            for tile in (first..total).step_by(stride) {
+                let (g, row0, col0, end) = locate(tile, starts, ends, lasts, tiles_m, tiles_n);
+                let done = (tile - first) / stride * k_tiles;
+                let mut acc = zeros([64, BN], f32);
+                for kk in 0..k_tiles {
+                    let it = done + kk;
+                    let ready = reader.wait(it);
+                    let a_half = local_slice(ready.a, [half * 64, 0], [64, BK]);
+                    acc = async_dot(a_half, local_trans(ready.b), acc);
+                    acc = async_dot_wait(1, acc);
+                    if it > 0 {
+                        reader.release(it - 1);
+                    }
+                }
+                acc = async_dot_wait(0, acc);
+                let rows = row0 + half * 64 + arange(0, 64);
+                let cols = col0 + arange(0, BN);
+                let rows_ok = rows < end;
+                let cols_ok = cols < n;
+                let sa = load(scale_a + rows, mask = rows_ok, other = 0.0);
+                let sb = load(scale_b + g * n + cols, mask = cols_ok, other = 0.0);
+                store(
+                    c + rows[(.., None)] * n + cols[(None, ..)],
+                    (acc * sa[(.., None)] * sb[(None, ..)]).to(bf16),
+                    mask = rows_ok[(.., None)] & cols_ok[(None, ..)],
+                );
+            }
+        }
+    }
+}
+
 /// The general layout: group `g` multiplies its own row-major `[m, k]` A
 /// and `[k, n]` B into `[m, n]` C, the operands' addresses and the sizes
 /// in device tables (`sizes[3 g..3 g + 3]` = m, n, k), as CUTLASS's
@@ -455,5 +596,144 @@ pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> R
         )
     } else {
         grouped_gemm_general_kernel::<32, 32, 32>::launch(device, grid, &a, &b, &c, &sizes, groups)
+    }
+}
+
+/// `c[rows of e] = diag(scale_a[rows]) · (a[rows of e] @ b_t[e]ᵀ) ·
+/// diag(scale_b[e])` for every expert `e`, in fp8 (e4m3) with bf16 output:
+/// the contiguous layout of [`grouped_gemm`] with B transposed, as
+/// `torch._scaled_grouped_mm` takes it with rowwise scales. `a` is `[m_total,
+/// k]` (rows sorted by expert) with `scale_a` one f32 per row; `b_t` is
+/// `[experts, n, k]` (each expert's weights K-major, as fp8 wgmma reads them)
+/// with `scale_b` `[experts, n]`; `c` is `[m_total, n]`; `offsets` as for
+/// [`grouped_gemm`]. Sums accumulate in wgmma's fp8 accumulator (cuBLASLt's
+/// "fast accumulation"). TMA moves the rows, so `k` must be a multiple of 16;
+/// at most 256 experts (the kernel scans them at once). Hopper GPUs
+/// (`sm_90a`) and the CPU interpreter.
+pub fn grouped_gemm_fp8(
+    device: &Device,
+    (a, scale_a): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    (b_t, scale_b): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    c: &impl PtrArg<bf16>,
+    offsets: &impl PtrArg<i32>,
+    (m_total, n, k, experts): (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    const OP: &str = "grouped_gemm_fp8";
+    fp8_shapes(OP, (m_total, n, k, experts))?;
+    super::holds(OP, "a", a, m_total * k)?;
+    super::holds(OP, "scale_a", scale_a, m_total)?;
+    super::holds(OP, "offsets", offsets, experts + 1)?;
+    fp8_launch(
+        device,
+        ((a, scale_a), (b_t, scale_b), c, offsets),
+        (m_total, 0, n, k, experts),
+    )
+}
+
+/// [`grouped_gemm_fp8`] in the masked layout of [`grouped_gemm_masked`]:
+/// `a` `[experts, m_max, k]` with `scale_a` `[experts, m_max]`, `c`
+/// `[experts, m_max, n]`, of whose rows only the first `counts[e]` per
+/// expert are multiplied; `b_t` `[experts, n, k]` with `scale_b` `[experts,
+/// n]`.
+pub fn grouped_gemm_fp8_masked(
+    device: &Device,
+    (a, scale_a): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    (b_t, scale_b): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    c: &impl PtrArg<bf16>,
+    counts: &impl PtrArg<i32>,
+    (m_max, n, k, experts): (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    const OP: &str = "grouped_gemm_fp8_masked";
+    let m_total = experts * m_max;
+    fp8_shapes(OP, (m_total, n, k, experts))?;
+    super::holds(OP, "a", a, m_total * k)?;
+    super::holds(OP, "scale_a", scale_a, m_total)?;
+    super::holds(OP, "counts", counts, experts)?;
+    fp8_launch(
+        device,
+        ((a, scale_a), (b_t, scale_b), c, counts),
+        (m_total, m_max, n, k, experts),
+    )
+}
+
+/// The fp8 ops' checks of the sizes alone.
+fn fp8_shapes(
+    op: &'static str,
+    (m_total, n, k, experts): (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    super::extents(op, &[("k", k), ("n", n), ("experts", experts)])?;
+    if m_total > 0 {
+        super::extents(op, &[("rows", m_total), ("k", k)])?;
+        super::extents(op, &[("rows", m_total), ("n", n)])?;
+    }
+    if k % 16 != 0 {
+        return Err(Error::InvalidShape {
+            op,
+            reason: format!(
+                "k = {k}: TMA moves rows of whole 16-byte units, so k must be a multiple of 16 \
+                 (pad the matrices with zeros)"
+            ),
+        });
+    }
+    if experts > TMA_MAX_EXPERTS {
+        return Err(Error::InvalidShape {
+            op,
+            reason: format!(
+                "{experts} experts: the kernel schedules at most {TMA_MAX_EXPERTS} groups per \
+                 call (split the experts over several calls)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks what both fp8 layouts share and launches the persistent kernel
+/// (one program per SM, or per tile when there are fewer).
+#[allow(clippy::type_complexity)]
+fn fp8_launch(
+    device: &Device,
+    ((a, scale_a), (b_t, scale_b), c, sizes): (
+        (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+        (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+        &impl PtrArg<bf16>,
+        &impl PtrArg<i32>,
+    ),
+    (m_total, m_max, n, k, experts): (usize, usize, usize, usize, usize),
+) -> Result<(), Error> {
+    const OP: &str = "grouped_gemm_fp8";
+    super::holds(OP, "b_t", b_t, experts * n * k)?;
+    super::holds(OP, "scale_b", scale_b, experts * n)?;
+    super::holds(OP, "c", c, m_total * n)?;
+    if m_total == 0 || n == 0 {
+        return Ok(());
+    }
+    let a_desc = TensorDesc::over(a, &[m_total, k], &[k, 1])?;
+    let bt_desc = TensorDesc::over(b_t, &[experts * n, k], &[k, 1])?;
+    let row_tiles = if m_max > 0 {
+        experts * m_max.div_ceil(128)
+    } else {
+        m_total.div_ceil(128) + experts
+    };
+    // The decode (masked) configuration has 128-column tiles: more of them
+    // for the few rows.
+    let bn = if m_max > 0 { 128 } else { 256 };
+    let most_tiles = row_tiles * n.div_ceil(bn);
+    let grid = most_tiles.min(device.multiprocessor_count().max(1) as usize) as u32;
+    let dims = (
+        m_total as i32,
+        m_max as i32,
+        n as i32,
+        k as i32,
+        experts as i32,
+    );
+    let (d0, d1, d2, d3, d4) = dims;
+    if m_max > 0 {
+        grouped_gemm_fp8_kernel::<128, 128, 128, 4, 256, true>::launch(
+            device, grid, &a_desc, &bt_desc, c, scale_a, scale_b, sizes, d0, d1, d2, d3, d4,
+        )
+    } else {
+        grouped_gemm_fp8_kernel::<128, 256, 128, 3, 256, false>::launch(
+            device, grid, &a_desc, &bt_desc, c, scale_a, scale_b, sizes, d0, d1, d2, d3, d4,
+        )
     }
 }

@@ -56,7 +56,10 @@ pub use gemm::{gemm, GemmElement};
 #[cfg(feature = "ops-gemm")]
 pub use gemm_fp8::gemm_fp8;
 #[cfg(feature = "ops-grouped")]
-pub use grouped::{grouped_gemm, grouped_gemm_general, grouped_gemm_masked, GroupProblem};
+pub use grouped::{
+    grouped_gemm, grouped_gemm_fp8, grouped_gemm_fp8_masked, grouped_gemm_general,
+    grouped_gemm_masked, GroupProblem,
+};
 #[cfg(feature = "ops-rows")]
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
 
