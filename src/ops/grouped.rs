@@ -1,7 +1,7 @@
-//! Grouped GEMM for mixture-of-experts layers (issue 55), first form: the
-//! contiguous layout, one problem per expert, launched as one persistent
-//! kernel whose tile schedule walks the groups on the device, so the host
-//! never reads the group sizes (no synchronization per call).
+//! Grouped GEMM for mixture-of-experts layers (issue 55): one problem per
+//! expert, launched as one kernel whose tile schedule walks the groups on
+//! the device, so the host never reads the group sizes (no synchronization
+//! per call).
 //!
 //! [`grouped_gemm`] (and [`grouped_gemm_masked`], the decode layout:
 //! `[experts, m_max, k]` with a per-expert count on the device):
@@ -10,8 +10,13 @@
 //! `A` (`[m_total, k]`, the tokens sorted by expert) and `C`
 //! (`[m_total, n]`), and `B` is `[experts, k, n]`; bf16 in and out, f32
 //! accumulation. Empty groups, groups smaller than a tile and any `m_total`
-//! work. Block-level `dot` tiles for now (the warp-specialized TMA form is
-//! the issue's next step).
+//! work. Where TMA takes the operands (`k` a multiple of the K block, `n`
+//! of 8, at most 256 experts) the tensor-core kernel runs (descriptor loads
+//! the compiler keeps in a wgmma ring, one program per tile); otherwise a
+//! persistent kernel of pointer loads. [`grouped_gemm_general`]: every
+//! group its own buffers and sizes. [`grouped_gemm_fp8`] (and
+//! [`grouped_gemm_fp8_masked`]): e4m3 with rowwise scales on a persistent
+//! warp-specialized kernel (TMA producer, two fp8 wgmma consumer groups).
 
 use crate::prelude::*;
 use crate::PtrArg;

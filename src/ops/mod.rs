@@ -13,7 +13,8 @@
 //! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`),
 //! `ops-rows` (`softmax`, `rms_norm`, `layer_norm`), `ops-attention`
 //! (`attention`, `attention_backward`), `ops-dist` (the kernels across the
-//! ranks of a mesh in [`dist`]), `ops-grouped` (`grouped_gemm`), or `ops`
+//! ranks of a mesh in [`dist`]), `ops-grouped` (the `grouped_gemm*` family,
+//! bf16 and fp8), or `ops`
 //! for all of them.
 //!
 //! ```
