@@ -112,6 +112,7 @@ fn grouped_gemm_kernel<
 /// `[experts * k, n]`, its K blocks never crossing an expert.
 #[tlx::kernel(configs = [
     (BM = 128, BN = 128, BK = 64, EB = 256, MASKED = false, num_warps = 8, num_stages = 4),
+    (BM = 128, BN = 256, BK = 64, EB = 256, MASKED = false, num_warps = 8, num_stages = 4),
     (BM = 128, BN = 128, BK = 64, EB = 256, MASKED = true, num_warps = 8, num_stages = 4),
     (BM = 64, BN = 128, BK = 64, EB = 256, MASKED = true, num_warps = 4, num_stages = 4),
     (BM = 32, BN = 32, BK = 32, EB = 256, MASKED = false, num_warps = 4),
@@ -305,7 +306,17 @@ fn launch(
                 };
             }
             let launched = match (device.is_gpu(), masked, m_max <= 64) {
-                (true, false, _) => tma!(128, 128, 64, false),
+                // Wider tiles read A half as often; narrower ones make more
+                // tiles of few groups: timed once per shape.
+                (true, false, _) => {
+                    let key = format!("{n}x{k}x{experts} contiguous");
+                    let labels = ["128x128x64", "128x256x64"];
+                    crate::autotune(device, "grouped_gemm", &key, &labels, |i| match i {
+                        0 => tma!(128, 128, 64, false),
+                        _ => tma!(128, 256, 64, false),
+                    })
+                    .map(|_| ())
+                }
                 (true, true, false) => tma!(128, 128, 64, true),
                 (true, true, true) => tma!(64, 128, 64, true),
                 (false, false, _) => tma!(32, 32, 32, false),
