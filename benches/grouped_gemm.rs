@@ -24,6 +24,7 @@ mod timing;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use half::bf16;
 use timing::median_ms;
+use tlx::ops::GroupedKernel;
 use tlx::prelude::*;
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -225,6 +226,8 @@ fn cases() -> Vec<Case> {
 struct Row {
     name: String,
     dtype: &'static str,
+    /// bf16: the per-tile and persistent kernels alone, in TFLOP/s.
+    kernels: String,
     rows: usize,
     ours: f64,
     /// A loop of one call per expert: cuBLAS (bf16) or `tlx::ops::gemm_fp8`.
@@ -325,13 +328,17 @@ fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
 
     // The device tables are uploaded once, outside the timed runs.
     let table = dev.upload(&device_table(case))?;
-    let ours_timed = || match case.m_max {
+    let run = |kernel: GroupedKernel| match case.m_max {
         Some(m_max) => {
-            tlx::ops::grouped_gemm_masked(dev, &a, &b, &c, &table, (m_max, n, k, experts))
+            let shape = (m_max, n, k, experts);
+            tlx::ops::grouped_gemm_masked_with(dev, (&a, &b, &c), &table, shape, kernel)
         }
-        None => tlx::ops::grouped_gemm(dev, &a, &b, &c, &table, (stored, n, k, experts)),
+        None => {
+            let shape = (stored, n, k, experts);
+            tlx::ops::grouped_gemm_with(dev, (&a, &b, &c), &table, shape, kernel)
+        }
     };
-    ours_timed()?;
+    run(GroupedKernel::Auto)?;
 
     let mut blas_error = None;
     let mut cublas_loop = |c: &mut Buffer<bf16>| -> Result<(), Error> {
@@ -351,7 +358,15 @@ fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
     if let Some(e) = blas_error {
         return Err(format!("cuBLAS failed on {}: {e}", case.name).into());
     }
-    let ours_ms = median_ms(dev, ours_timed)?;
+    let ours_ms = median_ms(dev, || run(GroupedKernel::Auto))?;
+    // Each kernel alone, its output checked too (poisoned before its runs).
+    let mut kernels = Vec::new();
+    let mut error = error;
+    for kernel in [GroupedKernel::PerTile, GroupedKernel::Persistent] {
+        fill_buffer(dev, &c, -1, f32::NAN)?;
+        kernels.push(format!("{:.0}", tflops(median_ms(dev, || run(kernel))?)));
+        error = error.max(compare(case, &c, &reference)?);
+    }
     // The same FLOPs as one dense GEMM: every row against expert 0's B.
     let balanced = case.m_max.is_none() && case.sizes.iter().all(|s| *s == case.sizes[0]);
     let dense = if balanced {
@@ -365,6 +380,7 @@ fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
     Ok(Row {
         name: case.name.clone(),
         dtype: "bf16",
+        kernels: kernels.join(" / "),
         rows: case.rows(),
         ours: tflops(ours_ms),
         per_expert: tflops(cublas_ms),
@@ -437,6 +453,7 @@ fn run_fp8(dev: &Device, case: &Case, seed: i32) -> BenchResult<Row> {
     Ok(Row {
         name: case.name.clone(),
         dtype: "fp8",
+        kernels: "-".into(),
         rows: case.rows(),
         ours: tflops(ours_ms),
         per_expert: tflops(loop_ms),
@@ -495,19 +512,20 @@ fn main() -> BenchResult<()> {
     }
     println!();
     println!("per-expert loop: cuBLAS (bf16) or tlx::ops::gemm_fp8 (fp8), one call per non-empty expert; dense: tlx::ops::gemm / gemm_fp8 over all rows (balanced cases)");
-    println!("| case | dtype | rows | tlx grouped TFLOP/s | per-expert loop | ratio | tlx dense, same FLOPs | grouped / dense | max diff / rms |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| case | dtype | rows | tlx grouped TFLOP/s | per-tile / persistent | per-expert loop | ratio | tlx dense, same FLOPs | grouped / dense | max diff / rms |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in &rows {
         let (dense, vs_dense) = match r.dense {
             Some(d) => (format!("{d:.0}"), format!("{:.2}x", r.ours / d)),
             None => ("-".into(), "-".into()),
         };
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2}x | {} | {} | {:.1e} |",
+            "| {} | {} | {} | {:.0} | {} | {:.0} | {:.2}x | {} | {} | {:.1e} |",
             r.name,
             r.dtype,
             r.rows,
             r.ours,
+            r.kernels,
             r.per_expert,
             r.ours / r.per_expert,
             dense,

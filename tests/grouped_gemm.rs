@@ -4,6 +4,7 @@
 //! interpreter (CI) and on the GPU where there is one. The output is
 //! poisoned first, so a row no group wrote shows.
 
+use tlx::ops::GroupedKernel as Kernel;
 use tlx::prelude::*;
 
 #[path = "common/rng.rs"]
@@ -15,7 +16,7 @@ fn bf16_vec(v: Vec<f32>) -> Vec<bf16> {
     v.into_iter().map(bf16::from_f32).collect()
 }
 
-fn grouped_matches_reference(dev: &Device, sizes: &[usize], n: usize, k: usize) {
+fn grouped_matches_reference(dev: &Device, sizes: &[usize], n: usize, k: usize, kernel: Kernel) {
     let experts = sizes.len();
     let m_total: usize = sizes.iter().sum();
     let mut offsets = vec![0i32];
@@ -28,7 +29,8 @@ fn grouped_matches_reference(dev: &Device, sizes: &[usize], n: usize, k: usize) 
     let (da, db) = (dev.upload(&a).expect("a"), dev.upload(&b).expect("b"));
     let dc = dev.upload(&vec![bf16::NAN; m_total * n]).expect("c");
     let doff = dev.upload(&offsets).expect("offsets");
-    tlx::ops::grouped_gemm(dev, &da, &db, &dc, &doff, (m_total, n, k, experts)).expect("launch");
+    let shape = (m_total, n, k, experts);
+    tlx::ops::grouped_gemm_with(dev, (&da, &db, &dc), &doff, shape, kernel).expect("launch");
     let got = dc.download().expect("download");
     for e in 0..experts {
         for row in offsets[e] as usize..offsets[e + 1] as usize {
@@ -53,13 +55,24 @@ fn grouped_matches_reference(dev: &Device, sizes: &[usize], n: usize, k: usize) 
 
 #[test]
 fn grouped_gemm_on_the_interpreter() {
-    grouped_matches_reference(&Device::cpu(), &[0, 7, 45, 0, 20, 1], 40, 48);
+    let dev = Device::cpu();
+    grouped_matches_reference(&dev, &[0, 7, 45, 0, 20, 1], 40, 48, Kernel::Auto);
 }
 
-/// `k` a multiple of the K block and `n` of 8: the tensor-core (TMA) kernel.
+/// `k` a multiple of the K block and `n` of 8: the tensor-core (TMA)
+/// kernels, one program per tile and persistent.
 #[test]
 fn grouped_gemm_tma_on_the_interpreter() {
-    grouped_matches_reference(&Device::cpu(), &[0, 7, 45, 0, 20, 1, 33], 40, 64);
+    let dev = Device::cpu();
+    let sizes = [0, 7, 45, 0, 20, 1, 33];
+    grouped_matches_reference(&dev, &sizes, 40, 64, Kernel::PerTile);
+    grouped_matches_reference(
+        &dev,
+        &[0, 7, 130, 0, 20, 1, 33],
+        40,
+        128,
+        Kernel::Persistent,
+    );
 }
 
 #[test]
@@ -67,13 +80,21 @@ fn grouped_gemm_on_the_gpu() {
     let Some(dev) = tlx::testing::gpu_or_skip() else {
         return;
     };
-    grouped_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0], 520, 264);
-    grouped_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0, 1], 520, 256);
+    let sizes = [0, 300, 5, 0, 1000, 129, 64, 0, 1];
+    grouped_matches_reference(&dev, &sizes[..8], 520, 264, Kernel::Auto);
+    for kernel in [Kernel::Auto, Kernel::PerTile, Kernel::Persistent] {
+        grouped_matches_reference(&dev, &sizes, 520, 256, kernel);
+    }
 }
 
 /// The masked layout: `counts[e]` of `m_max` rows per expert, counts from 0
 /// to past `m_max` (clamped); rows past an expert's count stay poisoned.
-fn masked_matches_reference(dev: &Device, counts: &[i32], m_max: usize, n: usize, k: usize) {
+fn masked_matches_reference(
+    dev: &Device,
+    counts: &[i32],
+    (m_max, n, k): (usize, usize, usize),
+    kernel: Kernel,
+) {
     let experts = counts.len();
     let mut rng = fresh_rng();
     let a = bf16_vec(rng.vec(experts * m_max * k, 1.0));
@@ -83,7 +104,8 @@ fn masked_matches_reference(dev: &Device, counts: &[i32], m_max: usize, n: usize
         .upload(&vec![bf16::NAN; experts * m_max * n])
         .expect("c");
     let dcounts = dev.upload(counts).expect("counts");
-    tlx::ops::grouped_gemm_masked(dev, &da, &db, &dc, &dcounts, (m_max, n, k, experts))
+    let shape = (m_max, n, k, experts);
+    tlx::ops::grouped_gemm_masked_with(dev, (&da, &db, &dc), &dcounts, shape, kernel)
         .expect("launch");
     let got = dc.download().expect("download");
     for (e, &count) in counts.iter().enumerate() {
@@ -114,12 +136,15 @@ fn masked_matches_reference(dev: &Device, counts: &[i32], m_max: usize, n: usize
 
 #[test]
 fn masked_grouped_gemm_on_the_interpreter() {
-    masked_matches_reference(&Device::cpu(), &[0, 5, 40, 33, -2, 1], 33, 40, 48);
+    let counts = [0, 5, 40, 33, -2, 1];
+    masked_matches_reference(&Device::cpu(), &counts, (33, 40, 48), Kernel::Auto);
 }
 
 #[test]
 fn masked_grouped_gemm_tma_on_the_interpreter() {
-    masked_matches_reference(&Device::cpu(), &[0, 5, 40, 33, -2, 1], 33, 40, 64);
+    let counts = [0, 5, 40, 33, -2, 1];
+    masked_matches_reference(&Device::cpu(), &counts, (33, 40, 64), Kernel::PerTile);
+    masked_matches_reference(&Device::cpu(), &counts, (33, 40, 64), Kernel::Persistent);
 }
 
 #[test]
@@ -127,10 +152,13 @@ fn masked_grouped_gemm_on_the_gpu() {
     let Some(dev) = tlx::testing::gpu_or_skip() else {
         return;
     };
-    masked_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], 130, 520, 264);
-    // The TMA kernel, with 128-row tiles and (m_max <= 64) 64-row ones.
-    masked_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], 130, 520, 256);
-    masked_matches_reference(&dev, &[0, 64, 1, 70, 17, 0, 30, 9], 64, 264, 128);
+    let counts = [0, 64, 1, 200, 17, 0, 130, 9];
+    masked_matches_reference(&dev, &counts, (130, 520, 264), Kernel::Auto);
+    // The TMA kernels, with 128-row tiles and (m_max <= 64) 64-row ones.
+    for kernel in [Kernel::Auto, Kernel::PerTile, Kernel::Persistent] {
+        masked_matches_reference(&dev, &counts, (130, 520, 256), kernel);
+        masked_matches_reference(&dev, &[0, 64, 1, 70, 17, 0, 30, 9], (64, 264, 128), kernel);
+    }
 }
 
 /// The general layout: every group its own buffers and sizes (one empty,

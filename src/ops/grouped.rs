@@ -178,6 +178,25 @@ fn grouped_gemm_tma_kernel<
     );
 }
 
+/// Which kernel the bf16 grouped GEMMs run (where TMA can take the
+/// operands: `k` a multiple of 64, or of 32 on the interpreter, `n` of 8,
+/// at most 256 experts, 16-byte aligned bases; elsewhere a persistent
+/// kernel of pointer loads runs whatever is asked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedKernel {
+    /// The fastest of the others for the shape, timed the first time a
+    /// shape (`n`, `k`, experts, layout) is seen (`tlx::autotune`).
+    Auto,
+    /// One program per tile of the most the groups can have (programs past
+    /// the groups' tiles return at once), in block-level code: tensor
+    /// descriptor loads the compiler keeps in a TMA ring wgmma reads in
+    /// place.
+    PerTile,
+    /// Persistent (one program per SM) and warp-specialized: a TMA
+    /// producer task and two consumer warp groups on wgmma, 128x256 tiles.
+    Persistent,
+}
+
 /// `C[rows of e] = A[rows of e] @ B[e]` for every expert `e` (see the
 /// module): `a` `[m_total, k]`, `b` `[experts, k, n]`, `c` `[m_total, n]`,
 /// all row-major bf16, and `offsets` `experts + 1` nondecreasing `i32`
@@ -190,7 +209,18 @@ pub fn grouped_gemm(
     b: &impl PtrArg<bf16>,
     c: &impl PtrArg<bf16>,
     offsets: &impl PtrArg<i32>,
+    shape: (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    grouped_gemm_with(device, (a, b, c), offsets, shape, GroupedKernel::Auto)
+}
+
+/// [`grouped_gemm`] on the kernel `kernel` names.
+pub fn grouped_gemm_with(
+    device: &Device,
+    (a, b, c): (&impl PtrArg<bf16>, &impl PtrArg<bf16>, &impl PtrArg<bf16>),
+    offsets: &impl PtrArg<i32>,
     (m_total, n, k, experts): (usize, usize, usize, usize),
+    kernel: GroupedKernel,
 ) -> Result<(), Error> {
     const OP: &str = "grouped_gemm";
     super::extents(OP, &[("k", k), ("n", n)])?;
@@ -204,11 +234,13 @@ pub fn grouped_gemm(
     super::holds(OP, "b", b, experts * k * n)?;
     super::holds(OP, "c", c, m_total * n)?;
     super::holds(OP, "offsets", offsets, experts + 1)?;
+    let layout = Layout::Contiguous;
     launch(
         device,
         (a, b, c, offsets),
-        (m_total, 0, n, k, experts),
-        false,
+        (m_total, n, k, experts),
+        layout,
+        kernel,
     )
 }
 
@@ -223,7 +255,18 @@ pub fn grouped_gemm_masked(
     b: &impl PtrArg<bf16>,
     c: &impl PtrArg<bf16>,
     counts: &impl PtrArg<i32>,
+    shape: (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    grouped_gemm_masked_with(device, (a, b, c), counts, shape, GroupedKernel::Auto)
+}
+
+/// [`grouped_gemm_masked`] on the kernel `kernel` names.
+pub fn grouped_gemm_masked_with(
+    device: &Device,
+    (a, b, c): (&impl PtrArg<bf16>, &impl PtrArg<bf16>, &impl PtrArg<bf16>),
+    counts: &impl PtrArg<i32>,
     (m_max, n, k, experts): (usize, usize, usize, usize),
+    kernel: GroupedKernel,
 ) -> Result<(), Error> {
     const OP: &str = "grouped_gemm_masked";
     super::extents(OP, &[("k", k), ("n", n)])?;
@@ -237,16 +280,26 @@ pub fn grouped_gemm_masked(
     super::holds(OP, "b", b, experts * k * n)?;
     super::holds(OP, "c", c, m_total * n)?;
     super::holds(OP, "counts", counts, experts)?;
+    let layout = Layout::Masked { m_max };
     launch(
         device,
         (a, b, c, counts),
-        (m_total, m_max, n, k, experts),
-        true,
+        (m_total, n, k, experts),
+        layout,
+        kernel,
     )
 }
 
-/// Launches the kernel persistently (one program per SM, or per
-/// interpreter thread), in the layout `masked` names.
+/// Where a group's rows are: `offsets[e]..offsets[e + 1]`, or the first
+/// `counts[e]` of rows `e * m_max..`.
+#[derive(Clone, Copy, PartialEq)]
+enum Layout {
+    Contiguous,
+    Masked { m_max: usize },
+}
+
+/// Launches the bf16 grouped GEMM in `layout` on the kernel `kernel` asks
+/// for where TMA takes the operands, else on the pointer kernel.
 fn launch(
     device: &Device,
     (a, b, c, sizes): (
@@ -255,82 +308,112 @@ fn launch(
         &impl PtrArg<bf16>,
         &impl PtrArg<i32>,
     ),
-    (m_total, m_max, n, k, experts): (usize, usize, usize, usize, usize),
-    masked: bool,
+    (m_total, n, k, experts): (usize, usize, usize, usize),
+    layout: Layout,
+    kernel: GroupedKernel,
 ) -> Result<(), Error> {
     if m_total == 0 {
         return Ok(());
     }
-    let dims = (
+    let (masked, m_max) = match layout {
+        Layout::Contiguous => (false, 0),
+        Layout::Masked { m_max } => (true, m_max),
+    };
+    let (d0, d1, d2, d3, d4) = (
         m_total as i32,
         m_max as i32,
         n as i32,
         k as i32,
         experts as i32,
     );
-    let (d0, d1, d2, d3, d4) = dims;
-    // The tensor-core kernel where TMA takes the operands: B's K blocks may
-    // not cross experts, rows must be whole 16-byte units.
-    let bk = if device.is_gpu() { 64 } else { 32 };
-    if experts <= TMA_MAX_EXPERTS && k % bk == 0 && n % 8 == 0 {
-        let descriptors = (
-            TensorDesc::over(a, &[m_total, k], &[k, 1]),
-            TensorDesc::over(b, &[experts * k, n], &[n, 1]),
-        );
-        if let (Ok(ad), Ok(bd)) = descriptors {
-            // The most tiles the groups can have; programs past the groups'
-            // tiles return at once.
-            let grid = |bm: usize, bn: usize| {
-                let row_tiles = if masked {
-                    experts * m_max.div_ceil(bm)
+    let gpu = device.is_gpu();
+    // TMA takes the operands where B's K blocks do not cross experts and
+    // rows are whole 16-byte units.
+    let per_tile_bk = if gpu { 64 } else { 32 };
+    let tma = experts <= TMA_MAX_EXPERTS && n % 8 == 0;
+    let descriptors = (
+        TensorDesc::over(a, &[m_total, k], &[k, 1]),
+        TensorDesc::over(b, &[experts * k, n], &[n, 1]),
+    );
+    if let (true, 0, Ok(ad), Ok(bd)) = (tma, k % per_tile_bk, descriptors.0, descriptors.1) {
+        // The most tiles the groups can have.
+        let grid = |bm: usize, bn: usize| {
+            let row_tiles = if masked {
+                experts * m_max.div_ceil(bm)
+            } else {
+                m_total.div_ceil(bm) + experts
+            };
+            (row_tiles * n.div_ceil(bn)) as u32
+        };
+        macro_rules! per_tile {
+            ($bm:literal, $bn:literal, $bk:literal, $masked:literal) => {
+                grouped_gemm_tma_kernel::<$bm, $bn, $bk, TMA_MAX_EXPERTS, $masked>::launch(
+                    device,
+                    grid($bm, $bn),
+                    &ad,
+                    &bd,
+                    c,
+                    sizes,
+                    d0,
+                    d1,
+                    d2,
+                    d3,
+                    d4,
+                )
+            };
+        }
+        let persistent = || {
+            let programs = grid(128, 256).min(device.multiprocessor_count().max(1));
+            if masked {
+                grouped_gemm_ws_kernel::<128, 256, 64, 3, 256, true>::launch(
+                    device, programs, &ad, &bd, c, sizes, d0, d1, d2, d3, d4,
+                )
+            } else {
+                grouped_gemm_ws_kernel::<128, 256, 64, 3, 256, false>::launch(
+                    device, programs, &ad, &bd, c, sizes, d0, d1, d2, d3, d4,
+                )
+            }
+        };
+        // Decode's few rows per expert take 64-row tiles.
+        let per_tile = |wide: bool| match (gpu, masked, m_max <= 64, wide) {
+            (true, false, _, false) => per_tile!(128, 128, 64, false),
+            (true, false, _, true) => per_tile!(128, 256, 64, false),
+            (true, true, false, _) => per_tile!(128, 128, 64, true),
+            (true, true, true, _) => per_tile!(64, 128, 64, true),
+            (false, false, _, _) => per_tile!(32, 32, 32, false),
+            (false, true, _, _) => per_tile!(32, 32, 32, true),
+        };
+        let launched = match kernel {
+            GroupedKernel::Persistent if k % 64 == 0 => persistent(),
+            // Wider tiles read A half as often, narrower ones make more
+            // tiles of few groups, the persistent kernel saves the programs'
+            // starts: timed once per shape.
+            GroupedKernel::Auto if gpu => {
+                let key = format!("{n}x{k}x{experts} masked={masked} m_max={m_max}");
+                let labels: &[&str] = if masked {
+                    &["per-tile", "persistent"]
                 } else {
-                    m_total.div_ceil(bm) + experts
+                    &["per-tile 128x128", "per-tile 128x256", "persistent"]
                 };
-                (row_tiles * n.div_ceil(bn)) as u32
-            };
-            macro_rules! tma {
-                ($bm:literal, $bn:literal, $bk:literal, $masked:literal) => {
-                    grouped_gemm_tma_kernel::<$bm, $bn, $bk, TMA_MAX_EXPERTS, $masked>::launch(
-                        device,
-                        grid($bm, $bn),
-                        &ad,
-                        &bd,
-                        c,
-                        sizes,
-                        d0,
-                        d1,
-                        d2,
-                        d3,
-                        d4,
-                    )
-                };
+                crate::autotune(device, "grouped_gemm", &key, labels, |i| {
+                    match (masked, i) {
+                        (_, 0) => per_tile(false),
+                        (false, 1) => per_tile(true),
+                        _ => persistent(),
+                    }
+                })
+                .map(|_| ())
             }
-            let launched = match (device.is_gpu(), masked, m_max <= 64) {
-                // Wider tiles read A half as often; narrower ones make more
-                // tiles of few groups: timed once per shape.
-                (true, false, _) => {
-                    let key = format!("{n}x{k}x{experts} contiguous");
-                    let labels = ["128x128x64", "128x256x64"];
-                    crate::autotune(device, "grouped_gemm", &key, &labels, |i| match i {
-                        0 => tma!(128, 128, 64, false),
-                        _ => tma!(128, 256, 64, false),
-                    })
-                    .map(|_| ())
-                }
-                (true, true, false) => tma!(128, 128, 64, true),
-                (true, true, true) => tma!(64, 128, 64, true),
-                (false, false, _) => tma!(32, 32, 32, false),
-                (false, true, _) => tma!(32, 32, 32, true),
-            };
-            match launched {
-                // A base off a 16-byte boundary: the pointer kernel.
-                Err(Error::TensorMap(_)) => {}
-                other => return other,
-            }
+            _ => per_tile(false),
+        };
+        match launched {
+            // A base off a 16-byte boundary: the pointer kernel.
+            Err(Error::TensorMap(_)) => {}
+            other => return other,
         }
     }
     let grid = device.multiprocessor_count().max(1);
-    match (device.is_gpu(), masked) {
+    match (gpu, masked) {
         (true, false) => grouped_gemm_kernel::<128, 128, 64, false>::launch(
             device, grid, a, b, c, sizes, d0, d1, d2, d3, d4,
         ),
@@ -349,145 +432,196 @@ fn launch(
 /// The most experts the TMA kernel scans at once (its `EB`).
 const TMA_MAX_EXPERTS: usize = 256;
 
-/// The fp8 grouped GEMM: `hopper_gemm_fp8`'s warp-specialized persistent
-/// kernel (a TMA producer filling a `pipe!` of stages, two consumer warp
-/// groups on fp8 wgmma) over the tiles of every group, each task finding a
-/// tile's group from every group's tile count (a scan of `EB` experts done
-/// once per task). A's descriptor is the whole `[rows, k]` and B's the
-/// `[experts * n, k]` of the transposed weights: a tile reaching past its
-/// group's rows or its expert's columns computes the neighbours', which the
-/// masked epilogue (row and column scales, then bf16 stores from
+/// The persistent warp-specialized grouped kernels, one per element type:
+/// `hopper_gemm_fp8`'s structure (a TMA producer filling a `pipe!` of
+/// stages, two consumer warp groups on wgmma) over the tiles of every
+/// group, each task finding a tile's group from every group's tile count (a
+/// scan of `EB` experts done once per task, then a few reductions per
+/// tile). A's descriptor is the whole `[rows, k]` and B's spans every
+/// expert: a tile reaching past its group's rows or its expert's columns
+/// computes the neighbours', which the masked epilogue (bf16 stores from
 /// registers) leaves alone. The tasks' loops run to a tile count read from
 /// the device, which the protocol checker does not follow: every task
 /// computes the same count, and the interpreter tests run the protocol
 /// (under random schedules too).
-#[tlx::kernel(arch = "sm_90a", num_warps = 4, check_protocol = false, configs = [
-    (BM = 128, BN = 256, BK = 128, NUM_STAGES = 3, EB = 256, MASKED = false),
-    (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = true),
-])]
-fn grouped_gemm_fp8_kernel<
-    const BM: usize,
-    const BN: usize,
-    const BK: usize,
-    const NUM_STAGES: usize,
-    const EB: usize,
-    const MASKED: bool,
->(
-    a_desc: TensorDesc<f8e4m3, BM, BK>,
-    bt_desc: TensorDesc<f8e4m3, BN, BK>,
-    c: Ptr<bf16>,
-    scale_a: Ptr<f32>,
-    scale_b: Ptr<f32>,
-    sizes: Ptr<i32>,
-    m_total: i32,
-    m_max: i32,
-    n: i32,
-    k: i32,
-    experts: i32,
-) {
-    let a_bufs = local_alloc([BM, BK], f8e4m3, NUM_STAGES);
-    let b_bufs = local_alloc([BN, BK], f8e4m3, NUM_STAGES);
-    let stages = pipe!(capacity = NUM_STAGES, a = a_bufs, b = b_bufs);
-    let k_tiles = cdiv(k, BK);
-    let tiles_n = cdiv(n, BN);
-    let first = program_id(0);
-    let stride = num_programs(0);
-    // Every group's first row, end and first tile (in group order, M
-    // fastest within a group), and the tile count of all.
-    fn schedule(
-        sizes: Ptr<i32>,
-        m_total: i32,
-        m_max: i32,
-        experts: i32,
-        tiles_n: i32,
-    ) -> (Tensor, Tensor, Tensor, Tensor, i32) {
-        let es = arange(0, EB);
-        let live = es < experts;
-        let mut starts = es * m_max;
-        let mut ends =
-            starts + minimum(maximum(load(sizes + es, mask = live, other = 0), 0), m_max);
-        if !MASKED {
-            starts = minimum(load(sizes + es, mask = live, other = 0), m_total);
-            ends = minimum(load(sizes + es + 1, mask = live, other = 0), m_total);
-        }
-        let tiles_m = cdiv(maximum(ends - starts, 0), BM);
-        let tiles = select(live, tiles_m * tiles_n, 0);
-        let (firsts, total) = cumsum(tiles, 0);
-        (starts, ends, firsts + tiles, tiles_m, total)
-    }
-    // Tile t's group, first row and column, and its group's end row.
-    fn locate(
-        t: i32,
-        starts: Tensor,
-        ends: Tensor,
-        lasts: Tensor,
-        tiles_m: Tensor,
-        tiles_n: i32,
-    ) -> (i32, i32, i32, i32) {
-        // Groups ending at or before tile t are a prefix: their count is t's group.
-        let g = sum(select(lasts <= t, 1, 0));
-        let here = arange(0, EB) == g;
-        let group_tiles_m = sum(select(here, tiles_m, 0));
-        let local = t - (sum(select(here, lasts, 0)) - group_tiles_m * tiles_n);
-        (
-            g,
-            sum(select(here, starts, 0)) + (local % group_tiles_m) * BM,
-            (local / group_tiles_m) * BN,
-            sum(select(here, ends, 0)),
-        )
-    }
-    async_tasks! {
-        task(default, num_regs = 40) {
-            let (starts, ends, lasts, tiles_m, total) =
-                schedule(sizes, m_total, m_max, experts, tiles_n);
-            let writer = stages.writer();
-            for tile in (first..total).step_by(stride) {
-                let (g, row0, col0, _) = locate(tile, starts, ends, lasts, tiles_m, tiles_n);
-                let brow0 = g * n + col0;
-                let done = (tile - first) / stride * k_tiles;
-                for kk in 0..k_tiles {
-                    let it = done + kk;
-                    let slot = writer.acquire(it);
-                    async_descriptor_load(a_desc, slot.a, [row0, kk * BK]);
-                    async_descriptor_load(bt_desc, slot.b, [brow0, kk * BK]);
-                    writer.commit(it);
+///
+/// Per element type: B's block and where a tile's K block of it starts
+/// (`g`: the group, `col0`: the tile's first column, `k0`: its K offset),
+/// the optional view wgmma reads B through, the extra parameters and the
+/// epilogue's value (from `acc`, `rows`, `cols`, their masks, `g`, `n`),
+/// after the `let`s it needs.
+macro_rules! grouped_ws_kernel {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident<$t:ident>,
+        b_block = [$bb0:ident, $bb1:ident],
+        b_at = [$b_row:expr, $b_col:expr],
+        b_view = $($view:ident)?,
+        params = ($($extra:tt)*),
+        epilogue = [$(let $name_e:ident = $value_e:expr;)*] $epilogue:expr,
+        configs = [$($configs:tt)*],
+    ) => {
+        $(#[$doc])*
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, check_protocol = false, configs = [$($configs)*])]
+        fn $name<
+            const BM: usize,
+            const BN: usize,
+            const BK: usize,
+            const NUM_STAGES: usize,
+            const EB: usize,
+            const MASKED: bool,
+        >(
+            a_desc: TensorDesc<$t, BM, BK>,
+            b_desc: TensorDesc<$t, $bb0, $bb1>,
+            c: Ptr<bf16>,
+            $($extra)*
+            sizes: Ptr<i32>,
+            m_total: i32,
+            m_max: i32,
+            n: i32,
+            k: i32,
+            experts: i32,
+        ) {
+            let a_bufs = local_alloc([BM, BK], $t, NUM_STAGES);
+            let b_bufs = local_alloc([$bb0, $bb1], $t, NUM_STAGES);
+            let stages = pipe!(capacity = NUM_STAGES, a = a_bufs, b = b_bufs);
+            let k_tiles = cdiv(k, BK);
+            let tiles_n = cdiv(n, BN);
+            let first = program_id(0);
+            let stride = num_programs(0);
+            // Every group's first row, end and first tile (in group order, M
+            // fastest within a group), and the tile count of all.
+            fn schedule(
+                sizes: Ptr<i32>,
+                m_total: i32,
+                m_max: i32,
+                experts: i32,
+                tiles_n: i32,
+            ) -> (Tensor, Tensor, Tensor, Tensor, i32) {
+                let es = arange(0, EB);
+                let live = es < experts;
+                let mut starts = es * m_max;
+                let mut ends =
+                    starts + minimum(maximum(load(sizes + es, mask = live, other = 0), 0), m_max);
+                if !MASKED {
+                    starts = minimum(load(sizes + es, mask = live, other = 0), m_total);
+                    ends = minimum(load(sizes + es + 1, mask = live, other = 0), m_total);
                 }
+                let tiles_m = cdiv(maximum(ends - starts, 0), BM);
+                let tiles = select(live, tiles_m * tiles_n, 0);
+                let (firsts, total) = cumsum(tiles, 0);
+                (starts, ends, firsts + tiles, tiles_m, total)
             }
-        }
-        task(num_warps = 4, num_regs = 232, replicate = 2) {
-            let half = async_task_replica_id();
-            let (starts, ends, lasts, tiles_m, total) =
-                schedule(sizes, m_total, m_max, experts, tiles_n);
-            let reader = stages.reader();
-            for tile in (first..total).step_by(stride) {
-                let (g, row0, col0, end) = locate(tile, starts, ends, lasts, tiles_m, tiles_n);
-                let done = (tile - first) / stride * k_tiles;
-                let mut acc = zeros([64, BN], f32);
-                for kk in 0..k_tiles {
-                    let it = done + kk;
-                    let ready = reader.wait(it);
-                    let a_half = local_slice(ready.a, [half * 64, 0], [64, BK]);
-                    acc = async_dot(a_half, local_trans(ready.b), acc);
-                    acc = async_dot_wait(1, acc);
-                    if it > 0 {
-                        reader.release(it - 1);
+            // Tile t's group, first row and column, and its group's end row.
+            fn locate(
+                t: i32,
+                starts: Tensor,
+                ends: Tensor,
+                lasts: Tensor,
+                tiles_m: Tensor,
+                tiles_n: i32,
+            ) -> (i32, i32, i32, i32) {
+                // Groups ending at or before tile t are a prefix: their count is t's group.
+                let g = sum(select(lasts <= t, 1, 0));
+                let here = arange(0, EB) == g;
+                let group_tiles_m = sum(select(here, tiles_m, 0));
+                let local = t - (sum(select(here, lasts, 0)) - group_tiles_m * tiles_n);
+                (
+                    g,
+                    sum(select(here, starts, 0)) + (local % group_tiles_m) * BM,
+                    (local / group_tiles_m) * BN,
+                    sum(select(here, ends, 0)),
+                )
+            }
+            async_tasks! {
+                task(default, num_regs = 40) {
+                    let (starts, ends, lasts, tiles_m, total) =
+                        schedule(sizes, m_total, m_max, experts, tiles_n);
+                    let writer = stages.writer();
+                    for tile in (first..total).step_by(stride) {
+                        let (g, row0, col0, _) =
+                            locate(tile, starts, ends, lasts, tiles_m, tiles_n);
+                        let done = (tile - first) / stride * k_tiles;
+                        for kk in 0..k_tiles {
+                            let it = done + kk;
+                            let k0 = kk * BK;
+                            let slot = writer.acquire(it);
+                            async_descriptor_load(a_desc, slot.a, [row0, k0]);
+                            async_descriptor_load(b_desc, slot.b, [$b_row, $b_col]);
+                            writer.commit(it);
+                        }
                     }
                 }
-                acc = async_dot_wait(0, acc);
-                let rows = row0 + half * 64 + arange(0, 64);
-                let cols = col0 + arange(0, BN);
-                let rows_ok = rows < end;
-                let cols_ok = cols < n;
-                let sa = load(scale_a + rows, mask = rows_ok, other = 0.0);
-                let sb = load(scale_b + g * n + cols, mask = cols_ok, other = 0.0);
-                store(
-                    c + rows[(.., None)] * n + cols[(None, ..)],
-                    (acc * sa[(.., None)] * sb[(None, ..)]).to(bf16),
-                    mask = rows_ok[(.., None)] & cols_ok[(None, ..)],
-                );
+                task(num_warps = 4, num_regs = 232, replicate = 2) {
+                    let half = async_task_replica_id();
+                    let (starts, ends, lasts, tiles_m, total) =
+                        schedule(sizes, m_total, m_max, experts, tiles_n);
+                    let reader = stages.reader();
+                    for tile in (first..total).step_by(stride) {
+                        let (g, row0, col0, end) =
+                            locate(tile, starts, ends, lasts, tiles_m, tiles_n);
+                        let done = (tile - first) / stride * k_tiles;
+                        let mut acc = zeros([64, BN], f32);
+                        for kk in 0..k_tiles {
+                            let it = done + kk;
+                            let ready = reader.wait(it);
+                            let a_half = local_slice(ready.a, [half * 64, 0], [64, BK]);
+                            acc = async_dot(a_half, $($view)?(ready.b), acc);
+                            acc = async_dot_wait(1, acc);
+                            if it > 0 {
+                                reader.release(it - 1);
+                            }
+                        }
+                        acc = async_dot_wait(0, acc);
+                        let rows = row0 + half * 64 + arange(0, 64);
+                        let cols = col0 + arange(0, BN);
+                        let rows_ok = rows < end;
+                        let cols_ok = cols < n;
+                        $(let $name_e = $value_e;)*
+                        store(
+                            c + rows[(.., None)] * n + cols[(None, ..)],
+                            ($epilogue).to(bf16),
+                            mask = rows_ok[(.., None)] & cols_ok[(None, ..)],
+                        );
+                    }
+                }
             }
         }
-    }
+    };
+}
+
+grouped_ws_kernel! {
+    /// fp8 (e4m3) with rowwise scales: B is the transposed weights
+    /// `[experts * n, k]` (K-major, the only B fp8 wgmma reads, through
+    /// `local_trans`); the epilogue applies the row and column scales.
+    fn grouped_gemm_fp8_kernel<f8e4m3>,
+    b_block = [BN, BK],
+    b_at = [g * n + col0, k0],
+    b_view = local_trans,
+    params = (scale_a: Ptr<f32>, scale_b: Ptr<f32>,),
+    epilogue = [
+        let sa = load(scale_a + rows, mask = rows_ok, other = 0.0);
+        let sb = load(scale_b + g * n + cols, mask = cols_ok, other = 0.0);
+    ] acc * sa[(.., None)] * sb[(None, ..)],
+    configs = [
+        (BM = 128, BN = 256, BK = 128, NUM_STAGES = 3, EB = 256, MASKED = false),
+        (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = true),
+    ],
+}
+
+grouped_ws_kernel! {
+    /// bf16: B is the weights `[experts * k, n]` as they are (N-major), so
+    /// `k` must be a multiple of `BK` (a block may not cross experts).
+    fn grouped_gemm_ws_kernel<bf16>,
+    b_block = [BK, BN],
+    b_at = [g * k + k0, col0],
+    b_view = ,
+    params = (),
+    epilogue = [] acc,
+    configs = [
+        (BM = 128, BN = 256, BK = 64, NUM_STAGES = 3, EB = 256, MASKED = false),
+        (BM = 128, BN = 256, BK = 64, NUM_STAGES = 3, EB = 256, MASKED = true),
+    ],
 }
 
 /// The general layout: group `g` multiplies its own row-major `[m, k]` A
