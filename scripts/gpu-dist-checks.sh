@@ -74,7 +74,9 @@ run)
     check grouped_gemm .gpu/grouped_gemm --test-threads=1
     check hopper_grouped_gemm .gpu/hopper_grouped_gemm
     check hopper_grouped_gemm_fp8 .gpu/hopper_grouped_gemm_fp8
-    TLX_GROUPED_CASES="$out/grouped_cases.json" LIMIT=400 check bench_grouped .gpu/grouped_gemm-bench
+    # The autotuner's choices per shape come back in $out/tlx-cache.
+    TLX_CACHE_DIR="$out/tlx-cache" TLX_GROUPED_CASES="$out/grouped_cases.json" LIMIT=400 \
+      check bench_grouped .gpu/grouped_gemm-bench
     LIMIT=300 check torch_grouped python3 .gpu/torch_grouped_gemm.py "$out/grouped_cases.json"
   fi
   if want dist; then
