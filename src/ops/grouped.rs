@@ -193,7 +193,7 @@ pub enum GroupedKernel {
     /// place.
     PerTile,
     /// Persistent (one program per SM) and warp-specialized: a TMA
-    /// producer task and two consumer warp groups on wgmma, 128x256 tiles.
+    /// producer task and two consumer warp groups on wgmma, 128x128 tiles.
     Persistent,
 }
 
@@ -363,13 +363,13 @@ fn launch(
             };
         }
         let persistent = || {
-            let programs = grid(128, 256).min(device.multiprocessor_count().max(1));
+            let programs = grid(128, 128).min(device.multiprocessor_count().max(1));
             if masked {
-                grouped_gemm_ws_kernel::<128, 256, 64, 3, 256, true>::launch(
+                grouped_gemm_ws_kernel::<128, 128, 64, 4, 256, true>::launch(
                     device, programs, &ad, &bd, c, sizes, d0, d1, d2, d3, d4,
                 )
             } else {
-                grouped_gemm_ws_kernel::<128, 256, 64, 3, 256, false>::launch(
+                grouped_gemm_ws_kernel::<128, 128, 64, 4, 256, false>::launch(
                     device, programs, &ad, &bd, c, sizes, d0, d1, d2, d3, d4,
                 )
             }
@@ -447,22 +447,21 @@ const TMA_MAX_EXPERTS: usize = 256;
 ///
 /// Per element type: B's block and where a tile's K block of it starts
 /// (`g`: the group, `col0`: the tile's first column, `k0`: its K offset),
-/// the optional view wgmma reads B through, the extra parameters and the
-/// epilogue's value (from `acc`, `rows`, `cols`, their masks, `g`, `n`),
-/// after the `let`s it needs.
+/// the B operand wgmma reads (`ready.b`, or a view of it), the extra
+/// parameters and the epilogue, which defines `out` (from `acc`, `rows`,
+/// `cols`, their masks, `g`, `n`). Written in the forms the golden-PTX
+/// test expands (`tlx-codegen/tests/macro_templates.rs`).
 macro_rules! grouped_ws_kernel {
     (
-        $(#[$doc:meta])*
         fn $name:ident<$t:ident>,
         b_block = [$bb0:ident, $bb1:ident],
-        b_at = [$b_row:expr, $b_col:expr],
-        b_view = $($view:ident)?,
+        b_at = $b_at:tt,
+        b_operand = $b_operand:tt,
         params = ($($extra:tt)*),
-        epilogue = [$(let $name_e:ident = $value_e:expr;)*] $epilogue:expr,
-        configs = [$($configs:tt)*],
+        epilogue = {$($epilogue:tt)*},
+        configs = $configs:tt,
     ) => {
-        $(#[$doc])*
-        #[tlx::kernel(arch = "sm_90a", num_warps = 4, check_protocol = false, configs = [$($configs)*])]
+        #[tlx::kernel(arch = "sm_90a", num_warps = 4, check_protocol = false, configs = $configs)]
         fn $name<
             const BM: usize,
             const BN: usize,
@@ -547,7 +546,7 @@ macro_rules! grouped_ws_kernel {
                             let k0 = kk * BK;
                             let slot = writer.acquire(it);
                             async_descriptor_load(a_desc, slot.a, [row0, k0]);
-                            async_descriptor_load(b_desc, slot.b, [$b_row, $b_col]);
+                            async_descriptor_load(b_desc, slot.b, $b_at);
                             writer.commit(it);
                         }
                     }
@@ -566,7 +565,7 @@ macro_rules! grouped_ws_kernel {
                             let it = done + kk;
                             let ready = reader.wait(it);
                             let a_half = local_slice(ready.a, [half * 64, 0], [64, BK]);
-                            acc = async_dot(a_half, $($view)?(ready.b), acc);
+                            acc = async_dot(a_half, $b_operand, acc);
                             acc = async_dot_wait(1, acc);
                             if it > 0 {
                                 reader.release(it - 1);
@@ -577,10 +576,10 @@ macro_rules! grouped_ws_kernel {
                         let cols = col0 + arange(0, BN);
                         let rows_ok = rows < end;
                         let cols_ok = cols < n;
-                        $(let $name_e = $value_e;)*
+                        $($epilogue)*
                         store(
                             c + rows[(.., None)] * n + cols[(None, ..)],
-                            ($epilogue).to(bf16),
+                            out.to(bf16),
                             mask = rows_ok[(.., None)] & cols_ok[(None, ..)],
                         );
                     }
@@ -590,37 +589,39 @@ macro_rules! grouped_ws_kernel {
     };
 }
 
+// fp8 (e4m3) with rowwise scales: B is the transposed weights `[experts *
+// n, k]` (K-major, the only B fp8 wgmma reads, through `local_trans`); the
+// epilogue applies the row and column scales.
 grouped_ws_kernel! {
-    /// fp8 (e4m3) with rowwise scales: B is the transposed weights
-    /// `[experts * n, k]` (K-major, the only B fp8 wgmma reads, through
-    /// `local_trans`); the epilogue applies the row and column scales.
     fn grouped_gemm_fp8_kernel<f8e4m3>,
     b_block = [BN, BK],
     b_at = [g * n + col0, k0],
-    b_view = local_trans,
+    b_operand = (local_trans(ready.b)),
     params = (scale_a: Ptr<f32>, scale_b: Ptr<f32>,),
-    epilogue = [
+    epilogue = {
         let sa = load(scale_a + rows, mask = rows_ok, other = 0.0);
         let sb = load(scale_b + g * n + cols, mask = cols_ok, other = 0.0);
-    ] acc * sa[(.., None)] * sb[(None, ..)],
+        let out = acc * sa[(.., None)] * sb[(None, ..)];
+    },
     configs = [
         (BM = 128, BN = 256, BK = 128, NUM_STAGES = 3, EB = 256, MASKED = false),
         (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = true),
     ],
 }
 
+// bf16: B is the weights `[experts * k, n]` as they are (N-major), so `k`
+// must be a multiple of `BK` (a block may not cross experts). 128-column
+// tiles: at 256 the consumers spill (16-24 bytes) storing from registers.
 grouped_ws_kernel! {
-    /// bf16: B is the weights `[experts * k, n]` as they are (N-major), so
-    /// `k` must be a multiple of `BK` (a block may not cross experts).
     fn grouped_gemm_ws_kernel<bf16>,
     b_block = [BK, BN],
     b_at = [g * k + k0, col0],
-    b_view = ,
+    b_operand = (ready.b),
     params = (),
-    epilogue = [] acc,
+    epilogue = { let out = acc; },
     configs = [
-        (BM = 128, BN = 256, BK = 64, NUM_STAGES = 3, EB = 256, MASKED = false),
-        (BM = 128, BN = 256, BK = 64, NUM_STAGES = 3, EB = 256, MASKED = true),
+        (BM = 128, BN = 128, BK = 64, NUM_STAGES = 4, EB = 256, MASKED = false),
+        (BM = 128, BN = 128, BK = 64, NUM_STAGES = 4, EB = 256, MASKED = true),
     ],
 }
 

@@ -16,6 +16,8 @@ use tlx_codegen as codegen;
 use tlx_core::ir::{Arch, Kernel};
 use tlx_frontend::{self as frontend, ConfigAttr};
 
+use crate::macro_templates::Template;
+
 /// The folders whose kernels are checked, relative to the workspace root.
 const KERNEL_DIRS: [&str; 3] = ["src", "examples", "benches"];
 
@@ -53,16 +55,16 @@ fn kernel_attr_tokens(attr: &syn::Attribute) -> Option<TokenStream> {
 }
 
 /// Collects kernel functions at any depth of a file, inline modules included,
-/// and those a `macro_rules!` template of one rule with `ident` parameters
-/// instantiates (`matmul_kernel!(matmul_bf16, bf16);`: one kernel per element
-/// type, as the GEMM bench writes them).
+/// and those a one-rule `macro_rules!` template instantiates
+/// (`matmul_kernel!(matmul_bf16, bf16);`: one kernel per element type, as
+/// the GEMM bench writes them; see `macro_templates` for the forms taken).
 #[derive(Default)]
 struct KernelFinder {
     found: Vec<(syn::ItemFn, TokenStream)>,
-    /// `macro_rules!` name, parameter names and body.
-    templates: Vec<(String, Vec<String>, TokenStream)>,
-    /// Macro invocations at item level: name and identifier arguments.
-    invocations: Vec<(String, Vec<proc_macro2::Ident>)>,
+    /// `macro_rules!` name and template.
+    templates: Vec<(String, Template)>,
+    /// Macro invocations at item level: name and arguments.
+    invocations: Vec<(String, TokenStream)>,
 }
 
 impl<'ast> Visit<'ast> for KernelFinder {
@@ -78,84 +80,17 @@ impl<'ast> Visit<'ast> for KernelFinder {
         let name = item.mac.path.segments.last().map(|s| s.ident.to_string());
         match (name.as_deref(), &item.ident) {
             (Some("macro_rules"), Some(ident)) => {
-                if let Some((params, body)) = single_rule(item.mac.tokens.clone()) {
-                    self.templates.push((ident.to_string(), params, body));
+                if let Some(template) = Template::parse(item.mac.tokens.clone()) {
+                    self.templates.push((ident.to_string(), template));
                 }
             }
             (Some(name), None) => {
-                let args = item.mac.tokens.clone().into_iter().filter_map(|t| match t {
-                    proc_macro2::TokenTree::Ident(i) => Some(i),
-                    _ => None,
-                });
-                self.invocations.push((name.to_string(), args.collect()));
+                self.invocations
+                    .push((name.to_string(), item.mac.tokens.clone()));
             }
             _ => {}
         }
     }
-}
-
-/// The parameters and body of a one-rule `macro_rules!` whose matcher is a
-/// list of `$name:ident`.
-fn single_rule(tokens: TokenStream) -> Option<(Vec<String>, TokenStream)> {
-    use proc_macro2::TokenTree;
-    let trees: Vec<TokenTree> = tokens.into_iter().collect();
-    let [TokenTree::Group(matcher), TokenTree::Punct(eq), TokenTree::Punct(gt), TokenTree::Group(body), rest @ ..] =
-        trees.as_slice()
-    else {
-        return None;
-    };
-    if eq.as_char() != '='
-        || gt.as_char() != '>'
-        || rest
-            .iter()
-            .any(|t| !matches!(t, TokenTree::Punct(p) if p.as_char() == ';'))
-    {
-        return None;
-    }
-    // `$a:ident, $b:ident, ...`: four tokens and a comma per parameter.
-    let matcher: Vec<TokenTree> = matcher.stream().into_iter().collect();
-    let mut params = Vec::new();
-    for chunk in matcher.chunks(5) {
-        match chunk {
-            [TokenTree::Punct(dollar), TokenTree::Ident(name), TokenTree::Punct(colon), TokenTree::Ident(kind), ..]
-                if dollar.as_char() == '$' && colon.as_char() == ':' && kind == "ident" =>
-            {
-                params.push(name.to_string())
-            }
-            _ => return None,
-        }
-    }
-    Some((params, body.stream()))
-}
-
-/// `body` with each `$param` replaced by its argument.
-fn substitute(body: TokenStream, bindings: &[(String, proc_macro2::Ident)]) -> TokenStream {
-    use proc_macro2::{Group, TokenTree};
-    let mut out = Vec::new();
-    let mut trees = body.into_iter().peekable();
-    while let Some(tree) = trees.next() {
-        match tree {
-            TokenTree::Punct(p) if p.as_char() == '$' => {
-                let bound = match trees.peek() {
-                    Some(TokenTree::Ident(i)) => bindings.iter().find(|(k, _)| i == k),
-                    _ => None,
-                };
-                match bound {
-                    Some((_, arg)) => {
-                        trees.next();
-                        out.push(TokenTree::Ident(arg.clone()));
-                    }
-                    None => out.push(TokenTree::Punct(p)),
-                }
-            }
-            TokenTree::Group(g) => {
-                let inner = substitute(g.stream(), bindings);
-                out.push(TokenTree::Group(Group::new(g.delimiter(), inner)));
-            }
-            other => out.push(other),
-        }
-    }
-    out.into_iter().collect()
 }
 
 fn kernels_in_source(source: &str) -> syn::Result<Vec<(syn::ItemFn, TokenStream)>> {
@@ -164,15 +99,15 @@ fn kernels_in_source(source: &str) -> syn::Result<Vec<(syn::ItemFn, TokenStream)
     finder.visit_file(&file);
     let mut found = std::mem::take(&mut finder.found);
     for (name, args) in &finder.invocations {
-        let Some((_, params, body)) = finder
+        let expansion = finder
             .templates
             .iter()
-            .find(|(t, p, _)| t == name && p.len() == args.len())
-        else {
+            .filter(|(t, _)| t == name)
+            .find_map(|(_, template)| template.expand(args.clone()));
+        let Some(expansion) = expansion else {
             continue;
         };
-        let bindings: Vec<_> = params.iter().cloned().zip(args.iter().cloned()).collect();
-        let expanded: syn::File = syn::parse2(substitute(body.clone(), &bindings))?;
+        let expanded: syn::File = syn::parse2(expansion)?;
         let mut inner = KernelFinder::default();
         inner.visit_file(&expanded);
         found.extend(inner.found);

@@ -20,6 +20,7 @@ mod examples_ptx;
 mod golden_ptx;
 mod ice_guards;
 mod loop_exits;
+mod macro_templates;
 mod math;
 mod protocol;
 mod random;
