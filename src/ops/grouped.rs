@@ -14,7 +14,8 @@
 //! of 8, at most 256 experts) the tensor-core kernel runs (descriptor loads
 //! the compiler keeps in a wgmma ring, one program per tile); otherwise a
 //! persistent kernel of pointer loads. [`grouped_gemm_general`]: every
-//! group its own buffers and sizes. [`grouped_gemm_fp8`] (and
+//! group its own buffers and sizes, on the tensor cores through descriptors
+//! each program builds for its group on the device. [`grouped_gemm_fp8`] (and
 //! [`grouped_gemm_fp8_masked`]): e4m3 with rowwise scales on a persistent
 //! warp-specialized kernel (TMA producer, two fp8 wgmma consumer groups).
 
@@ -685,6 +686,51 @@ fn grouped_gemm_general_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const
     }
 }
 
+/// The general layout on the tensor cores, one program per tile: group
+/// `g`'s tiles are programs `tile_ends[g - 1]..tile_ends[g]` (the call
+/// knows every size), and each program builds descriptors of its group's
+/// A, B and C on the device (`make_tensor_descriptor`: TMA zero-fills and
+/// clips at the group's own edges, so no size need be a multiple of a
+/// block), then runs `tlx::ops::gemm`'s K loop and a TMA store.
+#[tlx::kernel(configs = [
+    (BM = 128, BN = 128, BK = 64, EB = 256, num_warps = 8, num_stages = 4),
+    (BM = 32, BN = 32, BK = 32, EB = 256, num_warps = 4),
+])]
+fn grouped_gemm_general_tma_kernel<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const EB: usize,
+>(
+    a_addrs: Ptr<i64>,
+    b_addrs: Ptr<i64>,
+    c_addrs: Ptr<i64>,
+    sizes: Ptr<i32>,
+    tile_ends: Ptr<i32>,
+    groups: i32,
+) {
+    let t = program_id(0);
+    let gs = arange(0, EB);
+    let ends = load(tile_ends + gs, mask = gs < groups, other = 0);
+    // Groups ending at or before tile t are a prefix: their count is t's group.
+    let g = sum(select((ends <= t) & (gs < groups), 1, 0));
+    let first = sum(select(gs == g - 1, ends, 0));
+    let m = load(sizes + g * 3);
+    let n = load(sizes + g * 3 + 1);
+    let k = load(sizes + g * 3 + 2);
+    let a = make_tensor_descriptor(load(a_addrs + g) as Ptr<bf16>, [m, k], [k, 1], [BM, BK]);
+    let b = make_tensor_descriptor(load(b_addrs + g) as Ptr<bf16>, [k, n], [n, 1], [BK, BN]);
+    let c = make_tensor_descriptor(load(c_addrs + g) as Ptr<bf16>, [m, n], [n, 1], [BM, BN]);
+    let tiles_m = cdiv(m, BM);
+    let row0 = ((t - first) % tiles_m) * BM;
+    let col0 = ((t - first) / tiles_m) * BN;
+    let mut acc = zeros([BM, BN], f32);
+    for kk in 0..cdiv(k, BK) {
+        acc = dot(a.load([row0, kk * BK]), b.load([kk * BK, col0]), acc);
+    }
+    c.store([row0, col0], acc.to(bf16));
+}
+
 /// One problem of [`grouped_gemm_general`]: `c = a @ b` with `a` `[m, k]`,
 /// `b` `[k, n]` and `c` `[m, n]`, row-major bf16 buffers on the device.
 pub struct GroupProblem<'a> {
@@ -699,8 +745,12 @@ pub struct GroupProblem<'a> {
 }
 
 /// The general layout (every group its own buffers and sizes): `c = a @
-/// b` for every problem, as one persistent kernel reading the operands'
-/// addresses and the sizes from tables this call uploads.
+/// b` for every problem, as one kernel reading the operands' addresses and
+/// the sizes from tables this call uploads: one program per tile on the
+/// tensor cores through descriptors built per group on the device where
+/// every group's rows are whole 16-byte units (`n` and `k` multiples of 8,
+/// 16-byte aligned buffers, at most 256 groups), else a persistent kernel
+/// of pointer loads.
 pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> Result<(), Error> {
     const OP: &str = "grouped_gemm_general";
     let mut sizes = Vec::with_capacity(3 * problems.len());
@@ -739,8 +789,49 @@ pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> R
     }
     let [a, b, c] = addrs.map(|t| device.upload(&t));
     let (a, b, c, sizes) = (a?, b?, c?, device.upload(&sizes)?);
-    let grid = device.multiprocessor_count().max(1);
     let groups = problems.len() as i32;
+    // TMA takes every group where rows are whole 16-byte units starting on
+    // one and no dimension of a group with tiles is empty.
+    let tma = problems.len() <= TMA_MAX_EXPERTS
+        && problems.iter().all(|p| {
+            let (m, n, k) = p.shape;
+            let aligned = [p.a, p.b, p.c]
+                .iter()
+                .all(|buffer| buffer.kernel_address() % 16 == 0);
+            m * n == 0 || (k > 0 && k % 8 == 0 && n % 8 == 0 && aligned)
+        });
+    if tma {
+        let (bm, bn) = if device.is_gpu() {
+            (128, 128)
+        } else {
+            (32, 32)
+        };
+        let mut tile_ends = Vec::with_capacity(problems.len());
+        let mut tiles = 0usize;
+        for p in problems {
+            let (m, n, _) = p.shape;
+            tiles += m.div_ceil(bm) * n.div_ceil(bn);
+            tile_ends.push(i32::try_from(tiles).map_err(|_| Error::InvalidShape {
+                op: OP,
+                reason: format!("{tiles} tiles: past a launch's grid"),
+            })?);
+        }
+        if tiles == 0 {
+            return Ok(());
+        }
+        let ends = device.upload(&tile_ends)?;
+        let grid = tiles as u32;
+        return if device.is_gpu() {
+            grouped_gemm_general_tma_kernel::<128, 128, 64, 256>::launch(
+                device, grid, &a, &b, &c, &sizes, &ends, groups,
+            )
+        } else {
+            grouped_gemm_general_tma_kernel::<32, 32, 32, 256>::launch(
+                device, grid, &a, &b, &c, &sizes, &ends, groups,
+            )
+        };
+    }
+    let grid = device.multiprocessor_count().max(1);
     if device.is_gpu() {
         grouped_gemm_general_kernel::<128, 128, 64>::launch(
             device, grid, &a, &b, &c, &sizes, groups,
