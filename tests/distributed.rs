@@ -65,6 +65,73 @@ fn barrier_then_read<const BLOCK: usize>(mesh: Mesh, marks: SymPtr<i32>, seen: P
     }
 }
 
+/// Each rank fills its `[rows, cols]` tile matrix, then (after a barrier)
+/// copies the next rank's by TMA, through a descriptor it builds over the
+/// peer's buffer (`make_tensor_descriptor(remote(..))`): blocks past the
+/// edges read zeros there and write nothing.
+#[tlx::kernel(arch = "sm_90a", configs = [(BR = 16, BC = 32)])]
+fn pull_by_tma<const BR: usize, const BC: usize>(
+    mesh: Mesh,
+    tiles: SymPtr<f32>,
+    out: Ptr<f32>,
+    rows: i32,
+    cols: i32,
+) {
+    let rank = shard_id(mesh, 0);
+    let next = (rank + 1) % shard_count(mesh, 0);
+    let r = program_id(0) * BR + arange(0, BR);
+    let c = program_id(1) * BC + arange(0, BC);
+    let inside = (r[(.., None)] < rows) & (c[(None, ..)] < cols);
+    let mark = (rank * 1000000 + r[(.., None)] * cols + c[(None, ..)]).to(f32);
+    store(
+        tiles + r[(.., None)] * cols + c[(None, ..)],
+        mark,
+        mask = inside,
+    );
+    distributed_barrier(mesh);
+    let peer = make_tensor_descriptor(remote(tiles, next), [rows, cols], [cols, 1], [BR, BC]);
+    let mine = make_tensor_descriptor(out, [rows, cols], [cols, 1], [BR, BC]);
+    mine.store(
+        [program_id(0) * BR, program_id(1) * BC],
+        peer.load([program_id(0) * BR, program_id(1) * BC]),
+    );
+}
+
+fn tma_pulls_the_next_ranks_tiles(mesh: &mut Mesh, (rows, cols): (usize, usize)) {
+    let ranks = mesh.ranks();
+    let tiles = mesh.alloc_zeros::<f32>(rows * cols).expect("tiles");
+    let out = mesh
+        .upload_each(&vec![vec![f32::NAN; rows * cols]; ranks])
+        .expect("upload");
+    let grid = (rows.div_ceil(16) as u32, cols.div_ceil(32) as u32);
+    // The barrier needs every program of every rank running at once (the
+    // interpreter runs them all in one schedule).
+    let resident = mesh.placement() == Placement::Interpreter
+        || grid.0 * grid.1 <= mesh.programs_per_rank();
+    assert!(resident, "{grid:?} programs per rank cannot all run at once");
+    mesh.run(|rank, dev| {
+        let r = rank.index();
+        let (rows, cols) = (rows as i32, cols as i32);
+        pull_by_tma::<16, 32>::launch(dev, grid, rank, &tiles.rank(r)?, &out[r], rows, cols)
+    })
+    .expect("run");
+    for (r, buffer) in out.iter().enumerate() {
+        let got = buffer.download().expect("download");
+        let next = (r + 1) % ranks;
+        for (i, v) in got.iter().enumerate() {
+            assert_eq!(*v, (next * 1000000 + i) as f32, "rank {r} element {i}");
+        }
+    }
+}
+
+#[test]
+fn tma_through_remote_on_the_interpreter() {
+    for ranks in [2, 3] {
+        let mut mesh = Mesh::interpreter(ranks).expect("mesh");
+        tma_pulls_the_next_ranks_tiles(&mut mesh, (37, 40));
+    }
+}
+
 fn all_reduce_matches_the_reference(mesh: &mut Mesh, n: usize, epoch: i32) {
     const BLOCK: usize = 256;
     let ranks = mesh.ranks();
@@ -160,6 +227,7 @@ fn kernels_across_ranks_on_the_gpu() {
         all_reduce_matches_the_reference(&mut mesh, 256 * programs - 17, 1);
         all_reduce_matches_the_reference(&mut mesh, 256 * programs - 17, 2);
         barrier_orders_the_ranks(&mut mesh, programs);
+        tma_pulls_the_next_ranks_tiles(&mut mesh, (150, 96));
     }
 }
 
