@@ -139,6 +139,85 @@ fn gemm_reduce_scatter(mesh: &mut Mesh, rows: usize, n: usize, k: usize) {
     }
 }
 
+/// Every transition `reshard` takes, on a `[rows, cols]` tensor of fresh
+/// random values (a different one per rank where the sharding is
+/// `Partial`), against the host's answer; outputs poisoned first. Sums
+/// are of `ranks` f32 terms (bf16 rounds the answer once).
+fn reshard_all<T: tlx::ops::dist::ReshardElement>(
+    mesh: &mut Mesh,
+    (rows, cols): (usize, usize),
+    to_t: fn(f32) -> T,
+    of_t: fn(T) -> f32,
+) {
+    use tlx::ops::dist::{reshard, Sharding::*};
+    let ranks = mesh.ranks();
+    let whole = rows * cols;
+    let split = whole / ranks;
+    let mut rng = fresh_rng();
+    // Per rank, the whole tensor's values; the logical tensor is rank 0's
+    // (Replicated), the sum over ranks (Partial) or made of each rank's own
+    // rows (Split).
+    let values: Vec<Vec<T>> = (0..ranks)
+        .map(|_| rng.vec(whole, 1.0).into_iter().map(to_t).collect())
+        .collect();
+    let f = |r: usize, i: usize| f64::from(of_t(values[r][i]));
+    let len = |s| if s == Split { split } else { whole };
+    for (from, to) in [
+        (Split, Replicated),
+        (Partial, Replicated),
+        (Partial, Split),
+        (Replicated, Split),
+        (Split, Split),
+        (Partial, Partial),
+    ] {
+        let mut x = mesh.alloc::<T>(len(from)).expect("x");
+        for r in 0..ranks {
+            let part = if from == Split {
+                &values[r][r * split..(r + 1) * split]
+            } else {
+                &values[r][..]
+            };
+            x.upload(r, part).expect("upload");
+        }
+        let out = upload(mesh, &vec![vec![to_t(f32::NAN); len(to)]; ranks]);
+        reshard(mesh, &x, from, &out, to, (rows, cols)).expect("reshard");
+        for (r, buffer) in out.iter().enumerate() {
+            let got = buffer.download().expect("download");
+            for (j, g) in got.iter().enumerate() {
+                // Element j of this rank's output is element i of the tensor.
+                let i = if to == Split { r * split + j } else { j };
+                let want = match from {
+                    Partial if to == Partial => f(r, i),
+                    Partial => (0..ranks).map(|q| f(q, i)).sum(),
+                    Split => f(i / split, i),
+                    Replicated => f(r, i),
+                };
+                let g = f64::from(of_t(*g));
+                assert!(
+                    (g - want).abs() <= 1e-2 * (want.abs() + 1e-3),
+                    "{from:?} -> {to:?}, rank {r} element {j}: got {g}, want {want}"
+                );
+            }
+        }
+    }
+    // What no communication can do, and rows that do not split.
+    let x = mesh.alloc::<T>(whole).expect("x");
+    let out = upload(mesh, &vec![vec![to_t(0.0); whole]; ranks]);
+    let refused = reshard(mesh, &x, Replicated, &out, Partial, (rows, cols)).expect_err("B -> P");
+    assert!(refused.to_string().contains("partial"), "{refused}");
+    let uneven = reshard(mesh, &x, Replicated, &out, Split, (rows + 1, cols)).expect_err("uneven");
+    assert!(uneven.to_string().contains("split evenly"), "{uneven}");
+}
+
+#[test]
+fn reshard_on_the_interpreter() {
+    for ranks in [2, 3, 4] {
+        let mut mesh = Mesh::interpreter(ranks).expect("mesh");
+        reshard_all::<f32>(&mut mesh, (12, 70), |v| v, |v| v);
+        reshard_all::<bf16>(&mut mesh, (24, 33), bf16::from_f32, bf16::to_f32);
+    }
+}
+
 #[test]
 fn the_ops_match_their_references_on_the_interpreter() {
     for ranks in [2, 4] {
@@ -162,6 +241,8 @@ fn the_ops_match_their_references_on_the_gpu() {
         all_gather_gemm(&mut mesh, (300, 520, 264), Overlap::OneKernel);
         all_gather_gemm(&mut mesh, (300, 520, 264), Overlap::CopyEngine);
         gemm_reduce_scatter(&mut mesh, 256, 520, 264);
+        reshard_all::<f32>(&mut mesh, (1024, 1000), |v| v, |v| v);
+        reshard_all::<bf16>(&mut mesh, (512, 333), bf16::from_f32, bf16::to_f32);
     }
 }
 

@@ -106,9 +106,12 @@ fn tma_pulls_the_next_ranks_tiles(mesh: &mut Mesh, (rows, cols): (usize, usize))
     let grid = (rows.div_ceil(16) as u32, cols.div_ceil(32) as u32);
     // The barrier needs every program of every rank running at once (the
     // interpreter runs them all in one schedule).
-    let resident = mesh.placement() == Placement::Interpreter
-        || grid.0 * grid.1 <= mesh.programs_per_rank();
-    assert!(resident, "{grid:?} programs per rank cannot all run at once");
+    let resident =
+        mesh.placement() == Placement::Interpreter || grid.0 * grid.1 <= mesh.programs_per_rank();
+    assert!(
+        resident,
+        "{grid:?} programs per rank cannot all run at once"
+    );
     mesh.run(|rank, dev| {
         let r = rank.index();
         let (rows, cols) = (rows as i32, cols as i32);

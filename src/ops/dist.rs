@@ -5,7 +5,9 @@
 //! @ B`, copy programs pulling peers' row splits while compute programs
 //! multiply the splits that have arrived) and [`GemmReduceScatter`]
 //! (`C_r = (A @ B summed over ranks)[rows of r]`, each tile's partial
-//! pushed to the rank that owns its rows, which sums them as they arrive).
+//! pushed to the rank that owns its rows, which sums them as they arrive),
+//! and TLE's [`reshard`] between replicated, split and partial tensors
+//! (its kernels in `reshard.rs`).
 //!
 //! Each keeps its scratch (symmetric slots, flags) between calls and
 //! counts calls in an epoch that its flags compare against, so flags need
@@ -14,6 +16,8 @@
 
 use crate::prelude::*;
 use crate::{Element, Placement, SymBuffer};
+
+pub use super::reshard::{reshard, ReshardElement, Sharding};
 
 /// The epoch's flags count to `epoch * contributions`; i32 flags bound it.
 fn next_epoch(epoch: &mut i32, op: &'static str) -> Result<i32, Error> {
@@ -25,7 +29,7 @@ fn next_epoch(epoch: &mut i32, op: &'static str) -> Result<i32, Error> {
 }
 
 /// Checks that `buffers` has one buffer of at least `len` elements per rank.
-fn per_rank<T: Element>(
+pub(super) fn per_rank<T: Element>(
     op: &'static str,
     what: &str,
     mesh: &Mesh,

@@ -44,6 +44,8 @@ mod gemm;
 mod gemm_fp8;
 #[cfg(feature = "ops-grouped")]
 mod grouped;
+#[cfg(feature = "ops-dist")]
+mod reshard;
 #[cfg(feature = "ops-rows")]
 mod rows;
 
