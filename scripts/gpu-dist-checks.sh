@@ -5,7 +5,8 @@
 # (built without it). With fewer GPUs than ranks the ranks share GPU 0.
 # Also the grouped GEMMs (issue 55): tests/grouped_gemm.rs, the example,
 # benches/grouped_gemm.rs and PyTorch's grouped kernels on its cases
-# (scripts/torch_grouped_gemm.py). `ONLY=grouped` or `ONLY=dist` runs one half.
+# (scripts/torch_grouped_gemm.py). `ONLY="grouped dist"` runs those parts
+# (dist: the tests and example; dist-bench; grouped).
 # NCCL is PyTorch's where it is installed (linked as the bindings want).
 # `prepare` (here) builds them into .gpu/, packed as .gpu.tgz; `run` (on the
 # GPU machine, carrying .gpu.tgz) writes a log per run and a table to $OUT.
@@ -64,7 +65,8 @@ run)
     echo "| $name | rc $rc, $((SECONDS - start)) s, $last |" >> "$table"
   }
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
-  want() { [ -z "${ONLY:-}" ] || [ "$ONLY" = "$1" ]; }
+  # ONLY: a list of the parts to run (dist, grouped, dist-bench); all by default.
+  want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
   if want dist; then
     check distributed .gpu/distributed --test-threads=1
     check dist_ops .gpu/dist_ops --test-threads=1
@@ -79,7 +81,7 @@ run)
       check bench_grouped .gpu/grouped_gemm-bench
     LIMIT=300 check torch_grouped python3 .gpu/torch_grouped_gemm.py "$out/grouped_cases.json"
   fi
-  if want dist; then
+  if want dist-bench; then
     LIMIT=400 check bench_dist .gpu/dist-bench
   fi
   cat "$out/device.txt" "$table"
