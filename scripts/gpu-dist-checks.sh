@@ -67,11 +67,6 @@ run)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
   # ONLY: a list of the parts to run (dist, grouped, dist-bench); all by default.
   want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
-  if want dist; then
-    check distributed .gpu/distributed --test-threads=1
-    check dist_ops .gpu/dist_ops --test-threads=1
-    check dist_gemm .gpu/dist_gemm
-  fi
   if want grouped; then
     check grouped_gemm .gpu/grouped_gemm --test-threads=1
     check hopper_grouped_gemm .gpu/hopper_grouped_gemm
@@ -80,6 +75,11 @@ run)
     TLX_CACHE_DIR="$out/tlx-cache" TLX_GROUPED_CASES="$out/grouped_cases.json" LIMIT=400 \
       check bench_grouped .gpu/grouped_gemm-bench
     LIMIT=300 check torch_grouped python3 .gpu/torch_grouped_gemm.py "$out/grouped_cases.json"
+  fi
+  if want dist; then
+    check distributed .gpu/distributed --test-threads=1
+    check dist_ops .gpu/dist_ops --test-threads=1
+    check dist_gemm .gpu/dist_gemm
   fi
   if want dist-bench; then
     LIMIT=400 check bench_dist .gpu/dist-bench
