@@ -65,6 +65,103 @@ fn barrier_then_read<const BLOCK: usize>(mesh: Mesh, marks: SymPtr<i32>, seen: P
     }
 }
 
+/// A mesh of two axes (`Mesh<2>`): each rank marks its slot with its
+/// coordinates, then reads those of the ranks in its row (along axis 1)
+/// after a barrier over that row only; marks again, and reads its column's
+/// (axis 0) after a barrier over the column.
+#[tlx::kernel(arch = "sm_90a", configs = [(BLOCK = 32)])]
+fn rows_then_columns<const BLOCK: usize>(mesh: Mesh<2>, marks: SymPtr<i32>, seen: Ptr<i32>) {
+    let (row, col) = (shard_id(mesh, 0), shard_id(mesh, 1));
+    let (rows, cols) = (shard_count(mesh, 0), shard_count(mesh, 1));
+    let pid = program_id(0);
+    store(marks + pid, row * 100 + col);
+    distributed_barrier(mesh, 1);
+    for c in 0..cols {
+        store(
+            seen + pid * 16 + c,
+            load(remote(marks, row * cols + c) + pid),
+        );
+    }
+    // Every rank of the row has read this rank's mark: overwrite it.
+    distributed_barrier(mesh, 1);
+    store(marks + pid, 1000 + row * 100 + col);
+    distributed_barrier(mesh, 0);
+    for r in 0..rows {
+        store(
+            seen + pid * 16 + 8 + r,
+            load(remote(marks, r * cols + col) + pid),
+        );
+    }
+}
+
+fn rows_and_columns_meet(mesh: &mut Mesh, programs: usize) {
+    let ranks = mesh.ranks();
+    let (rows, cols) = match mesh.shape() {
+        [r, c] => (*r, *c),
+        [r] => (*r, 1),
+        other => panic!("a mesh of shape {other:?}"),
+    };
+    let marks = mesh.alloc_zeros::<i32>(programs).expect("marks");
+    let seen = mesh
+        .upload_each(&vec![vec![-1i32; programs * 16]; ranks])
+        .expect("upload");
+    mesh.run(|rank, dev| {
+        let r = rank.index();
+        rows_then_columns::<32>::launch(dev, programs as u32, rank, &marks.rank(r)?, &seen[r])
+    })
+    .expect("run");
+    for (rank, buffer) in seen.iter().enumerate() {
+        let (row, col) = (rank / cols, rank % cols);
+        let got = buffer.download().expect("download");
+        for p in 0..programs {
+            for c in 0..cols {
+                let want = (row * 100 + c) as i32;
+                assert_eq!(
+                    got[p * 16 + c],
+                    want,
+                    "rank {rank} program {p}: row peer {c}"
+                );
+            }
+            for r in 0..rows {
+                let want = (1000 + r * 100 + col) as i32;
+                assert_eq!(
+                    got[p * 16 + 8 + r],
+                    want,
+                    "rank {rank} program {p}: column peer {r}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn meshes_of_two_axes_on_the_interpreter() {
+    for shape in [[2, 2], [2, 3], [3, 2], [4, 2]] {
+        let ranks = shape[0] * shape[1];
+        let mut mesh = Mesh::interpreter(ranks)
+            .expect("mesh")
+            .reshape(&shape)
+            .expect("shape");
+        rows_and_columns_meet(&mut mesh, 3);
+    }
+    // A one-axis mesh seen as `Mesh<2>`: one column of rows.
+    let mut mesh = Mesh::interpreter(3).expect("mesh");
+    rows_and_columns_meet(&mut mesh, 2);
+}
+
+#[test]
+fn reshape_checks_the_shape() {
+    let mesh = || Mesh::interpreter(4).expect("mesh");
+    for bad in [&[3, 2][..], &[], &[1, 2, 2, 1]] {
+        let err = mesh().reshape(bad).expect_err("a bad shape").to_string();
+        assert!(err.contains("product"), "{err}");
+    }
+    assert_eq!(
+        mesh().reshape(&[2, 1, 2]).expect("shape").shape(),
+        [2, 1, 2]
+    );
+}
+
 /// Each rank fills its `[rows, cols]` tile matrix, then (after a barrier)
 /// copies the next rank's by TMA, through a descriptor it builds over the
 /// peer's buffer (`make_tensor_descriptor(remote(..))`): blocks past the
@@ -232,6 +329,9 @@ fn kernels_across_ranks_on_the_gpu() {
         barrier_orders_the_ranks(&mut mesh, programs);
         tma_pulls_the_next_ranks_tiles(&mut mesh, (150, 96));
     }
+    let mut mesh = Mesh::new(4).expect("mesh").reshape(&[2, 2]).expect("shape");
+    let programs = mesh.programs_per_rank().min(16) as usize;
+    rows_and_columns_meet(&mut mesh, programs);
 }
 
 /// The all-reduce's protocol with one thing broken, by `MODE`: 1 raises no

@@ -83,11 +83,12 @@ pub enum SigParam {
     /// and then its `N` extents and `N` strides (elements, `i32`), which
     /// the kernel reads as `x.shape(d)` and `x.stride(d)`.
     Strided { elem: ir::ScalarType, rank: usize },
-    /// `Mesh`: the device mesh a distributed kernel runs on, passed as this
-    /// rank's index, the number of ranks, and the mesh's barrier words
-    /// (a symmetric `i32` buffer with its table of peers' addresses), which
-    /// `shard_id`, `shard_count` and `distributed_barrier` read.
-    Mesh,
+    /// `Mesh` (one axis) or `Mesh<N>` (`N` axes): the device mesh a
+    /// distributed kernel runs on, passed as this rank's index, the number
+    /// of ranks, and the mesh's barrier words (a symmetric `i32` buffer
+    /// with its table of peers' addresses, which also holds the extents),
+    /// which `shard_id`, `shard_count` and `distributed_barrier` read.
+    Mesh { axes: usize },
     /// `SymPtr<T>`: a symmetric buffer (one of the same length on every
     /// rank of a mesh), passed as this rank's pointer and a table of every
     /// rank's address of it (`i64`), which `remote(x, rank)` reads.
@@ -116,7 +117,7 @@ impl SigParam {
                     .map(|n| (n, i32))
                     .collect()
             }
-            SigParam::Mesh => vec![
+            SigParam::Mesh { .. } => vec![
                 (format!("{name}.size"), i32),
                 (
                     format!("{name}.sync"),

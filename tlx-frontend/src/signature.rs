@@ -104,6 +104,24 @@ fn type_name(ty: &syn::Type) -> Option<String> {
     }
 }
 
+/// `Mesh<N>` with `N` from 1 to `MAX_MESH_AXES`.
+fn mesh_axes(ty: &syn::Type) -> Option<usize> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let [syn::GenericArgument::Const(syn::Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Int(n),
+        ..
+    }))] = args.args.iter().collect::<Vec<_>>()[..]
+    else {
+        return None;
+    };
+    let axes: usize = n.base10_parse().ok()?;
+    (last.ident == "Mesh" && (1..=tlx_core::ir::MAX_MESH_AXES).contains(&axes)).then_some(axes)
+}
+
 fn const_type(ty: &syn::Type) -> Option<ScalarType> {
     match type_name(ty)?.as_str() {
         "usize" | "i32" => Some(ScalarType::I32),
@@ -116,7 +134,10 @@ fn const_type(ty: &syn::Type) -> Option<ScalarType> {
 
 fn param_kind(ty: &syn::Type) -> Option<SigParam> {
     if type_name(ty).as_deref() == Some("Mesh") {
-        return Some(SigParam::Mesh);
+        return Some(SigParam::Mesh { axes: 1 });
+    }
+    if let Some(axes) = mesh_axes(ty) {
+        return Some(SigParam::Mesh { axes });
     }
     if let Some(name) = type_name(ty) {
         let s = ScalarType::from_name(&name).filter(|s| SCALARS.contains(s))?;

@@ -94,6 +94,8 @@ pub enum Val {
 /// of every rank's address of them (`Ptr<i64>`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MeshVal {
+    /// How many axes the kernel sees (`Mesh<N>`).
+    pub axes: usize,
     pub rank: ValueId,
     pub size: ValueId,
     pub sync: ValueId,

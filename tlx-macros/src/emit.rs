@@ -193,10 +193,18 @@ fn lang_refs(function: &syn::ItemFn) -> TokenStream {
 /// ...): naming them makes rustc resolve them, so the user's imports count
 /// as used and a type that does not exist is reported at its own tokens.
 fn written_types_alias(function: &syn::ItemFn) -> TokenStream {
-    // A descriptor's block names const generics, out of scope here, and a
-    // `Strided<T, N>` lacks the host type's lifetime; the launcher's
-    // `&TensorDesc<'_, T>` and `&Strided<'_, T, N>` parameters name them.
-    let is_descriptor = |ty: &syn::Type| matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "TensorDesc" || s.ident == "Strided"));
+    // A descriptor's block names const generics, out of scope here, a
+    // `Strided<T, N>` lacks the host type's lifetime, and `Mesh<N>` (the
+    // axes a kernel sees) has no host counterpart; the launcher's
+    // `&TensorDesc<'_, T>`, `&Strided<'_, T, N>` and `&MeshRank<'_>`
+    // parameters name them.
+    let is_descriptor = |ty: &syn::Type| {
+        matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| {
+            s.ident == "TensorDesc"
+                || s.ident == "Strided"
+                || (s.ident == "Mesh" && !s.arguments.is_none())
+        }))
+    };
     let types = function.sig.inputs.iter().filter_map(|arg| match arg {
         syn::FnArg::Typed(t) if !is_descriptor(&t.ty) => Some(&*t.ty),
         _ => None,
@@ -654,7 +662,7 @@ fn launcher(
         let kind = match param {
             SigParam::Plain(kind) => Some(*kind),
             SigParam::Strided { elem, .. } | SigParam::Sym { elem } => Some(ParamKind::Ptr(*elem)),
-            SigParam::Mesh => Some(ParamKind::Scalar(ScalarType::I32)),
+            SigParam::Mesh { .. } => Some(ParamKind::Scalar(ScalarType::I32)),
             SigParam::Desc { .. } => configs
                 .and_then(|c| c.first())
                 .and_then(|c| c.params.get(ir_index).copied()),
@@ -683,7 +691,7 @@ fn launcher(
                     field_args.push(quote! { args.#ident.kernel_arg(#i) });
                 }
             }
-            SigParam::Mesh => {
+            SigParam::Mesh { .. } => {
                 launch_params.push(quote_spanned! {ident.span()=> #ident: &::tlx::MeshRank<'_> });
                 arg_fields.push(quote! { pub #ident: &'a ::tlx::MeshRank<'a> });
                 for i in 0..param.arg_count() {

@@ -15,7 +15,7 @@ use crate::cuda::HeldLaunches;
 use crate::value::{ptr_arg, PtrTarget};
 use crate::{Buffer, BufferView, Device, Element, Error, KernelArg, PtrValue, ScalarArg};
 
-use tlx_core::ir::MAX_MESH_RANKS as MAX_RANKS;
+use tlx_core::ir::{mesh_words, MAX_MESH_AXES, MAX_MESH_RANKS as MAX_RANKS};
 
 /// Where a mesh's ranks run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -30,7 +30,8 @@ pub enum Placement {
     Interpreter,
 }
 
-/// A one-dimensional mesh of ranks for kernels that communicate: each rank
+/// A mesh of ranks for kernels that communicate (one axis, or several after
+/// [`Mesh::reshape`]): each rank
 /// a [`Device`], symmetric buffers across them, and runs that launch a
 /// kernel on every rank at once. Cheap to share by reference.
 ///
@@ -48,8 +49,10 @@ pub enum Placement {
 pub struct Mesh {
     devices: Vec<Device>,
     placement: Placement,
-    /// Two `i32` words per rank for `distributed_barrier`: its programs'
-    /// count and the ranks' arrivals; zeroed before every run.
+    /// The extent of each axis (their product is the number of ranks).
+    shape: Vec<usize>,
+    /// Each rank's words for `distributed_barrier` and the mesh's extents
+    /// (`tlx_core::ir::mesh_words`); rewritten before every run.
     sync: SymBuffer<i32>,
     /// How a run holds the ranks' launches until all are made.
     runner: Runner,
@@ -147,7 +150,7 @@ impl Mesh {
         placement: Placement,
         runner: Runner,
     ) -> Result<Mesh, Error> {
-        let sync = SymBuffer::new(&devices, 2)?;
+        let sync = SymBuffer::new(&devices, mesh_words::LEN)?;
         let copy_streams = match placement {
             Placement::Interpreter => Vec::new(),
             Placement::Gpus | Placement::SharedGpu => devices
@@ -160,6 +163,7 @@ impl Mesh {
                 .collect::<Result<_, _>>()?,
         };
         Ok(Mesh {
+            shape: vec![devices.len()],
             devices,
             placement,
             sync,
@@ -171,6 +175,39 @@ impl Mesh {
     /// How many ranks the mesh has.
     pub fn ranks(&self) -> usize {
         self.devices.len()
+    }
+
+    /// The same ranks seen as a mesh of several axes (TLE's
+    /// `device_mesh` shape, e.g. `[2, 4]`: 2 groups of 4), the last axis
+    /// varying fastest: rank `r` has coordinate `(r / stride) % extent` on
+    /// each axis. Kernels read the axes as `shard_id(mesh, axis)` of a
+    /// `mesh: Mesh<N>` parameter and synchronize along one with
+    /// `distributed_barrier(mesh, axis)`. At most 3 axes, whose extents
+    /// multiply to the number of ranks.
+    ///
+    /// ```
+    /// let mesh = tlx_runtime::Mesh::interpreter(4)?.reshape(&[2, 2])?;
+    /// assert_eq!(mesh.shape(), [2, 2]);
+    /// # Ok::<(), tlx_runtime::Error>(())
+    /// ```
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Mesh, Error> {
+        let product: usize = shape.iter().product();
+        if shape.is_empty() || shape.len() > MAX_MESH_AXES || product != self.ranks() {
+            return Err(Error::InvalidMesh {
+                ranks: self.ranks(),
+                reason: format!(
+                    "shape {shape:?}: give 1 to {MAX_MESH_AXES} extents whose product is the \
+                     number of ranks"
+                ),
+            });
+        }
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
+    /// The extent of each axis (`[ranks]` until [`Mesh::reshape`]).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
     }
 
     /// Where the ranks run.
@@ -337,9 +374,12 @@ impl Mesh {
         &mut self,
         mut launch: impl FnMut(&MeshRank<'_>, &Device) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let zeros = [0i32; 2];
+        let mut words = [0i32; mesh_words::LEN];
+        for axis in 0..MAX_MESH_AXES {
+            words[mesh_words::DIMS + axis] = self.shape.get(axis).map_or(1, |&d| d as i32);
+        }
         for rank in 0..self.ranks() {
-            self.sync.upload(rank, &zeros)?;
+            self.sync.upload(rank, &words)?;
         }
         for device in &self.devices {
             device.synchronize()?;
@@ -370,7 +410,7 @@ impl Mesh {
 
 impl std::fmt::Debug for Mesh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Mesh({} ranks, {:?})", self.ranks(), self.placement)
+        write!(f, "Mesh({:?} ranks, {:?})", self.shape, self.placement)
     }
 }
 

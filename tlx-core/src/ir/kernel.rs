@@ -9,6 +9,26 @@ use super::types::{ScalarType, TensorDescriptorType, Type};
 /// from one tile of this many lanes.
 pub const MAX_MESH_RANKS: usize = 8;
 
+/// The most axes a device mesh has (`Mesh::reshape`, a kernel's `Mesh<N>`).
+pub const MAX_MESH_AXES: usize = 3;
+
+/// Where things are in each rank's barrier words (an `i32` symmetric buffer
+/// the runtime zeroes before each run): the whole mesh's barrier (its
+/// programs' count, then the ranks' arrivals), the mesh's extents (padded
+/// with 1s to [`MAX_MESH_AXES`]), then one such pair per axis for the
+/// barriers over the ranks along that axis.
+pub mod mesh_words {
+    use super::MAX_MESH_AXES;
+    /// The whole mesh's count and arrivals.
+    pub const BARRIER: usize = 0;
+    /// The extent of axis `a` is word `DIMS + a`.
+    pub const DIMS: usize = 2;
+    /// The pair of the barrier along axis `a` starts at `AXIS_BARRIERS + 2 a`.
+    pub const AXIS_BARRIERS: usize = DIMS + MAX_MESH_AXES;
+    /// Words per rank.
+    pub const LEN: usize = AXIS_BARRIERS + 2 * MAX_MESH_AXES;
+}
+
 /// A kernel parameter as the launcher passes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {

@@ -21,7 +21,8 @@ mod types;
 pub use builder::Builder;
 pub use def::{AsyncRole, Effects, MemorySpace, MemorySpaces, OpCode, SyncScope};
 pub use kernel::{
-    Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames, MAX_MESH_RANKS,
+    mesh_words, Arch, DescriptorBlock, Kernel, KernelOptions, Param, ParamKind, ValueNames,
+    MAX_MESH_AXES, MAX_MESH_RANKS,
 };
 pub use ops::*;
 pub use prims::{

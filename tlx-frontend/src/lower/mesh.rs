@@ -29,7 +29,7 @@ pub(super) const FUNCTIONS: &[&str] = &[
     "signal_add",
 ];
 
-use tlx_core::ir::MAX_MESH_RANKS as MAX_RANKS;
+use tlx_core::ir::{mesh_words, MAX_MESH_RANKS as MAX_RANKS};
 
 impl<'a> Lowerer<'a> {
     pub(super) fn mesh_function(&mut self, args: &CallArgs<'a>) -> R<Val> {
@@ -37,13 +37,13 @@ impl<'a> Lowerer<'a> {
             "shard_id" | "shard_count" => {
                 let a = args.bind(&["mesh", "axis"], 2)?;
                 let mesh = self.mesh_arg(a[0])?;
-                self.mesh_axis(a[1])?;
-                let v = if args.name == "shard_id" {
-                    mesh.rank
+                let axis = self.mesh_axis(&mesh, a[1])?;
+                let (coordinate, extent) = self.mesh_coordinate(&mesh, axis);
+                Ok(Val::Ir(if args.name == "shard_id" {
+                    coordinate
                 } else {
-                    mesh.size
-                };
-                Ok(Val::Ir(v))
+                    extent
+                }))
             }
             "remote" => {
                 let a = args.bind(&["buffer", "rank"], 2)?;
@@ -59,9 +59,13 @@ impl<'a> Lowerer<'a> {
                 self.signal(op, a[0], a[1], args.span)
             }
             _ => {
-                let a = args.bind(&["mesh"], 1)?;
+                let a = args.bind(&["mesh", "axis"], 1)?;
                 let mesh = self.mesh_arg(a[0])?;
-                self.distributed_barrier(mesh);
+                let along = match a[1] {
+                    Some(_) => Some(self.mesh_axis(&mesh, a[1])?),
+                    None => None,
+                };
+                self.distributed_barrier(mesh, along);
                 Ok(Val::Unit)
             }
         }
@@ -78,17 +82,61 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// A mesh is one axis of ranks (the GPUs of one host).
-    fn mesh_axis(&mut self, e: Option<&'a Expr>) -> R<()> {
+    /// A constant axis of the kernel's `Mesh<N>` (`Mesh`: one axis, 0).
+    fn mesh_axis(&mut self, mesh: &MeshVal, e: Option<&'a Expr>) -> R<usize> {
         let e = self.expr_arg(e)?;
         let axis = self.const_int(e, "a mesh axis")?;
-        if axis != 0 {
+        if !(0..mesh.axes as i64).contains(&axis) {
+            let hint = if mesh.axes == 1 {
+                "a `Mesh` has one axis, 0: its ranks; declare `mesh: Mesh<2>` (or 3) for a \
+                 mesh of several axes (`Mesh::reshape`)"
+                    .to_string()
+            } else {
+                format!("this `Mesh<{}>` has axes 0 to {}", mesh.axes, mesh.axes - 1)
+            };
             return Err(
                 Diagnostic::new(e.span(), format!("mesh axis {axis} is out of range"))
-                    .with_hint("a mesh has one axis, 0: its ranks"),
+                    .with_hint(hint),
             );
         }
-        Ok(())
+        Ok(axis as usize)
+    }
+
+    /// This rank's coordinate on `axis` and the axis's extent, with the
+    /// stride of the axis (ranks between neighbours along it). A `Mesh`
+    /// of one axis has them as parameters; a `Mesh<N>` reads the extents
+    /// from its barrier words (the last axis varying fastest).
+    fn mesh_axis_geometry(&mut self, mesh: &MeshVal, axis: usize) -> (ValueId, ValueId, ValueId) {
+        let i32s = Type::tensor(Elem::Scalar(ScalarType::I32), vec![]);
+        let one = self.constant(ConstVal::Int(1), i32s.clone());
+        if mesh.axes == 1 {
+            return (mesh.rank, mesh.size, one);
+        }
+        let extent = |lowerer: &mut Self, a: usize| {
+            let at = lowerer.constant(ConstVal::Int((mesh_words::DIMS + a) as i64), i32s.clone());
+            let word = lowerer.b.push1(
+                OpKind::AddPtr {
+                    ptr: mesh.sync,
+                    offset: at,
+                },
+                Type::tensor(Elem::global_ptr(ScalarType::I32), vec![]),
+            );
+            lowerer.plain_load(word, None, i32s.clone())
+        };
+        let size = extent(self, axis);
+        let mut stride = one;
+        for inner in axis + 1..mesh.axes {
+            let d = extent(self, inner);
+            stride = self.int_op(BinaryOp::Mul, stride, d, i32s.clone());
+        }
+        let step = self.int_op(BinaryOp::Div, mesh.rank, stride, i32s.clone());
+        let coordinate = self.int_op(BinaryOp::Rem, step, size, i32s);
+        (coordinate, size, stride)
+    }
+
+    fn mesh_coordinate(&mut self, mesh: &MeshVal, axis: usize) -> (ValueId, ValueId) {
+        let (coordinate, size, _) = self.mesh_axis_geometry(mesh, axis);
+        (coordinate, size)
     }
 
     /// `remote(x, rank)`: rank `rank`'s address of the symmetric buffer `x`,
@@ -193,14 +241,39 @@ impl<'a> Lowerer<'a> {
     /// until its rank's arrivals hold every rank's for its round. A rank
     /// cannot start round `g + 1` before all have finished round `g`, so
     /// counts never mix rounds. The mesh zeroes the words before each run;
-    /// every program must be resident at once (a persistent grid).
-    fn distributed_barrier(&mut self, mesh: MeshVal) {
+    /// every program must be resident at once (a persistent grid). `along`:
+    /// the same among the ranks along that axis through this one (those
+    /// sharing its other coordinates), on that axis's own pair of words.
+    fn distributed_barrier(&mut self, mesh: MeshVal, along: Option<usize>) {
         let i32s = |shape: Vec<usize>| Type::tensor(Elem::Scalar(ScalarType::I32), shape);
         let one = self.constant(ConstVal::Int(1), i32s(vec![]));
+        let word_ptr = Type::tensor(Elem::global_ptr(ScalarType::I32), vec![]);
+        // The group's size, this rank's count word, the offset of the
+        // arrivals word from a rank's words, and (along an axis) the first
+        // rank of the group and the step between its ranks.
+        let (size, count, arrivals_at, walk) = match along {
+            None => (mesh.size, mesh.sync, one, None),
+            Some(axis) => {
+                let (coordinate, extent, stride) = self.mesh_axis_geometry(&mesh, axis);
+                let back = self.int_op(BinaryOp::Mul, coordinate, stride, i32s(vec![]));
+                let first = self.int_op(BinaryOp::Sub, mesh.rank, back, i32s(vec![]));
+                let words = (mesh_words::AXIS_BARRIERS + 2 * axis) as i64;
+                let at = self.constant(ConstVal::Int(words), i32s(vec![]));
+                let count = self.b.push1(
+                    OpKind::AddPtr {
+                        ptr: mesh.sync,
+                        offset: at,
+                    },
+                    word_ptr.clone(),
+                );
+                let arrivals_at = self.constant(ConstVal::Int(words + 1), i32s(vec![]));
+                (extent, count, arrivals_at, Some((first, stride)))
+            }
+        };
         let old = self.b.push1(
             OpKind::AtomicRmw {
                 op: AtomicOp::Add,
-                ptr: mesh.sync,
+                ptr: count,
                 value: one,
                 mask: None,
                 sem: MemSem::AcqRel,
@@ -232,14 +305,22 @@ impl<'a> Lowerer<'a> {
             },
             i32s(vec![MAX_RANKS]),
         );
-        let size = self
-            .b
-            .push1(OpKind::Splat(mesh.size), i32s(vec![MAX_RANKS]));
-        let in_mesh = self.b.push1(
+        // Lane j stands for the group's j-th rank.
+        let peers = match walk {
+            None => lanes,
+            Some((first, stride)) => {
+                let strides = self.b.push1(OpKind::Splat(stride), i32s(vec![MAX_RANKS]));
+                let steps = self.int_op(BinaryOp::Mul, lanes, strides, i32s(vec![MAX_RANKS]));
+                let firsts = self.b.push1(OpKind::Splat(first), i32s(vec![MAX_RANKS]));
+                self.int_op(BinaryOp::Add, firsts, steps, i32s(vec![MAX_RANKS]))
+            }
+        };
+        let sizes = self.b.push1(OpKind::Splat(size), i32s(vec![MAX_RANKS]));
+        let in_group = self.b.push1(
             OpKind::Compare {
                 pred: CmpPred::Lt,
                 lhs: lanes,
-                rhs: size,
+                rhs: sizes,
             },
             bool_ty(vec![MAX_RANKS]),
         );
@@ -250,29 +331,35 @@ impl<'a> Lowerer<'a> {
         let entries = self.b.push1(
             OpKind::AddPtr {
                 ptr: table,
-                offset: lanes,
+                offset: peers,
             },
             table_ty,
         );
         let addresses = self.plain_load(
             entries,
-            Some(in_mesh),
+            Some(in_group),
             Type::tensor(Elem::Scalar(ScalarType::I64), vec![MAX_RANKS]),
         );
         let words_ty = Type::tensor(Elem::global_ptr(ScalarType::I32), vec![MAX_RANKS]);
         let counts = self.b.push1(OpKind::Cast(addresses), words_ty.clone());
         let ones = self.b.push1(OpKind::Splat(one), i32s(vec![MAX_RANKS]));
+        let offsets = if along.is_none() {
+            ones
+        } else {
+            self.b
+                .push1(OpKind::Splat(arrivals_at), i32s(vec![MAX_RANKS]))
+        };
         let arrivals = self.b.push1(
             OpKind::AddPtr {
                 ptr: counts,
-                offset: ones,
+                offset: offsets,
             },
             words_ty,
         );
         let last = self
             .b
             .push1(OpKind::Splat(is_last), bool_ty(vec![MAX_RANKS]));
-        let signal = self.int_op(BinaryOp::And, in_mesh, last, bool_ty(vec![MAX_RANKS]));
+        let signal = self.int_op(BinaryOp::And, in_group, last, bool_ty(vec![MAX_RANKS]));
         self.b.push1(
             OpKind::AtomicRmw {
                 op: AtomicOp::Add,
@@ -285,13 +372,13 @@ impl<'a> Lowerer<'a> {
             i32s(vec![MAX_RANKS]),
         );
         let rounds = self.int_op(BinaryOp::Add, round, one, i32s(vec![]));
-        let target = self.int_op(BinaryOp::Mul, mesh.size, rounds, i32s(vec![]));
+        let target = self.int_op(BinaryOp::Mul, size, rounds, i32s(vec![]));
         let own_arrivals = self.b.push1(
             OpKind::AddPtr {
                 ptr: mesh.sync,
-                offset: one,
+                offset: arrivals_at,
             },
-            Type::tensor(Elem::global_ptr(ScalarType::I32), vec![]),
+            word_ptr,
         );
         let wait = Prim::SignalWaitUntil;
         let ge = wait

@@ -135,7 +135,8 @@ pub(super) fn lower_body(
                 strided.insert(v, trailing);
                 Val::Ir(v)
             }
-            SigParam::Mesh => Val::Mesh(crate::value::MeshVal {
+            SigParam::Mesh { axes } => Val::Mesh(crate::value::MeshVal {
+                axes: *axes,
                 rank: v,
                 size: trailing[0],
                 sync: trailing[1],
@@ -206,7 +207,7 @@ fn resolve_param(param: &SigParam, consts: &[(String, i64)]) -> Result<ParamKind
         SigParam::Strided { elem, .. } | SigParam::Sym { elem } => {
             return Ok(ParamKind::Ptr(*elem))
         }
-        SigParam::Mesh => return Ok(ParamKind::Scalar(ScalarType::I32)),
+        SigParam::Mesh { .. } => return Ok(ParamKind::Scalar(ScalarType::I32)),
         SigParam::Desc {
             elem,
             block,

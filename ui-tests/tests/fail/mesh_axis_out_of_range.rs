@@ -1,6 +1,6 @@
 use tlx::prelude::*;
 
-// A mesh has one axis, its ranks.
+// A `Mesh` has one axis, its ranks (`Mesh<2>` has two).
 #[tlx::kernel(arch = "sm_90a")]
 fn ranks(mesh: Mesh, out: Ptr<i32>) {
     store(out, shard_id(mesh, 1));
