@@ -344,7 +344,8 @@ fn launch(
             } else {
                 m_total.div_ceil(bm) + experts
             };
-            (row_tiles * n.div_ceil(bn)) as u32
+            // Past u32, the launch refuses the grid with its limit.
+            u32::try_from(row_tiles * n.div_ceil(bn)).unwrap_or(u32::MAX)
         };
         macro_rules! per_tile {
             ($bm:literal, $bn:literal, $bk:literal, $masked:literal) => {
