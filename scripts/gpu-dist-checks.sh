@@ -2,7 +2,8 @@
 # The distributed kernels on the GPU (issue 53): tests/distributed.rs and
 # tests/dist_ops.rs with their kernels built with a 5 s deadline on every
 # wait (a broken protocol traps instead of hanging), and benches/dist.rs
-# (built without it). With fewer GPUs than ranks the ranks share GPU 0.
+# (built without it) with PyTorch's all-gather + matmul beside it
+# (scripts/torch_dist_gemm.py, one process per GPU). With fewer GPUs than ranks the ranks share GPU 0.
 # Also the grouped GEMMs (issue 55): tests/grouped_gemm.rs, the example,
 # benches/grouped_gemm.rs and PyTorch's grouped kernels on its cases
 # (scripts/torch_grouped_gemm.py). `ONLY="grouped dist"` runs those parts
@@ -37,7 +38,7 @@ prepare)
   cargo build --release --features ops-dist,ops-grouped --example dist_gemm --example hopper_grouped_gemm \
     --example hopper_grouped_gemm_fp8
   cp target/release/examples/{dist_gemm,hopper_grouped_gemm,hopper_grouped_gemm_fp8} .gpu/
-  cp scripts/torch_grouped_gemm.py .gpu/
+  cp scripts/torch_grouped_gemm.py scripts/torch_dist_gemm.py .gpu/
   strip .gpu/* 2>/dev/null || true
   tar czf .gpu.tgz .gpu
   ;;
@@ -83,9 +84,11 @@ run)
   fi
   if want dist-bench; then
     LIMIT=400 check bench_dist .gpu/dist-bench
+    # PyTorch's own all-gather + matmul, one process per GPU (needs 2+ GPUs).
+    LIMIT=300 check torch_dist python3 .gpu/torch_dist_gemm.py
   fi
   cat "$out/device.txt" "$table"
-  for log in bench_dist bench_grouped torch_grouped; do
+  for log in bench_dist torch_dist bench_grouped torch_grouped; do
     [ -e "$out/$log.log" ] && grep -E '^\||^note|^device|^torch' "$out/$log.log"
   done
   ;;
