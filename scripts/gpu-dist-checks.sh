@@ -81,6 +81,10 @@ run)
     check distributed .gpu/distributed --test-threads=1
     check dist_ops .gpu/dist_ops --test-threads=1
     check dist_gemm .gpu/dist_gemm
+    # Issue 54: memcheck clean on the examples across (2+) real GPUs.
+    if [ "$(nvidia-smi -L | wc -l)" -ge 2 ] && command -v compute-sanitizer > /dev/null; then
+      LIMIT=400 check memcheck_dist_gemm compute-sanitizer --tool memcheck --error-exitcode 1 .gpu/dist_gemm
+    fi
   fi
   if want dist-bench; then
     LIMIT=400 check bench_dist .gpu/dist-bench
