@@ -4,7 +4,7 @@
 //! interpreter (CI) and on the GPU where there is one. The output is
 //! poisoned first, so a row no group wrote shows.
 
-use tlx::ops::GroupedKernel as Kernel;
+use tlx::ops::{Fp8Scales, GroupedKernel as Kernel};
 use tlx::prelude::*;
 
 #[path = "common/rng.rs"]
@@ -228,7 +228,13 @@ fn general_grouped_gemm_on_the_gpu() {
 /// `None`, else masked with `sizes` as the counts): every expert's rows
 /// against an f64 reference of `sa[row] * sb[e, col] * sum(a * b_t)`; rows
 /// no group covers stay poisoned.
-fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: usize, k: usize) {
+fn fp8_matches_reference(
+    dev: &Device,
+    sizes: &[i32],
+    m_max: Option<usize>,
+    (n, k): (usize, usize),
+    scaling: Fp8Scales,
+) {
     let experts = sizes.len();
     let used: Vec<usize> = sizes
         .iter()
@@ -256,7 +262,26 @@ fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: u
             .map(|x| 1.0 + 0.5 * x)
             .collect()
     };
-    let (sa, sb) = (scales(rows, &mut rng), scales(experts * n, &mut rng));
+    // Rowwise: one per row and one per expert's column; blockwise: one per
+    // row and 128 of K, and one per 128 x 128 block of an expert's [n, k].
+    let (k_blocks, n_blocks) = (k.div_ceil(128), n.div_ceil(128));
+    let (sa, sb) = match scaling {
+        Fp8Scales::Rowwise => (scales(rows, &mut rng), scales(experts * n, &mut rng)),
+        Fp8Scales::Blockwise => (
+            scales(rows * k_blocks, &mut rng),
+            scales(experts * n_blocks * k_blocks, &mut rng),
+        ),
+    };
+    let scale_of = |row: usize, e: usize, j: usize, p: usize| -> f64 {
+        match scaling {
+            Fp8Scales::Rowwise => f64::from(sa[row]) * f64::from(sb[e * n + j]),
+            Fp8Scales::Blockwise => {
+                let kb = p / 128;
+                let b = (e * n_blocks + j / 128) * k_blocks + kb;
+                f64::from(sa[row * k_blocks + kb]) * f64::from(sb[b])
+            }
+        }
+    };
     let up = |v: &[F8E4M3]| dev.upload(v).expect("upload");
     let (da, db) = (up(&a), up(&b_t));
     let (dsa, dsb) = (dev.upload(&sa).expect("sa"), dev.upload(&sb).expect("sb"));
@@ -265,14 +290,16 @@ fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: u
         Some(m) => {
             let counts = dev.upload(sizes).expect("counts");
             let shape = (m, n, k, experts);
-            tlx::ops::grouped_gemm_fp8_masked(dev, (&da, &dsa), (&db, &dsb), &dc, &counts, shape)
+            let (a, b) = ((&da, &dsa), (&db, &dsb));
+            tlx::ops::grouped_gemm_fp8_masked_with(dev, a, b, &dc, &counts, shape, scaling)
         }
         None => {
             let mut offsets = vec![0i32];
             offsets.extend(starts.iter().zip(&used).map(|(s, u)| (s + u) as i32));
             let offsets = dev.upload(&offsets).expect("offsets");
             let shape = (rows, n, k, experts);
-            tlx::ops::grouped_gemm_fp8(dev, (&da, &dsa), (&db, &dsb), &dc, &offsets, shape)
+            let (a, b) = ((&da, &dsa), (&db, &dsb));
+            tlx::ops::grouped_gemm_fp8_with(dev, a, b, &dc, &offsets, shape, scaling)
         }
     }
     .expect("launch");
@@ -285,16 +312,15 @@ fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: u
                 let (mut want, mut scale) = (0.0f64, 0.0f64);
                 for p in 0..k {
                     let x = f64::from(a[row * k + p].to_f32())
-                        * f64::from(b_t[(e * n + j) * k + p].to_f32());
+                        * f64::from(b_t[(e * n + j) * k + p].to_f32())
+                        * scale_of(row, e, j, p);
                     want += x;
                     scale += x.abs();
                 }
-                let s = f64::from(sa[row]) * f64::from(sb[e * n + j]);
                 let g = f64::from(got[row * n + j].to_f32());
                 assert!(
-                    (g - want * s).abs() <= 8e-3 * (scale * s).max(1e-3),
-                    "expert {e} row {row} col {j}: got {g}, want {}",
-                    want * s
+                    (g - want).abs() <= 8e-3 * scale.max(1e-3),
+                    "expert {e} row {row} col {j}: got {g}, want {want}"
                 );
             }
         }
@@ -309,8 +335,14 @@ fn fp8_matches_reference(dev: &Device, sizes: &[i32], m_max: Option<usize>, n: u
 
 #[test]
 fn fp8_grouped_gemm_on_the_interpreter() {
-    fp8_matches_reference(&Device::cpu(), &[0, 7, 130, 0, 20, 1], None, 40, 32);
-    fp8_matches_reference(&Device::cpu(), &[0, 5, 40, 33, -2, 1], Some(33), 40, 32);
+    let dev = Device::cpu();
+    let rowwise = Fp8Scales::Rowwise;
+    fp8_matches_reference(&dev, &[0, 7, 130, 0, 20, 1], None, (40, 32), rowwise);
+    fp8_matches_reference(&dev, &[0, 5, 40, 33, -2, 1], Some(33), (40, 32), rowwise);
+    // DeepGEMM's 128-block scales: two K blocks, two N blocks.
+    let blockwise = Fp8Scales::Blockwise;
+    fp8_matches_reference(&dev, &[0, 7, 130, 0, 20, 1], None, (136, 256), blockwise);
+    fp8_matches_reference(&dev, &[0, 5, 40, 33, -2, 1], Some(33), (40, 256), blockwise);
 }
 
 #[test]
@@ -318,8 +350,12 @@ fn fp8_grouped_gemm_on_the_gpu() {
     let Some(dev) = tlx::testing::gpu_or_skip() else {
         return;
     };
-    fp8_matches_reference(&dev, &[0, 300, 5, 0, 1000, 129, 64, 0], None, 520, 272);
-    fp8_matches_reference(&dev, &[0, 64, 1, 200, 17, 0, 130, 9], Some(130), 520, 256);
+    let sizes = [0, 300, 5, 0, 1000, 129, 64, 0];
+    let counts = [0, 64, 1, 200, 17, 0, 130, 9];
+    for (scaling, k) in [(Fp8Scales::Rowwise, 272), (Fp8Scales::Blockwise, 512)] {
+        fp8_matches_reference(&dev, &sizes, None, (520, k), scaling);
+        fp8_matches_reference(&dev, &counts, Some(130), (520, 256), scaling);
+    }
 }
 
 /// What the fp8 ops refuse, with the reason.
@@ -339,4 +375,16 @@ fn fp8_grouped_gemm_refuses_bad_shapes() {
     assert!(k_odd.contains("multiple of 16"), "{k_odd}");
     let short = run((64, 64, 48, 2)).expect_err("a too short").to_string();
     assert!(short.contains("`a`"), "{short}");
+    let blockwise = tlx::ops::grouped_gemm_fp8_with(
+        &dev,
+        (&a, &sa),
+        (&b, &sb),
+        &c,
+        &offsets,
+        (64, 64, 32, 2),
+        Fp8Scales::Blockwise,
+    )
+    .expect_err("k = 32 blockwise")
+    .to_string();
+    assert!(blockwise.contains("multiple of 128"), "{blockwise}");
 }

@@ -16,8 +16,9 @@
 //! persistent kernel of pointer loads. [`grouped_gemm_general`]: every
 //! group its own buffers and sizes, on the tensor cores through descriptors
 //! each program builds for its group on the device. [`grouped_gemm_fp8`] (and
-//! [`grouped_gemm_fp8_masked`]): e4m3 with rowwise scales on a persistent
-//! warp-specialized kernel (TMA producer, two fp8 wgmma consumer groups).
+//! [`grouped_gemm_fp8_masked`]): e4m3 with rowwise scales (or DeepGEMM's
+//! 128-block ones, [`Fp8Scales`]) on a persistent warp-specialized kernel
+//! (TMA producer, two fp8 wgmma consumer groups).
 
 use crate::prelude::*;
 use crate::PtrArg;
@@ -449,16 +450,18 @@ const TMA_MAX_EXPERTS: usize = 256;
 ///
 /// Per element type: B's block and where a tile's K block of it starts
 /// (`g`: the group, `col0`: the tile's first column, `k0`: its K offset),
-/// the B operand wgmma reads (`ready.b`, or a view of it), the extra
-/// parameters and the epilogue, which defines `out` (from `acc`, `rows`,
-/// `cols`, their masks, `g`, `n`). Written in the forms the golden-PTX
+/// a consumer's step of the K loop (stage `it` ready as `ready`, this
+/// group's rows of A as `a_half`; it adds into `acc` and releases stages)
+/// and what follows the loop, the extra parameters and the epilogue, which
+/// defines `out` (from `acc`, `rows`, `cols`, their masks, `g`, `n`). Written in the forms the golden-PTX
 /// test expands (`tlx-codegen/tests/macro_templates.rs`).
 macro_rules! grouped_ws_kernel {
     (
         fn $name:ident<$t:ident>,
         b_block = [$bb0:ident, $bb1:ident],
         b_at = $b_at:tt,
-        b_operand = $b_operand:tt,
+        k_step = {$($k_step:tt)*},
+        after_k = {$($after_k:tt)*},
         params = ($($extra:tt)*),
         epilogue = {$($epilogue:tt)*},
         configs = $configs:tt,
@@ -567,13 +570,9 @@ macro_rules! grouped_ws_kernel {
                             let it = done + kk;
                             let ready = reader.wait(it);
                             let a_half = local_slice(ready.a, [half * 64, 0], [64, BK]);
-                            acc = async_dot(a_half, $b_operand, acc);
-                            acc = async_dot_wait(1, acc);
-                            if it > 0 {
-                                reader.release(it - 1);
-                            }
+                            $($k_step)*
                         }
-                        acc = async_dot_wait(0, acc);
+                        $($after_k)*
                         let rows = row0 + half * 64 + arange(0, 64);
                         let cols = col0 + arange(0, BN);
                         let rows_ok = rows < end;
@@ -598,7 +597,14 @@ grouped_ws_kernel! {
     fn grouped_gemm_fp8_kernel<f8e4m3>,
     b_block = [BN, BK],
     b_at = [g * n + col0, k0],
-    b_operand = (local_trans(ready.b)),
+    k_step = {
+        acc = async_dot(a_half, local_trans(ready.b), acc);
+        acc = async_dot_wait(1, acc);
+        if it > 0 {
+            reader.release(it - 1);
+        }
+    },
+    after_k = { acc = async_dot_wait(0, acc); },
     params = (scale_a: Ptr<f32>, scale_b: Ptr<f32>,),
     epilogue = {
         let sa = load(scale_a + rows, mask = rows_ok, other = 0.0);
@@ -618,7 +624,14 @@ grouped_ws_kernel! {
     fn grouped_gemm_ws_kernel<bf16>,
     b_block = [BK, BN],
     b_at = [g * k + k0, col0],
-    b_operand = (ready.b),
+    k_step = {
+        acc = async_dot(a_half, ready.b, acc);
+        acc = async_dot_wait(1, acc);
+        if it > 0 {
+            reader.release(it - 1);
+        }
+    },
+    after_k = { acc = async_dot_wait(0, acc); },
     params = (),
     epilogue = { let out = acc; },
     configs = [
@@ -685,6 +698,34 @@ fn grouped_gemm_general_kernel<const BLOCK_M: usize, const BLOCK_N: usize, const
         }
         base += tiles;
     }
+}
+
+// fp8 (e4m3) with DeepGEMM's 128-block scales: `scale_a` `[rows, k / 128]`
+// (a row's scale per 128 of K), `scale_b` `[experts, cdiv(n, 128), k / 128]`
+// (per 128 x 128 block of each expert's `[n, k]`). 128-wide K and N blocks,
+// so each K step's product is scaled once by its block's scales and added
+// to an f32 accumulator (the promotion DeepGEMM does) before the stage is
+// released.
+grouped_ws_kernel! {
+    fn grouped_gemm_fp8_blockwise_kernel<f8e4m3>,
+    b_block = [BN, BK],
+    b_at = [g * n + col0, k0],
+    k_step = {
+        let mut part = async_dot(a_half, local_trans(ready.b), zeros([64, BN], f32));
+        part = async_dot_wait(0, part);
+        reader.release(it);
+        let scale_rows = row0 + half * 64 + arange(0, 64);
+        let sa = load(scale_a + scale_rows * k_tiles + kk, mask = scale_rows < m_total, other = 0.0);
+        let sb = load(scale_b + (g * cdiv(n, BN) + col0 / BN) * k_tiles + kk);
+        acc += part * sa[(.., None)] * sb;
+    },
+    after_k = {},
+    params = (scale_a: Ptr<f32>, scale_b: Ptr<f32>,),
+    epilogue = { let out = acc; },
+    configs = [
+        (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = false),
+        (BM = 128, BN = 128, BK = 128, NUM_STAGES = 4, EB = 256, MASKED = true),
+    ],
 }
 
 /// The general layout on the tensor cores, one program per tile: group
@@ -842,6 +883,20 @@ pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> R
     }
 }
 
+/// How the fp8 grouped GEMMs' dequantization scales are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fp8Scales {
+    /// `torch._scaled_grouped_mm`'s rowwise scales: `scale_a` one f32 per
+    /// row of A, `scale_b` `[experts, n]` (one per output column).
+    Rowwise,
+    /// DeepGEMM's: `scale_a` `[rows, k / 128]` (a row's scale per 128 of
+    /// K) and `scale_b` `[experts, cdiv(n, 128), k / 128]` (per 128 x 128
+    /// block of each expert's `[n, k]`); `k` must be a multiple of 128.
+    /// Each 128-wide K step's product is scaled by its blocks' scales in
+    /// f32 (DeepGEMM's promotion), on 128 x 128 tiles.
+    Blockwise,
+}
+
 /// `c[rows of e] = diag(scale_a[rows]) · (a[rows of e] @ b_t[e]ᵀ) ·
 /// diag(scale_b[e])` for every expert `e`, in fp8 (e4m3) with bf16 output:
 /// the contiguous layout of [`grouped_gemm`] with B transposed, as
@@ -852,25 +907,33 @@ pub fn grouped_gemm_general(device: &Device, problems: &[GroupProblem<'_>]) -> R
 /// [`grouped_gemm`]. Sums accumulate in wgmma's fp8 accumulator (cuBLASLt's
 /// "fast accumulation"). TMA moves the rows, so `k` must be a multiple of 16;
 /// at most 256 experts (the kernel scans them at once). Hopper GPUs
-/// (`sm_90a`) and the CPU interpreter.
+/// (`sm_90a`) and the CPU interpreter. [`grouped_gemm_fp8_with`] takes
+/// DeepGEMM's 128-block scales too.
 pub fn grouped_gemm_fp8(
     device: &Device,
-    (a, scale_a): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
-    (b_t, scale_b): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    a: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    b_t: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    c: &impl PtrArg<bf16>,
+    offsets: &impl PtrArg<i32>,
+    shape: (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    grouped_gemm_fp8_with(device, a, b_t, c, offsets, shape, Fp8Scales::Rowwise)
+}
+
+/// [`grouped_gemm_fp8`] with the scales laid out as `scales` says.
+pub fn grouped_gemm_fp8_with(
+    device: &Device,
+    a: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    b_t: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
     c: &impl PtrArg<bf16>,
     offsets: &impl PtrArg<i32>,
     (m_total, n, k, experts): (usize, usize, usize, usize),
+    scales: Fp8Scales,
 ) -> Result<(), Error> {
     const OP: &str = "grouped_gemm_fp8";
-    fp8_shapes(OP, (m_total, n, k, experts))?;
-    super::holds(OP, "a", a, m_total * k)?;
-    super::holds(OP, "scale_a", scale_a, m_total)?;
     super::holds(OP, "offsets", offsets, experts + 1)?;
-    fp8_launch(
-        device,
-        ((a, scale_a), (b_t, scale_b), c, offsets),
-        (m_total, 0, n, k, experts),
-    )
+    let shape = (m_total, 0, n, k, experts);
+    fp8_launch(OP, device, (a, b_t, c, offsets), shape, scales)
 }
 
 /// [`grouped_gemm_fp8`] in the masked layout of [`grouped_gemm_masked`]:
@@ -880,60 +943,38 @@ pub fn grouped_gemm_fp8(
 /// n]`.
 pub fn grouped_gemm_fp8_masked(
     device: &Device,
-    (a, scale_a): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
-    (b_t, scale_b): (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    a: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    b_t: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    c: &impl PtrArg<bf16>,
+    counts: &impl PtrArg<i32>,
+    shape: (usize, usize, usize, usize),
+) -> Result<(), Error> {
+    grouped_gemm_fp8_masked_with(device, a, b_t, c, counts, shape, Fp8Scales::Rowwise)
+}
+
+/// [`grouped_gemm_fp8_masked`] with the scales laid out as `scales` says
+/// (rows of A counting every expert's `m_max`).
+pub fn grouped_gemm_fp8_masked_with(
+    device: &Device,
+    a: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
+    b_t: (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
     c: &impl PtrArg<bf16>,
     counts: &impl PtrArg<i32>,
     (m_max, n, k, experts): (usize, usize, usize, usize),
+    scales: Fp8Scales,
 ) -> Result<(), Error> {
     const OP: &str = "grouped_gemm_fp8_masked";
-    let m_total = experts * m_max;
-    fp8_shapes(OP, (m_total, n, k, experts))?;
-    super::holds(OP, "a", a, m_total * k)?;
-    super::holds(OP, "scale_a", scale_a, m_total)?;
     super::holds(OP, "counts", counts, experts)?;
-    fp8_launch(
-        device,
-        ((a, scale_a), (b_t, scale_b), c, counts),
-        (m_total, m_max, n, k, experts),
-    )
+    let shape = (experts * m_max, m_max, n, k, experts);
+    fp8_launch(OP, device, (a, b_t, c, counts), shape, scales)
 }
 
-/// The fp8 ops' checks of the sizes alone.
-fn fp8_shapes(
-    op: &'static str,
-    (m_total, n, k, experts): (usize, usize, usize, usize),
-) -> Result<(), Error> {
-    super::extents(op, &[("k", k), ("n", n), ("experts", experts)])?;
-    if m_total > 0 {
-        super::extents(op, &[("rows", m_total), ("k", k)])?;
-        super::extents(op, &[("rows", m_total), ("n", n)])?;
-    }
-    if k % 16 != 0 {
-        return Err(Error::InvalidShape {
-            op,
-            reason: format!(
-                "k = {k}: TMA moves rows of whole 16-byte units, so k must be a multiple of 16 \
-                 (pad the matrices with zeros)"
-            ),
-        });
-    }
-    if experts > TMA_MAX_EXPERTS {
-        return Err(Error::InvalidShape {
-            op,
-            reason: format!(
-                "{experts} experts: the kernel schedules at most {TMA_MAX_EXPERTS} groups per \
-                 call (split the experts over several calls)"
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Checks what both fp8 layouts share and launches the persistent kernel
-/// (one program per SM, or per tile when there are fewer).
+/// Checks the fp8 ops' sizes and buffers and launches the persistent
+/// kernel of `scales` (one program per SM, or per tile when there are
+/// fewer); `m_max > 0` is the masked layout.
 #[allow(clippy::type_complexity)]
 fn fp8_launch(
+    op: &'static str,
     device: &Device,
     ((a, scale_a), (b_t, scale_b), c, sizes): (
         (&impl PtrArg<F8E4M3>, &impl PtrArg<f32>),
@@ -942,11 +983,42 @@ fn fp8_launch(
         &impl PtrArg<i32>,
     ),
     (m_total, m_max, n, k, experts): (usize, usize, usize, usize, usize),
+    scales: Fp8Scales,
 ) -> Result<(), Error> {
-    const OP: &str = "grouped_gemm_fp8";
-    super::holds(OP, "b_t", b_t, experts * n * k)?;
-    super::holds(OP, "scale_b", scale_b, experts * n)?;
-    super::holds(OP, "c", c, m_total * n)?;
+    super::extents(op, &[("k", k), ("n", n), ("experts", experts)])?;
+    if m_total > 0 {
+        super::extents(op, &[("rows", m_total), ("k", k)])?;
+        super::extents(op, &[("rows", m_total), ("n", n)])?;
+    }
+    let refuse = |reason: String| Err(Error::InvalidShape { op, reason });
+    let blockwise = scales == Fp8Scales::Blockwise;
+    if blockwise && k % 128 != 0 {
+        return refuse(format!(
+            "k = {k}: 128-block scales need k a multiple of 128 (pad the matrices with zeros)"
+        ));
+    }
+    if k % 16 != 0 {
+        return refuse(format!(
+            "k = {k}: TMA moves rows of whole 16-byte units, so k must be a multiple of 16 \
+             (pad the matrices with zeros)"
+        ));
+    }
+    if experts > TMA_MAX_EXPERTS {
+        return refuse(format!(
+            "{experts} experts: the kernel schedules at most {TMA_MAX_EXPERTS} groups per call \
+             (split the experts over several calls)"
+        ));
+    }
+    let (a_scales, b_scales) = if blockwise {
+        (m_total * (k / 128), experts * n.div_ceil(128) * (k / 128))
+    } else {
+        (m_total, experts * n)
+    };
+    super::holds(op, "a", a, m_total * k)?;
+    super::holds(op, "scale_a", scale_a, a_scales)?;
+    super::holds(op, "b_t", b_t, experts * n * k)?;
+    super::holds(op, "scale_b", scale_b, b_scales)?;
+    super::holds(op, "c", c, m_total * n)?;
     if m_total == 0 || n == 0 {
         return Ok(());
     }
@@ -957,26 +1029,29 @@ fn fp8_launch(
     } else {
         m_total.div_ceil(128) + experts
     };
-    // The decode (masked) configuration has 128-column tiles: more of them
-    // for the few rows.
-    let bn = if m_max > 0 { 128 } else { 256 };
+    // The decode (masked) and blockwise configurations have 128-column
+    // tiles (decode: more of them for the few rows).
+    let bn = if m_max > 0 || blockwise { 128 } else { 256 };
     let most_tiles = row_tiles * n.div_ceil(bn);
     let grid = most_tiles.min(device.multiprocessor_count().max(1) as usize) as u32;
-    let dims = (
+    let (d0, d1, d2, d3, d4) = (
         m_total as i32,
         m_max as i32,
         n as i32,
         k as i32,
         experts as i32,
     );
-    let (d0, d1, d2, d3, d4) = dims;
-    if m_max > 0 {
-        grouped_gemm_fp8_kernel::<128, 128, 128, 4, 256, true>::launch(
-            device, grid, &a_desc, &bt_desc, c, scale_a, scale_b, sizes, d0, d1, d2, d3, d4,
-        )
-    } else {
-        grouped_gemm_fp8_kernel::<128, 256, 128, 3, 256, false>::launch(
-            device, grid, &a_desc, &bt_desc, c, scale_a, scale_b, sizes, d0, d1, d2, d3, d4,
-        )
+    macro_rules! fp8 {
+        ($kernel:ident, $bn:literal, $stages:literal, $masked:literal) => {
+            $kernel::<128, $bn, 128, $stages, 256, $masked>::launch(
+                device, grid, &a_desc, &bt_desc, c, scale_a, scale_b, sizes, d0, d1, d2, d3, d4,
+            )
+        };
+    }
+    match (blockwise, m_max > 0) {
+        (false, false) => fp8!(grouped_gemm_fp8_kernel, 256, 3, false),
+        (false, true) => fp8!(grouped_gemm_fp8_kernel, 128, 4, true),
+        (true, false) => fp8!(grouped_gemm_fp8_blockwise_kernel, 128, 4, false),
+        (true, true) => fp8!(grouped_gemm_fp8_blockwise_kernel, 128, 4, true),
     }
 }

@@ -60,8 +60,9 @@ pub use gemm::{gemm, GemmElement};
 pub use gemm_fp8::gemm_fp8;
 #[cfg(feature = "ops-grouped")]
 pub use grouped::{
-    grouped_gemm, grouped_gemm_fp8, grouped_gemm_fp8_masked, grouped_gemm_general,
-    grouped_gemm_masked, grouped_gemm_masked_with, grouped_gemm_with, GroupProblem, GroupedKernel,
+    grouped_gemm, grouped_gemm_fp8, grouped_gemm_fp8_masked, grouped_gemm_fp8_masked_with,
+    grouped_gemm_fp8_with, grouped_gemm_general, grouped_gemm_masked, grouped_gemm_masked_with,
+    grouped_gemm_with, Fp8Scales, GroupProblem, GroupedKernel,
 };
 #[cfg(feature = "ops-rows")]
 pub use rows::{layer_norm, rms_norm, softmax, RowElement};
