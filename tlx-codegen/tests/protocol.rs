@@ -413,3 +413,61 @@ fn a_correct_kernel_is_explored_completely() {
     let covered = &report.coverage;
     assert!(covered.explored_all && covered.explored > 1, "{covered:?}");
 }
+
+/// TLX-W002: a wait on a flag no store or atomic of the kernel sets is a
+/// warning at the wait; set through `remote`, through an offset, or by a
+/// store, it is not.
+#[test]
+fn a_flag_nothing_sets_is_a_warning() {
+    let never = r#"
+        #[tlx::kernel(arch = "sm_90a")]
+        fn k(flags: Ptr<i32>, out: Ptr<f32>) {
+            signal_wait_until(flags + program_id(0), "ge", 1);
+            store(out, 1.0);
+        }
+    "#;
+    let report = check(never);
+    assert!(report.errors.is_empty(), "{report:#?}");
+    let [warning] = report.warnings.as_slice() else {
+        panic!("expected one warning, got {report:#?}");
+    };
+    assert_eq!(warning.rule, Rule::FlagNeverSet);
+    assert_eq!(warning.at.line, 4, "{warning:#?}");
+    assert!(warning.message.contains("`flags`"), "{warning:#?}");
+    for set in [
+        r#"
+        #[tlx::kernel(arch = "sm_90a")]
+        fn k(mesh: Mesh, flags: SymPtr<i32>, out: Ptr<f32>) {
+            let next = (shard_id(mesh, 0) + 1) % shard_count(mesh, 0);
+            signal_set(remote(flags, next), 1);
+            signal_wait_until(flags, "ge", 1);
+            store(out, 1.0);
+        }
+        "#,
+        r#"
+        #[tlx::kernel(arch = "sm_90a")]
+        fn k(flags: Ptr<i32>, out: Ptr<f32>) {
+            let pid = program_id(0);
+            if pid > 0 {
+                signal_wait_until(flags + (pid - 1), "ge", 1);
+            }
+            atomic_xchg(flags + pid, 1, sem = "release", scope = "gpu");
+            store(out, 1.0);
+        }
+        "#,
+        r#"
+        #[tlx::kernel(arch = "sm_90a")]
+        fn k(flags: Ptr<i32>, out: Ptr<f32>) {
+            store(flags + 1, 7);
+            signal_wait_until(flags, "eq", 7);
+            store(out, 1.0);
+        }
+        "#,
+    ] {
+        let report = check(set);
+        assert!(
+            report.warnings.is_empty() && report.errors.is_empty(),
+            "{report:#?}"
+        );
+    }
+}

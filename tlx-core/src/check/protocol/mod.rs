@@ -14,6 +14,7 @@
 
 mod accumulator;
 mod diagnose;
+mod flags;
 mod names;
 mod samples;
 mod slice;
@@ -67,6 +68,9 @@ pub enum Rule {
     WriteDuringCopy,
     /// Something the checker cannot follow (a warning).
     Undecidable,
+    /// A `signal_wait_until` on a flag no op of the kernel sets (a
+    /// warning: another kernel or the host may).
+    FlagNeverSet,
 }
 
 impl Rule {
@@ -88,13 +92,14 @@ impl Rule {
             Rule::ProxyFence => "proxy-fence",
             Rule::WriteDuringCopy => "write-during-copy",
             Rule::Undecidable => "undecidable",
+            Rule::FlagNeverSet => "flag-never-set",
         }
     }
 
     /// The rule's stable code, which messages carry and
     /// docs/protocol-rules.md explains: errors `TLX-P001`.., in the order
     /// they were added (a new rule takes the next number, none is reused),
-    /// the warning `TLX-W001`.
+    /// the warnings `TLX-W001`...
     pub fn code(self) -> &'static str {
         match self {
             Rule::Deadlock => "TLX-P001",
@@ -112,6 +117,7 @@ impl Rule {
             Rule::ProxyFence => "TLX-P013",
             Rule::WriteDuringCopy => "TLX-P014",
             Rule::Undecidable => "TLX-W001",
+            Rule::FlagNeverSet => "TLX-W002",
         }
     }
 
@@ -121,7 +127,7 @@ impl Rule {
     }
 
     /// Every rule, in the order of their codes.
-    pub const ALL: [Rule; 15] = [
+    pub const ALL: [Rule; 16] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -137,6 +143,7 @@ impl Rule {
         Rule::ProxyFence,
         Rule::WriteDuringCopy,
         Rule::Undecidable,
+        Rule::FlagNeverSet,
     ];
 }
 
@@ -218,7 +225,7 @@ const PROBE_STEPS: u64 = 250_000;
 pub fn check_protocol(kernel: &Kernel) -> ProtocolReport {
     let mut report = ProtocolReport {
         errors: accumulator::check(kernel),
-        warnings: Vec::new(),
+        warnings: flags::check(kernel),
         coverage: Coverage::default(),
     };
     let skeleton = slice::skeleton(kernel);

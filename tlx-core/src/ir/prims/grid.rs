@@ -94,7 +94,8 @@ pub(super) const GDC_LAUNCH_DEPENDENTS: PrimDef = PrimDef {
 /// flags in one schedule, so a wait blocks until another program sets the
 /// flag, and a flag no program sets is a deadlock naming the wait.
 /// The checker's skeleton moves no data, so it cannot follow a flag: the
-/// wait is dropped from it (the interpreter checks it at run time).
+/// wait is dropped from it (the interpreter checks it at run time), and
+/// a static look warns about a flag nothing in the kernel sets (TLX-W002).
 pub(super) const SIGNAL_WAIT_UNTIL: PrimDef = PrimDef {
     name: "signal_wait_until",
     signature: PrimSignature::new(&["flag", "value"], &["cmp"], 0).with_choices(&[Choice {
