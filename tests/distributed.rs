@@ -149,6 +149,36 @@ fn meshes_of_two_axes_on_the_interpreter() {
     rows_and_columns_meet(&mut mesh, 2);
 }
 
+/// Each rank's coordinates and extents as a `Mesh<3>` and as a `Mesh<2>`
+/// (which sees the first two axes) sees them.
+#[tlx::kernel(arch = "sm_90a")]
+fn coordinates(mesh: Mesh<3>, flat: Mesh<2>, out: Ptr<i32>) {
+    for axis in static_range(0, 3) {
+        store(out + axis, shard_id(mesh, axis));
+        store(out + 3 + axis, shard_count(mesh, axis));
+    }
+    for axis in static_range(0, 2) {
+        store(out + 6 + axis, shard_id(flat, axis));
+        store(out + 8 + axis, shard_count(flat, axis));
+    }
+}
+
+#[test]
+fn coordinates_on_a_mesh_of_three_axes() {
+    let mut mesh = Mesh::interpreter(8)
+        .expect("mesh")
+        .reshape(&[2, 2, 2])
+        .expect("shape");
+    let out = mesh.upload_each(&vec![vec![-1i32; 10]; 8]).expect("upload");
+    mesh.run(|rank, dev| coordinates::launch(dev, 1, rank, rank, &out[rank.index()]))
+        .expect("run");
+    for (r, buffer) in out.iter().enumerate() {
+        let (i, j, k) = (r / 4, (r / 2) % 2, r % 2);
+        let want = [i, j, k, 2, 2, 2, i, j, 2, 2].map(|v| v as i32);
+        assert_eq!(buffer.download().expect("download"), want, "rank {r}");
+    }
+}
+
 #[test]
 fn reshape_checks_the_shape() {
     let mesh = || Mesh::interpreter(4).expect("mesh");

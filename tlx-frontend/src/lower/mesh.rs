@@ -29,7 +29,7 @@ pub(super) const FUNCTIONS: &[&str] = &[
     "signal_add",
 ];
 
-use tlx_core::ir::{mesh_words, MAX_MESH_RANKS as MAX_RANKS};
+use tlx_core::ir::{mesh_words, MAX_MESH_AXES, MAX_MESH_RANKS as MAX_RANKS};
 
 impl<'a> Lowerer<'a> {
     pub(super) fn mesh_function(&mut self, args: &CallArgs<'a>) -> R<Val> {
@@ -105,7 +105,8 @@ impl<'a> Lowerer<'a> {
     /// This rank's coordinate on `axis` and the axis's extent, with the
     /// stride of the axis (ranks between neighbours along it). A `Mesh`
     /// of one axis has them as parameters; a `Mesh<N>` reads the extents
-    /// from its barrier words (the last axis varying fastest).
+    /// from its barrier words (the last axis varying fastest; the mesh's
+    /// axes past `N` count into the strides).
     fn mesh_axis_geometry(&mut self, mesh: &MeshVal, axis: usize) -> (ValueId, ValueId, ValueId) {
         let i32s = Type::tensor(Elem::Scalar(ScalarType::I32), vec![]);
         let one = self.constant(ConstVal::Int(1), i32s.clone());
@@ -124,8 +125,11 @@ impl<'a> Lowerer<'a> {
             lowerer.plain_load(word, None, i32s.clone())
         };
         let size = extent(self, axis);
+        // Every axis inside this one, declared or not: a `Mesh<2>` on a
+        // mesh of three axes sees its first two, each rank's coordinates
+        // on them consistent with the whole.
         let mut stride = one;
-        for inner in axis + 1..mesh.axes {
+        for inner in axis + 1..MAX_MESH_AXES {
             let d = extent(self, inner);
             stride = self.int_op(BinaryOp::Mul, stride, d, i32s.clone());
         }
