@@ -513,11 +513,15 @@ fn protocol_findings(
     report: &tlx_core::check::ProtocolReport,
 ) -> Result<Vec<Diagnostic>, Diagnostics> {
     let name = &signature.name;
-    let diagnostic = |f: &tlx_core::check::Finding| {
+    // rustc shows a warning a macro raises at the macro's attribute, not
+    // at the span it is given: a warning's message names the line.
+    let diagnostic = |f: &tlx_core::check::Finding, warning: bool| {
+        let at_line = format!(" (line {})", f.at.line);
         let (span, line) = match span_at(function, f.at) {
+            Some(span) if warning && f.at.line > 0 => (span, at_line),
             Some(span) => (span, String::new()),
             None if f.at.line == 0 => (name.span(), String::new()),
-            None => (name.span(), format!(" (line {})", f.at.line)),
+            None => (name.span(), at_line),
         };
         let label = if config.consts.is_empty() {
             String::new()
@@ -536,9 +540,14 @@ fn protocol_findings(
         }
     };
     if !report.errors.is_empty() {
-        return Err(Diagnostics(report.errors.iter().map(diagnostic).collect()));
+        let errors = report.errors.iter().map(|f| diagnostic(f, false));
+        return Err(Diagnostics(errors.collect()));
     }
-    Ok(report.warnings.iter().map(diagnostic).collect())
+    Ok(report
+        .warnings
+        .iter()
+        .map(|f| diagnostic(f, true))
+        .collect())
 }
 
 /// A warning at the user's tokens: stable Rust lets a macro warn only
