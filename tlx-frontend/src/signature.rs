@@ -71,7 +71,7 @@ pub fn parse_signature(item: &syn::ItemFn) -> Result<Signature, Diagnostics> {
                     Diagnostic::new(pt.ty.span(), "unsupported kernel parameter type").with_hint(
                         "use `Ptr<T>` (T one of f32 f64 f16 bf16 f8e4m3 f8e5m2 i8 u8 i32 u32 \
                          i64), `Strided<T, N>` (a pointer with N = 1 to 4 extents and strides), \
-                         `SymPtr<T>` (a symmetric buffer of a mesh), `Mesh`, \
+                         `SymPtr<T>` (a symmetric buffer of a mesh), `Mesh` or `Mesh<N>` (N = 2 or 3 axes), \
                          a scalar `i32`, `i64`, `u32`, `f32`, `f64`, `bool`, or a tensor \
                          descriptor \
                          `TensorDesc<T, BLOCK_0, BLOCK_1, ...>`",
