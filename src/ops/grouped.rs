@@ -224,18 +224,6 @@ pub fn grouped_gemm_with(
     (m_total, n, k, experts): (usize, usize, usize, usize),
     kernel: GroupedKernel,
 ) -> Result<(), Error> {
-    const OP: &str = "grouped_gemm";
-    super::extents(OP, &[("k", k), ("n", n)])?;
-    super::extents(OP, &[("experts", experts)])?;
-    if m_total > 0 {
-        super::extents(OP, &[("m_total", m_total), ("k", k)])?;
-        super::extents(OP, &[("m_total", m_total), ("n", n)])?;
-    }
-    // B's offsets are i64 in the kernel; its size only has to fit memory.
-    super::holds(OP, "a", a, m_total * k)?;
-    super::holds(OP, "b", b, experts * k * n)?;
-    super::holds(OP, "c", c, m_total * n)?;
-    super::holds(OP, "offsets", offsets, experts + 1)?;
     let layout = Layout::Contiguous;
     launch(
         device,
@@ -270,23 +258,11 @@ pub fn grouped_gemm_masked_with(
     (m_max, n, k, experts): (usize, usize, usize, usize),
     kernel: GroupedKernel,
 ) -> Result<(), Error> {
-    const OP: &str = "grouped_gemm_masked";
-    super::extents(OP, &[("k", k), ("n", n)])?;
-    let m_total = experts * m_max;
-    super::extents(OP, &[("experts", experts)])?;
-    if m_total > 0 {
-        super::extents(OP, &[("experts * m_max", m_total), ("k", k)])?;
-        super::extents(OP, &[("experts * m_max", m_total), ("n", n)])?;
-    }
-    super::holds(OP, "a", a, m_total * k)?;
-    super::holds(OP, "b", b, experts * k * n)?;
-    super::holds(OP, "c", c, m_total * n)?;
-    super::holds(OP, "counts", counts, experts)?;
     let layout = Layout::Masked { m_max };
     launch(
         device,
         (a, b, c, counts),
-        (m_total, n, k, experts),
+        (experts * m_max, n, k, experts),
         layout,
         kernel,
     )
@@ -300,8 +276,10 @@ enum Layout {
     Masked { m_max: usize },
 }
 
-/// Launches the bf16 grouped GEMM in `layout` on the kernel `kernel` asks
-/// for where TMA takes the operands, else on the pointer kernel.
+/// Checks the bf16 grouped GEMM's sizes and buffers (`m_total`: the rows
+/// of A and C, every expert's `m_max` in the masked layout) and launches it
+/// in `layout` on the kernel `kernel` asks for where TMA takes the
+/// operands, else on the pointer kernel.
 fn launch(
     device: &Device,
     (a, b, c, sizes): (
@@ -314,6 +292,21 @@ fn launch(
     layout: Layout,
     kernel: GroupedKernel,
 ) -> Result<(), Error> {
+    let (op, rows, table, table_len) = match layout {
+        Layout::Contiguous => ("grouped_gemm", "m_total", "offsets", experts + 1),
+        Layout::Masked { .. } => ("grouped_gemm_masked", "experts * m_max", "counts", experts),
+    };
+    super::extents(op, &[("k", k), ("n", n)])?;
+    super::extents(op, &[("experts", experts)])?;
+    if m_total > 0 {
+        super::extents(op, &[(rows, m_total), ("k", k)])?;
+        super::extents(op, &[(rows, m_total), ("n", n)])?;
+    }
+    // B's offsets are i64 in the kernel; its size only has to fit memory.
+    super::holds(op, "a", a, m_total * k)?;
+    super::holds(op, "b", b, experts * k * n)?;
+    super::holds(op, "c", c, m_total * n)?;
+    super::holds(op, table, sizes, table_len)?;
     if m_total == 0 {
         return Ok(());
     }
