@@ -325,7 +325,9 @@ fn launch(
     // TMA takes the operands where B's K blocks do not cross experts and
     // rows are whole 16-byte units.
     let per_tile_bk = if gpu { 64 } else { 32 };
-    let tma = experts <= TMA_MAX_EXPERTS && n % 8 == 0;
+    // B's TMA rows (`experts * k`) are i32 coordinates.
+    let b_rows_fit = experts * k <= super::MAX_EXTENT;
+    let tma = experts <= TMA_MAX_EXPERTS && n % 8 == 0 && b_rows_fit;
     let descriptors = (
         TensorDesc::over(a, &[m_total, k], &[k, 1]),
         TensorDesc::over(b, &[experts * k, n], &[n, 1]),
@@ -978,7 +980,10 @@ fn fp8_launch(
     (m_total, m_max, n, k, experts): (usize, usize, usize, usize, usize),
     scales: Fp8Scales,
 ) -> Result<(), Error> {
-    super::extents(op, &[("k", k), ("n", n), ("experts", experts)])?;
+    // The kernel indexes B's and scale_b's rows (`experts * n`), A's, C's
+    // and scale_a's in i32; B itself may pass 2^31 elements.
+    super::extents(op, &[("k", k), ("n", n)])?;
+    super::extents(op, &[("experts", experts), ("n", n)])?;
     if m_total > 0 {
         super::extents(op, &[("rows", m_total), ("k", k)])?;
         super::extents(op, &[("rows", m_total), ("n", n)])?;
