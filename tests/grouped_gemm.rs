@@ -390,8 +390,10 @@ fn fp8_grouped_gemm_refuses_bad_shapes() {
     // DeepSeek-V3's gate/up shape: B (256 x 4096 x 7168) passes 2^31
     // elements, which the kernel never indexes whole; refused here only for
     // the buffers given, not for its size.
-    let big = run((64, 4096, 7168, 256))
+    let offsets = dev.upload(&[64i32; 257]).expect("offsets");
+    let shape = (64, 4096, 7168, 256);
+    let big = tlx::ops::grouped_gemm_fp8(&dev, (&a, &sa), (&b, &sb), &c, &offsets, shape)
         .expect_err("small buffers")
         .to_string();
-    assert!(big.contains("holds") && !big.contains("2^31"), "{big}");
+    assert!(big.contains("`a` holds") && !big.contains("2^31"), "{big}");
 }
