@@ -12,6 +12,14 @@ mod rng;
 
 use rng::fresh_rng;
 
+/// `sum over p < k of term(p)` in f64 and the sum of the terms'
+/// magnitudes, which bounds the rounding a bf16 result may carry.
+fn dot_f64(k: usize, term: impl Fn(usize) -> f64) -> (f64, f64) {
+    (0..k)
+        .map(term)
+        .fold((0.0, 0.0), |(sum, scale), x| (sum + x, scale + x.abs()))
+}
+
 fn bf16_vec(v: Vec<f32>) -> Vec<bf16> {
     v.into_iter().map(bf16::from_f32).collect()
 }
@@ -35,13 +43,9 @@ fn grouped_matches_reference(dev: &Device, sizes: &[usize], n: usize, k: usize, 
     for e in 0..experts {
         for row in offsets[e] as usize..offsets[e + 1] as usize {
             for j in 0..n {
-                let (mut want, mut scale) = (0.0f64, 0.0f64);
-                for p in 0..k {
-                    let x = f64::from(a[row * k + p].to_f32())
-                        * f64::from(b[(e * k + p) * n + j].to_f32());
-                    want += x;
-                    scale += x.abs();
-                }
+                let (want, scale) = dot_f64(k, |p| {
+                    f64::from(a[row * k + p].to_f32()) * f64::from(b[(e * k + p) * n + j].to_f32())
+                });
                 let g = f64::from(got[row * n + j].to_f32());
                 // bf16 output: half an ulp is up to 2^-8 of the value.
                 assert!(
@@ -118,13 +122,9 @@ fn masked_matches_reference(
                     assert!(g.is_nan(), "expert {e} row {r} past its count was written");
                     continue;
                 }
-                let (mut want, mut scale) = (0.0f64, 0.0f64);
-                for p in 0..k {
-                    let x = f64::from(a[row * k + p].to_f32())
-                        * f64::from(b[(e * k + p) * n + j].to_f32());
-                    want += x;
-                    scale += x.abs();
-                }
+                let (want, scale) = dot_f64(k, |p| {
+                    f64::from(a[row * k + p].to_f32()) * f64::from(b[(e * k + p) * n + j].to_f32())
+                });
                 assert!(
                     (f64::from(g) - want).abs() <= 8e-3 * scale.max(1e-3),
                     "expert {e} row {r} col {j}: got {g}, want {want}"
@@ -187,12 +187,9 @@ fn general_matches_reference(dev: &Device, shapes: &[(usize, usize, usize)]) {
         let got = c.download().expect("download");
         for i in 0..m {
             for j in 0..n {
-                let (mut want, mut scale) = (0.0f64, 0.0f64);
-                for p in 0..k {
-                    let x = f64::from(a[i * k + p].to_f32()) * f64::from(b[p * n + j].to_f32());
-                    want += x;
-                    scale += x.abs();
-                }
+                let (want, scale) = dot_f64(k, |p| {
+                    f64::from(a[i * k + p].to_f32()) * f64::from(b[p * n + j].to_f32())
+                });
                 let v = f64::from(got[i * n + j].to_f32());
                 assert!(
                     (v - want).abs() <= 8e-3 * scale.max(1e-3),
@@ -309,14 +306,11 @@ fn fp8_matches_reference(
         for row in starts[e]..starts[e] + used[e] {
             covered[row] = true;
             for j in 0..n {
-                let (mut want, mut scale) = (0.0f64, 0.0f64);
-                for p in 0..k {
-                    let x = f64::from(a[row * k + p].to_f32())
+                let (want, scale) = dot_f64(k, |p| {
+                    f64::from(a[row * k + p].to_f32())
                         * f64::from(b_t[(e * n + j) * k + p].to_f32())
-                        * scale_of(row, e, j, p);
-                    want += x;
-                    scale += x.abs();
-                }
+                        * scale_of(row, e, j, p)
+                });
                 let g = f64::from(got[row * n + j].to_f32());
                 assert!(
                     (g - want).abs() <= 8e-3 * scale.max(1e-3),
