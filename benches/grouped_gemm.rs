@@ -152,6 +152,33 @@ impl Case {
     }
 
     /// Where each group's rows start in A and C.
+    /// TFLOP/s of one run taking `ms` (the routed rows' FLOPs).
+    fn tflops(&self, ms: f64) -> f64 {
+        2.0 * (self.rows() * self.n * self.k) as f64 / (ms * 1e-3) / 1e12
+    }
+
+    /// Contiguous with every expert the same rows: comparable with one
+    /// dense GEMM of the same FLOPs.
+    fn balanced(&self) -> bool {
+        self.m_max.is_none() && self.sizes.iter().all(|s| *s == self.sizes[0])
+    }
+
+    /// The sizes as the ops read them on the device: the counts (masked)
+    /// or the `experts + 1` row offsets (contiguous).
+    fn device_table(&self) -> Vec<i32> {
+        match self.m_max {
+            Some(_) => self.sizes.iter().map(|s| *s as i32).collect(),
+            None => std::iter::once(0)
+                .chain(
+                    self.starts()
+                        .iter()
+                        .zip(&self.sizes)
+                        .map(|(s, r)| (s + r) as i32),
+                )
+                .collect(),
+        }
+    }
+
     fn starts(&self) -> Vec<usize> {
         match self.m_max {
             Some(m_max) => (0..self.sizes.len()).map(|e| e * m_max).collect(),
@@ -324,11 +351,10 @@ fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
     fill_buffer(dev, &b, seed + 1000, 0.0)?;
     fill_buffer(dev, &c, -1, f32::NAN)?;
     let starts = case.starts();
-    let flops = 2.0 * (case.rows() * n * k) as f64;
-    let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
+    let tflops = |ms: f64| case.tflops(ms);
 
     // The device tables are uploaded once, outside the timed runs.
-    let table = dev.upload(&device_table(case))?;
+    let table = dev.upload(&case.device_table())?;
     let run = |kernel: GroupedKernel| match case.m_max {
         Some(m_max) => {
             let shape = (m_max, n, k, experts);
@@ -369,8 +395,7 @@ fn run_bf16(dev: &Device, blas: &CudaBlas, case: &Case, seed: i32) -> BenchResul
         error = error.max(compare(case, &c, &reference)?);
     }
     // The same FLOPs as one dense GEMM: every row against expert 0's B.
-    let balanced = case.m_max.is_none() && case.sizes.iter().all(|s| *s == case.sizes[0]);
-    let dense = if balanced {
+    let dense = if case.balanced() {
         let rows = case.rows();
         let b0 = b.slice(0..k * n)?;
         let ms = median_ms(dev, || tlx::ops::gemm(dev, &a, &b0, &c, (rows, n, k)))?;
@@ -406,9 +431,8 @@ fn run_fp8(dev: &Device, case: &Case, seed: i32) -> BenchResult<Row> {
     let sa = dev.upload(&vec![1.0f32; stored])?;
     let sb = dev.upload(&vec![1.0f32; experts * n])?;
     let starts = case.starts();
-    let flops = 2.0 * (case.rows() * n * k) as f64;
-    let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
-    let table = dev.upload(&device_table(case))?;
+    let tflops = |ms: f64| case.tflops(ms);
+    let table = dev.upload(&case.device_table())?;
     let ours = || match case.m_max {
         Some(m_max) => tlx::ops::grouped_gemm_fp8_masked(
             dev,
@@ -462,8 +486,7 @@ fn run_fp8(dev: &Device, case: &Case, seed: i32) -> BenchResult<Row> {
     let blockwise_ms = median_ms(dev, blockwise)?;
     // With unit scales the blockwise output is the rowwise one.
     let error = error.max(compare(case, &c, &reference)?);
-    let balanced = case.m_max.is_none() && case.sizes.iter().all(|s| *s == case.sizes[0]);
-    let dense = if balanced {
+    let dense = if case.balanced() {
         let rows = case.rows();
         let b0 = b_t.slice(0..n * k)?;
         let ms = median_ms(dev, || {
@@ -483,20 +506,6 @@ fn run_fp8(dev: &Device, case: &Case, seed: i32) -> BenchResult<Row> {
         dense,
         error,
     })
-}
-
-/// The sizes as the ops read them on the device: the counts (masked) or
-/// the `experts + 1` row offsets (contiguous).
-fn device_table(case: &Case) -> Vec<i32> {
-    match case.m_max {
-        Some(_) => case.sizes.iter().map(|s| *s as i32).collect(),
-        None => std::iter::once(0)
-            .chain(case.sizes.iter().scan(0, |at, s| {
-                *at += *s as i32;
-                Some(*at)
-            }))
-            .collect(),
-    }
 }
 
 fn main() -> BenchResult<()> {
