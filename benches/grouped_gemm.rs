@@ -151,7 +151,6 @@ impl Case {
         self.sizes.iter().sum()
     }
 
-    /// Where each group's rows start in A and C.
     /// TFLOP/s of one run taking `ms` (the routed rows' FLOPs).
     fn tflops(&self, ms: f64) -> f64 {
         2.0 * (self.rows() * self.n * self.k) as f64 / (ms * 1e-3) / 1e12
@@ -179,6 +178,7 @@ impl Case {
         }
     }
 
+    /// Where each group's rows start in A and C.
     fn starts(&self) -> Vec<usize> {
         match self.m_max {
             Some(m_max) => (0..self.sizes.len()).map(|e| e * m_max).collect(),
