@@ -147,25 +147,9 @@ pub fn gemm(
     )
 }
 
-/// The device the kernel runs on: this one if it is a Blackwell GPU (or the
-/// interpreter), else the interpreter, saying why.
-pub fn blackwell_or_interpreter(device: &Device) -> Device {
-    match device.compute_capability() {
-        Some((major, _)) if major != 10 => {
-            println!(
-                "blackwell_gemm_ws: {} is not a Blackwell GPU (sm_100a); running on the CPU \
-                 interpreter instead",
-                device.name()
-            );
-            Device::cpu()
-        }
-        _ => device.clone(),
-    }
-}
-
 /// Checks the kernel against an f64 CPU reference on fresh random inputs.
 pub fn run(device: &Device) -> Outcome {
-    let device = blackwell_or_interpreter(device);
+    let device = common::blackwell_or_interpreter(device, "blackwell_gemm_ws");
     // Not multiples of the tiles, so TMA's zero fill and clipping matter.
     let mnk = match Size::for_device(&device) {
         Size::Gpu => (1000, 1032, 520),

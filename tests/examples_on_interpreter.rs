@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/blackwell_gemm_clc.rs"]
+#[allow(dead_code)]
+mod blackwell_gemm_clc;
 #[path = "../examples/blackwell_gemm_ws.rs"]
 #[allow(dead_code)]
 mod blackwell_gemm_ws;
@@ -118,6 +121,11 @@ fn cluster_exchange_matches_reference() {
 #[test]
 fn hopper_gemm_cluster_matches_reference() {
     on_interpreter(hopper_gemm_cluster::run);
+}
+
+#[test]
+fn blackwell_gemm_clc_matches_reference() {
+    on_interpreter(blackwell_gemm_clc::run);
 }
 
 #[test]

@@ -40,6 +40,22 @@ impl Size {
     }
 }
 
+/// The device an sm_100a-only example runs on: this one if it is a
+/// Blackwell GPU (or the interpreter), else the interpreter, saying why.
+pub fn blackwell_or_interpreter(device: &tlx::Device, example: &str) -> tlx::Device {
+    match device.compute_capability() {
+        Some((major, _)) if major != 10 => {
+            println!(
+                "{example}: {} is not a Blackwell GPU (sm_100a); running on the CPU \
+                 interpreter instead",
+                device.name()
+            );
+            tlx::Device::cpu()
+        }
+        _ => device.clone(),
+    }
+}
+
 /// SplitMix64: small, fast and good enough for test inputs.
 pub struct Rng(u64);
 

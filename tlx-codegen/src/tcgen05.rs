@@ -52,15 +52,24 @@ fn instruction_descriptor(plan: &WgmmaPlan) -> u32 {
 
 impl<'k> Lowerer<'k> {
     fn require_blackwell(&self, op: &Op, what: &str) -> Result<()> {
+        self.require_sm100(
+            op,
+            what,
+            "on Hopper accumulate in registers (`acc = async_dot(a, b, acc)` then `async_dot_wait`)",
+        )
+    }
+
+    /// An error at `op` unless the kernel is built for Blackwell: `what`
+    /// needs it, and `instead` says what Hopper does in its place.
+    pub(crate) fn require_sm100(&self, op: &Op, what: &str, instead: &str) -> Result<()> {
         if self.arch == Arch::Sm100a {
             return Ok(());
         }
         Err(CodegenError::Misuse {
             message: format!("{what} needs Blackwell (sm_100a), not {}", self.arch.name()),
-            hint: "build the kernel for Blackwell: `#[tlx::kernel(arch = \"sm_100a\", ...)]`; on \
-                   Hopper accumulate in registers (`acc = async_dot(a, b, acc)` then \
-                   `async_dot_wait`)"
-                .into(),
+            hint: format!(
+                "build the kernel for Blackwell: `#[tlx::kernel(arch = \"sm_100a\", ...)]`; {instead}"
+            ),
             at: Some(op.loc),
         })
     }

@@ -19,6 +19,7 @@ mod dot_operands;
 mod examples_ptx;
 mod golden_ptx;
 mod ice_guards;
+mod launch_control;
 mod loop_exits;
 mod macro_templates;
 mod math;

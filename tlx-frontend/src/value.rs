@@ -85,8 +85,20 @@ pub enum Val {
     BlockPtr(BlockPtr),
     /// A kernel's `Mesh` parameter (see `lower/mesh.rs`).
     Mesh(MeshVal),
+    /// A cluster-launch-control context (see `lower/clc.rs`).
+    Clc(ClcContext),
     /// What a statement-like expression (a call to `store`, a loop) gives.
     Unit,
+}
+
+/// What `clc_create_context` allocated: the answer's buffer, the barrier
+/// the answer completes on (`full`) and the one its consumers release
+/// (`empty`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClcContext {
+    pub response: ValueId,
+    pub full: ValueId,
+    pub empty: ValueId,
 }
 
 /// The parameters a `Mesh` parameter became: this rank, the number of

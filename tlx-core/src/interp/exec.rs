@@ -19,6 +19,7 @@ use crate::numeric::wrap_int;
 use super::error::{Fault, FaultResult, InterpError, Site, TaskCopy};
 use super::explore::{Access, Object};
 use super::global_race::{Accessor, GlobalAccess};
+use super::launch_queue::PendingClusters;
 use super::memory::HostMemory;
 use super::schedule::{ProgramShared, StepOutcome, Task};
 use super::undef::{self, Flags, ALL_DEFINED};
@@ -97,6 +98,9 @@ pub(crate) struct Executor<'k> {
     skeleton: Option<&'k [bool]>,
     /// Ops this task has executed: its `clock64()`.
     ops_run: u64,
+    /// The launch's clusters not yet started, which `clc_try_cancel`
+    /// takes; `None` where every program runs at once.
+    pending: Option<&'k PendingClusters>,
 }
 
 /// Which task an executor runs, and where.
@@ -185,6 +189,16 @@ impl<'k> Executor<'k> {
             in_flight: TaskInFlight::default(),
             skeleton,
             ops_run: 0,
+            pending: None,
+        }
+    }
+
+    /// The same, in a launch whose programs start as OS threads free up,
+    /// so cluster launch control can cancel those not started.
+    pub(crate) fn with_pending_clusters(self, pending: &'k PendingClusters) -> Self {
+        Executor {
+            pending: Some(pending),
+            ..self
         }
     }
 
@@ -228,6 +242,7 @@ impl<'k> Executor<'k> {
                     in_flight: TaskInFlight::default(),
                     skeleton: self.skeleton,
                     ops_run: self.ops_run,
+                    pending: self.pending,
                 }));
             }
         }

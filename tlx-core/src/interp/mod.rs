@@ -29,6 +29,7 @@ mod explore;
 mod global;
 mod global_race;
 mod inflight;
+mod launch_queue;
 pub mod mbarrier;
 pub mod memory;
 mod phases;
@@ -51,7 +52,7 @@ mod tests;
 
 use std::collections::HashSet;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::ir::{self, ParamKind, ScalarType};
@@ -70,6 +71,7 @@ pub use value::address_of;
 pub use wait::{BlockedTask, Skipped, Wait, WaitReason};
 
 use exec::Executor;
+use launch_queue::PendingClusters;
 use schedule::{run_tasks, ProgramLabel, ProgramShared, Task};
 use trace::ProgramTimeline;
 use value::{Data, GlobalTensor, Handle, Ptr, Repr, Tensor};
@@ -589,13 +591,21 @@ fn run_programs(
         }
         table
     });
-    let next = AtomicUsize::new(0);
+    let pending = PendingClusters::new(cluster_grid, cluster);
     let stop = AtomicBool::new(false);
     let failures: Mutex<Vec<(usize, InterpError)>> = Mutex::new(Vec::new());
     let worker = || {
         let params: Vec<Rc<Tensor>> = params.iter().cloned().map(Rc::new).collect();
         let mut executors: Vec<Executor> = (0..members)
-            .map(|_| Executor::new(kernel, mem, opts.check_uninit, grid, keep.as_deref()))
+            .map(|_| {
+                let executor = Executor::new(kernel, mem, opts.check_uninit, grid, keep.as_deref());
+                // A cooperative run starts every program at once: nothing
+                // is left for cluster launch control to cancel.
+                match cooperative {
+                    true => executor,
+                    false => executor.with_pending_clusters(&pending),
+                }
+            })
             .collect();
         let mut shared = ProgramShared {
             steps_left: max_steps,
@@ -603,12 +613,10 @@ fn run_programs(
             ..ProgramShared::default()
         };
         while !stop.load(Ordering::Relaxed) {
-            let index = next.fetch_add(1, Ordering::Relaxed);
-            if index >= clusters {
+            let Some(index) = pending.take() else {
                 break;
-            }
-            let origin = program_at(cluster_grid, index).map(|c| c as usize);
-            let first = [0, 1, 2].map(|a| origin[a] as u32 * cluster[a]);
+            };
+            let first = pending.first_program(index);
             let label = ProgramLabel {
                 kernel: &kernel.name,
                 file: &kernel.source_file,

@@ -84,6 +84,9 @@ impl<'a> Lowerer<'a> {
         if super::mesh::FUNCTIONS.contains(&name) {
             return self.mesh_function(args);
         }
+        if super::clc::FUNCTIONS.contains(&name) {
+            return self.clc_function(args);
+        }
         if name == "mean" {
             let a = args.bind(&["x", "axis", "keep_dims"], 1)?;
             return self.mean(&a, args.span);

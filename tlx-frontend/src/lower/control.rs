@@ -249,9 +249,12 @@ impl<'a> Lowerer<'a> {
                 block.ops.push(self.b.op(kind, vec![id]));
                 id
             }
-            Val::Tuple(_) | Val::Pipe(_) | Val::BlockPtr(_) | Val::Mesh(_) | Val::Unit => {
-                self.b.new_value(ty.clone())
-            }
+            Val::Tuple(_)
+            | Val::Pipe(_)
+            | Val::BlockPtr(_)
+            | Val::Mesh(_)
+            | Val::Clc(_)
+            | Val::Unit => self.b.new_value(ty.clone()),
         }
     }
 

@@ -5,6 +5,7 @@
 mod block_ptr;
 mod builtins;
 mod calls;
+mod clc;
 mod combine;
 mod composite;
 mod control;
@@ -527,11 +528,18 @@ impl<'a> Lowerer<'a> {
                             .with_hint("only bind values: tensors, scalars, constants or tuples"),
                     );
                 }
-                // A pipe's barriers are named after it: the checker then
-                // explains a finding on them with the pipe's calls.
+                // A pipe's (or a CLC context's) barriers are named after it:
+                // the checker then explains a finding on them with its calls.
                 if let Val::Pipe(crate::value::PipeVal::Pipe(pipe)) = &value {
                     self.b.name_value(pipe.full, format!("{}.full", p.ident));
                     self.b.name_value(pipe.empty, format!("{}.empty", p.ident));
+                }
+                if let Val::Clc(ctx) = &value {
+                    self.b
+                        .name_value(ctx.response, format!("{}.answer", p.ident));
+                    self.b.name_value(ctx.full, format!("{}.answered", p.ident));
+                    self.b
+                        .name_value(ctx.empty, format!("{}.released", p.ident));
                 }
                 if let Val::Ir(v) = value {
                     // Messages name buffers and barriers as the user does.

@@ -684,7 +684,7 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A run-time i32 scalar (integers and bools convert).
-    fn int_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
+    pub(super) fn int_arg(&mut self, e: Option<&'a Expr>) -> R<ValueId> {
         let e = self.expr_arg(e)?;
         let v = self.lower_expr(e)?;
         let id = self.materialize(&v, e.span())?;

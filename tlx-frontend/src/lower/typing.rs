@@ -136,6 +136,8 @@ impl Lowerer<'_> {
             .with_hint("read its window with `load(ptr, boundary_check = (0, 1))`, move it with `advance(ptr, offsets)`")),
             Val::Mesh(_) => Err(Diagnostic::new(span, "a mesh cannot be used as a value here")
                 .with_hint("read this rank with `shard_id(mesh, 0)` and the number of ranks with `shard_count(mesh, 0)`")),
+            Val::Clc(_) => Err(Diagnostic::new(span, "a cluster-launch-control context cannot be used as a value here")
+                .with_hint("pass it to `clc_producer(ctx, phase)` and `clc_consumer(ctx, phase)`")),
             Val::Unit => Err(Diagnostic::new(span, "this expression has no value")),
         }
     }

@@ -19,11 +19,12 @@ pub(crate) enum Verdict {
 }
 
 /// The verdict on `error`, found with the sizes `sample` describes; about
-/// a pipe's barriers, told in the pipe's terms.
+/// a pipe's or a cluster-launch-control context's barriers, told in the
+/// terms of their calls.
 pub(crate) fn diagnose(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
     match diagnose_run(kernel, error, sample) {
-        Verdict::Error(finding) => Verdict::Error(in_pipe_terms(finding)),
-        Verdict::Undecided(finding) => Verdict::Undecided(in_pipe_terms(finding)),
+        Verdict::Error(finding) => Verdict::Error(in_clc_terms(in_pipe_terms(finding))),
+        Verdict::Undecided(finding) => Verdict::Undecided(in_clc_terms(in_pipe_terms(finding))),
     }
 }
 
@@ -62,6 +63,32 @@ fn in_pipe_terms(mut finding: Finding) -> Finding {
              ({calls})"
         )
     };
+    finding
+}
+
+/// A finding about a cluster-launch-control context's barriers (the
+/// frontend names them `CTX.answered` and `CTX.released`): the hint speaks
+/// of `clc_producer` and `clc_consumer`, which is what the user wrote.
+fn in_clc_terms(mut finding: Finding) -> Finding {
+    let Some(end) = ["answered[", "released["]
+        .iter()
+        .filter_map(|side| finding.message.find(&format!(".{side}")))
+        .min()
+    else {
+        return finding;
+    };
+    let Some(start) = finding.message[..end].rfind('`').map(|s| s + 1) else {
+        return finding;
+    };
+    let ctx = finding.message[start..end].to_owned();
+    finding.hint = format!(
+        "`{ctx}.answered` is what `clc_producer({ctx}, phase)`'s request completes and \
+         `clc_consumer({ctx}, phase)` waits for; `{ctx}.released` gets one arrival from every \
+         `clc_consumer` call and is what `clc_producer` waits for. Start the producer's phase \
+         at 1 and every consumer's at 0, flip each after its call, and count in \
+         `clc_create_context(num_consumers)` every task (in a cluster, of every program) that \
+         calls `clc_consumer` once per tile"
+    );
     finding
 }
 

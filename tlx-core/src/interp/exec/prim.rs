@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use crate::ir::{
     DotPrecision, FlagComparison, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId,
+    CLC_RESPONSE_SHAPE,
 };
 
 use super::super::error::{
@@ -167,8 +168,11 @@ impl<'k> Executor<'k> {
                         },
                     );
                 }
-                // A skeleton run tracks buffers' state, not their contents.
-                let numel = if self.skeleton.is_some() {
+                // A skeleton run tracks buffers' state, not their contents,
+                // except a cluster-launch-control answer's: whether a
+                // persistent loop goes on depends on it.
+                let answer = elem == ScalarType::I32 && shape == CLC_RESPONSE_SHAPE;
+                let numel = if self.skeleton.is_some() && !answer {
                     0
                 } else {
                     shape.iter().product()
@@ -602,6 +606,13 @@ impl<'k> Executor<'k> {
             | Prim::AsyncRemoteShmemStore
             | Prim::FenceMbarrierInitCluster
             | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, task, shared),
+            Prim::ClcTryCancel => self.clc_try_cancel(op, named, task, shared),
+            Prim::ClcQuery => {
+                let view = self.buffer_view(arg("response")?)?;
+                self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                let answer = self.clc_answer(&view, shared, imm("dim")?)?;
+                Ok(self.define(op, 0, Data::Int(vec![answer]))?)
+            }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let id = self.get(arg("bar_id")?)?.scalar_int()?;
                 let Some(id) = u32::try_from(id).ok().filter(|id| *id < 16) else {

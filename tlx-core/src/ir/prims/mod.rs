@@ -29,6 +29,7 @@ mod timeline;
 mod tma;
 mod wgmma;
 
+pub use cluster::CLC_RESPONSE_SHAPE;
 pub use grid::FlagComparison;
 pub use tma::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, StoreReduce, TmaBox,

@@ -297,6 +297,75 @@ impl<'k> Executor<'k> {
     }
 }
 
+impl<'k> Executor<'k> {
+    /// `clc_try_cancel`: takes a cluster of the launch that has not
+    /// started (so it never will) and sends the answer, as a copy of 16
+    /// bytes, to `response` and `bar` of this program or, multicast, of
+    /// every program of the cluster. A skeleton run sends it too: whether
+    /// a persistent loop goes on depends on it.
+    pub(super) fn clc_try_cancel(
+        &mut self,
+        op: &Op,
+        named: Named<'_, ValueId>,
+        task: usize,
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let arg = |name: &str| named.get(name).copied().map_err(Fault::malformed);
+        if !self.predicate(arg("pred")?)? {
+            return Ok(());
+        }
+        let view = self.buffer_view(arg("response")?)?;
+        let bar = self.barrier_of(arg("bar")?)?;
+        let answer = match self.pending.and_then(|p| p.cancel()) {
+            Some(first) => std::iter::once(1).chain(first.map(i64::from)).collect(),
+            None => vec![0; 4],
+        };
+        let data = Data::Int(answer);
+        if named.imm("multicast").map_err(Fault::malformed)? == 0 {
+            return self.send(op, (task, shared), view, Some(data), bar, CLC_ANSWER_BYTES);
+        }
+        let mut sends = Vec::with_capacity(self.cluster_size());
+        for rank in 0..self.cluster_size() {
+            let to = self.peer_buffer(op, shared, &view, rank)?;
+            let to_bar = self.peer_barrier(op, shared, bar, rank)?;
+            sends.push((to, to_bar));
+        }
+        for (to, to_bar) in sends {
+            self.send(
+                op,
+                (task, shared),
+                to,
+                Some(data.clone()),
+                to_bar,
+                CLC_ANSWER_BYTES,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `clc_query`: the cancelled cluster's first program id along `dim`
+    /// from the answer in `response` (`[cancelled, x, y, z]` here), or -1.
+    pub(super) fn clc_answer(
+        &self,
+        response: &BufferView,
+        shared: &ProgramShared,
+        dim: i64,
+    ) -> PrimResult<i64> {
+        let Data::Int(words) = response.read(shared)? else {
+            return Err(Fault::malformed("a cluster-launch-control answer is not integers").into());
+        };
+        let coordinate = usize::try_from(dim).ok().and_then(|d| words.get(1 + d));
+        match (words.first(), coordinate) {
+            (Some(0), _) => Ok(-1),
+            (Some(_), Some(&c)) => Ok(c),
+            _ => Err(Fault::malformed(format!("`clc_query` of dimension {dim}")).into()),
+        }
+    }
+}
+
+/// What `clusterlaunchcontrol.try_cancel` writes and completes on its barrier.
+const CLC_ANSWER_BYTES: u32 = 16;
+
 /// The buffer a local handle names, seen as its remote view's type `ty`.
 fn local_buffer(handle: &Handle, ty: &Type) -> Result<BufferView, Stop> {
     let Type::SharedMemory(m) = ty else {
