@@ -91,4 +91,5 @@ impl<'k> Lowerer<'k> {
 
 /// What Hopper does instead of cluster launch control.
 const CLC_ON_HOPPER: &str = "on Hopper a persistent kernel takes its tiles by a fixed stride \
-                             (`start .. tiles step num_programs(0)`) or from an atomic counter";
+                             (`for tile in (program_id(0)..tiles).step_by(num_programs(0))`) \
+                             or from an atomic counter";
