@@ -244,3 +244,34 @@ fn hopper_refuses_cluster_launch_control_at_the_call() {
         other => panic!("expected a misuse, got {:?}", other.map(|c| c.ptx.len())),
     }
 }
+
+/// A request after an answer said no work was left is undefined in PTX:
+/// the interpreter names both lines, the checker the rule.
+#[test]
+fn a_request_after_no_work_is_reported() {
+    let src = ADD.replace(
+        "        p_consumer ^= 1;\n    }\n}",
+        "        p_consumer ^= 1;\n    }\n    clc_producer(clc, p_producer);\n}",
+    );
+    assert_ne!(src, ADD);
+    let err = run_add(&src, 64 * 3, &InterpOptions::default()).expect_err("asks again");
+    assert!(
+        matches!(
+            &*err,
+            InterpError::ClcAfterFailure {
+                failed_line: 15,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let report = tlx_core::check::check_protocol(&kernel(&src));
+    let [finding] = report.errors.as_slice() else {
+        panic!("expected one error, got {report:#?}");
+    };
+    assert_eq!(
+        finding.rule,
+        tlx_core::check::Rule::ClcAfterFailure,
+        "{finding:#?}"
+    );
+}

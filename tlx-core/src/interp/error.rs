@@ -289,6 +289,17 @@ pub enum InterpError {
         barrier: usize,
     },
     #[error(
+        "{at}, task `{task}`: a cluster-launch-control request after this program decoded an \
+         answer saying no work was left (`clc_query` at line {failed_line}, task `{failed_task}`): \
+         PTX leaves a request after an observed failure undefined"
+    )]
+    ClcAfterFailure {
+        at: Site,
+        task: String,
+        failed_task: String,
+        failed_line: u32,
+    },
+    #[error(
         "{at}, task `{task}`: write into shared buffer #{buffer} while the {} at line {} may \
          still be landing in it{}",
         .copy.op,

@@ -443,6 +443,20 @@ fn diagnose_run(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
             "track each `async_dot` once: either pass `mbarriers = [bar]` to it or call \
              `tcgen05_commit(bar)` after it, not both on the same barrier",
         ),
+        InterpError::ClcAfterFailure {
+            at, failed_line, ..
+        } => error_at(
+            Rule::ClcAfterFailure,
+            at.line,
+            at.op,
+            format!(
+                "this asks for more work after the program learned at line {failed_line} that \
+                 none is left (`clc_consumer` gave -1): PTX leaves such a request undefined"
+            ),
+            "stop asking once an answer says -1: end the persistent loop on `tile != -1` and \
+             call `clc_producer` only at the top of an iteration that has a tile, one request \
+             per answer consumed",
+        ),
         InterpError::Remote { at, error, .. } => error_at(
             Rule::ClusterAccess,
             at.line,

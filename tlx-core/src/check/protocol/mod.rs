@@ -66,6 +66,10 @@ pub enum Rule {
     /// `cp.async` issue) into a buffer an asynchronous copy may still be
     /// landing in: the two writes land in either order.
     WriteDuringCopy,
+    /// A cluster-launch-control request (`clc_try_cancel`, under
+    /// `clc_producer`) by a program that has already decoded an answer
+    /// saying no work was left: undefined in PTX.
+    ClcAfterFailure,
     /// Something the checker cannot follow (a warning).
     Undecidable,
     /// A `signal_wait_until` on a flag no op of the kernel sets (a
@@ -91,6 +95,7 @@ impl Rule {
             Rule::InFlightAtExit => "in-flight-at-exit",
             Rule::ProxyFence => "proxy-fence",
             Rule::WriteDuringCopy => "write-during-copy",
+            Rule::ClcAfterFailure => "clc-after-failure",
             Rule::Undecidable => "undecidable",
             Rule::FlagNeverSet => "flag-never-set",
         }
@@ -116,6 +121,7 @@ impl Rule {
             Rule::InFlightAtExit => "TLX-P012",
             Rule::ProxyFence => "TLX-P013",
             Rule::WriteDuringCopy => "TLX-P014",
+            Rule::ClcAfterFailure => "TLX-P015",
             Rule::Undecidable => "TLX-W001",
             Rule::FlagNeverSet => "TLX-W002",
         }
@@ -127,7 +133,7 @@ impl Rule {
     }
 
     /// Every rule, in the order of their codes.
-    pub const ALL: [Rule; 16] = [
+    pub const ALL: [Rule; 17] = [
         Rule::Deadlock,
         Rule::StaleWait,
         Rule::ExpectBytes,
@@ -142,6 +148,7 @@ impl Rule {
         Rule::InFlightAtExit,
         Rule::ProxyFence,
         Rule::WriteDuringCopy,
+        Rule::ClcAfterFailure,
         Rule::Undecidable,
         Rule::FlagNeverSet,
     ];

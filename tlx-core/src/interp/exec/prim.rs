@@ -610,7 +610,7 @@ impl<'k> Executor<'k> {
             Prim::ClcQuery => {
                 let view = self.buffer_view(arg("response")?)?;
                 self.check_read(op, shared, view.alloc, view.buffer, task)?;
-                let answer = self.clc_answer(&view, shared, imm("dim")?)?;
+                let answer = self.clc_answer(op, &view, shared, imm("dim")?)?;
                 Ok(self.define(op, 0, Data::Int(vec![answer]))?)
             }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {

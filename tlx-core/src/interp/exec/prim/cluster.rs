@@ -314,6 +314,16 @@ impl<'k> Executor<'k> {
         if !self.predicate(arg("pred")?)? {
             return Ok(());
         }
+        if let Some((failed_task, failed_line)) =
+            shared.observations.clc_failure(self.cluster_rank())
+        {
+            return Err(Stop::error(InterpError::ClcAfterFailure {
+                at: self.site(Some(op)),
+                task: self.task.name.clone(),
+                failed_task: failed_task.clone(),
+                failed_line: *failed_line,
+            }));
+        }
         let view = self.buffer_view(arg("response")?)?;
         let bar = self.barrier_of(arg("bar")?)?;
         let answer = match self.pending.and_then(|p| p.cancel()) {
@@ -344,11 +354,13 @@ impl<'k> Executor<'k> {
     }
 
     /// `clc_query`: the cancelled cluster's first program id along `dim`
-    /// from the answer in `response` (`[cancelled, x, y, z]` here), or -1.
+    /// from the answer in `response` (`[cancelled, x, y, z]` here), or -1,
+    /// which the program's later requests are checked against.
     pub(super) fn clc_answer(
         &self,
+        op: &Op,
         response: &BufferView,
-        shared: &ProgramShared,
+        shared: &mut ProgramShared,
         dim: i64,
     ) -> PrimResult<i64> {
         let Data::Int(words) = response.read(shared)? else {
@@ -356,7 +368,13 @@ impl<'k> Executor<'k> {
         };
         let coordinate = usize::try_from(dim).ok().and_then(|d| words.get(1 + d));
         match (words.first(), coordinate) {
-            (Some(0), _) => Ok(-1),
+            (Some(0), _) => {
+                let rank = self.cluster_rank();
+                shared
+                    .observations
+                    .clc_failed(rank, &self.task.name, op.loc.line);
+                Ok(-1)
+            }
             (Some(_), Some(&c)) => Ok(c),
             _ => Err(Fault::malformed(format!("`clc_query` of dimension {dim}")).into()),
         }
