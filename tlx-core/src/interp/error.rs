@@ -290,13 +290,12 @@ pub enum InterpError {
     },
     #[error(
         "{at}, task `{task}`: a cluster-launch-control request after this program decoded an \
-         answer saying no work was left (`clc_query` at line {failed_line}, task `{failed_task}`): \
+         answer saying no work was left (`clc_query` at line {failed_line}): \
          PTX leaves a request after an observed failure undefined"
     )]
     ClcAfterFailure {
         at: Site,
         task: String,
-        failed_task: String,
         failed_line: u32,
     },
     #[error(

@@ -39,10 +39,10 @@ pub(crate) struct Observations {
     /// (task, barrier) -> line of the task's arrive that completed a phase
     /// of the barrier, until the task next waits on anything.
     completing_arrivals: HashMap<(usize, usize), u32>,
-    /// Per program of the cluster (by rank), the task and line of a
-    /// `clc_query` that decoded "no work left": a later request by that
-    /// program is undefined.
-    clc_failed: HashMap<usize, (String, u32)>,
+    /// Per program of the cluster (by rank), the line of a `clc_query`
+    /// that decoded "no work left": a later request by that program is
+    /// undefined.
+    clc_failed: HashMap<usize, u32>,
 }
 
 impl Observations {
@@ -54,16 +54,14 @@ impl Observations {
     }
 
     /// Program `member` decoded a cluster-launch-control answer saying no
-    /// work was left, in `task` at `line` (the first time counts).
-    pub(crate) fn clc_failed(&mut self, member: usize, task: &str, line: u32) {
-        self.clc_failed
-            .entry(member)
-            .or_insert_with(|| (task.to_owned(), line));
+    /// work was left, at `line` (the first time counts).
+    pub(crate) fn clc_failed(&mut self, member: usize, line: u32) {
+        self.clc_failed.entry(member).or_insert(line);
     }
 
-    /// Where program `member` first decoded "no work left", if it has.
-    pub(crate) fn clc_failure(&self, member: usize) -> Option<&(String, u32)> {
-        self.clc_failed.get(&member)
+    /// The line where program `member` first decoded "no work left", if it has.
+    pub(crate) fn clc_failure(&self, member: usize) -> Option<u32> {
+        self.clc_failed.get(&member).copied()
     }
 
     /// `task` waited (on any barrier): its next arrivals are for new phases.

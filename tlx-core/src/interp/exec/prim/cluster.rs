@@ -314,14 +314,11 @@ impl<'k> Executor<'k> {
         if !self.predicate(arg("pred")?)? {
             return Ok(());
         }
-        if let Some((failed_task, failed_line)) =
-            shared.observations.clc_failure(self.cluster_rank())
-        {
+        if let Some(failed_line) = shared.observations.clc_failure(self.cluster_rank()) {
             return Err(Stop::error(InterpError::ClcAfterFailure {
                 at: self.site(Some(op)),
                 task: self.task.name.clone(),
-                failed_task: failed_task.clone(),
-                failed_line: *failed_line,
+                failed_line,
             }));
         }
         let view = self.buffer_view(arg("response")?)?;
@@ -370,9 +367,7 @@ impl<'k> Executor<'k> {
         match (words.first(), coordinate) {
             (Some(0), _) => {
                 let rank = self.cluster_rank();
-                shared
-                    .observations
-                    .clc_failed(rank, &self.task.name, op.loc.line);
+                shared.observations.clc_failed(rank, op.loc.line);
                 Ok(-1)
             }
             (Some(_), Some(&c)) => Ok(c),
