@@ -38,16 +38,28 @@ pub(super) fn allocation_columns(needed: usize) -> usize {
     needed.next_power_of_two().max(32)
 }
 
-/// The instruction descriptor of a `kind::f16` MMA with an f32 accumulator.
-fn instruction_descriptor(plan: &WgmmaPlan) -> u32 {
+/// The instruction descriptor of a `kind::f16` MMA with an f32
+/// accumulator; over a pair of programs the MMA is `2M x 2N` (the plan is
+/// one program's share: its rows of A, its half of B).
+fn instruction_descriptor(plan: &WgmmaPlan, pair: bool) -> u32 {
     let input = u32::from(plan.input == ScalarType::BF16);
+    let programs = if pair { 2 } else { 1 };
     (1 << 4)
         | input << 7
         | input << 10
         | u32::from(plan.a_m_major) << 15
         | u32::from(!plan.b_k_major) << 16
-        | ((plan.n as u32) >> 3) << 17
-        | ((plan.m as u32) >> 4) << 24
+        | ((programs * plan.n as u32) >> 3) << 17
+        | ((programs * plan.m as u32) >> 4) << 24
+}
+
+/// The `.cta_group` of the kernel's `tcgen05` instructions.
+fn cta_group(pair: bool) -> u8 {
+    if pair {
+        2
+    } else {
+        1
+    }
 }
 
 impl<'k> Lowerer<'k> {
@@ -107,10 +119,12 @@ impl<'k> Lowerer<'k> {
             .f
             .inst(format!("icmp eq i32 {}, 0", self.threads.program_warp));
         let n = allocation_columns(columns);
+        // Over pairs, warp 0 of both programs allocates, together.
+        let group = cta_group(self.facts.pair_mma);
         self.when(&first_warp, |l| {
             let asm = format!(
-                "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$0], {n}; \
-                 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;"
+                "tcgen05.alloc.cta_group::{group}.sync.aligned.shared::cta.b32 [$0], {n}; \
+                 tcgen05.relinquish_alloc_permit.cta_group::{group}.sync.aligned;"
             );
             l.f.asm("void", &asm, "r,~{memory}", &[("i32", &slot_address)]);
         });
@@ -133,12 +147,23 @@ impl<'k> Lowerer<'k> {
             return;
         };
         self.barrier();
+        let group = cta_group(self.facts.pair_mma);
+        if self.facts.pair_mma {
+            // The pair's even program writes the odd one's accumulators: both
+            // are done with them before either frees its columns.
+            self.f.asm(
+                "void",
+                "barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;",
+                "~{memory}",
+                &[],
+            );
+        }
         let first_warp = self
             .f
             .inst(format!("icmp eq i32 {}, 0", self.threads.program_warp));
         let n = allocation_columns(columns);
         self.when(&first_warp, |l| {
-            let asm = format!("tcgen05.dealloc.cta_group::1.sync.aligned.b32 $0, {n};");
+            let asm = format!("tcgen05.dealloc.cta_group::{group}.sync.aligned.b32 $0, {n};");
             l.f.asm("void", &asm, "r,~{memory}", &[("i32", &base)]);
         });
     }
@@ -310,7 +335,8 @@ impl<'k> Lowerer<'k> {
         else {
             return Err(malformed("`tcgen05_mma` operand types"));
         };
-        let plan = self.tcgen05_plan(op, ma, mb, macc)?;
+        let pair = self.facts.pair_mma;
+        let plan = self.tcgen05_plan(op, ma, mb, macc, pair)?;
         let (a_at, b_at) = (self.register(a)?, self.register(b)?);
         let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));
         let d = self.register(acc)?;
@@ -323,10 +349,12 @@ impl<'k> Lowerer<'k> {
                 Ok(self.shared_address(&offset))
             })
             .collect::<Result<Vec<_>>>()?;
-        let idesc = instruction_descriptor(&plan);
+        let idesc = instruction_descriptor(&plan, pair);
+        let group = cta_group(pair);
+        let issuer = self.pair_leader(pair);
         let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
         let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
-        self.on_first_thread("true", |l| {
+        self.on_first_thread(&issuer, |l| {
             for s in 0..plan.k / plan.k_step() {
                 let k0 = (s * plan.k_step()) as u32;
                 let a_desc = l.descriptor_at(&a_base, plan.a.offset(k0));
@@ -334,7 +362,7 @@ impl<'k> Lowerer<'k> {
                 let accumulate = if s == 0 { first.clone() } else { "1".into() };
                 let asm = format!(
                     "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \
-                     tcgen05.mma.cta_group::1.kind::f16 [$0], $1, $2, {idesc}, p; }}"
+                     tcgen05.mma.cta_group::{group}.kind::f16 [$0], $1, $2, {idesc}, p; }}"
                 );
                 l.f.asm(
                     "void",
@@ -349,7 +377,7 @@ impl<'k> Lowerer<'k> {
                 );
             }
             for bar in &bars {
-                l.commit_to(bar);
+                l.commit_to(bar, pair);
             }
         });
         Ok(())
@@ -360,16 +388,47 @@ impl<'k> Lowerer<'k> {
         self.require_blackwell(op, "`tcgen05_commit`")?;
         let offset = self.register(bar)?;
         let bar = self.shared_address(&offset);
-        self.on_first_thread("true", |l| l.commit_to(&bar));
+        let pair = self.facts.pair_mma;
+        let issuer = self.pair_leader(pair);
+        self.on_first_thread(&issuer, |l| l.commit_to(&bar, pair));
         Ok(())
     }
 
-    fn commit_to(&mut self, bar: &str) {
+    /// Over pairs, whether this program is its pair's even one (which
+    /// issues for both); else `true`.
+    fn pair_leader(&mut self, pair: bool) -> String {
+        if !pair {
+            return "true".into();
+        }
+        let rank = self
+            .f
+            .asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", &[]);
+        let odd = self.f.inst(format!("and i32 {rank}, 1"));
+        self.f.inst(format!("icmp eq i32 {odd}, 0"))
+    }
+
+    /// An arrival on `bar` when the issuing thread's MMAs complete; over
+    /// pairs, on `bar` of both programs (the even one's rank and the next).
+    fn commit_to(&mut self, bar: &str, pair: bool) {
+        if !pair {
+            self.f.asm(
+                "void",
+                "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$0];",
+                "r,~{memory}",
+                &[("i32", bar)],
+            );
+            return;
+        }
+        let rank = self
+            .f
+            .asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", &[]);
+        let mask = self.f.inst(format!("shl i32 3, {rank}"));
+        let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
         self.f.asm(
             "void",
-            "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$0];",
-            "r,~{memory}",
-            &[("i32", bar)],
+            "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [$0], $1;",
+            "r,h,~{memory}",
+            &[("i32", bar), ("i16", &mask)],
         );
     }
 
@@ -380,8 +439,15 @@ impl<'k> Lowerer<'k> {
         a: &SharedMemoryType,
         b: &SharedMemoryType,
         acc: &TensorMemoryType,
+        pair: bool,
     ) -> Result<WgmmaPlan> {
-        let (m, k, n) = (a.shape()[0], a.shape()[1], acc.shape()[1]);
+        // Over pairs, this program's half of N (what its B holds).
+        let n = if pair {
+            acc.shape()[1] / 2
+        } else {
+            acc.shape()[1]
+        };
+        let (m, k) = (a.shape()[0], a.shape()[1]);
         let orders = OperandOrders {
             a_m_major: a.transposed(),
             b_k_major: b.transposed(),
@@ -420,12 +486,19 @@ mod tests {
         let plan = WgmmaPlan::operands((t, t, ScalarType::F32), (128, 256, 64), 4, orders)
             .expect("a plan");
         // f32 D, bf16 A and B, both K-major, N = 256, M = 128.
-        assert_eq!(instruction_descriptor(&plan), 0x0840_0490);
+        assert_eq!(instruction_descriptor(&plan, false), 0x0840_0490);
         let n_major = OperandOrders::default();
         let plan = WgmmaPlan::operands((t, t, ScalarType::F32), (128, 128, 64), 4, n_major)
             .expect("a plan");
-        assert_eq!(instruction_descriptor(&plan) >> 16 & 1, 1, "B is N-major");
-        assert_eq!(instruction_descriptor(&plan) >> 17 & 0x3f, 16);
+        assert_eq!(
+            instruction_descriptor(&plan, false) >> 16 & 1,
+            1,
+            "B is N-major"
+        );
+        assert_eq!(instruction_descriptor(&plan, false) >> 17 & 0x3f, 16);
+        // Over a pair: M = 256, and N both programs' halves.
+        assert_eq!(instruction_descriptor(&plan, true) >> 17 & 0x3f, 32);
+        assert_eq!(instruction_descriptor(&plan, true) >> 24 & 0x1f, 16);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod launch_control;
 mod loop_exits;
 mod macro_templates;
 mod math;
+mod pair_mma;
 mod protocol;
 mod random;
 mod random_kernels;

@@ -34,7 +34,7 @@ use crate::error::Result;
 use axis::AxisInfo;
 use std::collections::{HashMap, HashSet};
 use storage::{descriptor_slots, plan_static_shared, StaticShared};
-use tlx_core::ir::{Block, Kernel, OpKind, Prim, ValueId};
+use tlx_core::ir::{Block, Kernel, Named, OpKind, Prim, ValueId};
 
 /// Analyses of the whole kernel, run before emission; read-only after.
 pub(crate) struct KernelFacts {
@@ -51,6 +51,9 @@ pub(crate) struct KernelFacts {
     pub(crate) descriptor_slots: HashMap<ValueId, usize>,
     /// Where the kernel's `local_alloc` buffers and mbarriers live.
     pub(crate) static_shared: StaticShared,
+    /// The kernel's `tcgen05` ops span pairs of programs (`two_ctas`): its
+    /// tensor memory is allocated, and its MMAs issued, with `cta_group::2`.
+    pub(crate) pair_mma: bool,
 }
 
 impl KernelFacts {
@@ -66,8 +69,25 @@ impl KernelFacts {
             stores_into_peers: kernel.uses_prim(Prim::RemoteShmemStore),
             descriptor_slots: descriptor_slots(kernel),
             static_shared: plan_static_shared(kernel)?,
+            pair_mma: uses_pair_mma(&kernel.body),
         })
     }
+}
+
+/// Whether an op of `block` is a `tcgen05` MMA or commit with `two_ctas`
+/// (the frontend makes every one of a kernel agree).
+fn uses_pair_mma(block: &Block) -> bool {
+    block.ops.iter().any(|op| {
+        let pair = match &op.kind {
+            OpKind::Prim {
+                prim: prim @ (Prim::Tcgen05Mma | Prim::Tcgen05Commit),
+                args,
+                imms,
+            } => Named::new(*prim, args, imms).imm("two_ctas") == Ok(1),
+            _ => false,
+        };
+        pair || op.kind.blocks().into_iter().any(uses_pair_mma)
+    })
 }
 
 /// Widest element accessed by a load or store of each shape -> elements per 16 bytes.

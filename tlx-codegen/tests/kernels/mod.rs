@@ -170,6 +170,19 @@ pub fn run_gemm_kernel(
     opts: &InterpOptions,
     extra_args: Vec<ArgValue>,
 ) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
+    let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
+    run_gemm_on(mem, kernel, (m, n, k), grid, opts, extra_args)
+}
+
+/// The same over `grid`.
+pub fn run_gemm_on(
+    mem: &HostMemory,
+    kernel: &Kernel,
+    (m, n, k): (usize, usize, usize),
+    grid: [u32; 3],
+    opts: &InterpOptions,
+    extra_args: Vec<ArgValue>,
+) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
     let a = values(1, m * k);
     let b = values(2, k * n);
     let a_id = upload_bf16(mem, &a);
@@ -185,7 +198,6 @@ pub fn run_gemm_kernel(
         ArgValue::i32(k as i32),
     ];
     args.extend(extra_args);
-    let grid = [m.div_ceil(64) as u32, n.div_ceil(64) as u32, 1];
     run_kernel(kernel, grid, &args, mem, opts).map_err(Box::new)?;
     let mut out = vec![0u8; m * n * 4];
     mem.read(c_id, 0, &mut out).expect("read back");

@@ -90,6 +90,8 @@ struct SharedFacts {
     allocations: std::collections::HashSet<tlx_core::ir::ValueId>,
     /// Tensor-memory columns the kernel's `local_alloc`s took so far.
     tmem_columns: usize,
+    /// The first `tcgen05` op's `two_ctas`, and its line: the others must agree.
+    pair_mma: Option<(bool, u32)>,
 }
 
 pub(super) fn lower_body(

@@ -280,18 +280,22 @@ impl<'a> Lowerer<'a> {
                     if let Some(list) = a[4] {
                         operands.extend(self.barrier_list(list)?);
                     }
+                    let pair = self.two_ctas_arg(a[5], span)?;
                     return self
-                        .emit_prim(Prim::Tcgen05Mma, operands, vec![], vec![], span)
+                        .emit_prim(Prim::Tcgen05Mma, operands, vec![pair], vec![], span)
                         .map(|_| Val::Unit);
                 }
-                if let Some(e) = a[3].or(a[4]) {
-                    return Err(Diagnostic::new(e.span(), "`use_acc` and `mbarriers` belong to an `async_dot` into tensor memory")
+                if let Some(e) = a[3].or(a[4]).or(a[5]) {
+                    return Err(Diagnostic::new(e.span(), "`use_acc`, `mbarriers` and `two_ctas` belong to an `async_dot` into tensor memory")
                         .with_hint("a register accumulator is complete after `async_dot_wait(pendings, acc)`; on Blackwell, accumulate into `local_alloc([128, N], f32, 1, storage = \"tmem\")` and pass `mbarriers = [bar]`"));
                 }
                 let result = self.ty(acc);
                 (vec![x, y, acc], vec![], vec![result])
             }
-            Prim::Tcgen05Commit => (vec![self.local_arg(a[0], prim)?], vec![], vec![]),
+            Prim::Tcgen05Commit => {
+                let bar = self.local_arg(a[0], prim)?;
+                (vec![bar], vec![self.two_ctas_arg(a[1], span)?], vec![])
+            }
             Prim::Tcgen05Mma => {
                 return Err(Diagnostic::new(span, "`tcgen05_mma` is the IR's name of an `async_dot` into tensor memory")
                     .with_hint("write `async_dot(a, b, acc, use_acc = ..., mbarriers = [bar])` with `acc` a tensor-memory buffer, as TLX does"));
@@ -508,6 +512,27 @@ impl<'a> Lowerer<'a> {
         )?;
         self.shared.tmem_columns = needed;
         Ok(buffers.map_or(Val::Unit, Val::Ir))
+    }
+
+    /// `two_ctas = true` of a tensor-memory `async_dot` or `tcgen05_commit`
+    /// (1, else 0): the kernel's clusters must hold whole pairs of programs
+    /// along x, and every `tcgen05` op of the kernel must agree.
+    fn two_ctas_arg(&mut self, e: Option<&'a Expr>, span: proc_macro2::Span) -> R<i64> {
+        let pair = self.const_bool_or(e, false)?;
+        let cluster = self.b.options().cluster;
+        if pair && cluster[0] % 2 != 0 {
+            return Err(Diagnostic::new(e.map_or(span, |e| e.span()), format!("`two_ctas = true` in a cluster of {:?} programs", cluster))
+                .with_hint("a 2-CTA MMA spans programs 2p and 2p + 1 of a cluster: give the kernel `ctas_per_cga = (2, 1, 1)` (or an even x)"));
+        }
+        match self.shared.pair_mma {
+            Some((earlier, line)) if earlier != pair => {
+                return Err(Diagnostic::new(span, format!("`two_ctas = {pair}` here, `two_ctas = {earlier}` at line {line}"))
+                    .with_hint("a kernel's tensor memory is allocated for single programs or for pairs (`cta_group::1` or `::2`): give every `async_dot` into tensor memory and every `tcgen05_commit` the same `two_ctas`"));
+            }
+            Some(_) => {}
+            None => self.shared.pair_mma = Some((pair, super::loc_of(span).line)),
+        }
+        Ok(i64::from(pair))
     }
 
     /// A list of barriers, e.g. `[local_view(bars, 0)]` (an `async_dot`'s
@@ -843,6 +868,7 @@ fn default_of(name: &str) -> &'static str {
         "reuse" => "none (fresh bytes)",
         "multicast_targets" | "mbarriers" => "[]",
         "use_acc" => "true",
+        "two_ctas" => "false",
         "storage" => "\"smem\"",
         "store_reduce" => "\"\" (a plain store)",
         _ => "1",

@@ -366,8 +366,10 @@ impl<'k> Executor<'k> {
                 let id = self.arrival_barrier(op, arg("bar")?, shared)?;
                 self.arrive_on(op, id, imm("arrive_count")? as u32, task, shared)
             }
-            Prim::Tcgen05Mma => self.tcgen05_mma(op, args, task, shared),
-            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?, task, shared),
+            Prim::Tcgen05Mma => self.tcgen05_mma(op, args, imm("two_ctas")? == 1, task, shared),
+            Prim::Tcgen05Commit => {
+                self.tcgen05_commit(op, arg("bar")?, imm("two_ctas")? == 1, task, shared)
+            }
             Prim::BarrierExpectBytes => {
                 if !self.predicate(arg("pred")?)? {
                     return Ok(());

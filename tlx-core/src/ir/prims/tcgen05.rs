@@ -7,15 +7,23 @@ use super::{Interp, Lowering, PrimDef, PrimSignature, Protocol, Surface, Typing}
 use crate::ir::def::{AsyncRole, Effects, MemorySpace, MemorySpaces, SyncScope};
 use crate::ir::types::{ScalarType, SharedMemoryType, TensorMemoryType, Type};
 
-/// `async_dot(a, b, acc, use_acc, mbarriers)` with `acc` a buffer in tensor
-/// memory (`tcgen05.mma`): `acc = a @ b` (`+ acc` when the i1 `use_acc`
-/// holds), issued by one thread and finished asynchronously; each barrier
-/// after `use_acc` (zero or more) gets one arrival when it (and every MMA
-/// this thread issued before) completes.
+/// `async_dot(a, b, acc, use_acc, mbarriers, two_ctas)` with `acc` a buffer
+/// in tensor memory (`tcgen05.mma`): `acc = a @ b` (`+ acc` when the i1
+/// `use_acc` holds), issued by one thread and finished asynchronously; each
+/// barrier after `use_acc` (zero or more) gets one arrival when it (and
+/// every MMA this thread issued before) completes.
+///
+/// With `two_ctas = 1` (`cta_group::2`) the MMA spans the pair of programs
+/// `2p, 2p + 1` of a cluster: program `2p` issues it for both, each
+/// program's `acc` is its own `a` (its 128 rows of M = 256) times both
+/// programs' `b` side by side (`b` is each one's half of N), and each
+/// barrier gets its arrival in both programs; program `2p + 1` issues
+/// nothing.
 pub(super) const TCGEN05_MMA: PrimDef = PrimDef {
     name: "tcgen05_mma",
-    signature: PrimSignature::new(&["a", "b", "acc", "use_acc", "mbarriers"], &[], 0).variadic(),
-    surface: Surface::custom(&["a", "b", "acc", "use_acc", "mbarriers"], 3),
+    signature: PrimSignature::new(&["a", "b", "acc", "use_acc", "mbarriers"], &["two_ctas"], 0)
+        .variadic(),
+    surface: Surface::custom(&["a", "b", "acc", "use_acc", "mbarriers", "two_ctas"], 3),
     effects: Effects {
         reads: MemorySpaces::only(MemorySpace::Shared).with(MemorySpace::Tensor),
         writes: MemorySpaces::only(MemorySpace::Tensor),
@@ -39,39 +47,54 @@ fn tcgen05_mma(t: &Typing) -> Result<(), String> {
     };
     let a = one_buffer(t.operand("a")?, "`async_dot`'s a")?;
     let b = one_buffer(t.operand("b")?, "`async_dot`'s b")?;
-    mma_shapes(a, b, acc)?;
+    mma_shapes(a, b, acc, pair(t)?)?;
     bool_scalar(t.operand("use_acc")?, "`use_acc`")?;
     t.rest("mbarriers")?
         .iter()
         .try_for_each(|b| one_barrier(b, "`async_dot`'s mbarriers"))
 }
 
-/// `tcgen05_commit(bar)`: one arrival on `bar` when every `tcgen05` MMA
-/// this thread issued so far has completed.
+/// `tcgen05_commit(bar, two_ctas)`: one arrival on `bar` when every
+/// `tcgen05` MMA this thread issued so far has completed; with `two_ctas =
+/// 1`, issued by program `2p` of the pair and arriving on `bar` of both.
 pub(super) const TCGEN05_COMMIT: PrimDef = PrimDef {
     name: "tcgen05_commit",
-    signature: PrimSignature::new(&["bar"], &[], 0),
-    surface: Surface::custom(&["bar"], 1),
+    signature: PrimSignature::new(&["bar"], &["two_ctas"], 0),
+    surface: Surface::custom(&["bar", "two_ctas"], 1),
     effects: Effects {
         async_role: Some(AsyncRole::Starts),
         sync: Some(SyncScope::Cta),
         ..Effects::PURE
     },
-    rule: |t| one_barrier(t.operand("bar")?, "`tcgen05_commit`"),
+    rule: |t| {
+        pair(t)?;
+        one_barrier(t.operand("bar")?, "`tcgen05_commit`")
+    },
     protocol: Protocol::KEPT,
     lowering: Lowering::Custom,
     interp: Interp::Custom,
 };
 
+/// Whether the op spans a pair of programs (`two_ctas`, 0 or 1).
+fn pair(t: &Typing) -> Result<bool, String> {
+    match t.imm("two_ctas")? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(format!("`two_ctas` is 0 or 1, not {other}")),
+    }
+}
+
 /// The shapes and types of a `tcgen05` MMA: `a` `[128, K]` and `b` `[K, N]`
 /// of one 16-bit float type in shared memory, K a multiple of 16, into an
-/// f32 `[128, N]` accumulator.
+/// f32 `[128, N]` accumulator; over a pair of programs, `b` is each one's
+/// half, `[K, N / 2]`.
 fn mma_shapes(
     a: &SharedMemoryType,
     b: &SharedMemoryType,
     acc: &TensorMemoryType,
+    pair: bool,
 ) -> Result<(), String> {
-    let ([m, k], [k2, n]) = (a.shape(), b.shape()) else {
+    let ([m, k], [k2, half_or_n]) = (a.shape(), b.shape()) else {
         return Err("`async_dot`'s a and b are matrices".into());
     };
     if k != k2 {
@@ -93,9 +116,15 @@ fn mma_shapes(
             "K = {k}: `tcgen05` MMAs step K by 16, so K must be a multiple of 16"
         ));
     }
-    if acc.elem() != ScalarType::F32 || acc.shape() != [*m, *n] || n % 16 != 0 {
+    let n = if pair { 2 * half_or_n } else { *half_or_n };
+    if acc.elem() != ScalarType::F32 || acc.shape() != [*m, n] || n % 16 != 0 {
+        let halves = if pair {
+            format!(" (b is this program's half of N = {n}: the pair's two b side by side)")
+        } else {
+            String::new()
+        };
         return Err(format!(
-            "a [{m}, {k}] x [{k}, {n}] product accumulates into an f32 [{m}, {n}] tensor-memory buffer with N a multiple of 16, not {}",
+            "a [{m}, {k}] x [{k}, {n}] product{halves} accumulates into an f32 [{m}, {n}] tensor-memory buffer with N a multiple of 16, not {}",
             Type::TensorMemory(acc.clone())
         ));
     }

@@ -13,7 +13,7 @@ use crate::ir::types::{ScalarType, Type};
 pub(super) const ASYNC_DOT: PrimDef = PrimDef {
     name: "async_dot",
     signature: PrimSignature::new(&["a", "b", "acc"], &[], 1),
-    surface: Surface::custom(&["a", "b", "acc", "use_acc", "mbarriers"], 3),
+    surface: Surface::custom(&["a", "b", "acc", "use_acc", "mbarriers", "two_ctas"], 3),
     effects: Effects {
         reads: MemorySpaces::only(MemorySpace::Shared),
         async_role: Some(AsyncRole::Starts),

@@ -118,6 +118,35 @@ impl<'k> Executor<'k> {
         })
     }
 
+    /// `view` in program `rank` of the cluster: itself in this program, the
+    /// peer's (made visible to the cluster) in another.
+    pub(super) fn member_view(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        view: BufferView,
+        rank: usize,
+    ) -> PrimResult<BufferView> {
+        match rank == self.cluster_rank() {
+            true => Ok(view),
+            false => self.peer_buffer(op, shared, &view, rank),
+        }
+    }
+
+    /// Barrier `id` of this program as program `rank` of the cluster has it.
+    pub(super) fn member_barrier(
+        &self,
+        op: &Op,
+        shared: &ProgramShared,
+        id: usize,
+        rank: usize,
+    ) -> PrimResult<usize> {
+        match rank == self.cluster_rank() {
+            true => Ok(id),
+            false => self.peer_barrier(op, shared, id, rank),
+        }
+    }
+
     /// The remote view `v`: its peer's rank, and the local handle it maps.
     fn remote_of(&self, v: ValueId) -> PrimResult<(usize, Handle)> {
         match self.get(v)?.handle()? {

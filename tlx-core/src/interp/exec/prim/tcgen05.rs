@@ -7,6 +7,7 @@
 //! that has not waited for that barrier phase races with it.
 
 use crate::ir::{DotPrecision, Op, Type, ValueId};
+use std::rc::Rc;
 
 use super::super::super::dot;
 use super::super::super::error::{EarlyAccumulatorAccess, Fault, InterpError};
@@ -27,93 +28,147 @@ pub(crate) struct PendingMma {
 }
 
 impl<'k> Executor<'k> {
-    /// `async_dot(a, b, acc, use_acc, mbarriers)` into tensor memory.
+    /// `async_dot(a, b, acc, use_acc, mbarriers, two_ctas)` into tensor
+    /// memory; over a pair of programs, issued by the even one for both.
     pub(super) fn tcgen05_mma(
         &mut self,
         op: &Op,
         args: &[ValueId],
+        pair: bool,
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
         let &[a, b, acc, use_acc, ref barriers @ ..] = args else {
             return Err(Fault::malformed("an MMA lacks an operand").into());
         };
-        let a_data = self.dot_operand(op, shared, a, task)?;
-        let b_data = self.dot_operand(op, shared, b, task)?;
-        let operands = [a, b]
-            .into_iter()
-            .map(|v| {
-                let view = self.buffer_view(v)?;
-                Ok(shared.smem.buffer_id(view.alloc, view.buffer))
-            })
-            .collect::<Result<Vec<_>, Fault>>()?;
-        let view = self.buffer_view(acc)?;
-        let acc_id = shared.smem.buffer_id(view.alloc, view.buffer);
-        let accumulate = self.predicate(use_acc)?;
-        if accumulate && !shared.smem.written(view.alloc, view.buffer) {
-            return Err(Stop::error(InterpError::UnwrittenShared {
-                at: self.site(Some(op)),
-                task: self.task.name.clone(),
-                buffer: acc_id,
-            }));
+        let Some(members) = self.mma_members(pair) else {
+            return Ok(());
+        };
+        let Type::TensorMemory(m) = self.type_of(acc)?.clone() else {
+            return Err(Fault::malformed("an MMA into a non-tensor-memory buffer").into());
+        };
+        let input = self.scalar_type(a)?;
+        // Each program's operands and accumulator, at the same places.
+        let mut sides = Vec::with_capacity(members.len());
+        for &rank in &members {
+            let side = [a, b, acc].map(|v| self.buffer_view(v));
+            let [a_view, b_view, acc_view] = side;
+            sides.push([
+                self.member_view(op, shared, a_view?, rank)?,
+                self.member_view(op, shared, b_view?, rank)?,
+                self.member_view(op, shared, acc_view?, rank)?,
+            ]);
         }
-        self.check_write(op, shared, acc_id, task)?;
-        match (a_data, b_data) {
-            (Some(x), Some(y)) => {
-                let Type::TensorMemory(m) = self.type_of(acc)? else {
-                    return Err(Fault::malformed("an MMA into a non-tensor-memory buffer").into());
-                };
-                let start = if accumulate {
-                    view.read(shared)?
-                } else {
-                    Data::Float(vec![0.0; view.numel])
-                };
-                let start = Tensor::new(m.shape().to_vec(), start)?;
-                let input = self.scalar_type(a)?;
-                let data = dot::dot(&x, &y, &start, input, m.elem(), DotPrecision::Tf32)?;
-                view.write(shared, data)?;
+        let mut operands = Vec::with_capacity(2 * sides.len());
+        for [a_view, b_view, _] in &sides {
+            for view in [a_view, b_view] {
+                self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                operands.push(shared.smem.buffer_id(view.alloc, view.buffer));
             }
-            _ => shared.smem.mark_written(view.alloc, view.buffer)?,
         }
-        shared
-            .footprint
-            .touch(Object::Buffer(acc_id), Access::Write);
-        shared.mmas.push(PendingMma {
-            task,
-            acc: acc_id,
-            operands,
-            line: op.loc.line,
-        });
+        let accumulate = self.predicate(use_acc)?;
+        for [_, _, acc_view] in &sides {
+            let acc_id = shared.smem.buffer_id(acc_view.alloc, acc_view.buffer);
+            if accumulate && !shared.smem.written(acc_view.alloc, acc_view.buffer) {
+                return Err(Stop::error(InterpError::UnwrittenShared {
+                    at: self.site(Some(op)),
+                    task: self.task.name.clone(),
+                    buffer: acc_id,
+                }));
+            }
+            self.check_write(op, shared, acc_id, task)?;
+        }
+        // B of the whole MMA: the programs' halves side by side.
+        let b_shape = self.type_of(b)?.shape().to_vec();
+        let b_full = match self.skeleton {
+            Some(_) => None,
+            None => Some(side_by_side(
+                sides
+                    .iter()
+                    .map(|[_, b_view, _]| b_view.read(shared))
+                    .collect::<Result<Vec<_>, Fault>>()?,
+                &b_shape,
+            )?),
+        };
+        for [a_view, _, acc_view] in &sides {
+            let acc_id = shared.smem.buffer_id(acc_view.alloc, acc_view.buffer);
+            match &b_full {
+                Some(y) => {
+                    let x = Tensor::new(self.type_of(a)?.shape().to_vec(), a_view.read(shared)?)?;
+                    let start = if accumulate {
+                        acc_view.read(shared)?
+                    } else {
+                        Data::Float(vec![0.0; acc_view.numel])
+                    };
+                    let start = Tensor::new(m.shape().to_vec(), start)?;
+                    let data = dot::dot(&x, y, &start, input, m.elem(), DotPrecision::Tf32)?;
+                    acc_view.write(shared, data)?;
+                }
+                None => shared.smem.mark_written(acc_view.alloc, acc_view.buffer)?,
+            }
+            shared
+                .footprint
+                .touch(Object::Buffer(acc_id), Access::Write);
+            shared.mmas.push(PendingMma {
+                task,
+                acc: acc_id,
+                operands: operands.clone(),
+                line: op.loc.line,
+            });
+        }
         if barriers.is_empty() {
             return Ok(());
         }
-        let ids = barriers
-            .iter()
-            .map(|&v| self.barrier_of(v))
-            .collect::<Result<Vec<_>, Fault>>()?;
+        let mut ids = Vec::with_capacity(barriers.len() * members.len());
+        for &v in barriers {
+            let id = self.barrier_of(v)?;
+            for &rank in &members {
+                ids.push(self.member_barrier(op, shared, id, rank)?);
+            }
+        }
         self.in_flight.mma_signalled.extend(&ids);
         self.complete_mmas(op, &ids, task, shared)
     }
 
-    /// `tcgen05_commit(bar)`.
+    /// `tcgen05_commit(bar, two_ctas)`.
     pub(super) fn tcgen05_commit(
         &mut self,
         op: &Op,
         bar: ValueId,
+        pair: bool,
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
-        let id = self.barrier_of(bar)?;
+        let Some(members) = self.mma_members(pair) else {
+            return Ok(());
+        };
+        let local = self.barrier_of(bar)?;
+        let ids = members
+            .iter()
+            .map(|&rank| self.member_barrier(op, shared, local, rank))
+            .collect::<PrimResult<Vec<_>>>()?;
         let tracks_new = shared.mmas.iter().any(|m| m.task == task);
         let signalled = std::mem::take(&mut self.in_flight.mma_signalled);
-        if !tracks_new && signalled.contains(&id) {
+        if !tracks_new && signalled.contains(&local) {
             return Err(Stop::error(InterpError::DoubleMmaCompletion {
                 at: self.site(Some(op)),
                 task: self.task.name.clone(),
-                barrier: id,
+                barrier: local,
             }));
         }
-        self.complete_mmas(op, &[id], task, shared)
+        self.complete_mmas(op, &ids, task, shared)
+    }
+
+    /// The programs (cluster ranks) a `tcgen05` op acts for: this one, or
+    /// over a pair both, when this is the pair's even program; `None` for
+    /// the odd one, which issues nothing.
+    fn mma_members(&self, pair: bool) -> Option<Vec<usize>> {
+        let rank = self.cluster_rank();
+        match (pair, rank % 2) {
+            (false, _) => Some(vec![rank]),
+            (true, 0) => Some(vec![rank, rank + 1]),
+            (true, _) => None,
+        }
     }
 
     /// The task's pending MMAs complete and each of `barriers` gets one
@@ -196,4 +251,23 @@ impl<'k> Executor<'k> {
             }),
         }))
     }
+}
+
+/// The `[K, N / members]` halves of B, each row-major, as one `[K, N]`
+/// operand: row `k` is every half's row `k` in turn.
+fn side_by_side(halves: Vec<Data>, half_shape: &[usize]) -> Result<Rc<Tensor>, Fault> {
+    let &[k, n] = half_shape else {
+        return Err(Fault::malformed("an MMA's B is not a matrix"));
+    };
+    let count = halves.len();
+    let mut rows = Vec::with_capacity(k * n * count);
+    for row in 0..k {
+        for half in &halves {
+            let Data::Float(values) = half else {
+                return Err(Fault::malformed("an MMA's B is not floating-point"));
+            };
+            rows.extend_from_slice(&values[row * n..(row + 1) * n]);
+        }
+    }
+    Ok(Rc::new(Tensor::new(vec![k, n * count], Data::Float(rows))?))
 }
