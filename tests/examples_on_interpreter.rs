@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/blackwell_gemm_2cta.rs"]
+#[allow(dead_code)]
+mod blackwell_gemm_2cta;
 #[path = "../examples/blackwell_gemm_clc.rs"]
 #[allow(dead_code)]
 mod blackwell_gemm_clc;
@@ -121,6 +124,11 @@ fn cluster_exchange_matches_reference() {
 #[test]
 fn hopper_gemm_cluster_matches_reference() {
     on_interpreter(hopper_gemm_cluster::run);
+}
+
+#[test]
+fn blackwell_gemm_2cta_matches_reference() {
+    on_interpreter(blackwell_gemm_2cta::run);
 }
 
 #[test]
