@@ -23,7 +23,9 @@ use super::error::{malformed, Result};
 use super::lower::{Lowerer, Tensor};
 use super::CodegenError;
 use crate::layout::tensor_memory_rows;
-use tlx_core::ir::{Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId};
+use tlx_core::ir::{
+    shared_swizzle, Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId,
+};
 
 /// Registers one `tcgen05.ld`/`tcgen05.st` moves per thread at most here
 /// (PTX allows 128; 32 keeps each inline asm small).
@@ -378,6 +380,49 @@ impl<'k> Lowerer<'k> {
             }
             for bar in &bars {
                 l.commit_to(bar, pair);
+            }
+        });
+        Ok(())
+    }
+
+    /// `tmem_copy(src, dst)`: one `tcgen05.cp` of 128 rows x 256 bits (8
+    /// columns) per step, from the context's first thread. The source's
+    /// 32-bit `[128, N]` rows are read as a K-major MMA operand of 16-bit
+    /// `[128, 2N]` (the same bytes), whose descriptors step 32 bytes along
+    /// a row as an MMA's K steps do.
+    pub(super) fn tmem_copy(&mut self, op: &Op, src: ValueId, dst: ValueId) -> Result<()> {
+        self.require_blackwell(op, "`tmem_copy`")?;
+        let Type::SharedMemory(m) = self.ty(src) else {
+            return Err(malformed("`tmem_copy` of a non-buffer"));
+        };
+        let n = m.shape()[1];
+        let halves =
+            SharedMemoryType::new(ScalarType::BF16, vec![128, 2 * n], 1, m.swizzle(), true);
+        let rows = SharedMemoryType::new(
+            ScalarType::BF16,
+            vec![2 * n, 64],
+            1,
+            shared_swizzle(ScalarType::BF16, &[2 * n, 64]),
+            true,
+        );
+        let macc = TensorMemoryType::new(ScalarType::F32, vec![128, 64], 1);
+        let plan = self.tcgen05_plan(op, &halves, &rows, &macc, false)?;
+        let at = self.register(src)?;
+        let base = self.shared_address(&at);
+        let base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &base);
+        let d = self.register(dst)?;
+        let group = cta_group(self.facts.pair_mma);
+        self.on_first_thread("true", |l| {
+            for step in 0..n / 8 {
+                let desc = l.descriptor_at(&base, plan.a.offset((16 * step) as u32));
+                let column = l.f.inst(format!("add i32 {d}, {}", 8 * step));
+                let asm = format!("tcgen05.cp.cta_group::{group}.128x256b [$0], $1;");
+                l.f.asm(
+                    "void",
+                    &asm,
+                    "r,l,~{memory}",
+                    &[("i32", &column), ("i64", &desc)],
+                );
             }
         });
         Ok(())

@@ -199,3 +199,86 @@ fn tensor_memory_on_hopper_is_an_error_naming_blackwell() {
         "{err}"
     );
 }
+
+/// `tmem_copy` starts the accumulator from shared memory: `C = 1.5 + A B`
+/// with every MMA accumulating, on the interpreter; the copy becomes
+/// `tcgen05.cp` steps that `ptxas` accepts for sm_100a.
+#[test]
+fn tmem_copy_starts_the_accumulator_from_shared_memory() {
+    let src = broken(
+        "    let done = alloc_barriers(1, 1);",
+        "    let done = alloc_barriers(1, 1);\n    let c_in = local_alloc([BM, BN], f32, 1);\n    local_store(local_view(c_in, 0), full([BM, BN], 1.5, f32));\n    fence_async_shared();",
+    )
+    .replacen(
+        "            for i in 0..k_tiles {\n                barrier_wait(local_view(full, 0), i % 2);",
+        "            tmem_copy(local_view(c_in, 0), local_view(acc, 0));\n            for i in 0..k_tiles {\n                barrier_wait(local_view(full, 0), i % 2);",
+        1,
+    )
+    .replacen("use_acc = i > 0,", "use_acc = true,", 1);
+    assert!(src.contains("tmem_copy("));
+    let (got, want) = run_gemm(&src, (200, 128, 96)).expect("runs");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - (w + 1.5)).abs() <= 1e-3 * (w + 1.5).abs().max(1.0),
+            "element {i}: {g} vs {}",
+            w + 1.5
+        );
+    }
+    assert_eq!(check_protocol(&compile(&src)), ProtocolReport::default());
+    let kernel = compile(&src);
+    let c = tlx_codegen::compile(&kernel, Arch::Sm100a).expect("compiles");
+    assert_eq!(
+        c.ptx.matches("tcgen05.cp.cta_group::1.128x256b").count(),
+        64 / 8,
+        "{}",
+        c.ptx
+    );
+    if let Some(p) = codegen_common::ptxas() {
+        codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
+    }
+}
+
+#[test]
+fn tmem_copy_takes_32_bit_rows_of_its_destinations_shape() {
+    let err = tlx_frontend::compile_str(&broken(
+        "    let done = alloc_barriers(1, 1);",
+        "    let done = alloc_barriers(1, 1);\n    let c_in = local_alloc([BM, BN], bf16, 1);\n    tmem_copy(local_view(c_in, 0), local_view(acc, 0));",
+    ))
+    .expect_err("bf16 rows")
+    .to_string();
+    assert!(err.contains("a [128, N] buffer of a 32-bit type"), "{err}");
+}
+
+/// Every width `tmem_copy` takes lowers (each swizzle its source may have).
+#[test]
+fn tmem_copy_lowers_for_every_width() {
+    for n in [8, 16, 32, 64, 128, 256] {
+        let src = format!(
+            r#"
+#[tlx::kernel(arch = "sm_100a", num_warps = 4)]
+fn copy(c: Ptr<f32>) {{
+    let src = local_alloc([128, {n}], f32, 1);
+    let acc = local_alloc([128, {n}], f32, 1, storage = "tmem");
+    let done = alloc_barriers(1, 1);
+    local_store(local_view(src, 0), full([128, {n}], 2.0, f32));
+    fence_async_shared();
+    tmem_copy(local_view(src, 0), local_view(acc, 0));
+    tcgen05_commit(local_view(done, 0));
+    barrier_wait(local_view(done, 0), 0);
+    let rows = arange(0, 128);
+    store(c + rows[(.., None)] * {n} + arange(0, {n})[(None, ..)], local_load(local_view(acc, 0)));
+}}
+"#
+        );
+        let kernel = compile(&src);
+        let c =
+            tlx_codegen::compile(&kernel, Arch::Sm100a).unwrap_or_else(|e| panic!("N = {n}: {e}"));
+        assert_eq!(
+            c.ptx.matches("tcgen05.cp.cta_group::1.128x256b").count(),
+            n / 8
+        );
+        if let Some(p) = codegen_common::ptxas() {
+            codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
+        }
+    }
+}

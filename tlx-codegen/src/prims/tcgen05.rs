@@ -16,6 +16,7 @@ impl<'k> Lowerer<'k> {
                 self.tcgen05_mma(op, operands, rest("mbarriers")?)
             }
             Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?),
+            Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?),
             other => Err(no_lowering(other)),
         }
     }

@@ -367,6 +367,7 @@ impl<'k> Executor<'k> {
                 self.arrive_on(op, id, imm("arrive_count")? as u32, task, shared)
             }
             Prim::Tcgen05Mma => self.tcgen05_mma(op, args, imm("two_ctas")? == 1, task, shared),
+            Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?, task, shared),
             Prim::Tcgen05Commit => {
                 self.tcgen05_commit(op, arg("bar")?, imm("two_ctas")? == 1, task, shared)
             }

@@ -75,6 +75,64 @@ pub(super) const TCGEN05_COMMIT: PrimDef = PrimDef {
     interp: Interp::Custom,
 };
 
+/// `tmem_copy(src, dst)` (`tcgen05.cp`): copies a `[128, N]` buffer of a
+/// 32-bit type from shared memory into a tensor-memory buffer of the same
+/// type and shape, asynchronously, from one thread, in order with the
+/// thread's MMAs (an `async_dot` issued after it sees the copy); a barrier
+/// that tracks the thread's MMAs (`mbarriers`, `tcgen05_commit`) also
+/// tracks it, and only after a wait on one may another task read `dst` or
+/// overwrite `src`.
+pub(super) const TMEM_COPY: PrimDef = PrimDef {
+    name: "tmem_copy",
+    signature: PrimSignature::new(&["src", "dst"], &[], 0),
+    surface: Surface::generic(&["src", "dst"], super::rules::no_results),
+    effects: Effects {
+        reads: MemorySpaces::only(MemorySpace::Shared),
+        writes: MemorySpaces::only(MemorySpace::Tensor),
+        async_role: Some(AsyncRole::Starts),
+        ..Effects::PURE
+    },
+    rule: tmem_copy,
+    protocol: Protocol::KEPT,
+    lowering: Lowering::Custom,
+    interp: Interp::Custom,
+};
+
+fn tmem_copy(t: &Typing) -> Result<(), String> {
+    let src = one_buffer(t.operand("src")?, "`tmem_copy`'s source")?;
+    let dst = match t.operand("dst")? {
+        Type::TensorMemory(m) if m.buffers() == 1 => m,
+        other => {
+            return Err(format!(
+                "`tmem_copy` copies into one tensor-memory buffer, not {other}"
+            ))
+        }
+    };
+    let &[128, n] = src.shape() else {
+        return Err(format!(
+            "`tmem_copy` copies [128, N] buffers (a row per tensor-memory lane), not {:?}",
+            src.shape()
+        ));
+    };
+    if src.elem().size_bytes() != 4 || n % 8 != 0 || src.transposed() {
+        return Err(format!(
+            "`tmem_copy` copies a [128, N] buffer of a 32-bit type (f32, i32) with N a multiple of 8 (256-bit columns), not a {} {:?}{} one",
+            src.elem(),
+            src.shape(),
+            if src.transposed() { " transposed" } else { "" }
+        ));
+    }
+    if dst.elem() != src.elem() || dst.shape() != src.shape() {
+        return Err(format!(
+            "`tmem_copy` copies into a tensor-memory buffer of the source's type and shape ({} {:?}), not {}",
+            src.elem(),
+            src.shape(),
+            Type::TensorMemory(dst.clone())
+        ));
+    }
+    Ok(())
+}
+
 /// Whether the op spans a pair of programs (`two_ctas`, 0 or 1).
 fn pair(t: &Typing) -> Result<bool, String> {
     match t.imm("two_ctas")? {

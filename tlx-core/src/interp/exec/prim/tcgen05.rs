@@ -130,6 +130,41 @@ impl<'k> Executor<'k> {
         self.complete_mmas(op, &ids, task, shared)
     }
 
+    /// `tmem_copy(src, dst)`: the copy lands at issue; like an MMA's write,
+    /// a barrier that tracks the task's MMAs publishes it, and the source
+    /// counts as read until then.
+    pub(super) fn tmem_copy(
+        &mut self,
+        op: &Op,
+        src: ValueId,
+        dst: ValueId,
+        task: usize,
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let from = self.buffer_view(src)?;
+        self.check_read(op, shared, from.alloc, from.buffer, task)?;
+        let to = self.buffer_view(dst)?;
+        let dst_id = shared.smem.buffer_id(to.alloc, to.buffer);
+        self.check_write(op, shared, dst_id, task)?;
+        match self.skeleton {
+            Some(_) => shared.smem.mark_written(to.alloc, to.buffer)?,
+            None => {
+                let data = from.read(shared)?;
+                to.write(shared, data)?;
+            }
+        }
+        shared
+            .footprint
+            .touch(Object::Buffer(dst_id), Access::Write);
+        shared.mmas.push(PendingMma {
+            task,
+            acc: dst_id,
+            operands: vec![shared.smem.buffer_id(from.alloc, from.buffer)],
+            line: op.loc.line,
+        });
+        Ok(())
+    }
+
     /// `tcgen05_commit(bar, two_ctas)`.
     pub(super) fn tcgen05_commit(
         &mut self,
