@@ -9,8 +9,8 @@
 use std::rc::Rc;
 
 use crate::ir::{
-    DotPrecision, FlagComparison, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type, ValueId,
-    CLC_RESPONSE_SHAPE,
+    DotPrecision, Family, FlagComparison, Interp, Named, Op, Prim, ScalarType, StoreReduce, Type,
+    ValueId, CLC_RESPONSE_SHAPE,
 };
 
 use super::super::error::{
@@ -27,6 +27,8 @@ use super::super::wait::{Wait, WaitReason};
 use super::super::{dot, global};
 use super::Executor;
 
+// Families whose primitives run in a file of their own (`prim.family()`
+// routes them there before the arms of `prim` below).
 mod cluster;
 mod tcgen05;
 
@@ -146,6 +148,13 @@ impl<'k> Executor<'k> {
         // The definition says why nothing the interpreter models changes.
         if prim.def().interp == Interp::Nothing {
             return Ok(());
+        }
+        // Families with a file of their own (`prim/`) run their primitives
+        // there; the others' are the arms below.
+        match prim.family() {
+            Family::Cluster => return self.cluster_prim(op, named, task, shared),
+            Family::Tcgen05 => return self.tcgen05_prim(op, named, task, shared),
+            _ => {}
         }
         match prim {
             Prim::LocalAlloc => {
@@ -365,11 +374,6 @@ impl<'k> Executor<'k> {
                 }
                 let id = self.arrival_barrier(op, arg("bar")?, shared)?;
                 self.arrive_on(op, id, imm("arrive_count")? as u32, task, shared)
-            }
-            Prim::Tcgen05Mma => self.tcgen05_mma(op, args, imm("two_ctas")? == 1, task, shared),
-            Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?, task, shared),
-            Prim::Tcgen05Commit => {
-                self.tcgen05_commit(op, arg("bar")?, imm("two_ctas")? == 1, task, shared)
             }
             Prim::BarrierExpectBytes => {
                 if !self.predicate(arg("pred")?)? {
@@ -603,18 +607,6 @@ impl<'k> Executor<'k> {
             Prim::Clock64 => {
                 let now = i64::try_from(self.ops_run).unwrap_or(i64::MAX);
                 Ok(self.define(op, 0, Data::Int(vec![now]))?)
-            }
-            Prim::RemoteView
-            | Prim::RemoteShmemStore
-            | Prim::AsyncRemoteShmemStore
-            | Prim::FenceMbarrierInitCluster
-            | Prim::AsyncDescriptorLoadMulticast => self.cluster_prim(op, prim, args, task, shared),
-            Prim::ClcTryCancel => self.clc_try_cancel(op, named, task, shared),
-            Prim::ClcQuery => {
-                let view = self.buffer_view(arg("response")?)?;
-                self.check_read(op, shared, view.alloc, view.buffer, task)?;
-                let answer = self.clc_answer(op, &view, shared, imm("dim")?)?;
-                Ok(self.define(op, 0, Data::Int(vec![answer]))?)
             }
             Prim::NamedBarrierWait | Prim::NamedBarrierArrive => {
                 let id = self.get(arg("bar_id")?)?.scalar_int()?;

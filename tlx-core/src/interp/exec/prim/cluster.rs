@@ -159,14 +159,13 @@ impl<'k> Executor<'k> {
     pub(super) fn cluster_prim(
         &mut self,
         op: &Op,
-        prim: Prim,
-        args: &[ValueId],
+        named: Named<'_, ValueId>,
         task: usize,
         shared: &mut ProgramShared,
     ) -> PrimResult<()> {
-        let named = Named::new(prim, args, &[]);
         let arg =
             |name: &str| -> PrimResult<ValueId> { Ok(*named.get(name).map_err(Fault::malformed)?) };
+        let prim = named.prim();
         match prim {
             Prim::RemoteView => {
                 let rank = self.get(arg("remote_cta_rank")?)?.scalar_int()?;
@@ -232,7 +231,17 @@ impl<'k> Executor<'k> {
                 shared.cluster.fence(self.cluster_rank(), generation);
                 Ok(())
             }
-            Prim::AsyncDescriptorLoadMulticast => self.multicast_load(op, args, task, shared),
+            Prim::AsyncDescriptorLoadMulticast => {
+                self.multicast_load(op, named.operands(), task, shared)
+            }
+            Prim::ClcTryCancel => self.clc_try_cancel(op, named, task, shared),
+            Prim::ClcQuery => {
+                let view = self.buffer_view(arg("response")?)?;
+                self.check_read(op, shared, view.alloc, view.buffer, task)?;
+                let dim = named.imm("dim").map_err(Fault::malformed)?;
+                let answer = self.clc_answer(op, &view, shared, dim)?;
+                Ok(self.define(op, 0, Data::Int(vec![answer]))?)
+            }
             _ => Err(
                 Fault::malformed(format!("`{}` is not a cluster primitive", prim.mnemonic()))
                     .into(),

@@ -6,7 +6,7 @@
 //! being read, and a read of the accumulator is an error; after, a reader
 //! that has not waited for that barrier phase races with it.
 
-use crate::ir::{DotPrecision, Op, Type, ValueId};
+use crate::ir::{DotPrecision, Named, Op, Prim, Type, ValueId};
 use std::rc::Rc;
 
 use super::super::super::dot;
@@ -28,6 +28,28 @@ pub(crate) struct PendingMma {
 }
 
 impl<'k> Executor<'k> {
+    /// Runs one of the family's primitives.
+    pub(super) fn tcgen05_prim(
+        &mut self,
+        op: &Op,
+        named: Named<'_, ValueId>,
+        task: usize,
+        shared: &mut ProgramShared,
+    ) -> PrimResult<()> {
+        let arg = |name: &str| named.get(name).copied().map_err(Fault::malformed);
+        let pair = || Ok::<bool, Fault>(named.imm("two_ctas").map_err(Fault::malformed)? == 1);
+        match named.prim() {
+            Prim::Tcgen05Mma => self.tcgen05_mma(op, named.operands(), pair()?, task, shared),
+            Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?, pair()?, task, shared),
+            Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?, task, shared),
+            other => Err(Fault::malformed(format!(
+                "`{}` is not a tcgen05 primitive",
+                other.mnemonic()
+            ))
+            .into()),
+        }
+    }
+
     /// `async_dot(a, b, acc, use_acc, mbarriers, two_ctas)` into tensor
     /// memory; over a pair of programs, issued by the even one for both.
     pub(super) fn tcgen05_mma(
