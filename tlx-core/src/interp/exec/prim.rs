@@ -1122,6 +1122,7 @@ impl<'k> Executor<'k> {
 }
 
 /// One buffer, or the elements of it a slice shows.
+#[derive(Clone)]
 struct BufferView {
     alloc: usize,
     buffer: usize,

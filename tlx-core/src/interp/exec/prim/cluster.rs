@@ -124,12 +124,12 @@ impl<'k> Executor<'k> {
         &self,
         op: &Op,
         shared: &ProgramShared,
-        view: BufferView,
+        view: &BufferView,
         rank: usize,
     ) -> PrimResult<BufferView> {
         match rank == self.cluster_rank() {
-            true => Ok(view),
-            false => self.peer_buffer(op, shared, &view, rank),
+            true => Ok(view.clone()),
+            false => self.peer_buffer(op, shared, view, rank),
         }
     }
 
@@ -281,11 +281,26 @@ impl<'k> Executor<'k> {
             Some(_) => None,
             None => Some(self.read_tma_box(*desc, elem, offsets, false)?),
         };
-        // Resolve every target first, so a bad one sends nothing.
-        let mut sends = Vec::with_capacity(targets.len());
-        for &rank in &targets {
-            let to = self.peer_buffer(op, shared, &view, rank)?;
-            let to_bar = self.peer_barrier(op, shared, bar_id, rank)?;
+        self.send_to_each(op, (task, shared), (&view, bar_id), &targets, data, bytes)
+    }
+
+    /// Starts one asynchronous write of `data` into `view` of each program
+    /// `ranks` names, its `bytes` completing on barrier `bar` of each (same
+    /// places there): every target is resolved first, so a bad one sends
+    /// nothing.
+    fn send_to_each(
+        &self,
+        op: &Op,
+        (task, shared): (usize, &mut ProgramShared),
+        (view, bar): (&BufferView, usize),
+        ranks: &[usize],
+        data: Option<Data>,
+        bytes: u32,
+    ) -> PrimResult<()> {
+        let mut sends = Vec::with_capacity(ranks.len());
+        for &rank in ranks {
+            let to = self.peer_buffer(op, shared, view, rank)?;
+            let to_bar = self.peer_barrier(op, shared, bar, rank)?;
             sends.push((to, to_bar));
         }
         for (to, to_bar) in sends {
@@ -369,23 +384,16 @@ impl<'k> Executor<'k> {
         if named.imm("multicast").map_err(Fault::malformed)? == 0 {
             return self.send(op, (task, shared), view, Some(data), bar, CLC_ANSWER_BYTES);
         }
-        let mut sends = Vec::with_capacity(self.cluster_size());
-        for rank in 0..self.cluster_size() {
-            let to = self.peer_buffer(op, shared, &view, rank)?;
-            let to_bar = self.peer_barrier(op, shared, bar, rank)?;
-            sends.push((to, to_bar));
-        }
-        for (to, to_bar) in sends {
-            self.send(
-                op,
-                (task, shared),
-                to,
-                Some(data.clone()),
-                to_bar,
-                CLC_ANSWER_BYTES,
-            )?;
-        }
-        Ok(())
+        let everyone: Vec<usize> = (0..self.cluster_size()).collect();
+        let to = (&view, bar);
+        self.send_to_each(
+            op,
+            (task, shared),
+            to,
+            &everyone,
+            Some(data),
+            CLC_ANSWER_BYTES,
+        )
     }
 
     /// `clc_query`: the cancelled cluster's first program id along `dim`

@@ -71,14 +71,17 @@ impl<'k> Executor<'k> {
         };
         let input = self.scalar_type(a)?;
         // Each program's operands and accumulator, at the same places.
+        let own = [
+            self.buffer_view(a)?,
+            self.buffer_view(b)?,
+            self.buffer_view(acc)?,
+        ];
         let mut sides = Vec::with_capacity(members.len());
         for &rank in &members {
-            let side = [a, b, acc].map(|v| self.buffer_view(v));
-            let [a_view, b_view, acc_view] = side;
             sides.push([
-                self.member_view(op, shared, a_view?, rank)?,
-                self.member_view(op, shared, b_view?, rank)?,
-                self.member_view(op, shared, acc_view?, rank)?,
+                self.member_view(op, shared, &own[0], rank)?,
+                self.member_view(op, shared, &own[1], rank)?,
+                self.member_view(op, shared, &own[2], rank)?,
             ]);
         }
         let mut operands = Vec::with_capacity(2 * sides.len());
