@@ -133,7 +133,7 @@ impl<'a> Lowerer<'a> {
     /// Program 0's rank test in a cluster of several, else `true`.
     fn clc_first_program(&mut self, multi: bool) -> ValueId {
         if !multi {
-            return self.constant(ConstVal::Bool(true), Type::scalar(ScalarType::Bool));
+            return self.bool_const(true);
         }
         let rank = self
             .b
@@ -151,7 +151,7 @@ impl<'a> Lowerer<'a> {
 
     fn clc_producer(&mut self, ctx: ClcContext, phase: ValueId, multi: bool, span: Span) -> R<()> {
         let first = self.clc_first_program(multi);
-        let yes = self.constant(ConstVal::Bool(true), Type::scalar(ScalarType::Bool));
+        let yes = self.bool_const(true);
         // Program 0 waits until every consumer released the last answer
         // (the others' consumers arrive on its barrier).
         self.emit_prim(
@@ -188,7 +188,7 @@ impl<'a> Lowerer<'a> {
         three: bool,
         span: Span,
     ) -> R<Val> {
-        let yes = self.constant(ConstVal::Bool(true), Type::scalar(ScalarType::Bool));
+        let yes = self.bool_const(true);
         self.emit_prim(
             Prim::BarrierWait,
             vec![ctx.full, phase, yes],

@@ -438,7 +438,7 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    fn bool_const(&mut self, b: bool) -> ValueId {
+    pub(super) fn bool_const(&mut self, b: bool) -> ValueId {
         self.constant(ConstVal::Bool(b), Type::scalar(ScalarType::Bool))
     }
 }
