@@ -788,12 +788,7 @@ impl<'k> Lowerer<'k> {
             }
             // A promise for the axis analysis; the value itself is unchanged.
             OpKind::MultipleOf { value, .. } => self.get(*value, &layout)?,
-            OpKind::ClusterCtaRank => {
-                let r = self
-                    .f
-                    .call("i32", "llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[]);
-                vec![r; n]
-            }
+            OpKind::ClusterCtaRank => vec![self.cluster_rank(); n],
             OpKind::Arange { start, .. } => (0..n)
                 .map(|r| {
                     let flat = self.flat_index(&layout, r);
@@ -954,6 +949,12 @@ impl<'k> Lowerer<'k> {
             }
         }
         acc
+    }
+
+    /// This program's rank in its cluster (`%cluster_ctarank`).
+    pub(super) fn cluster_rank(&mut self) -> String {
+        self.f
+            .call("i32", "llvm.nvvm.read.ptx.sreg.cluster.ctarank", &[])
     }
 
     /// This thread's index in its context (the program or a task replica).

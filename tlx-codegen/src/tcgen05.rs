@@ -445,9 +445,7 @@ impl<'k> Lowerer<'k> {
         if !pair {
             return "true".into();
         }
-        let rank = self
-            .f
-            .asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", &[]);
+        let rank = self.cluster_rank();
         let odd = self.f.inst(format!("and i32 {rank}, 1"));
         self.f.inst(format!("icmp eq i32 {odd}, 0"))
     }
@@ -464,9 +462,7 @@ impl<'k> Lowerer<'k> {
             );
             return;
         }
-        let rank = self
-            .f
-            .asm("i32", "mov.u32 $0, %cluster_ctarank;", "=r", &[]);
+        let rank = self.cluster_rank();
         let mask = self.f.inst(format!("shl i32 3, {rank}"));
         let mask = self.f.inst(format!("trunc i32 {mask} to i16"));
         self.f.asm(
