@@ -539,6 +539,106 @@ impl Timer {
     }
 }
 
+/// The three `tlx::ops` row-wise kernels on `[rows, cols]` of `T`, each run's
+/// output poisoned first and its first row checked after the timing.
+fn ops_rows<T: tlx::ops::RowElement + ToF64>(
+    dev: &Device,
+    timer: &mut Timer,
+    (rows_n, cols): (usize, usize),
+    copy: f64,
+    rows: &mut Vec<Row>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let elems = rows_n * cols;
+    let host: Vec<T> = (0..elems)
+        .map(|i| T::from_f64(((i * 7919) % 1000) as f64 / 500.0 - 1.0))
+        .collect();
+    let x = dev.upload(&host)?;
+    let w = dev.upload(&vec![T::from_f64(1.0); cols])?;
+    let b = dev.upload(&vec![T::from_f64(0.0); cols])?;
+    let poison = vec![T::from_f64(f64::NAN); elems];
+    let bytes = 2.0 * std::mem::size_of::<T>() as f64 * elems as f64;
+    let dtype = std::any::type_name::<T>()
+        .rsplit("::")
+        .next()
+        .unwrap_or("?");
+    let shape = (rows_n, cols);
+    let run = |name: &str, y: &Buffer<T>| match name {
+        "softmax" => tlx::ops::softmax(dev, &x, y, rows_n, cols),
+        "rms_norm" => tlx::ops::rms_norm(dev, &x, &w, y, shape, 1e-6),
+        _ => tlx::ops::layer_norm(dev, &x, (&w, &b), y, shape, 1e-5),
+    };
+    let mut y = dev.alloc::<T>(elems)?;
+    for name in ["softmax", "rms_norm", "layer_norm"] {
+        y.copy_from(&poison)?;
+        let ms = timer.median_ms(20, || run(name, &y))?;
+        let first: Vec<f64> = y.download()?[..cols].iter().map(|v| v.to_f64()).collect();
+        let row: Vec<f64> = host[..cols].iter().map(|v| v.to_f64()).collect();
+        check_row(name, &row, &first)?;
+        let t = bytes / (ms * 1e-3) / 1e12;
+        rows.push(Row {
+            name: format!("tlx::ops {dtype} {rows_n}x{cols} {name}"),
+            ms,
+            tbps: t,
+            ratio: t / copy,
+        });
+    }
+    Ok(())
+}
+
+/// One row of a row-wise op (weight 1, bias 0) against f64, within bf16's
+/// rounding; NaN (an unwritten element) fails.
+fn check_row(op: &str, x: &[f64], got: &[f64]) -> Result<(), Box<dyn std::error::Error>> {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / n;
+    let top = x.iter().copied().fold(f64::MIN, f64::max);
+    let total: f64 = x.iter().map(|v| (v - top).exp()).sum();
+    for (i, (v, g)) in x.iter().zip(got).enumerate() {
+        let want = match op {
+            "softmax" => (v - top).exp() / total,
+            "rms_norm" => v / (ms + 1e-6).sqrt(),
+            _ => (v - mean) / (var + 1e-5).sqrt(),
+        };
+        // Softmax's values are small: relative to each; the norms' are
+        // near 1: relative to 1 at least.
+        let scale = if op == "softmax" {
+            want
+        } else {
+            want.abs().max(1.0)
+        };
+        let error = (g - want).abs();
+        if error.is_nan() || error > scale / 64.0 {
+            return Err(format!("{op}: column {i} is {g}, expected {want}").into());
+        }
+    }
+    Ok(())
+}
+
+/// The element types the ops rows are measured in.
+trait ToF64: Copy {
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl ToF64 for f32 {
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl ToF64 for half::bf16 {
+    fn to_f64(self) -> f64 {
+        half::bf16::to_f64(self)
+    }
+    fn from_f64(v: f64) -> Self {
+        half::bf16::from_f64(v)
+    }
+}
+
 struct Row {
     name: String,
     ms: f64,
@@ -681,30 +781,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // `tlx::ops`: the ready-made row-wise kernels (autotuned on the first
-    // call, which `median_ms`'s warm-up makes), bytes moved once each way.
+    // call, which `median_ms`'s warm-up makes; `TLX_AUTOTUNE_LOG=1` prints
+    // every candidate), bytes moved once each way. The shapes: many short
+    // rows, few long ones, the LayerNorm sweep's 1152 rows, and the paper's
+    // small-batch LayerNorm (4 rows, LN1-LN3).
     if wanted("ops") {
-        for (rows_n, cols) in [(1usize << 16, 4096usize), (1 << 12, 65536)] {
-            let elems = rows_n * cols;
-            let x = dev.upload(&vec![half::bf16::from_f32(0.5); elems])?;
-            let y = dev.alloc::<half::bf16>(elems)?;
-            let w = dev.upload(&vec![half::bf16::ONE; cols])?;
-            let bytes = 2.0 * 2.0 * elems as f64;
-            let label = format!("tlx::ops bf16 {rows_n}x{cols}");
-            sweep!(
-                label,
-                bytes,
-                [
-                    ("softmax", tlx::ops::softmax(&dev, &x, &y, rows_n, cols)),
-                    (
-                        "rms_norm",
-                        tlx::ops::rms_norm(&dev, &x, &w, &y, (rows_n, cols), 1e-6)
-                    ),
-                    (
-                        "layer_norm",
-                        tlx::ops::layer_norm(&dev, &x, (&w, &w), &y, (rows_n, cols), 1e-5)
-                    ),
-                ]
-            );
+        let shapes = [
+            (1usize << 16, 4096usize),
+            (1 << 12, 65536),
+            (1152, 16384),
+            (1152, 65536),
+            (4, 16384),
+            (4, 32768),
+            (4, 65536),
+        ];
+        for (rows_n, cols) in shapes {
+            ops_rows::<half::bf16>(&dev, &mut timer, (rows_n, cols), copy, &mut rows)?;
+        }
+        for (rows_n, cols) in [(1usize << 16, 4096usize), (1 << 12, 65536), (4, 65536)] {
+            ops_rows::<f32>(&dev, &mut timer, (rows_n, cols), copy, &mut rows)?;
         }
     }
 

@@ -1,6 +1,10 @@
-//! Row-wise ops over `[rows, cols]` tensors, one program per row, any
-//! number of columns (the row is walked in blocks): [`softmax`],
-//! [`rms_norm`] and [`layer_norm`], in f32, bf16 or f16, computed in f32.
+//! Row-wise ops over `[rows, cols]` tensors: [`softmax`], [`rms_norm`] and
+//! [`layer_norm`], in f32, bf16 or f16, computed in f32. Two plans cover a
+//! row: one program per row walking it in blocks (any number of columns), or,
+//! up to 131072 columns, a cluster of up to 16 programs per row, each holding
+//! a slice in registers and exchanging its partial results through the
+//! peers' shared memory (the row read once, and a few rows still fill the
+//! GPU). The autotuner picks per shape among the plans that fit it.
 
 use crate::prelude::*;
 use crate::{Element, PtrArg};
@@ -103,8 +107,102 @@ pub fn layer_norm<T: RowElement, P: PtrArg<T>>(
     T::launch(device, op, (x, y), (rows, cols))
 }
 
+/// How a row-wise op covers a row: one program per row walking it in blocks
+/// of `BLOCK` columns, or a cluster of `K` programs per row, each holding
+/// `SLICE` columns in registers. Every value here is a compiled configuration
+/// of the kernels below ([`with_plan`] binds it to their constants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    Row { block: usize },
+    Split { slice: usize, k: usize },
+}
+
+const ROW_BLOCKS: [usize; 3] = [1024, 4096, 8192];
+const SPLITS: [(usize, usize); 8] = [
+    (1024, 16),
+    (2048, 8),
+    (2048, 16),
+    (4096, 4),
+    (4096, 8),
+    (4096, 16),
+    (8192, 8),
+    (8192, 16),
+];
+
+impl Plan {
+    fn label(self) -> String {
+        match self {
+            Plan::Row { block } => format!("row BLOCK = {block}"),
+            Plan::Split { slice, k } => format!("cluster K = {k}, SLICE = {slice}"),
+        }
+    }
+}
+
+/// The plans worth trying on `[rows, cols]`, the untimed choice first (what
+/// the interpreter and `TLX_AUTOTUNE=off` run). A split plan covers the row
+/// with less than one slice to spare per cluster, so that no program is
+/// mostly idle; it comes first where one program per row would leave the
+/// GPU short of rows or read a long row twice.
+fn plans(device: &Device, (rows, cols): (usize, usize)) -> Vec<Plan> {
+    let row = ROW_BLOCKS.iter().map(|&block| Plan::Row { block });
+    let split: Vec<Plan> = SPLITS
+        .iter()
+        .filter(|&&(slice, k)| slice * k >= cols && slice * k < 2 * cols)
+        .map(|&(slice, k)| Plan::Split { slice, k })
+        .collect();
+    let few_rows = rows < 4 * device.multiprocessor_count() as usize;
+    if few_rows || cols > 8192 {
+        split.into_iter().chain(row).collect()
+    } else {
+        row.chain(split).collect()
+    }
+}
+
+/// Runs the fastest plan for this shape (timed once per rows rounded up to a
+/// power of two and cols, then remembered: see `tlx::autotune`).
+fn choose_plan(
+    device: &Device,
+    kernel: &str,
+    (rows, cols): (usize, usize),
+    mut launch: impl FnMut(Plan) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let plans = plans(device, (rows, cols));
+    let labels: Vec<String> = plans.iter().map(|p| p.label()).collect();
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let key = format!("rows<={}, cols={cols}", rows.next_power_of_two());
+    crate::autotune(device, kernel, &key, &labels, |i| launch(plans[i])).map(|_| ())
+}
+
+/// Evaluates the first expression with `BLOCK`, or the second with `SLICE`
+/// and `K`, bound as constants to the plan's values.
+macro_rules! with_plan {
+    ($plan:expr, |$b:ident| $row:expr, |$s:ident, $k:ident| $split:expr) => {
+        with_plan!(@arms $plan, $b, $row, $s, $k, $split,
+            [1024, 4096, 8192],
+            [(1024, 16), (2048, 8), (2048, 16), (4096, 4), (4096, 8), (4096, 16), (8192, 8), (8192, 16)])
+    };
+    (@arms $plan:expr, $b:ident, $row:expr, $s:ident, $k:ident, $split:expr,
+        [$($block:literal),*], [$(($slice:literal, $kk:literal)),*]) => {
+        match $plan {
+            $(Plan::Row { block: $block } => {
+                const $b: usize = $block;
+                $row
+            })*
+            $(Plan::Split { slice: $slice, k: $kk } => {
+                const $s: usize = $slice;
+                const $k: usize = $kk;
+                $split
+            })*
+            other => Err(Error::InvalidConfig {
+                kernel: "tlx::ops row-wise",
+                reason: format!("no kernel is compiled for the plan {other:?}"),
+            }),
+        }
+    };
+}
+
 macro_rules! row_kernels {
-    ($t:ident, $softmax:ident, $rms:ident, $layer:ident) => {
+    ($t:ident, $softmax:ident, $rms:ident, $layer:ident, $softmax_split:ident, $rms_split:ident, $layer_split:ident) => {
         /// Softmax. A row of one block is read once and kept in registers;
         /// a longer one in two passes: a running maximum and a sum rescaled
         /// to it per lane, combined at the end (the row asked to stay in L2
@@ -267,6 +365,123 @@ macro_rules! row_kernels {
             }
         }
 
+        /// Softmax with each row split over a cluster of `K` programs, a
+        /// slice of `SLICE` columns each, held in registers: the row is read
+        /// once whatever its length, and a few rows still fill the GPU. Each
+        /// program sends its slice's maximum and rescaled sum into every
+        /// peer's shared memory; one `cluster_barrier()` later each combines
+        /// them.
+        #[tlx::kernel(configs = [(SLICE = 1024, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 4, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 8192, K = 8, num_warps = 8, ctas_per_cga = K), (SLICE = 8192, K = 16, num_warps = 8, ctas_per_cga = K)])]
+        fn $softmax_split<const SLICE: usize, const K: usize>(x: Ptr<$t>, y: Ptr<$t>, cols: i32) {
+            let inbox = local_alloc([K, 2], f32, 1);
+            let rank = cluster_cta_rank();
+            let row = program_id(0) / K;
+            let (xr, yr) = (x + row * cols, y + row * cols);
+            let c = rank * SLICE + arange(0, SLICE);
+            let mask = c < cols;
+            let v = load(xr + c, mask = mask, other = 0.0, eviction_policy = "evict_first");
+            let lowest = -3.0e38;
+            let m = max(select(mask, v.to(f32), lowest), axis = 0);
+            let s = sum(select(mask, exp(v.to(f32) - m), 0.0), axis = 0);
+            let pair = select(arange(0, 2) == 0, m, s);
+            // Every peer has started (its shared memory exists) past here;
+            // the loads above are in flight meanwhile.
+            cluster_barrier();
+            for peer in 0..K {
+                let slot = local_slice(local_view(inbox, 0), [rank, 0], [1, 2]);
+                remote_shmem_store(slot, pair[(None, ..)], peer);
+            }
+            cluster_barrier();
+            let parts = local_load(local_view(inbox, 0));
+            let first = arange(0, 2)[(None, ..)] == 0;
+            let peer_max = max(select(first, parts, lowest), axis = 1);
+            let row_max = max(peer_max, axis = 0);
+            let peer_sum = sum(select(first, 0.0, parts), axis = 1);
+            let inv = 1.0 / sum(peer_sum * exp(peer_max - row_max), axis = 0);
+            store(yr + c, (exp(v.to(f32) - row_max) * inv).to($t), mask = mask, cache_modifier = ".cs");
+        }
+
+        /// RMSNorm over a cluster of `K` programs per row (see the softmax
+        /// above): each sends its slice's sum of squares to its peers.
+        #[tlx::kernel(configs = [(SLICE = 1024, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 4, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 8192, K = 8, num_warps = 8, ctas_per_cga = K), (SLICE = 8192, K = 16, num_warps = 8, ctas_per_cga = K)])]
+        fn $rms_split<const SLICE: usize, const K: usize>(
+            x: Ptr<$t>,
+            w: Ptr<$t>,
+            y: Ptr<$t>,
+            cols: i32,
+            eps: f32,
+        ) {
+            let inbox = local_alloc([K, 2], f32, 1);
+            let rank = cluster_cta_rank();
+            let row = program_id(0) / K;
+            let (xr, yr) = (x + row * cols, y + row * cols);
+            let c = rank * SLICE + arange(0, SLICE);
+            let mask = c < cols;
+            let v = load(xr + c, mask = mask, other = 0.0, eviction_policy = "evict_first");
+            let squares = sum(v.to(f32) * v.to(f32), axis = 0);
+            let pair = select(arange(0, 2) == 0, squares, 0.0);
+            // Every peer has started (its shared memory exists) past here;
+            // the loads above are in flight meanwhile.
+            cluster_barrier();
+            for peer in 0..K {
+                let slot = local_slice(local_view(inbox, 0), [rank, 0], [1, 2]);
+                remote_shmem_store(slot, pair[(None, ..)], peer);
+            }
+            cluster_barrier();
+            let parts = local_load(local_view(inbox, 0));
+            let first = arange(0, 2)[(None, ..)] == 0;
+            let total = sum(sum(select(first, parts, 0.0), axis = 1), axis = 0);
+            let scale = rsqrt(total / cols.to(f32) + eps);
+            let g = load(w + c, mask = mask, other = 0.0, eviction_policy = "evict_last").to(f32);
+            store(yr + c, (v.to(f32) * scale * g).to($t), mask = mask, cache_modifier = ".cs");
+        }
+
+        /// LayerNorm over a cluster of `K` programs per row (see the softmax
+        /// above): each sends its slice's moments, shifted by the row's first
+        /// element, to its peers.
+        #[tlx::kernel(configs = [(SLICE = 1024, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 2048, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 4, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 8, num_warps = 4, ctas_per_cga = K), (SLICE = 4096, K = 16, num_warps = 4, ctas_per_cga = K), (SLICE = 8192, K = 8, num_warps = 8, ctas_per_cga = K), (SLICE = 8192, K = 16, num_warps = 8, ctas_per_cga = K)])]
+        fn $layer_split<const SLICE: usize, const K: usize>(
+            x: Ptr<$t>,
+            w: Ptr<$t>,
+            b: Ptr<$t>,
+            y: Ptr<$t>,
+            cols: i32,
+            eps: f32,
+        ) {
+            let inbox = local_alloc([K, 2], f32, 1);
+            let rank = cluster_cta_rank();
+            let row = program_id(0) / K;
+            let (xr, yr) = (x + row * cols, y + row * cols);
+            let c = rank * SLICE + arange(0, SLICE);
+            let mask = c < cols;
+            let shift = load(xr).to(f32);
+            let v = load(xr + c, mask = mask, other = 0.0, eviction_policy = "evict_first");
+            let d = select(mask, v.to(f32) - shift, 0.0);
+            let pair = select(arange(0, 2) == 0, sum(d, axis = 0), sum(d * d, axis = 0));
+            // Every peer has started (its shared memory exists) past here;
+            // the loads above are in flight meanwhile.
+            cluster_barrier();
+            for peer in 0..K {
+                let slot = local_slice(local_view(inbox, 0), [rank, 0], [1, 2]);
+                remote_shmem_store(slot, pair[(None, ..)], peer);
+            }
+            cluster_barrier();
+            let parts = local_load(local_view(inbox, 0));
+            let first = arange(0, 2)[(None, ..)] == 0;
+            let count = cols.to(f32);
+            let mean_shifted = sum(sum(select(first, parts, 0.0), axis = 1), axis = 0) / count;
+            let squares = sum(sum(select(first, 0.0, parts), axis = 1), axis = 0) / count;
+            let rstd = rsqrt(maximum(squares - mean_shifted * mean_shifted, 0.0) + eps);
+            let g = load(w + c, mask = mask, other = 0.0, eviction_policy = "evict_last").to(f32);
+            let h = load(b + c, mask = mask, other = 0.0, eviction_policy = "evict_last").to(f32);
+            store(
+                yr + c,
+                ((v.to(f32) - (shift + mean_shifted)) * rstd * g + h).to($t),
+                mask = mask,
+                cache_modifier = ".cs",
+            );
+        }
+
         impl sealed::Sealed for $t {
             fn launch<P: PtrArg<Self>>(
                 device: &Device,
@@ -274,23 +489,76 @@ macro_rules! row_kernels {
                 (x, y): (&P, &P),
                 (rows, cols): (usize, usize),
             ) -> Result<(), Error> {
-                let grid = rows as u32;
-                let cols = cols as i32;
-                match op {
-                    Row::Softmax => $softmax::autotune(device, |_| grid, x, y, cols).map(|_| ()),
-                    Row::RmsNorm { weight, eps } => {
-                        $rms::autotune(device, |_| grid, x, weight, y, cols, eps).map(|_| ())
-                    }
-                    Row::LayerNorm { weight, bias, eps } => {
-                        $layer::autotune(device, |_| grid, x, weight, bias, y, cols, eps)
-                            .map(|_| ())
-                    }
-                }
+                let c = cols as i32;
+                let r = rows as u32;
+                let name = match op {
+                    Row::Softmax => stringify!($softmax),
+                    Row::RmsNorm { .. } => stringify!($rms),
+                    Row::LayerNorm { .. } => stringify!($layer),
+                };
+                choose_plan(device, name, (rows, cols), |plan| match op {
+                    Row::Softmax => with_plan!(
+                        plan,
+                        |BLOCK| $softmax::<BLOCK>::launch(device, r, x, y, c),
+                        |SLICE, K| $softmax_split::<SLICE, K>::launch(device, r * K as u32, x, y, c)
+                    ),
+                    Row::RmsNorm { weight, eps } => with_plan!(
+                        plan,
+                        |BLOCK| $rms::<BLOCK>::launch(device, r, x, weight, y, c, eps),
+                        |SLICE, K| $rms_split::<SLICE, K>::launch(
+                            device,
+                            r * K as u32,
+                            x,
+                            weight,
+                            y,
+                            c,
+                            eps
+                        )
+                    ),
+                    Row::LayerNorm { weight, bias, eps } => with_plan!(
+                        plan,
+                        |BLOCK| $layer::<BLOCK>::launch(device, r, x, weight, bias, y, c, eps),
+                        |SLICE, K| $layer_split::<SLICE, K>::launch(
+                            device,
+                            r * K as u32,
+                            x,
+                            weight,
+                            bias,
+                            y,
+                            c,
+                            eps
+                        )
+                    ),
+                })
             }
         }
     };
 }
 
-row_kernels!(f32, softmax_f32, rms_norm_f32, layer_norm_f32);
-row_kernels!(bf16, softmax_bf16, rms_norm_bf16, layer_norm_bf16);
-row_kernels!(f16, softmax_f16, rms_norm_f16, layer_norm_f16);
+row_kernels!(
+    f32,
+    softmax_f32,
+    rms_norm_f32,
+    layer_norm_f32,
+    softmax_split_f32,
+    rms_norm_split_f32,
+    layer_norm_split_f32
+);
+row_kernels!(
+    bf16,
+    softmax_bf16,
+    rms_norm_bf16,
+    layer_norm_bf16,
+    softmax_split_bf16,
+    rms_norm_split_bf16,
+    layer_norm_split_bf16
+);
+row_kernels!(
+    f16,
+    softmax_f16,
+    rms_norm_f16,
+    layer_norm_f16,
+    softmax_split_f16,
+    rms_norm_split_f16,
+    layer_norm_split_f16
+);

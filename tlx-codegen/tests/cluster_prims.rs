@@ -606,3 +606,55 @@ fn a_remote_arrival_without_remote_stores_releases_at_cta_scope() {
         }
     }
 }
+
+/// Each program of a pair stores its row into its peer's buffer and reads
+/// what its peer stored, ordered by `cluster_barrier()` alone (it releases
+/// and acquires at cluster scope, as `barrier.cluster` does).
+const SWAP: &str = r#"
+#[tlx::kernel(num_warps = 4, ctas_per_cga = 2)]
+fn swap(x: Ptr<f32>, out: Ptr<f32>) {
+    let inbox = local_alloc([64], f32, 1);
+    cluster_barrier();
+    let row = load(x + program_id(0) * 64 + arange(0, 64));
+    remote_shmem_store(local_view(inbox, 0), row, cluster_cta_rank() ^ 1);
+    cluster_barrier();
+    store(out + program_id(0) * 64 + arange(0, 64), local_load(local_view(inbox, 0)));
+}
+"#;
+
+fn run_swap(src: &str, opts: &InterpOptions) -> Result<(Vec<f32>, Vec<f32>), Box<InterpError>> {
+    let kernel = compile(src);
+    let mem = HostMemory::new();
+    let x: Vec<f32> = (0..PROGRAMS * 64).map(|i| i as f32 - 50.0).collect();
+    let x_id = upload_f32(&mem, &x);
+    let out_id = upload_f32(&mem, &vec![f32::NAN; PROGRAMS * 64]);
+    let args = [ArgValue::ptr(x_id), ArgValue::ptr(out_id)];
+    run_kernel(&kernel, [PROGRAMS as u32, 1, 1], &args, &mem, opts).map_err(Box::new)?;
+    Ok((x, download_f32(&mem, out_id, PROGRAMS * 64)))
+}
+
+#[test]
+fn a_cluster_barrier_orders_remote_stores_before_the_peers_reads() {
+    for seed in 0..8 {
+        let opts = InterpOptions {
+            schedule: Schedule::Random { seed },
+            ..InterpOptions::default()
+        };
+        let (x, out) = run_swap(SWAP, &opts).expect("ordered by the cluster barrier");
+        for pid in 0..PROGRAMS {
+            let peer = pid ^ 1;
+            assert_eq!(out[pid * 64..pid * 64 + 64], x[peer * 64..peer * 64 + 64]);
+        }
+    }
+    // Without the second barrier nothing orders the peer's store before the read.
+    let unordered = SWAP.replacen("    cluster_barrier();\n    store(", "    store(", 1);
+    assert_ne!(unordered, SWAP);
+    let err = run_swap(&unordered, &InterpOptions::default()).expect_err("unordered");
+    assert!(
+        matches!(
+            &*err,
+            InterpError::UnorderedStoreRead { .. } | InterpError::UnwrittenShared { .. }
+        ),
+        "{err}"
+    );
+}

@@ -10,7 +10,9 @@
 //! `autotune/`. Environment:
 //! - `TLX_AUTOTUNE=off`: no timing, the first candidate (the default);
 //! - `TLX_AUTOTUNE=retune`: time again, ignoring (and then updating) the cache;
-//! - `TLX_AUTOTUNE_FORCE=<label>`: that candidate, by label.
+//! - `TLX_AUTOTUNE_FORCE=<label>`: that candidate, by label;
+//! - `TLX_AUTOTUNE_LOG` (any value): each candidate's time, printed to
+//!   stderr as it is measured.
 //!
 //! Candidates run several times on the caller's buffers, so they must be
 //! idempotent (write outputs only from inputs they do not write), as with
@@ -195,9 +197,13 @@ fn autotune_with(
             return Ok(index);
         }
     }
+    let log = std::env::var_os("TLX_AUTOTUNE_LOG").is_some();
     let mut best: Option<(f32, usize)> = None;
-    for index in 0..labels.len() {
+    for (index, label) in labels.iter().enumerate() {
         let median = device.bench_with_setup(TUNING, &mut reset, || run(index))?;
+        if log {
+            eprintln!("tlx autotune: {kernel} [{key}] {label}: {median:.4} ms");
+        }
         if best.is_none_or(|(ms, _)| median < ms) {
             best = Some((median, index));
         }

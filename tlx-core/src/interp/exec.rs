@@ -1137,11 +1137,28 @@ impl<'k> Task<'k> for Executor<'k> {
                 };
                 shared.footprint.touch(Object::ClusterBarrier, access);
                 let generation = shared.cluster_barrier.generation();
+                let arrived_in = shared.cluster_barrier.arrival_generation(member);
+                // The barrier releases and acquires at cluster scope: what a
+                // member wrote before arriving (its peers' shared memory
+                // too) is ordered before what every member does after it.
+                // Not between the programs of a cooperative run, which only
+                // share the object.
+                let ordered = shared.cooperative.is_none();
+                if ordered && access == Access::Arrive {
+                    shared
+                        .clocks
+                        .named_arrive(index, CLUSTER_BARRIER_CLOCK, arrived_in);
+                }
                 let passed = shared.cluster_barrier.arrive_and_wait(member);
                 if shared.cluster_barrier.generation() != generation {
                     shared
                         .footprint
                         .touch(Object::ClusterBarrier, Access::Write);
+                }
+                if ordered && passed.is_ok() {
+                    shared
+                        .clocks
+                        .named_acquire(index, CLUSTER_BARRIER_CLOCK, arrived_in);
                 }
                 if let Err(reason) = passed {
                     return Ok(StepOutcome::Blocked(Wait {
@@ -1202,6 +1219,10 @@ impl<'k> Task<'k> for Executor<'k> {
 
 /// The most local ops one step runs (see `step`).
 const LOCAL_OPS_PER_STEP: usize = 64;
+
+/// The clocks' key for `cluster_barrier()`'s generations, beside the named
+/// barriers' (`id + 16 * rank`, below 256).
+const CLUSTER_BARRIER_CLOCK: u32 = u32::MAX;
 
 /// The text `device_print` writes: `pid (x, y, z) line L: <prefix> <values>...` and a newline.
 fn print_line(program: [u32; 3], line: u32, prefix: &str, values: &[&Data]) -> String {

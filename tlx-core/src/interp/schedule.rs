@@ -183,6 +183,15 @@ impl ClusterBarrier {
         self.generation
     }
 
+    /// The generation member `member` arrived in, or arrives in next.
+    pub(crate) fn arrival_generation(&self, member: usize) -> u64 {
+        self.waiting
+            .get(member)
+            .copied()
+            .flatten()
+            .unwrap_or(self.generation)
+    }
+
     /// Whether member `member` has arrived in the current generation and
     /// waits for it to complete.
     pub(crate) fn has_arrived(&self, member: usize) -> bool {
