@@ -55,7 +55,32 @@ fn instruction_descriptor(plan: &WgmmaPlan, pair: bool) -> u32 {
         | ((programs * plan.m as u32) >> 4) << 24
 }
 
-/// The `.cta_group` of the kernel's `tcgen05` instructions.
+/// The instruction descriptor of a `kind::mxf8f6f4` block-scaled MMA
+/// (ue8m0 scales, f32 accumulator) whose step reads byte `scale_byte` of
+/// each scale column (the scale factor ids).
+fn scaled_instruction_descriptor(
+    plan: &WgmmaPlan,
+    (a, b): (ScalarType, ScalarType),
+    scale_byte: u32,
+) -> u32 {
+    let format = |t: ScalarType| u32::from(t == ScalarType::F8E5M2);
+    scale_byte << 4
+        | format(a) << 7
+        | format(b) << 10
+        | u32::from(plan.a_m_major) << 15
+        | u32::from(!plan.b_k_major) << 16
+        | (plan.n as u32 >> 3) << 17
+        | 1 << 23
+        | (plan.m as u32 >> 7) << 27
+        | scale_byte << 29
+}
+
+/// The shared-memory descriptor fields of a 512-byte block-scale atom
+/// (`tcgen05.cp` 32x128b): unswizzled rows of 16 bytes, 8-row groups 128
+/// bytes apart.
+const SCALE_ATOM_DESCRIPTOR: u64 = (16 >> 4) << 16 | (128 >> 4) << 32 | DESCRIPTOR_VERSION;
+
+/// The `.cta_group` of the kernel's `tcgen05` instructions./// The `.cta_group` of the kernel's `tcgen05` instructions.
 fn cta_group(pair: bool) -> u8 {
     if pair {
         2
@@ -385,6 +410,100 @@ impl<'k> Lowerer<'k> {
         Ok(())
     }
 
+    /// `async_dot_scaled(a, b, acc, a_scale, b_scale, use_acc, mbarriers)`:
+    /// from the context's first thread, one block-scaled `tcgen05.mma` per
+    /// 32 elements of K, step `s` reading byte `s % 4` of the scale columns
+    /// `s / 4` holds (`TensorMemoryType`'s scale layout), then one
+    /// `tcgen05.commit` per barrier.
+    pub(super) fn tcgen05_mma_scaled(
+        &mut self,
+        op: &Op,
+        [a, b, acc, a_scale, b_scale, use_acc]: [ValueId; 6],
+        barriers: &[ValueId],
+    ) -> Result<()> {
+        self.require_blackwell(op, "`async_dot_scaled`")?;
+        let (Type::SharedMemory(ma), Type::SharedMemory(mb), Type::TensorMemory(macc)) =
+            (self.ty(a), self.ty(b), self.ty(acc))
+        else {
+            return Err(malformed("`async_dot_scaled` operand types"));
+        };
+        let plan = self.tcgen05_plan(op, ma, mb, macc, false)?;
+        let formats = (ma.elem(), mb.elem());
+        let (a_at, b_at) = (self.register(a)?, self.register(b)?);
+        let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));
+        let d = self.register(acc)?;
+        let (sa, sb) = (self.register(a_scale)?, self.register(b_scale)?);
+        let first = self.register(use_acc)?;
+        let first = self.f.inst(format!("zext i1 {first} to i32"));
+        let bars = barriers
+            .iter()
+            .map(|&bar| {
+                let offset = self.register(bar)?;
+                Ok(self.shared_address(&offset))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
+        let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
+        self.on_first_thread("true", |l| {
+            for s in 0..plan.k / plan.k_step() {
+                let k0 = (s * plan.k_step()) as u32;
+                let a_desc = l.descriptor_at(&a_base, plan.a.offset(k0));
+                let b_desc = l.descriptor_at(&b_base, plan.b.offset(k0 * plan.n as u32));
+                let accumulate = if s == 0 { first.clone() } else { "1".into() };
+                // Scale columns: 4 blocks of K per column, R / 32 columns per 4 blocks.
+                let block = s / 4;
+                let a_col = l.f.inst(format!("add i32 {sa}, {}", block * plan.m / 32));
+                let b_col = l.f.inst(format!("add i32 {sb}, {}", block * plan.n / 32));
+                let idesc = scaled_instruction_descriptor(&plan, formats, (s % 4) as u32);
+                let asm = format!(
+                    "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \
+                     tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X \
+                     [$0], $1, $2, {idesc}, [$4], [$5], p; }}"
+                );
+                l.f.asm(
+                    "void",
+                    &asm,
+                    "r,l,l,r,r,r,~{memory}",
+                    &[
+                        ("i32", &d),
+                        ("i64", &a_desc),
+                        ("i64", &b_desc),
+                        ("i32", &accumulate),
+                        ("i32", &a_col),
+                        ("i32", &b_col),
+                    ],
+                );
+            }
+            for bar in &bars {
+                l.commit_to(bar, false);
+            }
+        });
+        Ok(())
+    }
+
+    /// `tmem_copy` of block scales: one `tcgen05.cp` 32x128b.warpx4 per
+    /// 512-byte atom (32 rows of 16 bytes into 4 columns of lanes 0-31,
+    /// repeated in each quarter of the lanes), atom `i` at column `4 i`.
+    fn scale_copy(&mut self, src: ValueId, dst: ValueId, atoms: usize) -> Result<()> {
+        let at = self.register(src)?;
+        let base = self.shared_address(&at);
+        let base = self.descriptor_base(SCALE_ATOM_DESCRIPTOR, &base);
+        let d = self.register(dst)?;
+        self.on_first_thread("true", |l| {
+            for i in 0..atoms {
+                let desc = l.descriptor_at(&base, (512 * i) as u32);
+                let column = l.f.inst(format!("add i32 {d}, {}", 4 * i));
+                l.f.asm(
+                    "void",
+                    "tcgen05.cp.cta_group::1.32x128b.warpx4 [$0], $1;",
+                    "r,l,~{memory}",
+                    &[("i32", &column), ("i64", &desc)],
+                );
+            }
+        });
+        Ok(())
+    }
+
     /// `tmem_copy(src, dst)`: one `tcgen05.cp` of 128 rows x 256 bits (8
     /// columns) per step, from the context's first thread. The source's
     /// 32-bit `[128, N]` rows are read as a K-major MMA operand of 16-bit
@@ -395,6 +514,12 @@ impl<'k> Lowerer<'k> {
         let Type::SharedMemory(m) = self.ty(src) else {
             return Err(malformed("`tmem_copy` of a non-buffer"));
         };
+        if let Type::TensorMemory(scales) = self.ty(dst) {
+            if scales.elem() == ScalarType::U8 {
+                let atoms = scales.shape().iter().product::<usize>() / 512;
+                return self.scale_copy(src, dst, atoms);
+            }
+        }
         let n = m.shape()[1];
         let halves =
             SharedMemoryType::new(ScalarType::BF16, vec![128, 2 * n], 1, m.swizzle(), true);

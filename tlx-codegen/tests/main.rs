@@ -27,6 +27,7 @@ mod pair_mma;
 mod protocol;
 mod random;
 mod random_kernels;
+mod scaled_mma;
 mod scans;
 mod tensor_memory;
 mod timeline;

@@ -1,4 +1,5 @@
-//! The tcgen05 family's lowering (`tcgen05_mma`, `tcgen05_commit`), whose
+//! The tcgen05 family's lowering (`tcgen05_mma`, `async_dot_scaled`,
+//! `tcgen05_commit`, `tmem_copy`), whose
 //! code, with tensor memory's `local_*` forms, is `crate::tcgen05`'s.
 
 use super::{no_lowering, Operands};
@@ -14,6 +15,17 @@ impl<'k> Lowerer<'k> {
             Prim::Tcgen05Mma => {
                 let operands = [arg("a")?, arg("b")?, arg("acc")?, arg("use_acc")?];
                 self.tcgen05_mma(op, operands, rest("mbarriers")?)
+            }
+            Prim::Tcgen05MmaScaled => {
+                let operands = [
+                    arg("a")?,
+                    arg("b")?,
+                    arg("acc")?,
+                    arg("a_scale")?,
+                    arg("b_scale")?,
+                    arg("use_acc")?,
+                ];
+                self.tcgen05_mma_scaled(op, operands, rest("mbarriers")?)
             }
             Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?),
             Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?),

@@ -390,7 +390,24 @@ impl TensorMemoryType {
     /// Whether tensor memory holds such buffers: `[128, N]` matrices of
     /// 32-bit elements, `N` a power of two from 8 to 256 (what one `tcgen05`
     /// MMA of 128 rows writes); `Err` says what to write instead.
+    /// Block scales (`async_dot_scaled`): `[R, KB]` u8 exponents, R 128
+    /// or 256 rows of A or B, KB blocks of 32 elements along K, a multiple
+    /// of 4. Row `r`'s scales sit in lane `r % 32` (repeated in each
+    /// quarter of the lanes), column `(kb / 4) * R / 32 + r / 32`, byte
+    /// `kb % 4`: `R * KB / 128` columns.
+    fn scale_rule(shape: &[usize]) -> Result<(), String> {
+        match shape {
+            [128 | 256, kb] if kb % 4 == 0 && *kb > 0 => Ok(()),
+            _ => Err(format!(
+                "u8 tensor memory holds block scales, [R, KB] with R 128 or 256 (rows of A or B) and KB (32-element blocks of K) a multiple of 4, not {shape:?}"
+            )),
+        }
+    }
+
     pub fn rule(elem: ScalarType, shape: &[usize]) -> Result<(), String> {
+        if elem == ScalarType::U8 {
+            return Self::scale_rule(shape);
+        }
         if elem.size_bytes() != 4 {
             return Err(format!(
                 "tensor memory here holds 32-bit elements (f32 or i32 accumulators), not {elem}"
@@ -419,7 +436,12 @@ impl TensorMemoryType {
 
     /// The 32-bit TMEM columns one buffer takes.
     pub fn columns(&self) -> usize {
-        self.shape.last().copied().unwrap_or(0) * self.elem.size_bytes() / 4
+        let cols = self.shape.last().copied().unwrap_or(0) * self.elem.size_bytes() / 4;
+        match (self.elem, self.shape.first()) {
+            // Block scales: a quarter of the lanes per 32 rows.
+            (ScalarType::U8, Some(rows)) => cols * rows / 32,
+            _ => cols,
+        }
     }
 
     /// One buffer of this allocation (what `local_view` gives).

@@ -292,6 +292,21 @@ impl<'a> Lowerer<'a> {
                 let result = self.ty(acc);
                 (vec![x, y, acc], vec![], vec![result])
             }
+            Prim::Tcgen05MmaScaled => {
+                let x = self.local_arg(a[0], prim)?;
+                let y = self.local_arg(a[1], prim)?;
+                let mut operands = vec![x, y];
+                for e in &a[2..5] {
+                    operands.push(self.ir_arg(*e)?);
+                }
+                operands.push(self.pred_arg(a[5])?);
+                if let Some(list) = a[6] {
+                    operands.extend(self.barrier_list(list)?);
+                }
+                return self
+                    .emit_prim(prim, operands, vec![], vec![], span)
+                    .map(|_| Val::Unit);
+            }
             Prim::Tcgen05Commit => {
                 let bar = self.local_arg(a[0], prim)?;
                 (vec![bar], vec![self.two_ctas_arg(a[1], span)?], vec![])

@@ -243,20 +243,22 @@ fn diagnose_run(kernel: &Kernel, error: &InterpError, sample: &str) -> Verdict {
         ),
         InterpError::OverwriteBeforeRelease {
             at, buffer, read, ..
-        } if at.op == Prim::Tcgen05Mma.mnemonic() => error_at(
-            Rule::OverwriteBeforeRelease,
-            at.line,
-            at.op,
-            format!(
+        } if at.op == Prim::Tcgen05Mma.mnemonic() || at.op == Prim::Tcgen05MmaScaled.mnemonic() => {
+            error_at(
+                Rule::OverwriteBeforeRelease,
+                at.line,
+                at.op,
+                format!(
                 "this `async_dot` overwrites tensor-memory accumulator #{buffer} before task `{}` \
                  released its read of it at line {}: nothing the reader arrived on after reading \
                  was waited for before this MMA",
                 read.reader, read.line
             ),
-            "have the reader arrive on the accumulator's \"empty\" barrier after its last \
+                "have the reader arrive on the accumulator's \"empty\" barrier after its last \
              `local_load` of it, and wait on that barrier before the first `async_dot` into it \
              (with two accumulators, the MMAs of one tile overlap the other's epilogue)",
-        ),
+            )
+        }
         InterpError::OverwriteBeforeRelease {
             at, buffer, read, ..
         } => error_at(
@@ -582,10 +584,11 @@ impl BarrierRoles {
                     Prim::BarrierArrive
                     | Prim::BarrierExpectBytes
                     | Prim::Tcgen05Commit
-                    | Prim::Tcgen05Mma => {
+                    | Prim::Tcgen05Mma
+                    | Prim::Tcgen05MmaScaled => {
                         // The barriers it arrives on.
                         let bars = match prim {
-                            Prim::Tcgen05Mma => named.rest("mbarriers"),
+                            Prim::Tcgen05Mma | Prim::Tcgen05MmaScaled => named.rest("mbarriers"),
                             _ => named.get("bar").map(std::slice::from_ref),
                         };
                         for bar in bars.unwrap_or_default() {

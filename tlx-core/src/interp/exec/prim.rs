@@ -898,7 +898,11 @@ impl<'k> Executor<'k> {
         // retires it.
         let async_reader = match op.kind {
             crate::ir::OpKind::Prim {
-                prim: prim @ (Prim::AsyncDot | Prim::AsyncDescriptorStore | Prim::Tcgen05Mma),
+                prim:
+                    prim @ (Prim::AsyncDot
+                    | Prim::AsyncDescriptorStore
+                    | Prim::Tcgen05Mma
+                    | Prim::Tcgen05MmaScaled),
                 ..
             } => Some(prim),
             _ => None,

@@ -37,14 +37,7 @@ pub(super) const TCGEN05_MMA: PrimDef = PrimDef {
 };
 
 fn tcgen05_mma(t: &Typing) -> Result<(), String> {
-    let acc = match t.operand("acc")? {
-        Type::TensorMemory(m) if m.buffers() == 1 => m,
-        other => {
-            return Err(format!(
-                "the accumulator is one tensor-memory buffer, not {other}"
-            ))
-        }
-    };
+    let acc = one_tensor_memory(t.operand("acc")?, "the accumulator")?;
     let a = one_buffer(t.operand("a")?, "`async_dot`'s a")?;
     let b = one_buffer(t.operand("b")?, "`async_dot`'s b")?;
     mma_shapes(a, b, acc, pair(t)?)?;
@@ -52,6 +45,105 @@ fn tcgen05_mma(t: &Typing) -> Result<(), String> {
     t.rest("mbarriers")?
         .iter()
         .try_for_each(|b| one_barrier(b, "`async_dot`'s mbarriers"))
+}
+
+/// `async_dot_scaled(a, b, acc, a_scale, b_scale, use_acc, mbarriers)`
+/// (`tcgen05.mma...kind::mxf8f6f4.block_scale`): as a tensor-memory
+/// `async_dot`, with fp8 operands (e4m3 or e5m2, each its own) scaled per
+/// 32 elements along K: `acc += (a * 2^(a_scale - 127)) @ (b * 2^(b_scale -
+/// 127))`, `a_scale` `[128, K / 32]` and `b_scale` `[N, K / 32]` ue8m0
+/// exponents (u8) in tensor memory (filled by `tmem_copy`). The formats
+/// come from the buffers' types (TLX passes them as words too).
+pub(super) const TCGEN05_MMA_SCALED: PrimDef = PrimDef {
+    name: "async_dot_scaled",
+    signature: PrimSignature::new(
+        &[
+            "a",
+            "b",
+            "acc",
+            "a_scale",
+            "b_scale",
+            "use_acc",
+            "mbarriers",
+        ],
+        &[],
+        0,
+    )
+    .variadic(),
+    surface: Surface::custom(
+        &[
+            "a",
+            "b",
+            "acc",
+            "a_scale",
+            "b_scale",
+            "use_acc",
+            "mbarriers",
+        ],
+        5,
+    ),
+    effects: Effects {
+        reads: MemorySpaces::only(MemorySpace::Shared).with(MemorySpace::Tensor),
+        writes: MemorySpaces::only(MemorySpace::Tensor),
+        async_role: Some(AsyncRole::Starts),
+        ..Effects::PURE
+    },
+    rule: tcgen05_mma_scaled,
+    protocol: Protocol::KEPT,
+    lowering: Lowering::Custom,
+    interp: Interp::Custom,
+};
+
+fn tcgen05_mma_scaled(t: &Typing) -> Result<(), String> {
+    let acc = one_tensor_memory(t.operand("acc")?, "the accumulator")?;
+    let a = one_buffer(t.operand("a")?, "`async_dot_scaled`'s a")?;
+    let b = one_buffer(t.operand("b")?, "`async_dot_scaled`'s b")?;
+    let ([m, k], [k2, n]) = (a.shape(), b.shape()) else {
+        return Err("`async_dot_scaled`'s a and b are matrices".into());
+    };
+    let fp8 = |e: ScalarType| matches!(e, ScalarType::F8E4M3 | ScalarType::F8E5M2);
+    if !fp8(a.elem()) || !fp8(b.elem()) {
+        return Err(format!(
+            "a holds {} and b holds {}: `async_dot_scaled` takes fp8 operands (e4m3 or e5m2, mxfp8)",
+            a.elem(),
+            b.elem()
+        ));
+    }
+    if k != k2 || *m != TensorMemoryType::LANES || k % 128 != 0 || !matches!(n, 128 | 256) {
+        return Err(format!(
+            "`async_dot_scaled` multiplies a [128, K] by a [K, N] with K a multiple of 128 (four 32-element scale blocks per scale column) and N 128 or 256, not {:?} by {:?}",
+            a.shape(),
+            b.shape()
+        ));
+    }
+    if acc.elem() != ScalarType::F32 || acc.shape() != [*m, *n] {
+        return Err(format!(
+            "a [{m}, {k}] x [{k}, {n}] product accumulates into an f32 [{m}, {n}] tensor-memory buffer, not {}",
+            Type::TensorMemory(acc.clone())
+        ));
+    }
+    for (name, rows) in [("a_scale", *m), ("b_scale", *n)] {
+        let scale = one_tensor_memory(t.operand(name)?, &format!("`{name}`"))?;
+        if scale.elem() != ScalarType::U8 || scale.shape() != [rows, k / 32] {
+            return Err(format!(
+                "`{name}` holds one ue8m0 exponent (u8) per row and 32 elements of K: a u8 [{rows}, {}] tensor-memory buffer, not {}",
+                k / 32,
+                Type::TensorMemory(scale.clone())
+            ));
+        }
+    }
+    bool_scalar(t.operand("use_acc")?, "`use_acc`")?;
+    t.rest("mbarriers")?
+        .iter()
+        .try_for_each(|b| one_barrier(b, "`async_dot_scaled`'s mbarriers"))
+}
+
+/// One buffer of tensor memory.
+fn one_tensor_memory<'t>(t: &'t Type, user: &str) -> Result<&'t TensorMemoryType, String> {
+    match t {
+        Type::TensorMemory(m) if m.buffers() == 1 => Ok(m),
+        other => Err(format!("{user} is one tensor-memory buffer, not {other}")),
+    }
 }
 
 /// `tcgen05_commit(bar, two_ctas)`: one arrival on `bar` when every
@@ -100,14 +192,10 @@ pub(super) const TMEM_COPY: PrimDef = PrimDef {
 
 fn tmem_copy(t: &Typing) -> Result<(), String> {
     let src = one_buffer(t.operand("src")?, "`tmem_copy`'s source")?;
-    let dst = match t.operand("dst")? {
-        Type::TensorMemory(m) if m.buffers() == 1 => m,
-        other => {
-            return Err(format!(
-                "`tmem_copy` copies into one tensor-memory buffer, not {other}"
-            ))
-        }
-    };
+    let dst = one_tensor_memory(t.operand("dst")?, "`tmem_copy`'s destination")?;
+    if dst.elem() == ScalarType::U8 {
+        return scale_copy(src, dst);
+    }
     let &[128, n] = src.shape() else {
         return Err(format!(
             "`tmem_copy` copies [128, N] buffers (a row per tensor-memory lane), not {:?}",
@@ -128,6 +216,31 @@ fn tmem_copy(t: &Typing) -> Result<(), String> {
             src.elem(),
             src.shape(),
             Type::TensorMemory(dst.clone())
+        ));
+    }
+    Ok(())
+}
+
+/// `tmem_copy` of block scales: the source holds the `[R, KB]` exponents
+/// as 512-byte atoms of 128 rows by 4 blocks (`tlx::mx::swizzle_scales`'
+/// order, cuBLAS's and TLX's), unswizzled.
+fn scale_copy(src: &SharedMemoryType, dst: &TensorMemoryType) -> Result<(), String> {
+    let bytes: usize = src.shape().iter().product();
+    let &[rows, blocks] = dst.shape() else {
+        return Err("a scale buffer is a matrix".into());
+    };
+    if src.elem() != ScalarType::U8 || bytes != rows * blocks || src.transposed() {
+        return Err(format!(
+            "`tmem_copy` into the u8 [{rows}, {blocks}] scales takes a u8 shared buffer of {} bytes (its 512-byte atoms, as `tlx::mx::swizzle_scales` lays them out), not a {} {:?} one",
+            rows * blocks,
+            src.elem(),
+            src.shape()
+        ));
+    }
+    if src.swizzle() != crate::ir::types::Swizzle::None {
+        return Err(format!(
+            "the scales' shared buffer {:?} is swizzled: `tmem_copy` reads scale atoms unswizzled; give it fewer than 8 rows (e.g. [2 x atoms, 256])",
+            src.shape()
         ));
     }
     Ok(())

@@ -6,7 +6,7 @@
 //! being read, and a read of the accumulator is an error; after, a reader
 //! that has not waited for that barrier phase races with it.
 
-use crate::ir::{DotPrecision, Named, Op, Prim, Type, ValueId};
+use crate::ir::{DotPrecision, Named, Op, Prim, ScalarType, Type, ValueId};
 use std::rc::Rc;
 
 use super::super::super::dot;
@@ -39,7 +39,13 @@ impl<'k> Executor<'k> {
         let arg = |name: &str| named.get(name).copied().map_err(Fault::malformed);
         let pair = || Ok::<bool, Fault>(named.imm("two_ctas").map_err(Fault::malformed)? == 1);
         match named.prim() {
-            Prim::Tcgen05Mma => self.tcgen05_mma(op, named.operands(), pair()?, task, shared),
+            Prim::Tcgen05Mma => self.tcgen05_mma(op, named.operands(), None, pair()?, task, shared),
+            Prim::Tcgen05MmaScaled => {
+                let scales = (arg("a_scale")?, arg("b_scale")?);
+                let mut operands = vec![arg("a")?, arg("b")?, arg("acc")?, arg("use_acc")?];
+                operands.extend(named.rest("mbarriers").map_err(Fault::malformed)?);
+                self.tcgen05_mma(op, &operands, Some(scales), false, task, shared)
+            }
             Prim::Tcgen05Commit => self.tcgen05_commit(op, arg("bar")?, pair()?, task, shared),
             Prim::TmemCopy => self.tmem_copy(op, arg("src")?, arg("dst")?, task, shared),
             other => Err(Fault::malformed(format!(
@@ -52,10 +58,13 @@ impl<'k> Executor<'k> {
 
     /// `async_dot(a, b, acc, use_acc, mbarriers, two_ctas)` into tensor
     /// memory; over a pair of programs, issued by the even one for both.
+    /// With `scales` (`async_dot_scaled`'s `a_scale`, `b_scale`), A's rows
+    /// and B's columns are scaled per 32 elements of K first.
     pub(super) fn tcgen05_mma(
         &mut self,
         op: &Op,
         args: &[ValueId],
+        scales: Option<(ValueId, ValueId)>,
         pair: bool,
         task: usize,
         shared: &mut ProgramShared,
@@ -91,6 +100,25 @@ impl<'k> Executor<'k> {
                 operands.push(shared.smem.buffer_id(view.alloc, view.buffer));
             }
         }
+        let scale_views = match scales {
+            Some((sa, sb)) => {
+                let views = [self.buffer_view(sa)?, self.buffer_view(sb)?];
+                for view in &views {
+                    let id = shared.smem.buffer_id(view.alloc, view.buffer);
+                    if !shared.smem.written(view.alloc, view.buffer) {
+                        return Err(Stop::error(InterpError::UnwrittenShared {
+                            at: self.site(Some(op)),
+                            task: self.task.name.clone(),
+                            buffer: id,
+                        }));
+                    }
+                    shared.footprint.touch(Object::Buffer(id), Access::Read);
+                    operands.push(id);
+                }
+                Some(views)
+            }
+            None => None,
+        };
         let accumulate = self.predicate(use_acc)?;
         for [_, _, acc_view] in &sides {
             let acc_id = shared.smem.buffer_id(acc_view.alloc, acc_view.buffer);
@@ -115,11 +143,24 @@ impl<'k> Executor<'k> {
                 &b_shape,
             )?),
         };
+        // Block scales: B's columns now, A's rows per program below.
+        let scale_data = match (&scale_views, self.skeleton) {
+            (Some([sa, sb]), None) => Some((sa.read(shared)?, sb.read(shared)?)),
+            _ => None,
+        };
+        let b_full = match (b_full, &scale_data) {
+            (Some(y), Some((_, sb))) => Some(Rc::new(scale_blocks(&y, sb, Side::Columns)?)),
+            (y, _) => y,
+        };
         for [a_view, _, acc_view] in &sides {
             let acc_id = shared.smem.buffer_id(acc_view.alloc, acc_view.buffer);
             match &b_full {
                 Some(y) => {
                     let x = Tensor::new(self.type_of(a)?.shape().to_vec(), a_view.read(shared)?)?;
+                    let x = match &scale_data {
+                        Some((sa, _)) => scale_blocks(&x, sa, Side::Rows)?,
+                        None => x,
+                    };
                     let start = if accumulate {
                         acc_view.read(shared)?
                     } else {
@@ -175,6 +216,12 @@ impl<'k> Executor<'k> {
             Some(_) => shared.smem.mark_written(to.alloc, to.buffer)?,
             None => {
                 let data = from.read(shared)?;
+                let data = match self.type_of(dst)? {
+                    Type::TensorMemory(m) if m.elem() == ScalarType::U8 => {
+                        unswizzle_scales(data, m.shape())?
+                    }
+                    _ => data,
+                };
                 to.write(shared, data)?;
             }
         }
@@ -330,4 +377,65 @@ fn side_by_side(halves: Vec<Data>, half_shape: &[usize]) -> Result<Rc<Tensor>, F
         }
     }
     Ok(Rc::new(Tensor::new(vec![k, n * count], Data::Float(rows))?))
+}
+
+/// Which dimension of an operand a block scale runs along: A's rows (K is
+/// its columns) or B's columns (K is its rows).
+#[derive(Clone, Copy)]
+enum Side {
+    Rows,
+    Columns,
+}
+
+/// `t` with each element multiplied by `2^(e - 127)` for the ue8m0 exponent
+/// `e` of its row (A) or column (B) and its 32-element block of K: `scales`
+/// is `[rows, K / 32]`; an exponent of 255 is NaN. The products are exact
+/// in f32 for exponents within f32's range, as the tensor core's are.
+fn scale_blocks(t: &Tensor, scales: &Data, side: Side) -> Result<Tensor, Fault> {
+    let (&[r, c], Data::Float(values), Data::Int(exps)) = (t.shape.as_slice(), &t.data, scales)
+    else {
+        return Err(Fault::malformed(
+            "block scales of a non-matrix or non-float operand",
+        ));
+    };
+    let blocks = match side {
+        Side::Rows => c / 32,
+        Side::Columns => r / 32,
+    };
+    let mut out = values.clone();
+    for (i, v) in out.iter_mut().enumerate() {
+        let (row, k) = match side {
+            Side::Rows => (i / c, i % c),
+            Side::Columns => (i % c, i / c),
+        };
+        let e = exps.get(row * blocks + k / 32).copied().unwrap_or(255);
+        *v = if e == 255 {
+            f32::NAN
+        } else {
+            // 2^(e - 127) for e in 0..=254 (2^-127 is subnormal in f32).
+            *v * (2f64.powi(e as i32 - 127) as f32)
+        };
+    }
+    Tensor::new(t.shape.clone(), Data::Float(out))
+}
+
+/// Block scales as `tmem_copy` reads them from shared memory (512-byte
+/// atoms of 128 rows by 4 blocks, atoms row-block-major: byte `(r % 32) *
+/// 16 + (r % 128) / 32 * 4 + kb % 4` of atom `(r / 128) * KB / 4 + kb / 4`)
+/// into the buffer's `[R, KB]` order.
+fn unswizzle_scales(atoms: Data, shape: &[usize]) -> Result<Data, Fault> {
+    let (&[rows, blocks], Data::Int(bytes)) = (shape, &atoms) else {
+        return Err(Fault::malformed("block scales that are not u8 matrices"));
+    };
+    let mut out = Vec::with_capacity(rows * blocks);
+    for r in 0..rows {
+        for kb in 0..blocks {
+            let atom = (r / 128) * (blocks / 4) + kb / 4;
+            let at = atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4;
+            out.push(bytes.get(at).copied().ok_or_else(|| {
+                Fault::malformed("block scales shorter than their tensor-memory buffer")
+            })?);
+        }
+    }
+    Ok(Data::Int(out))
 }
