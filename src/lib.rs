@@ -46,6 +46,7 @@ pub mod ops;
 
 pub use half;
 pub use tlx_macros::kernel;
+pub use tlx_runtime::mx;
 pub use tlx_runtime::testing;
 pub use tlx_runtime::trace;
 pub use tlx_runtime::{

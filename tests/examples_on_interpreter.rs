@@ -13,6 +13,9 @@ mod blackwell_gemm_2cta;
 #[path = "../examples/blackwell_gemm_clc.rs"]
 #[allow(dead_code)]
 mod blackwell_gemm_clc;
+#[path = "../examples/blackwell_gemm_mxfp8.rs"]
+#[allow(dead_code)]
+mod blackwell_gemm_mxfp8;
 #[path = "../examples/blackwell_gemm_ws.rs"]
 #[allow(dead_code)]
 mod blackwell_gemm_ws;
@@ -142,6 +145,11 @@ fn blackwell_gemm_2cta_matches_reference() {
 #[test]
 fn blackwell_gemm_clc_matches_reference() {
     on_interpreter(blackwell_gemm_clc::run);
+}
+
+#[test]
+fn blackwell_gemm_mxfp8_matches_reference() {
+    on_interpreter(blackwell_gemm_mxfp8::run);
 }
 
 #[test]

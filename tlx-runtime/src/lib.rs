@@ -45,6 +45,7 @@ mod error;
 mod grid;
 mod launch;
 mod mesh;
+pub mod mx;
 mod nccl;
 mod spec;
 mod strided;

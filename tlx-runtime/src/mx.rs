@@ -1,0 +1,140 @@
+//! Microscaling (OCP MX) data on the host, as Blackwell's block-scaled MMAs
+//! (`async_dot_scaled`) take it: fp8 values with one ue8m0 exponent per 32
+//! consecutive elements along K ([`quantize_mxfp8`]), and those exponents
+//! in the 512-byte atoms that `tmem_copy` moves into tensor memory
+//! ([`swizzle_scales`]; cuBLAS's, TLX's and torchao's "swizzled" order).
+
+use crate::{Error, F8E4M3};
+
+/// Elements along K that share one scale.
+pub const BLOCK: usize = 32;
+
+/// The value of a ue8m0 exponent: `2^(e - 127)`; 255 is NaN.
+pub fn ue8m0_to_f32(e: u8) -> f32 {
+    if e == 255 {
+        f32::NAN
+    } else {
+        2f64.powi(i32::from(e) - 127) as f32
+    }
+}
+
+/// `[rows, k]` values (row-major) as e4m3 values and `[rows, k / 32]`
+/// ue8m0 exponents, the OCP MX way: each block's exponent is
+/// `floor(log2(amax)) - 8` (e4m3's largest exponent), so the block's largest
+/// value lands in `[256, 512)` and rounds to at most 448; a block of zeros
+/// gets exponent 0 (`2^-127`).
+pub fn quantize_mxfp8(
+    values: &[f32],
+    rows: usize,
+    k: usize,
+) -> Result<(Vec<F8E4M3>, Vec<u8>), Error> {
+    if k % BLOCK != 0 || values.len() != rows * k {
+        return Err(Error::InvalidShape {
+            op: "quantize_mxfp8",
+            reason: format!(
+                "{} values for [{rows}, {k}]: K must be a multiple of {BLOCK} and the values rows x K",
+                values.len()
+            ),
+        });
+    }
+    let mut codes = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / BLOCK);
+    for block in values.chunks(BLOCK) {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let e = if amax > 0.0 && amax.is_finite() {
+            (amax.log2().floor() as i32 - 8 + 127).clamp(0, 254) as u8
+        } else {
+            0
+        };
+        let inv = 1.0 / f64::from(ue8m0_to_f32(e));
+        codes.extend(
+            block
+                .iter()
+                .map(|&v| F8E4M3::from_f32((f64::from(v) * inv) as f32)),
+        );
+        scales.push(e);
+    }
+    Ok((codes, scales))
+}
+
+/// `[rows, blocks]` scales (row-major) in `tmem_copy`'s order: 512-byte
+/// atoms of 128 rows by 4 blocks, row blocks outer, K blocks inner; within
+/// an atom, row `r`'s four scales at byte `(r % 32) * 16 + (r % 128) / 32 *
+/// 4`. `rows` must be a multiple of 128 and `blocks` of 4.
+pub fn swizzle_scales(scales: &[u8], rows: usize, blocks: usize) -> Result<Vec<u8>, Error> {
+    if rows % 128 != 0 || blocks % 4 != 0 || scales.len() != rows * blocks {
+        return Err(Error::InvalidShape {
+            op: "swizzle_scales",
+            reason: format!(
+                "{} scales for [{rows}, {blocks}]: rows must be a multiple of 128, blocks of 4, and the scales rows x blocks",
+                scales.len()
+            ),
+        });
+    }
+    let mut atoms = vec![0u8; scales.len()];
+    for r in 0..rows {
+        for kb in 0..blocks {
+            let atom = (r / 128) * (blocks / 4) + kb / 4;
+            atoms[atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4] =
+                scales[r * blocks + kb];
+        }
+    }
+    Ok(atoms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantized_blocks_come_back_within_e4m3s_rounding() {
+        let values: Vec<f32> = (0..4 * 64)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37 * (1 + i / 32) as f32)
+            .collect();
+        let (codes, scales) = quantize_mxfp8(&values, 4, 64).expect("shape");
+        assert_eq!(scales.len(), 8);
+        for (i, (&v, c)) in values.iter().zip(&codes).enumerate() {
+            let back = c.to_f32() * ue8m0_to_f32(scales[i / BLOCK]);
+            // e4m3 keeps 3 mantissa bits: within 1/16 relative, or a
+            // subnormal step of the block's scale.
+            let step = ue8m0_to_f32(scales[i / BLOCK]) * 2f32.powi(-9);
+            assert!(
+                (back - v).abs() <= v.abs() / 16.0 + step,
+                "{i}: {v} -> {back}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_block_of_zeros_gets_the_smallest_scale() {
+        let (codes, scales) = quantize_mxfp8(&[0.0; 32], 1, 32).expect("shape");
+        assert_eq!(scales, [0]);
+        assert!(codes.iter().all(|c| c.to_f32() == 0.0));
+    }
+
+    #[test]
+    fn scales_swizzle_into_atoms_of_128_rows_by_4_blocks() {
+        let (rows, blocks) = (256, 8);
+        let scales: Vec<u8> = (0..rows * blocks).map(|i| (i % 251) as u8).collect();
+        let atoms = swizzle_scales(&scales, rows, blocks).expect("shape");
+        // Row 161, block 6: atom (1, 1) = 3, row 161 % 32 = 1, quarter 1, byte 2.
+        assert_eq!(atoms[3 * 512 + 16 + 4 + 2], scales[161 * blocks + 6]);
+        let mut sorted = atoms.clone();
+        sorted.sort_unstable();
+        let mut want = scales.clone();
+        want.sort_unstable();
+        assert_eq!(sorted, want, "a permutation");
+    }
+
+    #[test]
+    fn bad_shapes_are_typed_errors() {
+        assert!(matches!(
+            swizzle_scales(&[0; 64], 64, 1),
+            Err(Error::InvalidShape { .. })
+        ));
+        assert!(matches!(
+            quantize_mxfp8(&[0.0; 48], 1, 48),
+            Err(Error::InvalidShape { .. })
+        ));
+    }
+}
