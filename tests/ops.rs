@@ -3,7 +3,8 @@
 //! allow, masked pointers where not), the row-wise ops over rows
 //! shorter and longer than one block, in f32 and bf16, and `attention` over
 //! views into larger buffers (its full coverage is the `hopper_fa_fwd` and
-//! `hopper_fa_bwd` examples), and `gemm_fp8`. On the interpreter
+//! `hopper_fa_bwd` examples), `gemm_fp8` and `gemm_mxfp8` (Blackwell; on
+//! another GPU its typed error). On the interpreter
 //! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
 //! errors.
 
@@ -203,6 +204,60 @@ fn gemm_fp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
     assert!(err < 1e-2, "gemm_fp8 {m}x{n}x{k}: relative error {err}");
 }
 
+/// mxfp8 operands spanning several binades per row against the f64 product
+/// of their dequantized values; on a GPU that is not a Blackwell one, the
+/// typed error that says so.
+fn gemm_mxfp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
+    let mut rng = fresh_rng();
+    let mut values = |rows: usize| -> Vec<f32> {
+        let v = rng.vec(rows * k, 1.0);
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| x * ((i / 32 % 7) as f32 - 3.0).exp2())
+            .collect()
+    };
+    let (a, b) = (values(m), values(n));
+    let quantize = |v: &[f32], rows: usize| {
+        let (codes, scales) = tlx::mx::quantize_mxfp8(v, rows, k).expect("whole blocks");
+        let (padded_rows, blocks) = (rows.div_ceil(128) * 128, k.div_ceil(128) * 4);
+        let mut padded = vec![127u8; padded_rows * blocks];
+        for r in 0..rows {
+            padded[r * blocks..r * blocks + k / 32]
+                .copy_from_slice(&scales[r * (k / 32)..(r + 1) * (k / 32)]);
+        }
+        let atoms = tlx::mx::swizzle_scales(&padded, padded_rows, blocks).expect("atoms");
+        let dequant: Vec<f64> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
+            .collect();
+        (codes, atoms, dequant)
+    };
+    let (qa, sa, fa) = quantize(&a, m);
+    let (qb, sb, fb) = quantize(&b, n);
+    let up_fp8 = |v: &[F8E4M3]| dev.upload(v).expect("upload");
+    let up_u8 = |v: &[u8]| dev.upload(v).expect("upload");
+    let (da, dsa, db, dsb) = (up_fp8(&qa), up_u8(&sa), up_fp8(&qb), up_u8(&sb));
+    let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
+    let run = tlx::ops::gemm_mxfp8(dev, (&da, &dsa), (&db, &dsb), &dc, (m, n, k));
+    if let Some((major, _)) = dev.compute_capability() {
+        if major != 10 {
+            let err = run.expect_err("sm_100a only");
+            assert!(matches!(err, tlx::Error::NoMatchingPtx { .. }), "{err}");
+            return;
+        }
+    }
+    run.expect("gemm_mxfp8");
+    let want: Vec<f64> = (0..m * n)
+        .map(|x| {
+            let (i, j) = (x / n, x % n);
+            (0..k).map(|p| fa[i * k + p] * fb[j * k + p]).sum::<f64>()
+        })
+        .collect();
+    let err = relative_error(&widen(&dc.download().expect("download")), &want);
+    assert!(err < 1e-2, "gemm_mxfp8 {m}x{n}x{k}: relative error {err}");
+}
+
 fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     for &shape in gemm_shapes {
         gemm_agrees(dev, shape);
@@ -217,6 +272,7 @@ fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     bf16_softmax_agrees(dev, 3, 20000);
     attention_agrees(dev);
     gemm_fp8_agrees(dev, (200, 136, 80));
+    gemm_mxfp8_agrees(dev, (136, 200, 96));
 }
 
 #[test]
@@ -249,6 +305,14 @@ fn bad_shapes_are_typed_errors() {
     assert!(ragged.to_string().contains("multiple of 16"), "{ragged}");
     let short = tlx::ops::gemm_fp8(&dev, &a8, &a8, &c, (64, 64, 48), 1.0).expect_err("a short");
     assert!(short.to_string().contains("`a` holds 2560"), "{short}");
+    let atoms = dev.alloc::<u8>(512).expect("alloc");
+    let mx = |k| tlx::ops::gemm_mxfp8(&dev, (&a8, &atoms), (&a8, &atoms), &c, (64, 64, k));
+    let ragged = mx(40).expect_err("k = 40");
+    assert!(ragged.to_string().contains("multiple of 32"), "{ragged}");
+    let eight = dev.alloc::<u8>(8).expect("alloc");
+    let few = tlx::ops::gemm_mxfp8(&dev, (&a8, &eight), (&a8, &atoms), &c, (64, 64, 32))
+        .expect_err("a's scales short");
+    assert!(few.to_string().contains("`a's scales` holds 8"), "{few}");
 }
 
 /// The backward's inputs and outputs, every tensor `t`: the problems these
