@@ -146,7 +146,8 @@ fn compile_keeping(
     keep_llvm_ir: bool,
 ) -> Result<CompiledKernel, CodegenError> {
     let lowered = lower::lower_kernel(kernel, arch)?;
-    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch, keep_llvm_ir)?;
+    let features = analysis::ptx_features(kernel);
+    let (llvm_ir, ptx) = llvm::compile_to_ptx(&lowered.module_text, arch, features, keep_llvm_ir)?;
     Ok(CompiledKernel {
         entry: kernel.name.clone(),
         ptx,

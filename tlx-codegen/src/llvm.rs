@@ -14,8 +14,6 @@ use std::sync::Once;
 use tlx_core::ir::Arch;
 
 pub const TRIPLE: &str = "nvptx64-nvidia-cuda";
-/// The PTX ISA emitted: 8.6 is the first with `sm_100a`, and ptxas 12.8+ reads it.
-const PTX_FEATURES: &str = "+ptx86";
 
 static INIT: Once = Once::new();
 
@@ -126,10 +124,13 @@ fn internal(what: &str, message: impl std::fmt::Display) -> CodegenError {
     CodegenError::Llvm(format!("{what}: {message}"))
 }
 
-/// Returns (optimized LLVM IR, or nothing unless `keep_llvm_ir`; PTX).
+/// Returns (optimized LLVM IR, or nothing unless `keep_llvm_ir`; PTX) in
+/// the PTX ISA `ptx_features` names (`+ptx86`: 8.6, the first with
+/// `sm_100a`, which ptxas 12.8+ reads).
 pub fn compile_to_ptx(
     module_text: &str,
     arch: Arch,
+    ptx_features: &str,
     keep_llvm_ir: bool,
 ) -> Result<(String, String), CodegenError> {
     INIT.call_once(|| Target::initialize_nvptx(&InitializationConfig::default()));
@@ -147,7 +148,7 @@ pub fn compile_to_ptx(
         .create_target_machine(
             &triple,
             arch.name(),
-            PTX_FEATURES,
+            ptx_features,
             // Aggressive only swaps the EarlyCSE after NVPTX's straight-line
             // scalar optimizations for two GVN runs (a tenth of a matmul
             // tile's build), for byte-identical PTX on every example kernel.

@@ -24,7 +24,8 @@ use super::lower::{Lowerer, Tensor};
 use super::CodegenError;
 use crate::layout::tensor_memory_rows;
 use tlx_core::ir::{
-    shared_swizzle, Arch, Op, ScalarType, SharedMemoryType, TensorMemoryType, Type, ValueId,
+    shared_swizzle, Arch, Op, ScalarType, ScaledForm, SharedMemoryType, TensorMemoryType, Type,
+    ValueId,
 };
 
 /// Registers one `tcgen05.ld`/`tcgen05.st` moves per thread at most here
@@ -55,24 +56,39 @@ fn instruction_descriptor(plan: &WgmmaPlan, pair: bool) -> u32 {
         | ((programs * plan.m as u32) >> 4) << 24
 }
 
-/// The instruction descriptor of a `kind::mxf8f6f4` block-scaled MMA
-/// (ue8m0 scales, f32 accumulator) whose step reads byte `scale_byte` of
-/// each scale column (the scale factor ids).
+/// The instruction descriptor of a block-scaled MMA (f32 accumulator)
+/// whose step reads scale byte `scale_byte` of its columns (the scale
+/// factor ids): the operands' formats (mxf8f6f4: e4m3 0, e5m2 1; the fp4
+/// kinds: e2m1 1), the scales' type (ue8m0 1, ue4m3 0), N / 8 and M / 128.
 fn scaled_instruction_descriptor(
     plan: &WgmmaPlan,
+    form: ScaledForm,
     (a, b): (ScalarType, ScalarType),
     scale_byte: u32,
 ) -> u32 {
-    let format = |t: ScalarType| u32::from(t == ScalarType::F8E5M2);
+    let format = |t: ScalarType| match form {
+        ScaledForm::Mxfp8 => u32::from(t == ScalarType::F8E5M2),
+        ScaledForm::Mxfp4 | ScaledForm::Nvfp4 => 1,
+    };
+    let ue8m0 = u32::from(form != ScaledForm::Nvfp4);
     scale_byte << 4
         | format(a) << 7
         | format(b) << 10
         | u32::from(plan.a_m_major) << 15
         | u32::from(!plan.b_k_major) << 16
         | (plan.n as u32 >> 3) << 17
-        | 1 << 23
+        | ue8m0 << 23
         | (plan.m as u32 >> 7) << 27
         | scale_byte << 29
+}
+
+/// The PTX kind and scale vector of a block-scaled MMA form.
+fn scaled_kind(form: ScaledForm) -> &'static str {
+    match form {
+        ScaledForm::Mxfp8 => "kind::mxf8f6f4.block_scale.scale_vec::1X",
+        ScaledForm::Mxfp4 => "kind::mxf4.block_scale.scale_vec::2X",
+        ScaledForm::Nvfp4 => "kind::mxf4nvf4.block_scale.scale_vec::4X",
+    }
 }
 
 /// The shared-memory descriptor fields of a 512-byte block-scale atom
@@ -412,9 +428,10 @@ impl<'k> Lowerer<'k> {
 
     /// `async_dot_scaled(a, b, acc, a_scale, b_scale, use_acc, mbarriers)`:
     /// from the context's first thread, one block-scaled `tcgen05.mma` per
-    /// 32 elements of K, step `s` reading byte `s % 4` of the scale columns
-    /// `s / 4` holds (`TensorMemoryType`'s scale layout), then one
-    /// `tcgen05.commit` per barrier.
+    /// 32 bytes of K (32 fp8 or 64 fp4 elements), each pointed at the scale
+    /// columns and byte of its first block (`TensorMemoryType`'s scale
+    /// layout), then one `tcgen05.commit` per barrier. The operands' bytes
+    /// are laid out as fp8 ones whatever their format.
     pub(super) fn tcgen05_mma_scaled(
         &mut self,
         op: &Op,
@@ -422,12 +439,19 @@ impl<'k> Lowerer<'k> {
         barriers: &[ValueId],
     ) -> Result<()> {
         self.require_blackwell(op, "`async_dot_scaled`")?;
-        let (Type::SharedMemory(ma), Type::SharedMemory(mb), Type::TensorMemory(macc)) =
-            (self.ty(a), self.ty(b), self.ty(acc))
+        let (
+            Type::SharedMemory(ma),
+            Type::SharedMemory(mb),
+            Type::TensorMemory(macc),
+            Type::TensorMemory(ms),
+        ) = (self.ty(a), self.ty(b), self.ty(acc), self.ty(a_scale))
         else {
             return Err(malformed("`async_dot_scaled` operand types"));
         };
-        let plan = self.tcgen05_plan(op, ma, mb, macc, false)?;
+        let form = ScaledForm::of(ma.elem(), ms.elem())
+            .ok_or_else(|| malformed("`async_dot_scaled` of no scaled form"))?;
+        let bytes = |m: &SharedMemoryType| m.with_elem(ScalarType::F8E4M3);
+        let plan = self.tcgen05_plan(op, &bytes(ma), &bytes(mb), macc, false)?;
         let formats = (ma.elem(), mb.elem());
         let (a_at, b_at) = (self.register(a)?, self.register(b)?);
         let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));
@@ -444,21 +468,25 @@ impl<'k> Lowerer<'k> {
             .collect::<Result<Vec<_>>>()?;
         let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
         let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
+        // Scale blocks each step covers: 32 bytes of K over the block size.
+        let blocks_per_step = plan.k_step() * form.per_byte() / form.block();
+        let kind = scaled_kind(form);
         self.on_first_thread("true", |l| {
             for s in 0..plan.k / plan.k_step() {
                 let k0 = (s * plan.k_step()) as u32;
                 let a_desc = l.descriptor_at(&a_base, plan.a.offset(k0));
                 let b_desc = l.descriptor_at(&b_base, plan.b.offset(k0 * plan.n as u32));
                 let accumulate = if s == 0 { first.clone() } else { "1".into() };
-                // Scale columns: 4 blocks of K per column, R / 32 columns per 4 blocks.
-                let block = s / 4;
-                let a_col = l.f.inst(format!("add i32 {sa}, {}", block * plan.m / 32));
-                let b_col = l.f.inst(format!("add i32 {sb}, {}", block * plan.n / 32));
-                let idesc = scaled_instruction_descriptor(&plan, formats, (s % 4) as u32);
+                // Scale columns: 4 blocks per column, R / 32 columns per 4 blocks.
+                let block = s * blocks_per_step;
+                let a_col =
+                    l.f.inst(format!("add i32 {sa}, {}", block / 4 * plan.m / 32));
+                let b_col =
+                    l.f.inst(format!("add i32 {sb}, {}", block / 4 * plan.n / 32));
+                let idesc = scaled_instruction_descriptor(&plan, form, formats, (block % 4) as u32);
                 let asm = format!(
                     "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \
-                     tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X \
-                     [$0], $1, $2, {idesc}, [$4], [$5], p; }}"
+                     tcgen05.mma.cta_group::1.{kind} [$0], $1, $2, {idesc}, [$4], [$5], p; }}"
                 );
                 l.f.asm(
                     "void",
@@ -515,7 +543,7 @@ impl<'k> Lowerer<'k> {
             return Err(malformed("`tmem_copy` of a non-buffer"));
         };
         if let Type::TensorMemory(scales) = self.ty(dst) {
-            if scales.elem() == ScalarType::U8 {
+            if scales.elem().size_bytes() == 1 {
                 let atoms = scales.shape().iter().product::<usize>() / 512;
                 return self.scale_copy(src, dst, atoms);
             }

@@ -34,7 +34,7 @@ use crate::error::Result;
 use axis::AxisInfo;
 use std::collections::{HashMap, HashSet};
 use storage::{descriptor_slots, plan_static_shared, StaticShared};
-use tlx_core::ir::{Block, Kernel, Named, OpKind, Prim, ValueId};
+use tlx_core::ir::{Block, Kernel, Named, OpKind, Prim, ScalarType, Type, ValueId};
 
 /// Analyses of the whole kernel, run before emission; read-only after.
 pub(crate) struct KernelFacts {
@@ -71,6 +71,34 @@ impl KernelFacts {
             static_shared: plan_static_shared(kernel)?,
             pair_mma: uses_pair_mma(&kernel.body),
         })
+    }
+}
+
+/// The PTX ISA the kernel needs, as the NVPTX target's feature: 8.6 (the
+/// first with `sm_100a`) unless an op needs later, as nvfp4's
+/// `kind::mxf4nvf4` MMAs need 8.7.
+pub(crate) fn ptx_features(kernel: &Kernel) -> &'static str {
+    fn nvfp4(kernel: &Kernel, block: &Block) -> bool {
+        block.ops.iter().any(|op| {
+            let here = match &op.kind {
+                OpKind::Prim {
+                    prim: prim @ Prim::Tcgen05MmaScaled,
+                    args,
+                    imms,
+                } => Named::new(*prim, args, imms)
+                    .get("a_scale")
+                    .is_ok_and(|&s| {
+                        matches!(kernel.type_of(s), Type::TensorMemory(m) if m.elem() == ScalarType::F8E4M3)
+                    }),
+                _ => false,
+            };
+            here || op.kind.blocks().into_iter().any(|b| nvfp4(kernel, b))
+        })
+    }
+    if nvfp4(kernel, &kernel.body) {
+        "+ptx87"
+    } else {
+        "+ptx86"
     }
 }
 

@@ -28,7 +28,7 @@ pub use ops::*;
 pub use prims::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, Choice, Family,
     FlagComparison, Interp, Lowering, Named, Prim, PrimDef, PrimSignature, Protocol, ResultTypes,
-    StoreReduce, Surface, TmaBox, Typing, CLC_RESPONSE_SHAPE,
+    ScaledForm, StoreReduce, Surface, TmaBox, Typing, CLC_RESPONSE_SHAPE,
 };
 pub use tasks::{launch_registers, task_warps, TaskRegion, TaskWarps};
 pub use text::{parse, print, ParseError};

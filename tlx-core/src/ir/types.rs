@@ -335,6 +335,15 @@ impl SharedMemoryType {
         }
     }
 
+    /// The same bytes read as `elem`, a type of the same size (the 8-bit
+    /// operands of a scaled MMA share one shared-memory layout).
+    pub fn with_elem(&self, elem: ScalarType) -> SharedMemoryType {
+        SharedMemoryType {
+            elem,
+            ..self.clone()
+        }
+    }
+
     /// Whether the view's matrix is stored transposed.
     pub fn transposed(&self) -> bool {
         self.transposed
@@ -390,23 +399,28 @@ impl TensorMemoryType {
     /// Whether tensor memory holds such buffers: `[128, N]` matrices of
     /// 32-bit elements, `N` a power of two from 8 to 256 (what one `tcgen05`
     /// MMA of 128 rows writes); `Err` says what to write instead.
-    /// Block scales (`async_dot_scaled`): `[R, KB]` u8 exponents, R 128
-    /// or 256 rows of A or B, KB blocks of 32 elements along K, a multiple
-    /// of 4. Row `r`'s scales sit in lane `r % 32` (repeated in each
-    /// quarter of the lanes), column `(kb / 4) * R / 32 + r / 32`, byte
-    /// `kb % 4`: `R * KB / 128` columns.
-    fn scale_rule(shape: &[usize]) -> Result<(), String> {
+    /// Block scales (`async_dot_scaled`): `[R, KB]` exponents, ue8m0 (u8)
+    /// or ue4m3 (f8e4m3, nvfp4's), R 128 or 256 rows of A or B, KB blocks
+    /// of K (32 or 16 elements), a multiple of 4. Row `r`'s scales sit in
+    /// lane `r % 32` (repeated in each quarter of the lanes), column `(kb /
+    /// 4) * R / 32 + r / 32`, byte `kb % 4`: `R * KB / 128` columns.
+    fn scale_rule(elem: ScalarType, shape: &[usize]) -> Result<(), String> {
+        if !matches!(elem, ScalarType::U8 | ScalarType::F8E4M3) {
+            return Err(format!(
+                "8-bit tensor memory holds block scales, ue8m0 (u8) or ue4m3 (f8e4m3), not {elem}"
+            ));
+        }
         match shape {
             [128 | 256, kb] if kb % 4 == 0 && *kb > 0 => Ok(()),
             _ => Err(format!(
-                "u8 tensor memory holds block scales, [R, KB] with R 128 or 256 (rows of A or B) and KB (32-element blocks of K) a multiple of 4, not {shape:?}"
+                "{elem} tensor memory holds block scales, [R, KB] with R 128 or 256 (rows of A or B) and KB (blocks of K) a multiple of 4, not {shape:?}"
             )),
         }
     }
 
     pub fn rule(elem: ScalarType, shape: &[usize]) -> Result<(), String> {
-        if elem == ScalarType::U8 {
-            return Self::scale_rule(shape);
+        if elem.size_bytes() == 1 {
+            return Self::scale_rule(elem, shape);
         }
         if elem.size_bytes() != 4 {
             return Err(format!(
@@ -437,9 +451,9 @@ impl TensorMemoryType {
     /// The 32-bit TMEM columns one buffer takes.
     pub fn columns(&self) -> usize {
         let cols = self.shape.last().copied().unwrap_or(0) * self.elem.size_bytes() / 4;
-        match (self.elem, self.shape.first()) {
+        match self.shape.first() {
             // Block scales: a quarter of the lanes per 32 rows.
-            (ScalarType::U8, Some(rows)) => cols * rows / 32,
+            Some(rows) if self.elem.size_bytes() == 1 => cols * rows / 32,
             _ => cols,
         }
     }

@@ -31,6 +31,7 @@ mod wgmma;
 
 pub use cluster::CLC_RESPONSE_SHAPE;
 pub use grid::FlagComparison;
+pub use tcgen05::ScaledForm;
 pub use tma::{
     nvmma_swizzle, shared_swizzle, tma_block_rule, without_leading_ones, StoreReduce, TmaBox,
 };

@@ -74,7 +74,7 @@ pub(super) fn one_buffer<'t>(t: &'t Type, user: &str) -> Result<&'t SharedMemory
 /// (what `local_load` gives and `local_store` takes).
 pub(super) fn buffer_contents(t: &Type, user: &str) -> Result<(ScalarType, Vec<usize>), String> {
     match t {
-        Type::TensorMemory(m) if m.elem() == ScalarType::U8 => Err(format!(
+        Type::TensorMemory(m) if m.elem().size_bytes() == 1 => Err(format!(
             "{user} of block scales: only `async_dot_scaled` reads them, in their own layout; fill them with `tmem_copy` from shared memory"
         )),
         Type::TensorMemory(m) if m.buffers() == 1 => Ok((m.elem(), m.shape().to_vec())),

@@ -48,12 +48,15 @@ fn tcgen05_mma(t: &Typing) -> Result<(), String> {
 }
 
 /// `async_dot_scaled(a, b, acc, a_scale, b_scale, use_acc, mbarriers)`
-/// (`tcgen05.mma...kind::mxf8f6f4.block_scale`): as a tensor-memory
-/// `async_dot`, with fp8 operands (e4m3 or e5m2, each its own) scaled per
-/// 32 elements along K: `acc += (a * 2^(a_scale - 127)) @ (b * 2^(b_scale -
-/// 127))`, `a_scale` `[128, K / 32]` and `b_scale` `[N, K / 32]` ue8m0
-/// exponents (u8) in tensor memory (filled by `tmem_copy`). The formats
-/// come from the buffers' types (TLX passes them as words too).
+/// (`tcgen05.mma...block_scale`): as a tensor-memory `async_dot`, with
+/// low-precision operands scaled per block of K: `acc += (a * sa) @ (b *
+/// sb)`, each element times the scale of its row (A) or column (B) and its
+/// block. Three forms ([`ScaledForm`]): mxfp8 (e4m3/e5m2 operands, ue8m0
+/// scales per 32), mxfp4 (e2m1 operands packed two per u8 byte, low nibble
+/// first, ue8m0 per 32) and nvfp4 (e2m1, ue4m3 scales per 16, f8e4m3
+/// buffers); `a_scale` `[128, K / block]` and `b_scale` `[N, K / block]`
+/// in tensor memory (filled by `tmem_copy`). The formats come from the
+/// buffers' types (TLX passes them as words too).
 pub(super) const TCGEN05_MMA_SCALED: PrimDef = PrimDef {
     name: "async_dot_scaled",
     signature: PrimSignature::new(
@@ -94,24 +97,70 @@ pub(super) const TCGEN05_MMA_SCALED: PrimDef = PrimDef {
     interp: Interp::Custom,
 };
 
+/// The block-scaled MMA forms, from the operand and scale types.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ScaledForm {
+    /// e4m3/e5m2 operands, ue8m0 scales per 32 (`kind::mxf8f6f4`, 1X).
+    Mxfp8,
+    /// e2m1 operands (two per byte), ue8m0 scales per 32 (`kind::mxf4`, 2X).
+    Mxfp4,
+    /// e2m1 operands, ue4m3 scales per 16 (`kind::mxf4nvf4`, 4X).
+    Nvfp4,
+}
+
+impl ScaledForm {
+    /// The form of an MMA of `operand` elements (both operands') with
+    /// `scale` scales, if there is one.
+    pub fn of(operand: ScalarType, scale: ScalarType) -> Option<ScaledForm> {
+        match (operand, scale) {
+            (ScalarType::F8E4M3 | ScalarType::F8E5M2, ScalarType::U8) => Some(ScaledForm::Mxfp8),
+            (ScalarType::U8, ScalarType::U8) => Some(ScaledForm::Mxfp4),
+            (ScalarType::U8, ScalarType::F8E4M3) => Some(ScaledForm::Nvfp4),
+            _ => None,
+        }
+    }
+
+    /// Operand elements per byte of a buffer.
+    pub fn per_byte(self) -> usize {
+        match self {
+            ScaledForm::Mxfp8 => 1,
+            ScaledForm::Mxfp4 | ScaledForm::Nvfp4 => 2,
+        }
+    }
+
+    /// Elements of K one scale covers.
+    pub fn block(self) -> usize {
+        match self {
+            ScaledForm::Mxfp8 | ScaledForm::Mxfp4 => 32,
+            ScaledForm::Nvfp4 => 16,
+        }
+    }
+}
+
 fn tcgen05_mma_scaled(t: &Typing) -> Result<(), String> {
     let acc = one_tensor_memory(t.operand("acc")?, "the accumulator")?;
     let a = one_buffer(t.operand("a")?, "`async_dot_scaled`'s a")?;
     let b = one_buffer(t.operand("b")?, "`async_dot_scaled`'s b")?;
-    let ([m, k], [k2, n]) = (a.shape(), b.shape()) else {
+    let a_scale = one_tensor_memory(t.operand("a_scale")?, "`a_scale`")?;
+    let ([m, k_bytes], [k2, n]) = (a.shape(), b.shape()) else {
         return Err("`async_dot_scaled`'s a and b are matrices".into());
     };
-    let fp8 = |e: ScalarType| matches!(e, ScalarType::F8E4M3 | ScalarType::F8E5M2);
-    if !fp8(a.elem()) || !fp8(b.elem()) {
+    let eight_bit = |e: ScalarType| matches!(e, ScalarType::F8E4M3 | ScalarType::F8E5M2);
+    let same_kind = (eight_bit(a.elem()) && eight_bit(b.elem())) || a.elem() == b.elem();
+    let form = ScaledForm::of(a.elem(), a_scale.elem()).filter(|_| same_kind);
+    let Some(form) = form else {
         return Err(format!(
-            "a holds {} and b holds {}: `async_dot_scaled` takes fp8 operands (e4m3 or e5m2, mxfp8)",
+            "a holds {} and b holds {} with {} scales: `async_dot_scaled` takes fp8 operands (e4m3 or e5m2) with u8 (ue8m0) scales (mxfp8), or e2m1 operands packed two per u8 with u8 (ue8m0, mxfp4) or f8e4m3 (ue4m3, nvfp4) scales",
             a.elem(),
-            b.elem()
+            b.elem(),
+            a_scale.elem()
         ));
-    }
-    if k != k2 || *m != TensorMemoryType::LANES || k % 128 != 0 || !matches!(n, 128 | 256) {
+    };
+    let k = k_bytes * form.per_byte();
+    if k_bytes != k2 || *m != TensorMemoryType::LANES || k % 128 != 0 || !matches!(n, 128 | 256) {
         return Err(format!(
-            "`async_dot_scaled` multiplies a [128, K] by a [K, N] with K a multiple of 128 (four 32-element scale blocks per scale column) and N 128 or 256, not {:?} by {:?}",
+            "`async_dot_scaled` multiplies a [128, K] by a [K, N] with K a multiple of 128 and N 128 or 256 ({} elements per byte), not {:?} by {:?}",
+            form.per_byte(),
             a.shape(),
             b.shape()
         ));
@@ -122,12 +171,15 @@ fn tcgen05_mma_scaled(t: &Typing) -> Result<(), String> {
             Type::TensorMemory(acc.clone())
         ));
     }
+    let blocks = k / form.block();
     for (name, rows) in [("a_scale", *m), ("b_scale", *n)] {
         let scale = one_tensor_memory(t.operand(name)?, &format!("`{name}`"))?;
-        if scale.elem() != ScalarType::U8 || scale.shape() != [rows, k / 32] {
+        if scale.elem() != a_scale.elem() || scale.shape() != [rows, blocks] {
             return Err(format!(
-                "`{name}` holds one ue8m0 exponent (u8) per row and 32 elements of K: a u8 [{rows}, {}] tensor-memory buffer, not {}",
-                k / 32,
+                "`{name}` holds one {} exponent per row and {} elements of K: a {} [{rows}, {blocks}] tensor-memory buffer, not {}",
+                if a_scale.elem() == ScalarType::U8 { "ue8m0" } else { "ue4m3" },
+                form.block(),
+                a_scale.elem(),
                 Type::TensorMemory(scale.clone())
             ));
         }
@@ -193,7 +245,7 @@ pub(super) const TMEM_COPY: PrimDef = PrimDef {
 fn tmem_copy(t: &Typing) -> Result<(), String> {
     let src = one_buffer(t.operand("src")?, "`tmem_copy`'s source")?;
     let dst = one_tensor_memory(t.operand("dst")?, "`tmem_copy`'s destination")?;
-    if dst.elem() == ScalarType::U8 {
+    if dst.elem().size_bytes() == 1 {
         return scale_copy(src, dst);
     }
     let &[128, n] = src.shape() else {
@@ -229,9 +281,10 @@ fn scale_copy(src: &SharedMemoryType, dst: &TensorMemoryType) -> Result<(), Stri
     let &[rows, blocks] = dst.shape() else {
         return Err("a scale buffer is a matrix".into());
     };
-    if src.elem() != ScalarType::U8 || bytes != rows * blocks || src.transposed() {
+    if src.elem() != dst.elem() || bytes != rows * blocks || src.transposed() {
         return Err(format!(
-            "`tmem_copy` into the u8 [{rows}, {blocks}] scales takes a u8 shared buffer of {} bytes (its 512-byte atoms, as `tlx::mx::swizzle_scales` lays them out), not a {} {:?} one",
+            "`tmem_copy` into the {0} [{rows}, {blocks}] scales takes a {0} shared buffer of {1} bytes (its 512-byte atoms, as `tlx::mx::swizzle_scales` lays them out), not a {2} {3:?} one",
+            dst.elem(),
             rows * blocks,
             src.elem(),
             src.shape()

@@ -6,7 +6,7 @@
 //! being read, and a read of the accumulator is an error; after, a reader
 //! that has not waited for that barrier phase races with it.
 
-use crate::ir::{DotPrecision, Named, Op, Prim, ScalarType, Type, ValueId};
+use crate::ir::{DotPrecision, Named, Op, Prim, ScaledForm, Type, ValueId};
 use std::rc::Rc;
 
 use super::super::super::dot;
@@ -131,34 +131,48 @@ impl<'k> Executor<'k> {
             }
             self.check_write(op, shared, acc_id, task)?;
         }
+        // A scaled MMA's form: fp4 operands are unpacked, two per byte.
+        let form = match scales {
+            Some((sa, _)) => ScaledForm::of(input, self.scalar_type(sa)?),
+            None => None,
+        };
+        let unpack = |data: Data, shape: &[usize], side: Side| match form {
+            Some(f) if f.per_byte() == 2 => unpack_e2m1(&data, shape, side),
+            _ => Tensor::new(shape.to_vec(), data),
+        };
         // B of the whole MMA: the programs' halves side by side.
         let b_shape = self.type_of(b)?.shape().to_vec();
         let b_full = match self.skeleton {
             Some(_) => None,
-            None => Some(side_by_side(
-                sides
+            None => {
+                let halves = sides
                     .iter()
-                    .map(|[_, b_view, _]| b_view.read(shared))
-                    .collect::<Result<Vec<_>, Fault>>()?,
-                &b_shape,
-            )?),
+                    .map(|[_, b_view, _]| unpack(b_view.read(shared)?, &b_shape, Side::Columns))
+                    .collect::<Result<Vec<_>, Fault>>()?;
+                let half_shape = halves.first().map(|t| t.shape.clone()).unwrap_or_default();
+                Some(side_by_side(
+                    halves.into_iter().map(|t| t.data).collect(),
+                    &half_shape,
+                )?)
+            }
         };
         // Block scales: B's columns now, A's rows per program below.
         let scale_data = match (&scale_views, self.skeleton) {
             (Some([sa, sb]), None) => Some((sa.read(shared)?, sb.read(shared)?)),
             _ => None,
         };
+        let block = form.map_or(32, ScaledForm::block);
         let b_full = match (b_full, &scale_data) {
-            (Some(y), Some((_, sb))) => Some(Rc::new(scale_blocks(&y, sb, Side::Columns)?)),
+            (Some(y), Some((_, sb))) => Some(Rc::new(scale_blocks(&y, sb, Side::Columns, block)?)),
             (y, _) => y,
         };
         for [a_view, _, acc_view] in &sides {
             let acc_id = shared.smem.buffer_id(acc_view.alloc, acc_view.buffer);
             match &b_full {
                 Some(y) => {
-                    let x = Tensor::new(self.type_of(a)?.shape().to_vec(), a_view.read(shared)?)?;
+                    let x = unpack(a_view.read(shared)?, self.type_of(a)?.shape(), Side::Rows)?;
                     let x = match &scale_data {
-                        Some((sa, _)) => scale_blocks(&x, sa, Side::Rows)?,
+                        Some((sa, _)) => scale_blocks(&x, sa, Side::Rows, block)?,
                         None => x,
                     };
                     let start = if accumulate {
@@ -217,8 +231,8 @@ impl<'k> Executor<'k> {
             None => {
                 let data = from.read(shared)?;
                 let data = match self.type_of(dst)? {
-                    Type::TensorMemory(m) if m.elem() == ScalarType::U8 => {
-                        unswizzle_scales(data, m.shape())?
+                    Type::TensorMemory(m) if m.elem().size_bytes() == 1 => {
+                        unswizzle_scales(&data, m.shape())?
                     }
                     _ => data,
                 };
@@ -379,28 +393,70 @@ fn side_by_side(halves: Vec<Data>, half_shape: &[usize]) -> Result<Rc<Tensor>, F
     Ok(Rc::new(Tensor::new(vec![k, n * count], Data::Float(rows))?))
 }
 
-/// Which dimension of an operand a block scale runs along: A's rows (K is
-/// its columns) or B's columns (K is its rows).
+/// Which dimension of an operand K runs along: A's columns (a scale per
+/// row) or B's rows (a scale per column).
 #[derive(Clone, Copy)]
 enum Side {
     Rows,
     Columns,
 }
 
-/// `t` with each element multiplied by `2^(e - 127)` for the ue8m0 exponent
-/// `e` of its row (A) or column (B) and its 32-element block of K: `scales`
-/// is `[rows, K / 32]`; an exponent of 255 is NaN. The products are exact
-/// in f32 for exponents within f32's range, as the tensor core's are.
-fn scale_blocks(t: &Tensor, scales: &Data, side: Side) -> Result<Tensor, Fault> {
-    let (&[r, c], Data::Float(values), Data::Int(exps)) = (t.shape.as_slice(), &t.data, scales)
-    else {
+/// An e2m1 operand packed two per byte (low nibble first along K) as its
+/// values: A's `[M, K / 2]` bytes as `[M, K]`, B's `[K / 2, N]` as `[K, N]`.
+fn unpack_e2m1(bytes: &Data, shape: &[usize], side: Side) -> Result<Tensor, Fault> {
+    let (&[r, c], Data::Int(codes)) = (shape, bytes) else {
+        return Err(Fault::malformed("an fp4 operand that is not a u8 matrix"));
+    };
+    let value = |code: i64, high: bool| {
+        let nibble = if high { code >> 4 } else { code } & 0xf;
+        let magnitude = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][(nibble & 7) as usize];
+        if nibble & 8 != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    let (rows, cols) = match side {
+        Side::Rows => (r, 2 * c),
+        Side::Columns => (2 * r, c),
+    };
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        for j in 0..cols {
+            let (byte, high) = match side {
+                Side::Rows => (codes[i * c + j / 2], j % 2 == 1),
+                Side::Columns => (codes[(i / 2) * c + j], i % 2 == 1),
+            };
+            out.push(value(byte, high));
+        }
+    }
+    Tensor::new(vec![rows, cols], Data::Float(out))
+}
+
+/// `t` with each element multiplied by the scale of its row (A) or column
+/// (B) and its `block`-element block of K: `scales` is `[rows, K / block]`,
+/// ue8m0 exponents (`2^(e - 127)`, 255 NaN) or ue4m3 values (read as e4m3;
+/// the sign bit, which ue4m3 lacks, gives NaN). The products are exact in
+/// f32 for scales within f32's range, as the tensor core's are.
+fn scale_blocks(t: &Tensor, scales: &Data, side: Side, block: usize) -> Result<Tensor, Fault> {
+    let (&[r, c], Data::Float(values)) = (t.shape.as_slice(), &t.data) else {
         return Err(Fault::malformed(
             "block scales of a non-matrix or non-float operand",
         ));
     };
     let blocks = match side {
-        Side::Rows => c / 32,
-        Side::Columns => r / 32,
+        Side::Rows => c / block,
+        Side::Columns => r / block,
+    };
+    let scale = |i: usize| -> f32 {
+        match scales {
+            Data::Int(e) => match e.get(i).copied() {
+                Some(e @ 0..=254) => 2f64.powi(e as i32 - 127) as f32,
+                _ => f32::NAN,
+            },
+            Data::Float(v) => v.get(i).copied().filter(|s| *s >= 0.0).unwrap_or(f32::NAN),
+            _ => f32::NAN,
+        }
     };
     let mut out = values.clone();
     for (i, v) in out.iter_mut().enumerate() {
@@ -408,13 +464,7 @@ fn scale_blocks(t: &Tensor, scales: &Data, side: Side) -> Result<Tensor, Fault> 
             Side::Rows => (i / c, i % c),
             Side::Columns => (i % c, i / c),
         };
-        let e = exps.get(row * blocks + k / 32).copied().unwrap_or(255);
-        *v = if e == 255 {
-            f32::NAN
-        } else {
-            // 2^(e - 127) for e in 0..=254 (2^-127 is subnormal in f32).
-            *v * (2f64.powi(e as i32 - 127) as f32)
-        };
+        *v *= scale(row * blocks + k / block);
     }
     Tensor::new(t.shape.clone(), Data::Float(out))
 }
@@ -423,19 +473,21 @@ fn scale_blocks(t: &Tensor, scales: &Data, side: Side) -> Result<Tensor, Fault> 
 /// atoms of 128 rows by 4 blocks, atoms row-block-major: byte `(r % 32) *
 /// 16 + (r % 128) / 32 * 4 + kb % 4` of atom `(r / 128) * KB / 4 + kb / 4`)
 /// into the buffer's `[R, KB]` order.
-fn unswizzle_scales(atoms: Data, shape: &[usize]) -> Result<Data, Fault> {
-    let (&[rows, blocks], Data::Int(bytes)) = (shape, &atoms) else {
-        return Err(Fault::malformed("block scales that are not u8 matrices"));
+fn unswizzle_scales(atoms: &Data, shape: &[usize]) -> Result<Data, Fault> {
+    let &[rows, blocks] = shape else {
+        return Err(Fault::malformed("block scales that are not a matrix"));
     };
-    let mut out = Vec::with_capacity(rows * blocks);
+    if atoms.len() < rows * blocks {
+        return Err(Fault::malformed(
+            "block scales shorter than their tensor-memory buffer",
+        ));
+    }
+    let mut at = Vec::with_capacity(rows * blocks);
     for r in 0..rows {
         for kb in 0..blocks {
             let atom = (r / 128) * (blocks / 4) + kb / 4;
-            let at = atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4;
-            out.push(bytes.get(at).copied().ok_or_else(|| {
-                Fault::malformed("block scales shorter than their tensor-memory buffer")
-            })?);
+            at.push(atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4);
         }
     }
-    Ok(Data::Int(out))
+    Ok(atoms.gather(&at))
 }
