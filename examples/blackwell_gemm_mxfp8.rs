@@ -1,6 +1,7 @@
 //! mxfp8 GEMM `C = A @ Bᵀ` for Blackwell through `tlx::ops::gemm_mxfp8`,
-//! whose kernel (`src/ops/gemm_mxfp8.rs`) is TLX's `blackwell_gemm_ws_mxfp8`
-//! tutorial: A `[M, K]` and B `[N, K]` in e4m3, each 32 consecutive
+//! and its nvfp4 variant (`tlx::ops::gemm_nvfp4`: e2m1 values two per byte,
+//! a ue4m3 scale per 16), whose kernel (`src/ops/gemm_scaled.rs`) is TLX's
+//! `blackwell_gemm_ws_mxfp8` tutorial: A `[M, K]` and B `[N, K]` in e4m3, each 32 consecutive
 //! elements of a row along K sharing one ue8m0 exponent (OCP
 //! microscaling, `tlx::mx::quantize_mxfp8`), bf16 output. The tasks are
 //! `blackwell_gemm_ws`'s: a one-warp producer loads each stage's A and B
@@ -22,24 +23,50 @@ mod common;
 use common::{Outcome, Rng, Size};
 use tlx::prelude::*;
 
-/// Quantizes `[rows, k]` values to mxfp8: the e4m3 values, the exponents
-/// (`[rows, k / 32]`) and their atoms, padded to whole atoms with exponent
-/// 127 (a scale of 1 for rows and blocks past the matrix, which TMA fills
-/// with zeros).
-fn quantize(values: &[f32], rows: usize, k: usize) -> (Vec<F8E4M3>, Vec<u8>, Vec<u8>) {
-    let (codes, scales) = tlx::mx::quantize_mxfp8(values, rows, k).expect("whole blocks");
-    let (padded_rows, blocks) = (rows.div_ceil(128) * 128, k.div_ceil(128) * 4);
-    let mut padded = vec![127u8; padded_rows * blocks];
+/// `[rows, blocks]` scales padded to whole tiles (128 rows, `per_tile`
+/// blocks: 128 elements of K) with `one`, a scale of 1 for rows and blocks
+/// past the matrix (which TMA fills with zeros), as atoms.
+fn atoms<T: Copy + Default>(
+    scales: &[T],
+    (rows, blocks): (usize, usize),
+    per_tile: usize,
+    one: T,
+) -> Vec<T> {
+    let padded_rows = rows.div_ceil(128) * 128;
+    let padded_blocks = blocks.div_ceil(per_tile) * per_tile;
+    let mut padded = vec![one; padded_rows * padded_blocks];
     for r in 0..rows {
-        let row = &scales[r * (k / 32)..(r + 1) * (k / 32)];
-        padded[r * blocks..r * blocks + k / 32].copy_from_slice(row);
+        padded[r * padded_blocks..r * padded_blocks + blocks]
+            .copy_from_slice(&scales[r * blocks..(r + 1) * blocks]);
     }
-    let atoms = tlx::mx::swizzle_scales(&padded, padded_rows, blocks).expect("whole atoms");
-    (codes, scales, atoms)
+    tlx::mx::swizzle_scales(&padded, padded_rows, padded_blocks).expect("whole atoms")
 }
 
-/// Checks the kernel against an f64 reference of the quantized operands on
-/// fresh random inputs spanning several binades per row.
+/// One scaled GEMM's check: its output against the f64 product of the
+/// dequantized operands (`a[i * k + p]`, `b[j * k + p]`). The products are
+/// exact; the f32 sums and the bf16 output round. The floor is the size of
+/// a typical sum, so that cancellation to near zero does not read as a
+/// large relative error.
+fn check(
+    what: &str,
+    got: &[f32],
+    (m, n, k): (usize, usize, usize),
+    a: &[f64],
+    b: &[f64],
+) -> Outcome {
+    let want = common::matmul_f64((m, n, k), |i, p| a[i * k + p], |p, j| b[j * k + p]);
+    let typical = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64).sqrt();
+    common::verdict(
+        "blackwell_gemm_mxfp8",
+        &format!("{what} {m}x{n}x{k}:"),
+        common::max_rel_error(got, &want, typical),
+        8e-3,
+    )
+}
+
+/// Checks the mxfp8 GEMM, then its nvfp4 variant, against f64 references
+/// of the quantized operands on fresh random inputs spanning several
+/// binades per row.
 pub fn run(device: &Device) -> Outcome {
     let device = common::blackwell_or_interpreter(device, "blackwell_gemm_mxfp8");
     // Not multiples of the tiles (K a multiple of 32 only).
@@ -58,31 +85,42 @@ pub fn run(device: &Device) -> Outcome {
             .collect()
     };
     let (a, b) = (random(m * k), random(n * k));
-    let (qa, sa, atoms_a) = quantize(&a, m, k);
-    let (qb, sb, atoms_b) = quantize(&b, n, k);
-    let (da, db) = (device.upload(&qa)?, device.upload(&qb)?);
-    let (dsa, dsb) = (device.upload(&atoms_a)?, device.upload(&atoms_b)?);
+    let download = |c: &Buffer<bf16>| -> Result<Vec<f32>, tlx::Error> {
+        Ok(c.download()?.iter().map(|v| v.to_f32()).collect())
+    };
+
+    // mxfp8: e4m3 values, a ue8m0 exponent per 32.
+    let mxfp8 = |v: &[f32], rows: usize| -> Result<_, tlx::Error> {
+        let (codes, scales) = tlx::mx::quantize_mxfp8(v, rows, k)?;
+        let values: Vec<f64> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
+            .collect();
+        let atoms = atoms(&scales, (rows, k / 32), 4, 127u8);
+        Ok((device.upload(&codes)?, device.upload(&atoms)?, values))
+    };
+    let ((da, dsa, fa), (db, dsb, fb)) = (mxfp8(&a, m)?, mxfp8(&b, n)?);
     let dc = device.upload(&vec![bf16::NAN; m * n])?;
     tlx::ops::gemm_mxfp8(&device, (&da, &dsa), (&db, &dsb), &dc, (m, n, k))?;
-    let got: Vec<f32> = dc.download()?.iter().map(|v| v.to_f32()).collect();
-    let dequant = |q: &[F8E4M3], s: &[u8], i: usize| {
-        f64::from(q[i].to_f32()) * f64::from(tlx::mx::ue8m0_to_f32(s[i / 32]))
+    check("mxfp8", &download(&dc)?, (m, n, k), &fa, &fb)?;
+
+    // nvfp4: e2m1 values two per byte, a ue4m3 scale per 16.
+    let nvfp4 = |v: &[f32], rows: usize| -> Result<_, tlx::Error> {
+        let (packed, scales) = tlx::mx::quantize_nvfp4(v, rows, k)?;
+        let values: Vec<f64> = (0..rows * k)
+            .map(|i| {
+                let code = packed[i / 2] >> (4 * (i % 2));
+                f64::from(tlx::mx::e2m1_to_f32(code) * scales[i / 16].to_f32())
+            })
+            .collect();
+        let atoms = atoms(&scales, (rows, k / 16), 8, F8E4M3::from_f32(1.0));
+        Ok((device.upload(&packed)?, device.upload(&atoms)?, values))
     };
-    let want = common::matmul_f64(
-        (m, n, k),
-        |i, p| dequant(&qa, &sa, i * k + p),
-        |p, j| dequant(&qb, &sb, j * k + p),
-    );
-    // The products are exact; the f32 sums and the bf16 output round. The
-    // floor is the size of a typical sum, so that cancellation to near zero
-    // does not read as a large relative error.
-    let typical = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64).sqrt();
-    common::verdict(
-        "blackwell_gemm_mxfp8",
-        &format!("{m}x{n}x{k}:"),
-        common::max_rel_error(&got, &want, typical),
-        8e-3,
-    )
+    let ((da, dsa, fa), (db, dsb, fb)) = (nvfp4(&a, m)?, nvfp4(&b, n)?);
+    let dc = device.upload(&vec![bf16::NAN; m * n])?;
+    tlx::ops::gemm_nvfp4(&device, (&da, &dsa), (&db, &dsb), &dc, (m, n, k))?;
+    check("nvfp4", &download(&dc)?, (m, n, k), &fa, &fb)
 }
 
 #[allow(dead_code)]

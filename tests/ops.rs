@@ -3,8 +3,8 @@
 //! allow, masked pointers where not), the row-wise ops over rows
 //! shorter and longer than one block, in f32 and bf16, and `attention` over
 //! views into larger buffers (its full coverage is the `hopper_fa_fwd` and
-//! `hopper_fa_bwd` examples), `gemm_fp8` and `gemm_mxfp8` (Blackwell; on
-//! another GPU its typed error). On the interpreter
+//! `hopper_fa_bwd` examples), `gemm_fp8`, `gemm_mxfp8` and `gemm_nvfp4` (Blackwell;
+//! on another GPU their typed error). On the interpreter
 //! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
 //! errors.
 
@@ -204,10 +204,17 @@ fn gemm_fp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
     assert!(err < 1e-2, "gemm_fp8 {m}x{n}x{k}: relative error {err}");
 }
 
-/// mxfp8 operands spanning several binades per row against the f64 product
-/// of their dequantized values; on a GPU that is not a Blackwell one, the
-/// typed error that says so.
-fn gemm_mxfp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
+/// The block-scaled GEMMs `tlx::ops` has (Blackwell's).
+#[derive(Clone, Copy, Debug)]
+enum Scaled {
+    Mxfp8,
+    Nvfp4,
+}
+
+/// Scaled operands spanning several binades per row against the f64
+/// product of their dequantized values; on a GPU that is not a Blackwell
+/// one, the typed error that says so.
+fn gemm_scaled_agrees(dev: &Device, form: Scaled, (m, n, k): (usize, usize, usize)) {
     let mut rng = fresh_rng();
     let mut values = |rows: usize| -> Vec<f32> {
         let v = rng.vec(rows * k, 1.0);
@@ -217,29 +224,68 @@ fn gemm_mxfp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
             .collect()
     };
     let (a, b) = (values(m), values(n));
-    let quantize = |v: &[f32], rows: usize| {
-        let (codes, scales) = tlx::mx::quantize_mxfp8(v, rows, k).expect("whole blocks");
-        let (padded_rows, blocks) = (rows.div_ceil(128) * 128, k.div_ceil(128) * 4);
-        let mut padded = vec![127u8; padded_rows * blocks];
+    // Scales padded to whole tiles (128 rows, `per_tile` blocks: 128
+    // elements of K) with ones.
+    fn atoms<T: Copy + Default>(
+        s: &[T],
+        rows: usize,
+        blocks: usize,
+        per_tile: usize,
+        one: T,
+    ) -> Vec<T> {
+        let (padded_rows, padded_blocks) = (
+            rows.div_ceil(128) * 128,
+            blocks.div_ceil(per_tile) * per_tile,
+        );
+        let mut padded = vec![one; padded_rows * padded_blocks];
         for r in 0..rows {
-            padded[r * blocks..r * blocks + k / 32]
-                .copy_from_slice(&scales[r * (k / 32)..(r + 1) * (k / 32)]);
+            padded[r * padded_blocks..r * padded_blocks + blocks]
+                .copy_from_slice(&s[r * blocks..(r + 1) * blocks]);
         }
-        let atoms = tlx::mx::swizzle_scales(&padded, padded_rows, blocks).expect("atoms");
-        let dequant: Vec<f64> = codes
-            .iter()
-            .enumerate()
-            .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
-            .collect();
-        (codes, atoms, dequant)
-    };
-    let (qa, sa, fa) = quantize(&a, m);
-    let (qb, sb, fb) = quantize(&b, n);
-    let up_fp8 = |v: &[F8E4M3]| dev.upload(v).expect("upload");
-    let up_u8 = |v: &[u8]| dev.upload(v).expect("upload");
-    let (da, dsa, db, dsb) = (up_fp8(&qa), up_u8(&sa), up_fp8(&qb), up_u8(&sb));
+        tlx::mx::swizzle_scales(&padded, padded_rows, padded_blocks).expect("atoms")
+    }
     let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
-    let run = tlx::ops::gemm_mxfp8(dev, (&da, &dsa), (&db, &dsb), &dc, (m, n, k));
+    let (run, fa, fb) = match form {
+        Scaled::Mxfp8 => {
+            let q = |v: &[f32], rows| {
+                let (codes, scales) = tlx::mx::quantize_mxfp8(v, rows, k).expect("blocks");
+                let f: Vec<f64> = codes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
+                    .collect();
+                (codes, atoms(&scales, rows, k / 32, 4, 127u8), f)
+            };
+            let ((qa, sa, fa), (qb, sb, fb)) = (q(&a, m), q(&b, n));
+            let up = |v: &[F8E4M3]| dev.upload(v).expect("upload");
+            let up_s = |v: &[u8]| dev.upload(v).expect("upload");
+            let (da, dsa, db, dsb) = (up(&qa), up_s(&sa), up(&qb), up_s(&sb));
+            let run = tlx::ops::gemm_mxfp8(dev, (&da, &dsa), (&db, &dsb), &dc, (m, n, k));
+            (run, fa, fb)
+        }
+        Scaled::Nvfp4 => {
+            let q = |v: &[f32], rows| {
+                let (packed, scales) = tlx::mx::quantize_nvfp4(v, rows, k).expect("blocks");
+                let f: Vec<f64> = (0..rows * k)
+                    .map(|i| {
+                        let code = packed[i / 2] >> (4 * (i % 2));
+                        f64::from(tlx::mx::e2m1_to_f32(code) * scales[i / 16].to_f32())
+                    })
+                    .collect();
+                (
+                    packed,
+                    atoms(&scales, rows, k / 16, 8, F8E4M3::from_f32(1.0)),
+                    f,
+                )
+            };
+            let ((qa, sa, fa), (qb, sb, fb)) = (q(&a, m), q(&b, n));
+            let up = |v: &[u8]| dev.upload(v).expect("upload");
+            let up_s = |v: &[F8E4M3]| dev.upload(v).expect("upload");
+            let (da, dsa, db, dsb) = (up(&qa), up_s(&sa), up(&qb), up_s(&sb));
+            let run = tlx::ops::gemm_nvfp4(dev, (&da, &dsa), (&db, &dsb), &dc, (m, n, k));
+            (run, fa, fb)
+        }
+    };
     if let Some((major, _)) = dev.compute_capability() {
         if major != 10 {
             let err = run.expect_err("sm_100a only");
@@ -247,7 +293,7 @@ fn gemm_mxfp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
             return;
         }
     }
-    run.expect("gemm_mxfp8");
+    run.unwrap_or_else(|e| panic!("{form:?}: {e}"));
     let want: Vec<f64> = (0..m * n)
         .map(|x| {
             let (i, j) = (x / n, x % n);
@@ -255,7 +301,7 @@ fn gemm_mxfp8_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
         })
         .collect();
     let err = relative_error(&widen(&dc.download().expect("download")), &want);
-    assert!(err < 1e-2, "gemm_mxfp8 {m}x{n}x{k}: relative error {err}");
+    assert!(err < 1e-2, "{form:?} {m}x{n}x{k}: relative error {err}");
 }
 
 fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
@@ -272,7 +318,8 @@ fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     bf16_softmax_agrees(dev, 3, 20000);
     attention_agrees(dev);
     gemm_fp8_agrees(dev, (200, 136, 80));
-    gemm_mxfp8_agrees(dev, (136, 200, 96));
+    gemm_scaled_agrees(dev, Scaled::Mxfp8, (136, 200, 96));
+    gemm_scaled_agrees(dev, Scaled::Nvfp4, (136, 200, 96));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Ready-made kernels an application calls without writing one: [`gemm`]
-//! (and [`gemm_fp8`], and on Blackwell [`gemm_mxfp8`]), [`attention`] (and its backward), [`softmax`],
+//! (and [`gemm_fp8`], and on Blackwell [`gemm_mxfp8`] and [`gemm_nvfp4`]), [`attention`] (and its backward), [`softmax`],
 //! [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
 //! views or cudarc slices ([`PtrArg`]) holding row-major,
 //! contiguous tensors, checks the shape against what they hold
@@ -10,7 +10,7 @@
 //! the call's own arguments.
 //!
 //! Each family is a feature of the `tlx` crate, off by default since its
-//! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`, `gemm_mxfp8`),
+//! kernels are compiled with the crate: `ops-gemm` (`gemm`, `gemm_fp8`, `gemm_mxfp8`, `gemm_nvfp4`),
 //! `ops-rows` (`softmax`, `rms_norm`, `layer_norm`), `ops-attention`
 //! (`attention`, `attention_backward`), `ops-dist` (the kernels across the
 //! ranks of a mesh in [`dist`]), `ops-grouped` (the `grouped_gemm*` family,
@@ -43,7 +43,7 @@ mod gemm;
 #[cfg(feature = "ops-gemm")]
 mod gemm_fp8;
 #[cfg(feature = "ops-gemm")]
-mod gemm_mxfp8;
+mod gemm_scaled;
 #[cfg(feature = "ops-grouped")]
 mod grouped;
 #[cfg(feature = "ops-dist")]
@@ -61,7 +61,7 @@ pub use gemm::{gemm, GemmElement};
 #[cfg(feature = "ops-gemm")]
 pub use gemm_fp8::gemm_fp8;
 #[cfg(feature = "ops-gemm")]
-pub use gemm_mxfp8::gemm_mxfp8;
+pub use gemm_scaled::{gemm_mxfp8, gemm_nvfp4};
 #[cfg(feature = "ops-grouped")]
 pub use grouped::{
     grouped_gemm, grouped_gemm_fp8, grouped_gemm_fp8_masked, grouped_gemm_fp8_masked_with,

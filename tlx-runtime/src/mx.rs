@@ -1,10 +1,74 @@
-//! Microscaling (OCP MX) data on the host, as Blackwell's block-scaled MMAs
-//! (`async_dot_scaled`) take it: fp8 values with one ue8m0 exponent per 32
-//! consecutive elements along K ([`quantize_mxfp8`]), and those exponents
-//! in the 512-byte atoms that `tmem_copy` moves into tensor memory
-//! ([`swizzle_scales`]; cuBLAS's, TLX's and torchao's "swizzled" order).
+//! Block-scaled data on the host, as Blackwell's block-scaled MMAs
+//! (`async_dot_scaled`) take it: mxfp8, fp8 values with one ue8m0 exponent
+//! per 32 consecutive elements along K ([`quantize_mxfp8`]); nvfp4, e2m1
+//! values packed two per byte with one ue4m3 scale per 16
+//! ([`quantize_nvfp4`]); and scales in the 512-byte atoms that `tmem_copy`
+//! moves into tensor memory ([`swizzle_scales`]; cuBLAS's, TLX's and
+//! torchao's "swizzled" order).
 
 use crate::{Error, F8E4M3};
+
+/// The magnitudes of e2m1's eight codes (sign in bit 3).
+const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+
+/// The value of an e2m1 code (the low nibble of `code`).
+pub fn e2m1_to_f32(code: u8) -> f32 {
+    let magnitude = E2M1[usize::from(code & 7)];
+    if code & 8 != 0 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+/// The nearest e2m1 code of `v` (ties to the even code), saturating at ±6;
+/// NaN gives 0.
+pub fn f32_to_e2m1(v: f32) -> u8 {
+    let a = v.abs();
+    let mut best = 0u8;
+    for (code, &m) in E2M1.iter().enumerate() {
+        let (d, e) = ((a - m).abs(), (a - E2M1[usize::from(best)]).abs());
+        if d < e || (d == e && code % 2 == 0) {
+            best = code as u8;
+        }
+    }
+    if v.is_sign_negative() && best != 0 {
+        best | 8
+    } else {
+        best
+    }
+}
+
+/// `[rows, k]` values (row-major) as nvfp4: e2m1 codes packed two per byte
+/// (low nibble first: `[rows, k / 2]` bytes) and `[rows, k / 16]` ue4m3
+/// scales, each block's scale its largest magnitude over 6 (e2m1's largest)
+/// rounded to e4m3.
+pub fn quantize_nvfp4(
+    values: &[f32],
+    rows: usize,
+    k: usize,
+) -> Result<(Vec<u8>, Vec<F8E4M3>), Error> {
+    if k % 16 != 0 || values.len() != rows * k {
+        return Err(Error::InvalidShape {
+            op: "quantize_nvfp4",
+            reason: format!(
+                "{} values for [{rows}, {k}]: K must be a multiple of 16 and the values rows x K",
+                values.len()
+            ),
+        });
+    }
+    let mut packed = Vec::with_capacity(values.len() / 2);
+    let mut scales = Vec::with_capacity(values.len() / 16);
+    for block in values.chunks(16) {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let scale = F8E4M3::from_f32(amax / 6.0);
+        let s = scale.to_f32();
+        let code = |v: f32| if s > 0.0 { f32_to_e2m1(v / s) } else { 0 };
+        packed.extend(block.chunks(2).map(|p| code(p[0]) | code(p[1]) << 4));
+        scales.push(scale);
+    }
+    Ok((packed, scales))
+}
 
 /// Elements along K that share one scale.
 pub const BLOCK: usize = 32;
@@ -61,7 +125,11 @@ pub fn quantize_mxfp8(
 /// atoms of 128 rows by 4 blocks, row blocks outer, K blocks inner; within
 /// an atom, row `r`'s four scales at byte `(r % 32) * 16 + (r % 128) / 32 *
 /// 4`. `rows` must be a multiple of 128 and `blocks` of 4.
-pub fn swizzle_scales(scales: &[u8], rows: usize, blocks: usize) -> Result<Vec<u8>, Error> {
+pub fn swizzle_scales<T: Copy + Default>(
+    scales: &[T],
+    rows: usize,
+    blocks: usize,
+) -> Result<Vec<T>, Error> {
     if rows % 128 != 0 || blocks % 4 != 0 || scales.len() != rows * blocks {
         return Err(Error::InvalidShape {
             op: "swizzle_scales",
@@ -71,7 +139,7 @@ pub fn swizzle_scales(scales: &[u8], rows: usize, blocks: usize) -> Result<Vec<u
             ),
         });
     }
-    let mut atoms = vec![0u8; scales.len()];
+    let mut atoms = vec![T::default(); scales.len()];
     for r in 0..rows {
         for kb in 0..blocks {
             let atom = (r / 128) * (blocks / 4) + kb / 4;
@@ -127,6 +195,38 @@ mod tests {
     }
 
     #[test]
+    fn e2m1_codes_round_to_nearest_even_and_saturate() {
+        for code in 0..16u8 {
+            assert_eq!(
+                f32_to_e2m1(e2m1_to_f32(code)),
+                if code == 8 { 0 } else { code }
+            );
+        }
+        assert_eq!(e2m1_to_f32(f32_to_e2m1(1.25)), 1.0, "tie to the even code");
+        assert_eq!(e2m1_to_f32(f32_to_e2m1(2.5)), 2.0);
+        assert_eq!(e2m1_to_f32(f32_to_e2m1(-100.0)), -6.0);
+    }
+
+    #[test]
+    fn nvfp4_blocks_come_back_within_e2m1s_rounding() {
+        let values: Vec<f32> = (0..2 * 32)
+            .map(|i| ((i * 29 % 23) as f32 - 11.0) * 0.3)
+            .collect();
+        let (packed, scales) = quantize_nvfp4(&values, 2, 32).expect("shape");
+        assert_eq!((packed.len(), scales.len()), (32, 4));
+        for (i, &v) in values.iter().enumerate() {
+            let code = packed[i / 2] >> (4 * (i % 2));
+            let s = scales[i / 16].to_f32();
+            let back = e2m1_to_f32(code) * s;
+            // e2m1 steps are at most a third of the value (4 to 6), or s / 2.
+            assert!(
+                (back - v).abs() <= v.abs() / 3.0 + s / 2.0,
+                "{i}: {v} -> {back}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_shapes_are_typed_errors() {
         assert!(matches!(
             swizzle_scales(&[0; 64], 64, 1),
@@ -134,6 +234,10 @@ mod tests {
         ));
         assert!(matches!(
             quantize_mxfp8(&[0.0; 48], 1, 48),
+            Err(Error::InvalidShape { .. })
+        ));
+        assert!(matches!(
+            quantize_nvfp4(&[0.0; 24], 1, 24),
             Err(Error::InvalidShape { .. })
         ));
     }
