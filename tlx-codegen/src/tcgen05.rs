@@ -296,9 +296,11 @@ impl<'k> Lowerer<'k> {
         let layout = self.tmem_layout(op, &m)?;
         let base = self.register(buffer)?;
         let at = self.tmem_warp_address(&m, &base);
-        let mut words = Vec::with_capacity(layout.num_regs());
-        for chunk in 0..layout.num_regs().div_ceil(COLUMNS_PER_MOVE) {
-            let count = COLUMNS_PER_MOVE.min(layout.num_regs() - chunk * COLUMNS_PER_MOVE);
+        // 32-bit words per thread: two 16-bit values share one.
+        let columns = layout.num_regs() * m.elem().size_bytes() / 4;
+        let mut words = Vec::with_capacity(columns);
+        for chunk in 0..columns.div_ceil(COLUMNS_PER_MOVE) {
+            let count = COLUMNS_PER_MOVE.min(columns - chunk * COLUMNS_PER_MOVE);
             let from = self
                 .f
                 .inst(format!("add i32 {at}, {}", chunk * COLUMNS_PER_MOVE));
@@ -319,10 +321,55 @@ impl<'k> Lowerer<'k> {
                 .iter()
                 .map(|w| self.f.inst(format!("bitcast i32 {w} to float")))
                 .collect(),
+            ScalarType::F16 | ScalarType::BF16 => self.unpack_halves(&words, m.elem()),
             _ => words,
         };
         self.define_value(result, Tensor { layout, regs });
         Ok(())
+    }
+
+    /// Before a `tcgen05` op one thread issues: the other warps of the
+    /// context may have just stored into tensor memory (`local_store` of an
+    /// accumulator or of an MMA's A), which only a barrier with the
+    /// `tcgen05` fences orders before the issue; a one-warp context's
+    /// `tcgen05.wait::st` already covers its lanes.
+    fn tensor_memory_writes_reach_issuer(&mut self) {
+        if self.context.threads() > 32 && !self.barrier_stands() {
+            self.barrier();
+        }
+    }
+
+    /// 16-bit values from the words of 16-bit tensor memory: column `c`
+    /// holds values `2c` (low half) and `2c + 1` (high half) of the row.
+    fn unpack_halves(&mut self, words: &[String], elem: ScalarType) -> Vec<String> {
+        let ty = crate::emit::llvm_type(elem.into());
+        let mut regs = Vec::with_capacity(2 * words.len());
+        for w in words {
+            let high = self.f.inst(format!("lshr i32 {w}, 16"));
+            for half in [w.as_str(), high.as_str()] {
+                let bits = self.f.inst(format!("trunc i32 {half} to i16"));
+                regs.push(self.f.inst(format!("bitcast i16 {bits} to {ty}")));
+            }
+        }
+        regs
+    }
+
+    /// The words of 16-bit tensor memory from a row's values, pairs in
+    /// order (see [`Lowerer::unpack_halves`]).
+    fn pack_halves(&mut self, regs: &[String], elem: ScalarType) -> Vec<String> {
+        let ty = crate::emit::llvm_type(elem.into());
+        regs.chunks(2)
+            .map(|pair| {
+                let mut halves = pair.iter().map(|r| {
+                    let bits = self.f.inst(format!("bitcast {ty} {r} to i16"));
+                    self.f.inst(format!("zext i16 {bits} to i32"))
+                });
+                let low = halves.next().unwrap_or_else(|| "0".into());
+                let high = halves.next().unwrap_or_else(|| "0".into());
+                let high = self.f.inst(format!("shl i32 {high}, 16"));
+                self.f.inst(format!("or i32 {low}, {high}"))
+            })
+            .collect()
     }
 
     /// `local_store` of a register tensor into a tensor-memory buffer.
@@ -338,6 +385,7 @@ impl<'k> Lowerer<'k> {
                 .iter()
                 .map(|r| self.f.inst(format!("bitcast float {r} to i32")))
                 .collect(),
+            ScalarType::F16 | ScalarType::BF16 => self.pack_halves(&regs, m.elem()),
             _ => regs,
         };
         let base = self.register(buffer)?;
@@ -373,15 +421,29 @@ impl<'k> Lowerer<'k> {
         barriers: &[ValueId],
     ) -> Result<()> {
         self.require_blackwell(op, "an `async_dot` into tensor memory")?;
-        let (Type::SharedMemory(ma), Type::SharedMemory(mb), Type::TensorMemory(macc)) =
-            (self.ty(a), self.ty(b), self.ty(acc))
-        else {
+        let (Type::SharedMemory(mb), Type::TensorMemory(macc)) = (self.ty(b), self.ty(acc)) else {
             return Err(malformed("`tcgen05_mma` operand types"));
         };
+        // A from tensor memory: planned as the K-major shared buffer it
+        // stands for (only B's descriptor and the steps are used).
+        let (ma, a_in_tmem) = match self.ty(a) {
+            Type::SharedMemory(ma) => (ma.clone(), false),
+            Type::TensorMemory(mt) => {
+                let shape = mt.shape().to_vec();
+                let swizzle = shared_swizzle(mt.elem(), &shape);
+                (
+                    SharedMemoryType::new(mt.elem(), shape, 1, swizzle, false),
+                    true,
+                )
+            }
+            _ => return Err(malformed("`tcgen05_mma`'s a")),
+        };
         let pair = self.facts.pair_mma;
-        let plan = self.tcgen05_plan(op, ma, mb, macc, pair)?;
+        let plan = self.tcgen05_plan(op, &ma, mb, macc, pair)?;
+        self.tensor_memory_writes_reach_issuer();
         let (a_at, b_at) = (self.register(a)?, self.register(b)?);
-        let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));
+        let a_shared = (!a_in_tmem).then(|| self.shared_address(&a_at));
+        let b_base = self.shared_address(&b_at);
         let d = self.register(acc)?;
         let first = self.register(use_acc)?;
         let first = self.f.inst(format!("zext i1 {first} to i32"));
@@ -395,25 +457,36 @@ impl<'k> Lowerer<'k> {
         let idesc = instruction_descriptor(&plan, pair);
         let group = cta_group(pair);
         let issuer = self.pair_leader(pair);
-        let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
+        let a_base = a_shared
+            .map(|at| self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &at));
         let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
         self.on_first_thread(&issuer, |l| {
             for s in 0..plan.k / plan.k_step() {
                 let k0 = (s * plan.k_step()) as u32;
-                let a_desc = l.descriptor_at(&a_base, plan.a.offset(k0));
+                // A's step: a shared-memory descriptor, or its columns in
+                // tensor memory (two 16-bit values per column).
+                let (a_operand, a_ty, a_con, a_arg) = match &a_base {
+                    Some(base) => ("$1", "i64", "l", l.descriptor_at(base, plan.a.offset(k0))),
+                    None => (
+                        "[$1]",
+                        "i32",
+                        "r",
+                        l.f.inst(format!("add i32 {a_at}, {}", k0 / 2)),
+                    ),
+                };
                 let b_desc = l.descriptor_at(&b_base, plan.b.offset(k0 * plan.n as u32));
                 let accumulate = if s == 0 { first.clone() } else { "1".into() };
                 let asm = format!(
                     "{{ .reg .pred p; setp.ne.b32 p, $3, 0; \
-                     tcgen05.mma.cta_group::{group}.kind::f16 [$0], $1, $2, {idesc}, p; }}"
+                     tcgen05.mma.cta_group::{group}.kind::f16 [$0], {a_operand}, $2, {idesc}, p; }}"
                 );
                 l.f.asm(
                     "void",
                     &asm,
-                    "r,l,l,r,~{memory}",
+                    &format!("r,{a_con},l,r,~{{memory}}"),
                     &[
                         ("i32", &d),
-                        ("i64", &a_desc),
+                        (a_ty, &a_arg),
                         ("i64", &b_desc),
                         ("i32", &accumulate),
                     ],
@@ -452,6 +525,7 @@ impl<'k> Lowerer<'k> {
             .ok_or_else(|| malformed("`async_dot_scaled` of no scaled form"))?;
         let bytes = |m: &SharedMemoryType| m.with_elem(ScalarType::F8E4M3);
         let plan = self.tcgen05_plan(op, &bytes(ma), &bytes(mb), macc, false)?;
+        self.tensor_memory_writes_reach_issuer();
         let formats = (ma.elem(), mb.elem());
         let (a_at, b_at) = (self.register(a)?, self.register(b)?);
         let (a_base, b_base) = (self.shared_address(&a_at), self.shared_address(&b_at));

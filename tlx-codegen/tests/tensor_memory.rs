@@ -282,3 +282,91 @@ fn copy(c: Ptr<f32>) {{
         }
     }
 }
+
+/// `P` in tensor memory: a bf16 tile stored into a 16-bit tensor-memory
+/// buffer (two values per column) is the A operand of an MMA
+/// (`tcgen05.mma ... [a_tmem]`) and reads back unchanged.
+const TMEM_A: &str = r#"
+#[tlx::kernel(arch = "sm_100a", num_warps = 4)]
+fn ts(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, back: Ptr<bf16>) {
+    let b_buf = local_alloc([64, 64], bf16, 1);
+    let p = local_alloc([128, 64], bf16, 1, storage = "tmem");
+    let acc = local_alloc([128, 64], f32, 1, storage = "tmem");
+    let done = alloc_barriers(1, 1);
+    let r = arange(0, 128);
+    let k = arange(0, 64);
+    local_store(local_view(b_buf, 0), load(b + k[(.., None)] * 64 + k[(None, ..)]));
+    local_store(local_view(p, 0), load(a + r[(.., None)] * 64 + k[(None, ..)]));
+    fence_async_shared();
+    async_dot(
+        local_view(p, 0),
+        local_view(b_buf, 0),
+        local_view(acc, 0),
+        use_acc = false,
+        mbarriers = [local_view(done, 0)],
+    );
+    barrier_wait(local_view(done, 0), 0);
+    store(c + r[(.., None)] * 64 + k[(None, ..)], local_load(local_view(acc, 0)));
+    store(back + r[(.., None)] * 64 + k[(None, ..)], local_load(local_view(p, 0)));
+}
+"#;
+
+#[test]
+fn a_16_bit_tensor_memory_buffer_is_an_mmas_a() {
+    use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
+    let kernel = compile(TMEM_A);
+    let mem = HostMemory::new();
+    let bf16 = |x: f32| (x.to_bits() >> 16) as u16;
+    let a: Vec<f32> = (0..128 * 64)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.5)
+        .collect();
+    let b: Vec<f32> = (0..64 * 64).map(|i| (i * 3 % 7) as f32 - 3.0).collect();
+    let put = |v: &[u8]| {
+        let id = mem.alloc(v.len());
+        mem.write(id, 0, v).expect("fresh buffer");
+        id
+    };
+    let bytes16 =
+        |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|&x| bf16(x).to_le_bytes()).collect() };
+    let (da, db) = (put(&bytes16(&a)), put(&bytes16(&b)));
+    let dc = put(&vec![0xff; 128 * 64 * 4]);
+    let dback = put(&vec![0xff; 128 * 64 * 2]);
+    let args = [da, db, dc, dback].map(ArgValue::ptr);
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let mut out = vec![0u8; 128 * 64 * 4];
+    mem.read(dc, 0, &mut out).expect("read");
+    for i in 0..128 {
+        for j in 0..64 {
+            let want: f32 = (0..64).map(|p| a[i * 64 + p] * b[p * 64 + j]).sum();
+            let at = 4 * (i * 64 + j);
+            let got = f32::from_le_bytes([out[at], out[at + 1], out[at + 2], out[at + 3]]);
+            assert_eq!(got, want, "c[{i}, {j}]");
+        }
+    }
+    let mut back = vec![0u8; 128 * 64 * 2];
+    mem.read(dback, 0, &mut back).expect("read");
+    assert_eq!(back, bytes16(&a), "P reads back unchanged");
+    assert_eq!(check_protocol(&kernel), ProtocolReport::default());
+    let c = tlx_codegen::compile(&kernel, Arch::Sm100a).expect("compiles");
+    // Four K steps of 16, A's columns 8 apart; 32 packed columns stored.
+    assert_eq!(
+        c.ptx
+            .matches("tcgen05.mma.cta_group::1.kind::f16 [")
+            .count(),
+        4,
+        "{}",
+        c.ptx
+    );
+    assert!(
+        c.ptx.contains("tcgen05.st.sync.aligned.32x32b.x32.b32"),
+        "{}",
+        c.ptx
+    );
+    // The four warps' stores are ordered before the one thread's issue.
+    let stored = c.ptx.find("tcgen05.wait::st").expect("a store");
+    let issued = c.ptx.find("kind::f16 [").expect("an MMA");
+    assert!(c.ptx[stored..issued].contains("barrier.sync"), "{}", c.ptx);
+    if let Some(p) = codegen_common::ptxas() {
+        codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
+    }
+}

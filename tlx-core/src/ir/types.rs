@@ -422,9 +422,19 @@ impl TensorMemoryType {
         if elem.size_bytes() == 1 {
             return Self::scale_rule(elem, shape);
         }
+        if matches!(elem, ScalarType::F16 | ScalarType::BF16) {
+            // Two values per 32-bit column: an MMA's A operand (`P` of
+            // attention), read from tensor memory.
+            return match shape {
+                [Self::LANES, n] if n.is_power_of_two() && (16..=512).contains(n) => Ok(()),
+                _ => Err(format!(
+                    "a 16-bit tensor-memory buffer is [128, N] (one row per TMEM lane, two values per column, N a power of two from 16 to 512), not {shape:?}"
+                )),
+            };
+        }
         if elem.size_bytes() != 4 {
             return Err(format!(
-                "tensor memory here holds 32-bit elements (f32 or i32 accumulators), not {elem}"
+                "tensor memory here holds 32-bit elements (f32 or i32 accumulators), 16-bit ones (f16, bf16: an MMA's A) or block scales, not {elem}"
             ));
         }
         match shape {

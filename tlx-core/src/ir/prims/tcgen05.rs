@@ -5,13 +5,15 @@
 use super::rules::{bool_scalar, one_barrier, one_buffer};
 use super::{Interp, Lowering, PrimDef, PrimSignature, Protocol, Surface, Typing};
 use crate::ir::def::{AsyncRole, Effects, MemorySpace, MemorySpaces, SyncScope};
-use crate::ir::types::{ScalarType, SharedMemoryType, TensorMemoryType, Type};
+use crate::ir::types::{ScalarType, SharedMemoryType, Swizzle, TensorMemoryType, Type};
 
 /// `async_dot(a, b, acc, use_acc, mbarriers, two_ctas)` with `acc` a buffer
 /// in tensor memory (`tcgen05.mma`): `acc = a @ b` (`+ acc` when the i1
 /// `use_acc` holds), issued by one thread and finished asynchronously; each
 /// barrier after `use_acc` (zero or more) gets one arrival when it (and
-/// every MMA this thread issued before) completes.
+/// every MMA this thread issued before) completes. `a` is a shared buffer,
+/// or a 16-bit tensor-memory one (the `[a_tmem]` form: `P` of attention
+/// stays in tensor memory).
 ///
 /// With `two_ctas = 1` (`cta_group::2`) the MMA spans the pair of programs
 /// `2p, 2p + 1` of a cluster: program `2p` issues it for both, each
@@ -38,9 +40,19 @@ pub(super) const TCGEN05_MMA: PrimDef = PrimDef {
 
 fn tcgen05_mma(t: &Typing) -> Result<(), String> {
     let acc = one_tensor_memory(t.operand("acc")?, "the accumulator")?;
-    let a = one_buffer(t.operand("a")?, "`async_dot`'s a")?;
     let b = one_buffer(t.operand("b")?, "`async_dot`'s b")?;
-    mma_shapes(a, b, acc, pair(t)?)?;
+    let a = match t.operand("a")? {
+        // A from tensor memory (16-bit, two per column): K-major by
+        // construction, one program's.
+        Type::TensorMemory(m) if m.buffers() == 1 => {
+            if pair(t)? {
+                return Err("a 2-CTA `async_dot` takes A from shared memory".into());
+            }
+            SharedMemoryType::new(m.elem(), m.shape().to_vec(), 1, Swizzle::None, false)
+        }
+        other => one_buffer(other, "`async_dot`'s a")?.clone(),
+    };
+    mma_shapes(&a, b, acc, pair(t)?)?;
     bool_scalar(t.operand("use_acc")?, "`use_acc`")?;
     t.rest("mbarriers")?
         .iter()
