@@ -11,8 +11,10 @@
 //!   `P_j`; each PV's completion releases the K/V stage and tells the softmax;
 //! - the **softmax** (default task, one warp group) runs the online softmax
 //!   of `S_j` (`exp2` of scores in log2 units), rescales `O` in tensor memory
-//!   once the previous PV is done, writes `P_j` (bf16) to shared memory for
-//!   the next MMA, and at the end divides `O` by the row sums.
+//!   once the previous PV is done, writes `P_j` (bf16) into tensor memory,
+//!   two values per column, where the PV MMA reads it as its A (FA4's way:
+//!   P never goes through shared memory), and at the end divides `O` by the
+//!   row sums.
 //!
 //! Built for `sm_100a`. On a GPU that is not a Blackwell one it says so
 //! and runs on the CPU interpreter, as it does with no GPU.
@@ -38,8 +40,10 @@ pub fn blackwell_fa_fwd<const BM: usize, const BN: usize, const D: usize, const 
     let q_buf = local_alloc([BM, D], bf16, 1);
     let k_bufs = local_alloc([BN, D], bf16, STAGES);
     let v_bufs = local_alloc([BN, D], bf16, STAGES);
-    let p_bufs = local_alloc([BM, BN], bf16, 2);
     let s_tmem = local_alloc([BM, BN], f32, 2, storage = "tmem");
+    // P in tensor memory, two bf16 values per column (FA4's way): the PV
+    // MMA reads its A from there.
+    let p_tmem = local_alloc([BM, BN], bf16, 2, storage = "tmem");
     let o_tmem = local_alloc([BM, D], f32, 1, storage = "tmem");
     let q_full = alloc_barriers(1, 1);
     let kv_full = alloc_barriers(STAGES, 1);
@@ -75,9 +79,7 @@ pub fn blackwell_fa_fwd<const BM: usize, const BN: usize, const D: usize, const 
                     let acc = local_load(local_view(o_tmem, 0));
                     local_store(local_view(o_tmem, 0), acc * alpha[(.., None)]);
                 }
-                local_store(local_view(p_bufs, b), p.to(bf16));
-                // The MMA reads P through the async proxy.
-                fence_async_shared();
+                local_store(local_view(p_tmem, b), p.to(bf16));
                 barrier_arrive(local_view(p_full, b));
             }
             barrier_wait(local_view(o_done, 0), (blocks - 1) % 2);
@@ -115,7 +117,7 @@ pub fn blackwell_fa_fwd<const BM: usize, const BN: usize, const D: usize, const 
                               mbarriers = [local_view(s_full, (j + 1) % 2)]);
                 }
                 barrier_wait(local_view(p_full, b), (j / 2) % 2);
-                async_dot(local_view(p_bufs, b), local_view(v_bufs, stage), local_view(o_tmem, 0),
+                async_dot(local_view(p_tmem, b), local_view(v_bufs, stage), local_view(o_tmem, 0),
                           use_acc = j > 0,
                           mbarriers = [local_view(kv_empty, stage), local_view(o_done, 0)]);
             }
