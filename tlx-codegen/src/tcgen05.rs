@@ -96,6 +96,26 @@ fn scaled_kind(form: ScaledForm) -> &'static str {
 /// bytes apart.
 const SCALE_ATOM_DESCRIPTOR: u64 = (16 >> 4) << 16 | (128 >> 4) << 32 | DESCRIPTOR_VERSION;
 
+/// The `tcgen05.ld`/`st` shape that moves a buffer in its
+/// [`tensor_memory_rows`] layout: a lane per row for 128 rows; for 64, half
+/// a warp's lanes per row block, the other half-warp reading the same lanes
+/// further along.
+fn move_shape(m: &TensorMemoryType) -> &'static str {
+    match m.shape().first() {
+        Some(64) => "16x32bx2",
+        _ => "32x32b",
+    }
+}
+
+/// For 64 rows, the immediate column offset of the second half-warp's
+/// words (each thread moves `words` words); nothing for 128.
+fn second_half(m: &TensorMemoryType, words: usize) -> String {
+    match m.shape().first() {
+        Some(64) => format!(", {words}"),
+        _ => String::new(),
+    }
+}
+
 /// The `.cta_group` of the kernel's `tcgen05` instructions./// The `.cta_group` of the kernel's `tcgen05` instructions.
 fn cta_group(pair: bool) -> u8 {
     if pair {
@@ -306,8 +326,10 @@ impl<'k> Lowerer<'k> {
                 .inst(format!("add i32 {at}, {}", chunk * COLUMNS_PER_MOVE));
             let outs: Vec<String> = (0..count).map(|i| format!("${i}")).collect();
             let asm = format!(
-                "tcgen05.ld.sync.aligned.32x32b.x{count}.b32 {{{}}}, [${count}];",
-                outs.join(", ")
+                "tcgen05.ld.sync.aligned.{}.x{count}.b32 {{{}}}, [${count}]{};",
+                move_shape(&m),
+                outs.join(", "),
+                second_half(&m, columns)
             );
             let constraints = format!("{}r,~{{memory}}", "=r,".repeat(count));
             let ret = format!("{{ {} }}", vec!["i32"; count].join(", "));
@@ -396,8 +418,10 @@ impl<'k> Lowerer<'k> {
                 .inst(format!("add i32 {at}, {}", chunk * COLUMNS_PER_MOVE));
             let ins: Vec<String> = (1..=part.len()).map(|i| format!("${i}")).collect();
             let asm = format!(
-                "tcgen05.st.sync.aligned.32x32b.x{}.b32 [$0], {{{}}};",
+                "tcgen05.st.sync.aligned.{}.x{}.b32 [$0]{}, {{{}}};",
+                move_shape(&m),
                 part.len(),
+                second_half(&m, words.len()),
                 ins.join(", ")
             );
             let constraints = format!("r{},~{{memory}}", ",r".repeat(part.len()));

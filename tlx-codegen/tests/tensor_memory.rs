@@ -370,3 +370,85 @@ fn a_16_bit_tensor_memory_buffer_is_an_mmas_a() {
         codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
     }
 }
+
+/// An M = 64 MMA: its accumulator is a `[64, N]` tensor-memory buffer (16
+/// lanes of each quarter), read back with `tcgen05.ld ... 16x32bx2`; a
+/// tile stored into such a buffer reads back unchanged.
+const M64: &str = r#"
+#[tlx::kernel(arch = "sm_100a", num_warps = 4)]
+fn m64(a: Ptr<bf16>, b: Ptr<bf16>, c: Ptr<f32>, back: Ptr<f32>) {
+    let a_buf = local_alloc([64, 64], bf16, 1);
+    let b_buf = local_alloc([64, 128], bf16, 1);
+    let acc = local_alloc([64, 128], f32, 1, storage = "tmem");
+    let t = local_alloc([64, 128], f32, 1, storage = "tmem");
+    let done = alloc_barriers(1, 1);
+    let r = arange(0, 64);
+    let n = arange(0, 128);
+    local_store(local_view(a_buf, 0), load(a + r[(.., None)] * 64 + r[(None, ..)]));
+    local_store(local_view(b_buf, 0), load(b + r[(.., None)] * 128 + n[(None, ..)]));
+    fence_async_shared();
+    async_dot(local_view(a_buf, 0), local_view(b_buf, 0), local_view(acc, 0),
+              use_acc = false, mbarriers = [local_view(done, 0)]);
+    barrier_wait(local_view(done, 0), 0);
+    let tile = local_load(local_view(acc, 0));
+    store(c + r[(.., None)] * 128 + n[(None, ..)], tile);
+    local_store(local_view(t, 0), tile * 2.0);
+    store(back + r[(.., None)] * 128 + n[(None, ..)], local_load(local_view(t, 0)));
+}
+"#;
+
+#[test]
+fn an_m64_mma_accumulates_into_sixty_four_rows_of_tensor_memory() {
+    use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
+    let kernel = compile(M64);
+    let mem = HostMemory::new();
+    let bf16 = |x: f32| (x.to_bits() >> 16) as u16;
+    let a: Vec<f32> = (0..64 * 64).map(|i| (i * 5 % 9) as f32 - 4.0).collect();
+    let b: Vec<f32> = (0..64 * 128).map(|i| (i * 3 % 7) as f32 - 3.0).collect();
+    let put = |v: &[u8]| {
+        let id = mem.alloc(v.len());
+        mem.write(id, 0, v).expect("fresh buffer");
+        id
+    };
+    let bytes16 =
+        |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|&x| bf16(x).to_le_bytes()).collect() };
+    let (da, db) = (put(&bytes16(&a)), put(&bytes16(&b)));
+    let dc = put(&vec![0xff; 64 * 128 * 4]);
+    let dback = put(&vec![0xff; 64 * 128 * 4]);
+    let args = [da, db, dc, dback].map(ArgValue::ptr);
+    run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
+    let read = |id| {
+        let mut out = vec![0u8; 64 * 128 * 4];
+        mem.read(id, 0, &mut out).expect("read");
+        out.chunks(4)
+            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect::<Vec<f32>>()
+    };
+    let (c, back) = (read(dc), read(dback));
+    for i in 0..64 {
+        for j in 0..128 {
+            let want: f32 = (0..64).map(|p| a[i * 64 + p] * b[p * 128 + j]).sum();
+            assert_eq!(c[i * 128 + j], want, "c[{i}, {j}]");
+            assert_eq!(back[i * 128 + j], 2.0 * want, "back[{i}, {j}]");
+        }
+    }
+    assert_eq!(check_protocol(&kernel), ProtocolReport::default());
+    let c = tlx_codegen::compile(&kernel, Arch::Sm100a).expect("compiles");
+    // f32 D, bf16 A (K-major) and B (N-major), N / 8 = 16 at bit 17 and
+    // M / 16 = 4 at bit 24.
+    let idesc = 1 << 4 | 1 << 7 | 1 << 10 | 1 << 16 | 16 << 17 | 4 << 24;
+    assert!(c.ptx.contains(&format!(", {idesc}, p;")), "{}", c.ptx);
+    assert!(
+        c.ptx.contains("tcgen05.ld.sync.aligned.16x32bx2.x32.b32"),
+        "{}",
+        c.ptx
+    );
+    assert!(
+        c.ptx.contains("tcgen05.st.sync.aligned.16x32bx2.x32.b32"),
+        "{}",
+        c.ptx
+    );
+    if let Some(p) = codegen_common::ptxas() {
+        codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
+    }
+}

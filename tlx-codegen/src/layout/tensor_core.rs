@@ -142,10 +142,31 @@ pub fn wgmma_register_a(m: usize, k: usize, num_warps: u32) -> Result<LinearLayo
 /// `32 * (w % 4)` up, so thread `t` of it holds row `32 * (w % 4) + t`;
 /// further warp groups split the columns, and a thread's registers are its
 /// consecutive columns. Needs whole warp groups.
+///
+/// An `[64, n]` matrix (an M = 64 MMA's accumulator) holds rows `16 q ..
+/// 16 q + 15` in lanes `32 q ..`: shape `16x32bx2` moves it, thread `t < 16`
+/// of warp `w` holding row `16 * (w % 4) + t` and thread `t + 16` the same
+/// row's second half of the warp group's columns.
 pub fn tensor_memory_rows(m: usize, n: usize, num_warps: u32) -> Result<LinearLayout, LayoutError> {
     dim_bits(&[m, n])?;
     let groups = num_warps as usize / 4;
-    if m != 128 || num_warps % 4 != 0 || !num_warps.is_power_of_two() || n < groups {
+    let fits = num_warps % 4 == 0 && num_warps.is_power_of_two();
+    if m == 64 && fits && n >= 2 * groups {
+        let per_group = n / groups;
+        return Ok(LinearLayout {
+            shape: vec![m, n],
+            regs: doublings(1, per_group / 2).map(|c| at(n, 0, c)).collect(),
+            lanes: (0..4)
+                .map(|b| at(n, 1 << b, 0))
+                .chain([at(n, 0, per_group / 2)])
+                .collect(),
+            warps: [at(n, 16, 0), at(n, 32, 0)]
+                .into_iter()
+                .chain(doublings(per_group, n).map(|c| at(n, 0, c)))
+                .collect(),
+        });
+    }
+    if m != 128 || !fits || n < groups {
         return Err(LayoutError::NoTensorCoreLayout { m, n, num_warps });
     }
     let per_group = n / groups;
@@ -299,7 +320,29 @@ mod tests {
                 }
             }
         }
-        assert!(tensor_memory_rows(64, 64, 4).is_err(), "128 rows only");
+        assert!(
+            tensor_memory_rows(32, 64, 4).is_err(),
+            "128 or 64 rows only"
+        );
         assert!(tensor_memory_rows(128, 64, 2).is_err(), "whole warp groups");
+    }
+
+    #[test]
+    fn sixty_four_rows_take_sixteen_lanes_per_warp_and_two_halves() {
+        for (n, warps) in [(64, 4), (256, 4), (256, 8)] {
+            let l = tensor_memory_rows(64, n, warps).expect("layout");
+            covers_once(&l, warps);
+            let per_group = n / (warps as usize / 4);
+            for warp in 0..warps {
+                for lane in 0..32 {
+                    let [row, col] = l.coords(0, lane, warp)[..] else {
+                        panic!("a matrix")
+                    };
+                    assert_eq!(row as u32, 16 * (warp % 4) + lane % 16);
+                    let half = (lane / 16) as usize * per_group / 2;
+                    assert_eq!(col, (warp / 4) as usize * per_group + half);
+                }
+            }
+        }
     }
 }

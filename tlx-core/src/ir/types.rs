@@ -426,7 +426,7 @@ impl TensorMemoryType {
             // Two values per 32-bit column: an MMA's A operand (`P` of
             // attention), read from tensor memory.
             return match shape {
-                [Self::LANES, n] if n.is_power_of_two() && (16..=512).contains(n) => Ok(()),
+                [64 | Self::LANES, n] if n.is_power_of_two() && (16..=512).contains(n) => Ok(()),
                 _ => Err(format!(
                     "a 16-bit tensor-memory buffer is [128, N] (one row per TMEM lane, two values per column, N a power of two from 16 to 512), not {shape:?}"
                 )),
@@ -438,9 +438,10 @@ impl TensorMemoryType {
             ));
         }
         match shape {
-            [Self::LANES, n] if n.is_power_of_two() && (8..=256).contains(n) => Ok(()),
+            // 64 rows: an M = 64 MMA's accumulator, 16 lanes of each quarter.
+            [64 | Self::LANES, n] if n.is_power_of_two() && (8..=256).contains(n) => Ok(()),
             _ => Err(format!(
-                "a tensor-memory buffer is [128, N] (one row per TMEM lane, N a power of two from 8 to 256), not {shape:?}"
+                "a tensor-memory buffer is [128, N] (one row per TMEM lane) or [64, N] (an M = 64 MMA's accumulator), N a power of two from 8 to 256, not {shape:?}"
             )),
         }
     }

@@ -48,6 +48,12 @@ fn tcgen05_mma(t: &Typing) -> Result<(), String> {
             if pair(t)? {
                 return Err("a 2-CTA `async_dot` takes A from shared memory".into());
             }
+            if m.shape().first() != Some(&TensorMemoryType::LANES) {
+                return Err(format!(
+                    "A in tensor memory is [128, K] (an M = 128 MMA's), not {:?}",
+                    m.shape()
+                ));
+            }
             SharedMemoryType::new(m.elem(), m.shape().to_vec(), 1, Swizzle::None, false)
         }
         other => one_buffer(other, "`async_dot`'s a")?.clone(),
@@ -350,6 +356,11 @@ fn mma_shapes(
     if k % 16 != 0 {
         return Err(format!(
             "K = {k}: `tcgen05` MMAs step K by 16, so K must be a multiple of 16"
+        ));
+    }
+    if !matches!(m, 64 | 128) || (pair && *m != 128) {
+        return Err(format!(
+            "a is [{m}, {k}]: a tensor-memory MMA has M = 128 or 64 rows of A (128 over a pair of programs)"
         ));
     }
     let n = if pair { 2 * half_or_n } else { *half_or_n };
