@@ -16,7 +16,7 @@
 //! is not a Blackwell one (an H100, say) it says so and runs on the CPU
 //! interpreter, as it does with no GPU.
 //!
-//! `cargo run --release --example blackwell_gemm_mxfp8`
+//! `cargo run --release --features ops-gemm --example blackwell_gemm_mxfp8`
 
 mod common;
 

@@ -1,151 +1,26 @@
 //! Persistent warp-specialized bf16 GEMM `C = A @ B` for Blackwell in the
-//! style of TLX's Blackwell tutorial: the accumulators live in tensor
-//! memory, so one thread issues the whole tile's multiplications and the
-//! epilogue overlaps the next tile's. Three tasks: a one-warp producer
-//! loads A and B tiles with TMA into a ring of `NUM_STAGES` stages; a
-//! one-warp MMA task multiplies each stage into one of `NUM_ACC` tensor-
-//! memory accumulators (`async_dot` with `mbarriers = [empty]`: the stage is
-//! released when the MMA reading it completes) and `tcgen05_commit`s the
-//! tile's last one to `acc_full`; the default task (one warp group) reads
-//! the accumulator in column slices, hands it back through `acc_empty`, and
-//! stores `C` with TMA. Two 128x256 f32 accumulators take all 512 columns.
+//! style of TLX's Blackwell tutorial, through `tlx::ops::gemm_tcgen05` (the
+//! kernel `tlx::ops::gemm` runs on Blackwell GPUs; its source is
+//! `src/ops/gemm_blackwell.rs`): the accumulators live in tensor memory, so
+//! one thread issues the whole tile's multiplications and the epilogue
+//! overlaps the next tile's. Three tasks: a one-warp producer loads A and B
+//! tiles with TMA into a ring of `NUM_STAGES` stages; a one-warp MMA task
+//! multiplies each stage into one of `NUM_ACC` tensor-memory accumulators
+//! (`async_dot` with `mbarriers = [empty]`: the stage is released when the MMA
+//! reading it completes) and `tcgen05_commit`s the tile's last one to
+//! `acc_full`; the default task (one warp group) reads the accumulator in
+//! column slices, hands it back through `acc_empty`, and stores `C` with TMA.
+//! Two 128x256 f32 accumulators take all 512 columns.
 //!
 //! Built for `sm_100a`. On a GPU that is not a Blackwell one (an H100, say)
 //! it says so and runs on the CPU interpreter, as it does with no GPU.
 //!
-//! `cargo run --release --example blackwell_gemm_ws`
+//! `cargo run --release --features ops-gemm --example blackwell_gemm_ws`
 
 mod common;
 
 use common::{Outcome, Size};
 use tlx::prelude::*;
-
-#[tlx::kernel(arch = "sm_100a", num_warps = 4, configs = [
-    (BM = 128, BN = 256, BK = 64, NUM_STAGES = 3, NUM_ACC = 2, EPI_N = 64, GROUP_M = 8),
-])]
-pub fn blackwell_gemm_ws<
-    const BM: usize,
-    const BN: usize,
-    const BK: usize,
-    const NUM_STAGES: usize,
-    const NUM_ACC: usize,
-    const EPI_N: usize,
-    const GROUP_M: usize,
->(
-    a_desc: TensorDesc<bf16, BM, BK>,
-    b_desc: TensorDesc<bf16, BK, BN>,
-    c_desc: TensorDesc<bf16, BM, EPI_N>,
-    m: i32,
-    n: i32,
-    k: i32,
-) {
-    let a_bufs = local_alloc([BM, BK], bf16, NUM_STAGES);
-    let b_bufs = local_alloc([BK, BN], bf16, NUM_STAGES);
-    // The epilogue's column slices of C, two so a store overlaps the next.
-    let c_bufs = local_alloc([BM, EPI_N], bf16, 2);
-    let acc = local_alloc([BM, BN], f32, NUM_ACC, storage = "tmem");
-    let full = alloc_barriers(NUM_STAGES, 1);
-    let empty = alloc_barriers(NUM_STAGES, 1);
-    let acc_full = alloc_barriers(NUM_ACC, 1);
-    let acc_empty = alloc_barriers(NUM_ACC, 1);
-    let k_tiles = cdiv(k, BK);
-    let tiles_m = cdiv(m, BM);
-    let tiles_n = cdiv(n, BN);
-    let num_tiles = tiles_m * tiles_n;
-    let first = program_id(0);
-    let stride = num_programs(0);
-    fn tile_origin(tile: i32, tiles_m: i32, tiles_n: i32) -> (i32, i32) {
-        let first_m = tile / (GROUP_M * tiles_n) * GROUP_M;
-        let rows = minimum(tiles_m - first_m, GROUP_M);
-        (
-            (first_m + tile % rows) * BM,
-            (tile % (GROUP_M * tiles_n)) / rows * BN,
-        )
-    }
-    async_tasks! {
-        // The epilogue: one warp group, a row of the tile per thread.
-        task(default) {
-            for tile in (first..num_tiles).step_by(stride) {
-                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
-                let t = (tile - first) / stride;
-                let buf = t % NUM_ACC;
-                barrier_wait(local_view(acc_full, buf), (t / NUM_ACC) % 2);
-                let tile_acc = local_view(acc, buf);
-                for j in 0..BN / EPI_N {
-                    let part = local_load(local_slice(tile_acc, [0, j * EPI_N], [BM, EPI_N]));
-                    // The store from this buffer two slices ago is done reading it.
-                    async_descriptor_store_wait(1);
-                    let out = local_view(c_bufs, j % 2);
-                    local_store(out, part.to(bf16));
-                    async_descriptor_store(c_desc, out, [off_m, off_n + j * EPI_N]);
-                }
-                // Every slice is in registers or shared memory: the MMA task
-                // may overwrite the accumulator.
-                barrier_arrive(local_view(acc_empty, buf));
-            }
-            async_descriptor_store_wait(0);
-        }
-        // The producer.
-        task(num_warps = 1) {
-            for tile in (first..num_tiles).step_by(stride) {
-                let (off_m, off_n) = tile_origin(tile, tiles_m, tiles_n);
-                let done = (tile - first) / stride * k_tiles;
-                for kk in 0..k_tiles {
-                    let it = done + kk;
-                    let slot = it % NUM_STAGES;
-                    barrier_wait(local_view(empty, slot), (it / NUM_STAGES) % 2 ^ 1);
-                    let bar = local_view(full, slot);
-                    barrier_expect_bytes(bar, (BM * BK + BK * BN) * size_of(dtype_of(a_desc)));
-                    async_descriptor_load(a_desc, local_view(a_bufs, slot), [off_m, kk * BK], bar);
-                    async_descriptor_load(b_desc, local_view(b_bufs, slot), [kk * BK, off_n], bar);
-                }
-            }
-        }
-        // The MMA issuer.
-        task(num_warps = 1) {
-            for tile in (first..num_tiles).step_by(stride) {
-                let t = (tile - first) / stride;
-                let buf = t % NUM_ACC;
-                let done = t * k_tiles;
-                // The epilogue has read this accumulator's previous tile.
-                barrier_wait(local_view(acc_empty, buf), (t / NUM_ACC) % 2 ^ 1);
-                for kk in 0..k_tiles {
-                    let it = done + kk;
-                    let slot = it % NUM_STAGES;
-                    barrier_wait(local_view(full, slot), (it / NUM_STAGES) % 2);
-                    async_dot(
-                        local_view(a_bufs, slot),
-                        local_view(b_bufs, slot),
-                        local_view(acc, buf),
-                        use_acc = kk > 0,
-                        mbarriers = [local_view(empty, slot)],
-                    );
-                }
-                // Arrives once every MMA of the tile has completed.
-                tcgen05_commit(local_view(acc_full, buf));
-            }
-        }
-    }
-}
-
-/// `C = A @ B` for row-major bf16 matrices, on `device`.
-pub fn gemm(
-    device: &Device,
-    a: &Buffer<bf16>,
-    b: &Buffer<bf16>,
-    c: &Buffer<bf16>,
-    (m, n, k): (usize, usize, usize),
-) -> Result<(), tlx::Error> {
-    let a_desc = TensorDesc::matrix(a, m, k)?;
-    let b_desc = TensorDesc::matrix(b, k, n)?;
-    let c_desc = TensorDesc::matrix(c, m, n)?;
-    let tiles = m.div_ceil(128) * n.div_ceil(256);
-    let grid = tiles.min(device.multiprocessor_count() as usize) as u32;
-    let (m, n, k) = (m as i32, n as i32, k as i32);
-    blackwell_gemm_ws::<128, 256, 64, 3, 2, 64, 8>::launch(
-        device, grid, &a_desc, &b_desc, &c_desc, m, n, k,
-    )
-}
 
 /// Checks the kernel against an f64 CPU reference on fresh random inputs.
 pub fn run(device: &Device) -> Outcome {
@@ -155,7 +30,14 @@ pub fn run(device: &Device) -> Outcome {
         Size::Gpu => (1000, 1032, 520),
         Size::Interpreter => (264, 520, 136),
     };
-    common::check_bf16_gemms(&device, "blackwell_gemm_ws", mnk, &[("", gemm)])
+    common::check_bf16_gemms(
+        &device,
+        "blackwell_gemm_ws",
+        mnk,
+        &[("", |d, a, b, c, mnk| {
+            tlx::ops::gemm_tcgen05(d, a, b, c, mnk)
+        })],
+    )
 }
 
 #[allow(dead_code)]

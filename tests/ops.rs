@@ -3,8 +3,8 @@
 //! allow, masked pointers where not), the row-wise ops over rows
 //! shorter and longer than one block, in f32 and bf16, and `attention` over
 //! views into larger buffers (its full coverage is the `hopper_fa_fwd` and
-//! `hopper_fa_bwd` examples), `gemm_fp8`, `gemm_mxfp8` and `gemm_nvfp4` (Blackwell;
-//! on another GPU their typed error). On the interpreter
+//! `hopper_fa_bwd` examples), `gemm_fp8`, and Blackwell's `gemm_tcgen05`,
+//! `gemm_mxfp8` and `gemm_nvfp4` (on another GPU their typed error). On the interpreter
 //! in CI; on the GPU (autotuned) where there is one. Bad shapes are typed
 //! errors.
 
@@ -38,7 +38,37 @@ fn relative_error(got: &[f64], want: &[f64]) -> f64 {
     })
 }
 
-fn gemm_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
+/// A bf16 GEMM entry of `tlx::ops`.
+type Gemm = fn(
+    &Device,
+    &Buffer<bf16>,
+    &Buffer<bf16>,
+    &Buffer<bf16>,
+    (usize, usize, usize),
+) -> Result<(), Error>;
+
+fn gemm_agrees(dev: &Device, mnk: (usize, usize, usize)) {
+    gemm_with_agrees(dev, "gemm", tlx::ops::gemm, mnk);
+}
+
+/// `gemm_tcgen05`, Blackwell's kernel: on a GPU that is not a Blackwell
+/// one, the typed error that says so.
+fn gemm_tcgen05_agrees(dev: &Device, mnk: (usize, usize, usize)) {
+    let tcgen05: Gemm = tlx::ops::gemm_tcgen05;
+    if let Some((major, _)) = dev.compute_capability() {
+        if major != 10 {
+            let x = dev.alloc::<bf16>(mnk.0 * mnk.2).expect("alloc");
+            let y = dev.alloc::<bf16>(mnk.2 * mnk.1).expect("alloc");
+            let z = dev.alloc::<bf16>(mnk.0 * mnk.1).expect("alloc");
+            let err = tcgen05(dev, &x, &y, &z, mnk).expect_err("sm_100a only");
+            assert!(matches!(err, Error::NoMatchingPtx { .. }), "{err}");
+            return;
+        }
+    }
+    gemm_with_agrees(dev, "gemm_tcgen05", tcgen05, mnk);
+}
+
+fn gemm_with_agrees(dev: &Device, name: &str, gemm: Gemm, (m, n, k): (usize, usize, usize)) {
     let mut rng = fresh_rng();
     let a = bf16s(&rng.vec(m * k, 1.0));
     let b = bf16s(&rng.vec(k * n, 1.0));
@@ -47,13 +77,13 @@ fn gemm_agrees(dev: &Device, (m, n, k): (usize, usize, usize)) {
         dev.upload(&b).expect("upload"),
     );
     let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
-    tlx::ops::gemm(dev, &da, &db, &dc, (m, n, k)).expect("gemm");
+    gemm(dev, &da, &db, &dc, (m, n, k)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let (a, b) = (widen(&a), widen(&b));
     let want: Vec<f64> = (0..m * n)
         .map(|x| (0..k).map(|p| a[x / n * k + p] * b[p * n + x % n]).sum())
         .collect();
     let err = relative_error(&widen(&dc.download().expect("download")), &want);
-    assert!(err < 1e-2, "gemm {m}x{n}x{k}: relative error {err}");
+    assert!(err < 1e-2, "{name} {m}x{n}x{k}: relative error {err}");
 }
 
 fn rows_agree(dev: &Device, rows: usize, cols: usize) {
@@ -318,6 +348,7 @@ fn all_agree(dev: &Device, gemm_shapes: &[(usize, usize, usize)]) {
     bf16_softmax_agrees(dev, 3, 20000);
     attention_agrees(dev);
     gemm_fp8_agrees(dev, (200, 136, 80));
+    gemm_tcgen05_agrees(dev, (136, 264, 72));
     gemm_scaled_agrees(dev, Scaled::Mxfp8, (136, 200, 96));
     gemm_scaled_agrees(dev, Scaled::Nvfp4, (136, 200, 96));
 }

@@ -3,7 +3,9 @@
 //! loads that the compiler keeps in a TMA-filled ring wgmma reads in place,
 //! a TMA store of C; cuBLAS's speed on the H100, see BENCHMARKS.md), or,
 //! where TMA cannot take the rows (a row not a multiple of 16 bytes, a base
-//! off a 16-byte boundary), the same kernel over masked pointer loads.
+//! off a 16-byte boundary), the same kernel over masked pointer loads. On
+//! Blackwell (sm_100) it runs `gemm_blackwell`'s kernel instead, where TMA
+//! takes the rows.
 
 use crate::prelude::*;
 use crate::{Element, PtrArg};
@@ -20,6 +22,13 @@ mod sealed {
     /// The kernels of one element type.
     pub trait Sealed: crate::Element {
         fn launch(
+            device: &Device,
+            operands: (&impl PtrArg<Self>, &impl PtrArg<Self>, &impl PtrArg<Self>),
+            shape: (usize, usize, usize),
+        ) -> Result<(), Error>;
+
+        /// Blackwell's kernel (`tcgen05` MMAs into tensor memory).
+        fn launch_tcgen05(
             device: &Device,
             operands: (&impl PtrArg<Self>, &impl PtrArg<Self>, &impl PtrArg<Self>),
             shape: (usize, usize, usize),
@@ -54,11 +63,42 @@ pub fn gemm<T: GemmElement>(
     super::holds(OP, "a", a, m * k)?;
     super::holds(OP, "b", b, k * n)?;
     super::holds(OP, "c", c, m * n)?;
+    // Blackwell: tcgen05 MMAs into tensor memory, where TMA takes the rows.
+    let blackwell = matches!(device.compute_capability(), Some((10, _)));
+    if blackwell && k % 8 == 0 && n % 8 == 0 {
+        match T::launch_tcgen05(device, (a, b, c), (m, n, k)) {
+            // A base off a 16-byte boundary: the kernels below.
+            Err(Error::TensorMap(_)) => {}
+            other => return other,
+        }
+    }
     T::launch(device, (a, b, c), (m, n, k))
 }
 
+/// [`gemm`]'s Blackwell kernel (sm_100a), which `gemm` itself runs on such
+/// GPUs where TMA takes the rows (`k` and `n` multiples of 8, 16-byte
+/// aligned bases): persistent and warp-specialized, `tcgen05` MMAs into two
+/// tensor-memory accumulators (TLX's Blackwell tutorial GEMM). Call it
+/// directly to run it on the CPU interpreter; on a GPU that is not a
+/// Blackwell one it is `Error::NoMatchingPtx`. Not run on Blackwell silicon
+/// here.
+pub fn gemm_tcgen05<T: GemmElement>(
+    device: &Device,
+    a: &impl PtrArg<T>,
+    b: &impl PtrArg<T>,
+    c: &impl PtrArg<T>,
+    (m, n, k): (usize, usize, usize),
+) -> Result<(), Error> {
+    const OP: &str = "gemm_tcgen05";
+    super::gemm_extents(OP, "m", (m, n, k))?;
+    super::holds(OP, "a", a, m * k)?;
+    super::holds(OP, "b", b, k * n)?;
+    super::holds(OP, "c", c, m * n)?;
+    T::launch_tcgen05(device, (a, b, c), (m, n, k))
+}
+
 macro_rules! gemm_kernels {
-    ($t:ident, $desc:ident, $desc_config:ident, $ptr:ident, $ptr_config:ident) => {
+    ($t:ident, $desc:ident, $desc_config:ident, $ptr:ident, $ptr_config:ident, $tcgen05:path) => {
         /// The TMA kernel: descriptor loads into a pipelined ring, a TMA store.
         #[tlx::kernel(
             configs = [
@@ -162,6 +202,14 @@ macro_rules! gemm_kernels {
                 let grid = |cfg: &$ptr_config| tiles(cfg.BM, cfg.BN);
                 $ptr::autotune(device, grid, a, b, c, mi, ni, ki).map(|_| ())
             }
+
+            fn launch_tcgen05(
+                device: &Device,
+                operands: (&impl PtrArg<Self>, &impl PtrArg<Self>, &impl PtrArg<Self>),
+                shape: (usize, usize, usize),
+            ) -> Result<(), Error> {
+                $tcgen05(device, operands, shape)
+            }
         }
     };
 }
@@ -171,12 +219,14 @@ gemm_kernels!(
     gemm_descriptor_bf16,
     GemmDescriptorBf16Config,
     gemm_pointer_bf16,
-    GemmPointerBf16Config
+    GemmPointerBf16Config,
+    super::gemm_blackwell::launch_bf16
 );
 gemm_kernels!(
     f16,
     gemm_descriptor_f16,
     GemmDescriptorF16Config,
     gemm_pointer_f16,
-    GemmPointerF16Config
+    GemmPointerF16Config,
+    super::gemm_blackwell::launch_f16
 );

@@ -1,5 +1,6 @@
 //! Ready-made kernels an application calls without writing one: [`gemm`]
-//! (and [`gemm_fp8`], and on Blackwell [`gemm_mxfp8`] and [`gemm_nvfp4`]), [`attention`] (and its backward), [`softmax`],
+//! (on Blackwell through [`gemm_tcgen05`]; and [`gemm_fp8`], and on
+//! Blackwell [`gemm_mxfp8`] and [`gemm_nvfp4`]), [`attention`] (and its backward), [`softmax`],
 //! [`rms_norm`] and [`layer_norm`]. Each takes tlx buffers,
 //! views or cudarc slices ([`PtrArg`]) holding row-major,
 //! contiguous tensors, checks the shape against what they hold
@@ -41,6 +42,8 @@ pub mod dist;
 #[cfg(feature = "ops-gemm")]
 mod gemm;
 #[cfg(feature = "ops-gemm")]
+mod gemm_blackwell;
+#[cfg(feature = "ops-gemm")]
 mod gemm_fp8;
 #[cfg(feature = "ops-gemm")]
 mod gemm_scaled;
@@ -57,7 +60,7 @@ pub use attention::{
     AttentionWorkspace,
 };
 #[cfg(feature = "ops-gemm")]
-pub use gemm::{gemm, GemmElement};
+pub use gemm::{gemm, gemm_tcgen05, GemmElement};
 #[cfg(feature = "ops-gemm")]
 pub use gemm_fp8::gemm_fp8;
 #[cfg(feature = "ops-gemm")]
