@@ -98,7 +98,7 @@ pub fn gemm_tcgen05<T: GemmElement>(
 }
 
 macro_rules! gemm_kernels {
-    ($t:ident, $desc:ident, $desc_config:ident, $ptr:ident, $ptr_config:ident, $tcgen05:path) => {
+    ($t:ident, $desc:ident, $desc_config:ident, $ptr:ident, $ptr_config:ident, $tcgen05:ident) => {
         /// The TMA kernel: descriptor loads into a pipelined ring, a TMA store.
         #[tlx::kernel(
             configs = [
@@ -208,7 +208,7 @@ macro_rules! gemm_kernels {
                 operands: (&impl PtrArg<Self>, &impl PtrArg<Self>, &impl PtrArg<Self>),
                 shape: (usize, usize, usize),
             ) -> Result<(), Error> {
-                $tcgen05(device, operands, shape)
+                super::gemm_blackwell::$tcgen05(device, operands, shape)
             }
         }
     };
@@ -220,7 +220,7 @@ gemm_kernels!(
     GemmDescriptorBf16Config,
     gemm_pointer_bf16,
     GemmPointerBf16Config,
-    super::gemm_blackwell::launch_bf16
+    launch_bf16
 );
 gemm_kernels!(
     f16,
@@ -228,5 +228,5 @@ gemm_kernels!(
     GemmDescriptorF16Config,
     gemm_pointer_f16,
     GemmPointerF16Config,
-    super::gemm_blackwell::launch_f16
+    launch_f16
 );

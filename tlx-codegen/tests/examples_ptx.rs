@@ -61,7 +61,7 @@ fn kernel_attr_tokens(attr: &syn::Attribute) -> Option<TokenStream> {
 #[derive(Default)]
 struct KernelFinder {
     found: Vec<(syn::ItemFn, TokenStream)>,
-    /// `macro_rules!` name and template.
+    /// `macro_rules!` name and template, of the templates that make kernels.
     templates: Vec<(String, Template)>,
     /// Macro invocations at item level: name and arguments.
     invocations: Vec<(String, TokenStream)>,
@@ -80,8 +80,12 @@ impl<'ast> Visit<'ast> for KernelFinder {
         let name = item.mac.path.segments.last().map(|s| s.ident.to_string());
         match (name.as_deref(), &item.ident) {
             (Some("macro_rules"), Some(ident)) => {
+                // Only templates that make kernels matter here.
+                let makes_kernels = item.mac.tokens.to_string().contains("tlx :: kernel");
                 if let Some(template) = Template::parse(item.mac.tokens.clone()) {
-                    self.templates.push((ident.to_string(), template));
+                    if makes_kernels {
+                        self.templates.push((ident.to_string(), template));
+                    }
                 }
             }
             (Some(name), None) => {
@@ -99,13 +103,23 @@ fn kernels_in_source(source: &str) -> syn::Result<Vec<(syn::ItemFn, TokenStream)
     finder.visit_file(&file);
     let mut found = std::mem::take(&mut finder.found);
     for (name, args) in &finder.invocations {
-        let expansion = finder
+        let mut templates = finder
             .templates
             .iter()
             .filter(|(t, _)| t == name)
-            .find_map(|(_, template)| template.expand(args.clone()));
-        let Some(expansion) = expansion else {
+            .peekable();
+        if templates.peek().is_none() {
+            // Not a kernel template of this file (`vec!`, a std macro).
             continue;
+        }
+        // A template of the file that cannot take the invocation would drop
+        // its kernels from the manifest unseen.
+        let expansion = templates.find_map(|(_, template)| template.expand(args.clone()));
+        let Some(expansion) = expansion else {
+            return Err(syn::Error::new(
+                proc_macro2::Span::call_site(),
+                format!("`{name}!` does not expand by its template here: use ident, ty, literal or tt fragments"),
+            ));
         };
         let expanded: syn::File = syn::parse2(expansion)?;
         let mut inner = KernelFinder::default();
