@@ -4,6 +4,9 @@
 // Each example brings its own copy of `examples/common`, as it does when built alone.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../examples/blackwell_fa_bwd.rs"]
+#[allow(dead_code)]
+mod blackwell_fa_bwd;
 #[path = "../examples/blackwell_fa_fwd.rs"]
 #[allow(dead_code)]
 mod blackwell_fa_fwd;
@@ -130,6 +133,11 @@ fn cluster_exchange_matches_reference() {
 #[test]
 fn hopper_gemm_cluster_matches_reference() {
     on_interpreter(hopper_gemm_cluster::run);
+}
+
+#[test]
+fn blackwell_fa_bwd_matches_reference() {
+    on_interpreter(blackwell_fa_bwd::run);
 }
 
 #[test]
