@@ -452,3 +452,16 @@ fn an_m64_mma_accumulates_into_sixty_four_rows_of_tensor_memory() {
         codegen_common::assemble(&p, Arch::Sm100a, &kernel.name, &c.ptx);
     }
 }
+
+/// Storing into A's tensor memory while the MMA that reads it may still run
+/// is a race the checker reports.
+#[test]
+fn overwriting_an_mmas_tensor_memory_a_before_it_completes_is_an_error() {
+    let src = TMEM_A.replace(
+        "    barrier_wait(local_view(done, 0), 0);\n    store(c",
+        "    local_store(local_view(p, 0), full([128, 64], 1.0, bf16));\n    barrier_wait(local_view(done, 0), 0);\n    store(c",
+    );
+    assert_ne!(src, TMEM_A);
+    let report = check_protocol(&compile(&src));
+    assert!(!report.errors.is_empty(), "{report:#?}");
+}

@@ -141,6 +141,12 @@ struct TaskInFlight {
     mma_signalled: Vec<usize>,
     /// The tensor-memory accumulators this task's MMAs have written.
     mma_accs: Vec<usize>,
+    /// The operands (shared or tensor-memory buffers) of this task's
+    /// `tcgen05` MMAs and copies, each with the barrier phases that signal
+    /// their completion and the issuing line: the task itself may write one
+    /// again only after waiting on one of those phases (other tasks are
+    /// ordered by the clocks).
+    mma_operands: Vec<(usize, Vec<(usize, u32)>, u32)>,
 }
 
 fn format_elements(data: &Data) -> String {

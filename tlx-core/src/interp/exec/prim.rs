@@ -310,6 +310,7 @@ impl<'k> Executor<'k> {
                 if let Type::TensorMemory(_) = self.type_of(arg("buffer")?)? {
                     self.check_tensor_memory(op, shared, (id, true), task, false)?;
                 }
+                self.check_own_mma_reads(op, id)?;
                 self.check_write(op, shared, id, task)?;
                 if self.skeleton.is_some() {
                     return Ok(shared.smem.mark_written(view.alloc, view.buffer)?);
@@ -347,6 +348,16 @@ impl<'k> Executor<'k> {
                 let completed = bar.phase().wrapping_sub(1);
                 let next_started = bar.phase_started();
                 shared.clocks.acquire(task, id, completed);
+                // The task's own MMAs that phase signals have completed, and
+                // every one it issued before them (a completion arrival
+                // tracks all of the thread's earlier MMAs).
+                let operands = &mut self.in_flight.mma_operands;
+                if let Some(last) = operands
+                    .iter()
+                    .rposition(|(_, phases, _)| phases.contains(&(id, completed)))
+                {
+                    operands.drain(..=last);
+                }
                 let at = shared.clocks.tick(task);
                 shared.async_writes.record_wait(task, at, id, completed);
                 shared.observations.waited(task);
@@ -1049,6 +1060,31 @@ impl<'k> Executor<'k> {
     /// ordered after. The two writes land in either order. (Tensor-core
     /// MMAs into one accumulator are ordered among themselves: not
     /// checked here.)
+    /// A store by the task's threads into a buffer one of its own `tcgen05`
+    /// MMAs (or copies) reads, before it waited for their completion: the
+    /// MMA runs asynchronously and may read the new values. (Its later
+    /// `tcgen05` ops need no wait: one thread's run in issue order.)
+    fn check_own_mma_reads(&self, op: &Op, id: usize) -> PrimResult<()> {
+        let Some(&(_, _, line)) = self
+            .in_flight
+            .mma_operands
+            .iter()
+            .find(|(b, _, _)| *b == id)
+        else {
+            return Ok(());
+        };
+        Err(Stop::error(InterpError::OverwriteBeforeRelease {
+            at: self.site(Some(op)),
+            task: self.task.name.clone(),
+            buffer: id,
+            read: Box::new(UnreleasedRead {
+                reader: self.task.name.clone(),
+                line,
+                in_flight: true,
+            }),
+        }))
+    }
+
     fn check_write_after_copies(
         &self,
         op: &Op,

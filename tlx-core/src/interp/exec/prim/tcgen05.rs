@@ -318,6 +318,11 @@ impl<'k> Executor<'k> {
             }
         }
         for mma in &done {
+            for &operand in &mma.operands {
+                self.in_flight
+                    .mma_operands
+                    .push((operand, phases.clone(), mma.line));
+            }
             shared.async_writes.record_write_signalled(
                 mma.acc,
                 &self.task.name,
