@@ -146,7 +146,15 @@ struct TaskInFlight {
     /// their completion and the issuing line: the task itself may write one
     /// again only after waiting on one of those phases (other tasks are
     /// ordered by the clocks).
-    mma_operands: Vec<(usize, Vec<(usize, u32)>, u32)>,
+    mma_operands: Vec<MmaOperand>,
+}
+
+/// A buffer one of a task's `tcgen05` MMAs reads, until the task waits on
+/// one of `completions` (barrier, phase); `line` issued it.
+pub(super) struct MmaOperand {
+    pub(super) buffer: usize,
+    pub(super) completions: Vec<(usize, u32)>,
+    pub(super) line: u32,
 }
 
 fn format_elements(data: &Data) -> String {

@@ -354,7 +354,7 @@ impl<'k> Executor<'k> {
                 let operands = &mut self.in_flight.mma_operands;
                 if let Some(last) = operands
                     .iter()
-                    .rposition(|(_, phases, _)| phases.contains(&(id, completed)))
+                    .rposition(|o| o.completions.contains(&(id, completed)))
                 {
                     operands.drain(..=last);
                 }
@@ -1052,24 +1052,17 @@ impl<'k> Executor<'k> {
         })
     }
 
-    /// A write by the threads themselves (`local_store`, a peer's
-    /// `remote_shmem_store`, a `cp.async` issue) into a buffer an
-    /// asynchronous copy may still be filling: the task's own `async_load`
-    /// not yet waited for, or a TMA copy (or multicast, or asynchronous
-    /// remote store) whose completion the writer has not waited for nor is
-    /// ordered after. The two writes land in either order. (Tensor-core
-    /// MMAs into one accumulator are ordered among themselves: not
-    /// checked here.)
     /// A store by the task's threads into a buffer one of its own `tcgen05`
     /// MMAs (or copies) reads, before it waited for their completion: the
     /// MMA runs asynchronously and may read the new values. (Its later
     /// `tcgen05` ops need no wait: one thread's run in issue order.)
     fn check_own_mma_reads(&self, op: &Op, id: usize) -> PrimResult<()> {
-        let Some(&(_, _, line)) = self
+        let Some(line) = self
             .in_flight
             .mma_operands
             .iter()
-            .find(|(b, _, _)| *b == id)
+            .find(|o| o.buffer == id)
+            .map(|o| o.line)
         else {
             return Ok(());
         };
@@ -1085,6 +1078,14 @@ impl<'k> Executor<'k> {
         }))
     }
 
+    /// A write by the threads themselves (`local_store`, a peer's
+    /// `remote_shmem_store`, a `cp.async` issue) into a buffer an
+    /// asynchronous copy may still be filling: the task's own `async_load`
+    /// not yet waited for, or a TMA copy (or multicast, or asynchronous
+    /// remote store) whose completion the writer has not waited for nor is
+    /// ordered after. The two writes land in either order. (Tensor-core
+    /// MMAs into one accumulator are ordered among themselves: not
+    /// checked here.)
     fn check_write_after_copies(
         &self,
         op: &Op,

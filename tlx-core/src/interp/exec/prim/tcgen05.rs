@@ -14,7 +14,7 @@ use super::super::super::error::{EarlyAccumulatorAccess, Fault, InterpError};
 use super::super::super::explore::{Access, Object};
 use super::super::super::schedule::ProgramShared;
 use super::super::super::value::{Data, Tensor};
-use super::super::Executor;
+use super::super::{Executor, MmaOperand};
 use super::{barrier, PrimResult, Stop};
 
 /// A tensor-memory MMA issued and not yet tracked by a barrier.
@@ -318,10 +318,12 @@ impl<'k> Executor<'k> {
             }
         }
         for mma in &done {
-            for &operand in &mma.operands {
-                self.in_flight
-                    .mma_operands
-                    .push((operand, phases.clone(), mma.line));
+            for &buffer in &mma.operands {
+                self.in_flight.mma_operands.push(MmaOperand {
+                    buffer,
+                    completions: phases.clone(),
+                    line: mma.line,
+                });
             }
             shared.async_writes.record_write_signalled(
                 mma.acc,
