@@ -78,6 +78,10 @@ pub struct Effects {
     /// Reads state that changes by itself (a clock): never merged with
     /// another read, removed or moved.
     pub volatile: bool,
+    /// Its buffer operands are read through the async proxy until it
+    /// completes (an MMA, a TMA store): the read stays open until a wait
+    /// retires it, and needs a proxy fence after generic writes.
+    pub async_reads: bool,
 }
 
 impl Effects {
@@ -92,6 +96,7 @@ impl Effects {
         terminator: false,
         cross_thread: false,
         volatile: false,
+        async_reads: false,
     };
 
     /// Pure, but a result element may depend on elements other threads hold.

@@ -908,14 +908,7 @@ impl<'k> Executor<'k> {
         // its group is waited for, a TMA store's source until a store wait
         // retires it.
         let async_reader = match op.kind {
-            crate::ir::OpKind::Prim {
-                prim:
-                    prim @ (Prim::AsyncDot
-                    | Prim::AsyncDescriptorStore
-                    | Prim::Tcgen05Mma
-                    | Prim::Tcgen05MmaScaled),
-                ..
-            } => Some(prim),
+            crate::ir::OpKind::Prim { prim, .. } if prim.def().effects.async_reads => Some(prim),
             _ => None,
         };
         let open = async_reader.is_some();

@@ -30,6 +30,7 @@ pub(super) const TCGEN05_MMA: PrimDef = PrimDef {
         reads: MemorySpaces::only(MemorySpace::Shared).with(MemorySpace::Tensor),
         writes: MemorySpaces::only(MemorySpace::Tensor),
         async_role: Some(AsyncRole::Starts),
+        async_reads: true,
         ..Effects::PURE
     },
     rule: tcgen05_mma,
@@ -107,6 +108,7 @@ pub(super) const TCGEN05_MMA_SCALED: PrimDef = PrimDef {
         reads: MemorySpaces::only(MemorySpace::Shared).with(MemorySpace::Tensor),
         writes: MemorySpaces::only(MemorySpace::Tensor),
         async_role: Some(AsyncRole::Starts),
+        async_reads: true,
         ..Effects::PURE
     },
     rule: tcgen05_mma_scaled,

@@ -53,6 +53,7 @@ pub(super) const ASYNC_DESCRIPTOR_STORE: PrimDef = PrimDef {
         reads: MemorySpaces::only(MemorySpace::Shared),
         writes: MemorySpaces::only(MemorySpace::Global),
         async_role: Some(AsyncRole::Starts),
+        async_reads: true,
         ..Effects::PURE
     },
     rule: async_descriptor_store,

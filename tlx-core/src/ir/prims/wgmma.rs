@@ -18,6 +18,7 @@ pub(super) const ASYNC_DOT: PrimDef = PrimDef {
         reads: MemorySpaces::only(MemorySpace::Shared),
         async_role: Some(AsyncRole::Starts),
         cross_thread: true,
+        async_reads: true,
         ..Effects::PURE
     },
     rule: async_dot,
