@@ -10,6 +10,8 @@ use tlx_core::interp::{run_kernel, ArgValue, BufferId, HostMemory, InterpOptions
 use tlx_core::ir::Kernel;
 use tlx_frontend::compile_str;
 
+use crate::kernels::{upload, upload_bf16, upload_f32};
+
 /// `O = P @ V` with `P = exp2(S - rowmax(S))` and `S = Q @ K^T`, Q and O
 /// `[BM, 64]`, K and V `[64, 64]`, bf16: `P` never leaves registers.
 const ATTENTION_TILE: &str = r#"
@@ -160,27 +162,8 @@ impl Rng {
     }
 }
 
-fn upload(mem: &HostMemory, bytes: &[u8]) -> BufferId {
-    let id = mem.alloc(bytes.len());
-    mem.write(id, 0, bytes).expect("fresh buffer");
-    id
-}
-
 fn bf16_round(x: f32) -> f32 {
     half::bf16::from_f32(x).to_f32()
-}
-
-fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
-    let bytes: Vec<u8> = values
-        .iter()
-        .flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes())
-        .collect();
-    upload(mem, &bytes)
-}
-
-fn upload_f32(mem: &HostMemory, values: &[f32]) -> BufferId {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    upload(mem, &bytes)
 }
 
 /// Runs `kernel` on one program and returns the `out_words` 4-byte words

@@ -10,6 +10,7 @@
 //! `ptxas`.
 
 use crate::codegen_common;
+use crate::kernels::{download_f32, upload_f32};
 
 use tlx_core::interp::{
     run_kernel, ArgValue, HostMemory, InterpError, InterpOptions, RemoteError, Schedule,
@@ -75,22 +76,6 @@ fn compile_error(src: &str) -> String {
 fn broken(from: &str, to: &str) -> String {
     assert!(EXCHANGE.contains(from), "{from}");
     EXCHANGE.replacen(from, to, 1)
-}
-
-fn upload_f32(mem: &HostMemory, values: &[f32]) -> tlx_core::interp::BufferId {
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let id = mem.alloc(bytes.len());
-    mem.write(id, 0, &bytes).expect("fresh buffer");
-    id
-}
-
-fn download_f32(mem: &HostMemory, id: tlx_core::interp::BufferId, len: usize) -> Vec<f32> {
-    let mut bytes = vec![0u8; len * 4];
-    mem.read(id, 0, &mut bytes).expect("read back");
-    bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect()
 }
 
 /// What the programs received: (rows sent to each, tiles), and the inputs.

@@ -10,7 +10,7 @@ use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
 use tlx_core::ir::Arch;
 
 use crate::codegen_common;
-use crate::kernels::compile;
+use crate::kernels::{compile, download_f32, upload};
 
 /// `c = (a * sa) @ (b * sb)` for one 128 x NCOLS tile, K = 128: `a`
 /// `[128, KB]` and `bt` `[NCOLS, KB]` bytes of ELEM (one fp8 value or two
@@ -165,11 +165,7 @@ fn run(form: Form, n: usize) -> (Vec<f32>, Vec<f64>) {
     let blocks = K / form.block;
     let ((a, a_bytes), (bt, b_bytes)) = (operand(form, 128, 1), operand(form, n, 2));
     let ((sa, sa_bytes), (sb, sb_bytes)) = (scales(form, 128, 3), scales(form, n, 4));
-    let put = |bytes: &[u8]| {
-        let id = mem.alloc(bytes.len());
-        mem.write(id, 0, bytes).expect("fresh buffer");
-        id
-    };
+    let put = |bytes: &[u8]| upload(&mem, bytes);
     let ids = [
         put(&a_bytes),
         put(&b_bytes),
@@ -183,12 +179,7 @@ fn run(form: Form, n: usize) -> (Vec<f32>, Vec<f64>) {
         .map(|&id| ArgValue::ptr(id))
         .collect();
     run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut bytes = vec![0u8; 128 * n * 4];
-    mem.read(c, 0, &mut bytes).expect("read back");
-    let got = bytes
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let got = download_f32(&mem, c, 128 * n);
     let mut want = vec![0.0f64; 128 * n];
     for i in 0..128 {
         for j in 0..n {

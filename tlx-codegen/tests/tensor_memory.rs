@@ -9,7 +9,7 @@ use tlx_core::check::{check_protocol, ProtocolReport, Rule};
 use tlx_core::ir::Arch;
 
 use crate::codegen_common;
-use crate::kernels::{compile, run_gemm};
+use crate::kernels::{compile, download_f32, run_gemm, upload, upload_bf16};
 use tlx_core::interp::InterpError;
 
 const TMEM_GEMM: &str = r#"
@@ -316,36 +316,27 @@ fn a_16_bit_tensor_memory_buffer_is_an_mmas_a() {
     use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
     let kernel = compile(TMEM_A);
     let mem = HostMemory::new();
-    let bf16 = |x: f32| (x.to_bits() >> 16) as u16;
+    // Exact in bf16.
     let a: Vec<f32> = (0..128 * 64)
         .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.5)
         .collect();
     let b: Vec<f32> = (0..64 * 64).map(|i| (i * 3 % 7) as f32 - 3.0).collect();
-    let put = |v: &[u8]| {
-        let id = mem.alloc(v.len());
-        mem.write(id, 0, v).expect("fresh buffer");
-        id
-    };
-    let bytes16 =
-        |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|&x| bf16(x).to_le_bytes()).collect() };
-    let (da, db) = (put(&bytes16(&a)), put(&bytes16(&b)));
-    let dc = put(&vec![0xff; 128 * 64 * 4]);
-    let dback = put(&vec![0xff; 128 * 64 * 2]);
+    let (da, db) = (upload_bf16(&mem, &a), upload_bf16(&mem, &b));
+    let dc = upload(&mem, &vec![0xff; 128 * 64 * 4]);
+    let dback = upload(&mem, &vec![0xff; 128 * 64 * 2]);
     let args = [da, db, dc, dback].map(ArgValue::ptr);
     run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let mut out = vec![0u8; 128 * 64 * 4];
-    mem.read(dc, 0, &mut out).expect("read");
+    let c = download_f32(&mem, dc, 128 * 64);
     for i in 0..128 {
         for j in 0..64 {
             let want: f32 = (0..64).map(|p| a[i * 64 + p] * b[p * 64 + j]).sum();
-            let at = 4 * (i * 64 + j);
-            let got = f32::from_le_bytes([out[at], out[at + 1], out[at + 2], out[at + 3]]);
-            assert_eq!(got, want, "c[{i}, {j}]");
+            assert_eq!(c[i * 64 + j], want, "c[{i}, {j}]");
         }
     }
-    let mut back = vec![0u8; 128 * 64 * 2];
+    let (mut back, mut sent) = (vec![0u8; 128 * 64 * 2], vec![0u8; 128 * 64 * 2]);
     mem.read(dback, 0, &mut back).expect("read");
-    assert_eq!(back, bytes16(&a), "P reads back unchanged");
+    mem.read(da, 0, &mut sent).expect("read");
+    assert_eq!(back, sent, "P reads back unchanged");
     assert_eq!(check_protocol(&kernel), ProtocolReport::default());
     let c = tlx_codegen::compile(&kernel, Arch::Sm100a).expect("compiles");
     // Four K steps of 16, A's columns 8 apart; 32 packed columns stored.
@@ -402,28 +393,15 @@ fn an_m64_mma_accumulates_into_sixty_four_rows_of_tensor_memory() {
     use tlx_core::interp::{run_kernel, ArgValue, HostMemory, InterpOptions};
     let kernel = compile(M64);
     let mem = HostMemory::new();
-    let bf16 = |x: f32| (x.to_bits() >> 16) as u16;
+    // Exact in bf16.
     let a: Vec<f32> = (0..64 * 64).map(|i| (i * 5 % 9) as f32 - 4.0).collect();
     let b: Vec<f32> = (0..64 * 128).map(|i| (i * 3 % 7) as f32 - 3.0).collect();
-    let put = |v: &[u8]| {
-        let id = mem.alloc(v.len());
-        mem.write(id, 0, v).expect("fresh buffer");
-        id
-    };
-    let bytes16 =
-        |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|&x| bf16(x).to_le_bytes()).collect() };
-    let (da, db) = (put(&bytes16(&a)), put(&bytes16(&b)));
-    let dc = put(&vec![0xff; 64 * 128 * 4]);
-    let dback = put(&vec![0xff; 64 * 128 * 4]);
+    let (da, db) = (upload_bf16(&mem, &a), upload_bf16(&mem, &b));
+    let dc = upload(&mem, &vec![0xff; 64 * 128 * 4]);
+    let dback = upload(&mem, &vec![0xff; 64 * 128 * 4]);
     let args = [da, db, dc, dback].map(ArgValue::ptr);
     run_kernel(&kernel, [1, 1, 1], &args, &mem, &InterpOptions::default()).expect("runs");
-    let read = |id| {
-        let mut out = vec![0u8; 64 * 128 * 4];
-        mem.read(id, 0, &mut out).expect("read");
-        out.chunks(4)
-            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect::<Vec<f32>>()
-    };
+    let read = |id| download_f32(&mem, id, 64 * 128);
     let (c, back) = (read(dc), read(dback));
     for i in 0..64 {
         for j in 0..128 {

@@ -72,14 +72,36 @@ fn bf16_bits(x: f32) -> u16 {
     half::bf16::from_f32(x).to_bits()
 }
 
-fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
+/// A fresh buffer holding `bytes`.
+pub fn upload(mem: &HostMemory, bytes: &[u8]) -> BufferId {
+    let id = mem.alloc(bytes.len());
+    mem.write(id, 0, bytes).expect("fresh buffer");
+    id
+}
+
+/// `values` rounded to bf16 (to nearest, ties to even) in a fresh buffer.
+pub fn upload_bf16(mem: &HostMemory, values: &[f32]) -> BufferId {
     let bytes: Vec<u8> = values
         .iter()
         .flat_map(|&v| bf16_bits(v).to_le_bytes())
         .collect();
-    let id = mem.alloc(bytes.len());
-    mem.write(id, 0, &bytes).expect("fresh buffer");
-    id
+    upload(mem, &bytes)
+}
+
+/// `values` in a fresh buffer.
+pub fn upload_f32(mem: &HostMemory, values: &[f32]) -> BufferId {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    upload(mem, &bytes)
+}
+
+/// The first `len` f32 values of buffer `id`.
+pub fn download_f32(mem: &HostMemory, id: BufferId, len: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; len * 4];
+    mem.read(id, 0, &mut bytes).expect("read back");
+    bytes
+        .chunks(4)
+        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect()
 }
 
 fn desc(buffer: BufferId, rows: i64, cols: i64) -> ArgValue {
@@ -199,12 +221,7 @@ pub fn run_gemm_on(
     ];
     args.extend(extra_args);
     run_kernel(kernel, grid, &args, mem, opts).map_err(Box::new)?;
-    let mut out = vec![0u8; m * n * 4];
-    mem.read(c_id, 0, &mut out).expect("read back");
-    let got = out
-        .chunks(4)
-        .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-        .collect();
+    let got = download_f32(mem, c_id, m * n);
     let mut want = vec![0f32; m * n];
     for i in 0..m {
         for j in 0..n {
