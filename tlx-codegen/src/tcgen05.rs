@@ -473,10 +473,7 @@ impl<'k> Lowerer<'k> {
         let first = self.f.inst(format!("zext i1 {first} to i32"));
         let bars = barriers
             .iter()
-            .map(|&bar| {
-                let offset = self.register(bar)?;
-                Ok(self.shared_address(&offset))
-            })
+            .map(|&bar| self.shared_address_of(bar))
             .collect::<Result<Vec<_>>>()?;
         let idesc = instruction_descriptor(&plan, pair);
         let group = cta_group(pair);
@@ -559,10 +556,7 @@ impl<'k> Lowerer<'k> {
         let first = self.f.inst(format!("zext i1 {first} to i32"));
         let bars = barriers
             .iter()
-            .map(|&bar| {
-                let offset = self.register(bar)?;
-                Ok(self.shared_address(&offset))
-            })
+            .map(|&bar| self.shared_address_of(bar))
             .collect::<Result<Vec<_>>>()?;
         let a_base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &a_base);
         let b_base = self.descriptor_base(plan.b_descriptor_bits() | DESCRIPTOR_VERSION, &b_base);
@@ -611,8 +605,7 @@ impl<'k> Lowerer<'k> {
     /// 512-byte atom (32 rows of 16 bytes into 4 columns of lanes 0-31,
     /// repeated in each quarter of the lanes), atom `i` at column `4 i`.
     fn scale_copy(&mut self, src: ValueId, dst: ValueId, atoms: usize) -> Result<()> {
-        let at = self.register(src)?;
-        let base = self.shared_address(&at);
+        let base = self.shared_address_of(src)?;
         let base = self.descriptor_base(SCALE_ATOM_DESCRIPTOR, &base);
         let d = self.register(dst)?;
         self.on_first_thread("true", |l| {
@@ -658,8 +651,7 @@ impl<'k> Lowerer<'k> {
         );
         let macc = TensorMemoryType::new(ScalarType::F32, vec![128, 64], 1);
         let plan = self.tcgen05_plan(op, &halves, &rows, &macc, false)?;
-        let at = self.register(src)?;
-        let base = self.shared_address(&at);
+        let base = self.shared_address_of(src)?;
         let base = self.descriptor_base(plan.a_descriptor_bits() | DESCRIPTOR_VERSION, &base);
         let d = self.register(dst)?;
         let group = cta_group(self.facts.pair_mma);
@@ -682,8 +674,7 @@ impl<'k> Lowerer<'k> {
     /// `tcgen05_commit(bar)`, from the thread that issues the MMAs.
     pub(super) fn tcgen05_commit(&mut self, op: &Op, bar: ValueId) -> Result<()> {
         self.require_blackwell(op, "`tcgen05_commit`")?;
-        let offset = self.register(bar)?;
-        let bar = self.shared_address(&offset);
+        let bar = self.shared_address_of(bar)?;
         let pair = self.facts.pair_mma;
         let issuer = self.pair_leader(pair);
         self.on_first_thread(&issuer, |l| l.commit_to(&bar, pair));

@@ -186,7 +186,7 @@ impl<'k> Lowerer<'k> {
     }
 
     /// The shared-window address of a buffer or barrier value.
-    fn shared_address_of(&mut self, v: ValueId) -> Result<String> {
+    pub(crate) fn shared_address_of(&mut self, v: ValueId) -> Result<String> {
         let offset = self.register(v)?;
         Ok(self.shared_address(&offset))
     }
