@@ -148,6 +148,18 @@ pub fn e4m3_to_f32(code: u8) -> f32 {
     sign * magnitude
 }
 
+/// The value of an e2m1 (fp4) code, the low nibble of `code`: 1 sign bit,
+/// 2 exponent bits (bias 1), 1 mantissa bit, no infinities or NaN.
+pub fn e2m1_to_f32(code: u8) -> f32 {
+    const MAGNITUDES: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+    let magnitude = MAGNITUDES[usize::from(code & 7)];
+    if code & 8 != 0 {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
 /// The value of an e5m2 code (bias 15, IEEE-like with infinities and NaNs).
 pub fn e5m2_to_f32(code: u8) -> f32 {
     let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };

@@ -6,19 +6,14 @@
 //! moves into tensor memory ([`swizzle_scales`]; cuBLAS's, TLX's and
 //! torchao's "swizzled" order).
 
-use crate::{Error, F8E4M3};
+use tlx_core::ir::TensorMemoryType;
+use tlx_core::numeric;
 
-/// The magnitudes of e2m1's eight codes (sign in bit 3).
-const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+use crate::{Error, F8E4M3};
 
 /// The value of an e2m1 code (the low nibble of `code`).
 pub fn e2m1_to_f32(code: u8) -> f32 {
-    let magnitude = E2M1[usize::from(code & 7)];
-    if code & 8 != 0 {
-        -magnitude
-    } else {
-        magnitude
-    }
+    numeric::e2m1_to_f32(code)
 }
 
 /// The nearest e2m1 code of `v` (ties to the even code), saturating at ±6;
@@ -26,10 +21,10 @@ pub fn e2m1_to_f32(code: u8) -> f32 {
 pub fn f32_to_e2m1(v: f32) -> u8 {
     let a = v.abs();
     let mut best = 0u8;
-    for (code, &m) in E2M1.iter().enumerate() {
-        let (d, e) = ((a - m).abs(), (a - E2M1[usize::from(best)]).abs());
+    for code in 0..8u8 {
+        let (d, e) = ((a - e2m1_to_f32(code)).abs(), (a - e2m1_to_f32(best)).abs());
         if d < e || (d == e && code % 2 == 0) {
-            best = code as u8;
+            best = code;
         }
     }
     if v.is_sign_negative() && best != 0 {
@@ -142,9 +137,7 @@ pub fn swizzle_scales<T: Copy + Default>(
     let mut atoms = vec![T::default(); scales.len()];
     for r in 0..rows {
         for kb in 0..blocks {
-            let atom = (r / 128) * (blocks / 4) + kb / 4;
-            atoms[atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4] =
-                scales[r * blocks + kb];
+            atoms[TensorMemoryType::scale_atom_offset(r, kb, blocks)] = scales[r * blocks + kb];
         }
     }
     Ok(atoms)

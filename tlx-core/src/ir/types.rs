@@ -418,6 +418,15 @@ impl TensorMemoryType {
         }
     }
 
+    /// Where `tmem_copy` finds scale `(row, block)` of `[R, blocks]` block
+    /// scales in shared memory: 512-byte atoms of 128 rows by 4 blocks,
+    /// row blocks outer, and in an atom byte `(row % 32) * 16 + (row % 128)
+    /// / 32 * 4 + block % 4` (cuBLAS's, TLX's and torchao's swizzled order).
+    pub fn scale_atom_offset(row: usize, block: usize, blocks: usize) -> usize {
+        let atom = (row / 128) * (blocks / 4) + block / 4;
+        atom * 512 + (row % 32) * 16 + (row % 128) / 32 * 4 + block % 4
+    }
+
     pub fn rule(elem: ScalarType, shape: &[usize]) -> Result<(), String> {
         if elem.size_bytes() == 1 {
             return Self::scale_rule(elem, shape);

@@ -6,7 +6,7 @@
 //! being read, and a read of the accumulator is an error; after, a reader
 //! that has not waited for that barrier phase races with it.
 
-use crate::ir::{DotPrecision, Named, Op, Prim, ScaledForm, Type, ValueId};
+use crate::ir::{DotPrecision, Named, Op, Prim, ScaledForm, TensorMemoryType, Type, ValueId};
 use std::rc::Rc;
 
 use super::super::super::dot;
@@ -416,12 +416,7 @@ fn unpack_e2m1(bytes: &Data, shape: &[usize], side: Side) -> Result<Tensor, Faul
     };
     let value = |code: i64, high: bool| {
         let nibble = if high { code >> 4 } else { code } & 0xf;
-        let magnitude = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0][(nibble & 7) as usize];
-        if nibble & 8 != 0 {
-            -magnitude
-        } else {
-            magnitude
-        }
+        crate::numeric::e2m1_to_f32(nibble as u8)
     };
     let (rows, cols) = match side {
         Side::Rows => (r, 2 * c),
@@ -476,10 +471,9 @@ fn scale_blocks(t: &Tensor, scales: &Data, side: Side, block: usize) -> Result<T
     Tensor::new(t.shape.clone(), Data::Float(out))
 }
 
-/// Block scales as `tmem_copy` reads them from shared memory (512-byte
-/// atoms of 128 rows by 4 blocks, atoms row-block-major: byte `(r % 32) *
-/// 16 + (r % 128) / 32 * 4 + kb % 4` of atom `(r / 128) * KB / 4 + kb / 4`)
-/// into the buffer's `[R, KB]` order.
+/// Block scales as `tmem_copy` reads them from shared memory
+/// ([`TensorMemoryType::scale_atom_offset`]) into the buffer's `[R, KB]`
+/// order.
 fn unswizzle_scales(atoms: &Data, shape: &[usize]) -> Result<Data, Fault> {
     let &[rows, blocks] = shape else {
         return Err(Fault::malformed("block scales that are not a matrix"));
@@ -492,8 +486,7 @@ fn unswizzle_scales(atoms: &Data, shape: &[usize]) -> Result<Data, Fault> {
     let mut at = Vec::with_capacity(rows * blocks);
     for r in 0..rows {
         for kb in 0..blocks {
-            let atom = (r / 128) * (blocks / 4) + kb / 4;
-            at.push(atom * 512 + (r % 32) * 16 + (r % 128) / 32 * 4 + kb % 4);
+            at.push(TensorMemoryType::scale_atom_offset(r, kb, blocks));
         }
     }
     Ok(atoms.gather(&at))
