@@ -23,25 +23,6 @@ mod common;
 use common::{Outcome, Rng, Size};
 use tlx::prelude::*;
 
-/// `[rows, blocks]` scales padded to whole tiles (128 rows, `per_tile`
-/// blocks: 128 elements of K) with `one`, a scale of 1 for rows and blocks
-/// past the matrix (which TMA fills with zeros), as atoms.
-fn atoms<T: Copy + Default>(
-    scales: &[T],
-    (rows, blocks): (usize, usize),
-    per_tile: usize,
-    one: T,
-) -> Vec<T> {
-    let padded_rows = rows.div_ceil(128) * 128;
-    let padded_blocks = blocks.div_ceil(per_tile) * per_tile;
-    let mut padded = vec![one; padded_rows * padded_blocks];
-    for r in 0..rows {
-        padded[r * padded_blocks..r * padded_blocks + blocks]
-            .copy_from_slice(&scales[r * blocks..(r + 1) * blocks]);
-    }
-    tlx::mx::swizzle_scales(&padded, padded_rows, padded_blocks).expect("whole atoms")
-}
-
 /// One scaled GEMM's check: its output against the f64 product of the
 /// dequantized operands (`a[i * k + p]`, `b[j * k + p]`). The products are
 /// exact; the f32 sums and the bf16 output round. The floor is the size of
@@ -97,7 +78,7 @@ pub fn run(device: &Device) -> Outcome {
             .enumerate()
             .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
             .collect();
-        let atoms = atoms(&scales, (rows, k / 32), 4, 127u8);
+        let atoms = tlx::mx::swizzle_scales_padded(&scales, (rows, k / 32), 4, 127u8)?;
         Ok((device.upload(&codes)?, device.upload(&atoms)?, values))
     };
     let ((da, dsa, fa), (db, dsb, fb)) = (mxfp8(&a, m)?, mxfp8(&b, n)?);
@@ -114,7 +95,8 @@ pub fn run(device: &Device) -> Outcome {
                 f64::from(tlx::mx::e2m1_to_f32(code) * scales[i / 16].to_f32())
             })
             .collect();
-        let atoms = atoms(&scales, (rows, k / 16), 8, F8E4M3::from_f32(1.0));
+        let one = F8E4M3::from_f32(1.0);
+        let atoms = tlx::mx::swizzle_scales_padded(&scales, (rows, k / 16), 8, one)?;
         Ok((device.upload(&packed)?, device.upload(&atoms)?, values))
     };
     let ((da, dsa, fa), (db, dsb, fb)) = (nvfp4(&a, m)?, nvfp4(&b, n)?);

@@ -254,25 +254,13 @@ fn gemm_scaled_agrees(dev: &Device, form: Scaled, (m, n, k): (usize, usize, usiz
             .collect()
     };
     let (a, b) = (values(m), values(n));
-    // Scales padded to whole tiles (128 rows, `per_tile` blocks: 128
-    // elements of K) with ones.
-    fn atoms<T: Copy + Default>(
+    fn scale_atoms<T: Copy + Default>(
         s: &[T],
-        rows: usize,
-        blocks: usize,
+        shape: (usize, usize),
         per_tile: usize,
         one: T,
     ) -> Vec<T> {
-        let (padded_rows, padded_blocks) = (
-            rows.div_ceil(128) * 128,
-            blocks.div_ceil(per_tile) * per_tile,
-        );
-        let mut padded = vec![one; padded_rows * padded_blocks];
-        for r in 0..rows {
-            padded[r * padded_blocks..r * padded_blocks + blocks]
-                .copy_from_slice(&s[r * blocks..(r + 1) * blocks]);
-        }
-        tlx::mx::swizzle_scales(&padded, padded_rows, padded_blocks).expect("atoms")
+        tlx::mx::swizzle_scales_padded(s, shape, per_tile, one).expect("atoms")
     }
     let dc = dev.upload(&vec![bf16::NAN; m * n]).expect("upload");
     let (run, fa, fb) = match form {
@@ -284,7 +272,7 @@ fn gemm_scaled_agrees(dev: &Device, form: Scaled, (m, n, k): (usize, usize, usiz
                     .enumerate()
                     .map(|(i, c)| f64::from(c.to_f32() * tlx::mx::ue8m0_to_f32(scales[i / 32])))
                     .collect();
-                (codes, atoms(&scales, rows, k / 32, 4, 127u8), f)
+                (codes, scale_atoms(&scales, (rows, k / 32), 4, 127u8), f)
             };
             let ((qa, sa, fa), (qb, sb, fb)) = (q(&a, m), q(&b, n));
             let up = |v: &[F8E4M3]| dev.upload(v).expect("upload");
@@ -304,7 +292,7 @@ fn gemm_scaled_agrees(dev: &Device, form: Scaled, (m, n, k): (usize, usize, usiz
                     .collect();
                 (
                     packed,
-                    atoms(&scales, rows, k / 16, 8, F8E4M3::from_f32(1.0)),
+                    scale_atoms(&scales, (rows, k / 16), 8, F8E4M3::from_f32(1.0)),
                     f,
                 )
             };

@@ -148,9 +148,9 @@ scaled_gemm_kernel!(blackwell_gemm_nvfp4, u8, f8e4m3, 64, 8, 4);
 
 /// `c = a @ bᵀ` (bf16) for mxfp8 `a` `[m, k]` and `b` `[n, k]` (row-major
 /// e4m3 values), each with its scales: the `[rows, k / 32]` ue8m0
-/// exponents in `tlx::mx::swizzle_scales`' atoms, rows padded to a multiple
-/// of 128 and blocks to a multiple of 4 (cuBLAS's and torchao's swizzled
-/// layout). `k` must be a multiple of 32. Blackwell only (sm_100a; the CPU
+/// exponents as atoms, rows padded to a multiple of 128 and blocks to a
+/// multiple of 4 (cuBLAS's and torchao's swizzled layout;
+/// `tlx::mx::swizzle_scales_padded(scales, (rows, k / 32), 4, 127)`). `k` must be a multiple of 32. Blackwell only (sm_100a; the CPU
 /// interpreter runs it too): on other GPUs `Error::NoMatchingPtx`.
 ///
 /// ```
@@ -188,9 +188,9 @@ pub fn gemm_mxfp8(
 
 /// `c = a @ bᵀ` (bf16) for nvfp4 `a` `[m, k]` and `b` `[n, k]`: e2m1 values
 /// packed two per byte, low nibble first (`tlx::mx::quantize_nvfp4`), rows
-/// of `k / 2` bytes, each with its `[rows, k / 16]` ue4m3 scales in
-/// `tlx::mx::swizzle_scales`' atoms (rows padded to a multiple of 128,
-/// blocks to a multiple of 8). `k` must be a multiple of 32. Blackwell only,
+/// of `k / 2` bytes, each with its `[rows, k / 16]` ue4m3 scales as atoms
+/// (rows padded to a multiple of 128, blocks to a multiple of 8:
+/// `tlx::mx::swizzle_scales_padded(scales, (rows, k / 16), 8, one)`). `k` must be a multiple of 32. Blackwell only,
 /// as [`gemm_mxfp8`].
 pub fn gemm_nvfp4(
     device: &Device,

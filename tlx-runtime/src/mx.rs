@@ -3,8 +3,9 @@
 //! per 32 consecutive elements along K ([`quantize_mxfp8`]); nvfp4, e2m1
 //! values packed two per byte with one ue4m3 scale per 16
 //! ([`quantize_nvfp4`]); and scales in the 512-byte atoms that `tmem_copy`
-//! moves into tensor memory ([`swizzle_scales`]; cuBLAS's, TLX's and
-//! torchao's "swizzled" order).
+//! moves into tensor memory ([`swizzle_scales`], or
+//! [`swizzle_scales_padded`] for any shape; cuBLAS's, TLX's and torchao's
+//! "swizzled" order).
 
 use tlx_core::ir::TensorMemoryType;
 use tlx_core::numeric;
@@ -143,6 +144,35 @@ pub fn swizzle_scales<T: Copy + Default>(
     Ok(atoms)
 }
 
+/// [`swizzle_scales`] of `[rows, blocks]` scales of any shape, first padded
+/// with `one` (a scale of 1) to whole tiles of 128 rows and
+/// `blocks_per_tile` blocks (a multiple of 4: the blocks of a kernel's K
+/// tile), as `tlx::ops::gemm_mxfp8` (4 per tile) and `gemm_nvfp4` (8) take
+/// them: rows and blocks past the matrix scale the zeros TMA fills in.
+pub fn swizzle_scales_padded<T: Copy + Default>(
+    scales: &[T],
+    (rows, blocks): (usize, usize),
+    blocks_per_tile: usize,
+    one: T,
+) -> Result<Vec<T>, Error> {
+    if blocks_per_tile == 0 || blocks_per_tile % 4 != 0 || scales.len() != rows * blocks {
+        return Err(Error::InvalidShape {
+            op: "swizzle_scales_padded",
+            reason: format!(
+                "{} scales for [{rows}, {blocks}] in tiles of {blocks_per_tile} blocks: the scales must be rows x blocks and the tile a multiple of 4 blocks",
+                scales.len()
+            ),
+        });
+    }
+    let padded_rows = rows.div_ceil(128) * 128;
+    let padded_blocks = blocks.div_ceil(blocks_per_tile) * blocks_per_tile;
+    let mut padded = vec![one; padded_rows * padded_blocks];
+    for (r, row) in scales.chunks(blocks.max(1)).take(rows).enumerate() {
+        padded[r * padded_blocks..][..blocks].copy_from_slice(row);
+    }
+    swizzle_scales(&padded, padded_rows, padded_blocks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +250,24 @@ mod tests {
     }
 
     #[test]
+    fn padded_scales_fill_whole_tiles_with_ones() {
+        let scales: Vec<u8> = (0..3 * 5).map(|i| i as u8).collect();
+        let atoms = swizzle_scales_padded(&scales, (3, 5), 8, 127).expect("shape");
+        assert_eq!(atoms.len(), 128 * 8);
+        assert_eq!(atoms[TensorMemoryType::scale_atom_offset(2, 4, 8)], 14);
+        assert_eq!(
+            atoms[TensorMemoryType::scale_atom_offset(2, 5, 8)],
+            127,
+            "padded block"
+        );
+        assert_eq!(
+            atoms[TensorMemoryType::scale_atom_offset(3, 0, 8)],
+            127,
+            "padded row"
+        );
+    }
+
+    #[test]
     fn bad_shapes_are_typed_errors() {
         assert!(matches!(
             swizzle_scales(&[0; 64], 64, 1),
@@ -231,6 +279,10 @@ mod tests {
         ));
         assert!(matches!(
             quantize_nvfp4(&[0.0; 24], 1, 24),
+            Err(Error::InvalidShape { .. })
+        ));
+        assert!(matches!(
+            swizzle_scales_padded(&[0u8; 4], (1, 4), 6, 127),
             Err(Error::InvalidShape { .. })
         ));
     }
